@@ -31,3 +31,38 @@ binaries_complete() {
   local b
   for b in "${BINARIES[@]}"; do [[ -x "$BIN_DIR/$b" ]] || return 1; done
 }
+
+# Components that kwokctl runs for our cluster: "<component>:<binary>" (kwokctl names a
+# component's pid file pids/<binary>.pid in the cluster workdir).
+COMPONENTS=(etcd:etcd kube-apiserver:kube-apiserver kube-controller-manager:kube-controller-manager
+  kube-scheduler:kube-scheduler kwok-controller:kwok)
+
+cluster_exists() { [[ -f "$CLUSTER_WORKDIR/kwok.yaml" ]]; }
+
+# Prints the pid of a component's binary if that process is alive and really runs our binary
+# (a pid file left over from before a reboot may name an unrelated process).
+component_pid() { # binary-name
+  local pidf="$CLUSTER_WORKDIR/pids/$1.pid" pid exe
+  [[ -f "$pidf" ]] || return 1
+  pid=$(<"$pidf")
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
+  [[ "$(basename "$exe")" == "$1" ]] || return 1
+  echo "$pid"
+}
+
+kctl() { "$BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
+
+apiserver_ready() { [[ "$(kctl get --raw /readyz --request-timeout=3s 2>/dev/null)" == ok ]]; }
+
+wait_apiserver_ready() { # timeout-seconds
+  local deadline=$((SECONDS + $1)) last=""
+  until apiserver_ready; do
+    if ((SECONDS >= deadline)); then
+      last=$(kctl get --raw '/readyz?verbose' --request-timeout=3s 2>&1 | grep -v '\] ok$' | tail -n 5 || true)
+      log "kube-apiserver /readyz not ok after $1s; last answer: ${last:-<none>}"
+      return 1
+    fi
+    sleep 0.3
+  done
+}

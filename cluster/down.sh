@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Stops every process of the local cluster and removes its state (etcd data, certificates, logs).
+# No error if the cluster does not exist. Env: CLUSTER_NAME (default iot-operator), KWOK_WORKDIR.
+set -euo pipefail
+# shellcheck source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+
+mkdir -p "$KWOK_WORKDIR"
+exec 9>"$KWOK_WORKDIR/.iot-operator-$CLUSTER_NAME.lock"
+flock 9
+
+if [[ ! -d "$CLUSTER_WORKDIR" ]]; then
+  log "cluster '$CLUSTER_NAME' does not exist; nothing to do"
+  exit 0
+fi
+
+# Remember the live processes first: the pid files go away with the workdir.
+pids=()
+for c in "${COMPONENTS[@]}"; do
+  if pid=$(component_pid "${c#*:}"); then pids+=("$pid"); fi
+done
+
+if [[ -x "$BIN_DIR/kwokctl" ]] && cluster_exists; then
+  log "deleting cluster '$CLUSTER_NAME'"
+  KWOK_KUBECTL_BINARY="$BIN_DIR/kubectl" "$BIN_DIR/kwokctl" --name "$CLUSTER_NAME" \
+    delete cluster --kubeconfig "" >&2 || log "kwokctl delete cluster failed; cleaning up by hand"
+fi
+
+# Whatever kwokctl did not stop (or if it could not run): TERM, then KILL after 15 s.
+alive() { local p; for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && echo "$p"; done; return 0; }
+left=$(alive)
+if [[ -n "$left" ]]; then
+  log "stopping remaining processes: $(echo $left)"
+  kill -TERM $left 2>/dev/null || true
+  for _ in $(seq 1 150); do [[ -z "$(alive)" ]] && break; sleep 0.1; done
+  left=$(alive)
+  if [[ -n "$left" ]]; then kill -KILL $left 2>/dev/null || true; fi
+fi
+rm -rf "$CLUSTER_WORKDIR"
+log "cluster '$CLUSTER_NAME' removed"

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Starts (or reuses) the local control plane: etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler and kwok (fake nodes), run by kwokctl's binary runtime with the binaries built by
+# cluster/build.sh. Everything listens on 127.0.0.1.
+#
+#   bash cluster/up.sh   -> progress on stderr; last stdout line: KUBECONFIG=<absolute path>
+#
+# Env: CLUSTER_NAME (default iot-operator), CLUSTER_NODES (default 2),
+#      KWOK_WORKDIR (default ~/.kwok; the cluster lives in $KWOK_WORKDIR/clusters/$CLUSTER_NAME).
+# Idempotent: a healthy cluster is reused as is; one whose processes are gone (reboot, new
+# session) is restarted with its data; one that cannot be restarted is recreated.
+set -euo pipefail
+# shellcheck source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+
+[[ "$CLUSTER_NODES" =~ ^[0-9]+$ ]] || die "CLUSTER_NODES must be a number, got '$CLUSTER_NODES'"
+T0=$SECONDS
+
+BIN_DIR=$(bash "$CLUSTER_DIR/build.sh" | tail -n 1)
+[[ -x "$BIN_DIR/kwokctl" ]] || die "build.sh did not produce binaries in '$BIN_DIR'"
+
+# kwokctl must never download anything: every binary is named, kubectl included.
+export KWOK_KUBECTL_BINARY="$BIN_DIR/kubectl"
+export PATH="$BIN_DIR:$PATH"
+KWOKCTL_BINARY_FLAGS=(
+  --runtime binary
+  --etcd-binary "$BIN_DIR/etcd"
+  --kube-apiserver-binary "$BIN_DIR/kube-apiserver"
+  --kube-controller-manager-binary "$BIN_DIR/kube-controller-manager"
+  --kube-scheduler-binary "$BIN_DIR/kube-scheduler"
+  --kwok-controller-binary "$BIN_DIR/kwok"
+)
+kwokctl() { "$BIN_DIR/kwokctl" --name "$CLUSTER_NAME" "$@"; }
+
+mkdir -p "$KWOK_WORKDIR"
+exec 9>"$KWOK_WORKDIR/.iot-operator-$CLUSTER_NAME.lock"
+flock 9 # one up/down at a time per cluster
+
+all_components_running() {
+  local c
+  for c in "${COMPONENTS[@]}"; do component_pid "${c#*:}" >/dev/null || return 1; done
+}
+
+kwok_node_count() {
+  kctl get nodes -o jsonpath='{range .items[*]}{.metadata.annotations.kwok\.x-k8s\.io/node}{"\n"}{end}' \
+    --request-timeout=5s 2>/dev/null | grep -c '^fake$' || true
+}
+
+print_result() {
+  log "cluster '$CLUSTER_NAME' is up ($(($SECONDS - T0))s)"
+  echo "KUBECONFIG=$KUBECONFIG_PATH"
+}
+
+# --- fast path: everything is there and healthy ----------------------------------------------
+if cluster_exists && grep -qF "$BIN_DIR/kube-apiserver" "$CLUSTER_WORKDIR/kwok.yaml" &&
+  all_components_running && apiserver_ready && (($(kwok_node_count) >= CLUSTER_NODES)); then
+  print_result
+  exit 0
+fi
+
+delete_cluster() {
+  kwokctl delete cluster --kubeconfig "" >&2 || true
+  rm -rf "$CLUSTER_WORKDIR"
+}
+
+create_cluster() {
+  log "creating cluster '$CLUSTER_NAME' (kwokctl binary runtime, $BUILD_KEY)"
+  if ! kwokctl create cluster --config "$CLUSTER_DIR/kwokctl.yaml" "${KWOKCTL_BINARY_FLAGS[@]}" \
+    --kubeconfig "" --timeout 5m >&2; then
+    log "kwokctl create cluster failed; component logs are in $CLUSTER_WORKDIR/logs:"
+    tail -n 20 "$CLUSTER_WORKDIR"/logs/*.log >&2 2>/dev/null || true
+    die "could not create cluster '$CLUSTER_NAME'"
+  fi
+}
+
+if cluster_exists && ! grep -qF "$BIN_DIR/kube-apiserver" "$CLUSTER_WORKDIR/kwok.yaml"; then
+  log "cluster '$CLUSTER_NAME' was created with other binaries than $BUILD_KEY; recreating it"
+  delete_cluster
+fi
+
+if cluster_exists; then
+  if ! all_components_running; then
+    # Stale pid files (e.g. from before a reboot) may point at unrelated processes: drop them
+    # so that kwokctl starts every component that is not really running.
+    for c in "${COMPONENTS[@]}"; do
+      b=${c#*:}
+      if ! component_pid "$b" >/dev/null; then
+        log "component ${c%%:*} is not running; (re)starting it"
+        rm -f "$CLUSTER_WORKDIR/pids/$b.pid"
+      fi
+    done
+    if ! kwokctl start cluster >&2 || ! wait_apiserver_ready 60; then
+      log "could not restart the existing cluster; deleting and recreating it"
+      delete_cluster
+    fi
+  elif ! wait_apiserver_ready 30; then
+    log "cluster processes run but the API server is not ready; recreating the cluster"
+    delete_cluster
+  fi
+fi
+
+if ! cluster_exists; then
+  create_cluster
+fi
+
+wait_apiserver_ready 120 || die "kube-apiserver of '$CLUSTER_NAME' did not become ready (logs: $CLUSTER_WORKDIR/logs)"
+all_components_running || {
+  for c in "${COMPONENTS[@]}"; do component_pid "${c#*:}" >/dev/null || log "component ${c%%:*} is not running"; done
+  die "not every component is running (logs: $CLUSTER_WORKDIR/logs)"
+}
+
+nodes=$(kwok_node_count)
+if ((nodes < CLUSTER_NODES)); then
+  log "scaling fake (kwok) nodes from $nodes to $CLUSTER_NODES"
+  kwokctl scale node --replicas "$CLUSTER_NODES" >&2
+fi
+if ((CLUSTER_NODES > 0)); then
+  kctl wait --for=condition=Ready nodes --all --timeout=120s >/dev/null ||
+    die "nodes did not become Ready within 120s: $(kctl get nodes 2>&1)"
+fi
+# The controller-manager is working once it has created the default ServiceAccount.
+deadline=$((SECONDS + 60))
+until kctl get serviceaccount default -n default -o name >/dev/null 2>&1; do
+  ((SECONDS < deadline)) || die "kube-controller-manager did not create the default ServiceAccount within 60s"
+  sleep 0.5
+done
+
+print_result
