@@ -1,0 +1,130 @@
+/**
+ * The manager's cache: one shared informer per resource type, scoped as configured, and the
+ * read API reconcilers use.
+ *
+ * Guarantees:
+ * - One informer (one list+watch) per resource type, however many controllers read or watch it.
+ * - Every informer is scoped by the type's configured namespace, label selector and field
+ *   selector (or the cache-wide default namespace), so memory holds only what is selected
+ *   (guarantee 10); each informer indexes by namespace, owner UID and the configured labels.
+ * - `waitForSync` resolves when every informer has listed once, and fails with an error naming
+ *   the types still unsynced when the timeout passes.
+ * - Reads never reach the API server; `get` and `list` return stored objects (read-only).
+ */
+import type { KubeClient } from '../client/client.ts';
+import { objectKey, typeId, type KubeObject, type ResourceType } from '../client/resource.ts';
+import { clientSource, type Selection } from '../watch/source.ts';
+import { Informer, type Transform } from './informer.ts';
+import { matchesSelector, parseSelector } from './selector.ts';
+import { byLabel, byNamespace, byOwnerUid, labelIndex, namespaceIndex, ownerUidIndex, type IndexFunc } from './store.ts';
+
+export interface TypeCacheOptions extends Selection {
+  /** Labels to index by (e.g. an instance label), for `list({ index: { label, value } })`. */
+  indexLabels?: string[];
+  transform?: Transform<KubeObject>;
+}
+
+export interface CacheOptions {
+  /** Namespace every informer is limited to unless its type says otherwise; undefined = all. */
+  defaultNamespace?: string;
+  byType?: ReadonlyArray<{ type: ResourceType } & TypeCacheOptions>;
+  onError?: (err: unknown, informer: string) => void;
+}
+
+export interface CacheListOptions {
+  namespace?: string;
+  labelSelector?: string | Record<string, string>;
+  /** Use an index: a label configured in `indexLabels`, or the owner UID. */
+  label?: { name: string; value: string };
+  ownerUid?: string;
+}
+
+/** Read access to cached objects, as reconcilers see it. */
+export interface CacheReader {
+  get<T extends KubeObject = KubeObject>(type: ResourceType, name: string, namespace?: string): T | undefined;
+  list<T extends KubeObject = KubeObject>(type: ResourceType, options?: CacheListOptions): T[];
+}
+
+export class Cache implements CacheReader {
+  private readonly informers = new Map<string, Informer<KubeObject>>();
+  private started: AbortSignal | undefined;
+  private readonly running: Promise<void>[] = [];
+
+  constructor(
+    private readonly client: KubeClient,
+    private readonly options: CacheOptions = {},
+  ) {}
+
+  /** The informer of a type, created on first use (and started at once if the cache runs). */
+  informer<T extends KubeObject = KubeObject>(type: ResourceType): Informer<T> {
+    const id = typeId(type);
+    let informer = this.informers.get(id);
+    if (!informer) {
+      const typeOptions = this.options.byType?.find((entry) => typeId(entry.type) === id);
+      const namespace = type.namespaced ? (typeOptions?.namespace ?? this.options.defaultNamespace) : undefined;
+      const selection: Selection = { namespace, labelSelector: typeOptions?.labelSelector, fieldSelector: typeOptions?.fieldSelector };
+      const indexers = new Map<string, IndexFunc<KubeObject>>([
+        [namespaceIndex, byNamespace],
+        [ownerUidIndex, byOwnerUid],
+        ...(typeOptions?.indexLabels ?? []).map((label): [string, IndexFunc<KubeObject>] => [labelIndex(label), byLabel(label)]),
+      ]);
+      const source = clientSource<KubeObject>(this.client, type, selection);
+      informer = new Informer(source, {
+        indexers,
+        transform: typeOptions?.transform,
+        onError: (err) => this.options.onError?.(err, source.description),
+      });
+      this.informers.set(id, informer);
+      if (this.started) this.running.push(informer.run(this.started));
+    }
+    return informer as unknown as Informer<T>;
+  }
+
+  start(signal: AbortSignal): void {
+    this.started = signal;
+    for (const informer of this.informers.values()) this.running.push(informer.run(signal));
+  }
+
+  /** Resolves when every informer has stopped (after the start signal aborted). */
+  async stopped(): Promise<void> {
+    await Promise.all(this.running);
+  }
+
+  get isSynced(): boolean {
+    return [...this.informers.values()].every((i) => i.isSynced);
+  }
+
+  async waitForSync(timeoutMs: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const pending = [...this.informers.values()].filter((i) => !i.isSynced).map((i) => i.description);
+        reject(new Error(`caches did not sync within ${Math.round(timeoutMs / 1000)} s: ${pending.join('; ')}`));
+      }, timeoutMs);
+    });
+    try {
+      await Promise.race([Promise.all([...this.informers.values()].map((i) => i.synced)), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  get<T extends KubeObject = KubeObject>(type: ResourceType, name: string, namespace?: string): T | undefined {
+    return this.informer<T>(type).store.get(objectKey({ metadata: { name, namespace: type.namespaced ? namespace : undefined } }));
+  }
+
+  list<T extends KubeObject = KubeObject>(type: ResourceType, options: CacheListOptions = {}): T[] {
+    const store = this.informer<T>(type).store;
+    let items: T[];
+    if (options.label) items = store.byIndex(labelIndex(options.label.name), options.label.value);
+    else if (options.ownerUid) items = store.byIndex(ownerUidIndex, options.ownerUid);
+    else if (options.namespace) items = store.byIndex(namespaceIndex, options.namespace);
+    else items = store.list();
+    if (options.namespace && (options.label || options.ownerUid)) items = items.filter((o) => o.metadata.namespace === options.namespace);
+    if (options.labelSelector !== undefined) {
+      const selector = parseSelector(options.labelSelector);
+      items = items.filter((o) => matchesSelector(o.metadata.labels, selector));
+    }
+    return items;
+  }
+}

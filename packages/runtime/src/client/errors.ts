@@ -1,0 +1,106 @@
+/**
+ * Typed API failures.
+ *
+ * Guarantees: every non-2xx answer of the API server becomes an `ApiError` carrying the HTTP
+ * code, the Kubernetes `reason` (from the Status body when present, otherwise derived from the
+ * code) and the server's message; callers branch on `reason`, never on message text.
+ * Transport failures (connection refused, reset, timeout) become `ApiError` with code 0 and
+ * reason `ServiceUnavailable`, so they are retried like any other transient failure.
+ */
+
+export type StatusReason =
+  | 'NotFound'
+  | 'AlreadyExists'
+  | 'Conflict'
+  | 'Invalid'
+  | 'Forbidden'
+  | 'Unauthorized'
+  | 'Gone'
+  | 'Expired'
+  | 'TooManyRequests'
+  | 'BadRequest'
+  | 'MethodNotAllowed'
+  | 'UnsupportedMediaType'
+  | 'Timeout'
+  | 'ServerTimeout'
+  | 'InternalError'
+  | 'ServiceUnavailable'
+  | 'Unknown';
+
+const reasonByCode: Record<number, StatusReason> = {
+  400: 'BadRequest',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'NotFound',
+  405: 'MethodNotAllowed',
+  409: 'Conflict',
+  410: 'Gone',
+  415: 'UnsupportedMediaType',
+  422: 'Invalid',
+  429: 'TooManyRequests',
+  500: 'InternalError',
+  503: 'ServiceUnavailable',
+  504: 'Timeout',
+};
+
+export class ApiError extends Error {
+  override readonly name = 'ApiError';
+  constructor(
+    readonly code: number,
+    readonly reason: StatusReason,
+    message: string,
+    readonly details?: unknown,
+  ) {
+    super(message);
+  }
+
+  /** Builds the error from an HTTP status code and a response body (a metav1.Status or anything). */
+  static fromResponse(code: number, body: unknown, method: string, path: string): ApiError {
+    const status = isStatus(body) ? body : undefined;
+    const reason = status?.reason && isKnownReason(status.reason) ? status.reason : (reasonByCode[code] ?? 'Unknown');
+    const message = status?.message ?? `${method} ${path}: HTTP ${code}`;
+    return new ApiError(code, reason, message, status?.details);
+  }
+
+  static transport(cause: unknown, method: string, path: string): ApiError {
+    const text = cause instanceof Error ? cause.message : String(cause);
+    const err = new ApiError(0, 'ServiceUnavailable', `${method} ${path}: ${text}`);
+    (err as { cause?: unknown }).cause = cause;
+    return err;
+  }
+
+  /** Transient failures that a retry with backoff can fix. */
+  get retriable(): boolean {
+    return (
+      this.code === 0 ||
+      this.code >= 500 ||
+      this.reason === 'Conflict' ||
+      this.reason === 'TooManyRequests' ||
+      this.reason === 'Timeout' ||
+      this.reason === 'ServerTimeout'
+    );
+  }
+}
+
+interface StatusBody {
+  kind: 'Status';
+  reason?: string;
+  message?: string;
+  details?: unknown;
+}
+
+function isStatus(body: unknown): body is StatusBody {
+  return typeof body === 'object' && body !== null && (body as { kind?: unknown }).kind === 'Status';
+}
+
+function isKnownReason(reason: string): reason is StatusReason {
+  return (Object.values(reasonByCode) as string[]).includes(reason) || ['Expired', 'ServerTimeout', 'Unknown'].includes(reason);
+}
+
+export function isApiError(err: unknown, reason?: StatusReason): err is ApiError {
+  return err instanceof ApiError && (reason === undefined || err.reason === reason);
+}
+
+export const isNotFound = (err: unknown): boolean => isApiError(err, 'NotFound');
+export const isConflict = (err: unknown): boolean => isApiError(err, 'Conflict');
+export const isAlreadyExists = (err: unknown): boolean => isApiError(err, 'AlreadyExists');

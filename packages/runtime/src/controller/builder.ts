@@ -1,0 +1,134 @@
+/**
+ * The controller builder: wiring a reconciler to the events that should trigger it, in a
+ * sentence —
+ *
+ *   controller(mgr).for(Kinds.ConfigMap).owns(Kinds.Secret).withPredicates(generationChanged())
+ *     .maxConcurrentReconciles(2).reconcile(fn)
+ *
+ * Guarantees:
+ * - `for(type)`: every event of a primary object enqueues its own key.
+ * - `owns(type)`: an event of a child enqueues the owner named by its *controller*
+ *   ownerReference when that owner is of the primary type (Kubernetes forbids cross-namespace
+ *   owners, so the owner lives in the child's namespace).
+ * - `watches(type, map)`: an event of any other object enqueues the keys `map` returns; on
+ *   update both the old and the new object are mapped, so moving an object between owners
+ *   reaches both.
+ * - Predicates filter events before they reach the queue (`withPredicates` applies to the
+ *   primary type; `owns`/`watches` take their own).
+ * - `reconcile(fn)` completes the builder, registers the controller with the manager and
+ *   returns it.
+ */
+import type { KubeObject, ResourceType } from '../client/resource.ts';
+import { parseApiVersion, typeId } from '../client/resource.ts';
+import type { EventHandler } from '../cache/informer.ts';
+import type { Manager } from '../manager/manager.ts';
+import { Controller, defaultControllerOptions, type ControllerOptions } from './controller.ts';
+import type { Predicate } from './predicates.ts';
+import { requestKey, type Reconciler, type Request } from './reconcile.ts';
+
+export type MapFunc = (obj: KubeObject) => Request[];
+
+interface Watch {
+  type: ResourceType;
+  map: MapFunc;
+  predicates: Predicate[];
+}
+
+export class ControllerBuilder {
+  private primary: ResourceType | undefined;
+  private primaryPredicates: Predicate[] = [];
+  private readonly watchList: Watch[] = [];
+  private name: string | undefined;
+  private options: ControllerOptions = { ...defaultControllerOptions };
+
+  constructor(private readonly mgr: Manager) {}
+
+  named(name: string): this {
+    this.name = name;
+    return this;
+  }
+
+  for(type: ResourceType, ...predicates: Predicate[]): this {
+    if (this.primary) throw new Error(`controller already reconciles ${typeId(this.primary)}; for() may be called once`);
+    this.primary = type;
+    this.primaryPredicates.push(...predicates);
+    return this;
+  }
+
+  owns(type: ResourceType, ...predicates: Predicate[]): this {
+    this.watchList.push({ type, map: (obj) => this.ownerRequests(obj), predicates });
+    return this;
+  }
+
+  watches(type: ResourceType, map: MapFunc, ...predicates: Predicate[]): this {
+    this.watchList.push({ type, map, predicates });
+    return this;
+  }
+
+  withPredicates(...predicates: Predicate[]): this {
+    this.primaryPredicates.push(...predicates);
+    return this;
+  }
+
+  maxConcurrentReconciles(n: number): this {
+    if (!Number.isInteger(n) || n < 1) throw new Error(`maxConcurrentReconciles must be a positive integer, got ${n}`);
+    this.options.maxConcurrentReconciles = n;
+    return this;
+  }
+
+  resyncPeriod(ms: number): this {
+    this.options.resyncPeriodMs = ms;
+    return this;
+  }
+
+  reconcile(reconciler: Reconciler): Controller {
+    const primary = this.primary;
+    if (!primary) throw new Error('controller needs a primary type: call for(type) before reconcile()');
+    const name = this.name ?? primary.kind.toLowerCase();
+    const { mgr } = this;
+    const primaryInformer = mgr.cache.informer(primary);
+    const controller = new Controller(name, reconciler, this.options, {
+      client: mgr.client,
+      cache: mgr.cache,
+      metrics: mgr.metrics,
+      logger: mgr.logger,
+      recorder: mgr.recorder,
+      primaryKeys: () => primaryInformer.store.keys(),
+    });
+    const enqueueSelf: MapFunc = (obj) => [{ namespace: obj.metadata.namespace, name: obj.metadata.name ?? '' }];
+    primaryInformer.addHandler(handlerFor(controller, enqueueSelf, this.primaryPredicates));
+    for (const watch of this.watchList) mgr.cache.informer(watch.type).addHandler(handlerFor(controller, watch.map, watch.predicates));
+    mgr.addController(controller, primary);
+    return controller;
+  }
+
+  private ownerRequests(obj: KubeObject): Request[] {
+    const primary = this.primary!;
+    const owner = obj.metadata.ownerReferences?.find((ref) => ref.controller && ref.kind === primary.kind && parseApiVersion(ref.apiVersion).group === primary.group);
+    if (!owner) return [];
+    return [{ namespace: primary.namespaced ? obj.metadata.namespace : undefined, name: owner.name }];
+  }
+}
+
+export function controller(mgr: Manager): ControllerBuilder {
+  return new ControllerBuilder(mgr);
+}
+
+function handlerFor(controller: Controller, map: MapFunc, predicates: Predicate[]): EventHandler<KubeObject> {
+  const enqueue = (objects: KubeObject[]) => {
+    const seen = new Set<string>();
+    for (const obj of objects) {
+      for (const request of map(obj)) {
+        const key = requestKey(request);
+        if (seen.has(key)) continue;
+        seen.add(key);
+        controller.enqueue(request);
+      }
+    }
+  };
+  return {
+    onAdd: (obj) => predicates.every((p) => p.create?.(obj) ?? true) && enqueue([obj]),
+    onUpdate: (oldObj, newObj) => predicates.every((p) => p.update?.(oldObj, newObj) ?? true) && enqueue([oldObj, newObj]),
+    onDelete: (obj) => predicates.every((p) => p.delete?.(obj) ?? true) && enqueue([obj]),
+  };
+}

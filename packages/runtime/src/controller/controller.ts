@@ -1,0 +1,158 @@
+/**
+ * A running controller: a work queue of primary-object keys and `maxConcurrentReconciles`
+ * workers calling the reconciler.
+ *
+ * Guarantees:
+ * - A key is reconciled by at most one worker at a time; bursts of events for it merge
+ *   (guarantee 2, through the work queue).
+ * - A reconciler that throws, or returns a rejected promise, never kills the process: the error
+ *   is logged with the controller, object and reconcile id, counted, and the key retried with
+ *   backoff; a `TerminalError` is not retried (guarantees 4 and 5).
+ * - Every primary object is re-enqueued every resync period (default 10 h, ±10 % jitter) so
+ *   that missed drift is eventually repaired (guarantee 3); `resyncNow` does it at once.
+ * - `stop` takes no new work and waits up to the deadline (default 30 s) for in-flight
+ *   reconciles (guarantee 7).
+ */
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { KubeClient } from '../client/client.ts';
+import type { CacheReader } from '../cache/cache.ts';
+import type { EventRecorder } from '../events/recorder.ts';
+import type { RuntimeMetrics } from '../metrics/runtime-metrics.ts';
+import { WorkQueue } from '../queue/workqueue.ts';
+import { requestKey, TerminalError, type Reconciler, type Request } from './reconcile.ts';
+import { splitKey } from '../client/resource.ts';
+
+export interface ControllerOptions {
+  maxConcurrentReconciles: number;
+  /** Re-enqueue every primary object this often (default 10 h, jittered ±10 %). */
+  resyncPeriodMs: number;
+}
+
+export interface ControllerDeps {
+  client: KubeClient;
+  cache: CacheReader;
+  metrics: RuntimeMetrics;
+  logger: Logger;
+  recorder: EventRecorder;
+  /** Keys of every primary object currently cached, for resyncs. */
+  primaryKeys: () => string[];
+}
+
+export const defaultControllerOptions: ControllerOptions = {
+  maxConcurrentReconciles: 1,
+  resyncPeriodMs: 10 * 60 * 60 * 1000,
+};
+
+export class Controller {
+  readonly queue: WorkQueue;
+  private readonly log: Logger;
+  private workers: Promise<void>[] = [];
+  private resyncTimer: NodeJS.Timeout | undefined;
+  private signal: AbortSignal | undefined;
+
+  constructor(
+    readonly name: string,
+    private readonly reconciler: Reconciler,
+    private readonly options: ControllerOptions,
+    private readonly deps: ControllerDeps,
+  ) {
+    this.queue = new WorkQueue(name, deps.metrics);
+    this.log = deps.logger.child({ controller: name });
+  }
+
+  enqueue(request: Request): void {
+    this.queue.add(requestKey(request));
+  }
+
+  get isRunning(): boolean {
+    return this.signal !== undefined && !this.signal.aborted;
+  }
+
+  start(signal: AbortSignal): void {
+    this.signal = signal;
+    const { metrics } = this.deps;
+    metrics.maxConcurrentReconciles.set({ controller: this.name }, this.options.maxConcurrentReconciles);
+    metrics.activeWorkers.set({ controller: this.name }, 0);
+    for (let i = 0; i < this.options.maxConcurrentReconciles; i++) this.workers.push(this.work(signal));
+    this.scheduleResync();
+    this.log.info({ workers: this.options.maxConcurrentReconciles }, 'controller started');
+  }
+
+  resyncNow(): void {
+    for (const key of this.deps.primaryKeys()) this.queue.add(key);
+  }
+
+  /** Stops taking work and waits for in-flight reconciles, at most `deadlineMs`. */
+  async stop(deadlineMs = 30_000): Promise<void> {
+    clearTimeout(this.resyncTimer);
+    this.queue.shutdown();
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), deadlineMs)));
+    const outcome = await Promise.race([Promise.all(this.workers).then(() => 'drained' as const), deadline]);
+    clearTimeout(timer);
+    if (outcome === 'timeout') this.log.warn({ deadlineMs }, 'in-flight reconciles did not finish before the shutdown deadline');
+  }
+
+  private scheduleResync(): void {
+    const jitter = 1 + (Math.random() - 0.5) * 0.2;
+    this.resyncTimer = setTimeout(() => {
+      this.resyncNow();
+      this.scheduleResync();
+    }, this.options.resyncPeriodMs * jitter);
+    this.resyncTimer.unref();
+  }
+
+  private async work(signal: AbortSignal): Promise<void> {
+    for (;;) {
+      const key = await this.queue.get();
+      if (key === undefined) return;
+      try {
+        await this.reconcileKey(key, signal);
+      } finally {
+        this.queue.done(key);
+      }
+    }
+  }
+
+  private async reconcileKey(key: string, signal: AbortSignal): Promise<void> {
+    const { metrics } = this.deps;
+    const request = splitKey(key);
+    const log = this.log.child({ object: key, reconcileID: randomUUID() });
+    const started = performance.now();
+    metrics.activeWorkers.inc({ controller: this.name });
+    try {
+      const result = await this.reconciler(request, { client: this.deps.client, cache: this.deps.cache, log, recorder: this.deps.recorder, signal });
+      const after = result?.requeueAfterMs;
+      this.queue.forget(key);
+      if (after !== undefined && after > 0) {
+        metrics.reconcileTotal.inc({ controller: this.name, result: 'requeue_after' });
+        this.queue.addAfter(key, after);
+      } else {
+        metrics.reconcileTotal.inc({ controller: this.name, result: 'success' });
+      }
+    } catch (err) {
+      metrics.reconcileErrors.inc({ controller: this.name });
+      if (err instanceof TerminalError) {
+        metrics.reconcileTotal.inc({ controller: this.name, result: 'error' });
+        this.queue.forget(key);
+        log.error({ err: describe(err) }, 'reconcile failed with a terminal error; not retrying');
+      } else {
+        metrics.reconcileTotal.inc({ controller: this.name, result: 'error' });
+        this.queue.addRateLimited(key);
+        log.error({ err: describe(err), retries: this.queue.backoff.retries(key) }, 'reconcile failed; retrying with backoff');
+      }
+    } finally {
+      metrics.activeWorkers.dec({ controller: this.name });
+      metrics.reconcileTime.observe({ controller: this.name }, (performance.now() - started) / 1000);
+    }
+  }
+}
+
+function describe(err: unknown): { name: string; message: string; reason?: string; code?: number } {
+  if (err instanceof Error) {
+    const { reason, code } = err as { reason?: string; code?: number };
+    return { name: err.name, message: err.message, reason, code };
+  }
+  return { name: 'NonError', message: String(err) };
+}

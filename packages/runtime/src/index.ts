@@ -1,0 +1,25 @@
+/**
+ * @iot-operator/runtime — the operator runtime: client, watcher, cache, work queue,
+ * controllers, manager, events, finalizers and conditions. Each module's header states what it
+ * guarantees; the runtime guarantees table in the project's design maps to them.
+ */
+export * from './client/resource.ts';
+export * from './client/errors.ts';
+export * from './client/client.ts';
+export * from './watch/source.ts';
+export * from './watch/watcher.ts';
+export * from './cache/store.ts';
+export * from './cache/selector.ts';
+export * from './cache/informer.ts';
+export * from './cache/cache.ts';
+export * from './queue/workqueue.ts';
+export * from './controller/reconcile.ts';
+export * from './controller/predicates.ts';
+export * from './controller/controller.ts';
+export * from './controller/builder.ts';
+export * from './controller/finalizers.ts';
+export * from './events/recorder.ts';
+export * from './manager/leader-election.ts';
+export * from './manager/manager.ts';
+export * from './metrics/runtime-metrics.ts';
+export * from './status/conditions.ts';

@@ -1,0 +1,185 @@
+/**
+ * The watcher: an explicit list+watch state machine for one resource selection.
+ *
+ * States (kept in `Watcher.state`):
+ * - `Empty`: nothing known; the next step lists from the first page.
+ * - `InitPage`: a paginated list is under way (500 objects per page, continue token kept).
+ * - `InitListed`: the list is complete; the next step opens a watch from the list's resourceVersion.
+ * - `Watching`: a watch stream is open; every event advances the resourceVersion.
+ *
+ * Events (what it emits to its sink):
+ * - `Init`: a (re)list starts; the sink prepares a fresh buffer.
+ * - `InitApply`: one object of the list.
+ * - `InitDone`: the list is complete; the sink swaps in the buffer atomically and emits deletes
+ *   for objects that vanished meanwhile.
+ * - `Apply`: an object was added or modified while watching.
+ * - `Delete`: an object was deleted while watching.
+ *
+ * Guarantees (runtime guarantee 1):
+ * - The resourceVersion is opaque: it is stored and sent back, never parsed or compared.
+ * - Watches ask for bookmarks; a bookmark advances the resourceVersion and emits nothing.
+ * - Each watch asks the server to end it after a random 5–10 minutes (client-go's default), so
+ *   connections are refreshed; a watch that ends normally is resumed at once from the last
+ *   resourceVersion.
+ * - 410 Gone (on connect, as an ERROR event, or on a list continue token) leads to a relist.
+ * - A dropped connection, a refused request or a malformed event is reported to `onError` and
+ *   retried from the last resourceVersion after a backoff of 800 ms doubling to 30 s with jitter
+ *   (client-go's reflector defaults); the backoff resets after 2 minutes without failure.
+ * - Nothing is emitted after `signal` aborts; `run` then resolves.
+ */
+import { isApiError } from '../client/errors.ts';
+import type { KubeObject } from '../client/resource.ts';
+import type { ListWatchSource } from './source.ts';
+
+export type WatcherState =
+  | { name: 'Empty' }
+  | { name: 'InitPage'; continue?: string }
+  | { name: 'InitListed'; resourceVersion: string }
+  | { name: 'Watching'; resourceVersion: string };
+
+export type WatcherEvent<T extends KubeObject> =
+  | { type: 'Init' }
+  | { type: 'InitApply'; object: T }
+  | { type: 'InitDone' }
+  | { type: 'Apply'; object: T }
+  | { type: 'Delete'; object: T };
+
+export interface WatcherClock {
+  now(): number;
+  sleep(ms: number, signal: AbortSignal): Promise<void>;
+  random(): number;
+}
+
+export interface WatcherConfig {
+  /** Objects per list page. Default 500, as client-go. */
+  pageSize: number;
+  /** Reconnect backoff, client-go reflector defaults: 800 ms initial, 30 s max, factor 2, jitter 1.0. */
+  initialBackoffMs: number;
+  maxBackoffMs: number;
+  /** A run this long without failure resets the backoff (client-go: 2 minutes). */
+  backoffResetMs: number;
+  /** Server-side watch timeout is chosen uniformly in [min, 2×min] seconds (client-go: 5–10 minutes). */
+  minWatchTimeoutSeconds: number;
+}
+
+export const defaultWatcherConfig: WatcherConfig = {
+  pageSize: 500,
+  initialBackoffMs: 800,
+  maxBackoffMs: 30_000,
+  backoffResetMs: 120_000,
+  minWatchTimeoutSeconds: 300,
+};
+
+export const realClock: WatcherClock = {
+  now: () => Date.now(),
+  random: () => Math.random(),
+  sleep: (ms, signal) =>
+    new Promise((resolve) => {
+      if (signal.aborted) return resolve();
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      }
+      signal.addEventListener('abort', done, { once: true });
+    }),
+};
+
+export class Watcher<T extends KubeObject> {
+  state: WatcherState = { name: 'Empty' };
+  private failures = 0;
+  private healthySince: number;
+  private readonly config: WatcherConfig;
+
+  constructor(
+    private readonly source: ListWatchSource<T>,
+    private readonly sink: (event: WatcherEvent<T>) => void,
+    private readonly onError: (err: unknown, state: WatcherState) => void = () => {},
+    config: Partial<WatcherConfig> = {},
+    private readonly clock: WatcherClock = realClock,
+  ) {
+    this.config = { ...defaultWatcherConfig, ...config };
+    this.healthySince = clock.now();
+  }
+
+  get description(): string {
+    return this.source.description;
+  }
+
+  /** Runs the state machine until the signal aborts. */
+  async run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      try {
+        await this.step(signal);
+      } catch (err) {
+        if (signal.aborted) return;
+        await this.fail(err, signal);
+      }
+    }
+  }
+
+  /** Performs one transition of the state machine. Exposed for tests. */
+  async step(signal: AbortSignal): Promise<void> {
+    const state = this.state;
+    switch (state.name) {
+      case 'Empty':
+        this.sink({ type: 'Init' });
+        this.state = { name: 'InitPage' };
+        return;
+      case 'InitPage': {
+        const page = await this.source.list({ limit: this.config.pageSize, continue: state.continue });
+        if (signal.aborted) return;
+        for (const object of page.items) this.sink({ type: 'InitApply', object });
+        if (page.continue) {
+          this.state = { name: 'InitPage', continue: page.continue };
+        } else {
+          this.sink({ type: 'InitDone' });
+          this.state = { name: 'InitListed', resourceVersion: page.resourceVersion };
+        }
+        return;
+      }
+      case 'InitListed':
+      case 'Watching':
+        await this.watchFrom(state.resourceVersion, signal);
+        return;
+    }
+  }
+
+  private async watchFrom(resourceVersion: string, signal: AbortSignal): Promise<void> {
+    const timeoutSeconds = Math.floor(this.config.minWatchTimeoutSeconds * (1 + this.clock.random()));
+    const stop = new AbortController();
+    const forward = () => stop.abort();
+    signal.addEventListener('abort', forward, { once: true });
+    try {
+      const events = await this.source.watch({ resourceVersion, timeoutSeconds, signal: stop.signal });
+      this.state = { name: 'Watching', resourceVersion };
+      for await (const event of events) {
+        if (signal.aborted) return;
+        const rv = event.object.metadata.resourceVersion;
+        if (rv) this.state = { name: 'Watching', resourceVersion: rv };
+        if (event.type === 'ADDED' || event.type === 'MODIFIED') this.sink({ type: 'Apply', object: event.object });
+        else if (event.type === 'DELETED') this.sink({ type: 'Delete', object: event.object });
+      }
+    } finally {
+      signal.removeEventListener('abort', forward);
+      stop.abort();
+    }
+  }
+
+  private async fail(err: unknown, signal: AbortSignal): Promise<void> {
+    this.onError(err, this.state);
+    if (isApiError(err, 'Gone') || isApiError(err, 'Expired')) {
+      // The resourceVersion (or continue token) is too old: start over with a fresh list.
+      this.state = { name: 'Empty' };
+      this.failures = 0;
+      return;
+    }
+    if (this.clock.now() - this.healthySince >= this.config.backoffResetMs) this.failures = 0;
+    const base = Math.min(this.config.initialBackoffMs * 2 ** this.failures, this.config.maxBackoffMs);
+    this.failures++;
+    const delay = Math.min(base * (1 + this.clock.random()), this.config.maxBackoffMs);
+    await this.clock.sleep(delay, signal);
+    this.healthySince = this.clock.now();
+  }
+}
