@@ -1,0 +1,191 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ApiError } from '../src/client/errors.ts';
+import type { KubeObject } from '../src/client/resource.ts';
+import { Informer } from '../src/cache/informer.ts';
+import { MalformedWatchEventError, decodeEvents, type ListPage, type ListWatchSource, type WatchEvent } from '../src/watch/source.ts';
+import type { WatcherClock } from '../src/watch/watcher.ts';
+
+const obj = (name: string, rv: string, extra: Partial<KubeObject['metadata']> = {}): KubeObject => ({
+  metadata: { name, namespace: 'ns', resourceVersion: rv, uid: `uid-${name}`, ...extra },
+});
+
+type WatchScript = Array<WatchEvent<KubeObject> | Error | string>;
+
+/** A scripted list/watch source: lists and watches answer from queues, and every call is recorded. */
+class ScriptedSource implements ListWatchSource<KubeObject> {
+  readonly description = 'scripted';
+  readonly lists: Array<{ continue?: string }> = [];
+  readonly watches: string[] = [];
+  constructor(
+    private readonly listAnswers: Array<ListPage<KubeObject> | Error>,
+    private readonly watchAnswers: Array<WatchScript | Error>,
+    private readonly onExhausted: () => void,
+  ) {}
+
+  async list(options: { continue?: string }): Promise<ListPage<KubeObject>> {
+    const answer = this.listAnswers.shift();
+    if (!answer) throw this.exhausted();
+    this.lists.push({ continue: options.continue });
+    if (answer instanceof Error) throw answer;
+    return answer;
+  }
+
+  async watch(options: { resourceVersion: string; signal: AbortSignal }): Promise<AsyncIterable<WatchEvent<KubeObject>>> {
+    const answer = this.watchAnswers.shift();
+    if (!answer) throw this.exhausted();
+    this.watches.push(options.resourceVersion);
+    if (answer instanceof Error) throw answer;
+    const lines = (async function* () {
+      for (const step of answer) {
+        if (step instanceof Error) throw step;
+        yield typeof step === 'string' ? step : JSON.stringify(step);
+      }
+    })();
+    return decodeEvents<KubeObject>(lines);
+  }
+
+  private exhausted(): Error {
+    this.onExhausted();
+    return new Error('script exhausted');
+  }
+}
+
+class FakeClock implements WatcherClock {
+  time = 0;
+  readonly sleeps: number[] = [];
+  now = () => this.time;
+  random = () => 0;
+  sleep = async (ms: number) => {
+    this.sleeps.push(ms);
+    this.time += ms;
+  };
+}
+
+interface Seen {
+  adds: string[];
+  updates: string[];
+  deletes: string[];
+  errors: unknown[];
+}
+
+async function runScript(listAnswers: Array<ListPage<KubeObject> | Error>, watchAnswers: Array<WatchScript | Error>) {
+  const stop = new AbortController();
+  const source = new ScriptedSource(listAnswers, watchAnswers, () => stop.abort());
+  const clock = new FakeClock();
+  const seen: Seen = { adds: [], updates: [], deletes: [], errors: [] };
+  const informer = new Informer(source, { clock, onError: (err) => seen.errors.push(err) });
+  informer.addHandler({
+    onAdd: (o) => seen.adds.push(`${o.metadata.name}@${o.metadata.resourceVersion}`),
+    onUpdate: (_, o) => seen.updates.push(`${o.metadata.name}@${o.metadata.resourceVersion}`),
+    onDelete: (o) => seen.deletes.push(o.metadata.name!),
+  });
+  await informer.run(stop.signal);
+  return { source, clock, seen, informer };
+}
+
+const ev = (type: WatchEvent<KubeObject>['type'], object: KubeObject): WatchEvent<KubeObject> => ({ type, object });
+const gone = () => new ApiError(410, 'Gone', 'too old resource version');
+
+describe('watcher state machine', () => {
+  it('lists every page, then watches from the list resourceVersion, and marks the cache synced', async () => {
+    const { source, seen, informer } = await runScript(
+      [{ items: [obj('a', '1')], resourceVersion: '10', continue: 'page2' }, { items: [obj('b', '2')], resourceVersion: '10' }],
+      [[ev('ADDED', obj('c', '11'))]],
+    );
+    assert.deepEqual(source.lists, [{ continue: undefined }, { continue: 'page2' }]);
+    assert.equal(source.watches[0], '10');
+    assert.deepEqual(seen.adds, ['a@1', 'b@2', 'c@11']);
+    assert.equal(informer.isSynced, true);
+    assert.equal(informer.store.size, 3);
+  });
+
+  it('bookmarks advance the resourceVersion without emitting anything', async () => {
+    const { source, seen } = await runScript(
+      [{ items: [], resourceVersion: '10' }],
+      [[ev('BOOKMARK', { metadata: { resourceVersion: '42' } })], []],
+    );
+    assert.deepEqual(source.watches, ['10', '42'], 'the next watch resumes from the bookmark');
+    assert.deepEqual(seen.adds, []);
+  });
+
+  it('a watch that ends normally is resumed at once from the last resourceVersion, without backoff', async () => {
+    const { source, clock } = await runScript(
+      [{ items: [], resourceVersion: '10' }],
+      [[ev('ADDED', obj('a', '11')), ev('MODIFIED', obj('a', '12'))], []],
+    );
+    assert.deepEqual(source.watches, ['10', '12']);
+    assert.deepEqual(clock.sleeps, []);
+  });
+
+  it('410 Gone leads to a relist that is swapped in atomically and emits deletes for vanished objects', async () => {
+    const { source, seen, informer } = await runScript(
+      [
+        { items: [obj('a', '1'), obj('b', '2'), obj('c', '3')], resourceVersion: '10' },
+        { items: [obj('a', '1'), obj('b', '5'), obj('d', '6')], resourceVersion: '20' },
+      ],
+      [[ev('MODIFIED', obj('a', '1')), gone()], []],
+    );
+    assert.equal(source.lists.length, 2, 'relisted after 410');
+    assert.deepEqual(source.watches, ['10', '20']);
+    assert.deepEqual(seen.deletes, ['c'], 'c vanished while the watch was down');
+    assert.ok(seen.updates.includes('b@5'), 'b changed while the watch was down');
+    assert.ok(seen.adds.includes('d@6'), 'd appeared while the watch was down');
+    assert.deepEqual(informer.store.keys().sort(), ['ns/a', 'ns/b', 'ns/d']);
+  });
+
+  it('410 as an ERROR watch event also relists', async () => {
+    const { source } = await runScript(
+      [{ items: [], resourceVersion: '10' }, { items: [], resourceVersion: '30' }],
+      [[JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old' } })], []],
+    );
+    assert.equal(source.lists.length, 2);
+    assert.deepEqual(source.watches, ['10', '30']);
+  });
+
+  it('a dropped connection resumes from the last resourceVersion after a growing backoff (800 ms, ×2, ≤ 30 s)', async () => {
+    const reset = () => Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
+    const { source, clock, seen } = await runScript(
+      [{ items: [], resourceVersion: '10' }],
+      [[ev('ADDED', obj('a', '11')), reset()], reset(), reset(), reset(), reset(), reset(), reset(), []],
+    );
+    assert.equal(source.lists.length, 1, 'no relist for a dropped connection');
+    assert.deepEqual(source.watches, ['10', '11', '11', '11', '11', '11', '11', '11']);
+    assert.deepEqual(clock.sleeps, [800, 1600, 3200, 6400, 12800, 25600, 30000]);
+    assert.equal(seen.errors.length, 7);
+  });
+
+  it('the backoff resets after two minutes without failure', async () => {
+    const reset = () => new Error('connection reset');
+    const stop = new AbortController();
+    let watchCalls = 0;
+    const clock = new FakeClock();
+    const source: ListWatchSource<KubeObject> = {
+      description: 'scripted',
+      list: async () => ({ items: [], resourceVersion: '1' }),
+      watch: async () => {
+        watchCalls++;
+        if (watchCalls === 4) clock.time += 130_000; // a long healthy period before this failure
+        if (watchCalls > 5) stop.abort();
+        throw reset();
+      },
+    };
+    await new Informer(source, { clock }).run(stop.signal);
+    assert.deepEqual(clock.sleeps.slice(0, 5), [800, 1600, 3200, 800, 1600]);
+  });
+
+  it('a malformed event surfaces as an error and the watch resumes from the last good resourceVersion', async () => {
+    const { source, seen } = await runScript(
+      [{ items: [], resourceVersion: '10' }],
+      [[ev('ADDED', obj('a', '11')), '{not json'], [JSON.stringify({ type: 'WHAT', object: obj('b', '12') })], []],
+    );
+    assert.ok(seen.errors[0] instanceof MalformedWatchEventError, `expected a MalformedWatchEventError, got ${String(seen.errors[0])}`);
+    assert.ok(seen.errors[1] instanceof MalformedWatchEventError);
+    assert.deepEqual(source.watches, ['10', '11', '11']);
+  });
+
+  it('drops managedFields before caching', async () => {
+    const { informer } = await runScript([{ items: [obj('a', '1', { managedFields: [{ manager: 'x' }] })], resourceVersion: '2' }], []);
+    assert.equal(informer.store.get('ns/a')?.metadata.managedFields, undefined);
+  });
+});

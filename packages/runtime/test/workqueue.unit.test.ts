@@ -1,0 +1,118 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ExponentialBackoff, WorkQueue } from '../src/queue/workqueue.ts';
+
+const tick = () => new Promise((resolve) => setImmediate(resolve));
+
+describe('work queue', () => {
+  it('holds a key once however often it is added, FIFO across keys', async () => {
+    const q = new WorkQueue('t');
+    for (const key of ['a', 'b', 'a', 'a', 'c', 'b']) q.add(key);
+    assert.equal(q.length, 3);
+    assert.deepEqual([await q.get(), await q.get(), await q.get()], ['a', 'b', 'c']);
+  });
+
+  it('never hands out a key that is being processed; an add during processing runs once more after done', async () => {
+    const q = new WorkQueue('t');
+    q.add('a');
+    const first = await q.get();
+    assert.equal(first, 'a');
+    q.add('a');
+    q.add('a');
+    assert.equal(q.length, 0, 'a key in processing must not be queued again');
+    let second: string | undefined;
+    void q.get().then((k) => (second = k));
+    await tick();
+    assert.equal(second, undefined, 'a worker must not receive a key that is still processing');
+    q.done('a');
+    await tick();
+    assert.equal(second, 'a');
+    q.done('a');
+    assert.equal(q.length, 0, 'two adds during processing merge into one rerun');
+  });
+
+  it('many concurrent workers never reconcile one key at the same time, and every burst is processed', async () => {
+    const q = new WorkQueue('t');
+    const active = new Set<string>();
+    let overlaps = 0;
+    const processed = new Map<string, number>();
+    const worker = async () => {
+      for (;;) {
+        const key = await q.get();
+        if (key === undefined) return;
+        if (active.has(key)) overlaps++;
+        active.add(key);
+        await new Promise((r) => setTimeout(r, Math.random() * 3));
+        processed.set(key, (processed.get(key) ?? 0) + 1);
+        active.delete(key);
+        q.done(key);
+      }
+    };
+    const workers = Array.from({ length: 8 }, worker);
+    for (let round = 0; round < 50; round++) {
+      for (const key of ['x', 'y', 'z']) q.add(key);
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    while (q.length > 0 || active.size > 0) await new Promise((r) => setTimeout(r, 5));
+    q.shutdown();
+    await Promise.all(workers);
+    assert.equal(overlaps, 0);
+    for (const key of ['x', 'y', 'z']) {
+      const n = processed.get(key) ?? 0;
+      assert.ok(n >= 1 && n <= 50, `key ${key} processed ${n} times; expected between 1 and 50 (bursts merge)`);
+    }
+  });
+
+  it('backs off per key exponentially from 5 ms to 1000 s and forgets on success', () => {
+    const b = new ExponentialBackoff();
+    const delays = Array.from({ length: 20 }, () => b.when('k'));
+    assert.deepEqual(delays.slice(0, 4), [5, 10, 20, 40]);
+    assert.equal(delays.at(-1), 1_000_000);
+    assert.equal(b.when('other'), 5, 'backoff is per key');
+    b.forget('k');
+    assert.equal(b.when('k'), 5);
+  });
+
+  it('delayed adds wait, keep the earliest deadline and dedup with direct adds', async () => {
+    const q = new WorkQueue('t');
+    q.addAfter('a', 40);
+    q.addAfter('a', 10);
+    assert.equal(q.length, 0);
+    await new Promise((r) => setTimeout(r, 25));
+    assert.equal(q.length, 1, 'the earlier deadline wins');
+    await new Promise((r) => setTimeout(r, 30));
+    assert.equal(q.length, 1, 'the later delayed add was merged, not added again');
+  });
+
+  it('rate-limited adds are delayed by the key backoff', async () => {
+    const q = new WorkQueue('t', undefined, { baseDelayMs: 20, maxDelayMs: 1000 });
+    q.addRateLimited('a');
+    assert.equal(q.length, 0);
+    await new Promise((r) => setTimeout(r, 40));
+    assert.equal(q.length, 1);
+    assert.equal(q.backoff.retries('a'), 1);
+  });
+
+  it('shutdown wakes idle workers, refuses new adds and drains in-flight keys', async () => {
+    const q = new WorkQueue('t');
+    q.add('a');
+    const inFlight = await q.get();
+    q.add('b');
+    const queuedBeforeShutdown = q.length;
+    await q.get().then((k) => q.done(k!));
+    const idle = q.get();
+    await tick();
+    q.shutdown();
+    assert.equal(queuedBeforeShutdown, 1);
+    assert.equal(await idle, undefined);
+    q.add('c');
+    assert.equal(q.length, 0, 'no adds after shutdown');
+    let drained = false;
+    const drain = q.drain().then(() => (drained = true));
+    await tick();
+    assert.equal(drained, false, 'drain waits for the key in flight');
+    q.done(inFlight!);
+    await drain;
+    assert.equal(drained, true);
+  });
+});
