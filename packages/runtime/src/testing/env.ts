@@ -1,0 +1,131 @@
+/**
+ * The end-to-end test environment on the real local control plane.
+ *
+ * Guarantees:
+ * - `testEnv()` starts or reuses the local cluster once per test process (`cluster/up.sh`,
+ *   which builds nothing when its binaries are cached) unless `KUBECONFIG` names a reachable
+ *   cluster and `IOT_TEST_USE_KUBECONFIG=1` asks for it; every call returns the same env.
+ * - `namespace()` creates a fresh namespace with a unique name per call and deletes it in
+ *   `cleanup()` (also registered with node:test's `after` by `useTestEnv`).
+ * - `installCrd` applies a CRD and waits until it is Established.
+ * - `waitFor` polls until a condition holds and, on timeout, fails with a message saying what
+ *   was expected and what was last seen.
+ */
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { parse as parseYaml, parseAllDocuments } from 'yaml';
+import { KubeClient } from '../client/client.ts';
+import { isNotFound } from '../client/errors.ts';
+import { Kinds, type KubeObject } from '../client/resource.ts';
+import { RuntimeMetrics } from '../metrics/runtime-metrics.ts';
+
+const run = promisify(execFile);
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../..');
+
+export interface WaitOptions {
+  timeoutMs?: number;
+  intervalMs?: number;
+}
+
+export class TestEnv {
+  private readonly namespaces = new Set<string>();
+
+  constructor(
+    readonly kubeconfigPath: string,
+    readonly client: KubeClient,
+    readonly metrics: RuntimeMetrics,
+  ) {}
+
+  /** Creates a namespace with a unique name starting with `prefix`; removed in cleanup(). */
+  async namespace(prefix = 'test', labels: Record<string, string> = {}): Promise<string> {
+    const name = `${prefix}-${randomBytes(3).toString('hex')}`.slice(0, 63);
+    await this.client.create(Kinds.Namespace, { metadata: { name, labels: { 'iot-operator.test/e2e': 'true', ...labels } } });
+    this.namespaces.add(name);
+    return name;
+  }
+
+  /** Deletes the namespaces this env created (without waiting for them to disappear). */
+  async cleanup(): Promise<void> {
+    await Promise.all([...this.namespaces].map((name) => this.client.delete(Kinds.Namespace, name).catch(() => undefined)));
+    this.namespaces.clear();
+  }
+
+  /** Applies a CRD (object or YAML file) with server-side apply and waits until it is Established. */
+  async installCrd(crd: KubeObject | string, options: WaitOptions = {}): Promise<KubeObject> {
+    const object = typeof crd === 'string' ? (parseYaml(await readFile(crd, 'utf8')) as KubeObject) : crd;
+    await this.client.apply(Kinds.CustomResourceDefinition, object, { fieldManager: 'iot-operator-tests', force: true });
+    const name = object.metadata.name!;
+    return this.waitFor(
+      `CRD ${name} to be Established`,
+      async () => {
+        const current = await this.client.get(Kinds.CustomResourceDefinition, name);
+        const established = (current.status as { conditions?: Array<{ type: string; status: string }> } | undefined)?.conditions?.some((c) => c.type === 'Established' && c.status === 'True');
+        return { done: !!established, value: current, seen: current.status };
+      },
+      options,
+    );
+  }
+
+  async uninstallCrd(name: string): Promise<void> {
+    await this.client.delete(Kinds.CustomResourceDefinition, name).catch((err: unknown) => {
+      if (!isNotFound(err)) throw err;
+    });
+  }
+
+  /** Polls `check` until it reports done; fails with what was expected and last seen. */
+  async waitFor<T>(expected: string, check: () => Promise<{ done: boolean; value: T; seen?: unknown }>, options: WaitOptions = {}): Promise<T> {
+    return waitFor(expected, check, options);
+  }
+
+  /** Reads a multi-document YAML file into objects. */
+  static async readManifests(file: string): Promise<KubeObject[]> {
+    const docs = parseAllDocuments(await readFile(file, 'utf8'));
+    return docs.map((d) => d.toJSON() as KubeObject).filter((o) => o && typeof o === 'object');
+  }
+}
+
+export async function waitFor<T>(expected: string, check: () => Promise<{ done: boolean; value: T; seen?: unknown }>, options: WaitOptions = {}): Promise<T> {
+  const timeoutMs = options.timeoutMs ?? 60_000;
+  const intervalMs = options.intervalMs ?? 250;
+  const deadline = Date.now() + timeoutMs;
+  let lastSeen: unknown = 'nothing yet';
+  for (;;) {
+    try {
+      const result = await check();
+      if (result.done) return result.value;
+      lastSeen = result.seen ?? result.value;
+    } catch (err) {
+      lastSeen = err instanceof Error ? `${err.name}: ${err.message}` : err;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${Math.round(timeoutMs / 1000)} s waiting for ${expected}; last seen: ${JSON.stringify(lastSeen, null, 1)?.slice(0, 2000)}`);
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+/** Starts or reuses the local cluster and returns the path of its kubeconfig. */
+export async function ensureLocalCluster(): Promise<string> {
+  if (process.env.IOT_TEST_USE_KUBECONFIG === '1' && process.env.KUBECONFIG) return process.env.KUBECONFIG;
+  const { stdout } = await run('bash', [path.join(repoRoot, 'cluster/up.sh')], { maxBuffer: 16 * 1024 * 1024, timeout: 60 * 60 * 1000 });
+  const last = stdout.trim().split('\n').at(-1) ?? '';
+  if (!last.startsWith('KUBECONFIG=')) throw new Error(`cluster/up.sh did not print KUBECONFIG=...; its output ended with: ${last}`);
+  return last.slice('KUBECONFIG='.length);
+}
+
+let shared: Promise<TestEnv> | undefined;
+
+/** The process-wide test environment (cluster started once). */
+export function testEnv(): Promise<TestEnv> {
+  shared ??= (async () => {
+    const kubeconfigPath = await ensureLocalCluster();
+    const metrics = new RuntimeMetrics();
+    const client = await KubeClient.fromKubeconfig({ kubeconfigPath, metrics });
+    return new TestEnv(kubeconfigPath, client, metrics);
+  })();
+  return shared;
+}

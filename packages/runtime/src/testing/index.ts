@@ -1,0 +1,2 @@
+/** Test support: the in-memory fake client for unit tests and the e2e environment on the local cluster. */
+export * from './env.ts';
