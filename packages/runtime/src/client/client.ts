@@ -52,6 +52,9 @@ export interface DeleteOptions {
   preconditions?: { uid?: string; resourceVersion?: string };
 }
 
+/** The verbs reconcilers use; the real client and the unit-test fake both provide them. */
+export type KubeApi = Pick<KubeClient, 'get' | 'list' | 'listAll' | 'create' | 'replace' | 'patch' | 'apply' | 'replaceStatus' | 'patchStatus' | 'applyStatus' | 'delete'>;
+
 const patchContentTypes: Record<PatchType, string> = {
   merge: 'application/merge-patch+json',
   json: 'application/json-patch+json',

@@ -6,7 +6,7 @@
  * makes the patch fail with a conflict-like error (retried by the controller) instead of
  * clobbering the list.
  */
-import type { KubeClient } from '../client/client.ts';
+import type { KubeApi } from '../client/client.ts';
 import type { KubeObject, ResourceType } from '../client/resource.ts';
 
 export function hasFinalizer(obj: KubeObject, finalizer: string): boolean {
@@ -14,7 +14,7 @@ export function hasFinalizer(obj: KubeObject, finalizer: string): boolean {
 }
 
 /** Adds the finalizer if missing; returns the updated object, or the input when nothing changed. */
-export async function addFinalizer<T extends KubeObject>(client: KubeClient, type: ResourceType, obj: T, finalizer: string): Promise<T> {
+export async function addFinalizer<T extends KubeObject>(client: KubeApi, type: ResourceType, obj: T, finalizer: string): Promise<T> {
   if (hasFinalizer(obj, finalizer)) return obj;
   const { name, namespace, finalizers, resourceVersion } = obj.metadata;
   const patch = finalizers === undefined
@@ -27,7 +27,7 @@ export async function addFinalizer<T extends KubeObject>(client: KubeClient, typ
 }
 
 /** Removes only our finalizer; returns the updated object, or the input when it was absent. */
-export async function removeFinalizer<T extends KubeObject>(client: KubeClient, type: ResourceType, obj: T, finalizer: string): Promise<T> {
+export async function removeFinalizer<T extends KubeObject>(client: KubeApi, type: ResourceType, obj: T, finalizer: string): Promise<T> {
   const index = obj.metadata.finalizers?.indexOf(finalizer) ?? -1;
   if (index < 0) return obj;
   const path = `/metadata/finalizers/${index}`;

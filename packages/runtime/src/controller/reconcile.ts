@@ -9,7 +9,7 @@
  * - a thrown `TerminalError`: logged and counted, not retried until the object changes again.
  */
 import type { Logger } from 'pino';
-import type { KubeClient } from '../client/client.ts';
+import type { KubeApi } from '../client/client.ts';
 import type { CacheReader } from '../cache/cache.ts';
 import type { EventRecorder } from '../events/recorder.ts';
 
@@ -19,7 +19,7 @@ export interface Request {
 }
 
 export interface ReconcileContext {
-  client: KubeClient;
+  client: KubeApi;
   cache: CacheReader;
   log: Logger;
   recorder: EventRecorder;
