@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { isApiError } from '../src/client/errors.ts';
-import { Kinds } from '../src/client/resource.ts';
+import { Kinds, type KubeObject } from '../src/client/resource.ts';
 import { addFinalizer, removeFinalizer } from '../src/controller/finalizers.ts';
 import { setCondition } from '../src/status/conditions.ts';
 import { FakeClient } from '../src/testing/fake-client.ts';
 
-const cm = (name: string, data: Record<string, string> = {}, labels: Record<string, string> = {}) => ({ metadata: { name, namespace: 'ns', labels }, data });
+const cm = (name: string, data: Record<string, string> = {}, labels: Record<string, string> = {}): KubeObject => ({ metadata: { name, namespace: 'ns', labels }, data });
 
 describe('fake client', () => {
   it('bumps generation only on spec changes and rejects stale replaces with Conflict', async () => {
