@@ -23,3 +23,4 @@ export * from './manager/leader-election.ts';
 export * from './manager/manager.ts';
 export * from './metrics/runtime-metrics.ts';
 export * from './status/conditions.ts';
+export * from './apply/subset.ts';

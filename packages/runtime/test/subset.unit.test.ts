@@ -1,0 +1,31 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { firstDifference, isSubset } from '../src/apply/subset.ts';
+
+describe('desired-subset-of-observed', () => {
+  const observed = {
+    metadata: { name: 'a', labels: { app: 'x' }, resourceVersion: '5', uid: 'u' },
+    spec: { replicas: 2, template: { spec: { containers: [{ name: 'c', image: 'i:1', ports: [{ containerPort: 80, protocol: 'TCP' }], terminationMessagePath: '/dev/termination-log' }] } } },
+    status: { readyReplicas: 2 },
+  };
+
+  it('ignores fields only the server sets', () => {
+    assert.equal(isSubset({ metadata: { name: 'a', labels: { app: 'x' } }, spec: { replicas: 2, template: { spec: { containers: [{ name: 'c', image: 'i:1', ports: [{ containerPort: 80, protocol: 'TCP' }] }] } } } }, observed), true);
+  });
+
+  it('names the first field that differs', () => {
+    assert.equal(firstDifference({ spec: { replicas: 3 } }, observed), '.spec.replicas');
+    assert.equal(firstDifference({ spec: { template: { spec: { containers: [{ image: 'i:2' }] } } } }, observed), '.spec.template.spec.containers[0].image');
+    assert.equal(firstDifference({ metadata: { labels: { app: 'x', extra: 'y' } } }, observed), '.metadata.labels.extra');
+  });
+
+  it('treats a list as a whole: a missing or extra element is a difference', () => {
+    assert.equal(isSubset({ spec: { template: { spec: { containers: [] } } } }, observed), false);
+    assert.equal(isSubset({ spec: { template: { spec: { containers: [{ name: 'c' }, { name: 'd' }] } } } }, observed), false);
+  });
+
+  it('matches empty desired maps and lists with absent observed ones, but not numbers with strings', () => {
+    assert.equal(isSubset({ metadata: { annotations: {} }, spec: { tolerations: [] } }, observed), true);
+    assert.equal(isSubset({ spec: { replicas: '2' } }, observed), false);
+  });
+});
