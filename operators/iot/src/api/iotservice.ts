@@ -1,0 +1,470 @@
+/**
+ * The IoTService API (cp.iotservices.io/v1alpha1), defined once.
+ *
+ * Guarantees: the TypeBox schemas below are the single source of the TypeScript types
+ * (`IoTServiceSpec`, `IoTServiceStatus`, `IoTService`), of the operator-side validation
+ * (`validateIoTServiceSpec`) and of the CRD's OpenAPI schema (see crd.ts). Defaults live in the
+ * schema and are applied identically by the API server (CRD `default`) and by
+ * `validateIoTServiceSpec`. Cross-field rules are written once as CEL for the API server and
+ * mirrored here as predicates with the same message, so a spec the API server accepts is
+ * accepted here too (the operator's check is at most stricter; see `validateIoTServiceSpec`).
+ *
+ * Replica ranges (chosen, documented in the CRD descriptions):
+ *   gateway 0..50 (default 2), core 0..20 (default 2), processing 0..50 (default 1),
+ *   broker 1..7 (default 1; an odd count keeps a quorum), database 1..5 (default 1).
+ * core and processing may be scaled to 0 to stop an instance's API or pipeline without deleting
+ * it; broker and database hold the instance's data and always run at least one replica.
+ *
+ * Unknown fields: the CRD schema is structural and uses `x-kubernetes-preserve-unknown-fields`
+ * nowhere, so the API server prunes unknown fields (and rejects them outright for clients that
+ * ask for strict field validation, e.g. `kubectl apply`, whose default is `--validate=strict`).
+ * The operator's validator rejects them as well, so a pre-pruning object can never slip through.
+ */
+
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { TypeCompiler, ValueErrorType, type ValueError } from '@sinclair/typebox/compiler';
+import { Value } from '@sinclair/typebox/value';
+import type { V1ObjectMeta } from '@kubernetes/client-node';
+
+export const API_GROUP = 'cp.iotservices.io';
+export const API_VERSION = 'v1alpha1';
+export const IOTSERVICE_API_VERSION = `${API_GROUP}/${API_VERSION}` as const;
+export const IOTSERVICE_KIND = 'IoTService' as const;
+export const IOTSERVICE_PLURAL = 'iotservices';
+export const IOTSERVICE_SINGULAR = 'iotservice';
+export const IOTSERVICE_SHORT_NAMES: readonly string[] = ['iots'];
+
+/** Image tag grammar (OCI distribution spec): what `spec.version` is used as. */
+export const IMAGE_TAG_PATTERN = '^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$';
+
+/** Registry host with optional port and path, e.g. `registry.example.com:5000/iot`; empty = operator default. */
+export const REGISTRY_PATTERN =
+  '^([a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]+([._-][a-z0-9]+)*)*)?$';
+
+/** Non-negative resource.Quantity in string form (the API server's grammar without a sign). */
+export const QUANTITY_PATTERN =
+  '^(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$';
+
+/** Storage size: a quantity, or empty for "no persistent volume". */
+export const STORAGE_PATTERN = `^$|${QUANTITY_PATTERN}`;
+
+/** Keys of config.yml that the operator writes itself; `spec.config` may not set them. */
+export const RESERVED_CONFIG_KEYS: readonly string[] = ['instance', 'landscape', 'namespace', 'version', 'endpoints'];
+
+export const GATEWAY_PROTOCOLS = ['mqtt', 'mqtts', 'http', 'coap'] as const;
+export type GatewayProtocol = (typeof GATEWAY_PROTOCOLS)[number];
+export const SERVICE_TYPES = ['ClusterIP', 'NodePort', 'LoadBalancer'] as const;
+export type GatewayServiceType = (typeof SERVICE_TYPES)[number];
+export const PHASES = ['Available', 'Processing', 'Failed'] as const;
+export type IoTServicePhase = (typeof PHASES)[number];
+
+/** Components of an instance, in the order they are reported. */
+export const COMPONENTS = ['gateway', 'core', 'processing', 'broker', 'database'] as const;
+export type ComponentName = (typeof COMPONENTS)[number];
+
+/** Replica bounds and defaults per component (see the module comment for the reasoning). */
+export const REPLICA_RANGES: Readonly<Record<ComponentName, { min: number; max: number; default: number }>> = {
+  gateway: { min: 0, max: 50, default: 2 },
+  core: { min: 0, max: 20, default: 2 },
+  processing: { min: 0, max: 50, default: 1 },
+  broker: { min: 1, max: 7, default: 1 },
+  database: { min: 1, max: 5, default: 1 },
+};
+
+/**
+ * Options that exist only for this module's error messages. crd.ts strips them (it keeps only
+ * JSON-Schema-props keywords), so they never reach the API server.
+ */
+interface Readable {
+  errorMessage?: string;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cross-field rules: CEL for the API server, a predicate with the same meaning for the operator.
+// ---------------------------------------------------------------------------------------------
+
+/** A CEL rule on one object of the schema, in the shape of `x-kubernetes-validations` entries. */
+export interface CelRule {
+  rule: string;
+  message: string;
+}
+
+const storageClassNeedsStorage: CelRule = {
+  rule: "!has(self.storageClassName) || self.storageClassName == '' || (has(self.storage) && self.storage != '')",
+  message: 'storageClassName may only be set together with storage',
+};
+
+/**
+ * StatefulSet volume claim templates are immutable, so storage and storageClassName cannot change
+ * once an instance exists. A transition rule: the API server evaluates it on updates only; the
+ * operator cannot (it has no old object) and reports the refused StatefulSet update instead.
+ */
+const storageImmutable: CelRule = {
+  rule:
+    "(has(self.storage) ? self.storage : '') == (has(oldSelf.storage) ? oldSelf.storage : '') && " +
+    "(has(self.storageClassName) ? self.storageClassName : '') == (has(oldSelf.storageClassName) ? oldSelf.storageClassName : '')",
+  message: 'storage and storageClassName cannot be changed after creation (StatefulSet volume claims are immutable)',
+};
+
+const configKeysNotReserved: CelRule = {
+  rule: `!has(self.config) || !(${RESERVED_CONFIG_KEYS.map((k) => `'${k}' in self.config`).join(' || ')})`,
+  message: `config must not set ${RESERVED_CONFIG_KEYS.join(', ')}: the operator writes these keys of config.yml`,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Schema building blocks
+// ---------------------------------------------------------------------------------------------
+
+const StringMap = (description: string) => Type.Record(Type.String(), Type.String(), { description });
+
+/** core/v1 resource.Quantity: an integer or a quantity string (`x-kubernetes-int-or-string`). */
+export const QuantitySchema = Type.Union([Type.Integer({ minimum: 0 }), Type.String({ pattern: QUANTITY_PATTERN })], {
+  description: 'A Kubernetes quantity, e.g. 500m, 2, 512Mi, 10Gi.',
+  errorMessage: 'must be a non-negative Kubernetes quantity such as 500m, 2, 512Mi or 10Gi',
+});
+
+const ResourceList = (description: string) => Type.Record(Type.String(), QuantitySchema, { description });
+
+/** core/v1 ResourceRequirements (limits and requests). */
+export const ResourceRequirementsSchema = Type.Object(
+  {
+    limits: Type.Optional(ResourceList('Maximum amount of compute resources allowed, e.g. {cpu: 500m, memory: 512Mi}.')),
+    requests: Type.Optional(ResourceList('Minimum amount of compute resources required, e.g. {cpu: 100m, memory: 128Mi}.')),
+  },
+  { additionalProperties: false, description: 'Compute resources of the component containers (core/v1 ResourceRequirements).' },
+);
+
+function replicas(component: ComponentName) {
+  const r = REPLICA_RANGES[component];
+  return Type.Integer({
+    minimum: r.min,
+    maximum: r.max,
+    default: r.default,
+    format: 'int32',
+    description: `Number of ${component} replicas, ${r.min}..${r.max} (default ${r.default}).`,
+    errorMessage: `must be an integer from ${r.min} to ${r.max}`,
+  });
+}
+
+/** Fields every component accepts. */
+function commonComponentFields(component: ComponentName) {
+  return {
+    replicas: Type.Optional(replicas(component)),
+    image: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 512,
+        pattern: '^\\S+$',
+        description: `Full image reference for the ${component}; overrides <registry>/iot-${component}:<version>.`,
+        errorMessage: 'must be an image reference without spaces',
+      }),
+    ),
+    resources: Type.Optional(ResourceRequirementsSchema),
+    nodeSelector: Type.Optional(StringMap(`Node labels the ${component} pods must be scheduled on.`)),
+  };
+}
+
+function storageFields(component: ComponentName) {
+  return {
+    storage: Type.Optional(
+      Type.String({
+        maxLength: 64,
+        pattern: STORAGE_PATTERN,
+        description: `Size of each ${component} replica's persistent volume, e.g. 10Gi; empty: an emptyDir (data is lost with the pod).`,
+        errorMessage: 'must be empty or a Kubernetes quantity such as 10Gi',
+      }),
+    ),
+    storageClassName: Type.Optional(
+      Type.String({
+        maxLength: 253,
+        description: 'StorageClass of the persistent volumes; empty: the cluster default. Requires storage.',
+      }),
+    ),
+  };
+}
+
+const componentDescription: Readonly<Record<ComponentName, string>> = {
+  gateway: 'Device-facing ingestion: a Deployment and a Service with one port per protocol.',
+  core: 'Device registry and management API: a Deployment and a Service on port 8080.',
+  processing: 'Message processing pipeline: a Deployment without a Service.',
+  broker: 'Message broker: a StatefulSet and a headless Service (5672 AMQP, 1883 MQTT).',
+  database: 'Time-series store: a StatefulSet and a headless Service (5432).',
+};
+
+export const GatewaySpecSchema = Type.Object(
+  {
+    ...commonComponentFields('gateway'),
+    protocols: Type.Optional(
+      Type.Array(
+        Type.Union(
+          GATEWAY_PROTOCOLS.map((p) => Type.Literal(p)),
+          { errorMessage: `must be one of ${GATEWAY_PROTOCOLS.join(', ')}` },
+        ),
+        {
+          minItems: 1,
+          uniqueItems: true,
+          default: ['mqtt', 'http'],
+          description: 'Device protocols: mqtt (1883/TCP), mqtts (8883/TCP), http (8080/TCP), coap (5683/UDP). Default [mqtt, http].',
+          errorMessage: 'must list at least one protocol, each at most once',
+        },
+      ),
+    ),
+    serviceType: Type.Optional(
+      Type.Union(
+        SERVICE_TYPES.map((t) => Type.Literal(t)),
+        {
+          default: 'ClusterIP',
+          description: 'Type of the gateway Service: ClusterIP, NodePort or LoadBalancer (default ClusterIP).',
+          errorMessage: `must be one of ${SERVICE_TYPES.join(', ')}`,
+        },
+      ),
+    ),
+  },
+  { additionalProperties: false, default: {}, description: componentDescription.gateway },
+);
+
+const plainComponent = (component: 'core' | 'processing') =>
+  Type.Object(commonComponentFields(component), {
+    additionalProperties: false,
+    default: {},
+    description: componentDescription[component],
+  });
+
+const statefulComponent = (component: 'broker' | 'database') =>
+  Type.Object(
+    { ...commonComponentFields(component), ...storageFields(component) },
+    {
+      additionalProperties: false,
+      default: {},
+      description: componentDescription[component],
+      'x-kubernetes-validations': [storageClassNeedsStorage, storageImmutable],
+    },
+  );
+
+export const CoreSpecSchema = plainComponent('core');
+export const ProcessingSpecSchema = plainComponent('processing');
+export const BrokerSpecSchema = statefulComponent('broker');
+export const DatabaseSpecSchema = statefulComponent('database');
+
+export const IoTServiceSpecSchema = Type.Object(
+  {
+    version: Type.String({
+      minLength: 1,
+      maxLength: 128,
+      pattern: IMAGE_TAG_PATTERN,
+      description: 'Image tag used by every component, e.g. 2.4.1. Changing it rolls every workload.',
+      errorMessage: 'must be an image tag: letters, digits, _ . - (not starting with . or -), at most 128 characters',
+    }),
+    registry: Type.Optional(
+      Type.String({
+        maxLength: 253,
+        pattern: REGISTRY_PATTERN,
+        description: "Image registry and path prefix, e.g. registry.example.com/iot; empty: the operator's default.",
+        errorMessage: 'must be a registry host with optional port and path, e.g. registry.example.com:5000/iot',
+      }),
+    ),
+    paused: Type.Optional(
+      Type.Boolean({
+        default: false,
+        description: 'true: the operator leaves every child exactly as it is (status is still reported).',
+      }),
+    ),
+    gateway: Type.Optional(GatewaySpecSchema),
+    core: Type.Optional(CoreSpecSchema),
+    processing: Type.Optional(ProcessingSpecSchema),
+    broker: Type.Optional(BrokerSpecSchema),
+    database: Type.Optional(DatabaseSpecSchema),
+    config: Type.Optional(
+      Type.Record(Type.String(), Type.String(), {
+        maxProperties: 256,
+        description: `Entries merged into config.yml (mounted at /etc/iot/config.yml); may not set ${RESERVED_CONFIG_KEYS.join(', ')}.`,
+      }),
+    ),
+  },
+  {
+    additionalProperties: false,
+    description: 'Desired state of one IoT service instance.',
+    'x-kubernetes-validations': [configKeysNotReserved],
+  },
+);
+
+const ComponentStatusSchema = Type.Object(
+  {
+    desired: Type.Integer({ format: 'int32', description: 'Replicas the spec asks for.' }),
+    updated: Type.Integer({ format: 'int32', description: 'Replicas running the current pod template.' }),
+    ready: Type.Integer({ format: 'int32', description: 'Replicas that are ready.' }),
+  },
+  { additionalProperties: false },
+);
+
+/** metav1.Condition. */
+export const ConditionSchema = Type.Object(
+  {
+    type: Type.String({ maxLength: 316 }),
+    status: Type.Union([Type.Literal('True'), Type.Literal('False'), Type.Literal('Unknown')]),
+    observedGeneration: Type.Optional(Type.Integer({ format: 'int64', minimum: 0 })),
+    lastTransitionTime: Type.String({ description: 'RFC 3339 time the status last changed.' }),
+    reason: Type.String({ maxLength: 1024 }),
+    message: Type.String({ maxLength: 32768 }),
+  },
+  { additionalProperties: false },
+);
+
+export const IoTServiceStatusSchema = Type.Object(
+  {
+    phase: Type.Optional(
+      Type.Union(
+        PHASES.map((p) => Type.Literal(p)),
+        { description: 'Available, Processing or Failed.' },
+      ),
+    ),
+    observedGeneration: Type.Optional(
+      Type.Integer({ format: 'int64', description: 'metadata.generation of the spec this status describes.' }),
+    ),
+    reason: Type.Optional(Type.String({ description: 'Only when phase is Failed: why, and what to do about it.' })),
+    pods: Type.Optional(Type.Array(Type.String(), { description: "Names of the instance's Running pods." })),
+    namespace: Type.Optional(Type.String({ description: "The instance's namespace, <landscape>-<instance id>." })),
+    ready: Type.Optional(Type.String({ description: 'Ready pods / desired pods, e.g. 7/7.' })),
+    components: Type.Optional(
+      Type.Record(Type.String(), ComponentStatusSchema, { description: 'Per workload: desired, updated and ready replicas.' }),
+    ),
+    conditions: Type.Optional(
+      Type.Array(ConditionSchema, {
+        description: 'Ready, Progressing and Degraded.',
+        'x-kubernetes-list-type': 'map',
+        'x-kubernetes-list-map-keys': ['type'],
+      }),
+    ),
+  },
+  { additionalProperties: false, description: 'Observed state of the instance, written by the operator.' },
+);
+
+export type IoTServiceSpec = Static<typeof IoTServiceSpecSchema>;
+export type IoTServiceStatus = Static<typeof IoTServiceStatusSchema>;
+export type ComponentStatus = Static<typeof ComponentStatusSchema>;
+export type ResourceRequirements = Static<typeof ResourceRequirementsSchema>;
+export type Quantity = Static<typeof QuantitySchema>;
+
+/** A spec after `validateIoTServiceSpec`: every defaulted field is present. */
+export type DefaultedIoTServiceSpec = IoTServiceSpec & {
+  paused: boolean;
+  gateway: Static<typeof GatewaySpecSchema> & {
+    replicas: number;
+    protocols: GatewayProtocol[];
+    serviceType: GatewayServiceType;
+  };
+  core: Static<typeof CoreSpecSchema> & { replicas: number };
+  processing: Static<typeof ProcessingSpecSchema> & { replicas: number };
+  broker: Static<typeof BrokerSpecSchema> & { replicas: number };
+  database: Static<typeof DatabaseSpecSchema> & { replicas: number };
+};
+
+/** The IoTService object as the API server returns it. */
+export interface IoTService {
+  apiVersion: typeof IOTSERVICE_API_VERSION;
+  kind: typeof IOTSERVICE_KIND;
+  metadata: V1ObjectMeta;
+  spec: IoTServiceSpec;
+  status?: IoTServiceStatus;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation
+// ---------------------------------------------------------------------------------------------
+
+/** Cross-field rules as predicates over a schema-valid, defaulted spec; same messages as the CEL. */
+const crossFieldChecks: ReadonlyArray<{ path: string; message: string; holds: (spec: DefaultedIoTServiceSpec) => boolean }> = [
+  ...(['broker', 'database'] as const).map((component) => ({
+    path: `spec.${component}.storageClassName`,
+    message: storageClassNeedsStorage.message,
+    holds: (spec: DefaultedIoTServiceSpec) => !spec[component].storageClassName || !!spec[component].storage,
+  })),
+  {
+    path: 'spec.config',
+    message: configKeysNotReserved.message,
+    holds: (spec) => !RESERVED_CONFIG_KEYS.some((k) => Object.hasOwn(spec.config ?? {}, k)),
+  },
+];
+
+export type SpecValidationResult =
+  | { ok: true; spec: DefaultedIoTServiceSpec }
+  | { ok: false; errors: string[] };
+
+const compiledSpec = TypeCompiler.Compile(IoTServiceSpecSchema);
+
+/**
+ * Validates a spec the way the CRD does and returns it with defaults applied (the input is not
+ * modified). Errors are readable: `spec.gateway.replicas: must be an integer from 0 to 50`.
+ */
+export function validateIoTServiceSpec(spec: unknown): SpecValidationResult {
+  if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) {
+    return { ok: false, errors: ['spec: must be an object with at least spec.version'] };
+  }
+  const defaulted = Value.Default(IoTServiceSpecSchema, Value.Clone(spec));
+  if (!compiledSpec.Check(defaulted)) {
+    return { ok: false, errors: readableErrors(compiledSpec.Errors(defaulted)) };
+  }
+  const typed = defaulted as DefaultedIoTServiceSpec;
+  const errors = crossFieldChecks.filter((c) => !c.holds(typed)).map((c) => `${c.path}: ${c.message}`);
+  return errors.length === 0 ? { ok: true, spec: typed } : { ok: false, errors };
+}
+
+/** One message per path, the most specific schema's own wording where it has one. */
+function readableErrors(errors: Iterable<ValueError>): string[] {
+  const byPath = new Map<string, string>();
+  for (const error of errors) {
+    const path = specPath(error.path);
+    if (error.type === ValueErrorType.ObjectRequiredProperty) {
+      if (!byPath.has(path)) byPath.set(path, 'required field is missing');
+      continue;
+    }
+    const owner = ownerWithMessage(error);
+    const message = owner ? owner.message : error.message.replace(/^Expected/, 'expected');
+    const key = owner ? specPath(owner.path) : path;
+    if (!byPath.has(key)) byPath.set(key, message === 'Unexpected property' ? 'unknown field' : message);
+  }
+  return [...byPath].map(([path, message]) => `${path}: ${message}`);
+}
+
+/**
+ * The error's schema carries `errorMessage`, or (for a bad item of an array whose schema carries
+ * one, e.g. an unknown protocol) the enclosing array does.
+ */
+function ownerWithMessage(error: ValueError): { path: string; message: string } | undefined {
+  const own = (error.schema as TSchema & Readable).errorMessage;
+  if (own) return { path: error.path, message: own };
+  const parentPath = error.path.replace(/\/[^/]*$/, '');
+  if (/\/\d+$/.test(error.path)) {
+    // an item schema without its own message, e.g. a non-string in a list of strings
+    const parent = schemaAt(IoTServiceSpecSchema, parentPath);
+    const message = (parent as (TSchema & Readable) | undefined)?.errorMessage;
+    if (message) return { path: parentPath, message };
+  }
+  return undefined;
+}
+
+function schemaAt(schema: TSchema, pointer: string): TSchema | undefined {
+  let current: TSchema | undefined = schema;
+  for (const segment of pointer.split('/').slice(1)) {
+    const key = decodePointerSegment(segment);
+    const properties = current?.['properties'] as Record<string, TSchema> | undefined;
+    current = properties?.[key];
+  }
+  return current;
+}
+
+function decodePointerSegment(segment: string): string {
+  return segment.replace(/~1/g, '/').replace(/~0/g, '~');
+}
+
+/** `/gateway/protocols/2` -> `spec.gateway.protocols[2]`; map keys with dots or slashes are quoted. */
+function specPath(pointer: string): string {
+  let path = 'spec';
+  for (const segment of pointer.split('/').slice(1)) {
+    const key = decodePointerSegment(segment);
+    if (/^\d+$/.test(key)) path += `[${key}]`;
+    else if (/^[A-Za-z_][A-Za-z0-9_-]*$/.test(key)) path += `.${key}`;
+    else path += `[${JSON.stringify(key)}]`;
+  }
+  return path;
+}

@@ -1,0 +1,71 @@
+/**
+ * The stateless workloads: Deployments `gateway`, `core` and `processing`.
+ *
+ * Guarantees: one Deployment per component, named after it, in the instance namespace, with the
+ * replicas of the spec, an immutable selector (instance + component), the shared hardened pod
+ * template (pod.ts) and an explicit 600 s progress deadline (after which the Deployment reports
+ * ProgressDeadlineExceeded and the instance goes Failed). The gateway exposes exactly the ports of
+ * its enabled protocols plus the health port.
+ */
+
+import type { V1Deployment } from '@kubernetes/client-node';
+import type { Instance } from './instance.ts';
+import { componentLabels, componentSelector } from './labels.ts';
+import { desiredPodTemplate, httpProbe, type ContainerRuntime } from './pod.ts';
+import { CORE_API_PORT, HEALTH_PORT, gatewayPorts, PORTS } from './ports.ts';
+
+export type DeploymentComponent = 'gateway' | 'core' | 'processing';
+export const DEPLOYMENT_COMPONENTS: readonly DeploymentComponent[] = ['gateway', 'core', 'processing'];
+export const PROGRESS_DEADLINE_SECONDS = 600;
+
+const healthProbes = {
+  readinessProbe: httpProbe('/readyz', PORTS.health, 'readiness'),
+  livenessProbe: httpProbe('/healthz', PORTS.health, 'liveness'),
+};
+
+export function gatewayRuntime(instance: Instance): ContainerRuntime {
+  return { ports: [...gatewayPorts(instance.spec.gateway.protocols), HEALTH_PORT], ...healthProbes, credentials: ['brokerPassword'] };
+}
+
+export const CORE_RUNTIME: ContainerRuntime = {
+  ports: [CORE_API_PORT, HEALTH_PORT],
+  ...healthProbes,
+  credentials: ['apiToken', 'brokerPassword', 'databasePassword'],
+};
+
+export const PROCESSING_RUNTIME: ContainerRuntime = {
+  ports: [HEALTH_PORT],
+  ...healthProbes,
+  credentials: ['brokerPassword', 'databasePassword'],
+};
+
+function desiredDeployment(
+  instance: Instance,
+  component: DeploymentComponent,
+  runtime: ContainerRuntime,
+  configChecksum: string,
+): V1Deployment {
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name: component, namespace: instance.namespace, labels: componentLabels(instance, component) },
+    spec: {
+      replicas: instance.spec[component].replicas,
+      selector: { matchLabels: componentSelector(instance, component) },
+      progressDeadlineSeconds: PROGRESS_DEADLINE_SECONDS,
+      template: desiredPodTemplate(instance, component, runtime, configChecksum),
+    },
+  };
+}
+
+export function desiredGatewayDeployment(instance: Instance, configChecksum: string): V1Deployment {
+  return desiredDeployment(instance, 'gateway', gatewayRuntime(instance), configChecksum);
+}
+
+export function desiredCoreDeployment(instance: Instance, configChecksum: string): V1Deployment {
+  return desiredDeployment(instance, 'core', CORE_RUNTIME, configChecksum);
+}
+
+export function desiredProcessingDeployment(instance: Instance, configChecksum: string): V1Deployment {
+  return desiredDeployment(instance, 'processing', PROCESSING_RUNTIME, configChecksum);
+}

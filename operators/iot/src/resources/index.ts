@@ -1,0 +1,114 @@
+/**
+ * Everything an instance consists of, in the order it is applied.
+ *
+ * Guarantees: `desiredChildren` is a pure, deterministic function of the resolved instance, the
+ * landscape's image-pull-secret and a set of fresh credentials. It lists every child exactly once:
+ * the Namespace first (everything else lives in it), then the NetworkPolicies (pods are isolated
+ * from their first moment), Secrets, ConfigMap, Services, StatefulSets and Deployments. Each child
+ * has apiVersion, kind, metadata.name and (except the Namespace) metadata.namespace set, and the
+ * instance labels. Children marked `createOnly` (the credentials) are created when missing and
+ * never compared or changed afterwards; all others are kept equal to their desired form.
+ */
+
+import type {
+  KubernetesObject,
+  V1ConfigMap,
+  V1Deployment,
+  V1Namespace,
+  V1Secret,
+  V1Service,
+  V1StatefulSet,
+} from '@kubernetes/client-node';
+import { configChecksum, desiredConfigMap } from './configmap.ts';
+import { desiredCoreDeployment, desiredGatewayDeployment, desiredProcessingDeployment } from './deployments.ts';
+import type { Instance } from './instance.ts';
+import { desiredNamespace } from './namespace.ts';
+import { desiredGatewayDevicesPolicy, desiredInstanceIsolationPolicy, type NetworkPolicy } from './network-policies.ts';
+import { desiredCredentialsSecret, desiredImagePullSecret, type IoTCredentials } from './secrets.ts';
+import { desiredBrokerService, desiredCoreService, desiredDatabaseService, desiredGatewayService } from './services.ts';
+import { desiredBrokerStatefulSet, desiredDatabaseStatefulSet } from './statefulsets.ts';
+
+export type ChildObject = V1Namespace | NetworkPolicy | V1Secret | V1ConfigMap | V1Service | V1StatefulSet | V1Deployment;
+
+/** A child as it is sent with server-side apply: identity fields are always present. */
+export type DesiredObject = ChildObject & {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels: Record<string, string> };
+};
+
+export interface DesiredChild {
+  object: DesiredObject;
+  /** Create when missing; never compare or update (the generated credentials). */
+  createOnly: boolean;
+}
+
+/** What desired state depends on beyond the instance itself. */
+export interface ChildSources {
+  /** The landscape's `image-pull-secret` as observed in the operator namespace. */
+  imagePullSecret: V1Secret;
+  /** Fresh credentials, used only if `iot-credentials` does not exist yet (see `generateCredentials`). */
+  credentials: IoTCredentials;
+}
+
+export interface DesiredChildren {
+  /** The instance namespace (also the first child). */
+  namespace: string;
+  /** Every child, in apply order. */
+  children: DesiredChild[];
+}
+
+/** The kinds of children, for watches (all carry the landscape labels; see `landscapeSelector`). */
+export const CHILD_KINDS: ReadonlyArray<{ apiVersion: string; kind: string; plural: string; namespaced: boolean }> = [
+  { apiVersion: 'v1', kind: 'Namespace', plural: 'namespaces', namespaced: false },
+  { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', plural: 'networkpolicies', namespaced: true },
+  { apiVersion: 'v1', kind: 'Secret', plural: 'secrets', namespaced: true },
+  { apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps', namespaced: true },
+  { apiVersion: 'v1', kind: 'Service', plural: 'services', namespaced: true },
+  { apiVersion: 'apps/v1', kind: 'StatefulSet', plural: 'statefulsets', namespaced: true },
+  { apiVersion: 'apps/v1', kind: 'Deployment', plural: 'deployments', namespaced: true },
+];
+
+export function desiredChildren(instance: Instance, sources: ChildSources): DesiredChildren {
+  const configMap = desiredConfigMap(instance);
+  const checksum = configChecksum(configMap.data ?? {});
+  const apply = (object: ChildObject): DesiredChild => ({ object: object as DesiredObject, createOnly: false });
+  return {
+    namespace: instance.namespace,
+    children: [
+      apply(desiredNamespace(instance, instance.namespace)),
+      apply(desiredInstanceIsolationPolicy(instance)),
+      apply(desiredGatewayDevicesPolicy(instance)),
+      apply(desiredImagePullSecret(instance, sources.imagePullSecret)),
+      { object: desiredCredentialsSecret(instance, sources.credentials) as DesiredObject, createOnly: true },
+      apply(configMap),
+      apply(desiredBrokerService(instance)),
+      apply(desiredDatabaseService(instance)),
+      apply(desiredCoreService(instance)),
+      apply(desiredGatewayService(instance)),
+      apply(desiredBrokerStatefulSet(instance, checksum)),
+      apply(desiredDatabaseStatefulSet(instance, checksum)),
+      apply(desiredCoreDeployment(instance, checksum)),
+      apply(desiredProcessingDeployment(instance, checksum)),
+      apply(desiredGatewayDeployment(instance, checksum)),
+    ],
+  };
+}
+
+/** `kind/namespace/name` (`kind//name` for cluster-scoped objects): matches a desired child to an observed one. */
+export function childKey(object: KubernetesObject): string {
+  return `${object.kind ?? ''}/${object.metadata?.namespace ?? ''}/${object.metadata?.name ?? ''}`;
+}
+
+export * from './configmap.ts';
+export * from './deployments.ts';
+export * from './instance.ts';
+export * from './labels.ts';
+export * from './namespace.ts';
+export * from './network-policies.ts';
+export * from './pod.ts';
+export * from './ports.ts';
+export * from './quantity.ts';
+export * from './secrets.ts';
+export * from './services.ts';
+export * from './statefulsets.ts';

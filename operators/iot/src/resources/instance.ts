@@ -1,0 +1,60 @@
+/**
+ * An IoTService resolved against the operator configuration: everything the desired-state
+ * functions need, checked once.
+ *
+ * Guarantees: `resolveInstance` either returns an `Instance` whose namespace name is a valid
+ * DNS-1123 label and whose spec is schema-valid with every default applied, or a typed `Failure`
+ * (NamespaceNameInvalid, InvalidSpec) whose message tells the user what to change. It does no I/O.
+ */
+
+import { validateIoTServiceSpec, type DefaultedIoTServiceSpec, type IoTService } from '../api/iotservice.ts';
+import { invalidSpecFailure, type Failure } from '../failure.ts';
+import type { InstanceIdentity } from './labels.ts';
+import { instanceNamespaceName } from './namespace.ts';
+
+/** The operator's process configuration, as far as desired state depends on it. */
+export interface OperatorConfig {
+  /** OPERATOR_NAME: the landscape, i.e. the namespace whose IoTService objects are processed. */
+  operatorName: string;
+  /** Registry/prefix for images when `spec.registry` is empty; '' means bare image names. */
+  defaultRegistry: string;
+}
+
+export interface Instance extends InstanceIdentity {
+  /** `<landscape>-<id>`, a valid DNS-1123 label. */
+  namespace: string;
+  /** metadata.generation of the IoTService (0 when unset). */
+  generation: number;
+  spec: DefaultedIoTServiceSpec;
+  /** Effective image registry without trailing '/', '' for none. */
+  registry: string;
+}
+
+export type ResolveResult =
+  | { ok: true; instance: Instance }
+  /** `namespace` is set when the name was valid (status still reports it). */
+  | { ok: false; failure: Failure; namespace?: string };
+
+export function resolveInstance(iotService: Pick<IoTService, 'metadata' | 'spec'>, config: OperatorConfig): ResolveResult {
+  const id = iotService.metadata.name ?? '';
+  const namespace = instanceNamespaceName(config.operatorName, id);
+  if (!namespace.ok) {
+    return { ok: false, failure: { reason: 'NamespaceNameInvalid', message: namespace.error.message } };
+  }
+  const validated = validateIoTServiceSpec(iotService.spec);
+  if (!validated.ok) {
+    return { ok: false, failure: invalidSpecFailure(validated.errors), namespace: namespace.name };
+  }
+  const registry = (validated.spec.registry || config.defaultRegistry).replace(/\/+$/, '');
+  return {
+    ok: true,
+    instance: {
+      landscape: config.operatorName,
+      id,
+      namespace: namespace.name,
+      generation: iotService.metadata.generation ?? 0,
+      spec: validated.spec,
+      registry,
+    },
+  };
+}

@@ -1,0 +1,184 @@
+/**
+ * The pod template shared by every workload of an instance.
+ *
+ * Guarantees: every pod pulls with `image-pull-secret`, runs as a non-root user (10001) with a
+ * read-only root filesystem, no privilege escalation, all capabilities dropped and the
+ * RuntimeDefault seccomp profile (it passes the `restricted` Pod Security Standard); every
+ * container has readiness and liveness probes; config.yml is mounted read-only at
+ * /etc/iot/config.yml (subPath) and /tmp is a small writable emptyDir; the template carries the
+ * config checksum annotation, so a configuration change rolls the pods. Objects are written in
+ * the form the API server returns them (explicit `protocol`, numeric ports, canonical
+ * quantities, no empty maps or lists), so a matching child compares equal to its desired form.
+ */
+
+import type {
+  V1Container,
+  V1ContainerPort,
+  V1EnvVar,
+  V1PodTemplateSpec,
+  V1Probe,
+  V1ResourceRequirements,
+  V1Volume,
+  V1VolumeMount,
+} from '@kubernetes/client-node';
+import type { ComponentName, ResourceRequirements } from '../api/iotservice.ts';
+import { CONFIG_CHECKSUM_ANNOTATION, CONFIG_FILE_KEY, CONFIG_MAP_NAME, CONFIG_MOUNT_PATH } from './configmap.ts';
+import type { Instance } from './instance.ts';
+import { componentLabels } from './labels.ts';
+import type { NamedPort } from './ports.ts';
+import { canonicalResourceList } from './quantity.ts';
+import { CREDENTIAL_KEYS, CREDENTIALS_SECRET_NAME, IMAGE_PULL_SECRET_NAME } from './secrets.ts';
+
+export const POD_USER_ID = 10001;
+export const CONFIG_VOLUME = 'config';
+export const TMP_VOLUME = 'tmp';
+export const DATA_VOLUME = 'data';
+export const TMP_SIZE_LIMIT = '64Mi';
+
+/** Which credential of iot-credentials a component receives, as environment variable. */
+export type CredentialName = keyof typeof CREDENTIAL_KEYS;
+
+const CREDENTIAL_ENV: Readonly<Record<CredentialName, string>> = {
+  apiToken: 'IOT_API_TOKEN',
+  brokerPassword: 'IOT_BROKER_PASSWORD',
+  databasePassword: 'IOT_DATABASE_PASSWORD',
+};
+
+/** How one component's container runs. */
+export interface ContainerRuntime {
+  ports: readonly NamedPort[];
+  readinessProbe: V1Probe;
+  livenessProbe: V1Probe;
+  credentials: readonly CredentialName[];
+  /** Writable data directory (StatefulSets), mounted from volume `data`. */
+  dataPath?: string;
+}
+
+/** `spec.<component>.image`, else `<registry>/iot-<component>:<version>` (no registry: `iot-<component>:<version>`). */
+export function componentImage(instance: Instance, component: ComponentName): string {
+  const override = instance.spec[component].image;
+  if (override) return override;
+  const name = `iot-${component}:${instance.spec.version}`;
+  return instance.registry ? `${instance.registry}/${name}` : name;
+}
+
+/** HTTP probe on the health port. */
+export function httpProbe(path: '/healthz' | '/readyz', port: number, kind: 'readiness' | 'liveness'): V1Probe {
+  return {
+    httpGet: { path, port, scheme: 'HTTP' },
+    ...probeTiming(kind),
+  };
+}
+
+export function tcpProbe(port: number, kind: 'readiness' | 'liveness'): V1Probe {
+  return { tcpSocket: { port }, ...probeTiming(kind) };
+}
+
+function probeTiming(kind: 'readiness' | 'liveness'): V1Probe {
+  return kind === 'readiness'
+    ? { periodSeconds: 5, timeoutSeconds: 1, successThreshold: 1, failureThreshold: 3 }
+    : { initialDelaySeconds: 15, periodSeconds: 10, timeoutSeconds: 1, successThreshold: 1, failureThreshold: 3 };
+}
+
+/** core/v1 ResourceRequirements in canonical form; undefined when nothing is set. */
+export function canonicalResources(resources: ResourceRequirements | undefined): V1ResourceRequirements | undefined {
+  const out: V1ResourceRequirements = {};
+  if (resources?.limits && Object.keys(resources.limits).length > 0) out.limits = canonicalResourceList(resources.limits);
+  if (resources?.requests && Object.keys(resources.requests).length > 0) {
+    out.requests = canonicalResourceList(resources.requests);
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
+}
+
+function sortedMap(map: Readonly<Record<string, string>> | undefined): Record<string, string> | undefined {
+  if (!map || Object.keys(map).length === 0) return undefined;
+  return Object.fromEntries(
+    Object.keys(map)
+      .sort()
+      .map((k) => [k, map[k] ?? '']),
+  );
+}
+
+function containerPorts(ports: readonly NamedPort[]): V1ContainerPort[] {
+  return ports.map((p) => ({ name: p.name, containerPort: p.port, protocol: p.protocol }));
+}
+
+function environment(credentials: readonly CredentialName[]): V1EnvVar[] {
+  return [
+    { name: 'IOT_CONFIG_FILE', value: CONFIG_MOUNT_PATH },
+    ...credentials.map((credential) => ({
+      name: CREDENTIAL_ENV[credential],
+      valueFrom: { secretKeyRef: { name: CREDENTIALS_SECRET_NAME, key: CREDENTIAL_KEYS[credential] } },
+    })),
+  ];
+}
+
+/**
+ * The pod template of `component`. `dataVolume`: for StatefulSets without storage, the emptyDir
+ * `data` volume; with storage the volume comes from the claim template and is not listed here.
+ */
+export function desiredPodTemplate(
+  instance: Instance,
+  component: ComponentName,
+  runtime: ContainerRuntime,
+  configChecksum: string,
+  options: { dataEmptyDir: boolean } = { dataEmptyDir: false },
+): V1PodTemplateSpec {
+  const spec = instance.spec[component];
+  const volumeMounts: V1VolumeMount[] = [
+    { name: CONFIG_VOLUME, mountPath: CONFIG_MOUNT_PATH, subPath: CONFIG_FILE_KEY, readOnly: true },
+    { name: TMP_VOLUME, mountPath: '/tmp' },
+  ];
+  if (runtime.dataPath) volumeMounts.push({ name: DATA_VOLUME, mountPath: runtime.dataPath });
+
+  const volumes: V1Volume[] = [
+    { name: CONFIG_VOLUME, configMap: { name: CONFIG_MAP_NAME, defaultMode: 0o444 } },
+    { name: TMP_VOLUME, emptyDir: { sizeLimit: TMP_SIZE_LIMIT } },
+  ];
+  if (runtime.dataPath && options.dataEmptyDir) volumes.push({ name: DATA_VOLUME, emptyDir: {} });
+
+  const resources = canonicalResources(spec.resources);
+  const container: V1Container = {
+    name: component,
+    image: componentImage(instance, component),
+    imagePullPolicy: 'IfNotPresent',
+    ...(runtime.ports.length > 0 ? { ports: containerPorts(runtime.ports) } : {}),
+    env: environment(runtime.credentials),
+    ...(resources ? { resources } : {}),
+    volumeMounts,
+    readinessProbe: runtime.readinessProbe,
+    livenessProbe: runtime.livenessProbe,
+    securityContext: {
+      runAsNonRoot: true,
+      runAsUser: POD_USER_ID,
+      runAsGroup: POD_USER_ID,
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    },
+  };
+
+  const nodeSelector = sortedMap(spec.nodeSelector);
+  return {
+    metadata: {
+      labels: componentLabels(instance, component),
+      annotations: { [CONFIG_CHECKSUM_ANNOTATION]: configChecksum },
+    },
+    spec: {
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      imagePullSecrets: [{ name: IMAGE_PULL_SECRET_NAME }],
+      securityContext: {
+        runAsNonRoot: true,
+        runAsUser: POD_USER_ID,
+        runAsGroup: POD_USER_ID,
+        fsGroup: POD_USER_ID,
+        seccompProfile: { type: 'RuntimeDefault' },
+      },
+      ...(nodeSelector ? { nodeSelector } : {}),
+      containers: [container],
+      volumes,
+    },
+  };
+}

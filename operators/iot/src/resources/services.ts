@@ -1,0 +1,62 @@
+/**
+ * The instance's Services.
+ *
+ * Guarantees: `gateway` exposes one port per enabled protocol (mqtt 1883/TCP, mqtts 8883/TCP,
+ * http 8080/TCP, coap 5683/UDP) with the type from `spec.gateway.serviceType`; `core` exposes
+ * 8080/TCP; `broker` (5672 and 1883) and `database` (5432) are headless and govern their
+ * StatefulSets, the broker's publishing not-ready addresses so its peers find each other while
+ * starting. Every port states its protocol and a numeric targetPort (the form the API server
+ * returns); nothing server-allocated (clusterIP, nodePort) is ever set.
+ */
+
+import type { V1Service, V1ServicePort } from '@kubernetes/client-node';
+import type { ComponentName } from '../api/iotservice.ts';
+import type { Instance } from './instance.ts';
+import { componentLabels, componentSelector } from './labels.ts';
+import { BROKER_PORTS, CORE_API_PORT, DATABASE_PORT, gatewayPorts, type NamedPort } from './ports.ts';
+
+function servicePorts(ports: readonly NamedPort[]): V1ServicePort[] {
+  return ports.map((p) => ({ name: p.name, port: p.port, targetPort: p.port, protocol: p.protocol }));
+}
+
+function service(
+  instance: Instance,
+  component: ComponentName,
+  ports: readonly NamedPort[],
+  shape: { type: 'ClusterIP' | 'NodePort' | 'LoadBalancer' } | { headless: true; publishNotReadyAddresses: boolean },
+): V1Service {
+  return {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name: component, namespace: instance.namespace, labels: componentLabels(instance, component) },
+    spec: {
+      ...('headless' in shape
+        ? {
+            type: 'ClusterIP',
+            clusterIP: 'None',
+            ...(shape.publishNotReadyAddresses ? { publishNotReadyAddresses: true } : {}),
+          }
+        : { type: shape.type }),
+      selector: componentSelector(instance, component),
+      ports: servicePorts(ports),
+    },
+  };
+}
+
+export function desiredGatewayService(instance: Instance): V1Service {
+  return service(instance, 'gateway', gatewayPorts(instance.spec.gateway.protocols), {
+    type: instance.spec.gateway.serviceType,
+  });
+}
+
+export function desiredCoreService(instance: Instance): V1Service {
+  return service(instance, 'core', [CORE_API_PORT], { type: 'ClusterIP' });
+}
+
+export function desiredBrokerService(instance: Instance): V1Service {
+  return service(instance, 'broker', BROKER_PORTS, { headless: true, publishNotReadyAddresses: true });
+}
+
+export function desiredDatabaseService(instance: Instance): V1Service {
+  return service(instance, 'database', [DATABASE_PORT], { headless: true, publishNotReadyAddresses: false });
+}

@@ -1,0 +1,80 @@
+/**
+ * The stateful workloads: StatefulSets `broker` and `database`.
+ *
+ * Guarantees: one StatefulSet per component, named after it and governed by the headless Service
+ * of the same name, with the replicas of the spec, an immutable selector and the shared hardened
+ * pod template (pod.ts). Data lives at /var/lib/iot: with `storage` set, a ReadWriteOnce volume
+ * claim template `data` of that size (and `storageClassName` when set); without, an emptyDir.
+ * The claim template is a pure function of `storage` and `storageClassName` only, because the API
+ * server refuses any later change to it.
+ */
+
+import type { V1PersistentVolumeClaim, V1StatefulSet } from '@kubernetes/client-node';
+import type { Instance } from './instance.ts';
+import { componentLabels, componentSelector, instanceLabels } from './labels.ts';
+import { DATA_VOLUME, desiredPodTemplate, tcpProbe, type ContainerRuntime } from './pod.ts';
+import { BROKER_PORTS, DATABASE_PORT, PORTS } from './ports.ts';
+import { canonicalQuantity } from './quantity.ts';
+
+export type StatefulSetComponent = 'broker' | 'database';
+export const STATEFULSET_COMPONENTS: readonly StatefulSetComponent[] = ['broker', 'database'];
+export const DATA_PATH = '/var/lib/iot';
+
+export const BROKER_RUNTIME: ContainerRuntime = {
+  ports: BROKER_PORTS,
+  readinessProbe: tcpProbe(PORTS.amqp, 'readiness'),
+  livenessProbe: tcpProbe(PORTS.amqp, 'liveness'),
+  credentials: ['brokerPassword'],
+  dataPath: DATA_PATH,
+};
+
+export const DATABASE_RUNTIME: ContainerRuntime = {
+  ports: [DATABASE_PORT],
+  readinessProbe: tcpProbe(PORTS.database, 'readiness'),
+  livenessProbe: tcpProbe(PORTS.database, 'liveness'),
+  credentials: ['databasePassword'],
+  dataPath: DATA_PATH,
+};
+
+/** The claim template for `component`, or undefined when its data lives in an emptyDir. */
+export function dataClaimTemplate(instance: Instance, component: StatefulSetComponent): V1PersistentVolumeClaim | undefined {
+  const { storage, storageClassName } = instance.spec[component];
+  if (!storage) return undefined;
+  return {
+    metadata: { name: DATA_VOLUME, labels: instanceLabels(instance) },
+    spec: {
+      accessModes: ['ReadWriteOnce'],
+      resources: { requests: { storage: canonicalQuantity(storage) } },
+      ...(storageClassName ? { storageClassName } : {}),
+    },
+  };
+}
+
+function desiredStatefulSet(
+  instance: Instance,
+  component: StatefulSetComponent,
+  runtime: ContainerRuntime,
+  configChecksum: string,
+): V1StatefulSet {
+  const claim = dataClaimTemplate(instance, component);
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'StatefulSet',
+    metadata: { name: component, namespace: instance.namespace, labels: componentLabels(instance, component) },
+    spec: {
+      replicas: instance.spec[component].replicas,
+      serviceName: component,
+      selector: { matchLabels: componentSelector(instance, component) },
+      template: desiredPodTemplate(instance, component, runtime, configChecksum, { dataEmptyDir: !claim }),
+      ...(claim ? { volumeClaimTemplates: [claim] } : {}),
+    },
+  };
+}
+
+export function desiredBrokerStatefulSet(instance: Instance, configChecksum: string): V1StatefulSet {
+  return desiredStatefulSet(instance, 'broker', BROKER_RUNTIME, configChecksum);
+}
+
+export function desiredDatabaseStatefulSet(instance: Instance, configChecksum: string): V1StatefulSet {
+  return desiredStatefulSet(instance, 'database', DATABASE_RUNTIME, configChecksum);
+}
