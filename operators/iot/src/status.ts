@@ -1,0 +1,399 @@
+/**
+ * The IoTService status, derived (never accumulated) from what is observed.
+ *
+ * Guarantees: `computeStatus` is a pure function of its input. The phase is
+ *   - Failed when the reconcile failed in a way retrying will not fix, when a Deployment of the
+ *     instance reports ProgressDeadlineExceeded, or when a pod of the instance has been stuck in
+ *     CrashLoopBackOff / ImagePullBackOff / ErrImagePull for more than five minutes;
+ *   - Processing when a child was missing or differed (the reconcile just wrote it), or any
+ *     workload is missing, not fully rolled out or not ready;
+ *   - Available otherwise.
+ * `observedGeneration` is the instance's generation; `reason` is present only when Failed;
+ * `pods` lists the instance's Running pods by name, sorted; `components` gives desired / updated /
+ * ready replicas per workload; `ready` is "<ready pods>/<desired pods>". Conditions Ready,
+ * Progressing and Degraded are maintained with the runtime's `setCondition`, so a condition's
+ * lastTransitionTime moves only when its status changes. No field depends on `now` except those
+ * transition times, so recomputing an unchanged situation yields an equal status (`statusEqual`)
+ * and no write.
+ *
+ * How "stuck for more than five minutes" is measured: the kubelet records no time for a
+ * container's waiting reason, so we take the time the pod's containers stopped being ready: the
+ * lastTransitionTime of the pod's ContainersReady condition while it is not True (falling back to
+ * the Ready condition, then the pod's startTime, then its creationTimestamp). For an image that
+ * cannot be pulled that is the pod's start; for a crash loop it is the first crash (readiness
+ * probes keep a crash-looping container not ready between restarts). A pod is stuck when one of
+ * its containers (init containers included) is waiting with one of those reasons and that time is
+ * more than five minutes ago. Pods being deleted are ignored.
+ */
+
+import type { V1Deployment, V1Pod, V1StatefulSet } from '@kubernetes/client-node';
+import { setCondition, type Condition, type ConditionUpdate } from '@iot-operator/runtime';
+import {
+  COMPONENTS,
+  type ComponentName,
+  type ComponentStatus,
+  type DefaultedIoTServiceSpec,
+  type IoTServicePhase,
+  type IoTServiceStatus,
+} from './api/iotservice.ts';
+import type { Failure, FailureReason } from './failure.ts';
+
+/** How long a pod may be stuck in a failing container state before the instance is Failed. */
+export const STUCK_POD_THRESHOLD_MS = 5 * 60 * 1000;
+
+export const CONDITION_READY = 'Ready';
+export const CONDITION_PROGRESSING = 'Progressing';
+export const CONDITION_DEGRADED = 'Degraded';
+
+const IMAGE_PULL_REASONS = new Set(['ImagePullBackOff', 'ErrImagePull']);
+const CRASH_LOOP_REASON = 'CrashLoopBackOff';
+
+/** What the reconcile did (or could not do) this time. */
+export type ReconcileOutcome =
+  /** The spec cannot be realised, or the API server refused a write for good. */
+  | { kind: 'failed'; failure: Failure }
+  /** Children were compared and, where they differed, applied; `childrenMatched`: nothing had to be written. */
+  | { kind: 'applied'; childrenMatched: boolean }
+  /** spec.paused: nothing was written; `childrenMatched` when the controller compared anyway. */
+  | { kind: 'paused'; childrenMatched?: boolean };
+
+export interface StatusInput {
+  instance: {
+    generation: number;
+    /** The instance namespace; undefined when `<landscape>-<id>` is not a valid name. */
+    namespace?: string;
+    /** The validated spec with defaults; undefined when it is invalid. */
+    spec?: DefaultedIoTServiceSpec;
+  };
+  previous: IoTServiceStatus | undefined;
+  outcome: ReconcileOutcome;
+  /** The instance's workloads and pods as observed (from the cache). */
+  observed: {
+    deployments: readonly V1Deployment[];
+    statefulSets: readonly V1StatefulSet[];
+    pods: readonly V1Pod[];
+  };
+  now: Date;
+}
+
+/** One workload as observed, judged against the spec. */
+interface WorkloadView {
+  component: ComponentName;
+  kind: 'Deployment' | 'StatefulSet';
+  exists: boolean;
+  desired: number;
+  updated: number;
+  ready: number;
+  rolledOut: boolean;
+}
+
+const WORKLOAD_KIND: Readonly<Record<ComponentName, 'Deployment' | 'StatefulSet'>> = {
+  gateway: 'Deployment',
+  core: 'Deployment',
+  processing: 'Deployment',
+  broker: 'StatefulSet',
+  database: 'StatefulSet',
+};
+
+export function computeStatus(input: StatusInput): IoTServiceStatus {
+  const { instance, outcome, observed, now } = input;
+  const workloads = viewWorkloads(input);
+  const failure =
+    outcome.kind === 'failed'
+      ? outcome.failure
+      : (progressDeadlineFailure(observed.deployments) ?? stuckPodFailure(observed.pods, instance.namespace, now));
+
+  const childrenDiffered = outcome.kind !== 'failed' && outcome.childrenMatched === false;
+  const pending = workloads.filter((w) => !w.rolledOut);
+  const phase: IoTServicePhase = failure ? 'Failed' : childrenDiffered || pending.length > 0 ? 'Processing' : 'Available';
+
+  const desiredPods = workloads.reduce((sum, w) => sum + w.desired, 0);
+  const readyPods = workloads.reduce((sum, w) => sum + Math.min(w.ready, w.desired), 0);
+  const components: Record<string, ComponentStatus> = {};
+  for (const w of workloads) components[w.component] = { desired: w.desired, updated: w.updated, ready: w.ready };
+
+  const generation = instance.generation;
+  const paused = outcome.kind === 'paused';
+  const progress = progressMessage(childrenDiffered, pending);
+  const updates = conditionUpdates({ phase, failure, paused, progress, readyPods, desiredPods, generation, childrenDiffered });
+  let conditions: Condition[] = (input.previous?.conditions ?? []) as Condition[];
+  for (const update of updates) conditions = setCondition(conditions, update, now);
+
+  return {
+    phase,
+    observedGeneration: generation,
+    ...(failure ? { reason: failure.message } : {}),
+    ...(instance.namespace ? { namespace: instance.namespace } : {}),
+    ready: `${readyPods}/${desiredPods}`,
+    ...(workloads.length > 0 ? { components } : {}),
+    pods: runningPodNames(observed.pods),
+    conditions,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workloads
+// ---------------------------------------------------------------------------------------------
+
+function viewWorkloads(input: StatusInput): WorkloadView[] {
+  const { spec } = input.instance;
+  const views: WorkloadView[] = [];
+  for (const component of COMPONENTS) {
+    const kind = WORKLOAD_KIND[component];
+    const object =
+      kind === 'Deployment'
+        ? input.observed.deployments.find((d) => d.metadata?.name === component)
+        : input.observed.statefulSets.find((s) => s.metadata?.name === component);
+    if (!spec && !object) continue; // nothing to judge against
+    const desired = spec ? spec[component].replicas : (object?.spec?.replicas ?? 1);
+    if (!object) {
+      views.push({ component, kind, exists: false, desired, updated: 0, ready: 0, rolledOut: false });
+      continue;
+    }
+    const judged =
+      kind === 'Deployment' ? judgeDeployment(object as V1Deployment, desired) : judgeStatefulSet(object as V1StatefulSet, desired);
+    views.push({ component, kind, exists: true, desired, ...judged });
+  }
+  return views;
+}
+
+/** Like `kubectl rollout status`: current generation observed, all replicas updated, no old ones left, all available and ready. */
+function judgeDeployment(d: V1Deployment, desired: number): { updated: number; ready: number; rolledOut: boolean } {
+  const status = d.status ?? {};
+  const updated = status.updatedReplicas ?? 0;
+  const ready = status.readyReplicas ?? 0;
+  const rolledOut =
+    generationObserved(d.metadata?.generation, status.observedGeneration) &&
+    (d.spec?.replicas ?? 1) === desired &&
+    updated >= desired &&
+    (status.replicas ?? 0) <= updated &&
+    (status.availableReplicas ?? 0) >= desired &&
+    ready >= desired;
+  return { updated, ready, rolledOut };
+}
+
+/** Current generation observed, exactly `desired` replicas, all on the update revision and ready. */
+function judgeStatefulSet(s: V1StatefulSet, desired: number): { updated: number; ready: number; rolledOut: boolean } {
+  const status = s.status;
+  const updated = status?.updatedReplicas ?? 0;
+  const ready = status?.readyReplicas ?? 0;
+  const revisionsAgree =
+    !status?.currentRevision || !status.updateRevision || status.currentRevision === status.updateRevision;
+  const rolledOut =
+    generationObserved(s.metadata?.generation, status?.observedGeneration) &&
+    (s.spec?.replicas ?? 1) === desired &&
+    (status?.replicas ?? 0) === desired &&
+    updated >= desired &&
+    ready >= desired &&
+    revisionsAgree;
+  return { updated, ready, rolledOut };
+}
+
+function generationObserved(generation: number | undefined, observedGeneration: number | undefined): boolean {
+  return generation === undefined || (observedGeneration ?? 0) >= generation;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Failures found in observed objects
+// ---------------------------------------------------------------------------------------------
+
+function progressDeadlineFailure(deployments: readonly V1Deployment[]): Failure | undefined {
+  for (const d of [...deployments].sort(byName)) {
+    const progressing = d.status?.conditions?.find((c) => c.type === 'Progressing');
+    if (progressing?.status === 'False' && progressing.reason === 'ProgressDeadlineExceeded') {
+      const seconds = d.spec?.progressDeadlineSeconds ?? 600;
+      const detail = progressing.message ? `: ${progressing.message.replace(/\.$/, '')}` : '';
+      return {
+        reason: 'ProgressDeadlineExceeded',
+        message: `Deployment ${d.metadata?.name ?? '?'} made no progress for ${seconds} seconds${detail}.`,
+      };
+    }
+  }
+  return undefined;
+}
+
+function stuckPodFailure(pods: readonly V1Pod[], namespace: string | undefined, now: Date): Failure | undefined {
+  for (const pod of [...pods].sort(byName)) {
+    if (pod.metadata?.deletionTimestamp) continue;
+    const since = notReadySince(pod);
+    if (since === undefined || now.getTime() - since <= STUCK_POD_THRESHOLD_MS) continue;
+    const statuses = [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])];
+    const podName = pod.metadata?.name ?? '?';
+    const ns = namespace ?? pod.metadata?.namespace ?? '';
+    for (const container of statuses) {
+      const waiting = container.state?.waiting?.reason;
+      if (waiting && IMAGE_PULL_REASONS.has(waiting)) {
+        const image =
+          [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find((c) => c.name === container.name)?.image ??
+          container.image;
+        return {
+          reason: 'ImagePullFailing',
+          message:
+            `Pod ${podName} has not been able to pull image ${image} for more than 5 minutes; ` +
+            "check spec.version, spec.registry (or the component's image) and the image-pull-secret.",
+        };
+      }
+      if (waiting === CRASH_LOOP_REASON) {
+        return {
+          reason: 'CrashLooping',
+          message:
+            `Container ${container.name} of pod ${podName} has been crashing for more than 5 minutes; ` +
+            `see kubectl logs -n ${ns} ${podName} -c ${container.name} --previous.`,
+        };
+      }
+    }
+  }
+  return undefined;
+}
+
+/** Milliseconds since epoch at which the pod's containers stopped being ready (see module comment). */
+function notReadySince(pod: V1Pod): number | undefined {
+  const conditions = pod.status?.conditions ?? [];
+  for (const type of ['ContainersReady', 'Ready']) {
+    const condition = conditions.find((c) => c.type === type);
+    if (condition && condition.status !== 'True') {
+      const at = timeOf(condition.lastTransitionTime);
+      if (at !== undefined) return at;
+    }
+  }
+  return timeOf(pod.status?.startTime) ?? timeOf(pod.metadata?.creationTimestamp);
+}
+
+/** Timestamps arrive as RFC 3339 strings from JSON (the client-node types say Date). */
+function timeOf(value: Date | string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const ms = value instanceof Date ? value.getTime() : Date.parse(value);
+  return Number.isNaN(ms) ? undefined : ms;
+}
+
+function byName(a: { metadata?: { name?: string } }, b: { metadata?: { name?: string } }): number {
+  const x = a.metadata?.name ?? '';
+  const y = b.metadata?.name ?? '';
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+function runningPodNames(pods: readonly V1Pod[]): string[] {
+  return pods
+    .filter((p) => p.status?.phase === 'Running' && !p.metadata?.deletionTimestamp)
+    .map((p) => p.metadata?.name ?? '')
+    .filter((name) => name !== '')
+    .sort();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conditions
+// ---------------------------------------------------------------------------------------------
+
+function progressMessage(childrenDiffered: boolean, pending: readonly WorkloadView[]): string {
+  const waiting = pending.map((w) =>
+    w.exists ? `${w.component} ${Math.min(w.ready, w.desired)}/${w.desired} ready` : `${w.component} not created yet`,
+  );
+  if (childrenDiffered) {
+    return waiting.length > 0
+      ? `Applying the spec to the instance's children; waiting for ${waiting.join(', ')}.`
+      : "Applying the spec to the instance's children.";
+  }
+  return waiting.length > 0 ? `Waiting for ${waiting.join(', ')}.` : 'All workloads are rolled out and ready.';
+}
+
+function conditionUpdates(state: {
+  phase: IoTServicePhase;
+  failure: Failure | undefined;
+  paused: boolean;
+  progress: string;
+  readyPods: number;
+  desiredPods: number;
+  generation: number;
+  childrenDiffered: boolean;
+}): ConditionUpdate[] {
+  const { phase, failure, paused, progress, generation } = state;
+  const condition = (type: string, status: 'True' | 'False', reason: string, message: string): ConditionUpdate => ({
+    type,
+    status,
+    reason,
+    message,
+    observedGeneration: generation,
+  });
+
+  if (phase === 'Failed' && failure) {
+    return [
+      condition(CONDITION_READY, 'False', failure.reason, failure.message),
+      condition(CONDITION_PROGRESSING, 'False', failure.reason, 'Progress has stopped; see the Degraded condition.'),
+      condition(CONDITION_DEGRADED, 'True', failure.reason, failure.message),
+    ];
+  }
+  const notDegraded = condition(CONDITION_DEGRADED, 'False', 'AsExpected', 'No failure.');
+  const pausedProgressing = condition(
+    CONDITION_PROGRESSING,
+    'False',
+    'Paused',
+    'spec.paused is true: the operator leaves every child as it is.',
+  );
+  if (phase === 'Available') {
+    return [
+      condition(CONDITION_READY, 'True', 'Available', `All ${state.desiredPods} pods of the instance are ready.`),
+      paused ? pausedProgressing : condition(CONDITION_PROGRESSING, 'False', 'RolloutComplete', progress),
+      notDegraded,
+    ];
+  }
+  return [
+    condition(CONDITION_READY, 'False', 'Processing', progress),
+    paused
+      ? pausedProgressing
+      : condition(CONDITION_PROGRESSING, 'True', state.childrenDiffered ? 'ChildrenUpdated' : 'RollingOut', progress),
+    notDegraded,
+  ];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Comparing statuses and describing transitions
+// ---------------------------------------------------------------------------------------------
+
+/** Deep equality ignoring key order and undefined fields: decides whether a status write is needed. */
+export function statusEqual(a: IoTServiceStatus | undefined, b: IoTServiceStatus | undefined): boolean {
+  return canonicalJson(a ?? {}) === canonicalJson(b ?? {});
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+export interface StatusEvent {
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
+}
+
+/**
+ * The Event to record on the IoTService for a status change, or undefined when nothing a user
+ * would care about changed: a new phase, or a different failure while Failed.
+ */
+export function statusTransitionEvent(previous: IoTServiceStatus | undefined, next: IoTServiceStatus): StatusEvent | undefined {
+  const before = previous?.phase;
+  const after = next.phase;
+  if (!after) return undefined;
+  const conditionOf = (status: IoTServiceStatus | undefined, type: string) => status?.conditions?.find((c) => c.type === type);
+
+  if (after === 'Failed') {
+    if (before === 'Failed' && previous?.reason === next.reason) return undefined;
+    const reason = (conditionOf(next, CONDITION_DEGRADED)?.reason as FailureReason | undefined) ?? 'Failed';
+    return { type: 'Warning', reason, message: next.reason ?? 'The instance failed.' };
+  }
+  if (before === after) return undefined;
+  if (after === 'Available') {
+    return { type: 'Normal', reason: 'Available', message: `The instance is available: ${next.ready ?? '?'} pods ready.` };
+  }
+  const progress = conditionOf(next, CONDITION_PROGRESSING)?.message ?? 'Rolling out.';
+  if (before === 'Failed') return { type: 'Normal', reason: 'Recovered', message: `The failure is resolved. ${progress}` };
+  if (before === undefined && next.namespace) {
+    return { type: 'Normal', reason: 'Processing', message: `Creating the instance in namespace ${next.namespace}. ${progress}` };
+  }
+  return { type: 'Normal', reason: 'Processing', message: progress };
+}

@@ -1,0 +1,121 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { validateIoTServiceSpec } from '../src/api/iotservice.ts';
+
+function errorsOf(spec: unknown): string[] {
+  const result = validateIoTServiceSpec(spec);
+  assert.equal(result.ok, false, `expected ${JSON.stringify(spec)} to be rejected`);
+  return result.ok ? [] : result.errors;
+}
+
+describe('IoTService spec validation', () => {
+  it('applies the documented defaults to a minimal spec', () => {
+    const result = validateIoTServiceSpec({ version: '2.4.1' });
+    assert.ok(result.ok);
+    assert.deepEqual(result.spec, {
+      version: '2.4.1',
+      paused: false,
+      gateway: { replicas: 2, protocols: ['mqtt', 'http'], serviceType: 'ClusterIP' },
+      core: { replicas: 2 },
+      processing: { replicas: 1 },
+      broker: { replicas: 1 },
+      database: { replicas: 1 },
+    });
+  });
+
+  it('keeps what the user set and does not modify its input', () => {
+    const input = { version: '3.0.0-rc.1', gateway: { replicas: 0, protocols: ['coap'] }, broker: { storage: '10Gi' } };
+    const copy = structuredClone(input);
+    const result = validateIoTServiceSpec(input);
+    assert.ok(result.ok);
+    assert.equal(result.spec.gateway.replicas, 0);
+    assert.deepEqual(result.spec.gateway.protocols, ['coap']);
+    assert.equal(result.spec.broker.storage, '10Gi');
+    assert.deepEqual(input, copy);
+  });
+
+  it('rejects a missing or empty version', () => {
+    assert.deepEqual(errorsOf({}), ['spec.version: required field is missing']);
+    assert.match(errorsOf({ version: '' }).join(), /^spec\.version: must be an image tag/);
+    assert.match(errorsOf({ version: '-1.0' }).join(), /^spec\.version: must be an image tag/);
+  });
+
+  it('rejects replicas out of range with the allowed range in the message', () => {
+    assert.deepEqual(errorsOf({ version: '1', gateway: { replicas: 51 } }), ['spec.gateway.replicas: must be an integer from 0 to 50']);
+    assert.deepEqual(errorsOf({ version: '1', broker: { replicas: 0 } }), ['spec.broker.replicas: must be an integer from 1 to 7']);
+    assert.deepEqual(errorsOf({ version: '1', broker: { replicas: 8 } }), ['spec.broker.replicas: must be an integer from 1 to 7']);
+    assert.deepEqual(errorsOf({ version: '1', core: { replicas: 1.5 } }), ['spec.core.replicas: must be an integer from 0 to 20']);
+    assert.deepEqual(errorsOf({ version: '1', database: { replicas: 6 } }), ['spec.database.replicas: must be an integer from 1 to 5']);
+  });
+
+  it('rejects an unknown protocol, naming the list item', () => {
+    assert.deepEqual(errorsOf({ version: '1', gateway: { protocols: ['mqtt', 'amqp'] } }), [
+      'spec.gateway.protocols[1]: must be one of mqtt, mqtts, http, coap',
+    ]);
+  });
+
+  it('rejects an empty or repeated protocol list', () => {
+    assert.match(errorsOf({ version: '1', gateway: { protocols: [] } }).join(), /^spec\.gateway\.protocols: must list at least one/);
+    assert.match(errorsOf({ version: '1', gateway: { protocols: ['http', 'http'] } }).join(), /each at most once/);
+  });
+
+  it('rejects a malformed storage quantity and malformed resource quantities', () => {
+    assert.deepEqual(errorsOf({ version: '1', broker: { storage: '10 GB' } }), [
+      'spec.broker.storage: must be empty or a Kubernetes quantity such as 10Gi',
+    ]);
+    assert.deepEqual(errorsOf({ version: '1', database: { storage: '-1Gi' } }), [
+      'spec.database.storage: must be empty or a Kubernetes quantity such as 10Gi',
+    ]);
+    assert.deepEqual(errorsOf({ version: '1', core: { resources: { limits: { cpu: '1x' }, requests: { memory: -1 } } } }), [
+      'spec.core.resources.limits.cpu: must be a non-negative Kubernetes quantity such as 500m, 2, 512Mi or 10Gi',
+      'spec.core.resources.requests.memory: must be a non-negative Kubernetes quantity such as 500m, 2, 512Mi or 10Gi',
+    ]);
+  });
+
+  it('accepts integer and string quantities', () => {
+    const result = validateIoTServiceSpec({
+      version: '1',
+      gateway: { resources: { limits: { cpu: 2, memory: '512Mi' }, requests: { cpu: '0.5', 'nvidia.com/gpu': 1 } } },
+    });
+    assert.ok(result.ok);
+  });
+
+  it('rejects an unknown service type', () => {
+    assert.deepEqual(errorsOf({ version: '1', gateway: { serviceType: 'Ingress' } }), [
+      'spec.gateway.serviceType: must be one of ClusterIP, NodePort, LoadBalancer',
+    ]);
+  });
+
+  it('rejects unknown fields at any level', () => {
+    assert.deepEqual(errorsOf({ version: '1', replicas: 3 }), ['spec.replicas: unknown field']);
+    assert.deepEqual(errorsOf({ version: '1', gateway: { port: 1883 } }), ['spec.gateway.port: unknown field']);
+  });
+
+  it('quotes map keys with dots or slashes in error paths', () => {
+    assert.deepEqual(errorsOf({ version: '1', core: { nodeSelector: { 'kubernetes.io/os': 1 } } }), [
+      'spec.core.nodeSelector["kubernetes.io/os"]: expected string',
+    ]);
+  });
+
+  it('rejects storageClassName without storage, like the CRD rule', () => {
+    assert.deepEqual(errorsOf({ version: '1', database: { storageClassName: 'fast' } }), [
+      'spec.database.storageClassName: storageClassName may only be set together with storage',
+    ]);
+    assert.ok(validateIoTServiceSpec({ version: '1', database: { storage: '5Gi', storageClassName: 'fast' } }).ok);
+  });
+
+  it('rejects config keys the operator writes itself', () => {
+    assert.match(errorsOf({ version: '1', config: { version: '9' } }).join(), /^spec\.config: config must not set instance, landscape/);
+    assert.ok(validateIoTServiceSpec({ version: '1', config: { logLevel: 'debug' } }).ok);
+  });
+
+  it('rejects a registry that is not a registry path', () => {
+    assert.match(errorsOf({ version: '1', registry: 'https://registry.example.com' }).join(), /^spec\.registry: must be a registry host/);
+    assert.ok(validateIoTServiceSpec({ version: '1', registry: 'registry.example.com:5000/iot' }).ok);
+  });
+
+  it('rejects a spec that is not an object', () => {
+    assert.deepEqual(errorsOf(null), ['spec: must be an object with at least spec.version']);
+    assert.deepEqual(errorsOf('2.4.1'), ['spec: must be an object with at least spec.version']);
+  });
+});

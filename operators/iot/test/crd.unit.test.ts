@@ -1,0 +1,132 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import { parse } from 'yaml';
+import { iotServiceCrd, iotServiceCrdYaml } from '../src/api/crd.ts';
+import { validateIoTServiceSpec } from '../src/api/iotservice.ts';
+
+const CRD_FILE = new URL('../deploy/crds/cp_v1alpha1_iotservice_crd.yml', import.meta.url);
+const EXAMPLE_FILE = new URL('../deploy/crds/example-iotservice.yml', import.meta.url);
+
+type Node = Record<string, unknown>;
+
+function version(): Node {
+  const spec = iotServiceCrd()['spec'] as Node;
+  const [v] = spec['versions'] as Node[];
+  assert.ok(v);
+  return v;
+}
+
+function openApiSchema(): Node {
+  return (version()['schema'] as Node)['openAPIV3Schema'] as Node;
+}
+
+/** Every schema node with its JSON path. */
+function* nodes(node: Node, path = ''): Generator<[string, Node]> {
+  yield [path, node];
+  for (const [key, child] of Object.entries((node['properties'] as Record<string, Node> | undefined) ?? {})) {
+    yield* nodes(child, `${path}.${key}`);
+  }
+  if (node['items']) yield* nodes(node['items'] as Node, `${path}[]`);
+  if (node['additionalProperties'] && typeof node['additionalProperties'] === 'object') {
+    yield* nodes(node['additionalProperties'] as Node, `${path}{}`);
+  }
+}
+
+describe('IoTService CRD', () => {
+  it('the committed CRD file is what the schema generates', () => {
+    const committed = readFileSync(CRD_FILE, 'utf8');
+    assert.ok(
+      committed === iotServiceCrdYaml(),
+      'deploy/crds/cp_v1alpha1_iotservice_crd.yml is out of date: run `npm run -w @iot-operator/iot generate` and commit the result',
+    );
+  });
+
+  it('names the resource as the API contract says', () => {
+    const crd = iotServiceCrd();
+    assert.equal(crd['apiVersion'], 'apiextensions.k8s.io/v1');
+    assert.equal((crd['metadata'] as Node)['name'], 'iotservices.cp.iotservices.io');
+    const spec = crd['spec'] as Node;
+    assert.equal(spec['group'], 'cp.iotservices.io');
+    assert.equal(spec['scope'], 'Namespaced');
+    assert.deepEqual(spec['names'], {
+      kind: 'IoTService',
+      listKind: 'IoTServiceList',
+      plural: 'iotservices',
+      singular: 'iotservice',
+      shortNames: ['iots'],
+    });
+    const v = version();
+    assert.equal(v['name'], 'v1alpha1');
+    assert.equal(v['served'], true);
+    assert.equal(v['storage'], true);
+    assert.deepEqual(v['subresources'], { status: {} });
+  });
+
+  it('prints Phase, Ready, Version and Age', () => {
+    const columns = (version()['additionalPrinterColumns'] as Node[]).map((c) => [c['name'], c['type'], c['jsonPath']]);
+    assert.deepEqual(columns, [
+      ['Phase', 'string', '.status.phase'],
+      ['Ready', 'string', '.status.ready'],
+      ['Version', 'string', '.spec.version'],
+      ['Age', 'date', '.metadata.creationTimestamp'],
+    ]);
+  });
+
+  it('has a structural schema: every node typed, no TypeBox or non-structural keywords, nothing preserves unknown fields', () => {
+    const forbidden = ['$id', '$schema', 'const', 'patternProperties', 'uniqueItems', 'errorMessage', 'x-kubernetes-preserve-unknown-fields'];
+    for (const [path, node] of nodes(openApiSchema())) {
+      if (node['x-kubernetes-int-or-string'] === true) {
+        assert.deepEqual(node['anyOf'], [{ type: 'integer' }, { type: 'string' }], `${path}: int-or-string shape`);
+        assert.equal(node['type'], undefined, `${path}: int-or-string has no type`);
+      } else {
+        assert.ok(typeof node['type'] === 'string', `${path}: missing type`);
+        assert.equal(node['anyOf'], undefined, `${path}: anyOf outside int-or-string`);
+      }
+      for (const keyword of forbidden) assert.ok(!(keyword in node), `${path}: has ${keyword}`);
+      if (node['properties']) assert.ok(node['additionalProperties'] === undefined, `${path}: properties and additionalProperties`);
+    }
+  });
+
+  it('carries the defaults and the quantity and enum validations', () => {
+    const spec = (openApiSchema()['properties'] as Record<string, Node>)['spec'] as Node;
+    const props = spec['properties'] as Record<string, Node>;
+    assert.deepEqual(spec['required'], ['version']);
+    const gateway = props['gateway'] as Node;
+    const gatewayProps = gateway['properties'] as Record<string, Node>;
+    assert.deepEqual(gateway['default'], {}, 'nested defaults apply only when the parent object is defaulted');
+    assert.equal(gatewayProps['replicas']?.['default'], 2);
+    assert.equal(gatewayProps['replicas']?.['maximum'], 50);
+    assert.deepEqual(gatewayProps['protocols']?.['default'], ['mqtt', 'http']);
+    assert.deepEqual((gatewayProps['protocols']?.['items'] as Node)['enum'], ['mqtt', 'mqtts', 'http', 'coap']);
+    assert.equal(gatewayProps['protocols']?.['x-kubernetes-list-type'], 'set');
+    assert.deepEqual(gatewayProps['serviceType']?.['enum'], ['ClusterIP', 'NodePort', 'LoadBalancer']);
+    const broker = props['broker'] as Node;
+    assert.equal((broker['properties'] as Record<string, Node>)['replicas']?.['minimum'], 1);
+    assert.equal((broker['properties'] as Record<string, Node>)['replicas']?.['maximum'], 7);
+    const rules = (broker['x-kubernetes-validations'] as Node[]).map((r) => r['message']);
+    assert.ok(rules.includes('storageClassName may only be set together with storage'));
+    const limits = (((gatewayProps['resources'] as Node)['properties'] as Record<string, Node>)['limits'] as Node)[
+      'additionalProperties'
+    ] as Node;
+    assert.equal(limits['x-kubernetes-int-or-string'], true);
+    assert.equal(typeof limits['pattern'], 'string');
+  });
+
+  it('lets the status carry conditions as a map keyed by type', () => {
+    const status = (openApiSchema()['properties'] as Record<string, Node>)['status'] as Node;
+    const conditions = (status['properties'] as Record<string, Node>)['conditions'] as Node;
+    assert.equal(conditions['x-kubernetes-list-type'], 'map');
+    assert.deepEqual(conditions['x-kubernetes-list-map-keys'], ['type']);
+    assert.ok('ready' in (status['properties'] as Node));
+  });
+
+  it('ships an example instance that the schema accepts', () => {
+    const example = parse(readFileSync(EXAMPLE_FILE, 'utf8')) as Node;
+    assert.equal(example['apiVersion'], 'cp.iotservices.io/v1alpha1');
+    assert.equal(example['kind'], 'IoTService');
+    assert.deepEqual(example['metadata'], { name: 'example-iotservice', namespace: 'devawsk8s' });
+    const result = validateIoTServiceSpec(example['spec']);
+    assert.ok(result.ok, JSON.stringify(result));
+  });
+});

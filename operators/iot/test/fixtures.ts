@@ -1,0 +1,24 @@
+/**
+ * Test fixtures: a resolved instance built the way the controller builds it.
+ */
+
+import type { IoTService } from '../src/api/iotservice.ts';
+import { resolveInstance, type Instance, type OperatorConfig } from '../src/resources/instance.ts';
+
+export const TEST_CONFIG: OperatorConfig = { operatorName: 'devawsk8s', defaultRegistry: 'registry.example.com/iot' };
+
+export function iotService(name: string, spec: Record<string, unknown>, generation = 1): IoTService {
+  return {
+    apiVersion: 'cp.iotservices.io/v1alpha1',
+    kind: 'IoTService',
+    metadata: { name, namespace: TEST_CONFIG.operatorName, generation },
+    spec: spec as IoTService['spec'],
+  };
+}
+
+/** A resolved instance `tenant-a` with the given spec (version 2.4.1 unless given). */
+export function testInstance(spec: Record<string, unknown> = {}, config: OperatorConfig = TEST_CONFIG): Instance {
+  const resolved = resolveInstance(iotService('tenant-a', { version: '2.4.1', ...spec }), config);
+  if (!resolved.ok) throw new Error(`fixture does not resolve: ${resolved.failure.message}`);
+  return resolved.instance;
+}

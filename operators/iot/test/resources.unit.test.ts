@@ -1,0 +1,478 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { V1Container, V1Deployment, V1PodSpec, V1Secret, V1Service, V1StatefulSet } from '@kubernetes/client-node';
+import { parse } from 'yaml';
+import {
+  childKey,
+  componentImage,
+  configChecksum,
+  CONFIG_CHECKSUM_ANNOTATION,
+  desiredChildren,
+  desiredConfigMap,
+  desiredGatewayDeployment,
+  desiredGatewayDevicesPolicy,
+  desiredGatewayService,
+  desiredImagePullSecret,
+  desiredCredentialsSecret,
+  desiredBrokerStatefulSet,
+  desiredDatabaseStatefulSet,
+  desiredBrokerService,
+  desiredInstanceIsolationPolicy,
+  generateCredentials,
+  instanceIdOf,
+  instanceNamespaceName,
+  landscapeSelector,
+  namespaceOwnership,
+  resolveInstance,
+  type DesiredChildren,
+  type IoTCredentials,
+} from '../src/resources/index.ts';
+import { iotService, TEST_CONFIG, testInstance } from './fixtures.ts';
+
+const PULL_SECRET: V1Secret = {
+  apiVersion: 'v1',
+  kind: 'Secret',
+  metadata: { name: 'image-pull-secret', namespace: 'devawsk8s', labels: { team: 'platform' }, resourceVersion: '42' },
+  type: 'kubernetes.io/dockerconfigjson',
+  data: { '.dockerconfigjson': 'eyJhdXRocyI6e319' },
+};
+const CREDENTIALS: IoTCredentials = { databasePassword: 'db-secret', brokerPassword: 'broker-secret', apiToken: 'token' };
+
+function children(spec: Record<string, unknown> = {}): DesiredChildren {
+  return desiredChildren(testInstance(spec), { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS });
+}
+
+function find<T>(all: DesiredChildren, kind: string, name: string): T {
+  const child = all.children.find((c) => c.object.kind === kind && c.object.metadata.name === name);
+  assert.ok(child, `${kind} ${name} is desired`);
+  return child.object as T;
+}
+
+function podSpecs(all: DesiredChildren): Array<[string, V1PodSpec]> {
+  return all.children
+    .filter((c) => c.object.kind === 'Deployment' || c.object.kind === 'StatefulSet')
+    .map((c) => {
+      const spec = (c.object as V1Deployment | V1StatefulSet).spec?.template.spec;
+      assert.ok(spec);
+      return [c.object.metadata.name, spec];
+    });
+}
+
+function onlyContainer(spec: V1PodSpec): V1Container {
+  assert.equal(spec.containers.length, 1);
+  const [container] = spec.containers;
+  assert.ok(container);
+  return container;
+}
+
+describe('instance namespace', () => {
+  it('is <operatorName>-<id>', () => {
+    assert.deepEqual(instanceNamespaceName('devawsk8s', 'tenant-a'), { ok: true, name: 'devawsk8s-tenant-a' });
+    assert.equal(testInstance().namespace, 'devawsk8s-tenant-a');
+  });
+
+  it('longer than 63 characters is a typed error that names the limit', () => {
+    const id = 'x'.repeat(54); // 9 + 1 + 54 = 64
+    const result = instanceNamespaceName('devawsk8s', id);
+    assert.equal(result.ok, false);
+    if (result.ok) return;
+    assert.equal(result.error.kind, 'TooLong');
+    if (result.error.kind !== 'TooLong') return;
+    assert.equal(result.error.limit, 63);
+    assert.equal(result.error.length, 64);
+    assert.match(result.error.message, /at most 63/);
+    assert.match(result.error.message, /at most 53 characters/);
+    assert.ok(instanceNamespaceName('devawsk8s', 'x'.repeat(53)).ok, '63 characters are fine');
+  });
+
+  it('with a dot (valid IoTService name, invalid namespace) is rejected', () => {
+    const result = instanceNamespaceName('devawsk8s', 'tenant.a');
+    assert.equal(result.ok, false);
+    if (!result.ok) assert.equal(result.error.kind, 'NotDns1123Label');
+  });
+
+  it('makes the instance fail to resolve with reason NamespaceNameInvalid', () => {
+    const resolved = resolveInstance(iotService('y'.repeat(60), { version: '1' }), TEST_CONFIG);
+    assert.equal(resolved.ok, false);
+    if (!resolved.ok) {
+      assert.equal(resolved.failure.reason, 'NamespaceNameInvalid');
+      assert.match(resolved.failure.message, /63/);
+    }
+  });
+
+  it('an invalid spec resolves to an InvalidSpec failure naming the field', () => {
+    const resolved = resolveInstance(iotService('tenant-a', { version: '1', gateway: { replicas: 99 } }), TEST_CONFIG);
+    assert.equal(resolved.ok, false);
+    if (!resolved.ok) {
+      assert.equal(resolved.failure.reason, 'InvalidSpec');
+      assert.match(resolved.failure.message, /spec\.gateway\.replicas/);
+      assert.equal(resolved.namespace, 'devawsk8s-tenant-a');
+    }
+  });
+
+  it('is enforced as restricted for pod security', () => {
+    const ns = find<{ metadata: { labels: Record<string, string> } }>(children(), 'Namespace', 'devawsk8s-tenant-a');
+    assert.equal(ns.metadata.labels['pod-security.kubernetes.io/enforce'], 'restricted');
+  });
+
+  it('is owned only when it carries this instance’s labels', () => {
+    const identity = { landscape: 'devawsk8s', id: 'tenant-a' };
+    const ours = find<{ metadata: { labels: Record<string, string> } }>(children(), 'Namespace', 'devawsk8s-tenant-a');
+    assert.equal(namespaceOwnership(undefined, identity), 'absent');
+    assert.equal(namespaceOwnership({ metadata: { name: 'devawsk8s-tenant-a', labels: ours.metadata.labels } }, identity), 'owned');
+    assert.equal(namespaceOwnership({ metadata: { name: 'devawsk8s-tenant-a' } }, identity), 'foreign');
+    const otherLandscape = { ...ours.metadata.labels, 'cp.iotservices.io/landscape': 'prod' };
+    assert.equal(namespaceOwnership({ metadata: { name: 'devawsk8s-tenant-a', labels: otherLandscape } }, identity), 'foreign');
+  });
+});
+
+describe('desired children', () => {
+  it('lists every child once, namespace first, workloads last, all in the instance namespace', () => {
+    const all = children();
+    const keys = all.children.map((c) => childKey(c.object));
+    assert.deepEqual(keys, [
+      'Namespace//devawsk8s-tenant-a',
+      'NetworkPolicy/devawsk8s-tenant-a/instance-isolation',
+      'NetworkPolicy/devawsk8s-tenant-a/gateway-devices',
+      'Secret/devawsk8s-tenant-a/image-pull-secret',
+      'Secret/devawsk8s-tenant-a/iot-credentials',
+      'ConfigMap/devawsk8s-tenant-a/iot-config',
+      'Service/devawsk8s-tenant-a/broker',
+      'Service/devawsk8s-tenant-a/database',
+      'Service/devawsk8s-tenant-a/core',
+      'Service/devawsk8s-tenant-a/gateway',
+      'StatefulSet/devawsk8s-tenant-a/broker',
+      'StatefulSet/devawsk8s-tenant-a/database',
+      'Deployment/devawsk8s-tenant-a/core',
+      'Deployment/devawsk8s-tenant-a/processing',
+      'Deployment/devawsk8s-tenant-a/gateway',
+    ]);
+    assert.deepEqual(
+      all.children.filter((c) => c.createOnly).map((c) => c.object.metadata.name),
+      ['iot-credentials'],
+      'only the credentials are create-only',
+    );
+  });
+
+  it('sets apiVersion, kind and the landscape labels on every child', () => {
+    for (const { object } of children().children) {
+      assert.ok(object.apiVersion && object.kind, childKey(object));
+      assert.equal(object.metadata.labels['app.kubernetes.io/managed-by'], 'iot-operator', childKey(object));
+      assert.equal(object.metadata.labels['cp.iotservices.io/landscape'], 'devawsk8s', childKey(object));
+      assert.equal(object.metadata.labels['cp.iotservices.io/instance'], 'tenant-a', childKey(object));
+      assert.equal(instanceIdOf(object.metadata.labels, 'devawsk8s'), 'tenant-a', 'child maps back to its instance');
+      assert.equal(instanceIdOf(object.metadata.labels, 'other-landscape'), undefined);
+    }
+  });
+
+  it('labels workloads and their pods with the recommended app.kubernetes.io labels', () => {
+    const gateway = find<V1Deployment>(children(), 'Deployment', 'gateway');
+    for (const labels of [gateway.metadata?.labels, gateway.spec?.template.metadata?.labels]) {
+      assert.equal(labels?.['app.kubernetes.io/name'], 'iot-gateway');
+      assert.equal(labels?.['app.kubernetes.io/instance'], 'tenant-a');
+      assert.equal(labels?.['app.kubernetes.io/component'], 'gateway');
+      assert.equal(labels?.['app.kubernetes.io/part-of'], 'iot-service');
+    }
+    const selector = gateway.spec?.selector.matchLabels ?? {};
+    for (const [k, v] of Object.entries(selector)) assert.equal(gateway.spec?.template.metadata?.labels?.[k], v);
+  });
+
+  it('the landscape selector matches exactly the landscape labels', () => {
+    assert.equal(landscapeSelector('devawsk8s'), 'app.kubernetes.io/managed-by=iot-operator,cp.iotservices.io/landscape=devawsk8s');
+  });
+
+  it('is deterministic', () => {
+    assert.deepEqual(children({ config: { b: '2', a: '1' } }), children({ config: { a: '1', b: '2' } }));
+  });
+
+  it('has no undefined values, empty strings, or empty lists and maps the API server would drop', () => {
+    const spec = { broker: { storage: '10Gi', storageClassName: 'fast' }, gateway: { nodeSelector: {}, resources: {} } };
+    for (const { object } of children(spec).children) {
+      const walk = (value: unknown, path: string): void => {
+        assert.notEqual(value, undefined, `${childKey(object)} ${path} is undefined`);
+        assert.notEqual(value, '', `${childKey(object)} ${path} is an empty string`);
+        if (Array.isArray(value)) {
+          assert.ok(value.length > 0, `${childKey(object)} ${path} is an empty list`);
+          value.forEach((v, i) => walk(v, `${path}[${i}]`));
+        } else if (value !== null && typeof value === 'object') {
+          // emptyDir: {} is the API server's own form of a default emptyDir
+          if (!path.endsWith('.emptyDir')) assert.ok(Object.keys(value).length > 0, `${childKey(object)} ${path} is an empty map`);
+          for (const [k, v] of Object.entries(value)) walk(v, `${path}.${k}`);
+        }
+      };
+      walk(object, '');
+    }
+  });
+});
+
+describe('images', () => {
+  it('are <registry>/iot-<component>:<version> with the operator default registry', () => {
+    const gateway = find<V1Deployment>(children(), 'Deployment', 'gateway');
+    assert.equal(onlyContainer(gateway.spec!.template.spec!).image, 'registry.example.com/iot/iot-gateway:2.4.1');
+  });
+
+  it('use spec.registry over the default, and spec.<component>.image over both', () => {
+    const instance = testInstance({ registry: 'mirror.local:5000/iot', core: { image: 'custom/core@sha256:abc' } });
+    assert.equal(componentImage(instance, 'broker'), 'mirror.local:5000/iot/iot-broker:2.4.1');
+    assert.equal(componentImage(instance, 'core'), 'custom/core@sha256:abc');
+  });
+
+  it('have no registry prefix when neither spec nor operator names one', () => {
+    const instance = testInstance({}, { operatorName: 'devawsk8s', defaultRegistry: '' });
+    assert.equal(componentImage(instance, 'database'), 'iot-database:2.4.1');
+  });
+
+  it('change with spec.version on every workload', () => {
+    for (const [name, spec] of podSpecs(children({ version: '2.5.0' }))) {
+      assert.match(onlyContainer(spec).image ?? '', /:2\.5\.0$/, name);
+    }
+  });
+});
+
+describe('pods', () => {
+  it('every container runs non-root, read-only, without privilege escalation or capabilities, with RuntimeDefault seccomp', () => {
+    const specs = podSpecs(children());
+    assert.equal(specs.length, 5);
+    for (const [name, spec] of specs) {
+      assert.equal(spec.securityContext?.runAsNonRoot, true, name);
+      assert.equal(spec.securityContext?.seccompProfile?.type, 'RuntimeDefault', name);
+      for (const container of [...spec.containers, ...(spec.initContainers ?? [])]) {
+        const sc = container.securityContext;
+        assert.equal(sc?.runAsNonRoot, true, name);
+        assert.ok((sc?.runAsUser ?? 0) > 0, name);
+        assert.equal(sc?.readOnlyRootFilesystem, true, name);
+        assert.equal(sc?.allowPrivilegeEscalation, false, name);
+        assert.deepEqual(sc?.capabilities, { drop: ['ALL'] }, name);
+        assert.equal(sc?.seccompProfile?.type, 'RuntimeDefault', name);
+        assert.ok(container.readinessProbe, `${name} has a readiness probe`);
+        assert.ok(container.livenessProbe, `${name} has a liveness probe`);
+      }
+    }
+  });
+
+  it('pull with image-pull-secret and mount config.yml read-only at /etc/iot/config.yml', () => {
+    for (const [name, spec] of podSpecs(children())) {
+      assert.deepEqual(spec.imagePullSecrets, [{ name: 'image-pull-secret' }], name);
+      const mount = onlyContainer(spec).volumeMounts?.find((m) => m.mountPath === '/etc/iot/config.yml');
+      assert.deepEqual(mount, { name: 'config', mountPath: '/etc/iot/config.yml', subPath: 'config.yml', readOnly: true }, name);
+      const volume = spec.volumes?.find((v) => v.name === 'config');
+      assert.equal(volume?.configMap?.name, 'iot-config', name);
+    }
+  });
+
+  it('get the credentials they need from iot-credentials, never as literal values', () => {
+    const core = onlyContainer(podSpecs(children()).find(([n]) => n === 'core')![1]);
+    const fromSecret = (core.env ?? []).filter((e) => e.valueFrom?.secretKeyRef?.name === 'iot-credentials');
+    assert.deepEqual(fromSecret.map((e) => e.valueFrom?.secretKeyRef?.key).sort(), ['api-token', 'broker-password', 'database-password']);
+    for (const [, spec] of podSpecs(children())) {
+      for (const env of onlyContainer(spec).env ?? []) {
+        assert.ok(!Object.values(CREDENTIALS).includes(env.value ?? ''), 'no credential as a literal env value');
+      }
+    }
+  });
+
+  it('take resources (in canonical form) and nodeSelector from the spec', () => {
+    const all = children({
+      core: { resources: { limits: { memory: '1024Mi', cpu: 1 }, requests: { cpu: '0.25' } }, nodeSelector: { 'kubernetes.io/os': 'linux' } },
+    });
+    const core = find<V1Deployment>(all, 'Deployment', 'core').spec!.template.spec!;
+    assert.deepEqual(onlyContainer(core).resources, { limits: { cpu: '1', memory: '1Gi' }, requests: { cpu: '250m' } });
+    assert.deepEqual(core.nodeSelector, { 'kubernetes.io/os': 'linux' });
+    const gateway = find<V1Deployment>(all, 'Deployment', 'gateway').spec!.template.spec!;
+    assert.equal(onlyContainer(gateway).resources, undefined);
+    assert.equal(gateway.nodeSelector, undefined);
+  });
+
+  it('run the replicas of the spec', () => {
+    const all = children({ gateway: { replicas: 5 }, core: { replicas: 0 }, broker: { replicas: 3 } });
+    assert.equal(find<V1Deployment>(all, 'Deployment', 'gateway').spec?.replicas, 5);
+    assert.equal(find<V1Deployment>(all, 'Deployment', 'core').spec?.replicas, 0);
+    assert.equal(find<V1Deployment>(all, 'Deployment', 'processing').spec?.replicas, 1);
+    assert.equal(find<V1StatefulSet>(all, 'StatefulSet', 'broker').spec?.replicas, 3);
+    assert.equal(find<V1StatefulSet>(all, 'StatefulSet', 'database').spec?.replicas, 1);
+  });
+});
+
+describe('config map and checksum', () => {
+  it('config.yml holds instance, landscape, version, endpoints and spec.config', () => {
+    const cm = desiredConfigMap(testInstance({ config: { logLevel: 'debug', 'retention.days': '30' } }));
+    assert.equal(cm.metadata?.name, 'iot-config');
+    const config = parse(cm.data?.['config.yml'] ?? '') as Record<string, unknown>;
+    assert.equal(config['instance'], 'tenant-a');
+    assert.equal(config['landscape'], 'devawsk8s');
+    assert.equal(config['version'], '2.4.1');
+    assert.deepEqual(config['endpoints'], {
+      broker: 'broker.devawsk8s-tenant-a.svc:5672',
+      brokerMqtt: 'broker.devawsk8s-tenant-a.svc:1883',
+      database: 'database.devawsk8s-tenant-a.svc:5432',
+      core: 'core.devawsk8s-tenant-a.svc:8080',
+    });
+    assert.equal(config['logLevel'], 'debug');
+    assert.equal(config['retention.days'], '30');
+  });
+
+  it('keeps a version that looks like a number a string', () => {
+    const config = parse(desiredConfigMap(testInstance({ version: '1.10' })).data?.['config.yml'] ?? '') as Record<string, unknown>;
+    assert.equal(config['version'], '1.10');
+  });
+
+  it('the checksum on every pod template changes when the configuration changes', () => {
+    const checksums = (all: DesiredChildren) =>
+      podSpecs(all).map(([name]) => {
+        const child = all.children.find((c) => c.object.metadata.name === name && c.object.kind !== 'Service');
+        return (child?.object as V1Deployment).spec?.template.metadata?.annotations?.[CONFIG_CHECKSUM_ANNOTATION];
+      });
+    const before = checksums(children({ config: { logLevel: 'info' } }));
+    assert.equal(new Set(before).size, 1, 'one checksum for all workloads');
+    assert.match(before[0] ?? '', /^[0-9a-f]{64}$/);
+    assert.deepEqual(checksums(children({ config: { logLevel: 'info' }, gateway: { replicas: 7 } })), before, 'unchanged by replicas');
+    assert.deepEqual(checksums(children({ config: { logLevel: 'info' }, core: { resources: { limits: { cpu: 1 } } } })), before);
+    assert.notDeepEqual(checksums(children({ config: { logLevel: 'debug' } })), before, 'changed by spec.config');
+  });
+
+  it('configChecksum depends on content only', () => {
+    assert.equal(configChecksum({ a: '1', b: '2' }), configChecksum({ b: '2', a: '1' }));
+    assert.notEqual(configChecksum({ a: '1' }), configChecksum({ a: '2' }));
+    assert.notEqual(configChecksum({ ab: 'c' }), configChecksum({ a: 'bc' }));
+  });
+});
+
+describe('secrets', () => {
+  it('generated credentials are 32 random bytes each, base64url, and distinct', () => {
+    const credentials = generateCredentials();
+    const values = Object.values(credentials);
+    assert.equal(values.length, 3);
+    for (const value of values) {
+      assert.match(value, /^[A-Za-z0-9_-]+$/);
+      assert.equal(Buffer.from(value, 'base64url').length, 32);
+    }
+    assert.equal(new Set(values).size, 3);
+    assert.notDeepEqual(generateCredentials(), credentials, 'fresh every time');
+  });
+
+  it('credentials come from the injected randomness', () => {
+    let counter = 0;
+    const fake = (size: number) => new Uint8Array(size).fill(++counter);
+    const credentials = generateCredentials(fake);
+    assert.deepEqual(Buffer.from(credentials.databasePassword, 'base64url'), Buffer.alloc(32, 1));
+    assert.deepEqual(Buffer.from(credentials.brokerPassword, 'base64url'), Buffer.alloc(32, 2));
+    assert.deepEqual(Buffer.from(credentials.apiToken, 'base64url'), Buffer.alloc(32, 3));
+  });
+
+  it('iot-credentials holds each credential under its key', () => {
+    const secret = desiredCredentialsSecret(testInstance(), CREDENTIALS);
+    const decoded = Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()]));
+    assert.deepEqual(decoded, { 'api-token': 'token', 'broker-password': 'broker-secret', 'database-password': 'db-secret' });
+  });
+
+  it('the image-pull-secret copy has the source type and data, and our labels instead of the source’s', () => {
+    const copy = desiredImagePullSecret(testInstance(), PULL_SECRET);
+    assert.equal(copy.metadata?.name, 'image-pull-secret');
+    assert.equal(copy.metadata?.namespace, 'devawsk8s-tenant-a');
+    assert.equal(copy.type, 'kubernetes.io/dockerconfigjson');
+    assert.deepEqual(copy.data, PULL_SECRET.data);
+    assert.equal(copy.metadata?.labels?.['team'], undefined);
+    assert.equal(copy.metadata?.resourceVersion, undefined);
+    const changed = desiredImagePullSecret(testInstance(), { ...PULL_SECRET, data: { '.dockerconfigjson': 'bmV3' } });
+    assert.deepEqual(changed.data, { '.dockerconfigjson': 'bmV3' }, 'follows the source');
+  });
+});
+
+describe('services', () => {
+  const ports = (service: V1Service) => service.spec?.ports?.map((p) => `${p.name}:${p.port}/${p.protocol}->${p.targetPort}`);
+
+  it('gateway exposes one port per enabled protocol, in a fixed order', () => {
+    assert.deepEqual(ports(desiredGatewayService(testInstance())), ['mqtt:1883/TCP->1883', 'http:8080/TCP->8080']);
+    assert.deepEqual(ports(desiredGatewayService(testInstance({ gateway: { protocols: ['coap', 'mqtts', 'http', 'mqtt'] } }))), [
+      'mqtt:1883/TCP->1883',
+      'mqtts:8883/TCP->8883',
+      'http:8080/TCP->8080',
+      'coap:5683/UDP->5683',
+    ]);
+    assert.deepEqual(ports(desiredGatewayService(testInstance({ gateway: { protocols: ['mqtts'] } }))), ['mqtts:8883/TCP->8883']);
+  });
+
+  it('gateway container ports follow the protocols too', () => {
+    const deployment = desiredGatewayDeployment(testInstance({ gateway: { protocols: ['coap'] } }), 'x');
+    const container = onlyContainer(deployment.spec!.template.spec!);
+    assert.deepEqual(
+      container.ports?.map((p) => `${p.name}:${p.containerPort}/${p.protocol}`),
+      ['coap:5683/UDP', 'health:8081/TCP'],
+    );
+  });
+
+  it('gateway Service type comes from spec.gateway.serviceType', () => {
+    assert.equal(desiredGatewayService(testInstance()).spec?.type, 'ClusterIP');
+    assert.equal(desiredGatewayService(testInstance({ gateway: { serviceType: 'LoadBalancer' } })).spec?.type, 'LoadBalancer');
+  });
+
+  it('core serves 8080; broker and database are headless', () => {
+    const all = children();
+    assert.deepEqual(ports(find<V1Service>(all, 'Service', 'core')), ['http:8080/TCP->8080']);
+    const broker = desiredBrokerService(testInstance());
+    assert.equal(broker.spec?.clusterIP, 'None');
+    assert.deepEqual(ports(broker), ['amqp:5672/TCP->5672', 'mqtt:1883/TCP->1883']);
+    const database = find<V1Service>(all, 'Service', 'database');
+    assert.equal(database.spec?.clusterIP, 'None');
+    assert.deepEqual(ports(database), ['database:5432/TCP->5432']);
+  });
+
+  it('select the pods of their own component', () => {
+    const all = children();
+    for (const name of ['gateway', 'core', 'broker', 'database']) {
+      const service = find<V1Service>(all, 'Service', name);
+      const workload =
+        all.children.find((c) => c.object.metadata.name === name && c.object.kind !== 'Service')?.object as V1Deployment;
+      assert.deepEqual(service.spec?.selector, workload.spec?.selector.matchLabels, name);
+    }
+  });
+});
+
+describe('statefulsets', () => {
+  it('keep data in an emptyDir when no storage is set', () => {
+    const broker = desiredBrokerStatefulSet(testInstance(), 'x');
+    assert.equal(broker.spec?.volumeClaimTemplates, undefined);
+    assert.deepEqual(broker.spec?.template.spec?.volumes?.find((v) => v.name === 'data'), { name: 'data', emptyDir: {} });
+    assert.equal(broker.spec?.serviceName, 'broker');
+  });
+
+  it('claim a persistent volume of the given size and class when storage is set', () => {
+    const database = desiredDatabaseStatefulSet(testInstance({ database: { storage: '2048Mi', storageClassName: 'fast' } }), 'x');
+    const [claim] = database.spec?.volumeClaimTemplates ?? [];
+    assert.equal(claim?.metadata?.name, 'data');
+    assert.deepEqual(claim?.spec?.accessModes, ['ReadWriteOnce']);
+    assert.deepEqual(claim?.spec?.resources?.requests, { storage: '2Gi' });
+    assert.equal(claim?.spec?.storageClassName, 'fast');
+    assert.equal(database.spec?.template.spec?.volumes?.find((v) => v.name === 'data'), undefined);
+    const mount = onlyContainer(database.spec!.template.spec!).volumeMounts?.find((m) => m.name === 'data');
+    assert.equal(mount?.mountPath, '/var/lib/iot');
+  });
+});
+
+describe('network policies', () => {
+  it('instance-isolation admits ingress only from pods of the same instance', () => {
+    const policy = desiredInstanceIsolationPolicy(testInstance());
+    assert.equal(policy.metadata?.name, 'instance-isolation');
+    assert.equal(policy.spec.podSelector?.matchLabels?.['cp.iotservices.io/instance'], 'tenant-a');
+    assert.deepEqual(policy.spec.policyTypes, ['Ingress']);
+    assert.equal(policy.spec.ingress?.length, 1);
+    const [rule] = policy.spec.ingress ?? [];
+    assert.equal(rule?.ports, undefined, 'all ports, but only for the peers below');
+    assert.equal(rule?.from?.length, 1);
+    const [peer] = rule?.from ?? [];
+    assert.equal(peer?.namespaceSelector, undefined, 'same namespace only');
+    assert.equal(peer?.podSelector?.matchLabels?.['cp.iotservices.io/instance'], 'tenant-a');
+    assert.ok(!('_from' in (rule ?? {})), 'the wire field is `from`');
+  });
+
+  it('gateway-devices admits device traffic from anywhere on the protocol ports only', () => {
+    const policy = desiredGatewayDevicesPolicy(testInstance({ gateway: { protocols: ['mqtts', 'coap'] } }));
+    assert.equal(policy.spec.podSelector?.matchLabels?.['app.kubernetes.io/component'], 'gateway');
+    const [rule] = policy.spec.ingress ?? [];
+    assert.equal(rule?.from, undefined, 'from anywhere');
+    assert.deepEqual(rule?.ports, [
+      { protocol: 'TCP', port: 8883 },
+      { protocol: 'UDP', port: 5683 },
+    ]);
+  });
+});
