@@ -3,7 +3,8 @@
  * read API reconcilers use.
  *
  * Guarantees:
- * - One informer (one list+watch) per resource type, however many controllers read or watch it.
+ * - One informer (one list+watch) per resource type and selection, however many controllers
+ *   read or watch it.
  * - Every informer is scoped by the type's configured namespace, label selector and field
  *   selector (or the cache-wide default namespace), so memory holds only what is selected
  *   (guarantee 10); each informer indexes by namespace, owner UID and the configured labels.
@@ -32,6 +33,8 @@ export interface CacheOptions {
 }
 
 export interface CacheListOptions {
+  /** Read from the separate informer of this selection instead of the type's default one. */
+  selection?: Selection;
   namespace?: string;
   labelSelector?: string | Record<string, string>;
   /** Use an index: a label configured in `indexLabels`, or the owner UID. */
@@ -41,7 +44,7 @@ export interface CacheListOptions {
 
 /** Read access to cached objects, as reconcilers see it. */
 export interface CacheReader {
-  get<T extends KubeObject = KubeObject>(type: ResourceType, name: string, namespace?: string): T | undefined;
+  get<T extends KubeObject = KubeObject>(type: ResourceType, name: string, namespace?: string, selection?: Selection): T | undefined;
   list<T extends KubeObject = KubeObject>(type: ResourceType, options?: CacheListOptions): T[];
 }
 
@@ -55,20 +58,27 @@ export class Cache implements CacheReader {
     private readonly options: CacheOptions = {},
   ) {}
 
-  /** The informer of a type, created on first use (and started at once if the cache runs). */
-  informer<T extends KubeObject = KubeObject>(type: ResourceType): Informer<T> {
-    const id = typeId(type);
+  /**
+   * The informer of a type, created on first use (and started at once if the cache runs).
+   * Without `selection` it is the type's default informer, scoped as configured in `byType`;
+   * with one, a separate informer for exactly that selection (e.g. one named Secret in another
+   * namespace beside the label-selected Secrets of the default informer).
+   */
+  informer<T extends KubeObject = KubeObject>(type: ResourceType, selection?: Selection): Informer<T> {
+    const id = selection ? `${typeId(type)}?${JSON.stringify(selection)}` : typeId(type);
     let informer = this.informers.get(id);
     if (!informer) {
-      const typeOptions = this.options.byType?.find((entry) => typeId(entry.type) === id);
-      const namespace = type.namespaced ? (typeOptions?.namespace ?? this.options.defaultNamespace) : undefined;
-      const selection: Selection = { namespace, labelSelector: typeOptions?.labelSelector, fieldSelector: typeOptions?.fieldSelector };
+      const typeOptions = selection ? undefined : this.options.byType?.find((entry) => typeId(entry.type) === typeId(type));
+      const namespace = type.namespaced ? (selection ? selection.namespace : (typeOptions?.namespace ?? this.options.defaultNamespace)) : undefined;
+      const scope: Selection = selection
+        ? { ...selection, namespace }
+        : { namespace, labelSelector: typeOptions?.labelSelector, fieldSelector: typeOptions?.fieldSelector };
       const indexers = new Map<string, IndexFunc<KubeObject>>([
         [namespaceIndex, byNamespace],
         [ownerUidIndex, byOwnerUid],
         ...(typeOptions?.indexLabels ?? []).map((label): [string, IndexFunc<KubeObject>] => [labelIndex(label), byLabel(label)]),
       ]);
-      const source = clientSource<KubeObject>(this.client, type, selection);
+      const source = clientSource<KubeObject>(this.client, type, scope);
       informer = new Informer(source, {
         indexers,
         transform: typeOptions?.transform,
@@ -109,12 +119,12 @@ export class Cache implements CacheReader {
     }
   }
 
-  get<T extends KubeObject = KubeObject>(type: ResourceType, name: string, namespace?: string): T | undefined {
-    return this.informer<T>(type).store.get(objectKey({ metadata: { name, namespace: type.namespaced ? namespace : undefined } }));
+  get<T extends KubeObject = KubeObject>(type: ResourceType, name: string, namespace?: string, selection?: Selection): T | undefined {
+    return this.informer<T>(type, selection).store.get(objectKey({ metadata: { name, namespace: type.namespaced ? namespace : undefined } }));
   }
 
   list<T extends KubeObject = KubeObject>(type: ResourceType, options: CacheListOptions = {}): T[] {
-    const store = this.informer<T>(type).store;
+    const store = this.informer<T>(type, options.selection).store;
     let items: T[];
     if (options.label) items = store.byIndex(labelIndex(options.label.name), options.label.value);
     else if (options.ownerUid) items = store.byIndex(ownerUidIndex, options.ownerUid);

@@ -21,6 +21,7 @@
 import type { KubeObject, ResourceType } from '../client/resource.ts';
 import { parseApiVersion, typeId } from '../client/resource.ts';
 import type { EventHandler } from '../cache/informer.ts';
+import type { Selection } from '../watch/source.ts';
 import type { Manager } from '../manager/manager.ts';
 import { Controller, defaultControllerOptions, type ControllerOptions } from './controller.ts';
 import type { Predicate } from './predicates.ts';
@@ -30,6 +31,7 @@ export type MapFunc = (obj: KubeObject) => Request[];
 
 interface Watch {
   type: ResourceType;
+  selection?: Selection;
   map: MapFunc;
   predicates: Predicate[];
 }
@@ -65,6 +67,12 @@ export class ControllerBuilder {
     return this;
   }
 
+  /** Like `watches`, on a separate informer limited to `selection` (see Cache.informer). */
+  watchesSelected(type: ResourceType, selection: Selection, map: MapFunc, ...predicates: Predicate[]): this {
+    this.watchList.push({ type, selection, map, predicates });
+    return this;
+  }
+
   withPredicates(...predicates: Predicate[]): this {
     this.primaryPredicates.push(...predicates);
     return this;
@@ -97,7 +105,7 @@ export class ControllerBuilder {
     });
     const enqueueSelf: MapFunc = (obj) => [{ namespace: obj.metadata.namespace, name: obj.metadata.name ?? '' }];
     primaryInformer.addHandler(handlerFor(controller, enqueueSelf, this.primaryPredicates));
-    for (const watch of this.watchList) mgr.cache.informer(watch.type).addHandler(handlerFor(controller, watch.map, watch.predicates));
+    for (const watch of this.watchList) mgr.cache.informer(watch.type, watch.selection).addHandler(handlerFor(controller, watch.map, watch.predicates));
     mgr.addController(controller, primary);
     return controller;
   }
