@@ -1,0 +1,38 @@
+// Runs the project's tests with node's test runner: `unit` (no cluster) or `e2e` (real local
+// cluster). Node 20's runner does not expand globs, so the files are collected here.
+import { spawnSync } from 'node:child_process';
+import { readdirSync, statSync } from 'node:fs';
+import path from 'node:path';
+
+const kind = process.argv[2];
+if (kind !== 'unit' && kind !== 'e2e') {
+  console.error('usage: node scripts/run-tests.mjs unit|e2e [file filter]');
+  process.exit(2);
+}
+const filter = process.argv[3];
+const roots = ['cluster/test', 'packages', 'operators', 'bench'];
+const suffix = `.${kind}.test.ts`;
+
+function collect(dir, out) {
+  let entries;
+  try {
+    entries = readdirSync(dir);
+  } catch {
+    return out;
+  }
+  for (const entry of entries) {
+    if (entry === 'node_modules') continue;
+    const full = path.join(dir, entry);
+    if (statSync(full).isDirectory()) collect(full, out);
+    else if (entry.endsWith(suffix) && (!filter || full.includes(filter))) out.push(full);
+  }
+  return out;
+}
+
+const files = roots.flatMap((root) => collect(root, [])).sort();
+if (files.length === 0) {
+  console.error(`no ${kind} test files found`);
+  process.exit(1);
+}
+const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', ...files], { stdio: 'inherit' });
+process.exit(result.status ?? 1);
