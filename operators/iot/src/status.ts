@@ -246,6 +246,28 @@ function stuckPodFailure(pods: readonly V1Pod[], namespace: string | undefined, 
   return undefined;
 }
 
+/**
+ * Milliseconds until a pod that is now in a failing container state (but not yet for five
+ * minutes) would make the instance Failed; undefined when no pod is on its way there. Time passing
+ * is not an event, so the controller requeues the instance after this long.
+ */
+export function msUntilStuckPodFailure(pods: readonly V1Pod[], now: Date): number | undefined {
+  let soonest: number | undefined;
+  for (const pod of pods) {
+    if (pod.metadata?.deletionTimestamp) continue;
+    const statuses = [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])];
+    const failing = statuses.some((c) => {
+      const reason = c.state?.waiting?.reason;
+      return reason !== undefined && (IMAGE_PULL_REASONS.has(reason) || reason === CRASH_LOOP_REASON);
+    });
+    const since = failing ? notReadySince(pod) : undefined;
+    if (since === undefined) continue;
+    const remaining = since + STUCK_POD_THRESHOLD_MS - now.getTime();
+    if (remaining >= 0 && (soonest === undefined || remaining < soonest)) soonest = remaining + 1;
+  }
+  return soonest;
+}
+
 /** Milliseconds since epoch at which the pod's containers stopped being ready (see module comment). */
 function notReadySince(pod: V1Pod): number | undefined {
   const conditions = pod.status?.conditions ?? [];

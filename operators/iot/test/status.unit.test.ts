@@ -3,7 +3,14 @@ import { describe, it } from 'node:test';
 import type { V1Deployment, V1DeploymentCondition, V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import type { IoTServiceStatus } from '../src/api/iotservice.ts';
 import { imagePullSecretMissingFailure } from '../src/failure.ts';
-import { computeStatus, statusEqual, statusTransitionEvent, type ReconcileOutcome, type StatusInput } from '../src/status.ts';
+import {
+  computeStatus,
+  msUntilStuckPodFailure,
+  statusEqual,
+  statusTransitionEvent,
+  type ReconcileOutcome,
+  type StatusInput,
+} from '../src/status.ts';
 import { testInstance } from './fixtures.ts';
 
 const NS = 'devawsk8s-tenant-a';
@@ -258,6 +265,18 @@ describe('status phase', () => {
     assert.equal(failed.phase, 'Failed');
     assert.equal(condition(failed, 'Degraded')?.reason, 'CrashLooping');
     assert.match(failed.reason ?? '', /core-a/);
+  });
+
+  it('tells the controller when to look again for a pod on its way to the 5-minute limit', () => {
+    const pods = [pod('gateway-a', { waiting: 'ErrImagePull', notReadySince: minutes(1) }), pod('core-a', { waiting: 'CrashLoopBackOff', notReadySince: T0 })];
+    assert.equal(msUntilStuckPodFailure(pods, minutes(2)), 3 * 60_000 + 1, 'the earlier pod decides');
+    const later = msUntilStuckPodFailure(pods, minutes(2));
+    const observed = allReady();
+    observed.deployments[0] = deployment('gateway', { replicas: 2, ready: 1 });
+    observed.pods.push(...pods);
+    assert.equal(status({ observed, now: new Date(minutes(2).getTime() + (later ?? 0)) }).phase, 'Failed', 'failed once that time has passed');
+    assert.equal(msUntilStuckPodFailure([pod('gateway-a')], T0), undefined, 'healthy pods need no recheck');
+    assert.equal(msUntilStuckPodFailure([pod('core-a', { waiting: 'CrashLoopBackOff', notReadySince: T0 })], minutes(9)), undefined);
   });
 
   it('ignores a failing pod that is being deleted', () => {
