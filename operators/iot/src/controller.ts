@@ -1,0 +1,280 @@
+/**
+ * The IoTService controller: watches and the reconcile step.
+ *
+ * Guarantees (the reconcile contract of the IoTService design):
+ * - Only IoTServices in the landscape namespace (OPERATOR_NAME) are processed; secondary caches
+ *   hold only objects carrying this landscape's label (plus the landscape's image-pull-secret).
+ * - Child events reach their IoTService through the instance label; a change of the source
+ *   image-pull-secret reaches every instance of the landscape.
+ * - A child is written only when the cached object lacks a field of its desired form (server-side
+ *   apply, one field manager); the credentials Secret is created once and never written again; a
+ *   reconcile of an instance whose children match makes no write at all.
+ * - A namespace this operator did not create for the instance is never adopted, changed or
+ *   deleted; the instance goes Failed and says so.
+ * - `paused`: no child is created, changed or deleted; status is still reported.
+ * - Deletion: the finalizer holds the IoTService until the instance namespace is gone; it is then
+ *   removed without touching any other party's finalizer.
+ * - Status is recomputed from what is observed and written only when it changes; each meaningful
+ *   transition is recorded as an Event on the IoTService. Refusals that retrying cannot fix
+ *   (403, 422) become `Failed`; transient errors are retried with backoff and never set `Failed`.
+ */
+import type { V1Deployment, V1Namespace, V1Pod, V1Secret, V1StatefulSet } from '@kubernetes/client-node';
+import {
+  Kinds,
+  addFinalizer,
+  controller,
+  customResource,
+  firstDifference,
+  hasFinalizer,
+  isAlreadyExists,
+  isApiError,
+  isNotFound,
+  removeFinalizer,
+  type KubeObject,
+  type Manager,
+  type ReconcileContext,
+  type ReconcileResult,
+  type Request,
+  type ResourceType,
+  type Selection,
+} from '@iot-operator/runtime';
+import { API_GROUP, API_VERSION, IOTSERVICE_KIND, IOTSERVICE_PLURAL, type IoTService, type IoTServiceStatus } from './api/iotservice.ts';
+import { apiRefusedFailure, imagePullSecretMissingFailure, namespaceNotOwnedFailure, type Failure } from './failure.ts';
+import {
+  IMAGE_PULL_SECRET_NAME,
+  INSTANCE_LABEL,
+  desiredChildren,
+  generateCredentials,
+  instanceIdOf,
+  landscapeSelector,
+  namespaceOwnership,
+  resolveInstance,
+  type DesiredChild,
+  type Instance,
+  type OperatorConfig,
+} from './resources/index.ts';
+import { computeStatus, statusEqual, statusTransitionEvent, type ReconcileOutcome } from './status.ts';
+
+export const IoTServiceType = customResource(API_GROUP, API_VERSION, IOTSERVICE_KIND, IOTSERVICE_PLURAL);
+export const FINALIZER = 'cp.iotservices.io/cleanup';
+export const FIELD_MANAGER = 'iot-operator';
+
+/** How often an instance that is not yet Available is looked at again without any event. */
+const PROCESSING_RECHECK_MS = 30_000;
+/** How often deletion checks whether the instance namespace is gone. */
+const DELETION_RECHECK_MS = 2_000;
+
+export interface IoTControllerConfig extends OperatorConfig {
+  /** WATCH_NAMESPACE: '' watches secondary resources cluster-wide; otherwise only that namespace. */
+  watchNamespace: string;
+  maxConcurrentReconciles: number;
+}
+
+const childTypes: Readonly<Record<string, ResourceType>> = {
+  Namespace: Kinds.Namespace,
+  NetworkPolicy: Kinds.NetworkPolicy,
+  Secret: Kinds.Secret,
+  ConfigMap: Kinds.ConfigMap,
+  Service: Kinds.Service,
+  StatefulSet: Kinds.StatefulSet,
+  Deployment: Kinds.Deployment,
+};
+
+/** The cache scoping this controller needs; pass it to `Manager.create({ cache })`. */
+export function iotCacheOptions(config: IoTControllerConfig) {
+  const labelSelector = landscapeSelector(config.operatorName);
+  const secondary = [...Object.values(childTypes), Kinds.Pod].map((type) => ({
+    type,
+    namespace: config.watchNamespace || undefined,
+    labelSelector,
+    indexLabels: [INSTANCE_LABEL],
+  }));
+  return { byType: [{ type: IoTServiceType, namespace: config.operatorName }, ...secondary] };
+}
+
+/** The landscape's image-pull-secret, watched on its own informer (it carries none of our labels). */
+function sourceSecretSelection(config: IoTControllerConfig): Selection {
+  return { namespace: config.operatorName, fieldSelector: `metadata.name=${IMAGE_PULL_SECRET_NAME}` };
+}
+
+export function registerIoTController(mgr: Manager, config: IoTControllerConfig, syncPeriodMs?: number) {
+  const toInstance = (obj: KubeObject): Request[] => {
+    const id = instanceIdOf(obj.metadata.labels, config.operatorName);
+    return id ? [{ namespace: config.operatorName, name: id }] : [];
+  };
+  const everyInstance = (): Request[] =>
+    mgr.cache.list(IoTServiceType, { namespace: config.operatorName }).map((o) => ({ namespace: config.operatorName, name: o.metadata.name! }));
+
+  let builder = controller(mgr).named('iotservice').for(IoTServiceType).maxConcurrentReconciles(config.maxConcurrentReconciles);
+  if (syncPeriodMs !== undefined) builder = builder.resyncPeriod(syncPeriodMs);
+  for (const type of [...Object.values(childTypes), Kinds.Pod]) builder = builder.watches(type, toInstance);
+  builder = builder.watchesSelected(Kinds.Secret, sourceSecretSelection(config), everyInstance);
+  return builder.reconcile((request, ctx) => new IoTReconcile(config, ctx).run(request));
+}
+
+/** One reconcile of one IoTService. */
+class IoTReconcile {
+  constructor(
+    private readonly config: IoTControllerConfig,
+    private readonly ctx: ReconcileContext,
+  ) {}
+
+  async run(request: Request): Promise<ReconcileResult> {
+    const cached = this.ctx.cache.get<IoTService & KubeObject>(IoTServiceType, request.name, request.namespace);
+    if (!cached) return;
+    if (cached.metadata.deletionTimestamp) return this.finalize(cached);
+    const iot = await addFinalizer(this.ctx.client, IoTServiceType, cached, FINALIZER);
+
+    const resolved = resolveInstance(iot, this.config);
+    if (!resolved.ok) return this.report(iot, undefined, { kind: 'failed', failure: resolved.failure }, resolved.namespace);
+    const instance = resolved.instance;
+    const outcome = await this.realise(instance);
+    return this.report(iot, instance, outcome, instance.namespace);
+  }
+
+  /** Brings the children to their desired state (unless paused); says what happened. */
+  private async realise(instance: Instance): Promise<ReconcileOutcome> {
+    if (this.config.watchNamespace && this.config.watchNamespace !== instance.namespace) {
+      return failed({
+        reason: 'NamespaceNotOwned',
+        message: `WATCH_NAMESPACE=${this.config.watchNamespace} limits the operator to that namespace, but this instance lives in ${instance.namespace}; run the operator with WATCH_NAMESPACE="" to serve every instance.`,
+      });
+    }
+    const ownership = await this.namespaceOwnership(instance);
+    if (ownership === 'foreign') return failed(namespaceNotOwnedFailure(instance.namespace));
+    if (instance.spec.paused) return { kind: 'paused' };
+
+    const source = this.ctx.cache.get<V1Secret & KubeObject>(Kinds.Secret, IMAGE_PULL_SECRET_NAME, this.config.operatorName, sourceSecretSelection(this.config));
+    if (!source) return failed(imagePullSecretMissingFailure(IMAGE_PULL_SECRET_NAME, this.config.operatorName));
+
+    // Fresh credentials are used only if the credentials Secret does not exist yet.
+    const { children } = desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials() });
+    let writes = 0;
+    for (const child of children) {
+      try {
+        if (await this.ensureChild(child, ownership)) writes++;
+      } catch (err) {
+        if (isApiError(err, 'Forbidden') || isApiError(err, 'Invalid')) {
+          const { kind, metadata } = child.object;
+          return failed(apiRefusedFailure(err.reason as 'Forbidden' | 'Invalid', { kind, name: metadata.name, namespace: metadata.namespace }, err.message));
+        }
+        throw err;
+      }
+    }
+    if (writes > 0) this.ctx.log.info({ writes }, 'children written');
+    return { kind: 'applied', childrenMatched: writes === 0 };
+  }
+
+  /** Writes one child if it is missing or differs; true when it wrote. */
+  private async ensureChild(child: DesiredChild, ownership: 'absent' | 'owned'): Promise<boolean> {
+    const desired = child.object as unknown as KubeObject;
+    const type = childTypes[child.object.kind]!;
+    const observed = this.ctx.cache.get(type, desired.metadata.name!, desired.metadata.namespace);
+    if (type === Kinds.Namespace && ownership === 'absent' && !observed) {
+      await this.createNamespace(desired);
+      return true;
+    }
+    if (child.createOnly) {
+      if (observed) return false;
+      try {
+        await this.ctx.client.create(type, desired);
+      } catch (err) {
+        if (!isAlreadyExists(err)) throw err;
+        return false;
+      }
+      return true;
+    }
+    if (observed) {
+      const difference = firstDifference(desired, observed);
+      if (difference === undefined) return false;
+      this.ctx.log.debug({ kind: type.kind, name: desired.metadata.name, field: difference }, 'child differs');
+    }
+    await this.ctx.client.apply(type, desired, { fieldManager: FIELD_MANAGER, force: true });
+    return true;
+  }
+
+  /** Creates (never applies) the instance namespace, so an existing foreign one is never adopted. */
+  private async createNamespace(desired: KubeObject): Promise<void> {
+    try {
+      await this.ctx.client.create(Kinds.Namespace, desired);
+    } catch (err) {
+      if (!isAlreadyExists(err)) throw err;
+      // Appeared meanwhile; the next reconcile judges whose it is.
+      throw new Error(`namespace ${desired.metadata.name} appeared while being created; checking its owner again`);
+    }
+  }
+
+  /**
+   * Whose is the instance namespace? The cache holds only namespaces labelled for this landscape,
+   * so an uncached one is asked for directly: it may exist without our labels (foreign).
+   */
+  private async namespaceOwnership(instance: Instance): Promise<'absent' | 'owned' | 'foreign'> {
+    const cached = this.ctx.cache.get<V1Namespace & KubeObject>(Kinds.Namespace, instance.namespace);
+    if (cached) return namespaceOwnership(cached, instance);
+    try {
+      const live = await this.ctx.client.get<V1Namespace & KubeObject>(Kinds.Namespace, instance.namespace);
+      return namespaceOwnership(live, instance);
+    } catch (err) {
+      if (isNotFound(err)) return 'absent';
+      throw err;
+    }
+  }
+
+  /** Computes the status from what is observed and writes it when it changed. */
+  private async report(iot: IoTService & KubeObject, instance: Instance | undefined, outcome: ReconcileOutcome, namespace: string | undefined): Promise<ReconcileResult> {
+    const inNamespace = <T>(type: ResourceType): T[] =>
+      namespace && outcome.kind !== 'failed' ? (this.ctx.cache.list<T & KubeObject>(type, { namespace, label: { name: INSTANCE_LABEL, value: iot.metadata.name! } }) as T[]) : [];
+    const next = computeStatus({
+      instance: { generation: iot.metadata.generation ?? 0, namespace, spec: instance?.spec },
+      previous: iot.status,
+      outcome,
+      observed: {
+        deployments: inNamespace<V1Deployment>(Kinds.Deployment),
+        statefulSets: inNamespace<V1StatefulSet>(Kinds.StatefulSet),
+        pods: inNamespace<V1Pod>(Kinds.Pod),
+      },
+      now: new Date(),
+    });
+    if (!statusEqual(iot.status, next)) {
+      await this.writeStatus(iot, next);
+      const event = statusTransitionEvent(iot.status, next);
+      if (event) this.ctx.recorder.event(iot, event.type, event.reason, event.message);
+    }
+    return next.phase === 'Available' ? undefined : { requeueAfterMs: PROCESSING_RECHECK_MS };
+  }
+
+  private async writeStatus(iot: IoTService & KubeObject, status: IoTServiceStatus): Promise<void> {
+    // A merge patch: fields absent from the new status are removed explicitly.
+    const removed = Object.fromEntries(Object.keys(iot.status ?? {}).filter((k) => !(k in status)).map((k) => [k, null]));
+    await this.ctx.client.patchStatus(IoTServiceType, iot.metadata.name!, iot.metadata.namespace, { status: { ...removed, ...status } }, 'merge');
+  }
+
+  /** Deletion: remove the instance namespace if it is ours, then our finalizer. */
+  private async finalize(iot: IoTService & KubeObject): Promise<ReconcileResult> {
+    if (!hasFinalizer(iot, FINALIZER)) return;
+    const resolved = resolveInstance(iot, this.config);
+    const namespace = resolved.ok ? resolved.instance.namespace : resolved.namespace;
+    if (namespace) {
+      const identity = { landscape: this.config.operatorName, id: iot.metadata.name! };
+      let live: (V1Namespace & KubeObject) | undefined;
+      try {
+        live = await this.ctx.client.get<V1Namespace & KubeObject>(Kinds.Namespace, namespace);
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+      }
+      if (live && namespaceOwnership(live, identity) === 'owned') {
+        if (!live.metadata.deletionTimestamp) {
+          await this.ctx.client.delete(Kinds.Namespace, namespace, undefined, { propagationPolicy: 'Background' });
+          this.ctx.recorder.event(iot, 'Normal', 'Deleting', `Deleting namespace ${namespace}.`);
+        }
+        return { requeueAfterMs: DELETION_RECHECK_MS };
+      }
+    }
+    await removeFinalizer(this.ctx.client, IoTServiceType, iot, FINALIZER);
+    return;
+  }
+}
+
+function failed(failure: Failure): ReconcileOutcome {
+  return { kind: 'failed', failure };
+}

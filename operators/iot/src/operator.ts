@@ -1,0 +1,27 @@
+/**
+ * Builds the IoT operator's manager from its options: cache scoping, leader election, HTTP
+ * server and the IoTService controller. Used by the `iot-operator` process and by tests that run
+ * the operator in-process.
+ */
+import { Manager } from '@iot-operator/runtime';
+import { iotCacheOptions, registerIoTController, type IoTControllerConfig } from './controller.ts';
+import type { OperatorOptions } from './options.ts';
+
+export async function createIoTOperator(options: OperatorOptions): Promise<Manager> {
+  const config: IoTControllerConfig = {
+    operatorName: options.operatorName,
+    watchNamespace: options.watchNamespace,
+    defaultRegistry: options.defaultRegistry,
+    maxConcurrentReconciles: options.maxConcurrentReconciles,
+  };
+  const mgr = await Manager.create({
+    name: 'iot-operator',
+    kubeconfigPath: options.kubeconfig,
+    logLevel: options.logLevel,
+    httpAddress: options.metricsBindAddress,
+    cache: iotCacheOptions(config),
+    leaderElection: options.leaderElect ? { namespace: options.operatorName, name: `iot-operator-${options.operatorName}` } : undefined,
+  });
+  registerIoTController(mgr, config, options.syncPeriodMs);
+  return mgr;
+}
