@@ -53,7 +53,7 @@ import {
   type Instance,
   type OperatorConfig,
 } from './resources/index.ts';
-import { computeStatus, statusEqual, statusTransitionEvent, type ReconcileOutcome } from './status.ts';
+import { computeStatus, msUntilStuckPodFailure, statusEqual, statusTransitionEvent, type ReconcileOutcome } from './status.ts';
 
 export const IoTServiceType = customResource(API_GROUP, API_VERSION, IOTSERVICE_KIND, IOTSERVICE_PLURAL);
 export const FINALIZER = 'cp.iotservices.io/cleanup';
@@ -224,23 +224,25 @@ class IoTReconcile {
   private async report(iot: IoTService & KubeObject, instance: Instance | undefined, outcome: ReconcileOutcome, namespace: string | undefined): Promise<ReconcileResult> {
     const inNamespace = <T>(type: ResourceType): T[] =>
       namespace && outcome.kind !== 'failed' ? (this.ctx.cache.list<T & KubeObject>(type, { namespace, label: { name: INSTANCE_LABEL, value: iot.metadata.name! } }) as T[]) : [];
+    const now = new Date();
+    const pods = inNamespace<V1Pod>(Kinds.Pod);
     const next = computeStatus({
       instance: { generation: iot.metadata.generation ?? 0, namespace, spec: instance?.spec },
       previous: iot.status,
       outcome,
-      observed: {
-        deployments: inNamespace<V1Deployment>(Kinds.Deployment),
-        statefulSets: inNamespace<V1StatefulSet>(Kinds.StatefulSet),
-        pods: inNamespace<V1Pod>(Kinds.Pod),
-      },
-      now: new Date(),
+      observed: { deployments: inNamespace<V1Deployment>(Kinds.Deployment), statefulSets: inNamespace<V1StatefulSet>(Kinds.StatefulSet), pods },
+      now,
     });
     if (!statusEqual(iot.status, next)) {
       await this.writeStatus(iot, next);
       const event = statusTransitionEvent(iot.status, next);
       if (event) this.ctx.recorder.event(iot, event.type, event.reason, event.message);
     }
-    return next.phase === 'Available' ? undefined : { requeueAfterMs: PROCESSING_RECHECK_MS };
+    // Time passing is no event: look again when a stuck pod would cross the 5-minute rule, and
+    // periodically while the instance is not Available.
+    const stuckAt = msUntilStuckPodFailure(pods, now);
+    const recheck = next.phase === 'Available' ? stuckAt : Math.min(PROCESSING_RECHECK_MS, stuckAt ?? Infinity);
+    return recheck === undefined ? undefined : { requeueAfterMs: recheck };
   }
 
   private async writeStatus(iot: IoTService & KubeObject, status: IoTServiceStatus): Promise<void> {
