@@ -5,9 +5,7 @@ set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
-mkdir -p "$KWOK_WORKDIR"
-exec 9>"$KWOK_WORKDIR/.iot-operator-$CLUSTER_NAME.lock"
-flock 9
+lock_cluster
 
 if [[ ! -d "$CLUSTER_WORKDIR" ]]; then
   log "cluster '$CLUSTER_NAME' does not exist; nothing to do"
@@ -17,13 +15,12 @@ fi
 # Remember the live processes first: the pid files go away with the workdir.
 pids=()
 for c in "${COMPONENTS[@]}"; do
-  if pid=$(component_pid "${c#*:}"); then pids+=("$pid"); fi
+  if pid=$(component_pid "$c"); then pids+=("$pid"); fi
 done
 
 if [[ -x "$BIN_DIR/kwokctl" ]] && cluster_exists; then
   log "deleting cluster '$CLUSTER_NAME'"
-  KWOK_KUBECTL_BINARY="$BIN_DIR/kubectl" "$BIN_DIR/kwokctl" --name "$CLUSTER_NAME" \
-    delete cluster --kubeconfig "" >&2 || log "kwokctl delete cluster failed; cleaning up by hand"
+  kwokctl delete cluster --kubeconfig "" >&2 || log "kwokctl delete cluster failed; cleaning up by hand"
 fi
 
 # Whatever kwokctl did not stop (or if it could not run): TERM, then KILL after 15 s.

@@ -16,14 +16,11 @@ down_seconds=${1:-${APISERVER_DOWN_SECONDS:-0}}
 [[ "$down_seconds" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "DOWN_SECONDS must be a number, got '$down_seconds'"
 binaries_complete || die "binaries are not built; run cluster/up.sh first"
 cluster_exists || die "cluster '$CLUSTER_NAME' does not exist; run cluster/up.sh first"
-export KWOK_KUBECTL_BINARY="$BIN_DIR/kubectl"
 
-mkdir -p "$KWOK_WORKDIR"
-exec 9>"$KWOK_WORKDIR/.iot-operator-$CLUSTER_NAME.lock"
-flock 9
+lock_cluster
 
 t0=$(date +%s.%N)
-if old=$(component_pid kube-apiserver); then
+if old=$(component_pid kube-apiserver:kube-apiserver); then
   log "stopping kube-apiserver (pid $old)"
   kill -TERM "$old"
   for _ in $(seq 1 300); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
@@ -45,11 +42,11 @@ if [[ "$down_seconds" != 0 ]]; then
 fi
 
 log "starting kube-apiserver"
-"$BIN_DIR/kwokctl" --name "$CLUSTER_NAME" start cluster >&2 || die "kwokctl start cluster failed (logs: $CLUSTER_WORKDIR/logs/kube-apiserver.log)"
+kwokctl start cluster >&2 || die "kwokctl start cluster failed (logs: $CLUSTER_WORKDIR/logs/kube-apiserver.log)"
 wait_apiserver_ready 120 || die "kube-apiserver did not become ready again (logs: $CLUSTER_WORKDIR/logs/kube-apiserver.log)"
-new=$(component_pid kube-apiserver) || die "kube-apiserver is not running after the restart"
+new=$(component_pid kube-apiserver:kube-apiserver) || die "kube-apiserver is not running after the restart"
 for c in "${COMPONENTS[@]}"; do
-  component_pid "${c#*:}" >/dev/null || log "WARNING: component ${c%%:*} is not running"
+  component_pid "$c" >/dev/null || log "WARNING: component ${c%%:*} is not running"
 done
 elapsed=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
 log "kube-apiserver is back up: pid $old -> $new, /readyz ok, ${elapsed}s after the stop"

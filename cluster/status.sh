@@ -20,8 +20,8 @@ echo "kubeconfig:  $KUBECONFIG_PATH"
 healthy=1
 echo "components:"
 for c in "${COMPONENTS[@]}"; do
-  name=${c%%:*} bin=${c#*:}
-  if pid=$(component_pid "$bin"); then
+  name=${c%%:*}
+  if pid=$(component_pid "$c"); then
     rss=$(awk '/^VmRSS/ {printf "%d MiB", $2/1024}' "/proc/$pid/status" 2>/dev/null || echo "?")
     listen=$(ss -Hltnp 2>/dev/null | awk -v p="pid=$pid," '$0 ~ p {print $4}' | sort -u | tr '\n' ' ')
     printf '  %-24s pid %-8s rss %-9s listening %s\n' "$name" "$pid" "$rss" "${listen:-?}"

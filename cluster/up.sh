@@ -30,15 +30,12 @@ KWOKCTL_BINARY_FLAGS=(
   --kube-scheduler-binary "$BIN_DIR/kube-scheduler"
   --kwok-controller-binary "$BIN_DIR/kwok"
 )
-kwokctl() { "$BIN_DIR/kwokctl" --name "$CLUSTER_NAME" "$@"; }
 
-mkdir -p "$KWOK_WORKDIR"
-exec 9>"$KWOK_WORKDIR/.iot-operator-$CLUSTER_NAME.lock"
-flock 9 # one up/down at a time per cluster
+lock_cluster
 
 all_components_running() {
   local c
-  for c in "${COMPONENTS[@]}"; do component_pid "${c#*:}" >/dev/null || return 1; done
+  for c in "${COMPONENTS[@]}"; do component_pid "$c" >/dev/null || return 1; done
 }
 
 kwok_node_count() {
@@ -83,10 +80,9 @@ if cluster_exists; then
     # Stale pid files (e.g. from before a reboot) may point at unrelated processes: drop them
     # so that kwokctl starts every component that is not really running.
     for c in "${COMPONENTS[@]}"; do
-      b=${c#*:}
-      if ! component_pid "$b" >/dev/null; then
+      if ! component_pid "$c" >/dev/null; then
         log "component ${c%%:*} is not running; (re)starting it"
-        rm -f "$CLUSTER_WORKDIR/pids/$b.pid"
+        rm -f "$CLUSTER_WORKDIR/pids/${c%%:*}.pid"
       fi
     done
     if ! kwokctl start cluster >&2 || ! wait_apiserver_ready 60; then
@@ -105,7 +101,7 @@ fi
 
 wait_apiserver_ready 120 || die "kube-apiserver of '$CLUSTER_NAME' did not become ready (logs: $CLUSTER_WORKDIR/logs)"
 all_components_running || {
-  for c in "${COMPONENTS[@]}"; do component_pid "${c#*:}" >/dev/null || log "component ${c%%:*} is not running"; done
+  for c in "${COMPONENTS[@]}"; do component_pid "$c" >/dev/null || log "component ${c%%:*} is not running"; done
   die "not every component is running (logs: $CLUSTER_WORKDIR/logs)"
 }
 

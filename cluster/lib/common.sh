@@ -32,24 +32,29 @@ binaries_complete() {
   for b in "${BINARIES[@]}"; do [[ -x "$BIN_DIR/$b" ]] || return 1; done
 }
 
-# Components that kwokctl runs for our cluster: "<component>:<binary>" (kwokctl names a
-# component's pid file pids/<binary>.pid in the cluster workdir).
+# Components that kwokctl runs for our cluster: "<component>:<binary>". kwokctl links each
+# binary into <workdir>/bin/<component> and records its pid in <workdir>/pids/<component>.pid.
 COMPONENTS=(etcd:etcd kube-apiserver:kube-apiserver kube-controller-manager:kube-controller-manager
   kube-scheduler:kube-scheduler kwok-controller:kwok)
 
 cluster_exists() { [[ -f "$CLUSTER_WORKDIR/kwok.yaml" ]]; }
 
-# Prints the pid of a component's binary if that process is alive and really runs our binary
-# (a pid file left over from before a reboot may name an unrelated process).
-component_pid() { # binary-name
-  local pidf="$CLUSTER_WORKDIR/pids/$1.pid" pid exe
+# Prints the pid of a component if its process is alive and really runs our binary (a pid file
+# left over from before a reboot may name an unrelated process).
+component_pid() { # "component:binary"
+  local comp=${1%%:*} bin=${1#*:} pid exe
+  local pidf="$CLUSTER_WORKDIR/pids/$comp.pid"
   [[ -f "$pidf" ]] || return 1
   pid=$(<"$pidf")
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
   exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
-  [[ "$(basename "$exe")" == "$1" ]] || return 1
+  [[ "$(basename "$exe")" == "$bin" ]] || return 1
   echo "$pid"
 }
+
+# Runs kwokctl for our cluster. fd 9 (our lock) is closed for it: the components it forks would
+# otherwise inherit the lock and hold it for as long as the cluster runs.
+kwokctl() { KWOK_KUBECTL_BINARY="$BIN_DIR/kubectl" "$BIN_DIR/kwokctl" --name "$CLUSTER_NAME" "$@" 9>&-; }
 
 kctl() { "$BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
 
@@ -65,4 +70,23 @@ wait_apiserver_ready() { # timeout-seconds
     fi
     sleep 0.3
   done
+}
+
+# Serialises up/down/restart of one cluster. The components never inherit the lock (see kwokctl
+# above); should the lock still be held for long, say by whom instead of hanging.
+lock_cluster() {
+  local lockdir="$KWOK_WORKDIR/iot-operator-locks" holders p
+  mkdir -p "$lockdir"
+  exec 9>"$lockdir/$CLUSTER_NAME.lock"
+  flock -n 9 && return 0
+  log "waiting for another cluster script working on '$CLUSTER_NAME'"
+  flock -w "${1:-300}" 9 && return 0
+  holders=""
+  for p in /proc/[0-9]*; do
+    [[ "$p" == "/proc/$$" ]] && continue
+    if ls -l "$p/fd" 2>/dev/null | grep -qF "$lockdir/$CLUSTER_NAME.lock"; then
+      holders+=" ${p#/proc/}($(tr '\0' ' ' <"$p/cmdline" 2>/dev/null | cut -c1-60))"
+    fi
+  done
+  die "cluster lock $lockdir/$CLUSTER_NAME.lock still held after ${1:-300}s by:${holders:- unknown}"
 }
