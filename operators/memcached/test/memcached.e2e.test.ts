@@ -3,12 +3,14 @@
  * size 3 gets a Deployment of 3 running pods and `status.nodes` naming them; size 4 scales it;
  * a deleted Deployment comes back; deleting the Memcached garbage-collects the Deployment; the
  * API server rejects a negative size; the operator process runs from its entry point with
- * KUBECONFIG and WATCH_NAMESPACE from the environment.
+ * KUBECONFIG and WATCH_NAMESPACE from the environment, as its ServiceAccount with only the
+ * committed deploy/ RBAC.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { after, before, describe, test } from 'node:test';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { ApiError, isNotFound, Kinds, type Manager } from '@iot-operator/runtime';
@@ -18,8 +20,10 @@ import { Memcached, type MemcachedObject } from '../src/api/memcached.ts';
 import { createMemcachedOperator } from '../src/operator.ts';
 import type { DeploymentObject } from '../src/resources/deployment.ts';
 import type { PodObject } from '../src/status.ts';
+import { applyManifests, serviceAccountKubeconfig } from './service-account.ts';
 
 const crdFile = fileURLToPath(new URL(`../${MEMCACHED_CRD_FILE}`, import.meta.url));
+const deployDir = fileURLToPath(new URL('../deploy/', import.meta.url));
 const name = 'example-memcached';
 
 let env: TestEnv;
@@ -148,12 +152,14 @@ describe('memcached operator', () => {
     assert.equal(await deployment('negative'), undefined);
   });
 
-  test('the operator process runs with KUBECONFIG and WATCH_NAMESPACE from the environment and stops on SIGTERM', async () => {
+  test('the operator process runs as its ServiceAccount with the deploy/ RBAC, KUBECONFIG and WATCH_NAMESPACE from the environment', async () => {
     await mgr.stop(); // the process alone reconciles from here on
+    await applyManifests(env, ns, ['service_account.yml', 'role.yml', 'role_binding.yml'].map((f) => path.join(deployDir, f)));
+    const kubeconfig = await serviceAccountKubeconfig(env, ns, 'memcached-operator');
     await env.client.create(Memcached, memcached(2, 'from-process'));
-    const child = spawn(process.execPath, ['--import', 'tsx', 'operators/memcached/src/main.ts', '--metrics-bind-address', '127.0.0.1:0'], {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'operators/memcached/src/main.ts', '--leader-elect', '--metrics-bind-address', '127.0.0.1:0'], {
       cwd: repoRoot,
-      env: { ...process.env, KUBECONFIG: env.kubeconfigPath, WATCH_NAMESPACE: ns, LOG_LEVEL: 'warn' },
+      env: { ...process.env, KUBECONFIG: kubeconfig.file, WATCH_NAMESPACE: ns, LOG_LEVEL: 'warn' },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     let stderr = '';
@@ -161,10 +167,14 @@ describe('memcached operator', () => {
     try {
       const nodes = await waitForPodsAndStatus(2, 'from-process');
       assert.equal(nodes.length, 2);
+      const lease = await env.client.get(Kinds.Lease, 'memcached-operator-leader', ns);
+      assert.ok(lease.metadata.uid, 'the operator holds its leader-election Lease');
     } finally {
       child.kill('SIGTERM');
+      await kubeconfig.cleanup();
     }
     const [code] = (await once(child, 'exit')) as [number | null];
     assert.equal(code, 0, `operator exit code (stderr: ${stderr.slice(-2000)})`);
+    assert.doesNotMatch(stderr, /Forbidden|forbidden/, 'no request was refused by RBAC');
   });
 });
