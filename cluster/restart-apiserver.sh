@@ -5,6 +5,7 @@
 #   bash cluster/restart-apiserver.sh [DOWN_SECONDS]
 #
 # DOWN_SECONDS (default 0, or env APISERVER_DOWN_SECONDS): how long to keep it stopped.
+# APISERVER_STOP_GRACE_SECONDS (default 2): time between SIGTERM and SIGKILL; 0 kills at once.
 # kwokctl v0.7 has no "start/stop component" command; instead the process is stopped via its pid
 # file and `kwokctl start cluster` starts the components that are not running (here: only the
 # kube-apiserver) from the command lines recorded in the cluster's kwok.yaml.
@@ -14,6 +15,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 down_seconds=${1:-${APISERVER_DOWN_SECONDS:-0}}
 [[ "$down_seconds" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "DOWN_SECONDS must be a number, got '$down_seconds'"
+grace=${APISERVER_STOP_GRACE_SECONDS:-2}
+[[ "$grace" =~ ^[0-9]+$ ]] || die "APISERVER_STOP_GRACE_SECONDS must be a whole number, got '$grace'"
 binaries_complete || die "binaries are not built; run cluster/up.sh first"
 cluster_exists || die "cluster '$CLUSTER_NAME' does not exist; run cluster/up.sh first"
 
@@ -21,13 +24,15 @@ lock_cluster
 
 t0=$(date +%s.%N)
 if old=$(component_pid kube-apiserver:kube-apiserver); then
-  log "stopping kube-apiserver (pid $old)"
+  # SIGTERM first: the API server stops listening at once, but then drains open connections
+  # (watches) for up to 60 s before it exits. We do not wait for that: after the grace period
+  # it gets SIGKILL, as kwokctl itself does when it stops a component.
+  log "stopping kube-apiserver (pid $old; SIGTERM, SIGKILL after ${grace}s)"
   kill -TERM "$old"
-  for _ in $(seq 1 300); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
+  for _ in $(seq 1 $((grace * 10))); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
   if kill -0 "$old" 2>/dev/null; then
-    log "kube-apiserver did not stop within 30s; killing it"
     kill -KILL "$old" 2>/dev/null || true
-    sleep 0.5
+    for _ in $(seq 1 50); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
   fi
   log "kube-apiserver stopped"
 else
@@ -35,6 +40,8 @@ else
   log "kube-apiserver was not running"
 fi
 rm -f "$CLUSTER_WORKDIR/pids/kube-apiserver.pid"
+# kwokctl truncates a component's log when it starts it: keep the old one.
+cp -f "$CLUSTER_WORKDIR/logs/kube-apiserver.log" "$CLUSTER_WORKDIR/logs/kube-apiserver.previous.log" 2>/dev/null || true
 
 if [[ "$down_seconds" != 0 ]]; then
   log "keeping kube-apiserver down for ${down_seconds}s"

@@ -83,6 +83,8 @@ if cluster_exists; then
       if ! component_pid "$c" >/dev/null; then
         log "component ${c%%:*} is not running; (re)starting it"
         rm -f "$CLUSTER_WORKDIR/pids/${c%%:*}.pid"
+        # kwokctl truncates a component's log when it starts it: keep the old one.
+        cp -f "$CLUSTER_WORKDIR/logs/${c%%:*}.log" "$CLUSTER_WORKDIR/logs/${c%%:*}.previous.log" 2>/dev/null || true
       fi
     done
     if ! kwokctl start cluster >&2 || ! wait_apiserver_ready 60; then
