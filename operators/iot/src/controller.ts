@@ -29,6 +29,7 @@ import {
   isAlreadyExists,
   isApiError,
   isNotFound,
+  overlay,
   removeFinalizer,
   type KubeObject,
   type Manager,
@@ -189,7 +190,17 @@ class IoTReconcile {
       if (difference === undefined) return false;
       this.ctx.log.debug({ kind: type.kind, name: desired.metadata.name, field: difference }, 'child differs');
     }
-    await this.ctx.client.apply(type, desired, { fieldManager: FIELD_MANAGER, force: true });
+    let applied: KubeObject | undefined;
+    try {
+      applied = await this.ctx.client.apply(type, desired, { fieldManager: FIELD_MANAGER, force: true });
+      if (firstDifference(desired, applied) === undefined) return true;
+    } catch (err) {
+      // Apply merges list entries by key: an entry someone else added by hand can make the
+      // merged object invalid (say, two ports named "http"). A full replace can still fix it.
+      if (!observed || !isApiError(err, 'Invalid')) throw err;
+    }
+    // Fields owned by another manager keep apply from converging: replace the object outright.
+    await this.ctx.client.replace(type, overlay(applied ?? observed!, desired));
     return true;
   }
 
@@ -222,8 +233,9 @@ class IoTReconcile {
 
   /** Computes the status from what is observed and writes it when it changed. */
   private async report(iot: IoTService & KubeObject, instance: Instance | undefined, outcome: ReconcileOutcome, namespace: string | undefined): Promise<ReconcileResult> {
+    // The cache holds only this landscape's objects, so a foreign namespace contributes nothing.
     const inNamespace = <T>(type: ResourceType): T[] =>
-      namespace && outcome.kind !== 'failed' ? (this.ctx.cache.list<T & KubeObject>(type, { namespace, label: { name: INSTANCE_LABEL, value: iot.metadata.name! } }) as T[]) : [];
+      namespace ? (this.ctx.cache.list<T & KubeObject>(type, { namespace, label: { name: INSTANCE_LABEL, value: iot.metadata.name! } }) as T[]) : [];
     const now = new Date();
     const pods = inNamespace<V1Pod>(Kinds.Pod);
     const next = computeStatus({

@@ -24,3 +24,4 @@ export * from './manager/manager.ts';
 export * from './metrics/runtime-metrics.ts';
 export * from './status/conditions.ts';
 export * from './apply/subset.ts';
+export * from './apply/overlay.ts';

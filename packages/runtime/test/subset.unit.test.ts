@@ -29,3 +29,17 @@ describe('desired-subset-of-observed', () => {
     assert.equal(isSubset({ spec: { replicas: '2' } }, observed), false);
   });
 });
+
+describe('overlay for a full replace', () => {
+  it('keeps server-set fields, takes desired values and whole lists from desired', async () => {
+    const { overlay } = await import('../src/apply/overlay.ts');
+    const observed = { metadata: { name: 's', resourceVersion: '7', labels: { a: '1', extra: 'x' } }, spec: { clusterIP: '10.0.0.1', ports: [{ name: 'http', port: 9999 }, { name: 'hand', port: 1 }] } };
+    const desired = { metadata: { name: 's', labels: { a: '1' } }, spec: { ports: [{ name: 'http', port: 8080 }] } };
+    const result = overlay(observed, desired);
+    assert.deepEqual(result.spec.ports, [{ name: 'http', port: 8080 }]);
+    assert.equal(result.spec.clusterIP, '10.0.0.1');
+    assert.equal(result.metadata.resourceVersion, '7');
+    assert.equal(isSubset(desired, result), true);
+    assert.equal(observed.spec.ports.length, 2, 'the input is not modified');
+  });
+});

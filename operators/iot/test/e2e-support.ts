@@ -1,0 +1,133 @@
+/**
+ * End-to-end helpers for the IoT operator on the real local cluster: landscapes (a namespace with
+ * its image-pull-secret), the operator in-process or as a process, IoTService objects and waits on
+ * what `kubectl` would show.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { Kinds, isNotFound, type KubeObject, type Manager } from '@iot-operator/runtime';
+import { repoRoot, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import type { IoTServiceSpec, IoTServiceStatus } from '../src/api/iotservice.ts';
+import { IoTServiceType } from '../src/controller.ts';
+import { createIoTOperator } from '../src/operator.ts';
+import type { OperatorOptions } from '../src/options.ts';
+
+export type IoTObject = KubeObject & { spec: IoTServiceSpec; status?: IoTServiceStatus };
+
+export const pullSecretData = { '.dockerconfigjson': Buffer.from('{"auths":{"registry.example.com":{"auth":"dGVzdDp0ZXN0"}}}').toString('base64') };
+
+export const crdFile = path.join(repoRoot, 'operators/iot/deploy/crds/cp_v1alpha1_iotservice_crd.yml');
+
+/** The IoTService CRD installed from deploy/ (idempotent). */
+export async function installIoTCrd(env: TestEnv): Promise<void> {
+  await env.installCrd(crdFile);
+}
+
+/** A landscape namespace holding the image-pull-secret (unless `withSecret` is false). */
+export async function createLandscape(env: TestEnv, withSecret = true): Promise<string> {
+  const landscape = await env.namespace('ls');
+  if (withSecret) await createPullSecret(env, landscape);
+  return landscape;
+}
+
+export async function createPullSecret(env: TestEnv, landscape: string): Promise<void> {
+  await env.client.create(Kinds.Secret, {
+    metadata: { name: 'image-pull-secret', namespace: landscape },
+    type: 'kubernetes.io/dockerconfigjson',
+    data: pullSecretData,
+  });
+}
+
+export function operatorOptions(env: TestEnv, operatorName: string, overrides: Partial<OperatorOptions> = {}): OperatorOptions {
+  return {
+    operatorName,
+    watchNamespace: '',
+    defaultRegistry: 'registry.example.com/iot',
+    maxConcurrentReconciles: 4,
+    leaderElect: false,
+    metricsBindAddress: '127.0.0.1:0',
+    logLevel: 'warn',
+    kubeconfig: env.kubeconfigPath,
+    syncPeriodMs: 10 * 3_600_000,
+    ...overrides,
+  };
+}
+
+/** Runs the operator in this process; stop it with `mgr.stop()`. */
+export async function startOperator(env: TestEnv, operatorName: string, overrides: Partial<OperatorOptions> = {}): Promise<Manager> {
+  const mgr = await createIoTOperator(operatorOptions(env, operatorName, overrides));
+  await mgr.start();
+  return mgr;
+}
+
+/** Runs the `iot-operator` bin as a separate process (so that it can be SIGKILLed). */
+export function spawnOperator(env: TestEnv, operatorName: string, args: string[] = [], extraEnv: Record<string, string> = {}): ChildProcess & { output: () => string } {
+  const child = spawn(process.execPath, [path.join(repoRoot, 'operators/iot/bin/iot-operator.js'), '--metrics-bind-address=127.0.0.1:0', '--log-level=info', ...args], {
+    env: { ...process.env, KUBECONFIG: env.kubeconfigPath, OPERATOR_NAME: operatorName, WATCH_NAMESPACE: '', ...extraEnv },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (d) => (output += d));
+  child.stderr!.on('data', (d) => (output += d));
+  return Object.assign(child, { output: () => output });
+}
+
+export function iotService(name: string, landscape: string, spec: Partial<IoTServiceSpec> = {}): IoTObject {
+  return {
+    apiVersion: 'cp.iotservices.io/v1alpha1',
+    kind: 'IoTService',
+    metadata: { name, namespace: landscape },
+    spec: { version: '2.4.1', ...spec } as IoTServiceSpec,
+  };
+}
+
+export async function getIoT(env: TestEnv, landscape: string, name: string): Promise<IoTObject | undefined> {
+  try {
+    return await env.client.get<IoTObject>(IoTServiceType, name, landscape);
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+}
+
+/** Waits until the instance reports `phase` for its current generation. */
+export async function waitForPhase(env: TestEnv, landscape: string, name: string, phase: 'Available' | 'Processing' | 'Failed', timeoutMs = 90_000): Promise<IoTObject> {
+  return waitFor(
+    `IoTService ${landscape}/${name} to be ${phase} with observedGeneration = generation`,
+    async () => {
+      const iot = await getIoT(env, landscape, name);
+      const done = !!iot && iot.status?.phase === phase && iot.status.observedGeneration === iot.metadata.generation;
+      return { done, value: iot!, seen: iot ? { generation: iot.metadata.generation, status: iot.status } : 'no such IoTService' };
+    },
+    { timeoutMs, intervalMs: 300 },
+  );
+}
+
+export async function getOrUndefined<T extends KubeObject>(env: TestEnv, type: Parameters<TestEnv['client']['get']>[0], name: string, namespace?: string): Promise<T | undefined> {
+  try {
+    return await env.client.get<T>(type, name, namespace);
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+}
+
+/** Deletes every IoTService of the landscape and waits until the operator has finalized them. */
+export async function deleteAllInstances(env: TestEnv, landscape: string, timeoutMs = 120_000): Promise<void> {
+  const { items } = await env.client.list<IoTObject>(IoTServiceType, { namespace: landscape });
+  await Promise.all(items.map((i) => env.client.delete(IoTServiceType, i.metadata.name!, landscape).catch(() => undefined)));
+  await waitFor(
+    `every IoTService of ${landscape} to be finalized and gone`,
+    async () => {
+      const left = await env.client.list<IoTObject>(IoTServiceType, { namespace: landscape });
+      return { done: left.items.length === 0, value: undefined, seen: left.items.map((i) => `${i.metadata.name} finalizers=${i.metadata.finalizers}`) };
+    },
+    { timeoutMs },
+  );
+}
+
+/** Sum of the operator's write requests (POST, PUT, PATCH, DELETE) so far. */
+export async function writeRequests(mgr: Manager): Promise<number> {
+  const metric = await mgr.metrics.restRequests.get();
+  return metric.values.filter((v) => ['POST', 'PUT', 'PATCH', 'DELETE'].includes(String(v.labels.method))).reduce((sum, v) => sum + v.value, 0);
+}
