@@ -20,16 +20,19 @@ done
 
 if [[ -x "$BIN_DIR/kwokctl" ]] && cluster_exists; then
   log "deleting cluster '$CLUSTER_NAME'"
-  kwokctl delete cluster --kubeconfig "" >&2 || log "kwokctl delete cluster failed; cleaning up by hand"
+  kwokctl delete cluster --kubeconfig "$KUBECONFIG_PATH" >&2 || log "kwokctl delete cluster failed; cleaning up by hand"
 fi
 
-# Whatever kwokctl did not stop (or if it could not run): TERM, then KILL after 15 s.
+# Whatever kwokctl did not stop (or if it could not run): TERM, then KILL after 2 s (the API
+# server would otherwise drain its connections for up to 60 s).
 alive() { local p; for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && echo "$p"; done; return 0; }
+# kwokctl sends SIGKILL; give the processes a moment to disappear.
+for _ in $(seq 1 30); do [[ -z "$(alive)" ]] && break; sleep 0.1; done
 left=$(alive)
 if [[ -n "$left" ]]; then
   log "stopping remaining processes: $(echo $left)"
   kill -TERM $left 2>/dev/null || true
-  for _ in $(seq 1 150); do [[ -z "$(alive)" ]] && break; sleep 0.1; done
+  for _ in $(seq 1 20); do [[ -z "$(alive)" ]] && break; sleep 0.1; done
   left=$(alive)
   if [[ -n "$left" ]]; then kill -KILL $left 2>/dev/null || true; fi
 fi

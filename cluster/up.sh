@@ -56,7 +56,7 @@ if cluster_exists && grep -qF "$BIN_DIR/kube-apiserver" "$CLUSTER_WORKDIR/kwok.y
 fi
 
 delete_cluster() {
-  kwokctl delete cluster --kubeconfig "" >&2 || true
+  kwokctl delete cluster --kubeconfig "$KUBECONFIG_PATH" >&2 || true
   rm -rf "$CLUSTER_WORKDIR"
 }
 

@@ -22,6 +22,9 @@ KWOK_WORKDIR=${KWOK_WORKDIR:-$HOME/.kwok}
 export KWOK_WORKDIR
 CLUSTER_WORKDIR="$KWOK_WORKDIR/clusters/$CLUSTER_NAME"
 KUBECONFIG_PATH="$CLUSTER_WORKDIR/kubeconfig.yaml"
+# Note: kwokctl create/delete would add/remove a context in ~/.kube/config by default. We never
+# touch it: create gets --kubeconfig "" and delete gets the cluster's own kubeconfig (which it
+# removes anyway; an empty path is an error for delete).
 
 log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
