@@ -1,0 +1,133 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { ApiError, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
+import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { IoTServiceType } from '../src/controller.ts';
+import { createLandscape, createPullSecret, deleteAllInstances, getIoT, getOrUndefined, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
+
+let env: TestEnv;
+const operators: Array<{ mgr: Manager; landscape: string }> = [];
+
+before(async () => {
+  env = await testEnv();
+  await installIoTCrd(env);
+});
+
+after(async () => {
+  for (const { mgr, landscape } of operators) {
+    await deleteAllInstances(env, landscape).catch(() => undefined);
+    await mgr.stop();
+  }
+  await env?.cleanup();
+});
+
+async function landscapeWithOperator(withSecret = true): Promise<string> {
+  const landscape = await createLandscape(env, withSecret);
+  operators.push({ mgr: await startOperator(env, landscape), landscape });
+  return landscape;
+}
+
+describe('bad input on the real cluster', () => {
+  it('schema-invalid specs are rejected by the API server with a message naming the field', async () => {
+    const landscape = await createLandscape(env);
+    const cases: Array<[string, Record<string, unknown>, RegExp]> = [
+      ['missing version', { gateway: { replicas: 1 } }, /spec\.version: Required value/],
+      ['replicas out of range', { version: '1.0.0', gateway: { replicas: 99 } }, /spec\.gateway\.replicas: Invalid value: 99/],
+      ['unknown protocol', { version: '1.0.0', gateway: { protocols: ['ftp'] } }, /spec\.gateway\.protocols\[0\]: Unsupported value: "ftp"/],
+      ['malformed storage quantity', { version: '1.0.0', broker: { storage: 'lots' } }, /spec\.broker\.storage/],
+    ];
+    for (const [what, spec, message] of cases) {
+      await assert.rejects(
+        env.client.create(IoTServiceType, { apiVersion: 'cp.iotservices.io/v1alpha1', kind: 'IoTService', metadata: { name: 'bad', namespace: landscape }, spec }),
+        (err: unknown) => {
+          assert.ok(err instanceof ApiError, `${what}: expected an ApiError`);
+          assert.equal(err.reason, 'Invalid', `${what}: reason`);
+          assert.match(err.message, message, `${what}: message`);
+          return true;
+        },
+      );
+    }
+    assert.equal((await env.client.list(IoTServiceType, { namespace: landscape })).items.length, 0, 'nothing was stored');
+  });
+
+  it('an instance name too long for its namespace: Failed with a reason naming the limit, nothing created', async () => {
+    const landscape = await landscapeWithOperator();
+    const name = `tenant-${'x'.repeat(60)}`;
+    await env.client.create(IoTServiceType, iotService(name, landscape));
+    const iot = await waitForPhase(env, landscape, name, 'Failed');
+    assert.match(iot.status?.reason ?? '', /63/);
+    assert.match(iot.status?.reason ?? '', new RegExp(landscape));
+    const namespaces = await env.client.list(Kinds.Namespace, { labelSelector: `cp.iotservices.io/landscape=${landscape}` });
+    assert.deepEqual(namespaces.items.map((n) => n.metadata.name), [], 'no namespace was created');
+    const events = await env.client.list(Kinds.Event, { namespace: landscape, fieldSelector: `involvedObject.name=${name},type=Warning` });
+    assert.ok(events.items.length >= 1, 'a Warning Event explains the failure');
+  });
+
+  it('a missing image-pull-secret: Failed naming the secret and namespace, recovers once it is created', async () => {
+    const landscape = await landscapeWithOperator(false);
+    await env.client.create(IoTServiceType, iotService('tenant-s', landscape));
+    const failed = await waitForPhase(env, landscape, 'tenant-s', 'Failed');
+    assert.match(failed.status?.reason ?? '', /image-pull-secret/);
+    assert.match(failed.status?.reason ?? '', new RegExp(`namespace ${landscape}`));
+    await createPullSecret(env, landscape);
+    const recovered = await waitForPhase(env, landscape, 'tenant-s', 'Available');
+    assert.equal(recovered.status?.reason, undefined, 'reason is cleared when no longer Failed');
+  });
+
+  it('a foreign namespace of the same name: Failed, never adopted or deleted; recovers once it is gone', async () => {
+    const landscape = await landscapeWithOperator();
+    const foreign = `${landscape}-tenant-f`;
+    await env.client.create(Kinds.Namespace, { metadata: { name: foreign, labels: { team: 'someone-else' } } });
+    await env.client.create(Kinds.ConfigMap, { metadata: { name: 'precious', namespace: foreign }, data: { keep: 'me' } });
+    await env.client.create(IoTServiceType, iotService('tenant-f', landscape));
+    const failed = await waitForPhase(env, landscape, 'tenant-f', 'Failed');
+    assert.match(failed.status?.reason ?? '', new RegExp(`Namespace ${foreign} already exists and was not created by this operator`));
+    const ns = await env.client.get(Kinds.Namespace, foreign);
+    assert.deepEqual(ns.metadata.labels?.['cp.iotservices.io/landscape'], undefined, 'the foreign namespace was not labelled');
+    assert.ok(await getOrUndefined(env, Kinds.ConfigMap, 'precious', foreign), 'its content is untouched');
+    assert.deepEqual((await env.client.list(Kinds.Deployment, { namespace: foreign })).items, [], 'nothing was created in it');
+
+    await env.client.delete(Kinds.Namespace, foreign);
+    await waitFor(`namespace ${foreign} to be gone`, async () => ({ done: !(await getOrUndefined(env, Kinds.Namespace, foreign)), value: undefined }), { timeoutMs: 120_000 });
+    await waitForPhase(env, landscape, 'tenant-f', 'Available', 120_000);
+  });
+
+  it('deleting an instance whose namespace is foreign removes the finalizer and leaves the namespace alone', async () => {
+    const landscape = await landscapeWithOperator();
+    const foreign = `${landscape}-tenant-g`;
+    await env.client.create(Kinds.Namespace, { metadata: { name: foreign } });
+    await env.client.create(IoTServiceType, iotService('tenant-g', landscape));
+    await waitForPhase(env, landscape, 'tenant-g', 'Failed');
+    await env.client.delete(IoTServiceType, 'tenant-g', landscape);
+    await waitFor('the IoTService to be gone', async () => ({ done: !(await getIoT(env, landscape, 'tenant-g')), value: undefined }));
+    const ns = await env.client.get(Kinds.Namespace, foreign);
+    assert.equal(ns.metadata.deletionTimestamp, undefined, 'the foreign namespace is not deleted');
+    await env.client.delete(Kinds.Namespace, foreign);
+  });
+
+  it('two operators with different OPERATOR_NAME never touch each other’s instances', async () => {
+    const landscapeA = await landscapeWithOperator();
+    const landscapeB = await createLandscape(env);
+    await env.client.create(IoTServiceType, iotService('shared-name', landscapeA));
+    await env.client.create(IoTServiceType, iotService('shared-name', landscapeB));
+    const a = await waitForPhase(env, landscapeA, 'shared-name', 'Available');
+    assert.equal(a.status?.namespace, `${landscapeA}-shared-name`);
+    await new Promise((r) => setTimeout(r, 2000));
+    const b = await getIoT(env, landscapeB, 'shared-name');
+    assert.equal(b?.status, undefined, 'the operator of landscape A left landscape B’s instance alone');
+    assert.deepEqual(b?.metadata.finalizers ?? [], []);
+    assert.equal(await getOrUndefined(env, Kinds.Namespace, `${landscapeB}-shared-name`), undefined);
+
+    operators.push({ mgr: await startOperator(env, landscapeB), landscape: landscapeB });
+    const bAvailable = await waitForPhase(env, landscapeB, 'shared-name', 'Available');
+    assert.equal(bAvailable.status?.namespace, `${landscapeB}-shared-name`);
+    const instanceA = await env.client.get<KubeObject>(Kinds.Namespace, `${landscapeA}-shared-name`);
+    assert.equal(instanceA.metadata.labels?.['cp.iotservices.io/landscape'], landscapeA);
+
+    await env.client.delete(IoTServiceType, 'shared-name', landscapeB);
+    await waitFor('landscape B’s instance namespace to be gone', async () => ({ done: !(await getOrUndefined(env, Kinds.Namespace, `${landscapeB}-shared-name`)), value: undefined }), { timeoutMs: 120_000 });
+    const stillA = await getIoT(env, landscapeA, 'shared-name');
+    assert.equal(stillA?.status?.phase, 'Available', 'deleting B’s instance left A’s alone');
+    assert.ok(await getOrUndefined(env, Kinds.Namespace, `${landscapeA}-shared-name`));
+  });
+});
