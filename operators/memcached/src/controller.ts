@@ -28,7 +28,7 @@ import {
   type Request,
 } from '@iot-operator/runtime';
 import { isValidMemcachedSpec, Memcached, type MemcachedObject } from './api/memcached.ts';
-import { isSubset } from './resources/compare.ts';
+import { childMatches } from './resources/compare.ts';
 import { APP_LABEL, APP_VALUE, desiredDeployment, INSTANCE_LABEL, labelsForMemcached, type DeploymentObject } from './resources/deployment.ts';
 import { memcachedStatus, sameStatus, type PodObject } from './status.ts';
 
@@ -66,7 +66,7 @@ export async function reconcileMemcached(req: Request, ctx: ReconcileContext): P
     ctx.recorder.event(memcached, 'Warning', 'DeploymentConflict', message);
     throw new TerminalError(message);
   }
-  if (!current || !isSubset(desired, current)) {
+  if (!current || !childMatches(desired, current)) {
     await ctx.client.apply(Kinds.Deployment, desired, { fieldManager: FIELD_MANAGER, force: true });
     ctx.log.info({ replicas: memcached.spec.size, created: !current }, current ? 'corrected the memcached Deployment' : 'created the memcached Deployment');
   }

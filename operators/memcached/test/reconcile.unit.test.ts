@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { MemcachedObject } from '../src/api/memcached.ts';
 import { podMembershipChanged, podToMemcached } from '../src/controller.ts';
-import { isSubset } from '../src/resources/compare.ts';
+import { childMatches } from '../src/resources/compare.ts';
 import { desiredDeployment } from '../src/resources/deployment.ts';
 import { memcachedStatus, sameStatus, type PodObject } from '../src/status.ts';
 
@@ -44,18 +44,21 @@ test('a Deployment as the API server returns it (defaults and status added) matc
   observed.spec.template.spec.containers[0].imagePullPolicy = 'IfNotPresent';
   observed.spec.template.spec.containers[0].terminationMessagePath = '/dev/termination-log';
   observed.status = { replicas: 3 };
-  assert.equal(isSubset(desired, observed), true);
+  assert.equal(childMatches(desired, observed), true);
 
-  assert.equal(isSubset(desiredDeployment({ ...memcached, spec: { size: 4 } }), observed), false, 'replicas differ');
+  assert.equal(childMatches(desiredDeployment({ ...memcached, spec: { size: 4 } }), observed), false, 'replicas differ');
   const edited = structuredClone(observed);
   edited.spec.template.spec.containers[0].image = 'memcached:latest';
-  assert.equal(isSubset(desired, edited), false, 'image edited');
+  assert.equal(childMatches(desired, edited), false, 'image edited');
   const extraPort = structuredClone(observed);
   extraPort.spec.template.spec.containers[0].ports.push({ containerPort: 1, protocol: 'TCP' });
-  assert.equal(isSubset(desired, extraPort), false, 'arrays must match in length');
+  assert.equal(childMatches(desired, extraPort), false, 'arrays must match in length');
   const unowned = structuredClone(observed);
   delete unowned.metadata.ownerReferences;
-  assert.equal(isSubset(desired, unowned), false, 'ownerReference removed');
+  assert.equal(childMatches(desired, unowned), false, 'ownerReference removed');
+  const coOwned = structuredClone(observed);
+  coOwned.metadata.ownerReferences.unshift({ apiVersion: 'v1', kind: 'ConfigMap', name: 'other', uid: 'uid-2' });
+  assert.equal(childMatches(desired, coOwned), true, 'another, non-controller owner added by someone else is not drift');
 });
 
 function pod(name: string, phase: string, deleting = false): PodObject {
