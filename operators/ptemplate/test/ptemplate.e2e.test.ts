@@ -105,7 +105,16 @@ async function patchNode(nodeName: string, labels: Record<string, string | null>
   await env.client.patchStatus(Kinds.Node, nodeName, undefined, { status: { capacity: { [DEVICES]: devices }, allocatable: { [DEVICES]: devices } } }, 'merge');
 }
 
+/** Removes the stand-in Module CRD; refuses to touch a Module CRD that is not ours (a real KMM). */
 async function uninstallModuleCrd(): Promise<void> {
+  const existing = await env.client.get(Kinds.CustomResourceDefinition, MODULE_CRD_NAME).catch((err: unknown) => {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  });
+  if (!existing) return;
+  if (existing.metadata.labels?.['pt.example.com/kmm-stand-in'] !== 'true') {
+    throw new Error(`${MODULE_CRD_NAME} is installed and is not the tests' stand-in (KMM itself?); these tests would delete it, so they do not run here`);
+  }
   await env.uninstallCrd(MODULE_CRD_NAME);
   await env.waitFor('the Module CRD to be gone', async () => {
     const gone = await env.client.get(Kinds.CustomResourceDefinition, MODULE_CRD_NAME).then(() => false, (err: unknown) => isNotFound(err));
