@@ -49,6 +49,8 @@ export CGO_ENABLED=0
 export GOFLAGS="-buildvcs=false -mod=readonly"
 GO_P=${BUILD_PARALLELISM:-2}
 
+# We hold the lock: any other temporary build directory is left over from a killed build.
+rm -rf "$BUILD_ROOT"/.build-*
 TMP=$(mktemp -d "$BUILD_ROOT/.build-XXXXXX")
 HEARTBEAT_PID=""
 cleanup() {

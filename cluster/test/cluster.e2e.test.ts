@@ -331,6 +331,24 @@ describe("local control plane", { timeout: 15 * 60_000 }, () => {
     }
   });
 
+  test("restart-apiserver.sh restarts the API server on the same port with the same data", async () => {
+    await withNamespace("restart", async (ns) => {
+      await apply({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "survivor", namespace: ns }, data: { k: "v" } });
+      const before = JSON.parse((await kubectl(["config", "view", "--minify", "-o", "json"])).stdout) as {
+        clusters: { cluster: { server: string } }[];
+      };
+      const line = await runScript("restart-apiserver.sh");
+      assert.match(line, /^kube-apiserver restarted \(pid \d+ -> \d+\), \/readyz ok after [\d.]+s$/);
+      const after = JSON.parse((await kubectl(["config", "view", "--minify", "-o", "json"])).stdout) as typeof before;
+      assert.equal(after.clusters[0]?.cluster.server, before.clusters[0]?.cluster.server);
+      const cm = await kubectlJson<{ data: Record<string, string> }>(["get", "configmap", "survivor", "-n", ns]);
+      assert.deepEqual(cm.data, { k: "v" });
+      // The controller-manager, scheduler and kwok reconnected: new work still gets done.
+      await apply(deployment(ns, "after-restart", 2));
+      await waitPodsRunningReady(ns, "app=after-restart", 2);
+    });
+  });
+
   test("a StatefulSet's volumeClaimTemplate binds a pre-created PersistentVolume", async () => {
     const suffix = Date.now().toString(36);
     const storageClass = `e2e-manual-${suffix}`;
