@@ -1,0 +1,48 @@
+/**
+ * What every scenario receives: the bench cluster's client and kubeconfig, where its component
+ * pid files live, the options of this invocation and where to put operator logs.
+ *
+ * Guarantees: options are plain data (they are written verbatim into the result file); every
+ * scenario returns its figures and raw samples and never writes files itself.
+ */
+import type { KubeClient } from '@iot-operator/runtime';
+
+export interface BenchOptions {
+  /** Instances (IoTServices or Memcacheds). */
+  n: number;
+  /** Minutes (steady: idle time; churn: duration of changes). */
+  m: number;
+  /** Sequential instances (latency, floor). */
+  k: number;
+  runs: number;
+  /** Operator command; undefined = the scenario's default operator. */
+  operatorCmd?: string;
+  /** --max-concurrent-reconciles for the IoT operator; undefined = the operator's default. */
+  workers?: number;
+  /** Also measure the operator-free floor in the same run (burst, latency). */
+  floor: boolean;
+  /** churn: seconds between rounds of spec changes, and the fraction of instances changed per round. */
+  periodS: number;
+  fraction: number;
+  /** Give up waiting after this many seconds. */
+  timeoutS: number;
+  out: string;
+}
+
+export interface BenchContext {
+  kubeconfig: string;
+  client: KubeClient;
+  clusterDir: string;
+  options: BenchOptions;
+  /** Directory for operator logs (outside the repository). */
+  logDir: string;
+}
+
+export interface ScenarioOutput {
+  figures: Record<string, unknown>;
+  samples: Record<string, number[]>;
+  /** The operator command actually measured, for the result's versions. */
+  operatorCommand?: string;
+}
+
+export type Scenario = (ctx: BenchContext) => Promise<ScenarioOutput>;

@@ -1,0 +1,115 @@
+/**
+ * Before/after measurement of one phase of a scenario: the operator's own request counters
+ * (`rest_client_requests_total`), reconciles and CPU; the API server's `apiserver_request_total`
+ * by verb (every client, the control plane's own controllers included); CPU seconds of each
+ * control-plane component and of the whole host (to tell operator cost from cluster cost and to
+ * show machine noise).
+ *
+ * Guarantees: every figure is a difference between a scrape at `begin` and one at `end`, so
+ * counters accumulated before the phase (cache sync, an earlier phase) never leak into it. The
+ * operator part is present only when an operator runs; a failed API server scrape is recorded
+ * as absent rather than failing the run.
+ */
+import type { KubeClient } from '@iot-operator/runtime';
+import { apiserverRequestsByVerb, now, scrapeApiserver } from './kube.ts';
+import type { OperatorProcess } from './operator.ts';
+import { deltaBy, sumBy, total, type Sample } from './prom.ts';
+import { MiB, readComponentsCpu, readHostCpu } from './proc.ts';
+import { round } from './stats.ts';
+
+export const WRITE_METHODS = ['POST', 'PUT', 'PATCH', 'DELETE'];
+const OPERATOR_METRICS = ['rest_client_requests_total', 'controller_runtime_reconcile_total', 'workqueue_queue_duration_seconds', 'workqueue_depth', 'controller_runtime_active_workers'];
+
+export interface RequestFigures {
+  byVerb: Record<string, number>;
+  total: number;
+}
+
+export interface OperatorRequestFigures extends RequestFigures {
+  byVerbCode: Record<string, number>;
+  writes: number;
+}
+
+export interface PhaseFigures {
+  durationS: number;
+  operator?: {
+    requests: OperatorRequestFigures;
+    reconciles: number;
+    cpuS: number;
+    peakRssMiB: number;
+    rssEndMiB: number;
+  };
+  apiserver?: RequestFigures;
+  componentsCpuS: Record<string, number>;
+  host: { busyCpuS: number; utilisation: number };
+}
+
+export function operatorRequestFigures(before: Sample[], after: Sample[]): OperatorRequestFigures {
+  const byVerbCode = deltaBy(sumBy(before, 'rest_client_requests_total', ['method', 'code']), sumBy(after, 'rest_client_requests_total', ['method', 'code']));
+  const byVerb = deltaBy(sumBy(before, 'rest_client_requests_total', ['method']), sumBy(after, 'rest_client_requests_total', ['method']));
+  const writes = WRITE_METHODS.reduce((s, m) => s + (byVerb[m] ?? 0), 0);
+  return { byVerb, byVerbCode, total: total(byVerb), writes };
+}
+
+export function reconcileCount(samples: Sample[]): number {
+  return total(sumBy(samples, 'controller_runtime_reconcile_total'));
+}
+
+export class PhaseProbe {
+  private constructor(
+    private readonly client: KubeClient,
+    private readonly clusterDir: string,
+    private readonly operator: OperatorProcess | undefined,
+    private readonly startedAt: number,
+    readonly operatorBefore: Sample[] | undefined,
+    private readonly apiserverBefore: Sample[] | undefined,
+    private readonly componentsBefore: Record<string, number>,
+    private readonly hostBefore: { busyS: number; totalS: number },
+    private readonly cpuBefore: number,
+  ) {}
+
+  static async begin(client: KubeClient, clusterDir: string, operator?: OperatorProcess): Promise<PhaseProbe> {
+    const [operatorBefore, apiserverBefore] = await Promise.all([
+      operator?.metrics(OPERATOR_METRICS),
+      scrapeApiserver(client).catch(() => undefined),
+    ]);
+    operator?.sampler.sample();
+    return new PhaseProbe(client, clusterDir, operator, now(), operatorBefore, apiserverBefore, readComponentsCpu(clusterDir), readHostCpu(), operator?.sampler.lastCpuS ?? 0);
+  }
+
+  /** Ends the phase: `endedAt` (monotonic ms) defaults to now; scrapes happen after it. */
+  async end(endedAt = now()): Promise<PhaseFigures & { operatorAfter?: Sample[] }> {
+    const host = readHostCpu();
+    const components = readComponentsCpu(this.clusterDir);
+    this.operator?.sampler.sample();
+    const [operatorAfter, apiserverAfter] = await Promise.all([
+      this.operator?.running ? this.operator.metrics(OPERATOR_METRICS) : undefined,
+      scrapeApiserver(this.client).catch(() => undefined),
+    ]);
+    const componentsCpuS: Record<string, number> = {};
+    for (const [name, cpu] of Object.entries(components)) componentsCpuS[name] = round(cpu - (this.componentsBefore[name] ?? 0), 2);
+    const busy = host.busyS - this.hostBefore.busyS;
+    const all = host.totalS - this.hostBefore.totalS;
+    const figures: PhaseFigures & { operatorAfter?: Sample[] } = {
+      durationS: round((endedAt - this.startedAt) / 1000),
+      componentsCpuS,
+      host: { busyCpuS: round(busy, 2), utilisation: round(all > 0 ? busy / all : 0, 3) },
+    };
+    if (this.apiserverBefore && apiserverAfter) {
+      const byVerb = deltaBy(apiserverRequestsByVerb(this.apiserverBefore), apiserverRequestsByVerb(apiserverAfter));
+      figures.apiserver = { byVerb, total: total(byVerb) };
+    }
+    if (this.operator && this.operatorBefore && operatorAfter) {
+      const s = this.operator.sampler;
+      figures.operator = {
+        requests: operatorRequestFigures(this.operatorBefore, operatorAfter),
+        reconciles: reconcileCount(operatorAfter) - reconcileCount(this.operatorBefore),
+        cpuS: round((s.lastCpuS ?? 0) - this.cpuBefore, 2),
+        peakRssMiB: round(s.peakRssBytes / MiB, 1),
+        rssEndMiB: round((s.lastRssBytes ?? 0) / MiB, 1),
+      };
+      figures.operatorAfter = operatorAfter;
+    }
+    return figures;
+  }
+}

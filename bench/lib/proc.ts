@@ -1,0 +1,146 @@
+/**
+ * Process and host resource figures from Linux /proc: resident memory, peak resident memory and
+ * CPU seconds of a process; busy CPU seconds of the host; CPU seconds of the local control
+ * plane's components (from kwokctl's pid files).
+ *
+ * Guarantees: the `parse*` functions are pure and tolerate a process name containing spaces or
+ * parentheses (/proc/<pid>/stat is split after the last ')'); readers return undefined for a
+ * process that has gone rather than throwing. `ProcSampler` polls a process every `intervalMs`
+ * and keeps the highest resident size seen (VmHWM and VmRSS both count, so a peak between two
+ * polls is not lost), the first and last RSS, and the last CPU figure read.
+ */
+import { execFileSync } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+
+export const MiB = 1024 * 1024;
+
+let clockTicks: number | undefined;
+/** Clock ticks per second (CLK_TCK); 100 on almost every Linux. */
+export function clkTck(): number {
+  if (clockTicks === undefined) {
+    try {
+      clockTicks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+    } catch {
+      clockTicks = 100;
+    }
+  }
+  return clockTicks;
+}
+
+/** VmRSS and VmHWM in bytes from the text of /proc/<pid>/status. */
+export function parseProcStatus(text: string): { rssBytes: number; hwmBytes: number } {
+  const kb = (field: string): number => {
+    const m = new RegExp(`^${field}:\\s+(\\d+)\\s+kB`, 'm').exec(text);
+    return m ? Number(m[1]) * 1024 : 0;
+  };
+  return { rssBytes: kb('VmRSS'), hwmBytes: kb('VmHWM') };
+}
+
+/** utime + stime in clock ticks from the text of /proc/<pid>/stat. */
+export function parseProcStatTicks(text: string): number {
+  const close = text.lastIndexOf(')');
+  const fields = text.slice(close + 2).trim().split(/\s+/);
+  // After the name: field 3 (state) is index 0, so utime (14) and stime (15) are 11 and 12.
+  return Number(fields[11] ?? 0) + Number(fields[12] ?? 0);
+}
+
+/** Busy and total jiffies of all CPUs from the first line of /proc/stat. */
+export function parseHostCpu(text: string): { busy: number; total: number } {
+  const line = text.split('\n').find((l) => l.startsWith('cpu ')) ?? '';
+  const v = line.trim().split(/\s+/).slice(1).map(Number);
+  const totalTicks = v.slice(0, 8).reduce((s, x) => s + (x || 0), 0);
+  const idle = (v[3] ?? 0) + (v[4] ?? 0);
+  return { busy: totalTicks - idle, total: totalTicks };
+}
+
+export function readMemory(pid: number): { rssBytes: number; hwmBytes: number } | undefined {
+  try {
+    return parseProcStatus(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+export function readCpuSeconds(pid: number): number | undefined {
+  try {
+    return parseProcStatTicks(readFileSync(`/proc/${pid}/stat`, 'utf8')) / clkTck();
+  } catch {
+    return undefined;
+  }
+}
+
+/** Host CPU as seconds of busy and total CPU time (summed over cores). */
+export function readHostCpu(): { busyS: number; totalS: number } {
+  const { busy, total } = parseHostCpu(readFileSync('/proc/stat', 'utf8'));
+  return { busyS: busy / clkTck(), totalS: total / clkTck() };
+}
+
+/** CPU seconds of each control-plane component with a pid file under `<clusterDir>/pids`. */
+export function readComponentsCpu(clusterDir: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  let files: string[] = [];
+  try {
+    files = readdirSync(path.join(clusterDir, 'pids'));
+  } catch {
+    return out;
+  }
+  for (const file of files) {
+    if (!file.endsWith('.pid')) continue;
+    const pid = Number(readFileSync(path.join(clusterDir, 'pids', file), 'utf8').trim());
+    const cpu = Number.isInteger(pid) ? readCpuSeconds(pid) : undefined;
+    if (cpu !== undefined) out[file.slice(0, -4)] = cpu;
+  }
+  return out;
+}
+
+/** How many kube-apiserver processes run on this machine (other clusters add noise). */
+export function countApiservers(): number {
+  let n = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmd = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+      if (cmd.split('\0')[0]?.endsWith('kube-apiserver')) n++;
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return n;
+}
+
+export class ProcSampler {
+  peakRssBytes = 0;
+  firstRssBytes: number | undefined;
+  lastRssBytes: number | undefined;
+  lastCpuS: number | undefined;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly pid: number,
+    private readonly intervalMs = 200,
+  ) {}
+
+  start(): this {
+    this.sample();
+    this.timer = setInterval(() => this.sample(), this.intervalMs);
+    this.timer.unref();
+    return this;
+  }
+
+  sample(): void {
+    const mem = readMemory(this.pid);
+    if (mem) {
+      this.peakRssBytes = Math.max(this.peakRssBytes, mem.hwmBytes, mem.rssBytes);
+      this.firstRssBytes ??= mem.rssBytes;
+      this.lastRssBytes = mem.rssBytes;
+    }
+    const cpu = readCpuSeconds(this.pid);
+    if (cpu !== undefined) this.lastCpuS = cpu;
+  }
+
+  stop(): void {
+    this.sample();
+    clearInterval(this.timer);
+  }
+}

@@ -1,0 +1,325 @@
+/**
+ * `npm run bench -- report`: turns the result files into docs/performance.md and the chart
+ * docs/burst-distribution.svg.
+ *
+ * Guarantees:
+ * - `buildReport` is pure: the same results (and notes) give the same Markdown and SVG, in a
+ *   stable order (scenarios in a fixed order, sizes ascending, keys sorted).
+ * - Figures are medians over the successful runs of one scenario at one size, shown with the
+ *   min–max range and the number of runs; failed runs are listed, never averaged in.
+ * - Targets are judged on the runs at the size the target names (N = 100); a target with no
+ *   such runs says "not measured" rather than guessing. Ratios measured within one run (burst
+ *   against the floor of the same run) are preferred over ratios of medians from separate runs.
+ * - Hand-written findings (bench/analysis.md) are included verbatim, so regenerating the report
+ *   never loses them.
+ */
+import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { BenchResult } from './lib/results.ts';
+import { formatNumber } from './lib/results.ts';
+import { median } from './lib/stats.ts';
+import { cdfSvg, type Series } from './lib/svg.ts';
+
+export const SCENARIO_ORDER = ['burst', 'floor', 'steady', 'latency', 'churn', 'restart', 'memcached'];
+
+/** Figures shown per scenario: [label, dotted path]; a path ending in `.*` expands to every key found. */
+export const FIGURES: Record<string, [string, string][]> = {
+  burst: [
+    ['wall time to all Available (s)', 'wallS'],
+    ['per-instance create → Available p50 (s)', 'available.p50S'],
+    ['per-instance create → Available p95 (s)', 'available.p95S'],
+    ['per-instance create → Available p99 (s)', 'available.p99S'],
+    ['floor (same run): wall time to all workloads ready (s)', 'floor.wallS'],
+    ['floor (same run): wall time to all pods Ready (s)', 'floor.wallPodsReadyS'],
+    ['burst wall / floor wall (same run)', 'ratioWallToFloor'],
+    ['operator requests', 'operator.requests.total'],
+    ['operator requests by verb: ', 'operator.requests.byVerb.*'],
+    ['operator writes', 'operator.requests.writes'],
+    ['operator reconciles', 'operator.reconciles'],
+    ['operator CPU (s)', 'operator.cpuS'],
+    ['operator peak RSS (MiB)', 'operator.peakRssMiB'],
+    ['API server requests (all clients)', 'apiserver.total'],
+    ['API server requests by verb: ', 'apiserver.byVerb.*'],
+    ['CPU (s) of ', 'componentsCpuS.*'],
+    ['host CPU busy (s, all processes)', 'host.busyCpuS'],
+    ['host CPU utilisation', 'host.utilisation'],
+  ],
+  floor: [
+    ['wall time to all workloads ready (s)', 'wallS'],
+    ['wall time to all pods Ready (s)', 'wallPodsReadyS'],
+    ['time to send every create (s)', 'createsS'],
+    ['per-instance ready p50 (s)', 'ready.p50S'],
+    ['per-instance ready p99 (s)', 'ready.p99S'],
+    ['sequential: create → ready p50 (s)', 'sequential.readyP50S'],
+    ['sequential: create → ready p99 (s)', 'sequential.readyP99S'],
+    ['API server requests (all clients)', 'apiserver.total'],
+    ['CPU (s) of ', 'componentsCpuS.*'],
+    ['host CPU utilisation', 'host.utilisation'],
+  ],
+  steady: [
+    ['idle minutes', 'idleMinutes'],
+    ['idle: operator writes per minute', 'idle.writesPerMin'],
+    ['idle: operator requests per minute', 'idle.requestsPerMin'],
+    ['idle: requests by verb: ', 'idle.requestsByVerb.*'],
+    ['idle: reconciles', 'idle.reconciles'],
+    ['resync (SIGHUP): reconciles', 'resync.reconciles'],
+    ['resync: time until all reconciled (s)', 'resync.allReconciledS'],
+    ['resync: writes', 'resync.writes'],
+    ['resync: requests', 'resync.requests'],
+    ['RSS at idle start (MiB)', 'rss.idleStartMiB'],
+    ['RSS at idle end (MiB)', 'rss.idleEndMiB'],
+    ['RSS drift over idle (MiB)', 'rss.driftMiB'],
+    ['RSS after resync (MiB)', 'rss.afterResyncMiB'],
+  ],
+  latency: [
+    ['create → all children exist p50 (s)', 'childrenExistP50S'],
+    ['create → all children exist p99 (s)', 'childrenExistP99S'],
+    ['create → Available p50 (s)', 'availableP50S'],
+    ['create → Available p99 (s)', 'availableP99S'],
+    ['floor (same run): create → workloads ready p50 (s)', 'floor.readyP50S'],
+    ['floor (same run): create → workloads ready p99 (s)', 'floor.readyP99S'],
+    ['Available p99 − floor p99 (s)', 'availableP99MinusFloorS'],
+    ['operator requests per instance', 'requestsPerInstance'],
+    ['operator reconciles per instance', 'reconcilesPerInstance'],
+  ],
+  churn: [
+    ['minutes of changes', 'minutes'],
+    ['spec changes', 'changes'],
+    ['change → Available p50 (s)', 'changeToAvailable.p50S'],
+    ['change → Available p99 (s)', 'changeToAvailable.p99S'],
+    ['work queue wait p50 (s, from histogram)', 'queueDuration.p50S'],
+    ['work queue wait p99 (s, from histogram)', 'queueDuration.p99S'],
+    ['operator requests per minute', 'operator.requestsPerMin'],
+    ['operator writes per change', 'operator.writesPerChange'],
+    ['operator CPU (s)', 'operator.cpuS'],
+    ['operator peak RSS (MiB)', 'operator.peakRssMiB'],
+  ],
+  restart: [
+    ['kill → caches synced (s)', 'killToReadyS'],
+    ['process start → caches synced (s)', 'startToReadyS'],
+    ['kill → every instance verified (s)', 'killToVerifiedS'],
+    ['writes after restart', 'writes'],
+    ['requests after restart', 'requests'],
+    ['requests by verb and code: ', 'requestsByVerbCode.*'],
+    ['reconciles', 'reconciles'],
+    ['CPU of the new process (s)', 'cpuS'],
+    ['peak RSS of the new process (MiB)', 'peakRssMiB'],
+  ],
+  memcached: [
+    ['wall time: every Deployment ready (s)', 'wallS'],
+    ['wall time: every status.nodes filled (s)', 'wallStatusS'],
+    ['per-object Deployment ready p50 (s)', 'deploymentReady.p50S'],
+    ['per-object Deployment ready p99 (s)', 'deploymentReady.p99S'],
+    ['operator requests', 'operator.requests.total'],
+    ['operator requests by verb: ', 'operator.requests.byVerb.*'],
+    ['operator writes', 'operator.requests.writes'],
+    ['operator CPU (s)', 'operator.cpuS'],
+    ['operator peak RSS (MiB)', 'operator.peakRssMiB'],
+    ['API server requests (all clients)', 'apiserver.total'],
+    ['CPU (s) of ', 'componentsCpuS.*'],
+  ],
+};
+
+export function get(obj: unknown, dotted: string): unknown {
+  let cur = obj;
+  for (const part of dotted.split('.')) {
+    if (cur === null || typeof cur !== 'object') return undefined;
+    cur = (cur as Record<string, unknown>)[part];
+  }
+  return cur;
+}
+
+function numbersAt(results: readonly BenchResult[], dotted: string): number[] {
+  return results.map((r) => get(r.figures, dotted)).filter((v): v is number => typeof v === 'number' && Number.isFinite(v));
+}
+
+/** The options that define a scenario's size, as "n=100 m=5". */
+export function sizeKey(r: BenchResult): string {
+  const keys = ['n', 'k', 'm'].filter((k) => r.options[k] !== undefined);
+  return keys.map((k) => `${k}=${String(r.options[k])}`).join(' ');
+}
+
+export function markdownTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const esc = (c: string) => c.replace(/\|/g, '\\|');
+  return [`| ${header.map(esc).join(' | ')} |`, `| ${header.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`, ...rows.map((r) => `| ${r.map(esc).join(' | ')} |`)].join('\n');
+}
+
+const show = (n: number): string => (Number.isFinite(n) ? formatNumber(n) : '—');
+
+/** Rows "label | median | min–max | runs" for one group of runs. */
+export function figureRows(scenario: string, runs: readonly BenchResult[]): string[][] {
+  const rows: string[][] = [];
+  for (const [label, dotted] of FIGURES[scenario] ?? []) {
+    const paths = dotted.endsWith('.*')
+      ? [...new Set(runs.flatMap((r) => Object.keys((get(r.figures, dotted.slice(0, -2)) as Record<string, unknown>) ?? {})))].sort().map((k) => [`${label}${k}`, `${dotted.slice(0, -1)}${k}`] as const)
+      : [[label, dotted] as const];
+    for (const [l, p] of paths) {
+      const values = numbersAt(runs, p);
+      if (values.length === 0) continue;
+      const range = values.length > 1 ? `${show(Math.min(...values))}–${show(Math.max(...values))}` : '';
+      rows.push([l, show(median(values)), range, String(values.length)]);
+    }
+  }
+  return rows;
+}
+
+export type Verdict = 'holds' | 'misses' | 'not measured';
+
+export interface TargetRow {
+  target: string;
+  figure: string;
+  verdict: Verdict;
+  basis: string;
+}
+
+function byScenario(results: readonly BenchResult[], scenario: string, n?: number): BenchResult[] {
+  return results.filter((r) => r.ok && r.scenario === scenario && (n === undefined || r.options.n === n));
+}
+
+export function evaluateTargets(results: readonly BenchResult[]): TargetRow[] {
+  const rows: TargetRow[] = [];
+  const judge = (target: string, values: number[], ok: (v: number) => boolean, unit: string, basis: string, pick: (v: number[]) => number = median): TargetRow => {
+    if (values.length === 0) return { target, figure: '—', verdict: 'not measured', basis };
+    const v = pick(values);
+    return { target, figure: `${show(v)}${unit}`, verdict: ok(v) ? 'holds' : 'misses', basis: `${basis}; ${values.length} run${values.length === 1 ? '' : 's'}` };
+  };
+
+  const bursts = byScenario(results, 'burst', 100);
+  const paired = numbersAt(bursts, 'ratioWallToFloor');
+  if (paired.length > 0) {
+    rows.push(judge('burst wall time ≤ 1.25 × floor (N = 100)', paired, (v) => v <= 1.25, ' ×', 'median of burst/floor ratios measured in the same run'));
+  } else {
+    const floors = numbersAt(byScenario(results, 'floor', 100), 'wallS');
+    const walls = numbersAt(bursts, 'wallS');
+    const ratio = floors.length && walls.length ? [median(walls) / median(floors)] : [];
+    rows.push(judge('burst wall time ≤ 1.25 × floor (N = 100)', ratio, (v) => v <= 1.25, ' ×', 'median burst wall / median floor wall (separate runs)'));
+  }
+
+  const steady = byScenario(results, 'steady', 100);
+  rows.push(judge('steady: writes per minute = 0 (idle and forced resync)', [...numbersAt(steady, 'idle.writesPerMin'), ...numbersAt(steady, 'resync.writes')], (v) => v === 0, '', 'largest over idle windows and resyncs', (v) => Math.max(...v)));
+
+  const latency = results.filter((r) => r.ok && r.scenario === 'latency');
+  rows.push(judge('latency: create → Available p99 within 1 s of the floor', numbersAt(latency, 'availableP99MinusFloorS'), (v) => v <= 1, ' s', 'median of (p99 − floor p99) measured in the same run'));
+
+  const rss = numbersAt(bursts, 'operator.peakRssMiB');
+  rows.push(judge('operator peak RSS ≤ 150 MiB (N = 100)', rss, (v) => v <= 150, ' MiB', 'median peak RSS over burst runs'));
+
+  const churn = byScenario(results, 'churn', 100);
+  const minutes = [...new Set(churn.map((r) => r.options.m))].join(', ');
+  rows.push(judge('churn: change → Available p99 ≤ 5 s (N = 100)', numbersAt(churn, 'changeToAvailable.p99S'), (v) => v <= 5, ' s', `median over runs of M = ${minutes || '?'} min`));
+
+  const restart = byScenario(results, 'restart', 100);
+  rows.push(judge('restart: writes after restart = 0', numbersAt(restart, 'writes'), (v) => v === 0, '', 'largest over runs', (v) => Math.max(...v)));
+  return rows;
+}
+
+export function burstChart(results: readonly BenchResult[]): string {
+  const bursts = byScenario(results, 'burst', 100);
+  const use = bursts.length > 0 ? bursts : results.filter((r) => r.ok && r.scenario === 'burst');
+  const series: Series[] = [];
+  for (const r of use) {
+    if (r.samples.floorReadyS?.length) series.push({ label: 'floor: workloads ready (no operator)', values: r.samples.floorReadyS, color: '#888888', dashed: true, opacity: 0.8 });
+  }
+  for (const r of use) {
+    if (r.samples.availableS?.length) series.push({ label: 'operator: IoTService Available', values: r.samples.availableS, color: '#1f6fb2', opacity: 0.85 });
+  }
+  const n = use[0]?.options.n ?? '?';
+  return cdfSvg(series, { title: `burst: per-instance time from create to ready, N = ${String(n)} (${use.length} runs, one line each)`, xLabel: 'seconds since the instance was created' });
+}
+
+export interface ReportInput {
+  results: readonly BenchResult[];
+  notes?: string;
+  svgName: string;
+}
+
+export function buildReport({ results, notes, svgName }: ReportInput): { markdown: string; svg: string } {
+  const ok = results.filter((r) => r.ok);
+  const failed = results.filter((r) => !r.ok);
+  const out: string[] = [];
+  out.push('# Performance');
+  out.push('');
+  out.push('<!-- Generated by `npm run bench -- report` from bench/results/*.json and bench/analysis.md; edit those, not this file. -->');
+  out.push('');
+  out.push(
+    'Benchmarks of the IoT operator (and the Memcached operator) on the real local control plane ' +
+      '(kube-apiserver, etcd, controller-manager, scheduler and kwok fake nodes, all on one machine). ' +
+      'Each scenario is described in bench/scenarios/*.ts; every figure below is the median over ' +
+      'runs, with the min–max range. Reproduce with `npm run bench -- <scenario> --runs 3`, then ' +
+      '`npm run bench -- report`.',
+  );
+  out.push('');
+
+  out.push('## Targets');
+  out.push('');
+  out.push(markdownTable(['target', 'measured', 'verdict', 'basis'], evaluateTargets(ok).map((t) => [t.target, t.figure, t.verdict, t.basis])));
+  out.push('');
+
+  if (ok.length > 0) {
+    const commits = [...new Set(ok.map((r) => r.versions.gitCommit.slice(0, 10)))];
+    const m = ok[0]!.machine;
+    const loads = ok.map((r) => r.machine.loadavgStart[0] ?? 0);
+    const apiservers = ok.map((r) => r.machine.kubeApiserversRunning);
+    out.push('## Environment');
+    out.push('');
+    out.push(`- Machine: ${m.cores} cores (${m.cpuModel}), ${m.memoryGiB} GiB; Node.js ${ok[0]!.versions.node}; Kubernetes ${ok[0]!.versions.kubernetes} (kwok fake nodes).`);
+    out.push(`- Commits measured: ${commits.join(', ')}.`);
+    out.push(
+      `- The machine was shared: the 1-minute load average at the start of a run ranged ${show(Math.min(...loads))}–${show(Math.max(...loads))} ` +
+        `and ${Math.min(...apiservers)}–${Math.max(...apiservers)} API servers (other clusters) ran beside the bench cluster. ` +
+        'Absolute times are therefore noisy; ratios measured within one run are the robust figures.',
+    );
+    out.push('');
+  }
+
+  out.push('## Results');
+  for (const scenario of [...SCENARIO_ORDER, ...new Set(ok.map((r) => r.scenario).filter((s) => !SCENARIO_ORDER.includes(s)))]) {
+    const runs = ok.filter((r) => r.scenario === scenario);
+    if (runs.length === 0) continue;
+    const groups = new Map<string, BenchResult[]>();
+    for (const r of runs) groups.set(sizeKey(r), [...(groups.get(sizeKey(r)) ?? []), r]);
+    const keys = [...groups.keys()].sort((a, b) => a.localeCompare(b, 'en', { numeric: true }));
+    for (const key of keys) {
+      const group = groups.get(key)!;
+      out.push('');
+      out.push(`### ${scenario} (${key || 'defaults'}; ${group.length} run${group.length === 1 ? '' : 's'})`);
+      out.push('');
+      out.push(markdownTable(['figure', 'median', 'min–max', 'runs'], figureRows(scenario, group)));
+      if (scenario === 'burst') {
+        out.push('');
+        out.push(`![per-instance time to Available, burst](${svgName})`);
+      }
+    }
+  }
+  out.push('');
+
+  if (notes && notes.trim()) {
+    out.push(notes.trim());
+    out.push('');
+  }
+
+  if (failed.length > 0) {
+    out.push('## Failed runs');
+    out.push('');
+    for (const r of failed) out.push(`- ${r.scenario} (${sizeKey(r)}) at ${r.startedAt}: ${(r.error ?? 'unknown error').split('\n')[0]}`);
+    out.push('');
+  }
+  return { markdown: out.join('\n'), svg: burstChart(ok) };
+}
+
+export function loadResults(dir: string): BenchResult[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((f) => f.endsWith('.json'))
+    .sort()
+    .map((f) => JSON.parse(readFileSync(path.join(dir, f), 'utf8')) as BenchResult);
+}
+
+export function writeReport(o: { resultsDir: string; docFile: string; svgFile: string }): string[] {
+  const notesFile = path.join(path.dirname(o.resultsDir), 'analysis.md');
+  const notes = existsSync(notesFile) ? readFileSync(notesFile, 'utf8') : undefined;
+  const { markdown, svg } = buildReport({ results: loadResults(o.resultsDir), notes, svgName: path.relative(path.dirname(o.docFile), o.svgFile) });
+  writeFileSync(o.docFile, markdown);
+  writeFileSync(o.svgFile, svg);
+  return [o.docFile, o.svgFile];
+}

@@ -1,0 +1,139 @@
+/**
+ * Unit tests of the report (bench/report.ts) and its chart (bench/lib/svg.ts): medians with
+ * ranges per scenario and size, expansion of per-verb figures, target verdicts (paired ratios
+ * preferred, "not measured" when no run at the target's size exists, failed runs never
+ * averaged in), and a well-formed, escaped SVG.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { BenchResult } from './lib/results.ts';
+import { buildReport, evaluateTargets, figureRows, markdownTable, sizeKey } from './report.ts';
+import { cdfSvg, escapeXml, niceCeil } from './lib/svg.ts';
+
+function result(scenario: string, options: Record<string, unknown>, figures: Record<string, unknown>, samples: Record<string, number[]> = {}, ok = true): BenchResult {
+  return {
+    scenario,
+    startedAt: '2026-01-01T00:00:00.000Z',
+    ok,
+    ...(ok ? {} : { error: 'Error: boom\n    at somewhere' }),
+    options,
+    versions: { node: 'v20.0.0', kubernetes: 'v1.33.13', gitCommit: 'abcdef0123456789', gitDirty: false },
+    machine: { cores: 2, memoryGiB: 24, cpuModel: 'cpu', loadavgStart: [1.5, 1, 1], kubeApiserversRunning: 1 },
+    figures,
+    samples,
+  };
+}
+
+const burst = (wall: number, ratio: number, rss: number, verbs: Record<string, number>) =>
+  result('burst', { n: 100, floor: true }, { wallS: wall, ratioWallToFloor: ratio, available: { p50S: wall / 2 }, operator: { peakRssMiB: rss, requests: { byVerb: verbs, total: 0, writes: 0 } } }, { availableS: [1, 2, 3], floorReadyS: [1, 1.5, 2] });
+
+describe('figureRows', () => {
+  it('gives the median with the min–max range and the run count', () => {
+    const rows = figureRows('burst', [burst(10, 1.1, 100, {}), burst(30, 1.3, 120, {}), burst(20, 1.2, 110, {})]);
+    assert.deepEqual(rows.find((r) => r[0]!.startsWith('wall time')), ['wall time to all Available (s)', '20', '10–30', '3']);
+    assert.deepEqual(rows.find((r) => r[0]! === 'operator peak RSS (MiB)'), ['operator peak RSS (MiB)', '110', '100–120', '3']);
+  });
+
+  it('expands per-verb figures over every verb seen in any run', () => {
+    const rows = figureRows('burst', [burst(1, 1, 1, { GET: 4, PATCH: 10 }), burst(1, 1, 1, { POST: 2, GET: 6 })]);
+    const verbs = rows.filter((r) => r[0]!.startsWith('operator requests by verb: ')).map((r) => [r[0]!.slice(-5), r[1], r[3]]);
+    assert.deepEqual(verbs, [[': GET', '5', '2'], ['PATCH', '10', '1'], [' POST', '2', '1']]);
+  });
+
+  it('leaves out figures no run has', () => {
+    assert.equal(figureRows('burst', [result('burst', { n: 1 }, { wallS: 1 })]).length, 1);
+  });
+});
+
+describe('evaluateTargets', () => {
+  it('judges burst on ratios measured in the same run, at N = 100 only', () => {
+    const rows = evaluateTargets([burst(10, 1.1, 100, {}), burst(12, 1.2, 100, {}), burst(11, 1.4, 100, {}), result('burst', { n: 5 }, { ratioWallToFloor: 9 })]);
+    const t = rows.find((r) => r.target.startsWith('burst'))!;
+    assert.equal(t.verdict, 'holds');
+    assert.equal(t.figure, '1.20 ×');
+    assert.match(t.basis, /3 runs/);
+  });
+
+  it('falls back to a ratio of medians from separate floor runs', () => {
+    const rows = evaluateTargets([result('burst', { n: 100 }, { wallS: 30 }), result('floor', { n: 100 }, { wallS: 20 })]);
+    const t = rows.find((r) => r.target.startsWith('burst'))!;
+    assert.equal(t.figure, '1.50 ×');
+    assert.equal(t.verdict, 'misses');
+  });
+
+  it('requires every steady window and resync to write nothing', () => {
+    const steady = (perMin: number, resync: number) => result('steady', { n: 100, m: 5 }, { idle: { writesPerMin: perMin }, resync: { writes: resync } });
+    assert.equal(evaluateTargets([steady(0, 0), steady(0, 0)]).find((r) => r.target.startsWith('steady'))!.verdict, 'holds');
+    const t = evaluateTargets([steady(0, 0), steady(0, 3)]).find((r) => r.target.startsWith('steady'))!;
+    assert.equal(t.verdict, 'misses');
+    assert.equal(t.figure, '3');
+  });
+
+  it('says "not measured" when there is no run, and ignores failed runs', () => {
+    const rows = evaluateTargets([result('churn', { n: 100, m: 5 }, { changeToAvailable: { p99S: 1 } }, {}, false)]);
+    assert.ok(rows.every((r) => r.verdict === 'not measured'));
+  });
+
+  it('judges RSS, latency, churn and restart against their limits', () => {
+    const rows = evaluateTargets([
+      burst(10, 1, 160, {}),
+      result('latency', { k: 30 }, { availableP99MinusFloorS: 0.4 }),
+      result('churn', { n: 100, m: 2 }, { changeToAvailable: { p99S: 6 } }),
+      result('restart', { n: 100 }, { writes: 0 }),
+    ]);
+    const verdict = (prefix: string) => rows.find((r) => r.target.startsWith(prefix))!.verdict;
+    assert.equal(verdict('operator peak RSS'), 'misses');
+    assert.equal(verdict('latency'), 'holds');
+    assert.equal(verdict('churn'), 'misses');
+    assert.match(rows.find((r) => r.target.startsWith('churn'))!.basis, /M = 2 min/);
+    assert.equal(verdict('restart'), 'holds');
+  });
+});
+
+describe('buildReport', () => {
+  it('writes targets, one table per scenario and size, notes and failed runs', () => {
+    const { markdown, svg } = buildReport({
+      results: [burst(10, 1.1, 100, { GET: 1 }), result('burst', { n: 10 }, { wallS: 3 }), result('floor', { n: 100, k: 30 }, { wallS: 9 }), result('steady', { n: 100, m: 5 }, {}, {}, false)],
+      notes: '## Findings\n\nSomething learned.',
+      svgName: 'burst-distribution.svg',
+    });
+    assert.match(markdown, /^# Performance/);
+    assert.match(markdown, /## Targets/);
+    assert.match(markdown, /### burst \(n=10; 1 run\)[\s\S]*### burst \(n=100; 1 run\)[\s\S]*### floor \(n=100 k=30; 1 run\)/);
+    assert.match(markdown, /!\[per-instance time to Available, burst\]\(burst-distribution.svg\)/);
+    assert.match(markdown, /## Findings\n\nSomething learned./);
+    assert.match(markdown, /## Failed runs\n\n- steady \(n=100 m=5\) at 2026-01-01T00:00:00.000Z: Error: boom\n/);
+    assert.match(svg, /^<svg /);
+    assert.equal((svg.match(/<polyline /g) ?? []).length, 2, 'one operator line and one floor line');
+  });
+
+  it('is deterministic', () => {
+    const input = { results: [burst(10, 1.1, 100, { GET: 1, POST: 2 })], svgName: 'x.svg' };
+    assert.equal(buildReport(input).markdown, buildReport(input).markdown);
+  });
+});
+
+describe('markdown and SVG helpers', () => {
+  it('escapes pipes in Markdown cells and right-aligns figure columns', () => {
+    assert.equal(markdownTable(['a', 'b'], [['x|y', '1']]), '| a | b |\n| --- | ---: |\n| x\\|y | 1 |');
+  });
+
+  it('names a size by n, k and m', () => {
+    assert.equal(sizeKey(result('churn', { n: 100, m: 5, runs: 3 }, {})), 'n=100 m=5');
+  });
+
+  it('rounds the axis up to 1, 2, 2.5 or 5 × 10^k', () => {
+    assert.deepEqual([0.7, 1, 1.2, 2.2, 3, 7, 42, 0].map(niceCeil), [1, 1, 2, 2.5, 5, 10, 50, 1]);
+  });
+
+  it('draws each series as a step line ending at 100 % and escapes text', () => {
+    const svg = cdfSvg([{ label: 'a<b', values: [2, 1], color: 'red' }, { label: 'empty', values: [], color: 'blue' }], { title: 'T & U', xLabel: 's' });
+    assert.equal((svg.match(/<polyline /g) ?? []).length, 1);
+    assert.match(svg, /T &amp; U/);
+    assert.match(svg, /a&lt;b/);
+    assert.equal(escapeXml('"<&>'), '&quot;&lt;&amp;&gt;');
+    const points = /points="([^"]+)"/.exec(svg)![1]!.split(' ');
+    assert.equal(points.length, 5, 'origin plus two points per value');
+    assert.match(points.at(-1)!, /,40$/, 'the last step reaches the top of the plot (100 %)');
+  });
+});

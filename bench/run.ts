@@ -1,0 +1,199 @@
+/**
+ * The benchmark runner: `npm run bench -- <scenario> [options]` and `npm run bench -- report`.
+ *
+ * Guarantees:
+ * - Every scenario runs against the dedicated bench cluster (`iot-bench`, started or reused by
+ *   cluster/up.sh with enough kwok nodes) unless `--kubeconfig` names another; the operator under
+ *   test is a separate process (`--operator-cmd`).
+ * - Each of `--runs` runs starts from a clean cluster (leftovers of interrupted runs are removed
+ *   first), prints its figures as a table and writes one JSON file to `--out` (default
+ *   bench/results), failed runs included (`ok: false` with the error), so nothing measured is
+ *   lost. The exit code is non-zero if any run failed.
+ * - Ctrl-C stops the operator processes this runner started before exiting.
+ */
+import { mkdirSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import type { BenchContext, BenchOptions, Scenario } from './lib/context.ts';
+import { IOT_DEFAULT_COMMAND, PODS_PER_INSTANCE, installIoTCrd, removeLeftovers } from './lib/iot.ts';
+import { clusterDirOf, connect, ensureBenchCluster, kubernetesVersion, log, podCapacity, repoRoot } from './lib/kube.ts';
+import { OperatorProcess } from './lib/operator.ts';
+import { flatten, formatTable, gitInfo, machineInfo, writeResult, type BenchResult } from './lib/results.ts';
+import { writeReport } from './report.ts';
+import { runBurst } from './scenarios/burst.ts';
+import { runChurn } from './scenarios/churn.ts';
+import { runFloor } from './scenarios/floor.ts';
+import { runLatency } from './scenarios/latency.ts';
+import { MEMCACHED_DEFAULT_COMMAND, runMemcached } from './scenarios/memcached.ts';
+import { runRestart } from './scenarios/restart.ts';
+import { runSteady } from './scenarios/steady.ts';
+
+interface ScenarioSpec {
+  run: Scenario;
+  defaults: Partial<BenchOptions>;
+  /** Pods the scenario needs at once (to size the cluster). */
+  pods: (o: BenchOptions) => number;
+  /** Option names that matter for this scenario (recorded in the result). */
+  uses: (keyof BenchOptions)[];
+  operator?: string;
+}
+
+const scenarios: Record<string, ScenarioSpec> = {
+  burst: { run: runBurst, defaults: { n: 100 }, pods: (o) => o.n * PODS_PER_INSTANCE, uses: ['n', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND },
+  steady: { run: runSteady, defaults: { n: 100, m: 5 }, pods: (o) => o.n * PODS_PER_INSTANCE, uses: ['n', 'm', 'workers'], operator: IOT_DEFAULT_COMMAND },
+  latency: { run: runLatency, defaults: { k: 30 }, pods: (o) => o.k * PODS_PER_INSTANCE, uses: ['k', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND },
+  churn: { run: runChurn, defaults: { n: 100, m: 5 }, pods: (o) => Math.ceil(o.n * PODS_PER_INSTANCE * 1.5), uses: ['n', 'm', 'periodS', 'fraction', 'workers'], operator: IOT_DEFAULT_COMMAND },
+  restart: { run: runRestart, defaults: { n: 100 }, pods: (o) => o.n * PODS_PER_INSTANCE, uses: ['n', 'workers'], operator: IOT_DEFAULT_COMMAND },
+  memcached: { run: runMemcached, defaults: { n: 1000 }, pods: (o) => o.n, uses: ['n'], operator: MEMCACHED_DEFAULT_COMMAND },
+  floor: { run: runFloor, defaults: { n: 100, k: 30 }, pods: (o) => Math.max(o.n, o.k) * PODS_PER_INSTANCE, uses: ['n', 'k'] },
+};
+
+const usage = `usage: npm run bench -- <scenario> [options]
+       npm run bench -- report [--out bench/results] [--doc docs/performance.md] [--svg docs/burst-distribution.svg]
+
+scenarios: ${Object.keys(scenarios).join(', ')}
+options:
+  --n <count>            instances (burst/steady/churn/restart/floor 100, memcached 1000)
+  --m <minutes>          steady: idle time; churn: duration (default 5)
+  --k <count>            latency/floor: instances created one at a time (default 30; floor --k 0 skips)
+  --runs <count>         repetitions, each written to its own result file (default 1)
+  --operator-cmd "<cmd>" operator under test (default: the scenario's operator bin)
+  --workers <count>      --max-concurrent-reconciles passed to the IoT operator
+  --no-floor             burst/latency: skip the operator-free floor measured in the same run
+  --period <seconds>     churn: seconds between rounds of changes (default 10)
+  --fraction <0..1>      churn: share of instances changed per round (default 0.1)
+  --timeout <seconds>    give up waiting after this long (default 900)
+  --kubeconfig <path>    use this cluster instead of the bench cluster 'iot-bench'
+  --out <dir>            where result files go (default bench/results)`;
+
+function num(value: string | undefined, name: string): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < 0) throw new Error(`--${name} must be a non-negative number, got "${value}"`);
+  return n;
+}
+
+async function main(): Promise<number> {
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: {
+      n: { type: 'string' },
+      m: { type: 'string' },
+      k: { type: 'string' },
+      runs: { type: 'string' },
+      'operator-cmd': { type: 'string' },
+      workers: { type: 'string' },
+      'no-floor': { type: 'boolean' },
+      period: { type: 'string' },
+      fraction: { type: 'string' },
+      timeout: { type: 'string' },
+      kubeconfig: { type: 'string' },
+      out: { type: 'string' },
+      doc: { type: 'string' },
+      svg: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  const name = positionals[0];
+  if (values.help || !name) {
+    console.log(usage);
+    return name || values.help ? 0 : 2;
+  }
+  if (name === 'report') {
+    const written = writeReport({
+      resultsDir: path.resolve(values.out ?? path.join(repoRoot, 'bench/results')),
+      docFile: path.resolve(values.doc ?? path.join(repoRoot, 'docs/performance.md')),
+      svgFile: path.resolve(values.svg ?? path.join(repoRoot, 'docs/burst-distribution.svg')),
+    });
+    console.log(`wrote ${written.join(', ')}`);
+    return 0;
+  }
+  const spec = scenarios[name];
+  if (!spec) {
+    console.error(`unknown scenario "${name}"\n${usage}`);
+    return 2;
+  }
+  const options: BenchOptions = {
+    n: num(values.n, 'n') ?? spec.defaults.n ?? 100,
+    m: num(values.m, 'm') ?? spec.defaults.m ?? 5,
+    k: num(values.k, 'k') ?? spec.defaults.k ?? 30,
+    runs: num(values.runs, 'runs') ?? 1,
+    operatorCmd: values['operator-cmd'],
+    workers: num(values.workers, 'workers'),
+    floor: !values['no-floor'],
+    periodS: num(values.period, 'period') ?? 10,
+    fraction: num(values.fraction, 'fraction') ?? 0.1,
+    timeoutS: num(values.timeout, 'timeout') ?? 900,
+    out: path.resolve(values.out ?? path.join(repoRoot, 'bench/results')),
+  };
+
+  const kubeconfig = await ensureBenchCluster(values.kubeconfig ?? process.env.BENCH_KUBECONFIG, spec.pods(options));
+  const client = await connect(kubeconfig);
+  const capacity = await podCapacity(client);
+  if (capacity < spec.pods(options)) {
+    throw new Error(`the cluster has room for ${capacity} pods, the scenario needs ${spec.pods(options)}: CLUSTER_NAME=iot-bench CLUSTER_NODES=<more> bash cluster/up.sh`);
+  }
+  const logDir = path.join(os.tmpdir(), 'iot-bench-logs');
+  mkdirSync(logDir, { recursive: true });
+  const ctx: BenchContext = { kubeconfig, client, clusterDir: clusterDirOf(kubeconfig), options, logDir };
+  const k8s = await kubernetesVersion(client);
+  await installIoTCrd(kubeconfig, client);
+
+  const recorded: Record<string, unknown> = { runs: options.runs, timeoutS: options.timeoutS };
+  for (const key of spec.uses) recorded[key] = options[key];
+  if (options.operatorCmd) recorded.operatorCmd = options.operatorCmd;
+
+  let failures = 0;
+  for (let run = 1; run <= options.runs; run++) {
+    await removeLeftovers(client);
+    const git = gitInfo();
+    const result: BenchResult = {
+      scenario: name,
+      startedAt: new Date().toISOString(),
+      ok: false,
+      options: { ...recorded, run },
+      versions: { node: process.version, kubernetes: k8s, gitCommit: git.commit, gitDirty: git.dirty, operatorCommand: spec.operator ? (options.operatorCmd ?? spec.operator) : undefined },
+      machine: machineInfo(),
+      figures: {},
+      samples: {},
+    };
+    log(`${name}: run ${run}/${options.runs} (${JSON.stringify(recorded)})`);
+    try {
+      const out = await spec.run(ctx);
+      result.ok = true;
+      result.figures = out.figures;
+      result.samples = out.samples;
+      if (out.operatorCommand) result.versions.operatorCommand = out.operatorCommand;
+    } catch (err) {
+      failures++;
+      result.error = err instanceof Error ? (err.stack ?? err.message) : String(err);
+      log(`${name}: run ${run} failed: ${result.error}`);
+    }
+    result.finishedAt = new Date().toISOString();
+    result.machine.loadavgEnd = os.loadavg().map((l) => Math.round(l * 100) / 100);
+    const file = writeResult(options.out, result);
+    console.log(`\n${name} run ${run}/${options.runs}${result.ok ? '' : ' (FAILED)'}`);
+    console.log(formatTable(['figure', 'value'], flatten(result.figures)));
+    console.log(`result: ${path.relative(process.cwd(), file)}\n`);
+  }
+  client.close();
+  return failures > 0 ? 1 : 0;
+}
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    log(`${signal}: stopping operator processes`);
+    for (const op of OperatorProcess.live) op.signal('SIGKILL');
+    process.exit(130);
+  });
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    console.error(err instanceof Error ? err.message : err);
+    for (const op of OperatorProcess.live) op.signal('SIGKILL');
+    process.exit(1);
+  },
+);

@@ -1,0 +1,117 @@
+/**
+ * `burst`: N IoTServices (default 100, default spec) created at once on a running, idle
+ * operator; measured until every one is Available.
+ *
+ * Figures: wall time from the first create to the last Available; per-instance time from its
+ * create request to Available (p50/p95/p99); the operator's API requests by verb and code, its
+ * reconciles, CPU seconds and peak RSS; the API server's requests by verb; CPU seconds of every
+ * control-plane component. Unless `--no-floor`, the operator-free floor is measured first in the
+ * same run and `ratioWallToFloor` compares the two.
+ *
+ * Guarantees: the operator has synced its caches (/readyz 200) before the clock starts, so
+ * start-up is not counted; the landscape is torn down after the phase (instances deleted through
+ * the operator, namespaces waited for) so the next run starts clean.
+ */
+import type { KubeObject } from '@iot-operator/runtime';
+import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
+import { AvailabilityTracker, IOT_DEFAULT_COMMAND, createInstances, instanceName, startIoTOperator, teardownLandscape } from '../lib/iot.ts';
+import { createLandscape, log, now, uniqueName } from '../lib/kube.ts';
+import type { OperatorProcess } from '../lib/operator.ts';
+import { PhaseProbe, type PhaseFigures } from '../lib/probe.ts';
+import { round, summarize } from '../lib/stats.ts';
+import { floorBurst } from './floor.ts';
+import path from 'node:path';
+
+export interface IoTSession {
+  landscape: string;
+  pullSecret: KubeObject;
+  operator: OperatorProcess;
+  command: string;
+  /** Seconds from spawning the operator to /readyz 200. */
+  startToReadyS: number;
+}
+
+/** A fresh landscape with a started, cache-synced IoT operator. */
+export async function openSession(ctx: BenchContext, prefix: string): Promise<IoTSession> {
+  const landscape = uniqueName(prefix);
+  const pullSecret = await createLandscape(ctx.client, landscape);
+  const command = ctx.options.operatorCmd ?? IOT_DEFAULT_COMMAND;
+  const operator = await startIoTOperator({
+    command,
+    kubeconfig: ctx.kubeconfig,
+    landscape,
+    workers: ctx.options.workers,
+    logFile: path.join(ctx.logDir, `operator-${landscape}.log`),
+  });
+  const readyAt = await operator.waitReady();
+  log(`operator pid ${operator.pid} ready for landscape ${landscape} in ${((readyAt - operator.startedAt) / 1000).toFixed(2)} s (log ${operator.logFile})`);
+  return { landscape, pullSecret, operator, command, startToReadyS: round((readyAt - operator.startedAt) / 1000) };
+}
+
+export async function closeSession(ctx: BenchContext, s: IoTSession, operator = s.operator): Promise<void> {
+  await teardownLandscape(ctx.client, s.landscape, operator, ctx.options.timeoutS * 1000);
+}
+
+export interface BurstPhase {
+  figures: Record<string, unknown>;
+  availableS: number[];
+  phase: PhaseFigures;
+}
+
+/** Creates N instances at once on the session's operator and waits until all are Available. */
+export async function burstPhase(ctx: BenchContext, s: IoTSession, n: number, label = 'burst'): Promise<BurstPhase> {
+  const tracker = new AvailabilityTracker(ctx.client, s.landscape);
+  await tracker.start();
+  try {
+    const names = Array.from({ length: n }, (_, i) => instanceName(i));
+    for (const name of names) tracker.expect(name, 1);
+    const probe = await PhaseProbe.begin(ctx.client, ctx.clusterDir, s.operator);
+    log(`${label}: creating ${n} IoTServices`);
+    const t0 = now();
+    const sentAt = await createInstances(ctx.client, s.landscape, names);
+    const createdAt = now();
+    await tracker.waitAll(label, n, t0, ctx.options.timeoutS * 1000);
+    const last = Math.max(...tracker.availableAt.values());
+    const phase = await probe.end(last);
+    const availableS = names.map((name) => round((tracker.availableAt.get(name)! - sentAt.get(name)!) / 1000));
+    const a = summarize(availableS);
+    const { operatorAfter: _omit, ...phaseFigures } = phase;
+    return {
+      availableS,
+      phase: phaseFigures,
+      figures: {
+        n,
+        wallS: round((last - t0) / 1000),
+        createsS: round((createdAt - t0) / 1000),
+        available: { p50S: round(a.p50), p95S: round(a.p95), p99S: round(a.p99), maxS: round(a.max) },
+        operatorStartToReadyS: s.startToReadyS,
+        ...phaseFigures,
+      },
+    };
+  } finally {
+    await tracker.stop();
+  }
+}
+
+export async function runBurst(ctx: BenchContext): Promise<ScenarioOutput> {
+  const n = ctx.options.n;
+  const floor = ctx.options.floor ? await floorBurst(ctx, n) : undefined;
+  const s = await openSession(ctx, 'bu');
+  let burst: BurstPhase;
+  try {
+    burst = await burstPhase(ctx, s, n);
+  } finally {
+    await closeSession(ctx, s);
+  }
+  const figures: Record<string, unknown> = { ...burst.figures };
+  const samples: Record<string, number[]> = { availableS: burst.availableS };
+  if (floor) {
+    figures.floor = floor.figures;
+    const floorWall = floor.figures.wallS as number;
+    figures.ratioWallToFloor = round((burst.figures.wallS as number) / floorWall);
+    figures.ratioWallToFloorPodsReady = round((burst.figures.wallS as number) / (floor.figures.wallPodsReadyS as number));
+    samples.floorReadyS = floor.samples.readyS ?? [];
+    samples.floorPodsReadyS = floor.samples.podsReadyS ?? [];
+  }
+  return { figures, samples, operatorCommand: s.command };
+}

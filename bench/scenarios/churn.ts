@@ -1,0 +1,117 @@
+/**
+ * `churn`: N instances (default 100) are kept; every `--period` seconds (default 10) `spec.version`
+ * of `--fraction` of them (default 10 %) is changed, for M minutes (default 5). An instance whose
+ * previous change is still rolling out is not picked again until it is Available.
+ *
+ * Figures: time from the spec change (just before the PATCH is sent) to Available for the new
+ * generation, p50/p99; the operator's `workqueue_queue_duration_seconds` p50/p99 over the churn
+ * window (estimated from its histogram buckets, as PromQL's histogram_quantile would); requests
+ * per minute and per change; operator CPU and peak RSS.
+ *
+ * Guarantees: the window is measured after the initial burst has settled; changes stop after M
+ * minutes and every pending change is waited for before the figures are taken.
+ */
+import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
+import { AvailabilityTracker, IoTServiceType, instanceName } from '../lib/iot.ts';
+import { log, now, sleep } from '../lib/kube.ts';
+import { PhaseProbe } from '../lib/probe.ts';
+import { bucketDelta, histogramBuckets, histogramQuantile } from '../lib/prom.ts';
+import { round, summarize } from '../lib/stats.ts';
+import { burstPhase, closeSession, openSession } from './burst.ts';
+import { waitQuiet } from './steady.ts';
+
+const VERSIONS = ['2.4.1', '2.4.2'] as const;
+
+export async function runChurn(ctx: BenchContext): Promise<ScenarioOutput> {
+  const { n, m, periodS, fraction } = ctx.options;
+  const s = await openSession(ctx, 'ch');
+  try {
+    const burst = await burstPhase(ctx, s, n, 'churn/burst');
+    await waitQuiet(s.operator, 120_000);
+    const names = Array.from({ length: n }, (_, i) => instanceName(i));
+    const version = new Map(names.map((name) => [name, VERSIONS[0] as string]));
+    const pending = new Map<string, number>();
+    const latencies: number[] = [];
+    const tracker = new AvailabilityTracker(ctx.client, s.landscape);
+    tracker.onAvailable = (name, at) => {
+      const changedAt = pending.get(name);
+      if (changedAt === undefined) return;
+      pending.delete(name);
+      latencies.push(round((at - changedAt) / 1000));
+    };
+    await tracker.start();
+    const perRound = Math.max(1, Math.round(n * fraction));
+    const queueBefore = histogramBuckets(await s.operator.metrics(['workqueue_queue_duration_seconds']), 'workqueue_queue_duration_seconds');
+    const probe = await PhaseProbe.begin(ctx.client, ctx.clusterDir, s.operator);
+    const t0 = now();
+    let changes = 0;
+    let skipped = 0;
+    try {
+      for (let round_ = 0; now() - t0 < m * 60_000; round_++) {
+        const roundStart = now();
+        const idle = names.filter((name) => !pending.has(name));
+        const picked = shuffle(idle).slice(0, perRound);
+        skipped += perRound - picked.length;
+        await Promise.all(
+          picked.map(async (name) => {
+            const next = version.get(name) === VERSIONS[0] ? VERSIONS[1] : VERSIONS[0];
+            const changedAt = now();
+            pending.set(name, changedAt);
+            const updated = await ctx.client.patch(IoTServiceType, name, s.landscape, { spec: { version: next } }, 'merge');
+            version.set(name, next);
+            tracker.expect(name, updated.metadata.generation ?? 1);
+            changes++;
+          }),
+        );
+        if (round_ % 6 === 5) log(`churn: ${((now() - t0) / 1000).toFixed(0)} s, ${changes} changes, ${latencies.length} done, ${pending.size} rolling out`);
+        await sleep(Math.max(0, periodS * 1000 - (now() - roundStart)));
+      }
+      log(`churn: changes stopped after ${changes}; waiting for ${pending.size} to become Available`);
+      await tracker.waitAll('churn/settle', pending.size, now(), ctx.options.timeoutS * 1000);
+    } finally {
+      await tracker.stop();
+    }
+    const phase = await probe.end();
+    const queue = bucketDelta(queueBefore, histogramBuckets(phase.operatorAfter ?? [], 'workqueue_queue_duration_seconds'));
+    const l = summarize(latencies);
+    const minutes = phase.durationS / 60;
+    const op = phase.operator!;
+    return {
+      figures: {
+        n,
+        minutes: round(minutes, 2),
+        periodS,
+        perRound,
+        changes,
+        skippedBusy: skipped,
+        changeToAvailable: { p50S: round(l.p50), p95S: round(l.p95), p99S: round(l.p99), maxS: round(l.max) },
+        queueDuration: { p50S: round(histogramQuantile(0.5, queue), 4), p99S: round(histogramQuantile(0.99, queue), 4), items: queue.get(Number.POSITIVE_INFINITY) ?? 0 },
+        operator: {
+          requestsPerMin: round(op.requests.total / minutes, 1),
+          writesPerChange: round(op.requests.writes / Math.max(1, changes), 2),
+          requestsByVerb: op.requests.byVerb,
+          reconciles: op.reconciles,
+          cpuS: op.cpuS,
+          peakRssMiB: op.peakRssMiB,
+        },
+        apiserver: phase.apiserver,
+        componentsCpuS: phase.componentsCpuS,
+        host: phase.host,
+        burst: { wallS: burst.figures.wallS, available: burst.figures.available },
+      },
+      samples: { changeToAvailableS: latencies, burstAvailableS: burst.availableS },
+      operatorCommand: s.command,
+    };
+  } finally {
+    await closeSession(ctx, s);
+  }
+}
+
+function shuffle<T>(items: T[]): T[] {
+  const a = [...items];
+  for (let i = a.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [a[i], a[j]] = [a[j]!, a[i]!];
+  }
+  return a;
+}
