@@ -5,7 +5,8 @@
 #
 #   bash cluster/up.sh   -> progress on stderr; last stdout line: KUBECONFIG=<absolute path>
 #
-# Env: CLUSTER_NAME (default iot-operator), CLUSTER_NODES (default 2),
+# Env: CLUSTER_NAME (default iot-operator), CLUSTER_NODES (default 2), CLUSTER_NODE_PODS (pods per
+#      node, default 1000),
 #      KWOK_WORKDIR (default ~/.kwok; the cluster lives in $KWOK_WORKDIR/clusters/$CLUSTER_NAME).
 # Idempotent: a healthy cluster is reused as is; one whose processes are gone (reboot, new
 # session) is restarted with its data; one that cannot be restarted is recreated.
@@ -14,6 +15,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 [[ "$CLUSTER_NODES" =~ ^[0-9]+$ ]] || die "CLUSTER_NODES must be a number, got '$CLUSTER_NODES'"
+CLUSTER_NODE_PODS=${CLUSTER_NODE_PODS:-1000}
+[[ "$CLUSTER_NODE_PODS" =~ ^[0-9]+$ ]] || die "CLUSTER_NODE_PODS must be a number, got '$CLUSTER_NODE_PODS'"
 T0=$SECONDS
 
 BIN_DIR=$(bash "$CLUSTER_DIR/build.sh" | tail -n 1)
@@ -110,7 +113,9 @@ all_components_running || {
 nodes=$(kwok_node_count)
 if ((nodes < CLUSTER_NODES)); then
   log "scaling fake (kwok) nodes from $nodes to $CLUSTER_NODES"
-  kwokctl scale node --replicas "$CLUSTER_NODES" >&2
+  # Each fake node takes CLUSTER_NODE_PODS pods (kubelet's default of 110 is far too few for
+  # benchmarks of a hundred 7-pod instances on two nodes).
+  kwokctl scale node --replicas "$CLUSTER_NODES" --param ".allocatable.pods=$CLUSTER_NODE_PODS" >&2
 fi
 if ((CLUSTER_NODES > 0)); then
   kctl wait --for=condition=Ready nodes --all --timeout=120s >/dev/null ||
