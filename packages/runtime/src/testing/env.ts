@@ -6,7 +6,7 @@
  *   which builds nothing when its binaries are cached) unless `KUBECONFIG` names a reachable
  *   cluster and `IOT_TEST_USE_KUBECONFIG=1` asks for it; every call returns the same env.
  * - `namespace()` creates a fresh namespace with a unique name per call and deletes it in
- *   `cleanup()` (also registered with node:test's `after` by `useTestEnv`).
+ *   `cleanup()` (call it from the suite's `after`).
  * - `installCrd` applies a CRD and waits until it is Established.
  * - `waitFor` polls until a condition holds and, on timeout, fails with a message saying what
  *   was expected and what was last seen.

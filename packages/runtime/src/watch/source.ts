@@ -3,13 +3,13 @@
  * real client. Unit tests drive the watcher through a scripted implementation of the same
  * interface.
  *
- * Guarantees: a watch line that is not a well-formed watch event raises `MalformedWatchEventError`
+ * Guarantees: listed objects carry apiVersion and kind like watched ones do; a watch line that is not a well-formed watch event raises `MalformedWatchEventError`
  * naming what was wrong; an `ERROR` event carrying a 410 is raised as an `ApiError` with reason
  * `Gone`, other `ERROR` events as `ApiError`s of their own code.
  */
 import type { KubeClient } from '../client/client.ts';
 import { ApiError } from '../client/errors.ts';
-import type { KubeObject, ResourceType } from '../client/resource.ts';
+import { apiVersionOf, type KubeObject, type ResourceType } from '../client/resource.ts';
 
 export interface ListPage<T extends KubeObject> {
   items: T[];
@@ -43,12 +43,16 @@ export interface Selection {
 
 /** A list/watch source for one resource type over the real client. */
 export function clientSource<T extends KubeObject>(client: KubeClient, type: ResourceType, selection: Selection = {}): ListWatchSource<T> {
+  const apiVersion = apiVersionOf(type);
   const scope = [selection.namespace && `ns=${selection.namespace}`, selection.labelSelector && `labels=${selection.labelSelector}`].filter(Boolean).join(' ');
   return {
     description: `${type.group || 'core'}/${type.version}/${type.kind}${scope ? ` ${scope}` : ''}`,
     async list({ limit, continue: continueToken }) {
       const page = await client.list<T>(type, { ...selection, limit, continue: continueToken });
-      return { items: page.items ?? [], resourceVersion: page.metadata?.resourceVersion ?? '', continue: page.metadata?.continue || undefined };
+      // List items come without apiVersion and kind; watch events carry them. Fill them in so that
+      // cached objects look the same however they arrived.
+      const items = (page.items ?? []).map((item) => ({ ...item, apiVersion: item.apiVersion ?? apiVersion, kind: item.kind ?? type.kind }));
+      return { items, resourceVersion: page.metadata?.resourceVersion ?? '', continue: page.metadata?.continue || undefined };
     },
     async watch({ resourceVersion, timeoutSeconds, signal }) {
       const stream = await client.watch(type, { ...selection, resourceVersion, timeoutSeconds, allowWatchBookmarks: true, signal });

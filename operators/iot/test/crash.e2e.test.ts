@@ -1,0 +1,74 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Kinds, type KubeObject } from '@iot-operator/runtime';
+import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { IoTServiceType } from '../src/controller.ts';
+import { createLandscape, deleteAllInstances, installIoTCrd, iotService, spawnOperator, type IoTObject } from './e2e-support.ts';
+
+const instances = Array.from({ length: 20 }, (_, i) => `crash-${String(i).padStart(2, '0')}`);
+
+let env: TestEnv;
+let landscape: string;
+let operator: ReturnType<typeof spawnOperator> | undefined;
+
+before(async () => {
+  env = await testEnv();
+  await installIoTCrd(env);
+  landscape = await createLandscape(env);
+});
+
+after(async () => {
+  await deleteAllInstances(env, landscape).catch(() => undefined);
+  operator?.kill('SIGKILL');
+  await env?.cleanup();
+});
+
+async function credentialsByNamespace(): Promise<Map<string, string>> {
+  const { items } = await env.client.list<KubeObject & { data?: Record<string, string> }>(Kinds.Secret, {
+    labelSelector: `cp.iotservices.io/landscape=${landscape}`,
+    fieldSelector: 'metadata.name=iot-credentials',
+  });
+  return new Map(items.map((s) => [s.metadata.namespace!, JSON.stringify(s.data)]));
+}
+
+describe('the operator SIGKILLed during a rollout', () => {
+  it('converges after a restart: all Available, no duplicate objects, credentials unchanged', async () => {
+    operator = spawnOperator(env, landscape);
+    await waitFor('the operator to start', async () => ({ done: /controller started/.test(operator!.output()), value: undefined, seen: operator!.output().slice(-500) }));
+    await Promise.all(instances.map((name) => env.client.create(IoTServiceType, iotService(name, landscape))));
+    await waitFor('the rollout to be under way', async () => {
+      const creds = await credentialsByNamespace();
+      return { done: creds.size >= 3, value: undefined, seen: `${creds.size} instances with credentials` };
+    }, { intervalMs: 50 });
+    operator.kill('SIGKILL');
+    await new Promise((resolve) => operator!.once('exit', resolve));
+    const credentialsAtKill = await credentialsByNamespace();
+    const availableAtKill = (await env.client.list<IoTObject>(IoTServiceType, { namespace: landscape })).items.filter((i) => i.status?.phase === 'Available').length;
+    assert.ok(availableAtKill < instances.length, `the kill happened mid-rollout (${availableAtKill} of ${instances.length} Available)`);
+
+    operator = spawnOperator(env, landscape);
+    await waitFor('all 20 instances to be Available', async () => {
+      const { items } = await env.client.list<IoTObject>(IoTServiceType, { namespace: landscape });
+      const available = items.filter((i) => i.status?.phase === 'Available' && i.status.observedGeneration === i.metadata.generation);
+      const others = items.filter((i) => !available.includes(i)).map((i) => ({ name: i.metadata.name, generation: i.metadata.generation, status: i.status }));
+      return { done: available.length === instances.length, value: undefined, seen: { available: available.length, others } };
+    }, { timeoutMs: 240_000, intervalMs: 1000 });
+
+    const credentialsAfter = await credentialsByNamespace();
+    for (const [namespace, data] of credentialsAtKill) assert.equal(credentialsAfter.get(namespace), data, `credentials of ${namespace} unchanged`);
+    assert.equal(credentialsAfter.size, instances.length);
+
+    for (const name of instances) {
+      const ns = `${landscape}-${name}`;
+      const count = async (type: typeof Kinds.Pod) => (await env.client.list(type, { namespace: ns })).items.filter((o) => !o.metadata.deletionTimestamp).length;
+      assert.equal(await count(Kinds.Deployment), 3, `${ns}: Deployments`);
+      assert.equal(await count(Kinds.StatefulSet), 2, `${ns}: StatefulSets`);
+      assert.equal(await count(Kinds.ReplicaSet), 3, `${ns}: one ReplicaSet per Deployment (no spurious rollout)`);
+      assert.equal(await count(Kinds.Service), 4, `${ns}: Services`);
+      assert.equal(await count(Kinds.Secret), 2, `${ns}: Secrets`);
+      assert.equal(await count(Kinds.ConfigMap), 2, `${ns}: ConfigMaps (iot-config and kube-root-ca.crt)`);
+      assert.equal(await count(Kinds.NetworkPolicy), 2, `${ns}: NetworkPolicies`);
+      assert.equal(await count(Kinds.Pod), 7, `${ns}: Pods`);
+    }
+  });
+});
