@@ -15,7 +15,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { KubeClient } from '../client/client.ts';
+import type { KubeApi } from '../client/client.ts';
 import type { CacheReader } from '../cache/cache.ts';
 import type { EventRecorder } from '../events/recorder.ts';
 import type { RuntimeMetrics } from '../metrics/runtime-metrics.ts';
@@ -30,7 +30,7 @@ export interface ControllerOptions {
 }
 
 export interface ControllerDeps {
-  client: KubeClient;
+  client: KubeApi;
   cache: CacheReader;
   metrics: RuntimeMetrics;
   logger: Logger;

@@ -1,0 +1,124 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { pino } from 'pino';
+import { Controller } from '../src/controller/controller.ts';
+import { TerminalError, type Reconciler } from '../src/controller/reconcile.ts';
+import type { EventRecorder } from '../src/events/recorder.ts';
+import { RuntimeMetrics } from '../src/metrics/runtime-metrics.ts';
+import { FakeClient } from '../src/testing/fake-client.ts';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const noEvents: EventRecorder = { event: () => {}, flush: async () => {} };
+
+function makeController(reconciler: Reconciler, maxConcurrentReconciles = 1) {
+  const fake = new FakeClient();
+  const metrics = new RuntimeMetrics();
+  const controller = new Controller('test', reconciler, { maxConcurrentReconciles, resyncPeriodMs: 3_600_000 }, {
+    client: fake,
+    cache: fake.cacheReader(),
+    metrics,
+    logger: pino({ level: 'silent' }),
+    recorder: noEvents,
+    primaryKeys: () => ['ns/a', 'ns/b'],
+  });
+  const stop = new AbortController();
+  controller.start(stop.signal);
+  return { controller, metrics, stop: async () => { stop.abort(); await controller.stop(1000); } };
+}
+
+const total = async (metrics: RuntimeMetrics, result: string) =>
+  (await metrics.reconcileTotal.get()).values.find((v) => v.labels.result === result)?.value ?? 0;
+
+describe('controller', () => {
+  it('a reconciler that throws is retried with backoff and the process carries on; success forgets the failures', async () => {
+    const calls: number[] = [];
+    let failuresLeft = 3;
+    const { controller, metrics, stop } = makeController(async () => {
+      calls.push(Date.now());
+      if (failuresLeft-- > 0) throw new Error('boom');
+    });
+    controller.enqueue({ namespace: 'ns', name: 'a' });
+    while (calls.length < 4) await sleep(5);
+    await sleep(20);
+    assert.equal(calls.length, 4, 'three failures, then one success, then no more calls');
+    const gaps = calls.slice(1).map((t, i) => t - calls[i]!);
+    assert.ok(gaps[2]! >= gaps[0]!, `backoff grows: gaps ${gaps.join(', ')} ms`);
+    assert.equal(await total(metrics, 'error'), 3);
+    assert.equal((await metrics.reconcileErrors.get()).values[0]?.value, 3);
+    assert.equal(await total(metrics, 'success'), 1);
+    assert.equal(controller.queue.backoff.retries('ns/a'), 0, 'success forgot the failures');
+    await stop();
+  });
+
+  it('a TerminalError is not retried', async () => {
+    let calls = 0;
+    const { controller, stop } = makeController(async () => {
+      calls++;
+      throw new TerminalError('cannot be fixed by retrying');
+    });
+    controller.enqueue({ namespace: 'ns', name: 'a' });
+    await sleep(100);
+    assert.equal(calls, 1);
+    await stop();
+  });
+
+  it('requeueAfter looks again after the delay', async () => {
+    const calls: number[] = [];
+    const { controller, stop } = makeController(async () => {
+      calls.push(Date.now());
+      return calls.length === 1 ? { requeueAfterMs: 50 } : undefined;
+    });
+    controller.enqueue({ namespace: 'ns', name: 'a' });
+    while (calls.length < 2) await sleep(5);
+    assert.ok(calls[1]! - calls[0]! >= 45, `second call after ${calls[1]! - calls[0]!} ms`);
+    await stop();
+  });
+
+  it('runs up to maxConcurrentReconciles keys at once, never one key twice at once', async () => {
+    let active = 0;
+    let peak = 0;
+    const perKey = new Map<string, number>();
+    let overlap = false;
+    const { controller, metrics, stop } = makeController(async (req) => {
+      active++;
+      peak = Math.max(peak, active);
+      perKey.set(req.name, (perKey.get(req.name) ?? 0) + 1);
+      if (perKey.get(req.name)! > 1) overlap = true;
+      await sleep(30);
+      perKey.set(req.name, perKey.get(req.name)! - 1);
+      active--;
+    }, 3);
+    for (let round = 0; round < 3; round++) for (const name of ['a', 'b', 'c', 'd', 'e']) controller.enqueue({ namespace: 'ns', name });
+    await sleep(250);
+    assert.equal(peak, 3);
+    assert.equal(overlap, false);
+    assert.equal((await metrics.maxConcurrentReconciles.get()).values[0]?.value, 3);
+    await stop();
+  });
+
+  it('resyncNow enqueues every primary object', async () => {
+    const seen = new Set<string>();
+    const { controller, stop } = makeController(async (req) => void seen.add(req.name));
+    controller.resyncNow();
+    await sleep(50);
+    assert.deepEqual([...seen].sort(), ['a', 'b']);
+    await stop();
+  });
+
+  it('stop waits for the reconcile in flight and takes no new work', async () => {
+    let finished = false;
+    let calls = 0;
+    const { controller, stop } = makeController(async () => {
+      calls++;
+      await sleep(100);
+      finished = true;
+    });
+    controller.enqueue({ namespace: 'ns', name: 'a' });
+    await sleep(10);
+    const stopping = stop();
+    controller.enqueue({ namespace: 'ns', name: 'b' });
+    await stopping;
+    assert.equal(finished, true, 'the in-flight reconcile finished before stop resolved');
+    assert.equal(calls, 1, 'no work was taken after stop');
+  });
+});
