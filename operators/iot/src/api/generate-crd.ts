@@ -1,8 +1,9 @@
 /**
- * Writes the generated IoTService CRD to deploy/crds/cp_v1alpha1_iotservice_crd.yml.
+ * Writes the generated IoTService CRD to deploy/crds/cp_v1alpha1_iotservice_crd.yml and into the
+ * Helm chart (chart/iot-operator/crds/).
  *
- * Guarantees: the file's content is exactly `iotServiceCrdYaml()`; running it twice changes
- * nothing. A unit test fails while the committed file and the schema disagree.
+ * Guarantees: both files' content is exactly `iotServiceCrdYaml()`; running it twice changes
+ * nothing. A unit test fails while a committed file and the schema disagree.
  * Run with: npm run -w @iot-operator/iot generate
  */
 
@@ -10,7 +11,10 @@ import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { iotServiceCrdYaml } from './crd.ts';
 
-export const CRD_FILE = fileURLToPath(new URL('../../deploy/crds/cp_v1alpha1_iotservice_crd.yml', import.meta.url));
+const files = ['../../deploy/crds/cp_v1alpha1_iotservice_crd.yml', '../../chart/iot-operator/crds/cp_v1alpha1_iotservice_crd.yml'];
 
-writeFileSync(CRD_FILE, iotServiceCrdYaml());
-console.log(`wrote ${CRD_FILE}`);
+for (const relative of files) {
+  const file = fileURLToPath(new URL(relative, import.meta.url));
+  writeFileSync(file, iotServiceCrdYaml());
+  console.log(`wrote ${file}`);
+}

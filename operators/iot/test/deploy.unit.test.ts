@@ -1,0 +1,64 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import { parse, parseAllDocuments } from 'yaml';
+import { CHILD_KINDS } from '../src/resources/index.ts';
+
+const read = (file: string) => readFileSync(new URL(`../${file}`, import.meta.url), 'utf8');
+type Rule = { apiGroups: string[]; resources: string[]; verbs: string[] };
+
+function allowed(rules: Rule[], group: string, resource: string, verb: string): boolean {
+  return rules.some((r) => r.apiGroups.includes(group) && r.resources.includes(resource) && r.verbs.includes(verb));
+}
+
+describe('deploy artefacts', () => {
+  const role = parse(read('deploy/role.yml')) as { kind: string; rules: Rule[] };
+
+  it('the ClusterRole lets the operator create and apply every child kind, and watch what it caches', () => {
+    assert.equal(role.kind, 'ClusterRole');
+    for (const child of CHILD_KINDS) {
+      const group = child.apiVersion.includes('/') ? child.apiVersion.split('/')[0]! : '';
+      for (const verb of ['get', 'list', 'watch', 'create', 'patch']) assert.ok(allowed(role.rules, group, child.plural, verb), `${verb} ${child.plural}`);
+    }
+    for (const verb of ['list', 'watch']) assert.ok(allowed(role.rules, '', 'pods', verb), `${verb} pods`);
+    assert.ok(allowed(role.rules, 'cp.iotservices.io', 'iotservices/status', 'patch'));
+    assert.ok(allowed(role.rules, '', 'namespaces', 'delete'));
+    assert.ok(allowed(role.rules, '', 'events', 'create'));
+  });
+
+  it('the ClusterRole is least privilege: no wildcards, no deletes of anything but namespaces, no pod writes', () => {
+    for (const rule of role.rules) {
+      assert.ok(!rule.verbs.includes('*') && !rule.resources.includes('*') && !rule.apiGroups.includes('*'), `wildcard in ${JSON.stringify(rule)}`);
+      if (rule.verbs.includes('delete')) assert.deepEqual(rule.resources, ['namespaces']);
+    }
+    assert.ok(!allowed(role.rules, '', 'pods', 'create') && !allowed(role.rules, '', 'pods', 'delete'));
+  });
+
+  it('the Helm chart carries the same rules and CRD as deploy/', () => {
+    const rules = (text: string) => parse(text.slice(text.indexOf('rules:'))) as { rules: Rule[] };
+    assert.deepEqual(rules(read('chart/iot-operator/templates/clusterrole.yaml')).rules, role.rules);
+    assert.equal(read('chart/iot-operator/crds/cp_v1alpha1_iotservice_crd.yml'), read('deploy/crds/cp_v1alpha1_iotservice_crd.yml'));
+  });
+
+  it('operator.yml runs the operator as the seed describes: REPLACE_VERSION, OPERATOR_NAME from its namespace, hardened', () => {
+    const operator = parse(read('deploy/operator.yml')) as {
+      spec: { template: { spec: { serviceAccountName: string; securityContext: { runAsNonRoot: boolean }; containers: Array<{ image: string; env: Array<{ name: string; value?: string; valueFrom?: { fieldRef: { fieldPath: string } } }>; securityContext: Record<string, unknown> }> } } };
+    };
+    const pod = operator.spec.template.spec;
+    const container = pod.containers[0]!;
+    assert.match(container.image, /:REPLACE_VERSION$/);
+    assert.equal(pod.serviceAccountName, 'iot-operator');
+    assert.equal(pod.securityContext.runAsNonRoot, true);
+    assert.equal(container.securityContext['readOnlyRootFilesystem'], true);
+    assert.equal(container.env.find((e) => e.name === 'OPERATOR_NAME')?.valueFrom?.fieldRef.fieldPath, 'metadata.namespace');
+    assert.equal(container.env.find((e) => e.name === 'WATCH_NAMESPACE')?.value, '');
+  });
+
+  it('namespace.yml provides the landscape namespace and its image-pull-secret; the Dockerfile runs unprivileged', () => {
+    const docs = parseAllDocuments(read('deploy/namespace.yml')).map((d) => d.toJSON() as { kind: string; metadata: { name: string } });
+    assert.deepEqual(docs.map((d) => `${d.kind}/${d.metadata.name}`), ['Namespace/devawsk8s', 'Secret/image-pull-secret']);
+    const dockerfile = read('Dockerfile');
+    assert.match(dockerfile, /^USER 1000/m);
+    assert.match(dockerfile, /--omit=dev/);
+  });
+});
