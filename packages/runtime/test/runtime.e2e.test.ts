@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, isNotFound, type KubeObject, type Manager } from '../src/index.ts';
 import { repoRoot, testEnv, waitFor, type TestEnv } from '../src/testing/index.ts';
-import { derivedName, startDeriveOperator } from './fixtures/derive-operator.ts';
+import { derivedName, startDeriveOperator } from '../examples/derive-operator.ts';
 
 const run = promisify(execFile);
 
@@ -123,7 +123,7 @@ describe('runtime on the real cluster', () => {
     const ns = await env.namespace('rt-leader');
     const children: ChildProcess[] = [];
     const startProcess = (identity: string) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'packages/runtime/test/fixtures/derive-operator-main.ts')], {
+      const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'packages/runtime/examples/derive-operator-main.ts')], {
         env: { ...process.env, KUBECONFIG: env.kubeconfigPath, NAMESPACE: ns, IDENTITY: identity },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
@@ -175,7 +175,7 @@ describe('runtime on the real cluster', () => {
 
   it('SIGTERM shuts a manager down gracefully: exit 0 and the lease released for a successor', async () => {
     const ns = await env.namespace('rt-term');
-    const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'packages/runtime/test/fixtures/derive-operator-main.ts')], {
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'packages/runtime/examples/derive-operator-main.ts')], {
       env: { ...process.env, KUBECONFIG: env.kubeconfigPath, NAMESPACE: ns, IDENTITY: 'graceful' },
       stdio: 'ignore',
     });
