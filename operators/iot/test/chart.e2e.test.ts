@@ -1,0 +1,55 @@
+import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { after, before, describe, it } from 'node:test';
+import { parseAllDocuments } from 'yaml';
+import { repoRoot, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+
+const run = promisify(execFile);
+const chart = path.join(repoRoot, 'operators/iot/chart/iot-operator');
+let env: TestEnv;
+
+function runWithInput(command: string, args: string[], input: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${path.basename(command)} exited ${code}: ${err}`))));
+    child.stdin.end(input);
+  });
+}
+let helm: string;
+let kubectl: string;
+
+before(async () => {
+  env = await testEnv();
+  helm = (await run('bash', [path.join(repoRoot, 'cluster/build-helm.sh')], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
+  kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/build.sh')])).stdout.trim().split('\n').at(-1)!, 'kubectl');
+});
+
+after(async () => {
+  await env?.cleanup();
+});
+
+describe('the Helm chart', () => {
+  it('renders objects the API server accepts, scoped to the release namespace', async () => {
+    const landscape = await env.namespace('chart');
+    const { stdout: rendered } = await run(helm, ['template', 'iot', chart, '--namespace', landscape, '--kube-version', '1.33.0', '--include-crds',
+      '--set', 'imagePullSecret.create=true', '--set', 'imagePullSecret.dockerconfigjson=e30=', '--set', 'image.tag=1.2.3']);
+    const objects = parseAllDocuments(rendered).map((d) => d.toJSON() as { kind: string; metadata: { name: string; namespace?: string } }).filter(Boolean);
+    assert.deepEqual(objects.map((o) => o.kind).sort(), ['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Deployment', 'Secret', 'ServiceAccount']);
+    for (const o of objects.filter((o) => ['Deployment', 'Secret', 'ServiceAccount'].includes(o.kind))) assert.equal(o.metadata.namespace, landscape, `${o.kind} in the release namespace`);
+    assert.match(rendered, /image: "registry\.example\.com\/iot\/iot-operator:1\.2\.3"/);
+    assert.match(rendered, /- --leader-elect/);
+
+    const stdout = await runWithInput(kubectl, ['--kubeconfig', env.kubeconfigPath, 'apply', '--dry-run=server', '-f', '-'], rendered);
+    for (const kind of ['serviceaccount', 'secret', 'clusterrole', 'clusterrolebinding', 'deployment']) assert.match(stdout, new RegExp(`${kind}[^\\n]*(created|configured|unchanged) \\(server dry run\\)`));
+  });
+
+  it('refuses to render a pull secret without credentials', async () => {
+    await assert.rejects(run(helm, ['template', 'iot', chart, '--kube-version', '1.33.0', '--set', 'imagePullSecret.create=true']), /imagePullSecret\.dockerconfigjson is required/);
+  });
+});
