@@ -21,9 +21,9 @@ after(async () => {
   await env?.cleanup();
 });
 
-async function landscapeWithOperator(withSecret = true): Promise<string> {
+async function landscapeWithOperator(withSecret = true, watchNamespace = ''): Promise<string> {
   const landscape = await createLandscape(env, withSecret);
-  operators.push({ mgr: await startOperator(env, landscape), landscape });
+  operators.push({ mgr: await startOperator(env, landscape, { watchNamespace }), landscape });
   return landscape;
 }
 
@@ -103,6 +103,15 @@ describe('bad input on the real cluster', () => {
     const ns = await env.client.get(Kinds.Namespace, foreign);
     assert.equal(ns.metadata.deletionTimestamp, undefined, 'the foreign namespace is not deleted');
     await env.client.delete(Kinds.Namespace, foreign);
+  });
+
+  it('WATCH_NAMESPACE set to another namespace: the instance is Failed with a reason saying how to fix it', async () => {
+    const landscape = await landscapeWithOperator(true, 'elsewhere');
+    await env.client.create(IoTServiceType, iotService('tenant-w', landscape));
+    const iot = await waitForPhase(env, landscape, 'tenant-w', 'Failed');
+    assert.match(iot.status?.reason ?? '', /WATCH_NAMESPACE=elsewhere/);
+    assert.match(iot.status?.reason ?? '', /WATCH_NAMESPACE=""/);
+    assert.equal(await getOrUndefined(env, Kinds.Namespace, `${landscape}-tenant-w`), undefined, 'nothing was created');
   });
 
   it('two operators with different OPERATOR_NAME never touch each other’s instances', async () => {
