@@ -7,8 +7,9 @@
  *   stable order (scenarios in a fixed order, sizes ascending, keys sorted).
  * - Figures are medians over the successful runs of one scenario at one size, shown with the
  *   min–max range and the number of runs; failed runs are listed, never averaged in.
- * - Targets are judged on the runs at the size the target names (N = 100); a target with no
- *   such runs says "not measured" rather than guessing. Ratios measured within one run (burst
+ * - Targets are judged on the runs of the operator as shipped (no `--operator-cmd`) at the size
+ *   the target names (N = 100); a target with no such runs says "not measured" rather than
+ *   guessing. Runs of other operator commands are reported in groups of their own. Ratios measured within one run (burst
  *   against the floor of the same run) are preferred over ratios of medians from separate runs.
  * - Hand-written findings (bench/analysis.md) are included verbatim, so regenerating the report
  *   never loses them.
@@ -87,6 +88,8 @@ export const FIGURES: Record<string, [string, string][]> = {
     ['spec changes', 'changes'],
     ['change → Available p50 (s)', 'changeToAvailable.p50S'],
     ['change → Available p99 (s)', 'changeToAvailable.p99S'],
+    ['change → operator applied (all workloads carry the new image) p50 (s)', 'changeToApplied.p50S'],
+    ['change → operator applied p99 (s)', 'changeToApplied.p99S'],
     ['work queue wait p50 (s, from histogram)', 'queueDuration.p50S'],
     ['work queue wait p99 (s, from histogram)', 'queueDuration.p99S'],
     ['operator requests per minute', 'operator.requestsPerMin'],
@@ -133,10 +136,16 @@ function numbersAt(results: readonly BenchResult[], dotted: string): number[] {
   return results.map((r) => get(r.figures, dotted)).filter((v): v is number => typeof v === 'number' && Number.isFinite(v));
 }
 
-/** The options that define a scenario's size, as "n=100 m=5". */
+/** The options that define a scenario's size, as "n=100 m=5", plus the operator command when it is not the default. */
 export function sizeKey(r: BenchResult): string {
   const keys = ['n', 'k', 'm'].filter((k) => r.options[k] !== undefined);
-  return keys.map((k) => `${k}=${String(r.options[k])}`).join(' ');
+  const size = keys.map((k) => `${k}=${String(r.options[k])}`).join(' ');
+  return r.options.operatorCmd ? `${size}; operator: \`${String(r.options.operatorCmd)}\`` : size;
+}
+
+/** Runs of the operator as shipped (no --operator-cmd): the ones targets are judged on. */
+function shipped(r: BenchResult): boolean {
+  return r.options.operatorCmd === undefined;
 }
 
 export function markdownTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
@@ -173,7 +182,7 @@ export interface TargetRow {
 }
 
 function byScenario(results: readonly BenchResult[], scenario: string, n?: number): BenchResult[] {
-  return results.filter((r) => r.ok && r.scenario === scenario && (n === undefined || r.options.n === n));
+  return results.filter((r) => r.ok && shipped(r) && r.scenario === scenario && (n === undefined || r.options.n === n));
 }
 
 export function evaluateTargets(results: readonly BenchResult[]): TargetRow[] {
@@ -198,7 +207,7 @@ export function evaluateTargets(results: readonly BenchResult[]): TargetRow[] {
   const steady = byScenario(results, 'steady', 100);
   rows.push(judge('steady: writes per minute = 0 (idle and forced resync)', [...numbersAt(steady, 'idle.writesPerMin'), ...numbersAt(steady, 'resync.writes')], (v) => v === 0, '', 'largest over idle windows and resyncs', (v) => Math.max(...v)));
 
-  const latency = results.filter((r) => r.ok && r.scenario === 'latency');
+  const latency = byScenario(results, 'latency');
   rows.push(judge('latency: create → Available p99 within 1 s of the floor', numbersAt(latency, 'availableP99MinusFloorS'), (v) => v <= 1, ' s', 'median of (p99 − floor p99) measured in the same run'));
 
   const rss = numbersAt(bursts, 'operator.peakRssMiB');
@@ -215,7 +224,7 @@ export function evaluateTargets(results: readonly BenchResult[]): TargetRow[] {
 
 export function burstChart(results: readonly BenchResult[]): string {
   const bursts = byScenario(results, 'burst', 100);
-  const use = bursts.length > 0 ? bursts : results.filter((r) => r.ok && r.scenario === 'burst');
+  const use = bursts.length > 0 ? bursts : byScenario(results, 'burst');
   const series: Series[] = [];
   for (const r of use) {
     if (r.samples.floorReadyS?.length) series.push({ label: 'floor: workloads ready (no operator)', values: r.samples.floorReadyS, color: '#888888', dashed: true, opacity: 0.8 });

@@ -137,3 +137,13 @@ describe('markdown and SVG helpers', () => {
     assert.match(points.at(-1)!, /,40$/, 'the last step reaches the top of the plot (100 %)');
   });
 });
+
+describe('operator variants', () => {
+  it('groups runs of another operator command apart and does not judge targets on them', () => {
+    const variant = result('burst', { n: 100, operatorCmd: 'node other.mjs' }, { ratioWallToFloor: 5, operator: { peakRssMiB: 90 } });
+    assert.equal(sizeKey(variant), 'n=100; operator: `node other.mjs`');
+    assert.ok(evaluateTargets([variant]).every((r) => r.verdict === 'not measured'));
+    const { markdown } = buildReport({ results: [variant, burst(10, 1.1, 100, {})], svgName: 'x.svg' });
+    assert.match(markdown, /### burst \(n=100; operator: `node other.mjs`; 1 run\)/);
+  });
+});

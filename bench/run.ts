@@ -11,11 +11,12 @@
  *   lost. The exit code is non-zero if any run failed.
  * - Ctrl-C stops the operator processes this runner started before exiting.
  */
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { BenchContext, BenchOptions, Scenario } from './lib/context.ts';
+import { summarizeProfile, type CpuProfile } from './lib/cpuprofile.ts';
 import { IOT_DEFAULT_COMMAND, PODS_PER_INSTANCE, installIoTCrd, removeLeftovers } from './lib/iot.ts';
 import { clusterDirOf, connect, ensureBenchCluster, kubernetesVersion, log, podCapacity, repoRoot } from './lib/kube.ts';
 import { OperatorProcess } from './lib/operator.ts';
@@ -51,6 +52,7 @@ const scenarios: Record<string, ScenarioSpec> = {
 
 const usage = `usage: npm run bench -- <scenario> [options]
        npm run bench -- report [--out bench/results] [--doc docs/performance.md] [--svg docs/burst-distribution.svg]
+       npm run bench -- profile <file.cpuprofile | directory>   (self time by function and by area)
 
 scenarios: ${Object.keys(scenarios).join(', ')}
 options:
@@ -107,6 +109,21 @@ async function main(): Promise<number> {
       svgFile: path.resolve(values.svg ?? path.join(repoRoot, 'docs/burst-distribution.svg')),
     });
     console.log(`wrote ${written.join(', ')}`);
+    return 0;
+  }
+  if (name === 'profile') {
+    const target = positionals[1];
+    if (!target) throw new Error('usage: npm run bench -- profile <file.cpuprofile | directory>');
+    const files = statSync(target).isDirectory()
+      ? readdirSync(target).filter((f) => f.endsWith('.cpuprofile')).map((f) => path.join(target, f))
+      : [target];
+    for (const file of files) {
+      const s = summarizeProfile(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile, repoRoot, 30);
+      console.log(`\n${file}: ${(s.totalMs / 1000).toFixed(2)} s on CPU, ${(s.idleMs / 1000).toFixed(2)} s idle`);
+      console.log(formatTable(['self time by area', 'ms', '%'], s.areas.map((a) => [a.name, a.selfMs, a.percent])));
+      console.log('');
+      console.log(formatTable(['self time by function', 'ms', '%'], s.functions.map((f) => [f.name, f.selfMs, f.percent])));
+    }
     return 0;
   }
   const spec = scenarios[name];

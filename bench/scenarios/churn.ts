@@ -4,7 +4,9 @@
  * previous change is still rolling out is not picked again until it is Available.
  *
  * Figures: time from the spec change (just before the PATCH is sent) to Available for the new
- * generation, p50/p99; the operator's `workqueue_queue_duration_seconds` p50/p99 over the churn
+ * generation, p50/p99; within it, the time until the operator has applied the change (every
+ * workload of the instance carries the new image: the operator's share) — the rest is the
+ * control plane rolling the pods; the operator's `workqueue_queue_duration_seconds` p50/p99 over the churn
  * window (estimated from its histogram buckets, as PromQL's histogram_quantile would); requests
  * per minute and per change; operator CPU and peak RSS.
  *
@@ -12,8 +14,10 @@
  * minutes and every pending change is waited for before the figures are taken.
  */
 import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
+import { Kinds, type KubeObject } from '@iot-operator/runtime';
+import { INSTANCE_LABEL, landscapeSelector } from '../../operators/iot/src/resources/index.ts';
 import { AvailabilityTracker, IoTServiceType, instanceName } from '../lib/iot.ts';
-import { log, now, sleep } from '../lib/kube.ts';
+import { log, now, sleep, watchObjects } from '../lib/kube.ts';
 import { PhaseProbe } from '../lib/probe.ts';
 import { bucketDelta, histogramBuckets, histogramQuantile } from '../lib/prom.ts';
 import { round, summarize } from '../lib/stats.ts';
@@ -40,6 +44,31 @@ export async function runChurn(ctx: BenchContext): Promise<ScenarioOutput> {
       latencies.push(round((at - changedAt) / 1000));
     };
     await tracker.start();
+    // The operator's share: from the change until every workload of the instance has the new image.
+    const images = new Map<string, Map<string, string>>();
+    const appliedWaiting = new Map<string, { version: string; changedAt: number }>();
+    const appliedS: number[] = [];
+    const WORKLOADS = 5;
+    const checkApplied = (id: string, at: number) => {
+      const waiting = appliedWaiting.get(id);
+      const seen = images.get(id);
+      if (!waiting || !seen || seen.size < WORKLOADS) return;
+      if ([...seen.values()].every((image) => image.endsWith(`:${waiting.version}`))) {
+        appliedWaiting.delete(id);
+        appliedS.push(round((at - waiting.changedAt) / 1000));
+      }
+    };
+    const workloadWatch = new AbortController();
+    const onWorkload = (type: string, obj: KubeObject, at: number) => {
+      const id = obj.metadata.labels?.[INSTANCE_LABEL];
+      if (!id || type === 'DELETED') return;
+      const image = (obj.spec as { template?: { spec?: { containers?: { image?: string }[] } } } | undefined)?.template?.spec?.containers?.[0]?.image ?? '';
+      let seen = images.get(id);
+      if (!seen) images.set(id, (seen = new Map()));
+      seen.set(`${obj.kind}/${obj.metadata.name}`, image);
+      checkApplied(id, at);
+    };
+    for (const type of [Kinds.Deployment, Kinds.StatefulSet]) await watchObjects(ctx.client, type, { labelSelector: landscapeSelector(s.landscape) }, onWorkload, workloadWatch.signal);
     const perRound = Math.max(1, Math.round(n * fraction));
     const queueBefore = histogramBuckets(await s.operator.metrics(['workqueue_queue_duration_seconds']), 'workqueue_queue_duration_seconds');
     const probe = await PhaseProbe.begin(ctx.client, ctx.clusterDir, s.operator);
@@ -57,6 +86,7 @@ export async function runChurn(ctx: BenchContext): Promise<ScenarioOutput> {
             const next = version.get(name) === VERSIONS[0] ? VERSIONS[1] : VERSIONS[0];
             const changedAt = now();
             pending.set(name, changedAt);
+            appliedWaiting.set(name, { version: next, changedAt });
             const updated = await ctx.client.patch(IoTServiceType, name, s.landscape, { spec: { version: next } }, 'merge');
             version.set(name, next);
             tracker.expect(name, updated.metadata.generation ?? 1);
@@ -70,10 +100,12 @@ export async function runChurn(ctx: BenchContext): Promise<ScenarioOutput> {
       await tracker.waitAll('churn/settle', pending.size, now(), ctx.options.timeoutS * 1000);
     } finally {
       await tracker.stop();
+      workloadWatch.abort();
     }
     const phase = await probe.end();
     const queue = bucketDelta(queueBefore, histogramBuckets(phase.operatorAfter ?? [], 'workqueue_queue_duration_seconds'));
     const l = summarize(latencies);
+    const ap = summarize(appliedS);
     const minutes = phase.durationS / 60;
     const op = phase.operator!;
     return {
@@ -85,6 +117,7 @@ export async function runChurn(ctx: BenchContext): Promise<ScenarioOutput> {
         changes,
         skippedBusy: skipped,
         changeToAvailable: { p50S: round(l.p50), p95S: round(l.p95), p99S: round(l.p99), maxS: round(l.max) },
+        changeToApplied: { p50S: round(ap.p50), p95S: round(ap.p95), p99S: round(ap.p99), maxS: round(ap.max), count: ap.count },
         queueDuration: { p50S: round(histogramQuantile(0.5, queue), 4), p99S: round(histogramQuantile(0.99, queue), 4), items: queue.get(Number.POSITIVE_INFINITY) ?? 0 },
         operator: {
           requestsPerMin: round(op.requests.total / minutes, 1),
@@ -99,7 +132,7 @@ export async function runChurn(ctx: BenchContext): Promise<ScenarioOutput> {
         host: phase.host,
         burst: { wallS: burst.figures.wallS, available: burst.figures.available },
       },
-      samples: { changeToAvailableS: latencies, burstAvailableS: burst.availableS },
+      samples: { changeToAvailableS: latencies, changeToAppliedS: appliedS, burstAvailableS: burst.availableS },
       operatorCommand: s.command,
     };
   } finally {
