@@ -6,8 +6,8 @@
  *   hold only objects carrying this landscape's label (plus the landscape's image-pull-secret).
  * - Child events reach their IoTService through the instance label; a change of the source
  *   image-pull-secret reaches every instance of the landscape.
- * - A child is written only when the cached object lacks a field of its desired form (server-side
- *   apply, one field manager); the credentials Secret is created once and never written again; a
+ * - A child is written only when the cached object lacks a field of its desired form or carries
+ *   the hash of an older desired form (server-side apply, one field manager); the credentials Secret is created once and never written again; a
  *   reconcile of an instance whose children match makes no write at all.
  * - A namespace this operator did not create for the instance is never adopted, changed or
  *   deleted; the instance goes Failed and says so.
@@ -38,6 +38,7 @@ import {
   type Request,
   type ResourceType,
   type Selection,
+  withDesiredHash,
 } from '@iot-operator/runtime';
 import { API_GROUP, API_VERSION, IOTSERVICE_KIND, IOTSERVICE_PLURAL, type IoTService, type IoTServiceStatus } from './api/iotservice.ts';
 import { apiRefusedFailure, imagePullSecretMissingFailure, namespaceNotOwnedFailure, type Failure } from './failure.ts';
@@ -168,7 +169,9 @@ class IoTReconcile {
 
   /** Writes one child if it is missing or differs; true when it wrote. */
   private async ensureChild(child: DesiredChild, ownership: 'absent' | 'owned'): Promise<boolean> {
-    const desired = child.object as unknown as KubeObject;
+    // The hash stamp makes fields removed from the desired object (a nodeSelector key, say) a
+    // difference too, so they are applied — and server-side apply then drops them.
+    const desired = child.createOnly ? (child.object as unknown as KubeObject) : withDesiredHash(child.object as unknown as KubeObject);
     const type = childTypes[child.object.kind]!;
     const observed = this.ctx.cache.get(type, desired.metadata.name!, desired.metadata.namespace);
     if (type === Kinds.Namespace && ownership === 'absent' && !observed) {

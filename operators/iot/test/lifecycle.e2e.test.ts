@@ -159,6 +159,17 @@ describe('IoTService lifecycle on the real cluster', () => {
     });
   });
 
+  it('a field removed from the spec is removed from the workload', async () => {
+    const ns = `${landscape}-tenant-a`;
+    type Limits = { spec: { template: { spec: { containers: Array<{ resources?: { limits?: Record<string, string> } }> } } } };
+    const limits = async () => (await env.client.get<KubeObject & Limits>(Kinds.Deployment, 'core', ns)).spec.template.spec.containers[0]!.resources?.limits;
+    await env.client.patch(IoTServiceType, 'tenant-a', landscape, { spec: { core: { resources: { limits: { cpu: '500m', memory: '256Mi' } } } } });
+    await waitFor('core limits cpu and memory', async () => { const l = await limits(); return { done: l?.cpu === '500m' && l?.memory === '256Mi', value: l, seen: l }; });
+    await env.client.patch(IoTServiceType, 'tenant-a', landscape, { spec: { core: { resources: { limits: { cpu: null } } } } });
+    await waitFor('the cpu limit to be gone, the memory limit kept', async () => { const l = await limits(); return { done: l?.cpu === undefined && l?.memory === '256Mi', value: l, seen: l }; });
+    await waitForPhase(env, landscape, 'tenant-a', 'Available');
+  });
+
   it('drift: a deleted Deployment, an edited Service port and a deleted copied secret are restored', async () => {
     const ns = `${landscape}-tenant-a`;
     const credentialsBefore = (await env.client.get<KubeObject & { data: Record<string, string> }>(Kinds.Secret, 'iot-credentials', ns)).data;

@@ -25,3 +25,4 @@ export * from './metrics/runtime-metrics.ts';
 export * from './status/conditions.ts';
 export * from './apply/subset.ts';
 export * from './apply/overlay.ts';
+export * from './apply/desired-hash.ts';

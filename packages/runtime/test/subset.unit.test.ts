@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { firstDifference, isSubset } from '../src/apply/subset.ts';
+import type { KubeObject } from '../src/client/resource.ts';
 
 describe('desired-subset-of-observed', () => {
   const observed = {
@@ -41,5 +42,18 @@ describe('overlay for a full replace', () => {
     assert.equal(result.metadata.resourceVersion, '7');
     assert.equal(isSubset(desired, result), true);
     assert.equal(observed.spec.ports.length, 2, 'the input is not modified');
+  });
+});
+
+describe('desired hash', () => {
+  it('makes a removed field visible to the subset check, and ignores key order and previous stamps', async () => {
+    const { withDesiredHash } = await import('../src/apply/desired-hash.ts');
+    const before: KubeObject = withDesiredHash({ metadata: { name: 'd' }, spec: { nodeSelector: { zone: 'a', disk: 'ssd' } } });
+    const after: KubeObject = withDesiredHash({ metadata: { name: 'd' }, spec: { nodeSelector: { zone: 'a' } } });
+    assert.equal(isSubset({ metadata: { name: 'd' }, spec: { nodeSelector: { zone: 'a' } } }, before), true, 'without the stamp the removal is invisible');
+    assert.equal(isSubset(after, before), false, 'with the stamp it is a difference');
+    const reordered: KubeObject = withDesiredHash({ spec: { nodeSelector: { disk: 'ssd', zone: 'a' } }, metadata: { name: 'd' } });
+    assert.deepEqual(reordered.metadata.annotations, before.metadata.annotations);
+    assert.deepEqual(withDesiredHash(before).metadata.annotations, before.metadata.annotations, 'stamping twice changes nothing');
   });
 });
