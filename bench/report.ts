@@ -42,6 +42,10 @@ export const FIGURES: Record<string, [string, string][]> = {
     ['API server requests (all clients)', 'apiserver.total'],
     ['API server requests by verb: ', 'apiserver.byVerb.*'],
     ['CPU (s) of ', 'componentsCpuS.*'],
+    ['controller-manager: requests', 'controlPlaneClients.kube-controller-manager.requests'],
+    ['controller-manager: time its requests waited in its client-side rate limiter (s, summed)', 'controlPlaneClients.kube-controller-manager.rateLimiterWaitS'],
+    ['scheduler: time waited in its client-side rate limiter (s, summed)', 'controlPlaneClients.kube-scheduler.rateLimiterWaitS'],
+    ['floor (same run): controller-manager rate-limiter wait (s, summed)', 'floor.controlPlaneClients.kube-controller-manager.rateLimiterWaitS'],
     ['host CPU busy (s, all processes)', 'host.busyCpuS'],
     ['host CPU utilisation', 'host.utilisation'],
   ],
@@ -55,6 +59,7 @@ export const FIGURES: Record<string, [string, string][]> = {
     ['sequential: create → ready p99 (s)', 'sequential.readyP99S'],
     ['API server requests (all clients)', 'apiserver.total'],
     ['CPU (s) of ', 'componentsCpuS.*'],
+    ['controller-manager: time its requests waited in its client-side rate limiter (s, summed)', 'controlPlaneClients.kube-controller-manager.rateLimiterWaitS'],
     ['host CPU utilisation', 'host.utilisation'],
   ],
   steady: [
@@ -96,6 +101,8 @@ export const FIGURES: Record<string, [string, string][]> = {
     ['operator writes per change', 'operator.writesPerChange'],
     ['operator CPU (s)', 'operator.cpuS'],
     ['operator peak RSS (MiB)', 'operator.peakRssMiB'],
+    ['controller-manager: time its requests waited in its client-side rate limiter (s, summed)', 'controlPlaneClients.kube-controller-manager.rateLimiterWaitS'],
+    ['CPU (s) of ', 'componentsCpuS.*'],
   ],
   restart: [
     ['kill → caches synced (s)', 'killToReadyS'],
@@ -120,6 +127,7 @@ export const FIGURES: Record<string, [string, string][]> = {
     ['operator peak RSS (MiB)', 'operator.peakRssMiB'],
     ['API server requests (all clients)', 'apiserver.total'],
     ['CPU (s) of ', 'componentsCpuS.*'],
+    ['controller-manager: time its requests waited in its client-side rate limiter (s, summed)', 'controlPlaneClients.kube-controller-manager.rateLimiterWaitS'],
   ],
 };
 

@@ -10,11 +10,12 @@
  * operator part is present only when an operator runs; a failed API server scrape is recorded
  * as absent rather than failing the run.
  */
+import https from 'node:https';
 import type { KubeClient } from '@iot-operator/runtime';
 import { apiserverRequestsByVerb, now, scrapeApiserver } from './kube.ts';
 import type { OperatorProcess } from './operator.ts';
-import { deltaBy, sumBy, total, type Sample } from './prom.ts';
-import { MiB, readComponentsCpu, readHostCpu } from './proc.ts';
+import { deltaBy, parseMetrics, sumBy, total, type Sample } from './prom.ts';
+import { MiB, componentFlag, readComponentsCpu, readHostCpu } from './proc.ts';
 import { round } from './stats.ts';
 
 export const WRITE_METHODS = ['POST', 'PUT', 'PATCH', 'DELETE'];
@@ -30,6 +31,47 @@ export interface OperatorRequestFigures extends RequestFigures {
   writes: number;
 }
 
+/** Control-plane components whose API clients are rate-limited on the client side (client-go QPS/burst). */
+export const RATE_LIMITED_COMPONENTS = ['kube-controller-manager', 'kube-scheduler'];
+const CLIENT_METRICS = ['rest_client_requests_total', 'rest_client_rate_limiter_duration_seconds'];
+
+export interface ClientFigures {
+  /** Requests the component sent to the API server. */
+  requests: number;
+  /** Seconds its requests waited in client-go's rate limiter (summed over requests). */
+  rateLimiterWaitS: number;
+}
+
+/** Scrapes a component's /metrics on its secure port (its /metrics is open without credentials). */
+export function scrapeComponent(clusterDir: string, component: string): Promise<Sample[] | undefined> {
+  const port = componentFlag(clusterDir, component, 'secure-port');
+  if (!port) return Promise.resolve(undefined);
+  return new Promise((resolve) => {
+    const req = https.get({ host: '127.0.0.1', port: Number(port), path: '/metrics', rejectUnauthorized: false, timeout: 10_000 }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve(res.statusCode === 200 ? parseMetrics(Buffer.concat(chunks).toString('utf8'), CLIENT_METRICS) : undefined));
+      res.on('error', () => resolve(undefined));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(undefined));
+  });
+}
+
+async function scrapeComponents(clusterDir: string): Promise<Record<string, Sample[] | undefined>> {
+  const out: Record<string, Sample[] | undefined> = {};
+  await Promise.all(RATE_LIMITED_COMPONENTS.map(async (c) => (out[c] = await scrapeComponent(clusterDir, c))));
+  return out;
+}
+
+export function clientFigures(before: Sample[], after: Sample[]): ClientFigures {
+  const sum = (samples: Sample[], name: string) => total(sumBy(samples, name));
+  return {
+    requests: sum(after, 'rest_client_requests_total') - sum(before, 'rest_client_requests_total'),
+    rateLimiterWaitS: round(sum(after, 'rest_client_rate_limiter_duration_seconds_sum') - sum(before, 'rest_client_rate_limiter_duration_seconds_sum'), 1),
+  };
+}
+
 export interface PhaseFigures {
   durationS: number;
   operator?: {
@@ -41,6 +83,8 @@ export interface PhaseFigures {
   };
   apiserver?: RequestFigures;
   componentsCpuS: Record<string, number>;
+  /** Per rate-limited control-plane component: its requests and its time waiting in the client-side rate limiter. */
+  controlPlaneClients?: Record<string, ClientFigures>;
   host: { busyCpuS: number; utilisation: number };
 }
 
@@ -66,15 +110,17 @@ export class PhaseProbe {
     private readonly componentsBefore: Record<string, number>,
     private readonly hostBefore: { busyS: number; totalS: number },
     private readonly cpuBefore: number,
+    private readonly clientsBefore: Record<string, Sample[] | undefined>,
   ) {}
 
   static async begin(client: KubeClient, clusterDir: string, operator?: OperatorProcess): Promise<PhaseProbe> {
-    const [operatorBefore, apiserverBefore] = await Promise.all([
+    const [operatorBefore, apiserverBefore, clientsBefore] = await Promise.all([
       operator?.metrics(OPERATOR_METRICS),
       scrapeApiserver(client).catch(() => undefined),
+      scrapeComponents(clusterDir),
     ]);
     operator?.sampler.sample();
-    return new PhaseProbe(client, clusterDir, operator, now(), operatorBefore, apiserverBefore, readComponentsCpu(clusterDir), readHostCpu(), operator?.sampler.lastCpuS ?? 0);
+    return new PhaseProbe(client, clusterDir, operator, now(), operatorBefore, apiserverBefore, readComponentsCpu(clusterDir), readHostCpu(), operator?.sampler.lastCpuS ?? 0, clientsBefore);
   }
 
   /** Ends the phase: `endedAt` (monotonic ms) defaults to now; scrapes happen after it. */
@@ -82,9 +128,10 @@ export class PhaseProbe {
     const host = readHostCpu();
     const components = readComponentsCpu(this.clusterDir);
     this.operator?.sampler.sample();
-    const [operatorAfter, apiserverAfter] = await Promise.all([
+    const [operatorAfter, apiserverAfter, clientsAfter] = await Promise.all([
       this.operator?.running ? this.operator.metrics(OPERATOR_METRICS) : undefined,
       scrapeApiserver(this.client).catch(() => undefined),
+      scrapeComponents(this.clusterDir),
     ]);
     const componentsCpuS: Record<string, number> = {};
     for (const [name, cpu] of Object.entries(components)) componentsCpuS[name] = round(cpu - (this.componentsBefore[name] ?? 0), 2);
@@ -95,6 +142,13 @@ export class PhaseProbe {
       componentsCpuS,
       host: { busyCpuS: round(busy, 2), utilisation: round(all > 0 ? busy / all : 0, 3) },
     };
+    const clients: Record<string, ClientFigures> = {};
+    for (const c of RATE_LIMITED_COMPONENTS) {
+      const b = this.clientsBefore[c];
+      const a = clientsAfter[c];
+      if (b && a) clients[c] = clientFigures(b, a);
+    }
+    if (Object.keys(clients).length > 0) figures.controlPlaneClients = clients;
     if (this.apiserverBefore && apiserverAfter) {
       const byVerb = deltaBy(apiserverRequestsByVerb(this.apiserverBefore), apiserverRequestsByVerb(apiserverAfter));
       figures.apiserver = { byVerb, total: total(byVerb) };

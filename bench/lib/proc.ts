@@ -94,6 +94,18 @@ export function readComponentsCpu(clusterDir: string): Record<string, number> {
   return out;
 }
 
+/** The value of `--<flag>=` on the command line of the component with a pid file under `<clusterDir>/pids`. */
+export function componentFlag(clusterDir: string, component: string, flag: string): string | undefined {
+  try {
+    const pid = Number(readFileSync(path.join(clusterDir, 'pids', `${component}.pid`), 'utf8').trim());
+    const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    const arg = args.find((a) => a.startsWith(`--${flag}=`));
+    return arg?.slice(flag.length + 3);
+  } catch {
+    return undefined;
+  }
+}
+
 /** How many kube-apiserver processes run on this machine (other clusters add noise). */
 export function countApiservers(): number {
   let n = 0;

@@ -129,6 +129,7 @@ export async function runChurn(ctx: BenchContext): Promise<ScenarioOutput> {
         },
         apiserver: phase.apiserver,
         componentsCpuS: phase.componentsCpuS,
+        controlPlaneClients: phase.controlPlaneClients,
         host: phase.host,
         burst: { wallS: burst.figures.wallS, available: burst.figures.available },
       },

@@ -65,6 +65,7 @@ export async function floorBurst(ctx: BenchContext, n: number): Promise<Scenario
         podsReady: { p50S: round(pods.p50), p95S: round(pods.p95), p99S: round(pods.p99), maxS: round(pods.max) },
         apiserver: phase.apiserver,
         componentsCpuS: phase.componentsCpuS,
+        controlPlaneClients: phase.controlPlaneClients,
         host: phase.host,
       },
       samples: { readyS: perWorkloads, podsReadyS: perPods },
