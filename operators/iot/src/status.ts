@@ -157,7 +157,10 @@ function viewWorkloads(input: StatusInput): WorkloadView[] {
   return views;
 }
 
-/** Like `kubectl rollout status`: current generation observed, all replicas updated, no old ones left, all available and ready. */
+/**
+ * Like `kubectl rollout status`, and stricter on scale-down: current generation observed, exactly
+ * `desired` replicas left (no old or surplus ones), all updated, available and ready.
+ */
 function judgeDeployment(d: V1Deployment, desired: number): { updated: number; ready: number; rolledOut: boolean } {
   const status = d.status ?? {};
   const updated = status.updatedReplicas ?? 0;
@@ -166,7 +169,7 @@ function judgeDeployment(d: V1Deployment, desired: number): { updated: number; r
     generationObserved(d.metadata?.generation, status.observedGeneration) &&
     (d.spec?.replicas ?? 1) === desired &&
     updated >= desired &&
-    (status.replicas ?? 0) <= updated &&
+    (status.replicas ?? 0) === desired &&
     (status.availableReplicas ?? 0) >= desired &&
     ready >= desired;
   return { updated, ready, rolledOut };

@@ -169,6 +169,14 @@ describe('status phase', () => {
     assert.match(condition(s, 'Progressing')?.message ?? '', /gateway/);
   });
 
+  it('is Processing while a scaled-down Deployment still has surplus pods', () => {
+    const observed = allReady();
+    observed.deployments[0] = deployment('gateway', { replicas: 2, updated: 4, total: 4, ready: 4, generation: 5, observedGeneration: 5 });
+    const s = status({ observed });
+    assert.equal(s.phase, 'Processing');
+    assert.deepEqual(s.components?.['gateway'], { desired: 2, updated: 4, ready: 4 });
+  });
+
   it('is Processing until the Deployment controller has observed the latest generation', () => {
     const observed = allReady();
     observed.deployments[1] = deployment('core', { replicas: 2, generation: 5, observedGeneration: 4 });
