@@ -142,9 +142,13 @@ class IoTReconcile {
         message: `WATCH_NAMESPACE=${this.config.watchNamespace} limits the operator to that namespace, but this instance lives in ${instance.namespace}; run the operator with WATCH_NAMESPACE="" to serve every instance.`,
       });
     }
-    const ownership = await this.namespaceOwnership(instance);
+    const namespace = await this.observedNamespace(instance);
+    const ownership = namespaceOwnership(namespace, instance);
     if (ownership === 'foreign') return failed(namespaceNotOwnedFailure(instance.namespace));
     if (instance.spec.paused) return { kind: 'paused' };
+    // Deleted by hand: nothing can be created in it until it is gone; its deletion event brings
+    // the instance back here to recreate it.
+    if (namespace?.metadata?.deletionTimestamp) return { kind: 'applied', childrenMatched: false };
 
     const source = this.ctx.cache.get<V1Secret & KubeObject>(Kinds.Secret, IMAGE_PULL_SECRET_NAME, this.config.operatorName, sourceSecretSelection(this.config));
     if (!source) return failed(imagePullSecretMissingFailure(IMAGE_PULL_SECRET_NAME, this.config.operatorName));
@@ -219,17 +223,16 @@ class IoTReconcile {
   }
 
   /**
-   * Whose is the instance namespace? The cache holds only namespaces labelled for this landscape,
+   * The instance namespace as it is. The cache holds only namespaces labelled for this landscape,
    * so an uncached one is asked for directly: it may exist without our labels (foreign).
    */
-  private async namespaceOwnership(instance: Instance): Promise<'absent' | 'owned' | 'foreign'> {
+  private async observedNamespace(instance: Instance): Promise<(V1Namespace & KubeObject) | undefined> {
     const cached = this.ctx.cache.get<V1Namespace & KubeObject>(Kinds.Namespace, instance.namespace);
-    if (cached) return namespaceOwnership(cached, instance);
+    if (cached) return cached;
     try {
-      const live = await this.ctx.client.get<V1Namespace & KubeObject>(Kinds.Namespace, instance.namespace);
-      return namespaceOwnership(live, instance);
+      return await this.ctx.client.get<V1Namespace & KubeObject>(Kinds.Namespace, instance.namespace);
     } catch (err) {
-      if (isNotFound(err)) return 'absent';
+      if (isNotFound(err)) return undefined;
       throw err;
     }
   }

@@ -194,6 +194,19 @@ describe('IoTService lifecycle on the real cluster', () => {
     assert.deepEqual(credentialsAfter, credentialsBefore, 'generated credentials never change');
   });
 
+  it('a hand-deleted instance namespace is recreated with everything in it', async () => {
+    const ns = `${landscape}-tenant-a`;
+    const before = await env.client.get(Kinds.Namespace, ns);
+    await env.client.delete(Kinds.Namespace, ns);
+    await waitFor(`namespace ${ns} to be recreated`, async () => {
+      const now = await getOrUndefined(env, Kinds.Namespace, ns);
+      return { done: !!now && now.metadata.uid !== before.metadata.uid && !now.metadata.deletionTimestamp, value: now, seen: now ? (now.metadata.uid === before.metadata.uid ? 'old namespace still terminating' : 'new') : 'absent' };
+    }, { timeoutMs: 120_000 });
+    const iot = await waitForPhase(env, landscape, 'tenant-a', 'Available', 120_000);
+    assert.match(iot.status?.ready ?? '', /^(\d+)\/\1$/, 'every desired pod is ready again');
+    assert.ok(await getOrUndefined(env, Kinds.Secret, 'iot-credentials', ns), 'credentials exist again');
+  });
+
   it('a change of the source image-pull-secret reaches the copy', async () => {
     const ns = `${landscape}-tenant-a`;
     const rotated = Buffer.from('{"auths":{"registry.example.com":{"auth":"cm90YXRlZDpzZWNyZXQ="}}}').toString('base64');
