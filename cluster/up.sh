@@ -93,6 +93,9 @@ if cluster_exists; then
     if ! kwokctl start cluster >&2 || ! wait_apiserver_ready 60; then
       log "could not restart the existing cluster; deleting and recreating it"
       delete_cluster
+    else
+      # A restarted kwok-controller would ignore the nodes for up to 200 s (see common.sh).
+      restart_kwok_with_fresh_leases
     fi
   elif ! wait_apiserver_ready 30; then
     log "cluster processes run but the API server is not ready; recreating the cluster"

@@ -93,3 +93,43 @@ lock_cluster() {
   done
   die "cluster lock $lockdir/$CLUSTER_NAME.lock still held after ${1:-300}s by:${holders:- unknown}"
 }
+
+# Port of a component as recorded by kwokctl in kwok.yaml (option name, e.g. kubeSchedulerPort).
+component_port() { sed -n "s/^  $1: \([0-9]*\)\$/\1/p" "$CLUSTER_WORKDIR/kwok.yaml" | head -n 1; }
+
+# /healthz of a component's own HTTPS endpoint (always allowed without authorization).
+component_healthy() { # port
+  [[ -n "$1" ]] && [[ "$(kctl --server "https://127.0.0.1:$1" --insecure-skip-tls-verify \
+    get --raw /healthz --request-timeout=2s 2>/dev/null)" == ok ]]
+}
+
+# Stops a component (SIGTERM, SIGKILL after $2 seconds), drops its pid file and keeps its log as
+# <component>.previous.log (kwokctl truncates the log when it starts the component again).
+stop_component() { # "component:binary" grace-seconds
+  local comp=${1%%:*} pid
+  if pid=$(component_pid "$1"); then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 $(($2 * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -KILL "$pid" 2>/dev/null || true
+      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    fi
+  fi
+  rm -f "$CLUSTER_WORKDIR/pids/$comp.pid"
+  cp -f "$CLUSTER_WORKDIR/logs/$comp.log" "$CLUSTER_WORKDIR/logs/$comp.previous.log" 2>/dev/null || true
+}
+
+# kwok-controller takes a fresh identity (hostname_<uuid>) every time it starts and only
+# simulates nodes whose Lease (kube-node-lease) it holds. After a restart it would wait for the
+# previous instance's leases to expire (200 s with kwokctl's defaults), and meanwhile pods on
+# those nodes stay Pending. So: stop it, delete the node leases, start it again.
+restart_kwok_with_fresh_leases() {
+  local nodes
+  stop_component kwok-controller:kwok 2
+  nodes=$(kctl get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' 2>/dev/null || true)
+  if [[ -n "$nodes" ]]; then
+    # shellcheck disable=SC2086
+    kctl delete lease -n kube-node-lease --ignore-not-found --wait=false $nodes >/dev/null
+  fi
+  kwokctl start cluster >&2
+}
