@@ -1,7 +1,8 @@
 /**
  * @iot-operator/runtime — the operator runtime: client, watcher, cache, work queue,
- * controllers, manager, events, finalizers and conditions. Each module's header states what it
- * guarantees; the runtime guarantees table in the project's design maps to them.
+ * controllers, manager, events, finalizers, conditions and CRDs generated from TypeBox
+ * schemas. Each module's header states what it guarantees; the runtime guarantees table in
+ * the project's design maps to them.
  */
 export * from './client/resource.ts';
 export * from './client/errors.ts';
@@ -26,3 +27,5 @@ export * from './status/conditions.ts';
 export * from './apply/subset.ts';
 export * from './apply/overlay.ts';
 export * from './apply/desired-hash.ts';
+export * from './crd/structural-schema.ts';
+export * from './crd/crd.ts';

@@ -8,7 +8,7 @@
  * deploy/crds/cache_v1alpha1_memcached_crd.yml (a unit test compares them).
  */
 
-import { stringify } from 'yaml';
+import { customResourceDefinition, generatedManifestYaml } from '@iot-operator/runtime';
 import {
   API_GROUP,
   API_VERSION,
@@ -18,54 +18,33 @@ import {
   MemcachedSpecSchema,
   MemcachedStatusSchema,
 } from './memcached.ts';
-import { toStructuralSchema } from './structural.ts';
 
 export const MEMCACHED_CRD_NAME = `${MEMCACHED_PLURAL}.${API_GROUP}`;
 export const MEMCACHED_CRD_FILE = 'deploy/crds/cache_v1alpha1_memcached_crd.yml';
 
 export function memcachedCrd(): Record<string, unknown> {
-  return {
-    apiVersion: 'apiextensions.k8s.io/v1',
-    kind: 'CustomResourceDefinition',
-    metadata: { name: MEMCACHED_CRD_NAME },
-    spec: {
-      group: API_GROUP,
-      scope: 'Namespaced',
-      names: { kind: MEMCACHED_KIND, listKind: `${MEMCACHED_KIND}List`, plural: MEMCACHED_PLURAL, singular: MEMCACHED_SINGULAR },
-      versions: [
-        {
-          name: API_VERSION,
-          served: true,
-          storage: true,
-          subresources: { status: {} },
-          additionalPrinterColumns: [
-            { name: 'Size', type: 'integer', jsonPath: '.spec.size', description: 'Desired number of memcached pods' },
-            { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
-          ],
-          schema: {
-            openAPIV3Schema: {
-              type: 'object',
-              description: 'Memcached is a memcached cluster of spec.size pods run by the memcached operator.',
-              required: ['spec'],
-              properties: {
-                apiVersion: { type: 'string' },
-                kind: { type: 'string' },
-                metadata: { type: 'object' },
-                spec: toStructuralSchema(MemcachedSpecSchema),
-                status: toStructuralSchema(MemcachedStatusSchema),
-              },
-            },
-          },
-        },
-      ],
-    },
-  };
+  return customResourceDefinition({
+    group: API_GROUP,
+    scope: 'Namespaced',
+    names: { kind: MEMCACHED_KIND, plural: MEMCACHED_PLURAL, singular: MEMCACHED_SINGULAR },
+    versions: [
+      {
+        name: API_VERSION,
+        served: true,
+        storage: true,
+        subresources: { status: {} },
+        printerColumns: [
+          { name: 'Size', type: 'integer', jsonPath: '.spec.size', description: 'Desired number of memcached pods' },
+          { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+        ],
+        description: 'Memcached is a memcached cluster of spec.size pods run by the memcached operator.',
+        spec: MemcachedSpecSchema,
+        status: MemcachedStatusSchema,
+      },
+    ],
+  });
 }
 
 export function memcachedCrdYaml(): string {
-  return (
-    '# Generated from operators/memcached/src/api/memcached.ts; do not edit.\n' +
-    '# Regenerate with: npm run -w @iot-operator/memcached generate\n' +
-    stringify(memcachedCrd(), { lineWidth: 0 })
-  );
+  return generatedManifestYaml(memcachedCrd(), { source: 'operators/memcached/src/api/memcached.ts', command: 'npm run -w @iot-operator/memcached generate' });
 }

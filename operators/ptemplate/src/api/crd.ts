@@ -8,7 +8,7 @@
  * deploy/crds/pt_v1alpha1_ptemplate_crd.yml (a unit test compares them).
  */
 
-import { stringify } from 'yaml';
+import { customResourceDefinition, generatedManifestYaml } from '@iot-operator/runtime';
 import {
   API_GROUP,
   API_VERSION,
@@ -18,55 +18,34 @@ import {
   PtemplateSpecSchema,
   PtemplateStatusSchema,
 } from './ptemplate.ts';
-import { toStructuralSchema } from './structural.ts';
 
 export const PTEMPLATE_CRD_NAME = `${PTEMPLATE_PLURAL}.${API_GROUP}`;
 export const PTEMPLATE_CRD_FILE = 'deploy/crds/pt_v1alpha1_ptemplate_crd.yml';
 
 export function ptemplateCrd(): Record<string, unknown> {
-  return {
-    apiVersion: 'apiextensions.k8s.io/v1',
-    kind: 'CustomResourceDefinition',
-    metadata: { name: PTEMPLATE_CRD_NAME },
-    spec: {
-      group: API_GROUP,
-      scope: 'Namespaced',
-      names: { kind: PTEMPLATE_KIND, listKind: `${PTEMPLATE_KIND}List`, plural: PTEMPLATE_PLURAL, singular: PTEMPLATE_SINGULAR },
-      versions: [
-        {
-          name: API_VERSION,
-          served: true,
-          storage: true,
-          subresources: { status: {} },
-          additionalPrinterColumns: [
-            { name: 'KMM', type: 'string', jsonPath: ".status.conditions[?(@.type=='KMMAvailable')].status", description: 'Whether the KMM Module exists' },
-            { name: 'Consumers', type: 'string', jsonPath: ".status.conditions[?(@.type=='ConsumersReady')].message", description: 'Ready consumer pods' },
-            { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
-          ],
-          schema: {
-            openAPIV3Schema: {
-              type: 'object',
-              description: 'Ptemplate loads the pt kernel module through KMM on selected nodes and runs a consumer pod on each.',
-              required: ['spec'],
-              properties: {
-                apiVersion: { type: 'string' },
-                kind: { type: 'string' },
-                metadata: { type: 'object' },
-                spec: toStructuralSchema(PtemplateSpecSchema),
-                status: toStructuralSchema(PtemplateStatusSchema),
-              },
-            },
-          },
-        },
-      ],
-    },
-  };
+  return customResourceDefinition({
+    group: API_GROUP,
+    scope: 'Namespaced',
+    names: { kind: PTEMPLATE_KIND, plural: PTEMPLATE_PLURAL, singular: PTEMPLATE_SINGULAR },
+    versions: [
+      {
+        name: API_VERSION,
+        served: true,
+        storage: true,
+        subresources: { status: {} },
+        printerColumns: [
+          { name: 'KMM', type: 'string', jsonPath: ".status.conditions[?(@.type=='KMMAvailable')].status", description: 'Whether the KMM Module exists' },
+          { name: 'Consumers', type: 'string', jsonPath: ".status.conditions[?(@.type=='ConsumersReady')].message", description: 'Ready consumer pods' },
+          { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+        ],
+        description: 'Ptemplate loads the pt kernel module through KMM on selected nodes and runs a consumer pod on each.',
+        spec: PtemplateSpecSchema,
+        status: PtemplateStatusSchema,
+      },
+    ],
+  });
 }
 
 export function ptemplateCrdYaml(): string {
-  return (
-    '# Generated from operators/ptemplate/src/api/ptemplate.ts; do not edit.\n' +
-    '# Regenerate with: npm run -w @iot-operator/ptemplate generate\n' +
-    stringify(ptemplateCrd(), { lineWidth: 0 })
-  );
+  return generatedManifestYaml(ptemplateCrd(), { source: 'operators/ptemplate/src/api/ptemplate.ts', command: 'npm run -w @iot-operator/ptemplate generate' });
 }
