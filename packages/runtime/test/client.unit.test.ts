@@ -25,7 +25,7 @@ before(async () => {
     req.on('data', (d) => (body += d));
     req.on('end', () => {
       seen.push({ method: req.method!, url: req.url!, contentType: req.headers['content-type'], authorization: req.headers.authorization, body });
-      const handler = handlers.shift() ?? (() => ({ code: 500, body: { kind: 'Status', message: 'no handler' } }));
+      const handler: Handler = handlers.shift() ?? (() => ({ code: 500, body: { kind: 'Status', message: 'no handler' } }));
       const answer = handler(req, body);
       res.writeHead(answer.code, { 'Content-Type': 'application/json', ...answer.headers });
       res.end(answer.body === undefined ? '' : JSON.stringify(answer.body));
