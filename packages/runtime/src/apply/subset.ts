@@ -9,7 +9,12 @@
  * map or list matches an absent observed one (the API server drops empty values). Numbers
  * and strings never match each other: desired objects must use the server's canonical form.
  * `firstDifference` names the first field that differs, for logs.
+ * `childDifference(desired, observed)` is `firstDifference` for a child object, except that its
+ * owner references may be in any order and among others: each desired owner reference must be
+ * carried by one observed reference, but an owner someone else added is no difference.
  */
+
+import type { KubeObject } from '../client/resource.ts';
 
 export function isSubset(desired: unknown, observed: unknown): boolean {
   return firstDifference(desired, observed) === undefined;
@@ -37,4 +42,16 @@ export function firstDifference(desired: unknown, observed: unknown, path = ''):
     return undefined;
   }
   return desired === observed ? undefined : path || '/';
+}
+
+/**
+ * The JSON path of the first field of a desired child that the observed one lacks, or undefined;
+ * owner references added by others are not a difference, a missing desired one is.
+ */
+export function childDifference(desired: KubeObject, observed: KubeObject): string | undefined {
+  const { ownerReferences: wanted = [], ...metadata } = desired.metadata;
+  const present = observed.metadata.ownerReferences ?? [];
+  const missing = wanted.findIndex((want) => !present.some((have) => isSubset(want, have)));
+  if (missing >= 0) return `.metadata.ownerReferences[${missing}]`;
+  return firstDifference({ ...desired, metadata }, observed);
 }

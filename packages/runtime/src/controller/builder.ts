@@ -106,7 +106,7 @@ export class ControllerBuilder {
     const enqueueSelf: MapFunc = (obj) => [{ namespace: obj.metadata.namespace, name: obj.metadata.name ?? '' }];
     primaryInformer.addHandler(handlerFor(controller, enqueueSelf, this.primaryPredicates));
     for (const watch of this.watchList) mgr.cache.informer(watch.type, watch.selection).addHandler(handlerFor(controller, watch.map, watch.predicates));
-    mgr.addController(controller, primary);
+    mgr.addController(controller);
     return controller;
   }
 

@@ -20,7 +20,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import { pino, type Logger } from 'pino';
 import { KubeClient } from '../client/client.ts';
-import { Kinds, type ResourceType } from '../client/resource.ts';
+import { Kinds } from '../client/resource.ts';
 import { isNotFound } from '../client/errors.ts';
 import { Cache, type CacheOptions } from '../cache/cache.ts';
 import type { Controller } from '../controller/controller.ts';
@@ -61,7 +61,6 @@ export class Manager {
   readonly logger: Logger;
   readonly recorder: EventRecorder;
   private readonly controllers: Controller[] = [];
-  private readonly primaryTypes = new Map<Controller, ResourceType>();
   private readonly abort = new AbortController();
   private readonly controllerAbort = new AbortController();
   private elector: LeaderElector | undefined;
@@ -92,9 +91,8 @@ export class Manager {
   }
 
   /** Registers a controller (the builder calls this). */
-  addController(controller: Controller, primaryType: ResourceType): void {
+  addController(controller: Controller): void {
     this.controllers.push(controller);
-    this.primaryTypes.set(controller, primaryType);
     if (this.controllersStarted) controller.start(this.controllerAbort.signal);
   }
 
