@@ -8,15 +8,17 @@
  *   (phase or deletion), so pod heartbeats cost nothing.
  * - Reconcile reads from the cache only; it server-side applies the Deployment only when the
  *   cached one is missing or differs from `desiredDeployment` (a deleted or edited Deployment is
- *   recreated or corrected; `replicas` follows `spec.size`), and patches `status.nodes` only when
- *   the sorted pod names differ from the cached status. A reconcile with nothing to change
- *   writes nothing.
+ *   recreated or corrected; `replicas` follows `spec.size`; thanks to the desired-hash stamp a
+ *   field dropped from the desired form is a difference too, while owner references others
+ *   added are not), and patches `status.nodes` only when the sorted pod names differ from the
+ *   cached status. A reconcile with nothing to change writes nothing.
  * - A Deployment of the same name controlled by another object is left alone: the Memcached gets
  *   a Warning event and the error is not retried until something changes.
  * - Deleting a Memcached needs no work here: its Deployment goes through garbage collection.
  */
 
 import {
+  childDifference,
   controller,
   Kinds,
   TerminalError,
@@ -28,7 +30,6 @@ import {
   type Request,
 } from '@iot-operator/runtime';
 import { isValidMemcachedSpec, Memcached, type MemcachedObject } from './api/memcached.ts';
-import { childMatches } from './resources/compare.ts';
 import { APP_LABEL, APP_VALUE, desiredDeployment, INSTANCE_LABEL, labelsForMemcached, type DeploymentObject } from './resources/deployment.ts';
 import { memcachedStatus, sameStatus, type PodObject } from './status.ts';
 
@@ -66,7 +67,7 @@ export async function reconcileMemcached(req: Request, ctx: ReconcileContext): P
     ctx.recorder.event(memcached, 'Warning', 'DeploymentConflict', message);
     throw new TerminalError(message);
   }
-  if (!current || !childMatches(desired, current)) {
+  if (!current || childDifference(desired, current) !== undefined) {
     await ctx.client.apply(Kinds.Deployment, desired, { fieldManager: FIELD_MANAGER, force: true });
     ctx.log.info({ replicas: memcached.spec.size, created: !current }, current ? 'corrected the memcached Deployment' : 'created the memcached Deployment');
   }

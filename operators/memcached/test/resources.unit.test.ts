@@ -4,11 +4,14 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { childDifference, type KubeObject } from '@iot-operator/runtime';
 import type { MemcachedObject } from '../src/api/memcached.ts';
 import { podMembershipChanged, podToMemcached } from '../src/controller.ts';
-import { childMatches } from '../src/resources/compare.ts';
 import { desiredDeployment } from '../src/resources/deployment.ts';
 import { memcachedStatus, sameStatus, type PodObject } from '../src/status.ts';
+
+/** Whether the controller leaves the observed Deployment alone. */
+const childMatches = (desired: KubeObject, observed: KubeObject) => childDifference(desired, observed) === undefined;
 
 const memcached: MemcachedObject = {
   apiVersion: 'cache.example.com/v1alpha1',

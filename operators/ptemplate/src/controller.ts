@@ -7,9 +7,10 @@
  *   pods through their `pt.example.com/ptemplate` label; pod updates count only when the phase
  *   or the deletion mark changes.
  * - Reconcile reads from the cache; a child is server-side applied only when it is missing or
- *   differs from the desired one (`childMatches`, with removed selector keys, secrets or
- *   resources counting as differences); status is patched only when it would change. A reconcile
- *   with nothing to change writes nothing.
+ *   differs from the desired one (`childDifference`; desired children carry the desired-hash
+ *   stamp, so removed selector keys, secrets or resources count as differences, while owner
+ *   references others added do not); status is patched only when it would change. A
+ *   reconcile with nothing to change writes nothing.
  * - Without the KMM Module API the DaemonSet is still reconciled, `KMMAvailable` is False with
  *   reason `ModuleCRDMissing`, and the Ptemplate is looked at again every `kmmPollIntervalMs`
  *   (default 10 s) until the API appears; then the Module is created.
@@ -18,6 +19,7 @@
  */
 
 import {
+  childDifference,
   controller,
   isNotFound,
   Kinds,
@@ -34,17 +36,15 @@ import {
 } from '@iot-operator/runtime';
 import { isValidPtemplateSpec, Ptemplate, type PtemplateObject } from './api/ptemplate.ts';
 import { KmmModules } from './kmm.ts';
-import { childMatches } from './resources/compare.ts';
 import {
   CONSUMER_APP,
   CONSUMER_APP_LABEL,
   consumerDaemonSetName,
   consumerPodLabels,
-  DAEMONSET_EXACT_PATHS,
   desiredConsumerDaemonSet,
   type DaemonSetObject,
 } from './resources/daemonset.ts';
-import { desiredModule, Module, MODULE_EXACT_PATHS } from './resources/module.ts';
+import { desiredModule, Module } from './resources/module.ts';
 import { INSTANCE_LABEL, OPERATOR_NAME } from './resources/owner.ts';
 import { ptemplateStatus, sameStatus, type KmmState, type PodObject } from './status.ts';
 
@@ -91,7 +91,7 @@ async function reconcileModule(ctx: ReconcileContext, kmm: KmmModules, pt: Ptemp
   const desired = desiredModule(pt);
   const current = await kmm.get(ctx.client, name, namespace);
   refuseForeign(ctx, pt, 'Module', current);
-  if (!current || !childMatches(desired, current, MODULE_EXACT_PATHS)) {
+  if (!current || childDifference(desired, current) !== undefined) {
     try {
       await applyChild(ctx, Module, desired, current);
     } catch (err) {
@@ -113,7 +113,7 @@ export async function reconcilePtemplate(req: Request, ctx: ReconcileContext, km
   const desiredDs = desiredConsumerDaemonSet(pt);
   const ds = ctx.cache.get<DaemonSetObject>(Kinds.DaemonSet, consumerDaemonSetName(req.name), req.namespace);
   refuseForeign(ctx, pt, 'DaemonSet', ds);
-  if (!ds || !childMatches(desiredDs, ds, DAEMONSET_EXACT_PATHS)) await applyChild(ctx, Kinds.DaemonSet, desiredDs, ds);
+  if (!ds || childDifference(desiredDs, ds) !== undefined) await applyChild(ctx, Kinds.DaemonSet, desiredDs, ds);
 
   const kmmState = await reconcileModule(ctx, kmm, pt);
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { firstDifference, isSubset } from '../src/apply/subset.ts';
+import { childDifference, firstDifference, isSubset } from '../src/apply/subset.ts';
 import type { KubeObject } from '../src/client/resource.ts';
 
 describe('desired-subset-of-observed', () => {
@@ -55,5 +55,24 @@ describe('desired hash', () => {
     const reordered: KubeObject = withDesiredHash({ spec: { nodeSelector: { disk: 'ssd', zone: 'a' } }, metadata: { name: 'd' } });
     assert.deepEqual(reordered.metadata.annotations, before.metadata.annotations);
     assert.deepEqual(withDesiredHash(before).metadata.annotations, before.metadata.annotations, 'stamping twice changes nothing');
+  });
+});
+
+describe('child difference', () => {
+  const owner = { apiVersion: 'example.com/v1', kind: 'Widget', name: 'w', uid: 'u1', controller: true, blockOwnerDeletion: true };
+  const desired: KubeObject = { metadata: { name: 'c', ownerReferences: [owner] }, spec: { replicas: 2 } };
+  const observed: KubeObject = { metadata: { name: 'c', resourceVersion: '3', ownerReferences: [owner] }, spec: { replicas: 2, paused: false } };
+
+  it('is the first differing field, as for any object', () => {
+    assert.equal(childDifference(desired, observed), undefined);
+    assert.equal(childDifference({ ...desired, spec: { replicas: 3 } }, observed), '.spec.replicas');
+  });
+
+  it('lets others add owner references, in any position, but not drop ours', () => {
+    const other = { apiVersion: 'v1', kind: 'ConfigMap', name: 'x', uid: 'u2' };
+    assert.equal(childDifference(desired, { ...observed, metadata: { ...observed.metadata, ownerReferences: [other, owner] } }), undefined);
+    assert.equal(childDifference(desired, { ...observed, metadata: { ...observed.metadata, ownerReferences: [other] } }), '.metadata.ownerReferences[0]');
+    assert.equal(childDifference(desired, { ...observed, metadata: { name: 'c' } }), '.metadata.ownerReferences[0]');
+    assert.equal(firstDifference(desired, { ...observed, metadata: { ...observed.metadata, ownerReferences: [other, owner] } }), '.metadata.ownerReferences', 'the plain check sees the extra owner');
   });
 });

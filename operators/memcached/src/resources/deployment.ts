@@ -7,11 +7,12 @@
  * `app=memcached,memcached_cr=<name>` (the labels the walkthrough uses and the operator lists
  * pods by) and a controller ownerReference to the Memcached, so that deleting the Memcached
  * garbage-collects the Deployment. Every field is in the form the API server returns, so a
- * Deployment that matches is recognised by `isSubset` and not written again.
+ * Deployment that matches is recognised by `childDifference` and not written again; the
+ * desired-hash stamp (`withDesiredHash`) makes a field dropped from this form a difference too.
  */
 
 import type { V1DeploymentSpec, V1DeploymentStatus } from '@kubernetes/client-node';
-import type { KubeObject, OwnerReference } from '@iot-operator/runtime';
+import { withDesiredHash, type KubeObject, type OwnerReference } from '@iot-operator/runtime';
 import { MEMCACHED_API_VERSION, MEMCACHED_KIND, type MemcachedObject } from '../api/memcached.ts';
 
 export const MEMCACHED_IMAGE = 'memcached:1.6-alpine';
@@ -48,7 +49,7 @@ export function ownerReferenceTo(m: MemcachedObject): OwnerReference {
 export function desiredDeployment(m: MemcachedObject): DeploymentObject {
   const name = m.metadata.name ?? '';
   const labels = labelsForMemcached(name);
-  return {
+  return withDesiredHash<DeploymentObject>({
     apiVersion: 'apps/v1',
     kind: 'Deployment',
     metadata: {
@@ -74,5 +75,5 @@ export function desiredDeployment(m: MemcachedObject): DeploymentObject {
         },
       },
     },
-  };
+  });
 }

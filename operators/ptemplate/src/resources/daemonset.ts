@@ -7,12 +7,13 @@
  * `consumer` of image `consumerimage` that requests and is limited to `requiredDevices` of the
  * extended resource `example.com/ptemplate` (no resources at all when 0, so such pods schedule
  * on nodes without the device plugin), pulling with `imageRepoSecret` when given. Pods carry
- * the Ptemplate's labels plus `app.kubernetes.io/name=ptemplate-consumer`.
- * `DAEMONSET_EXACT_PATHS` are the fields whose removal must count as a change.
+ * the Ptemplate's labels plus `app.kubernetes.io/name=ptemplate-consumer`. It carries the
+ * desired-hash stamp (`withDesiredHash`), so a field dropped from it is a difference for
+ * `childDifference`.
  */
 
 import type { V1DaemonSetSpec, V1DaemonSetStatus } from '@kubernetes/client-node';
-import type { KubeObject } from '@iot-operator/runtime';
+import { withDesiredHash, type KubeObject } from '@iot-operator/runtime';
 import type { PtemplateObject } from '../api/ptemplate.ts';
 import { ownerReferenceTo, ptemplateLabels } from './owner.ts';
 
@@ -25,13 +26,6 @@ export interface DaemonSetObject extends KubeObject {
   spec?: V1DaemonSetSpec;
   status?: V1DaemonSetStatus;
 }
-
-export const DAEMONSET_EXACT_PATHS: readonly string[] = [
-  'spec.template.spec.nodeSelector',
-  'spec.template.spec.imagePullSecrets',
-  'spec.template.spec.containers.0.resources.limits',
-  'spec.template.spec.containers.0.resources.requests',
-];
 
 export function consumerDaemonSetName(ptemplateName: string): string {
   return `${ptemplateName}-consumer`;
@@ -48,7 +42,7 @@ export function desiredConsumerDaemonSet(pt: PtemplateObject): DaemonSetObject {
   const devices = pt.spec.requiredDevices;
   const quantity = { [DEVICE_RESOURCE]: String(devices) };
   const nodeSelector = Object.keys(pt.spec.selector).length > 0 ? { ...pt.spec.selector } : undefined;
-  return {
+  return withDesiredHash<DaemonSetObject>({
     apiVersion: 'apps/v1',
     kind: 'DaemonSet',
     metadata: { name: consumerDaemonSetName(name), namespace: pt.metadata.namespace, labels, ownerReferences: [ownerReferenceTo(pt)] },
@@ -69,5 +63,5 @@ export function desiredConsumerDaemonSet(pt: PtemplateObject): DaemonSetObject {
         },
       },
     },
-  };
+  });
 }

@@ -8,11 +8,11 @@
  * - runs the pt device plugin (`devicePluginImage`), which advertises the devices as the
  *   extended resource `example.com/ptemplate`;
  * - pulls images with `imageRepoSecret` when given, on the nodes matching `selector`.
- * `MODULE_EXACT_PATHS` are the fields whose removal from the desired Module must count as a
- * change (see `childMatches`).
+ * It carries the desired-hash stamp (`withDesiredHash`), so a field dropped from it (a selector
+ * key, the pull secret, a modprobe parameter) is a difference for `childDifference`.
  */
 
-import { customResource, type KubeObject } from '@iot-operator/runtime';
+import { customResource, withDesiredHash, type KubeObject } from '@iot-operator/runtime';
 import type { PtemplateObject } from '../api/ptemplate.ts';
 import { ownerReferenceTo, ptemplateLabels } from './owner.ts';
 
@@ -42,8 +42,6 @@ export interface ModuleObject extends KubeObject {
   status?: unknown;
 }
 
-export const MODULE_EXACT_PATHS: readonly string[] = ['spec.selector', 'spec.imageRepoSecret', 'spec.moduleLoader.container.modprobe.parameters'];
-
 export function moduleParameters(pt: PtemplateObject): string[] {
   const parameters = [`max_dev=${pt.spec.maxdev}`];
   if (pt.spec.defaultmsg) parameters.push(`default_msg=${pt.spec.defaultmsg}`);
@@ -52,7 +50,7 @@ export function moduleParameters(pt: PtemplateObject): string[] {
 
 export function desiredModule(pt: PtemplateObject): ModuleObject {
   const name = pt.metadata.name ?? '';
-  return {
+  return withDesiredHash<ModuleObject>({
     apiVersion: `${KMM_GROUP}/${KMM_VERSION}`,
     kind: 'Module',
     metadata: { name, namespace: pt.metadata.namespace, labels: ptemplateLabels(name), ownerReferences: [ownerReferenceTo(pt)] },
@@ -67,5 +65,5 @@ export function desiredModule(pt: PtemplateObject): ModuleObject {
       ...(pt.spec.imageRepoSecret ? { imageRepoSecret: { name: pt.spec.imageRepoSecret.name } } : {}),
       selector: { ...pt.spec.selector },
     },
-  };
+  });
 }
