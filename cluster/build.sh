@@ -87,8 +87,12 @@ run_step() {
   if [[ $rc -ne 0 ]]; then
     cp "$logf" "$BUILD_ROOT/last-failure.log" 2>/dev/null || true
     log "BUILD FAILED in step $STEP_NO/$STEP_TOTAL '$name' (exit $rc, after ${took}s). Last output:"
-    grep -v '^[a-zA-Z0-9._~/-]*$' "$logf" | tail -n 40 >&2 || true
-    tail -n 5 "$logf" >&2 || true
+    # go build -v lists every package it compiles; show the other lines (the errors).
+    if grep -qv '^[a-zA-Z0-9._~/-]*$' "$logf"; then
+      grep -v '^[a-zA-Z0-9._~/-]*$' "$logf" | tail -n 40 >&2
+    else
+      tail -n 20 "$logf" >&2
+    fi
     log "full log: $BUILD_ROOT/last-failure.log"
     exit "$rc"
   fi
