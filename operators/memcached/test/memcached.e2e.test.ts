@@ -14,13 +14,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pino } from 'pino';
 import { ApiError, isNotFound, Kinds, type Manager } from '@iot-operator/runtime';
-import { repoRoot, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import { repoRoot, serviceAccountKubeconfig, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 import { MEMCACHED_CRD_FILE } from '../src/api/crd.ts';
 import { Memcached, type MemcachedObject } from '../src/api/memcached.ts';
 import { createMemcachedOperator } from '../src/operator.ts';
 import type { DeploymentObject } from '../src/resources/deployment.ts';
 import type { PodObject } from '../src/status.ts';
-import { applyManifests, serviceAccountKubeconfig } from './service-account.ts';
 
 const crdFile = fileURLToPath(new URL(`../${MEMCACHED_CRD_FILE}`, import.meta.url));
 const deployDir = fileURLToPath(new URL('../deploy/', import.meta.url));
@@ -154,8 +153,7 @@ describe('memcached operator', () => {
 
   test('the operator process runs as its ServiceAccount with the deploy/ RBAC, KUBECONFIG and WATCH_NAMESPACE from the environment', async () => {
     await mgr.stop(); // the process alone reconciles from here on
-    await applyManifests(env, ns, ['service_account.yml', 'role.yml', 'role_binding.yml'].map((f) => path.join(deployDir, f)));
-    const kubeconfig = await serviceAccountKubeconfig(env, ns, 'memcached-operator');
+    const kubeconfig = await serviceAccountKubeconfig(env, ns, ['service_account.yml', 'role.yml', 'role_binding.yml'].map((f) => path.join(deployDir, f)));
     await env.client.create(Memcached, memcached(2, 'from-process'));
     const child = spawn(process.execPath, ['--import', 'tsx', 'operators/memcached/src/main.ts', '--leader-elect', '--metrics-bind-address', '127.0.0.1:0'], {
       cwd: repoRoot,

@@ -18,14 +18,13 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import { isNotFound, Kinds, type KubeObject, type Manager, type ResourceType } from '@iot-operator/runtime';
-import { repoRoot, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import { repoRoot, serviceAccountKubeconfig, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 import { PTEMPLATE_CRD_FILE } from '../src/api/crd.ts';
 import { Ptemplate, type PtemplateObject, type PtemplateSpec } from '../src/api/ptemplate.ts';
 import { createPtemplateOperator } from '../src/operator.ts';
 import type { DaemonSetObject } from '../src/resources/daemonset.ts';
 import { Module, MODULE_CRD_NAME, type ModuleObject } from '../src/resources/module.ts';
 import type { PodObject } from '../src/status.ts';
-import { applyManifests, serviceAccountKubeconfig } from './service-account.ts';
 
 const crdFile = fileURLToPath(new URL(`../${PTEMPLATE_CRD_FILE}`, import.meta.url));
 const moduleCrdFile = fileURLToPath(new URL('fixtures/kmm.sigs.x-k8s.io_modules.yml', import.meta.url));
@@ -271,8 +270,7 @@ describe('ptemplate operator', () => {
 
   test('the operator process runs as its ServiceAccount with the deploy/ RBAC, KUBECONFIG and WATCH_NAMESPACE from the environment', async () => {
     await mgr.stop(); // the process alone reconciles from here on
-    await applyManifests(env, ns, ['service_account.yml', 'role.yml', 'role_binding.yml'].map((f) => path.join(deployDir, f)));
-    const kubeconfig = await serviceAccountKubeconfig(env, ns, 'ptemplate-operator');
+    const kubeconfig = await serviceAccountKubeconfig(env, ns, ['service_account.yml', 'role.yml', 'role_binding.yml'].map((f) => path.join(deployDir, f)));
     await env.client.create(Ptemplate, ptemplate('from-process', { consumerimage: 'registry.example.com/pt-consumer:3', requiredDevices: 0 }));
     const child = spawn(process.execPath, ['--import', 'tsx', 'operators/ptemplate/src/main.ts', '--leader-elect', '--metrics-bind-address', '127.0.0.1:0'], {
       cwd: repoRoot,
