@@ -25,7 +25,7 @@ fi
 
 # Whatever kwokctl did not stop (or if it could not run): TERM, then KILL after 2 s (the API
 # server would otherwise drain its connections for up to 60 s).
-alive() { local p; for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && echo "$p"; done; return 0; }
+alive() { local p; for p in "${pids[@]}"; do process_alive "$p" && echo "$p"; done; return 0; }
 # kwokctl sends SIGKILL; give the processes a moment to disappear.
 for _ in $(seq 1 30); do [[ -z "$(alive)" ]] && break; sleep 0.1; done
 left=$(alive)

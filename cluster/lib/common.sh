@@ -103,16 +103,19 @@ component_healthy() { # port
     get --raw /healthz --request-timeout=2s 2>/dev/null)" == ok ]]
 }
 
+# True while a process exists and is not a zombie (a killed component waits to be reaped by init).
+process_alive() { local st; st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) && [[ -n "$st" && "$st" != Z ]]; }
+
 # Stops a component (SIGTERM, SIGKILL after $2 seconds), drops its pid file and keeps its log as
 # <component>.previous.log (kwokctl truncates the log when it starts the component again).
 stop_component() { # "component:binary" grace-seconds
   local comp=${1%%:*} pid
   if pid=$(component_pid "$1"); then
     kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 $(($2 * 10))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null; then
+    for _ in $(seq 1 $(($2 * 10))); do process_alive "$pid" || break; sleep 0.1; done
+    if process_alive "$pid"; then
       kill -KILL "$pid" 2>/dev/null || true
-      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      for _ in $(seq 1 50); do process_alive "$pid" || break; sleep 0.1; done
     fi
   fi
   rm -f "$CLUSTER_WORKDIR/pids/$comp.pid"
