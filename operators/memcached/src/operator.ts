@@ -8,35 +8,14 @@
  * `watchNamespace` undefined or empty means every namespace.
  */
 
-import { Kinds, Manager, type LeaderElectionOptions } from '@iot-operator/runtime';
-import type { Logger } from 'pino';
+import { Kinds, Manager, operatorManagerOptions, type OperatorProcessOptions } from '@iot-operator/runtime';
 import { OPERATOR_NAME, POD_CACHE_SELECTOR, registerMemcachedController } from './controller.ts';
 
-export interface MemcachedOperatorOptions {
-  /** Kubeconfig file; undefined = $KUBECONFIG, ~/.kube/config or the in-cluster service account. */
-  kubeconfigPath?: string;
-  /** Namespace to watch; undefined or "" = all namespaces. */
-  watchNamespace?: string;
-  /** host:port of /healthz, /readyz and /metrics; undefined = no HTTP server. */
-  httpAddress?: string;
-  leaderElection?: LeaderElectionOptions;
-  logger?: Logger;
-  logLevel?: string;
-}
+/** Kubeconfig, watched namespace (undefined or "" = all), HTTP address, leader election, logging. */
+export type MemcachedOperatorOptions = OperatorProcessOptions;
 
 export async function createMemcachedOperator(options: MemcachedOperatorOptions = {}): Promise<Manager> {
-  const mgr = await Manager.create({
-    name: OPERATOR_NAME,
-    kubeconfigPath: options.kubeconfigPath,
-    httpAddress: options.httpAddress,
-    leaderElection: options.leaderElection,
-    logger: options.logger,
-    logLevel: options.logLevel,
-    cache: {
-      defaultNamespace: options.watchNamespace || undefined,
-      byType: [{ type: Kinds.Pod, labelSelector: POD_CACHE_SELECTOR }],
-    },
-  });
+  const mgr = await Manager.create(operatorManagerOptions(OPERATOR_NAME, options, { byType: [{ type: Kinds.Pod, labelSelector: POD_CACHE_SELECTOR }] }));
   registerMemcachedController(mgr);
   return mgr;
 }

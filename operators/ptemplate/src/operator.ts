@@ -7,36 +7,15 @@
  * operators can run in one process; `watchNamespace` undefined or empty means every namespace.
  */
 
-import { Kinds, Manager, type LeaderElectionOptions } from '@iot-operator/runtime';
-import type { Logger } from 'pino';
+import { Kinds, Manager, operatorManagerOptions, type OperatorProcessOptions } from '@iot-operator/runtime';
 import { POD_CACHE_SELECTOR, registerPtemplateController, type PtemplateControllerOptions } from './controller.ts';
 import { OPERATOR_NAME } from './resources/owner.ts';
 
-export interface PtemplateOperatorOptions extends PtemplateControllerOptions {
-  /** Kubeconfig file; undefined = $KUBECONFIG, ~/.kube/config or the in-cluster service account. */
-  kubeconfigPath?: string;
-  /** Namespace to watch; undefined or "" = all namespaces. */
-  watchNamespace?: string;
-  /** host:port of /healthz, /readyz and /metrics; undefined = no HTTP server. */
-  httpAddress?: string;
-  leaderElection?: LeaderElectionOptions;
-  logger?: Logger;
-  logLevel?: string;
-}
+/** Kubeconfig, watched namespace (undefined or "" = all), HTTP address, leader election, logging; the KMM poll interval. */
+export interface PtemplateOperatorOptions extends OperatorProcessOptions, PtemplateControllerOptions {}
 
 export async function createPtemplateOperator(options: PtemplateOperatorOptions = {}): Promise<Manager> {
-  const mgr = await Manager.create({
-    name: OPERATOR_NAME,
-    kubeconfigPath: options.kubeconfigPath,
-    httpAddress: options.httpAddress,
-    leaderElection: options.leaderElection,
-    logger: options.logger,
-    logLevel: options.logLevel,
-    cache: {
-      defaultNamespace: options.watchNamespace || undefined,
-      byType: [{ type: Kinds.Pod, labelSelector: POD_CACHE_SELECTOR }],
-    },
-  });
+  const mgr = await Manager.create(operatorManagerOptions(OPERATOR_NAME, options, { byType: [{ type: Kinds.Pod, labelSelector: POD_CACHE_SELECTOR }] }));
   registerPtemplateController(mgr, { kmmPollIntervalMs: options.kmmPollIntervalMs });
   return mgr;
 }

@@ -22,6 +22,7 @@ export * from './controller/finalizers.ts';
 export * from './events/recorder.ts';
 export * from './manager/leader-election.ts';
 export * from './manager/manager.ts';
+export * from './manager/operator-process.ts';
 export * from './metrics/runtime-metrics.ts';
 export * from './status/conditions.ts';
 export * from './apply/subset.ts';

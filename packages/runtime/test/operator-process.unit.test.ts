@@ -1,0 +1,59 @@
+/**
+ * The operator command line: flags win over the environment, `0` turns the HTTP server off,
+ * the Lease namespace falls back from the flag to the watched namespace to $POD_NAMESPACE, and
+ * the watched namespace becomes the cache's default (empty = all namespaces).
+ */
+import assert from 'node:assert/strict';
+import { afterEach, describe, it } from 'node:test';
+import { Kinds } from '../src/client/resource.ts';
+import { operatorManagerOptions, parseOperatorCommandLine } from '../src/manager/operator-process.ts';
+
+const operator = { name: 'demo-operator', description: 'A demo.' };
+const saved = { ...process.env };
+
+describe('operator command line', () => {
+  afterEach(() => {
+    for (const key of ['KUBECONFIG', 'WATCH_NAMESPACE', 'POD_NAMESPACE', 'LOG_LEVEL']) {
+      if (saved[key] === undefined) delete process.env[key];
+      else process.env[key] = saved[key];
+    }
+  });
+
+  it('defaults: environment, 127.0.0.1:8080, no leader election, info', () => {
+    process.env.KUBECONFIG = '/tmp/kc';
+    process.env.WATCH_NAMESPACE = 'team';
+    delete process.env.LOG_LEVEL;
+    assert.deepEqual(parseOperatorCommandLine(operator, []), {
+      kubeconfigPath: '/tmp/kc',
+      watchNamespace: 'team',
+      httpAddress: '127.0.0.1:8080',
+      metricsBindAddress: '127.0.0.1:8080',
+      leaderElection: undefined,
+      logLevel: 'info',
+    });
+  });
+
+  it('flags win; 0 turns the HTTP server off; the Lease lives in the watched namespace unless told otherwise', () => {
+    process.env.WATCH_NAMESPACE = 'team';
+    process.env.POD_NAMESPACE = 'pod-ns';
+    const options = parseOperatorCommandLine(operator, ['--kubeconfig', '/k', '--namespace', 'other', '--metrics-bind-address', '0', '--leader-elect', '--log-level', 'debug']);
+    assert.equal(options.kubeconfigPath, '/k');
+    assert.equal(options.watchNamespace, 'other');
+    assert.equal(options.httpAddress, undefined);
+    assert.deepEqual(options.leaderElection, { namespace: 'other' });
+    assert.equal(options.logLevel, 'debug');
+    assert.deepEqual(parseOperatorCommandLine(operator, ['--leader-elect', '--leader-election-namespace', 'lease-ns']).leaderElection, { namespace: 'lease-ns' });
+    process.env.WATCH_NAMESPACE = '';
+    assert.deepEqual(parseOperatorCommandLine(operator, ['--leader-elect']).leaderElection, { namespace: 'pod-ns' });
+  });
+
+  it('the watched namespace is the cache default; empty means every namespace', () => {
+    const byType = [{ type: Kinds.Pod, labelSelector: 'app=demo' }];
+    const options = operatorManagerOptions('demo-operator', { watchNamespace: 'team', httpAddress: '127.0.0.1:0', logLevel: 'warn' }, { byType });
+    assert.equal(options.name, 'demo-operator');
+    assert.equal(options.httpAddress, '127.0.0.1:0');
+    assert.equal(options.logLevel, 'warn');
+    assert.deepEqual(options.cache, { byType, defaultNamespace: 'team' });
+    assert.equal(operatorManagerOptions('demo-operator', { watchNamespace: '' }).cache?.defaultNamespace, undefined);
+  });
+});
