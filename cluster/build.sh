@@ -54,7 +54,7 @@ rm -rf "$BUILD_ROOT"/.build-*
 TMP=$(mktemp -d "$BUILD_ROOT/.build-XXXXXX")
 HEARTBEAT_PID=""
 cleanup() {
-  [[ -n "$HEARTBEAT_PID" ]] && kill "$HEARTBEAT_PID" 2>/dev/null || true
+  if [[ -n "$HEARTBEAT_PID" ]]; then kill "$HEARTBEAT_PID" 2>/dev/null || true; fi
   rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -148,7 +148,7 @@ build_k8s() {
 }
 
 verify_binaries() {
-  local b out want
+  local b out
   for b in "${BINARIES[@]}"; do
     [[ -x "$TMP/bin/$b" ]] || { echo "missing binary: $b"; return 1; }
   done

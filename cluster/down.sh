@@ -5,7 +5,7 @@ set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
-lock_cluster
+lock_cluster 300
 
 if [[ ! -d "$CLUSTER_WORKDIR" ]]; then
   log "cluster '$CLUSTER_NAME' does not exist; nothing to do"
@@ -25,16 +25,16 @@ fi
 
 # Whatever kwokctl did not stop (or if it could not run): TERM, then KILL after 2 s (the API
 # server would otherwise drain its connections for up to 60 s).
-alive() { local p; for p in "${pids[@]}"; do process_alive "$p" && echo "$p"; done; return 0; }
+alive() { local p; for p in "${pids[@]}"; do if process_alive "$p"; then echo "$p"; fi; done; return 0; }
 # kwokctl sends SIGKILL; give the processes a moment to disappear.
 for _ in $(seq 1 30); do [[ -z "$(alive)" ]] && break; sleep 0.1; done
-left=$(alive)
-if [[ -n "$left" ]]; then
-  log "stopping remaining processes: $(echo $left)"
-  kill -TERM $left 2>/dev/null || true
+mapfile -t left < <(alive)
+if ((${#left[@]} > 0)); then
+  log "stopping remaining processes: ${left[*]}"
+  kill -TERM "${left[@]}" 2>/dev/null || true
   for _ in $(seq 1 20); do [[ -z "$(alive)" ]] && break; sleep 0.1; done
-  left=$(alive)
-  if [[ -n "$left" ]]; then kill -KILL $left 2>/dev/null || true; fi
+  mapfile -t left < <(alive)
+  if ((${#left[@]} > 0)); then kill -KILL "${left[@]}" 2>/dev/null || true; fi
 fi
 rm -rf "$CLUSTER_WORKDIR"
 log "cluster '$CLUSTER_NAME' removed"

@@ -23,7 +23,7 @@ restart_controllers=${RESTART_CONTROLLERS:-1}
 binaries_complete || die "binaries are not built; run cluster/up.sh first"
 cluster_exists || die "cluster '$CLUSTER_NAME' does not exist; run cluster/up.sh first"
 
-lock_cluster
+lock_cluster 300
 
 t0=$(date +%s.%N)
 if old=$(component_pid kube-apiserver:kube-apiserver); then

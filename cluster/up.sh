@@ -34,7 +34,7 @@ KWOKCTL_BINARY_FLAGS=(
   --kwok-controller-binary "$BIN_DIR/kwok"
 )
 
-lock_cluster
+lock_cluster 300
 
 all_components_running() {
   local c
@@ -47,7 +47,7 @@ kwok_node_count() {
 }
 
 print_result() {
-  log "cluster '$CLUSTER_NAME' is up ($(($SECONDS - T0))s)"
+  log "cluster '$CLUSTER_NAME' is up ($((SECONDS - T0))s)"
   echo "KUBECONFIG=$KUBECONFIG_PATH"
 }
 

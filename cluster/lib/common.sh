@@ -2,7 +2,7 @@
 # shellcheck shell=bash
 
 CLUSTER_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-# shellcheck source=../versions.env
+# shellcheck source=/dev/null
 source "$CLUSTER_DIR/versions.env"
 
 # Where built binaries are cached: outside the work tree, one directory per version set.
