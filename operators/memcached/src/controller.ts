@@ -21,10 +21,12 @@ import {
   childDifference,
   controller,
   Kinds,
+  mapByLabel,
+  phaseOrDeletionChanged,
   TerminalError,
   type Controller,
-  type KubeObject,
   type Manager,
+  type MapFunc,
   type Predicate,
   type ReconcileContext,
   type Request,
@@ -39,18 +41,10 @@ export const FIELD_MANAGER = OPERATOR_NAME;
 export const POD_CACHE_SELECTOR = `${APP_LABEL}=${APP_VALUE}`;
 
 /** Maps a memcached pod to its Memcached through the `memcached_cr` label. */
-export function podToMemcached(pod: KubeObject): Request[] {
-  const labels = pod.metadata.labels ?? {};
-  const owner = labels[INSTANCE_LABEL];
-  if (labels[APP_LABEL] !== APP_VALUE || !owner) return [];
-  return [{ namespace: pod.metadata.namespace, name: owner }];
-}
+export const podToMemcached: MapFunc = mapByLabel(INSTANCE_LABEL, { [APP_LABEL]: APP_VALUE });
 
 /** Pod updates that can change `status.nodes`: the phase or the deletion mark. */
-export const podMembershipChanged: Predicate = {
-  update: (a, b) =>
-    (a as PodObject).status?.phase !== (b as PodObject).status?.phase || a.metadata.deletionTimestamp !== b.metadata.deletionTimestamp,
-};
+export const podMembershipChanged: Predicate = phaseOrDeletionChanged();
 
 export async function reconcileMemcached(req: Request, ctx: ReconcileContext): Promise<void> {
   const memcached = ctx.cache.get<MemcachedObject>(Memcached, req.name, req.namespace);

@@ -23,11 +23,14 @@ import {
   controller,
   isNotFound,
   Kinds,
+  mapByLabel,
+  phaseOrDeletionChanged,
   requeueAfter,
   TerminalError,
   type Controller,
   type KubeObject,
   type Manager,
+  type MapFunc,
   type Predicate,
   type ReconcileContext,
   type ReconcileResult,
@@ -59,18 +62,10 @@ export interface PtemplateControllerOptions {
 }
 
 /** Maps a consumer pod to its Ptemplate through the instance label. */
-export function podToPtemplate(pod: KubeObject): Request[] {
-  const labels = pod.metadata.labels ?? {};
-  const owner = labels[INSTANCE_LABEL];
-  if (labels[CONSUMER_APP_LABEL] !== CONSUMER_APP || !owner) return [];
-  return [{ namespace: pod.metadata.namespace, name: owner }];
-}
+export const podToPtemplate: MapFunc = mapByLabel(INSTANCE_LABEL, { [CONSUMER_APP_LABEL]: CONSUMER_APP });
 
 /** Pod updates that can change the status: the phase or the deletion mark. */
-export const podMembershipChanged: Predicate = {
-  update: (a, b) =>
-    (a as PodObject).status?.phase !== (b as PodObject).status?.phase || a.metadata.deletionTimestamp !== b.metadata.deletionTimestamp,
-};
+export const podMembershipChanged: Predicate = phaseOrDeletionChanged();
 
 function refuseForeign(ctx: ReconcileContext, pt: PtemplateObject, kind: string, child: KubeObject | undefined): void {
   const foreign = child?.metadata.ownerReferences?.find((ref) => ref.controller && ref.uid !== pt.metadata.uid);

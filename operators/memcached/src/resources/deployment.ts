@@ -12,8 +12,8 @@
  */
 
 import type { V1DeploymentSpec, V1DeploymentStatus } from '@kubernetes/client-node';
-import { withDesiredHash, type KubeObject, type OwnerReference } from '@iot-operator/runtime';
-import { MEMCACHED_API_VERSION, MEMCACHED_KIND, type MemcachedObject } from '../api/memcached.ts';
+import { controllerReference, withDesiredHash, type KubeObject } from '@iot-operator/runtime';
+import { Memcached, type MemcachedObject } from '../api/memcached.ts';
 
 export const MEMCACHED_IMAGE = 'memcached:1.6-alpine';
 export const MEMCACHED_COMMAND: readonly string[] = ['memcached', '-m=64', '-o', 'modern', '-v'];
@@ -35,17 +35,6 @@ export function labelsForMemcached(name: string): Record<string, string> {
   return { [APP_LABEL]: APP_VALUE, [INSTANCE_LABEL]: name };
 }
 
-export function ownerReferenceTo(m: MemcachedObject): OwnerReference {
-  return {
-    apiVersion: MEMCACHED_API_VERSION,
-    kind: MEMCACHED_KIND,
-    name: m.metadata.name ?? '',
-    uid: m.metadata.uid ?? '',
-    controller: true,
-    blockOwnerDeletion: true,
-  };
-}
-
 export function desiredDeployment(m: MemcachedObject): DeploymentObject {
   const name = m.metadata.name ?? '';
   const labels = labelsForMemcached(name);
@@ -56,7 +45,7 @@ export function desiredDeployment(m: MemcachedObject): DeploymentObject {
       name,
       namespace: m.metadata.namespace,
       labels,
-      ownerReferences: [ownerReferenceTo(m)],
+      ownerReferences: [controllerReference(Memcached, m)],
     },
     spec: {
       replicas: m.spec.size,

@@ -1,13 +1,14 @@
 /**
  * Ownership of a Ptemplate's children.
  *
- * Guarantees: `ownerReferenceTo(pt)` is the controller ownerReference every child carries (so
- * the API server garbage-collects children with their Ptemplate and child events reach it);
- * `ptemplateLabels(name)` are the labels every child and consumer pod carries.
+ * Guarantees: `ownerReferenceTo(pt)` is the controller ownerReference every child carries (the
+ * runtime's `controllerReference`: the API server garbage-collects children with their
+ * Ptemplate and child events reach it); `ptemplateLabels(name)` are the labels every child and
+ * consumer pod carries.
  */
 
-import type { OwnerReference } from '@iot-operator/runtime';
-import { PTEMPLATE_API_VERSION, PTEMPLATE_KIND, type PtemplateObject } from '../api/ptemplate.ts';
+import { controllerReference, type OwnerReference } from '@iot-operator/runtime';
+import { Ptemplate, type PtemplateObject } from '../api/ptemplate.ts';
 
 /** Label naming the Ptemplate a child or consumer pod belongs to. */
 export const INSTANCE_LABEL = 'pt.example.com/ptemplate';
@@ -15,14 +16,7 @@ export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
 export const OPERATOR_NAME = 'ptemplate-operator';
 
 export function ownerReferenceTo(pt: PtemplateObject): OwnerReference {
-  return {
-    apiVersion: PTEMPLATE_API_VERSION,
-    kind: PTEMPLATE_KIND,
-    name: pt.metadata.name ?? '',
-    uid: pt.metadata.uid ?? '',
-    controller: true,
-    blockOwnerDeletion: true,
-  };
+  return controllerReference(Ptemplate, pt);
 }
 
 export function ptemplateLabels(name: string): Record<string, string> {

@@ -5,6 +5,9 @@
  * Guarantees: paths are built the way the API server expects them (core group under /api,
  * others under /apis; namespaced resources under /namespaces/<ns>); names and namespaces are
  * URL-encoded. No discovery round trip is needed: callers name the resource type they use.
+ * `controllerReference(type, owner)` is the ownerReference a child of `owner` carries: marked
+ * controller and blocking the owner's deletion, so the API server garbage-collects the child
+ * with its owner and the child's events reach the owner's controller.
  */
 
 export interface ResourceType {
@@ -53,6 +56,18 @@ export interface KubeObject {
 
 export function apiVersionOf(type: ResourceType): string {
   return type.group === '' ? type.version : `${type.group}/${type.version}`;
+}
+
+/** The controller ownerReference to `owner`, an object of `type`. */
+export function controllerReference(type: ResourceType, owner: KubeObject): OwnerReference {
+  return {
+    apiVersion: apiVersionOf(type),
+    kind: type.kind,
+    name: owner.metadata.name ?? '',
+    uid: owner.metadata.uid ?? '',
+    controller: true,
+    blockOwnerDeletion: true,
+  };
 }
 
 /** Parses "apps/v1" or "v1" into group and version. */

@@ -12,7 +12,8 @@
  *   owners, so the owner lives in the child's namespace).
  * - `watches(type, map)`: an event of any other object enqueues the keys `map` returns; on
  *   update both the old and the new object are mapped, so moving an object between owners
- *   reaches both.
+ *   reaches both. `mapByLabel(nameLabel, matching)` maps an object carrying every `matching`
+ *   label to the primary its `nameLabel` names, in the object's namespace, and others to nothing.
  * - Predicates filter events before they reach the queue (`withPredicates` applies to the
  *   primary type; `owns`/`watches` take their own).
  * - `reconcile(fn)` completes the builder, registers the controller with the manager and
@@ -28,6 +29,16 @@ import type { Predicate } from './predicates.ts';
 import { requestKey, type Reconciler, type Request } from './reconcile.ts';
 
 export type MapFunc = (obj: KubeObject) => Request[];
+
+/** Maps an object that names its primary in a label (a pod of a workload, say) to that primary. */
+export function mapByLabel(nameLabel: string, matching: Record<string, string> = {}): MapFunc {
+  return (obj) => {
+    const labels = obj.metadata.labels ?? {};
+    const name = labels[nameLabel];
+    if (!name || Object.entries(matching).some(([key, value]) => labels[key] !== value)) return [];
+    return [{ namespace: obj.metadata.namespace, name }];
+  };
+}
 
 interface Watch {
   type: ResourceType;

@@ -4,6 +4,8 @@
  * Guarantees: a predicate that leaves a hook undefined lets that kind of event through;
  * `generationChanged` passes updates only when `metadata.generation` changed (status-only writes
  * do not trigger a reconcile); `labelsChanged` passes updates only when labels differ;
+ * `phaseOrDeletionChanged` passes updates only when `status.phase` or the deletion mark changed
+ * (whether a pod is live: heartbeats and other status writes do not count);
  * `and`/`or` combine predicates as their names say.
  */
 import type { KubeObject } from '../client/resource.ts';
@@ -21,6 +23,11 @@ export function generationChanged(): Predicate {
 
 export function labelsChanged(): Predicate {
   return { update: (a, b) => !sameStringMap(a.metadata.labels, b.metadata.labels) };
+}
+
+export function phaseOrDeletionChanged(): Predicate {
+  const phase = (obj: KubeObject) => (obj as { status?: { phase?: unknown } }).status?.phase;
+  return { update: (a, b) => phase(a) !== phase(b) || a.metadata.deletionTimestamp !== b.metadata.deletionTimestamp };
 }
 
 export function annotationsChanged(): Predicate {
