@@ -50,17 +50,8 @@ export function operatorCommand(): Command {
 export function parseOperatorOptions(argv: string[]): OperatorOptions {
   const command: Command = operatorCommand();
   command.parse(argv, { from: 'user' });
-  const o = command.opts<{
-    operatorName?: string;
-    watchNamespace: string;
-    defaultRegistry: string;
-    maxConcurrentReconciles: number;
-    leaderElect: boolean;
-    metricsBindAddress: string;
-    logLevel: string;
-    kubeconfig?: string;
-    syncPeriod: string;
-  }>();
+  // As parsed: the name may be missing and the sync period is still text.
+  const o = command.opts<Omit<OperatorOptions, 'operatorName' | 'syncPeriodMs'> & { operatorName?: string; syncPeriod: string }>();
   if (!o.operatorName) command.error('error: OPERATOR_NAME (or --operator-name) must name the landscape namespace');
   if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(o.operatorName) || o.operatorName.length > 63) {
     command.error(`error: OPERATOR_NAME "${o.operatorName}" is not a valid namespace name (DNS-1123 label)`);
