@@ -3,10 +3,9 @@
  * its image-pull-secret), the operator in-process or as a process, IoTService objects and waits on
  * what `kubectl` would show.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { Kinds, isNotFound, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { repoRoot, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { repoRoot, spawnOperator as spawnOperatorProcess, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
 import type { IoTServiceSpec, IoTServiceStatus } from '../src/api/iotservice.ts';
 import { IoTServiceType } from '../src/controller.ts';
 import { createIoTOperator } from '../src/operator.ts';
@@ -60,16 +59,13 @@ export async function startOperator(env: TestEnv, operatorName: string, override
   return mgr;
 }
 
-/** Runs the `iot-operator` bin as a separate process (so that it can be SIGKILLed). */
-export function spawnOperator(env: TestEnv, operatorName: string, args: string[] = [], extraEnv: Record<string, string> = {}): ChildProcess & { output: () => string } {
-  const child = spawn(process.execPath, [path.join(repoRoot, 'operators/iot/bin/iot-operator.js'), '--metrics-bind-address=127.0.0.1:0', '--log-level=info', ...args], {
-    env: { ...process.env, KUBECONFIG: env.kubeconfigPath, OPERATOR_NAME: operatorName, WATCH_NAMESPACE: '', ...extraEnv },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout!.on('data', (d) => (output += d));
-  child.stderr!.on('data', (d) => (output += d));
-  return Object.assign(child, { output: () => output });
+/** Runs the `iot-operator` bin as a separate process (so that it can be SIGKILLed); `output()` is its stdout and stderr. */
+export function spawnOperator(env: TestEnv, operatorName: string, args: string[] = [], extraEnv: Record<string, string> = {}): OperatorProcess {
+  return spawnOperatorProcess(
+    [path.join(repoRoot, 'operators/iot/bin/iot-operator.js'), '--metrics-bind-address=127.0.0.1:0', '--log-level=info', ...args],
+    { KUBECONFIG: env.kubeconfigPath, OPERATOR_NAME: operatorName, WATCH_NAMESPACE: '', ...extraEnv },
+    { output: 'all' },
+  );
 }
 
 export function iotService(name: string, landscape: string, spec: Partial<IoTServiceSpec> = {}): IoTObject {

@@ -7,14 +7,11 @@
  * committed deploy/ RBAC.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { after, before, describe, test } from 'node:test';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { pino } from 'pino';
 import { ApiError, isNotFound, Kinds, type Manager } from '@iot-operator/runtime';
-import { repoRoot, serviceAccountKubeconfig, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import { serviceAccountKubeconfig, spawnOperator, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 import { MEMCACHED_CRD_FILE } from '../src/api/crd.ts';
 import { Memcached, type MemcachedObject } from '../src/api/memcached.ts';
 import { createMemcachedOperator } from '../src/operator.ts';
@@ -71,12 +68,7 @@ describe('memcached operator', () => {
     env = await testEnv();
     await env.installCrd(crdFile);
     ns = await env.namespace('memcached');
-    mgr = await createMemcachedOperator({
-      kubeconfigPath: env.kubeconfigPath,
-      watchNamespace: ns,
-      httpAddress: '127.0.0.1:0',
-      logger: pino({ level: process.env.LOG_LEVEL ?? 'warn' }),
-    });
+    mgr = await createMemcachedOperator(env.operatorOptions(ns));
     await mgr.start();
   });
 
@@ -155,24 +147,22 @@ describe('memcached operator', () => {
     await mgr.stop(); // the process alone reconciles from here on
     const kubeconfig = await serviceAccountKubeconfig(env, ns, ['service_account.yml', 'role.yml', 'role_binding.yml'].map((f) => path.join(deployDir, f)));
     await env.client.create(Memcached, memcached(2, 'from-process'));
-    const child = spawn(process.execPath, ['--import', 'tsx', 'operators/memcached/src/main.ts', '--leader-elect', '--metrics-bind-address', '127.0.0.1:0'], {
-      cwd: repoRoot,
-      env: { ...process.env, KUBECONFIG: kubeconfig.file, WATCH_NAMESPACE: ns, LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'ignore', 'pipe'],
+    const operator = spawnOperator(['--import', 'tsx', 'operators/memcached/src/main.ts', '--leader-elect', '--metrics-bind-address', '127.0.0.1:0'], {
+      KUBECONFIG: kubeconfig.file,
+      WATCH_NAMESPACE: ns,
+      LOG_LEVEL: 'warn',
     });
-    let stderr = '';
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    let code: number | null;
     try {
       const nodes = await waitForPodsAndStatus(2, 'from-process');
       assert.equal(nodes.length, 2);
       const lease = await env.client.get(Kinds.Lease, 'memcached-operator-leader', ns);
       assert.ok(lease.metadata.uid, 'the operator holds its leader-election Lease');
     } finally {
-      child.kill('SIGTERM');
+      code = await operator.stop();
       await kubeconfig.cleanup();
     }
-    const [code] = (await once(child, 'exit')) as [number | null];
-    assert.equal(code, 0, `operator exit code (stderr: ${stderr.slice(-2000)})`);
-    assert.doesNotMatch(stderr, /Forbidden|forbidden/, 'no request was refused by RBAC');
+    assert.equal(code, 0, `operator exit code (stderr: ${operator.output().slice(-2000)})`);
+    assert.doesNotMatch(operator.output(), /Forbidden|forbidden/, 'no request was refused by RBAC');
   });
 });

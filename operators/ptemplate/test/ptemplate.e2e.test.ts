@@ -10,15 +10,12 @@
  * ServiceAccount with only the committed deploy/ RBAC.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { pino } from 'pino';
 import { isNotFound, Kinds, type KubeObject, type Manager, type ResourceType } from '@iot-operator/runtime';
-import { repoRoot, serviceAccountKubeconfig, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import { serviceAccountKubeconfig, spawnOperator, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 import { PTEMPLATE_CRD_FILE } from '../src/api/crd.ts';
 import { Ptemplate, type PtemplateObject, type PtemplateSpec } from '../src/api/ptemplate.ts';
 import { createPtemplateOperator } from '../src/operator.ts';
@@ -134,12 +131,7 @@ describe('ptemplate operator', () => {
     selectedNode = kwok.at(-1)!;
     otherNodes = kwok.slice(0, -1);
     await patchNode(selectedNode, { [labelKey]: 'selected' }, '5');
-    mgr = await createPtemplateOperator({
-      kubeconfigPath: env.kubeconfigPath,
-      watchNamespace: ns,
-      httpAddress: '127.0.0.1:0',
-      logger: pino({ level: process.env.LOG_LEVEL ?? 'warn' }),
-    });
+    mgr = await createPtemplateOperator(env.operatorOptions(ns));
     await mgr.start();
   });
 
@@ -272,13 +264,12 @@ describe('ptemplate operator', () => {
     await mgr.stop(); // the process alone reconciles from here on
     const kubeconfig = await serviceAccountKubeconfig(env, ns, ['service_account.yml', 'role.yml', 'role_binding.yml'].map((f) => path.join(deployDir, f)));
     await env.client.create(Ptemplate, ptemplate('from-process', { consumerimage: 'registry.example.com/pt-consumer:3', requiredDevices: 0 }));
-    const child = spawn(process.execPath, ['--import', 'tsx', 'operators/ptemplate/src/main.ts', '--leader-elect', '--metrics-bind-address', '127.0.0.1:0'], {
-      cwd: repoRoot,
-      env: { ...process.env, KUBECONFIG: kubeconfig.file, WATCH_NAMESPACE: ns, LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'ignore', 'pipe'],
+    const operator = spawnOperator(['--import', 'tsx', 'operators/ptemplate/src/main.ts', '--leader-elect', '--metrics-bind-address', '127.0.0.1:0'], {
+      KUBECONFIG: kubeconfig.file,
+      WATCH_NAMESPACE: ns,
+      LOG_LEVEL: 'warn',
     });
-    let stderr = '';
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    let code: number | null;
     try {
       const pods = await waitForConsumers('registry.example.com/pt-consumer:3', 'from-process');
       assert.deepEqual(pods.map((p) => p.spec?.nodeName), [selectedNode]);
@@ -292,11 +283,10 @@ describe('ptemplate operator', () => {
       });
       assert.equal(c?.reason, 'ModuleInPlace');
     } finally {
-      child.kill('SIGTERM');
+      code = await operator.stop();
       await kubeconfig.cleanup();
     }
-    const [code] = (await once(child, 'exit')) as [number | null];
-    assert.equal(code, 0, `operator exit code (stderr: ${stderr.slice(-2000)})`);
-    assert.doesNotMatch(stderr, /Forbidden|forbidden/, 'no request was refused by RBAC');
+    assert.equal(code, 0, `operator exit code (stderr: ${operator.output().slice(-2000)})`);
+    assert.doesNotMatch(operator.output(), /Forbidden|forbidden/, 'no request was refused by RBAC');
   });
 });

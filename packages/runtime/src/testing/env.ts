@@ -8,6 +8,8 @@
  * - `namespace()` creates a fresh namespace with a unique name per call and deletes it in
  *   `cleanup()` (call it from the suite's `after`).
  * - `installCrd` applies a CRD and waits until it is Established.
+ * - `operatorOptions(namespace)` runs an operator in the test process against this cluster,
+ *   watching `namespace`, its HTTP server on a free port, logging at $LOG_LEVEL (default warn).
  * - `waitFor` polls until a condition holds and, on timeout, fails with a message saying what
  *   was expected and what was last seen.
  */
@@ -17,10 +19,12 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { pino } from 'pino';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { KubeClient } from '../client/client.ts';
 import { isNotFound } from '../client/errors.ts';
 import { Kinds, type KubeObject } from '../client/resource.ts';
+import type { OperatorProcessOptions } from '../manager/operator-process.ts';
 import { RuntimeMetrics } from '../metrics/runtime-metrics.ts';
 
 const run = promisify(execFile);
@@ -46,6 +50,11 @@ export class TestEnv {
     await this.client.create(Kinds.Namespace, { metadata: { name, labels: { 'iot-operator.test/e2e': 'true', ...labels } } });
     this.namespaces.add(name);
     return name;
+  }
+
+  /** Options for an operator run in this process against the test cluster, watching `namespace`. */
+  operatorOptions(namespace: string): OperatorProcessOptions {
+    return { kubeconfigPath: this.kubeconfigPath, watchNamespace: namespace, httpAddress: '127.0.0.1:0', logger: pino({ level: process.env.LOG_LEVEL ?? 'warn' }) };
   }
 
   /** Deletes the namespaces this env created (without waiting for them to disappear). */
