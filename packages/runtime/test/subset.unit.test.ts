@@ -1,3 +1,8 @@
+/**
+ * Comparing desired and observed objects: the subset check ignores what only the server sets
+ * and names the first difference; overlay builds a full replace; the desired-hash stamp makes a
+ * removed field a difference; childDifference tolerates owner references others added.
+ */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { childDifference, firstDifference, isSubset } from '../src/apply/subset.ts';
