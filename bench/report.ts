@@ -95,6 +95,8 @@ export const FIGURES: Record<string, [string, string][]> = {
     ['change → Available p99 (s)', 'changeToAvailable.p99S'],
     ['change → operator applied (all workloads carry the new image) p50 (s)', 'changeToApplied.p50S'],
     ['change → operator applied p99 (s)', 'changeToApplied.p99S'],
+    ['floor (same run, no operator): change → workloads ready p50 (s)', 'floor.changeToReady.p50S'],
+    ['floor (same run, no operator): change → workloads ready p99 (s)', 'floor.changeToReady.p99S'],
     ['work queue wait p50 (s, from histogram)', 'queueDuration.p50S'],
     ['work queue wait p99 (s, from histogram)', 'queueDuration.p99S'],
     ['operator requests per minute', 'operator.requestsPerMin'],

@@ -44,7 +44,7 @@ const scenarios: Record<string, ScenarioSpec> = {
   burst: { run: runBurst, defaults: { n: 100 }, pods: (o) => o.n * PODS_PER_INSTANCE, uses: ['n', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND },
   steady: { run: runSteady, defaults: { n: 100, m: 5 }, pods: (o) => o.n * PODS_PER_INSTANCE, uses: ['n', 'm', 'workers'], operator: IOT_DEFAULT_COMMAND },
   latency: { run: runLatency, defaults: { k: 30 }, pods: (o) => o.k * PODS_PER_INSTANCE, uses: ['k', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND },
-  churn: { run: runChurn, defaults: { n: 100, m: 5 }, pods: (o) => Math.ceil(o.n * PODS_PER_INSTANCE * 1.5), uses: ['n', 'm', 'periodS', 'fraction', 'workers'], operator: IOT_DEFAULT_COMMAND },
+  churn: { run: runChurn, defaults: { n: 100, m: 5 }, pods: (o) => Math.ceil(o.n * PODS_PER_INSTANCE * 1.5), uses: ['n', 'm', 'periodS', 'fraction', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND },
   restart: { run: runRestart, defaults: { n: 100 }, pods: (o) => o.n * PODS_PER_INSTANCE, uses: ['n', 'workers'], operator: IOT_DEFAULT_COMMAND },
   memcached: { run: runMemcached, defaults: { n: 1000 }, pods: (o) => o.n, uses: ['n'], operator: MEMCACHED_DEFAULT_COMMAND },
   floor: { run: runFloor, defaults: { n: 100, k: 30 }, pods: (o) => Math.max(o.n, o.k) * PODS_PER_INSTANCE, uses: ['n', 'k'] },
@@ -62,7 +62,7 @@ options:
   --runs <count>         repetitions, each written to its own result file (default 1)
   --operator-cmd "<cmd>" operator under test (default: the scenario's operator bin)
   --workers <count>      --max-concurrent-reconciles passed to the IoT operator
-  --no-floor             burst/latency: skip the operator-free floor measured in the same run
+  --no-floor             burst/latency/churn: skip the operator-free floor measured in the same run
   --period <seconds>     churn: seconds between rounds of changes (default 10)
   --fraction <0..1>      churn: share of instances changed per round (default 0.1)
   --timeout <seconds>    give up waiting after this long (default 900)

@@ -10,6 +10,9 @@
  * window (estimated from its histogram buckets, as PromQL's histogram_quantile would); requests
  * per minute and per change; operator CPU and peak RSS.
  *
+ * Unless `--no-floor`, the same churn is first run without the operator (`churn-floor.ts`) in the
+ * same run, and its change → workloads ready times are recorded beside the operator's.
+ *
  * Guarantees: the window is measured after the initial burst has settled; changes stop after M
  * minutes and every pending change is waited for before the figures are taken.
  */
@@ -23,11 +26,13 @@ import { bucketDelta, histogramBuckets, histogramQuantile } from '../lib/prom.ts
 import { round, summarize } from '../lib/stats.ts';
 import { burstPhase, closeSession, openSession } from './burst.ts';
 import { waitQuiet } from './steady.ts';
+import { churnFloor } from './churn-floor.ts';
 
 const VERSIONS = ['2.4.1', '2.4.2'] as const;
 
 export async function runChurn(ctx: BenchContext): Promise<ScenarioOutput> {
   const { n, m, periodS, fraction } = ctx.options;
+  const floor = ctx.options.floor ? await churnFloor(ctx) : undefined;
   const s = await openSession(ctx, 'ch');
   try {
     const burst = await burstPhase(ctx, s, n, 'churn/burst');
@@ -132,8 +137,9 @@ export async function runChurn(ctx: BenchContext): Promise<ScenarioOutput> {
         controlPlaneClients: phase.controlPlaneClients,
         host: phase.host,
         burst: { wallS: burst.figures.wallS, available: burst.figures.available },
+        ...(floor ? { floor: floor.figures } : {}),
       },
-      samples: { changeToAvailableS: latencies, changeToAppliedS: appliedS, burstAvailableS: burst.availableS },
+      samples: { changeToAvailableS: latencies, changeToAppliedS: appliedS, burstAvailableS: burst.availableS, ...(floor?.samples ?? {}) },
       operatorCommand: s.command,
     };
   } finally {
