@@ -29,15 +29,9 @@ import { podReady, workloadReady, type PodLike, type WorkloadLike } from './read
 
 export const DEFAULT_REGISTRY = 'registry.example.com/iot';
 
-export const CHILD_TYPES: Readonly<Record<string, ResourceType>> = {
-  Namespace: Kinds.Namespace,
-  NetworkPolicy: Kinds.NetworkPolicy,
-  Secret: Kinds.Secret,
-  ConfigMap: Kinds.ConfigMap,
-  Service: Kinds.Service,
-  StatefulSet: Kinds.StatefulSet,
-  Deployment: Kinds.Deployment,
-};
+import { CHILD_TYPES } from '../../operators/iot/src/controller.ts';
+
+export { CHILD_TYPES };
 
 export interface RenderedInstance {
   id: string;

@@ -72,7 +72,8 @@ export interface IoTControllerConfig extends OperatorConfig {
   maxConcurrentReconciles: number;
 }
 
-const childTypes: Readonly<Record<string, ResourceType>> = {
+/** The resource type of each kind of child, by kind. */
+export const CHILD_TYPES: Readonly<Record<string, ResourceType>> = {
   Namespace: Kinds.Namespace,
   NetworkPolicy: Kinds.NetworkPolicy,
   Secret: Kinds.Secret,
@@ -85,7 +86,7 @@ const childTypes: Readonly<Record<string, ResourceType>> = {
 /** The cache scoping this controller needs; pass it to `Manager.create({ cache })`. */
 export function iotCacheOptions(config: IoTControllerConfig) {
   const labelSelector = landscapeSelector(config.operatorName);
-  const secondary = [...Object.values(childTypes), Kinds.Pod].map((type) => ({
+  const secondary = [...Object.values(CHILD_TYPES), Kinds.Pod].map((type) => ({
     type,
     namespace: config.watchNamespace || undefined,
     labelSelector,
@@ -109,7 +110,7 @@ export function registerIoTController(mgr: Manager, config: IoTControllerConfig,
 
   let builder = controller(mgr).named('iotservice').for(IoTServiceType).maxConcurrentReconciles(config.maxConcurrentReconciles);
   if (syncPeriodMs !== undefined) builder = builder.resyncPeriod(syncPeriodMs);
-  for (const type of [...Object.values(childTypes), Kinds.Pod]) builder = builder.watches(type, toInstance);
+  for (const type of [...Object.values(CHILD_TYPES), Kinds.Pod]) builder = builder.watches(type, toInstance);
   builder = builder.watchesSelected(Kinds.Secret, sourceSecretSelection(config), everyInstance);
   return builder.reconcile((request, ctx) => new IoTReconcile(config, ctx).run(request));
 }
@@ -176,7 +177,7 @@ class IoTReconcile {
     // The hash stamp makes fields removed from the desired object (a nodeSelector key, say) a
     // difference too, so they are applied — and server-side apply then drops them.
     const desired = child.createOnly ? (child.object as unknown as KubeObject) : withDesiredHash(child.object as unknown as KubeObject);
-    const type = childTypes[child.object.kind]!;
+    const type = CHILD_TYPES[child.object.kind]!;
     const observed = this.ctx.cache.get(type, desired.metadata.name!, desired.metadata.namespace);
     if (type === Kinds.Namespace && ownership === 'absent' && !observed) {
       await this.createNamespace(desired);
