@@ -14,7 +14,7 @@
  *   all pods are Ready. Only the kinds asked for are watched, to keep the benchmark's own load on
  *   the API server small.
  */
-import { Kinds, type KubeClient, type KubeObject, type ResourceType } from '@iot-operator/runtime';
+import { Kinds, type KubeClient, type KubeObject } from '@iot-operator/runtime';
 import {
   INSTANCE_LABEL,
   desiredChildren,
