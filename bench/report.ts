@@ -149,7 +149,11 @@ function numbersAt(results: readonly BenchResult[], dotted: string): number[] {
 /** The options that define a scenario's size, as "n=100 m=5", plus the operator command when it is not the default. */
 export function sizeKey(r: BenchResult): string {
   const keys = ['n', 'k', 'm'].filter((k) => r.options[k] !== undefined);
-  const size = keys.map((k) => `${k}=${String(r.options[k])}`).join(' ');
+  const parts = keys.map((k) => `${k}=${String(r.options[k])}`);
+  // churn's rate, when it is not the specified one (10 % every 10 s)
+  if (r.options.fraction !== undefined && r.options.fraction !== 0.1) parts.push(`fraction=${String(r.options.fraction)}`);
+  if (r.options.periodS !== undefined && r.options.periodS !== 10) parts.push(`period=${String(r.options.periodS)}s`);
+  const size = parts.join(' ');
   return r.options.operatorCmd ? `${size}; operator: \`${String(r.options.operatorCmd)}\`` : size;
 }
 
@@ -158,9 +162,11 @@ function shipped(r: BenchResult): boolean {
   return r.options.operatorCmd === undefined;
 }
 
-export function markdownTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
+/** A Markdown table; `align` gives 'l' or 'r' per column (default: first left, the others right). */
+export function markdownTable(header: readonly string[], rows: readonly (readonly string[])[], align?: string): string {
   const esc = (c: string) => c.replace(/\|/g, '\\|');
-  return [`| ${header.map(esc).join(' | ')} |`, `| ${header.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`, ...rows.map((r) => `| ${r.map(esc).join(' | ')} |`)].join('\n');
+  const rule = header.map((_, i) => ((align?.[i] ?? (i === 0 ? 'l' : 'r')) === 'r' ? '---:' : '---'));
+  return [`| ${header.map(esc).join(' | ')} |`, `| ${rule.join(' | ')} |`, ...rows.map((r) => `| ${r.map(esc).join(' | ')} |`)].join('\n');
 }
 
 const show = (n: number): string => (Number.isFinite(n) ? formatNumber(n) : '—');
@@ -197,10 +203,10 @@ function byScenario(results: readonly BenchResult[], scenario: string, n?: numbe
 
 export function evaluateTargets(results: readonly BenchResult[]): TargetRow[] {
   const rows: TargetRow[] = [];
-  const judge = (target: string, values: number[], ok: (v: number) => boolean, unit: string, basis: string, pick: (v: number[]) => number = median): TargetRow => {
+  const judge = (target: string, values: number[], ok: (v: number) => boolean, unit: string, basis: string, pick: (v: number[]) => number = median, runs = values.length): TargetRow => {
     if (values.length === 0) return { target, figure: '—', verdict: 'not measured', basis };
     const v = pick(values);
-    return { target, figure: `${show(v)}${unit}`, verdict: ok(v) ? 'holds' : 'misses', basis: `${basis}; ${values.length} run${values.length === 1 ? '' : 's'}` };
+    return { target, figure: `${show(v)}${unit}`, verdict: ok(v) ? 'holds' : 'misses', basis: `${basis}; ${runs} run${runs === 1 ? '' : 's'}` };
   };
 
   const bursts = byScenario(results, 'burst', 100);
@@ -215,7 +221,7 @@ export function evaluateTargets(results: readonly BenchResult[]): TargetRow[] {
   }
 
   const steady = byScenario(results, 'steady', 100);
-  rows.push(judge('steady: writes per minute = 0 (idle and forced resync)', [...numbersAt(steady, 'idle.writesPerMin'), ...numbersAt(steady, 'resync.writes')], (v) => v === 0, '', 'largest over idle windows and resyncs', (v) => Math.max(...v)));
+  rows.push(judge('steady: writes per minute = 0 (idle and forced resync)', [...numbersAt(steady, 'idle.writesPerMin'), ...numbersAt(steady, 'resync.writes')], (v) => v === 0, '', 'largest over idle windows and resyncs', (v) => Math.max(...v), steady.length));
 
   const latency = byScenario(results, 'latency');
   rows.push(judge('latency: create → Available p99 within 1 s of the floor', numbersAt(latency, 'availableP99MinusFloorS'), (v) => v <= 1, ' s', 'median of (p99 − floor p99) measured in the same run'));
@@ -223,7 +229,7 @@ export function evaluateTargets(results: readonly BenchResult[]): TargetRow[] {
   const rss = numbersAt(bursts, 'operator.peakRssMiB');
   rows.push(judge('operator peak RSS ≤ 150 MiB (N = 100)', rss, (v) => v <= 150, ' MiB', 'median peak RSS over burst runs'));
 
-  const churn = byScenario(results, 'churn', 100);
+  const churn = byScenario(results, 'churn', 100).filter((r) => (r.options.fraction ?? 0.1) === 0.1 && (r.options.periodS ?? 10) === 10);
   const minutes = [...new Set(churn.map((r) => r.options.m))].join(', ');
   rows.push(judge('churn: change → Available p99 ≤ 5 s (N = 100)', numbersAt(churn, 'changeToAvailable.p99S'), (v) => v <= 5, ' s', `median over runs of M = ${minutes || '?'} min`));
 
@@ -271,7 +277,7 @@ export function buildReport({ results, notes, svgName }: ReportInput): { markdow
 
   out.push('## Targets');
   out.push('');
-  out.push(markdownTable(['target', 'measured', 'verdict', 'basis'], evaluateTargets(ok).map((t) => [t.target, t.figure, t.verdict, t.basis])));
+  out.push(markdownTable(['target', 'measured', 'verdict', 'basis'], evaluateTargets(ok).map((t) => [t.target, t.figure, t.verdict, t.basis]), 'lrll'));
   out.push('');
 
   if (ok.length > 0) {
@@ -282,7 +288,7 @@ export function buildReport({ results, notes, svgName }: ReportInput): { markdow
     out.push('## Environment');
     out.push('');
     out.push(`- Machine: ${m.cores} cores (${m.cpuModel}), ${m.memoryGiB} GiB; Node.js ${ok[0]!.versions.node}; Kubernetes ${ok[0]!.versions.kubernetes} (kwok fake nodes).`);
-    out.push(`- Commits measured: ${commits.join(', ')}.`);
+    out.push(`- Commits measured: ${commits.length > 3 ? `${commits.length} (the project moved on while the runs went on; each result file names its commit)` : commits.join(', ')}.`);
     out.push(
       `- The machine was shared: the 1-minute load average at the start of a run ranged ${show(Math.min(...loads))}–${show(Math.max(...loads))} ` +
         `and ${Math.min(...apiservers)}–${Math.max(...apiservers)} API servers (other clusters) ran beside the bench cluster. ` +

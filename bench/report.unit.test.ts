@@ -116,10 +116,17 @@ describe('buildReport', () => {
 describe('markdown and SVG helpers', () => {
   it('escapes pipes in Markdown cells and right-aligns figure columns', () => {
     assert.equal(markdownTable(['a', 'b'], [['x|y', '1']]), '| a | b |\n| --- | ---: |\n| x\\|y | 1 |');
+    assert.match(markdownTable(['a', 'b', 'c'], [], 'lrl'), /\| --- \| ---: \| --- \|/);
   });
 
-  it('names a size by n, k and m', () => {
-    assert.equal(sizeKey(result('churn', { n: 100, m: 5, runs: 3 }, {})), 'n=100 m=5');
+  it('names a size by n, k and m, and a churn rate other than the specified one', () => {
+    assert.equal(sizeKey(result('churn', { n: 100, m: 5, runs: 3, fraction: 0.1, periodS: 10 }, {})), 'n=100 m=5');
+    assert.equal(sizeKey(result('churn', { n: 100, m: 5, fraction: 0.01, periodS: 10 }, {})), 'n=100 m=5 fraction=0.01');
+  });
+
+  it('judges churn only at the specified rate', () => {
+    const slow = result('churn', { n: 100, m: 5, fraction: 0.01 }, { changeToAvailable: { p99S: 2 } });
+    assert.equal(evaluateTargets([slow]).find((r) => r.target.startsWith('churn'))!.verdict, 'not measured');
   });
 
   it('rounds the axis up to 1, 2, 2.5 or 5 × 10^k', () => {
@@ -145,5 +152,12 @@ describe('operator variants', () => {
     assert.ok(evaluateTargets([variant]).every((r) => r.verdict === 'not measured'));
     const { markdown } = buildReport({ results: [variant, burst(10, 1.1, 100, {})], svgName: 'x.svg' });
     assert.match(markdown, /### burst \(n=100; operator: `node other.mjs`; 1 run\)/);
+  });
+});
+
+describe('number formatting', () => {
+  it('keeps two significant digits below 0.01 instead of printing 0.000', async () => {
+    const { formatNumber } = await import('./lib/results.ts');
+    assert.deepEqual([0.0001, 0.00456, 0.5, 12.34, 1234.5, 7].map(formatNumber), ['0.0001', '0.0046', '0.500', '12.3', '1235', '7']);
   });
 });

@@ -21,6 +21,7 @@ import { IOT_DEFAULT_COMMAND, PODS_PER_INSTANCE, installIoTCrd, removeLeftovers 
 import { clusterDirOf, connect, ensureBenchCluster, kubernetesVersion, log, podCapacity, repoRoot } from './lib/kube.ts';
 import { OperatorProcess } from './lib/operator.ts';
 import { flatten, formatTable, gitInfo, machineInfo, writeResult, type BenchResult } from './lib/results.ts';
+import { bundleOperator } from '../scripts/bundle.ts';
 import { writeReport } from './report.ts';
 import { runBurst } from './scenarios/burst.ts';
 import { runChurn } from './scenarios/churn.ts';
@@ -38,15 +39,17 @@ interface ScenarioSpec {
   /** Option names that matter for this scenario (recorded in the result). */
   uses: (keyof BenchOptions)[];
   operator?: string;
+  /** The operator whose bundle (scripts/bundle.ts) the default command runs; rebuilt before the runs. */
+  bundle?: string;
 }
 
 const scenarios: Record<string, ScenarioSpec> = {
-  burst: { run: runBurst, defaults: { n: 100 }, pods: (o) => o.n * PODS_PER_INSTANCE, uses: ['n', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND },
-  steady: { run: runSteady, defaults: { n: 100, m: 5 }, pods: (o) => o.n * PODS_PER_INSTANCE, uses: ['n', 'm', 'workers'], operator: IOT_DEFAULT_COMMAND },
-  latency: { run: runLatency, defaults: { k: 30 }, pods: (o) => o.k * PODS_PER_INSTANCE, uses: ['k', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND },
-  churn: { run: runChurn, defaults: { n: 100, m: 5 }, pods: (o) => Math.ceil(o.n * PODS_PER_INSTANCE * 1.5), uses: ['n', 'm', 'periodS', 'fraction', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND },
-  restart: { run: runRestart, defaults: { n: 100 }, pods: (o) => o.n * PODS_PER_INSTANCE, uses: ['n', 'workers'], operator: IOT_DEFAULT_COMMAND },
-  memcached: { run: runMemcached, defaults: { n: 1000 }, pods: (o) => o.n, uses: ['n'], operator: MEMCACHED_DEFAULT_COMMAND },
+  burst: { run: runBurst, defaults: { n: 100 }, pods: (o) => o.n * PODS_PER_INSTANCE, uses: ['n', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot' },
+  steady: { run: runSteady, defaults: { n: 100, m: 5 }, pods: (o) => o.n * PODS_PER_INSTANCE, uses: ['n', 'm', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot' },
+  latency: { run: runLatency, defaults: { k: 30 }, pods: (o) => o.k * PODS_PER_INSTANCE, uses: ['k', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot' },
+  churn: { run: runChurn, defaults: { n: 100, m: 5 }, pods: (o) => Math.ceil(o.n * PODS_PER_INSTANCE * 1.5), uses: ['n', 'm', 'periodS', 'fraction', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot' },
+  restart: { run: runRestart, defaults: { n: 100 }, pods: (o) => o.n * PODS_PER_INSTANCE, uses: ['n', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot' },
+  memcached: { run: runMemcached, defaults: { n: 1000 }, pods: (o) => o.n, uses: ['n'], operator: MEMCACHED_DEFAULT_COMMAND, bundle: 'memcached' },
   floor: { run: runFloor, defaults: { n: 100, k: 30 }, pods: (o) => Math.max(o.n, o.k) * PODS_PER_INSTANCE, uses: ['n', 'k'] },
 };
 
@@ -60,7 +63,7 @@ options:
   --m <minutes>          steady: idle time; churn: duration (default 5)
   --k <count>            latency/floor: instances created one at a time (default 30; floor --k 0 skips)
   --runs <count>         repetitions, each written to its own result file (default 1)
-  --operator-cmd "<cmd>" operator under test (default: the scenario's operator bin)
+  --operator-cmd "<cmd>" operator under test (default: the scenario's operator, bundled as the image ships it)
   --workers <count>      --max-concurrent-reconciles passed to the IoT operator
   --no-floor             burst/latency/churn: skip the operator-free floor measured in the same run
   --period <seconds>     churn: seconds between rounds of changes (default 10)
@@ -160,6 +163,8 @@ async function main(): Promise<number> {
   const recorded: Record<string, unknown> = { runs: options.runs, timeoutS: options.timeoutS };
   for (const key of spec.uses) recorded[key] = options[key];
   if (options.operatorCmd) recorded.operatorCmd = options.operatorCmd;
+
+  if (spec.bundle && !options.operatorCmd) log(`bundled ${path.relative(repoRoot, await bundleOperator(spec.bundle))}`);
 
   let failures = 0;
   for (let run = 1; run <= options.runs; run++) {

@@ -87,7 +87,10 @@ export function formatNumber(n: number): string {
   if (!Number.isFinite(n)) return String(n);
   if (Number.isInteger(n)) return String(n);
   const abs = Math.abs(n);
-  return abs >= 100 ? n.toFixed(0) : abs >= 10 ? n.toFixed(1) : abs >= 1 ? n.toFixed(2) : n.toFixed(3);
+  if (abs >= 100) return n.toFixed(0);
+  if (abs >= 10) return n.toFixed(1);
+  if (abs >= 1) return n.toFixed(2);
+  return abs >= 0.01 ? n.toFixed(3) : String(Number(n.toPrecision(2)));
 }
 
 /** Flattens nested figures into `a.b.c = value` rows for printing. */

@@ -54,11 +54,12 @@ describe('deploy artefacts', () => {
     assert.equal(container.env.find((e) => e.name === 'WATCH_NAMESPACE')?.value, '');
   });
 
-  it('namespace.yml provides the landscape namespace and its image-pull-secret; the Dockerfile runs unprivileged', () => {
+  it('namespace.yml provides the landscape namespace and its image-pull-secret; the image runs the bundled operator unprivileged', () => {
     const docs = parseAllDocuments(read('deploy/namespace.yml')).map((d) => d.toJSON() as { kind: string; metadata: { name: string } });
     assert.deepEqual(docs.map((d) => `${d.kind}/${d.metadata.name}`), ['Namespace/devawsk8s', 'Secret/image-pull-secret']);
     const dockerfile = read('Dockerfile');
     assert.match(dockerfile, /^USER 1000/m);
-    assert.match(dockerfile, /--omit=dev/);
+    assert.match(dockerfile, /RUN node --import tsx scripts\/bundle\.ts iot/);
+    assert.match(dockerfile, /^ENTRYPOINT \["node", "iot-operator\.mjs"\]/m);
   });
 });

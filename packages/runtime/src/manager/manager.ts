@@ -219,7 +219,10 @@ export class Manager {
     this.server = http.createServer((req, res) => void this.serve(req, res));
     return new Promise((resolve, reject) => {
       this.server!.once('error', reject);
-      this.server!.listen(port, host, () => resolve());
+      this.server!.listen(port, host, () => {
+        this.logger.info({ address: `${host}:${this.httpPort}` }, 'serving /metrics, /healthz and /readyz');
+        resolve();
+      });
     });
   }
 
