@@ -14,7 +14,8 @@
  * - `paused`: no child is created, changed or deleted; status is still reported.
  * - Deletion: the finalizer holds the IoTService until the instance namespace is gone; it is then
  *   removed without touching any other party's finalizer.
- * - Status is recomputed from what is observed and written only when it changes; each meaningful
+ * - Status is recomputed from what is observed and written only when it changes; progress within
+ *   a rollout is written at most every few seconds (status-writes.ts); each meaningful
  *   transition is recorded as an Event on the IoTService. Refusals that retrying cannot fix
  *   (403, 422) become `Failed`; transient errors are retried with backoff and never set `Failed`.
  */
@@ -55,7 +56,9 @@ import {
   type Instance,
   type OperatorConfig,
 } from './resources/index.ts';
-import { computeStatus, msUntilStuckPodFailure, statusEqual, statusTransitionEvent, type ReconcileOutcome } from './status.ts';
+import { RenderedChildren, type PreparedChild, type Rendering } from './rendered-children.ts';
+import { StatusWrites } from './status-writes.ts';
+import { computeStatus, msUntilStuckPodFailure, statusTransitionEvent, type ReconcileOutcome } from './status.ts';
 
 export const IoTServiceType = customResource(API_GROUP, API_VERSION, IOTSERVICE_KIND, IOTSERVICE_PLURAL);
 export const FINALIZER = 'cp.iotservices.io/cleanup';
@@ -112,7 +115,14 @@ export function registerIoTController(mgr: Manager, config: IoTControllerConfig,
   if (syncPeriodMs !== undefined) builder = builder.resyncPeriod(syncPeriodMs);
   for (const type of [...Object.values(CHILD_TYPES), Kinds.Pod]) builder = builder.watches(type, toInstance);
   builder = builder.watchesSelected(Kinds.Secret, sourceSecretSelection(config), everyInstance);
-  return builder.reconcile((request, ctx) => new IoTReconcile(config, ctx).run(request));
+  const memory: ReconcileMemory = { statusWrites: new StatusWrites(), rendered: new RenderedChildren() };
+  return builder.reconcile((request, ctx) => new IoTReconcile(config, ctx, memory).run(request));
+}
+
+/** What reconciles of an instance remember between runs (shortcuts only; see each module). */
+interface ReconcileMemory {
+  statusWrites: StatusWrites;
+  rendered: RenderedChildren;
 }
 
 /** One reconcile of one IoTService. */
@@ -120,23 +130,27 @@ class IoTReconcile {
   constructor(
     private readonly config: IoTControllerConfig,
     private readonly ctx: ReconcileContext,
+    private readonly memory: ReconcileMemory,
   ) {}
 
   async run(request: Request): Promise<ReconcileResult> {
     const cached = this.ctx.cache.get<IoTService & KubeObject>(IoTServiceType, request.name, request.namespace);
-    if (!cached) return;
+    if (!cached) {
+      this.forget(request);
+      return;
+    }
     if (cached.metadata.deletionTimestamp) return this.finalize(cached);
     const iot = await addFinalizer(this.ctx.client, IoTServiceType, cached, FINALIZER);
 
     const resolved = resolveInstance(iot, this.config);
     if (!resolved.ok) return this.report(iot, undefined, { kind: 'failed', failure: resolved.failure }, resolved.namespace);
     const instance = resolved.instance;
-    const outcome = await this.realise(instance);
+    const outcome = await this.realise(iot, instance);
     return this.report(iot, instance, outcome, instance.namespace);
   }
 
   /** Brings the children to their desired state (unless paused); says what happened. */
-  private async realise(instance: Instance): Promise<ReconcileOutcome> {
+  private async realise(iot: IoTService & KubeObject, instance: Instance): Promise<ReconcileOutcome> {
     if (this.config.watchNamespace && this.config.watchNamespace !== instance.namespace) {
       return failed({
         reason: 'NamespaceNotOwned',
@@ -154,15 +168,17 @@ class IoTReconcile {
     const source = this.ctx.cache.get<V1Secret & KubeObject>(Kinds.Secret, IMAGE_PULL_SECRET_NAME, this.config.operatorName, sourceSecretSelection(this.config));
     if (!source) return failed(imagePullSecretMissingFailure(IMAGE_PULL_SECRET_NAME, this.config.operatorName));
 
-    // Fresh credentials are used only if the credentials Secret does not exist yet.
-    const { children } = desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials() });
+    const rendering = this.memory.rendered.get(keyOf({ namespace: iot.metadata.namespace, name: iot.metadata.name! }), `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}`, () =>
+      // Fresh credentials are used only if the credentials Secret does not exist yet.
+      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials() }).children.map(prepareChild),
+    );
     let writes = 0;
-    for (const child of children) {
+    for (const [index, prepared] of rendering.children.entries()) {
       try {
-        if (await this.ensureChild(child, ownership)) writes++;
+        if (await this.ensureChild(prepared, index, rendering, ownership)) writes++;
       } catch (err) {
         if (isApiError(err, 'Forbidden') || isApiError(err, 'Invalid')) {
-          const { kind, metadata } = child.object;
+          const { kind, metadata } = prepared.child.object;
           return failed(apiRefusedFailure(err.reason as 'Forbidden' | 'Invalid', { kind, name: metadata.name, namespace: metadata.namespace }, err.message));
         }
         throw err;
@@ -172,11 +188,8 @@ class IoTReconcile {
     return { kind: 'applied', childrenMatched: writes === 0 };
   }
 
-  /** Writes one child if it is missing or differs; true when it wrote. */
-  private async ensureChild(child: DesiredChild, ownership: 'absent' | 'owned'): Promise<boolean> {
-    // The hash stamp makes fields removed from the desired object (a nodeSelector key, say) a
-    // difference too, so they are applied — and server-side apply then drops them.
-    const desired = child.createOnly ? (child.object as unknown as KubeObject) : withDesiredHash(child.object as unknown as KubeObject);
+  /** Writes child `index` of the rendering if it is missing or differs; true when it wrote. */
+  private async ensureChild({ child, desired }: PreparedChild, index: number, rendering: Rendering, ownership: 'absent' | 'owned'): Promise<boolean> {
     const type = CHILD_TYPES[child.object.kind]!;
     const observed = this.ctx.cache.get(type, desired.metadata.name!, desired.metadata.namespace);
     if (type === Kinds.Namespace && ownership === 'absent' && !observed) {
@@ -194,14 +207,21 @@ class IoTReconcile {
       return true;
     }
     if (observed) {
+      if (rendering.matches(index, observed.metadata.resourceVersion)) return false;
       const difference = firstDifference(desired, observed);
-      if (difference === undefined) return false;
+      if (difference === undefined) {
+        rendering.recordMatch(index, observed.metadata.resourceVersion);
+        return false;
+      }
       this.ctx.log.debug({ kind: type.kind, name: desired.metadata.name, field: difference }, 'child differs');
     }
     let applied: KubeObject | undefined;
     try {
       applied = await this.ctx.client.apply(type, desired, { fieldManager: FIELD_MANAGER, force: true });
-      if (firstDifference(desired, applied) === undefined) return true;
+      if (firstDifference(desired, applied) === undefined) {
+        rendering.recordMatch(index, applied.metadata.resourceVersion);
+        return true;
+      }
     } catch (err) {
       // Apply merges list entries by key: an entry someone else added by hand can make the
       // merged object invalid (say, two ports named "http"). A full replace can still fix it.
@@ -252,21 +272,24 @@ class IoTReconcile {
       observed: { deployments: inNamespace<V1Deployment>(Kinds.Deployment), statefulSets: inNamespace<V1StatefulSet>(Kinds.StatefulSet), pods },
       now,
     });
-    if (!statusEqual(iot.status, next)) {
-      await this.writeStatus(iot, next);
-      const event = statusTransitionEvent(iot.status, next);
+    const key = keyOf({ namespace: iot.metadata.namespace, name: iot.metadata.name! });
+    const decision = this.memory.statusWrites.decide(key, iot, next);
+    if (decision.write) {
+      await this.writeStatus(iot, decision.current, next);
+      this.memory.statusWrites.written(key, iot.metadata.resourceVersion, next);
+      const event = statusTransitionEvent(decision.current, next);
       if (event) this.ctx.recorder.event(iot, event.type, event.reason, event.message);
     }
-    // Time passing is no event: look again when a stuck pod would cross the 5-minute rule, and
-    // periodically while the instance is not Available.
+    // Time passing is no event: look again when a stuck pod would cross the 5-minute rule, when
+    // held-back progress is due, and periodically while the instance is not Available.
     const stuckAt = msUntilStuckPodFailure(pods, now);
-    const recheck = next.phase === 'Available' ? stuckAt : Math.min(PROCESSING_RECHECK_MS, stuckAt ?? Infinity);
-    return recheck === undefined ? undefined : { requeueAfterMs: recheck };
+    const recheck = Math.min(next.phase === 'Available' ? Infinity : PROCESSING_RECHECK_MS, stuckAt ?? Infinity, decision.write ? Infinity : (decision.retryAfterMs ?? Infinity));
+    return recheck === Infinity ? undefined : { requeueAfterMs: recheck };
   }
 
-  private async writeStatus(iot: IoTService & KubeObject, status: IoTServiceStatus): Promise<void> {
+  private async writeStatus(iot: IoTService & KubeObject, current: IoTServiceStatus | undefined, status: IoTServiceStatus): Promise<void> {
     // A merge patch: fields absent from the new status are removed explicitly.
-    const removed = Object.fromEntries(Object.keys(iot.status ?? {}).filter((k) => !(k in status)).map((k) => [k, null]));
+    const removed = Object.fromEntries(Object.keys(current ?? {}).filter((k) => !(k in status)).map((k) => [k, null]));
     await this.ctx.client.patchStatus(IoTServiceType, iot.metadata.name!, iot.metadata.namespace, { status: { ...removed, ...status } }, 'merge');
   }
 
@@ -292,8 +315,25 @@ class IoTReconcile {
       }
     }
     await removeFinalizer(this.ctx.client, IoTServiceType, iot, FINALIZER);
+    this.forget({ namespace: iot.metadata.namespace, name: iot.metadata.name! });
     return;
   }
+
+  private forget(request: Request): void {
+    this.memory.statusWrites.forget(keyOf(request));
+    this.memory.rendered.forget(keyOf(request));
+  }
+}
+
+/** The hash stamp makes fields removed from a desired object (a nodeSelector key, say) a
+ * difference too, so they are applied — and server-side apply then drops them. */
+function prepareChild(child: DesiredChild): PreparedChild {
+  const object = child.object as unknown as KubeObject;
+  return { child, desired: child.createOnly ? object : withDesiredHash(object) };
+}
+
+function keyOf(request: Request): string {
+  return `${request.namespace ?? ''}/${request.name}`;
 }
 
 function failed(failure: Failure): ReconcileOutcome {
