@@ -27,7 +27,7 @@
  */
 
 import type { V1Deployment, V1Pod, V1StatefulSet } from '@kubernetes/client-node';
-import { setCondition, type Condition, type ConditionUpdate } from '@iot-operator/runtime';
+import { canonicalJson, setCondition, type Condition, type ConditionUpdate } from '@iot-operator/runtime';
 import {
   COMPONENTS,
   type ComponentName,
@@ -377,17 +377,6 @@ function conditionUpdates(state: {
 /** Deep equality ignoring key order and undefined fields: decides whether a status write is needed. */
 export function statusEqual(a: IoTServiceStatus | undefined, b: IoTServiceStatus | undefined): boolean {
   return canonicalJson(a ?? {}) === canonicalJson(b ?? {});
-}
-
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-  }
-  return JSON.stringify(value);
 }
 
 export interface StatusEvent {

@@ -23,7 +23,8 @@ export function withDesiredHash<T extends KubeObject>(obj: T): T {
   return { ...obj, metadata: { ...obj.metadata, annotations: { ...annotations, [DESIRED_HASH_ANNOTATION]: hash } } };
 }
 
-function canonicalJson(value: unknown): string {
+/** JSON with object keys sorted and undefined fields dropped: equal for equal values, whatever the key order. */
+export function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (value !== null && typeof value === 'object') {
     const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
