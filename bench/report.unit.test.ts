@@ -161,3 +161,11 @@ describe('number formatting', () => {
     assert.deepEqual([0.0001, 0.00456, 0.5, 12.34, 1234.5, 7].map(formatNumber), ['0.0001', '0.0046', '0.500', '12.3', '1235', '7']);
   });
 });
+
+describe('cluster variants', () => {
+  it('keeps runs on a controller-manager with another rate limit apart and out of the targets', () => {
+    const raised = result('churn', { n: 100, m: 5, fraction: 0.1, periodS: 10, controllerManagerQps: 200 }, { changeToAvailable: { p99S: 2 } });
+    assert.equal(sizeKey(raised), 'n=100 m=5 controller-manager QPS 200');
+    assert.equal(evaluateTargets([raised]).find((r) => r.target.startsWith('churn'))!.verdict, 'not measured');
+  });
+});

@@ -20,6 +20,7 @@ import { summarizeProfile, type CpuProfile } from './lib/cpuprofile.ts';
 import { IOT_DEFAULT_COMMAND, PODS_PER_INSTANCE, installIoTCrd, removeLeftovers } from './lib/iot.ts';
 import { clusterDirOf, connect, ensureBenchCluster, kubernetesVersion, log, podCapacity, repoRoot } from './lib/kube.ts';
 import { OperatorProcess } from './lib/operator.ts';
+import { componentFlag } from './lib/proc.ts';
 import { flatten, formatTable, gitInfo, machineInfo, writeResult, type BenchResult } from './lib/results.ts';
 import { bundleOperator } from '../scripts/bundle.ts';
 import { writeReport } from './report.ts';
@@ -163,6 +164,9 @@ async function main(): Promise<number> {
   const recorded: Record<string, unknown> = { runs: options.runs, timeoutS: options.timeoutS };
   for (const key of spec.uses) recorded[key] = options[key];
   if (options.operatorCmd) recorded.operatorCmd = options.operatorCmd;
+  // A cluster made with CLUSTER_CONTROLLER_MANAGER_QPS: its results are kept apart from the default's.
+  const controllerManagerQps = componentFlag(ctx.clusterDir, 'kube-controller-manager', 'kube-api-qps');
+  if (controllerManagerQps !== undefined) recorded.controllerManagerQps = Number(controllerManagerQps);
 
   if (spec.bundle && !options.operatorCmd) log(`bundled ${path.relative(repoRoot, await bundleOperator(spec.bundle))}`);
 

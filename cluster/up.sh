@@ -6,7 +6,9 @@
 #   bash cluster/up.sh   -> progress on stderr; last stdout line: KUBECONFIG=<absolute path>
 #
 # Env: CLUSTER_NAME (default iot-operator), CLUSTER_NODES (default 2), CLUSTER_NODE_PODS (pods per
-#      node, default 1000),
+#      node, default 1000), CLUSTER_CONTROLLER_MANAGER_QPS (the controller-manager's client rate
+#      limit, --kube-api-qps with a burst of twice that; default: Kubernetes' 20; applies when the
+#      cluster is created),
 #      KWOK_WORKDIR (default ~/.kwok; the cluster lives in $KWOK_WORKDIR/clusters/$CLUSTER_NAME).
 # Idempotent: a healthy cluster is reused as is; one whose processes are gone (reboot, new
 # session) is restarted with its data; one that cannot be restarted is recreated.
@@ -17,6 +19,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 [[ "$CLUSTER_NODES" =~ ^[0-9]+$ ]] || die "CLUSTER_NODES must be a number, got '$CLUSTER_NODES'"
 CLUSTER_NODE_PODS=${CLUSTER_NODE_PODS:-1000}
 [[ "$CLUSTER_NODE_PODS" =~ ^[0-9]+$ ]] || die "CLUSTER_NODE_PODS must be a number, got '$CLUSTER_NODE_PODS'"
+CLUSTER_CONTROLLER_MANAGER_QPS=${CLUSTER_CONTROLLER_MANAGER_QPS:-}
+[[ -z "$CLUSTER_CONTROLLER_MANAGER_QPS" || "$CLUSTER_CONTROLLER_MANAGER_QPS" =~ ^[0-9]+$ ]] ||
+  die "CLUSTER_CONTROLLER_MANAGER_QPS must be a number, got '$CLUSTER_CONTROLLER_MANAGER_QPS'"
 T0=$SECONDS
 
 BIN_DIR=$(bash "$CLUSTER_DIR/build.sh" | tail -n 1)
@@ -63,10 +68,33 @@ delete_cluster() {
   rm -rf "$CLUSTER_WORKDIR"
 }
 
+# kwokctl.yaml, with the controller-manager's client rate limit added when one is asked for.
+kwokctl_config() {
+  if [[ -z "$CLUSTER_CONTROLLER_MANAGER_QPS" ]]; then
+    echo "$CLUSTER_DIR/kwokctl.yaml"
+    return
+  fi
+  local config
+  config=$(mktemp "${TMPDIR:-/tmp}/kwokctl-$CLUSTER_NAME-XXXXXX.yaml")
+  awk -v qps="$CLUSTER_CONTROLLER_MANAGER_QPS" '
+    { print }
+    /^  - name: kube-controller-manager$/ { in_kcm = 1 }
+    in_kcm && /^    extraArgs:$/ {
+      printf "      - key: kube-api-qps\n        value: \"%d\"\n      - key: kube-api-burst\n        value: \"%d\"\n", qps, 2 * qps
+      in_kcm = 0
+    }' "$CLUSTER_DIR/kwokctl.yaml" >"$config"
+  grep -q 'kube-api-qps' "$config" || die "could not add the controller-manager rate limit to kwokctl.yaml"
+  echo "$config"
+}
+
 create_cluster() {
-  log "creating cluster '$CLUSTER_NAME' (kwokctl binary runtime, $BUILD_KEY)"
-  if ! kwokctl create cluster --config "$CLUSTER_DIR/kwokctl.yaml" "${KWOKCTL_BINARY_FLAGS[@]}" \
-    --kubeconfig "" --timeout 5m >&2; then
+  log "creating cluster '$CLUSTER_NAME' (kwokctl binary runtime, $BUILD_KEY${CLUSTER_CONTROLLER_MANAGER_QPS:+, controller-manager QPS $CLUSTER_CONTROLLER_MANAGER_QPS})"
+  local config created=0
+  config=$(kwokctl_config)
+  kwokctl create cluster --config "$config" "${KWOKCTL_BINARY_FLAGS[@]}" --kubeconfig "" --timeout 5m >&2 && created=1
+  # kwokctl keeps its own copy of the configuration in the cluster's kwok.yaml.
+  [[ "$config" == "$CLUSTER_DIR/kwokctl.yaml" ]] || rm -f "$config"
+  if ((created == 0)); then
     log "kwokctl create cluster failed; component logs are in $CLUSTER_WORKDIR/logs:"
     tail -n 20 "$CLUSTER_WORKDIR"/logs/*.log >&2 2>/dev/null || true
     die "could not create cluster '$CLUSTER_NAME'"
