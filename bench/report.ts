@@ -13,8 +13,8 @@
  *   commands or cluster settings are reported in groups of their own. Ratios measured within one
  *   run (burst against the floor of the same run) are preferred over ratios of medians from
  *   separate runs.
- * - Hand-written findings (bench/analysis.md) are included verbatim, so regenerating the report
- *   never loses them.
+ * - Hand-written findings (bench/analysis.md) are included verbatim between the environment and
+ *   the results, so regenerating the report never loses them.
  */
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -300,6 +300,11 @@ export function buildReport({ results, notes, svgName }: ReportInput): { markdow
     out.push('');
   }
 
+  if (notes && notes.trim()) {
+    out.push(notes.trim());
+    out.push('');
+  }
+
   out.push('## Results');
   for (const scenario of [...SCENARIO_ORDER, ...new Set(ok.map((r) => r.scenario).filter((s) => !SCENARIO_ORDER.includes(s)))]) {
     const runs = ok.filter((r) => r.scenario === scenario);
@@ -320,11 +325,6 @@ export function buildReport({ results, notes, svgName }: ReportInput): { markdow
     }
   }
   out.push('');
-
-  if (notes && notes.trim()) {
-    out.push(notes.trim());
-    out.push('');
-  }
 
   if (failed.length > 0) {
     out.push('## Failed runs');
