@@ -173,6 +173,11 @@ export function markdownTable(header: readonly string[], rows: readonly (readonl
 }
 
 const show = (n: number): string => (Number.isFinite(n) ? formatNumber(n) : '—');
+/** "a–b", or "a" when every value is the same. */
+const spread = (values: readonly number[]): string => {
+  const [lo, hi] = [Math.min(...values), Math.max(...values)];
+  return lo === hi ? show(lo) : `${show(lo)}–${show(hi)}`;
+};
 
 /** Rows "label | median | min–max | runs" for one group of runs. */
 export function figureRows(scenario: string, runs: readonly BenchResult[]): string[][] {
@@ -294,7 +299,7 @@ export function buildReport({ results, notes, svgName }: ReportInput): { markdow
     out.push(`- Commits measured: ${commits.length > 3 ? `${commits.length} (the project moved on while the runs went on; each result file names its commit)` : commits.join(', ')}.`);
     out.push(
       `- The machine was shared: the 1-minute load average at the start of a run ranged ${show(Math.min(...loads))}–${show(Math.max(...loads))} ` +
-        `and ${Math.min(...apiservers)}–${Math.max(...apiservers)} API servers (other clusters) ran beside the bench cluster. ` +
+        `and ${spread(apiservers.map((n) => n - 1))} other clusters' API servers ran beside the bench cluster's. ` +
         'Absolute times are therefore noisy; ratios measured within one run are the robust figures.',
     );
     out.push('');
