@@ -169,3 +169,12 @@ describe('cluster variants', () => {
     assert.equal(evaluateTargets([raised]).find((r) => r.target.startsWith('churn'))!.verdict, 'not measured');
   });
 });
+
+describe('churn target', () => {
+  it('names the floor of the same runs beside the verdict', () => {
+    const run = result('churn', { n: 100, m: 5, fraction: 0.1, periodS: 10 }, { changeToAvailable: { p99S: 190 }, floor: { changeToReady: { p99S: 189 } } });
+    const row = evaluateTargets([run]).find((r) => r.target.startsWith('churn'))!;
+    assert.equal(row.verdict, 'misses');
+    assert.match(row.basis, /without the operator \(floor, same runs\): p99 189 s/);
+  });
+});
