@@ -6,6 +6,8 @@
  *   hold only objects carrying this landscape's label (plus the landscape's image-pull-secret).
  * - Child events reach their IoTService through the instance label; a change of the source
  *   image-pull-secret reaches every instance of the landscape.
+ * - Children are written stage by stage (resources/index.ts `writeStages`), the children of one
+ *   stage at once: workloads only after the namespace, its policies, secrets, config and services.
  * - A child is written only when the cached object lacks a field of its desired form or carries
  *   the hash of an older desired form (server-side apply, one field manager); the credentials Secret is created once and never written again; a
  *   reconcile of an instance whose children match makes no write at all.
@@ -32,6 +34,7 @@ import {
   isNotFound,
   overlay,
   removeFinalizer,
+  type ApiError,
   type KubeObject,
   type Manager,
   type ReconcileContext,
@@ -55,6 +58,7 @@ import {
   type DesiredChild,
   type Instance,
   type OperatorConfig,
+  writeStages,
 } from './resources/index.ts';
 import { RenderedChildren, type PreparedChild, type Rendering } from './rendered-children.ts';
 import { StatusWrites } from './status-writes.ts';
@@ -173,16 +177,15 @@ class IoTReconcile {
       desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials() }).children.map(prepareChild),
     );
     let writes = 0;
-    for (const [index, prepared] of rendering.children.entries()) {
-      try {
-        if (await this.ensureChild(prepared, index, rendering, ownership)) writes++;
-      } catch (err) {
-        if (isApiError(err, 'Forbidden') || isApiError(err, 'Invalid')) {
-          const { kind, metadata } = prepared.child.object;
-          return failed(apiRefusedFailure(err.reason as 'Forbidden' | 'Invalid', { kind, name: metadata.name, namespace: metadata.namespace }, err.message));
-        }
-        throw err;
+    for (const stage of writeStages(rendering.children.map((prepared) => prepared.child))) {
+      const results = await Promise.allSettled(stage.map((index) => this.ensureChild(rendering.children[index]!, index, rendering, ownership)));
+      writes += results.filter((r) => r.status === 'fulfilled' && r.value).length;
+      const errors = results.flatMap((r, i) => (r.status === 'rejected' ? [{ err: r.reason as unknown, child: rendering.children[stage[i]!]!.child.object }] : []));
+      // A refusal retrying cannot fix is reported; any other error is retried with backoff.
+      for (const { err, child } of errors) {
+        if (isRefusal(err)) return failed(apiRefusedFailure(err.reason, { kind: child.kind, name: child.metadata.name, namespace: child.metadata.namespace }, err.message));
       }
+      if (errors[0]) throw errors[0].err;
     }
     if (writes > 0) this.ctx.log.info({ writes }, 'children written');
     return { kind: 'applied', childrenMatched: writes === 0 };
@@ -330,6 +333,11 @@ class IoTReconcile {
 function prepareChild(child: DesiredChild): PreparedChild {
   const object = child.object as unknown as KubeObject;
   return { child, desired: child.createOnly ? object : withDesiredHash(object) };
+}
+
+/** 403 and 422: the API server refuses the child as it is; retrying cannot help. */
+function isRefusal(err: unknown): err is ApiError & { reason: 'Forbidden' | 'Invalid' } {
+  return isApiError(err, 'Forbidden') || isApiError(err, 'Invalid');
 }
 
 function keyOf(request: Request): string {

@@ -26,6 +26,7 @@ import {
   resolveInstance,
   type DesiredChildren,
   type IoTCredentials,
+  writeStages,
 } from '../src/resources/index.ts';
 import { iotService, TEST_CONFIG, testInstance } from './fixtures.ts';
 
@@ -152,6 +153,31 @@ describe('desired children', () => {
       ['iot-credentials'],
       'only the credentials are create-only',
     );
+  });
+
+  it('are written in three stages: the namespace; policies, secrets, config and services; then the workloads', () => {
+    const all = children();
+    const stages = writeStages(all.children).map((indexes) => indexes.map((i) => `${all.children[i]!.object.kind}/${all.children[i]!.object.metadata.name}`));
+    assert.deepEqual(stages, [
+      ['Namespace/devawsk8s-tenant-a'],
+      [
+        'NetworkPolicy/instance-isolation',
+        'NetworkPolicy/gateway-devices',
+        'Secret/image-pull-secret',
+        'Secret/iot-credentials',
+        'ConfigMap/iot-config',
+        'Service/broker',
+        'Service/database',
+        'Service/core',
+        'Service/gateway',
+      ],
+      ['StatefulSet/broker', 'StatefulSet/database', 'Deployment/core', 'Deployment/processing', 'Deployment/gateway'],
+    ]);
+  });
+
+  it('a kind without a write stage is an error, not a child left unwritten', () => {
+    const stray = { object: { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', labels: {} } }, createOnly: false } as unknown as DesiredChildren['children'][number];
+    assert.throws(() => writeStages([...children().children, stray]), /no write stage for kind Pod/);
   });
 
   it('sets apiVersion, kind and the landscape labels on every child', () => {

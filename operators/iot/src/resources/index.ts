@@ -8,6 +8,9 @@
  * has apiVersion, kind, metadata.name and (except the Namespace) metadata.namespace set, and the
  * instance labels. Children marked `createOnly` (the credentials) are created when missing and
  * never compared or changed afterwards; all others are kept equal to their desired form.
+ * `writeStages` groups them into the stages they are written in: within a stage children are
+ * independent; a stage starts only once the one before it is written, so no pod is created
+ * before its namespace's NetworkPolicies, Secrets, ConfigMap and Services exist.
  */
 
 import type {
@@ -93,6 +96,28 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredGatewayDeployment(instance, checksum)),
     ],
   };
+}
+
+/** The stage of each kind of child: the namespace, then what pods rely on, then the workloads. */
+const WRITE_STAGE_OF_KIND: Readonly<Record<string, number>> = {
+  Namespace: 0,
+  NetworkPolicy: 1,
+  Secret: 1,
+  ConfigMap: 1,
+  Service: 1,
+  StatefulSet: 2,
+  Deployment: 2,
+};
+
+/** The indexes of `children`, grouped into write stages, earliest first, each in the children's order. */
+export function writeStages(children: readonly DesiredChild[]): number[][] {
+  const stages: number[][] = [];
+  children.forEach((child, index) => {
+    const stage = WRITE_STAGE_OF_KIND[child.object.kind];
+    if (stage === undefined) throw new Error(`no write stage for kind ${child.object.kind}`);
+    (stages[stage] ??= []).push(index);
+  });
+  return stages.filter((indexes) => indexes.length > 0);
 }
 
 /** `kind/namespace/name` (`kind//name` for cluster-scoped objects): matches a desired child to an observed one. */
