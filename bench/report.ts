@@ -237,11 +237,22 @@ export function evaluateTargets(results: readonly BenchResult[]): TargetRow[] {
   const rss = numbersAt(bursts, 'operator.peakRssMiB');
   rows.push(judge('operator peak RSS ≤ 150 MiB (N = 100)', rss, (v) => v <= 150, ' MiB', 'median peak RSS over burst runs'));
 
-  const churn = byScenario(results, 'churn', 100).filter((r) => (r.options.fraction ?? 0.1) === 0.1 && (r.options.periodS ?? 10) === 10);
+  const churnAtSpecifiedRate = (r: BenchResult) => r.scenario === 'churn' && r.options.n === 100 && (r.options.fraction ?? 0.1) === 0.1 && (r.options.periodS ?? 10) === 10;
+  const churn = byScenario(results, 'churn', 100).filter(churnAtSpecifiedRate);
   const minutes = [...new Set(churn.map((r) => r.options.m))].join(', ');
-  const churnFloor = numbersAt(churn, 'floor.changeToReady.p99S');
-  const floorNote = churnFloor.length > 0 ? `; the same churn without the operator (floor, same runs): p99 ${show(median(churnFloor))} s` : '';
-  rows.push(judge('churn: change → Available p99 ≤ 5 s (N = 100)', numbersAt(churn, 'changeToAvailable.p99S'), (v) => v <= 5, ' s', `median over runs of M = ${minutes || '?'} min${floorNote}`));
+  const floorNote = (runs: BenchResult[]) => {
+    const p99 = numbersAt(runs, 'floor.changeToReady.p99S');
+    return p99.length > 0 ? `; the same churn without the operator (floor, same runs): p99 ${show(median(p99))} s` : '';
+  };
+  // Runs on a controller-manager with a raised rate limit are no basis for the verdict, but they
+  // show what the operator achieves once the default limit no longer queues the rollouts.
+  const raised = results.filter((r) => r.ok && r.options.operatorCmd === undefined && r.options.controllerManagerQps !== undefined && churnAtSpecifiedRate(r));
+  const raisedNote = [...new Set(raised.map((r) => Number(r.options.controllerManagerQps)))].map((qps) => {
+    const runs = raised.filter((r) => Number(r.options.controllerManagerQps) === qps);
+    return `. With the controller-manager at QPS ${qps}: p99 ${show(median(numbersAt(runs, 'changeToAvailable.p99S')))} s${floorNote(runs)}; ${runs.length} run${runs.length === 1 ? '' : 's'}`;
+  });
+  const churnRow = judge('churn: change → Available p99 ≤ 5 s (N = 100)', numbersAt(churn, 'changeToAvailable.p99S'), (v) => v <= 5, ' s', `median over runs of M = ${minutes || '?'} min${floorNote(churn)}`);
+  rows.push({ ...churnRow, basis: churnRow.basis + raisedNote.join('') });
 
   const restart = byScenario(results, 'restart', 100);
   rows.push(judge('restart: writes after restart = 0', numbersAt(restart, 'writes'), (v) => v === 0, '', 'largest over runs', (v) => Math.max(...v)));

@@ -177,4 +177,13 @@ describe('churn target', () => {
     assert.equal(row.verdict, 'misses');
     assert.match(row.basis, /without the operator \(floor, same runs\): p99 189 s/);
   });
+
+  it('adds what runs on a controller-manager with a raised rate limit measured, without judging them', () => {
+    const run = result('churn', { n: 100, m: 5, fraction: 0.1, periodS: 10 }, { changeToAvailable: { p99S: 190 } });
+    const raised = [7, 9, 8].map((p99) => result('churn', { n: 100, m: 5, fraction: 0.1, periodS: 10, controllerManagerQps: 200 }, { changeToAvailable: { p99S: p99 }, floor: { changeToReady: { p99S: p99 - 1 } } }));
+    const row = evaluateTargets([run, ...raised]).find((r) => r.target.startsWith('churn'))!;
+    assert.equal(row.figure, '190 s');
+    assert.equal(row.verdict, 'misses');
+    assert.match(row.basis, /With the controller-manager at QPS 200: p99 8 s; the same churn without the operator \(floor, same runs\): p99 7 s; 3 runs$/);
+  });
 });
