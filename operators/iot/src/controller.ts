@@ -39,6 +39,7 @@ import {
   type Manager,
   type ReconcileContext,
   type ReconcileResult,
+  type Reconciler,
   type Request,
   type ResourceType,
   type Selection,
@@ -119,8 +120,13 @@ export function registerIoTController(mgr: Manager, config: IoTControllerConfig,
   if (syncPeriodMs !== undefined) builder = builder.resyncPeriod(syncPeriodMs);
   for (const type of [...Object.values(CHILD_TYPES), Kinds.Pod]) builder = builder.watches(type, toInstance);
   builder = builder.watchesSelected(Kinds.Secret, sourceSecretSelection(config), everyInstance);
+  return builder.reconcile(iotReconciler(config));
+}
+
+/** The reconcile step, with the memory its shortcuts keep between runs of one controller. */
+export function iotReconciler(config: IoTControllerConfig): Reconciler {
   const memory: ReconcileMemory = { statusWrites: new StatusWrites(), rendered: new RenderedChildren() };
-  return builder.reconcile((request, ctx) => new IoTReconcile(config, ctx, memory).run(request));
+  return (request, ctx) => new IoTReconcile(config, ctx, memory).run(request);
 }
 
 /** What reconciles of an instance remember between runs (shortcuts only; see each module). */

@@ -1,0 +1,122 @@
+/**
+ * The IoTService reconcile step against the runtime's in-memory fake client (reconcile logic
+ * only; the end-to-end tests show the same on the real cluster), with every child write taking a
+ * few milliseconds: children are written stage by stage (namespace; policies, secrets, config
+ * and services; workloads), the writes of one stage at once; a stage that fails stops the
+ * workloads from being written, a refusal becomes `Failed` naming the child, a transient error
+ * is retried.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
+import { pino } from 'pino';
+import { ApiError, Kinds, type ApplyOptions, type KubeObject, type ReconcileContext, type ResourceType } from '@iot-operator/runtime';
+import { FakeClient } from '@iot-operator/runtime/testing';
+import type { IoTService } from '../src/api/iotservice.ts';
+import { IoTServiceType, iotReconciler } from '../src/controller.ts';
+import { iotService, TEST_CONFIG } from './fixtures.ts';
+
+const INSTANCE_NAMESPACE = 'devawsk8s-tenant-a';
+const WORKLOADS = new Set(['StatefulSet', 'Deployment']);
+
+/** A fake whose child writes take `writeMs` and are logged as they start and end; `refuse` makes one fail. */
+class SlowClient extends FakeClient {
+  readonly log: string[] = [];
+  refuse: { key: string; error: ApiError } | undefined;
+
+  constructor(private readonly writeMs = 5) {
+    super();
+  }
+
+  override async create<T extends KubeObject>(type: ResourceType, obj: T): Promise<T> {
+    return this.timed(type, obj, () => super.create(type, obj));
+  }
+
+  override async apply<T extends KubeObject>(type: ResourceType, obj: T, options: ApplyOptions): Promise<T> {
+    return this.timed(type, obj, () => super.apply(type, obj, options));
+  }
+
+  private async timed<T>(type: ResourceType, obj: KubeObject, write: () => Promise<T>): Promise<T> {
+    const key = `${type.kind}/${obj.metadata.name}`;
+    if (type === IoTServiceType) return write();
+    this.log.push(`start ${key}`);
+    await delay(this.writeMs);
+    this.log.push(`end ${key}`);
+    if (this.refuse?.key === key) throw this.refuse.error;
+    return write();
+  }
+}
+
+function setup() {
+  const cluster = new SlowClient();
+  cluster.seed(Kinds.Secret, { metadata: { name: 'image-pull-secret', namespace: TEST_CONFIG.operatorName }, type: 'kubernetes.io/dockerconfigjson', data: { '.dockerconfigjson': 'e30=' } });
+  cluster.seed(IoTServiceType, iotService('tenant-a', { version: '2.4.1' }) as unknown as KubeObject);
+  const ctx: ReconcileContext = {
+    client: cluster,
+    cache: cluster.cacheReader(),
+    log: pino({ level: 'silent' }),
+    recorder: { event: () => undefined, flush: async () => undefined },
+    signal: new AbortController().signal,
+  };
+  const reconciler = iotReconciler({ ...TEST_CONFIG, watchNamespace: '', maxConcurrentReconciles: 1 });
+  const reconcile = () => reconciler({ namespace: TEST_CONFIG.operatorName, name: 'tenant-a' }, ctx);
+  const status = () => cluster.peek<IoTService & KubeObject>(IoTServiceType, 'tenant-a', TEST_CONFIG.operatorName)?.status;
+  return { cluster, reconcile, status };
+}
+
+/** Position in the log of the first line matching `pattern`, of the last one, and how many. */
+function span(log: readonly string[], pattern: RegExp): { first: number; last: number; count: number } {
+  const at = log.flatMap((line, i) => (pattern.test(line) ? [i] : []));
+  return { first: at[0] ?? -1, last: at.at(-1) ?? -1, count: at.length };
+}
+
+const isWorkload = (line: string) => WORKLOADS.has(line.split(' ')[1]!.split('/')[0]!);
+const CONFIG_STAGE = /^(start|end) (NetworkPolicy|Secret|ConfigMap|Service)\//;
+
+describe('IoTService reconcile: writing the children', () => {
+  it('writes the namespace, then policies, secrets, config and services at once, then the workloads at once', async () => {
+    const { cluster, reconcile, status } = setup();
+    await reconcile();
+    const log = cluster.log;
+
+    assert.deepEqual(log.slice(0, 2), [`start Namespace/${INSTANCE_NAMESPACE}`, `end Namespace/${INSTANCE_NAMESPACE}`], 'the namespace is written first, alone');
+    const configStarts = span(log, /^start (NetworkPolicy|Secret|ConfigMap|Service)\//);
+    const configEnds = span(log, /^end (NetworkPolicy|Secret|ConfigMap|Service)\//);
+    assert.equal(configStarts.count, 9, 'two policies, two secrets, the config map and four services');
+    assert.ok(configStarts.last < configEnds.first, `the second stage's writes are all under way before the first of them ends:\n${log.join('\n')}`);
+    const workloadLines = log.flatMap((line, i) => (isWorkload(line) ? [i] : []));
+    assert.equal(workloadLines.length, 10, 'five workloads, each started and ended');
+    assert.ok(configEnds.last < workloadLines[0]!, `no workload is written before the second stage has ended:\n${log.join('\n')}`);
+    const workloadStarts = span(log, /^start (StatefulSet|Deployment)\//);
+    const workloadEnds = span(log, /^end (StatefulSet|Deployment)\//);
+    assert.ok(workloadStarts.last < workloadEnds.first, 'the workloads are written at once');
+
+    assert.equal(cluster.peek(Kinds.Deployment, 'gateway', INSTANCE_NAMESPACE)?.kind, 'Deployment');
+    assert.equal(status()?.phase, 'Processing', 'written, not yet rolled out');
+  });
+
+  it('a refusal in the second stage makes the instance Failed naming the child, and no workload is written', async () => {
+    const { cluster, reconcile, status } = setup();
+    cluster.refuse = { key: 'ConfigMap/iot-config', error: new ApiError(422, 'Invalid', 'ConfigMap "iot-config" is invalid: data: Too long') };
+    await reconcile();
+    assert.equal(cluster.log.filter(isWorkload).length, 0, cluster.log.join('\n'));
+    assert.equal(span(cluster.log, CONFIG_STAGE).count, 18, 'the rest of the stage is still written');
+    assert.equal(status()?.phase, 'Failed');
+    assert.match(status()?.reason ?? '', /ConfigMap/);
+    assert.match(status()?.reason ?? '', /iot-config/);
+  });
+
+  it('a transient error in the second stage is thrown for a retry, and no workload is written', async () => {
+    const { cluster, reconcile, status } = setup();
+    cluster.refuse = { key: 'Service/core', error: new ApiError(500, 'InternalError', 'etcdserver: request timed out') };
+    await assert.rejects(reconcile(), /request timed out/);
+    assert.equal(cluster.log.filter(isWorkload).length, 0, cluster.log.join('\n'));
+    assert.notEqual(status()?.phase, 'Failed');
+
+    cluster.refuse = undefined;
+    cluster.log.length = 0;
+    await reconcile();
+    assert.equal(cluster.log.filter(isWorkload).length, 10, 'the retry writes the workloads');
+    assert.equal(cluster.peek(Kinds.Service, 'core', INSTANCE_NAMESPACE)?.kind, 'Service');
+  });
+});
