@@ -9,8 +9,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
-import { pino } from 'pino';
-import { ApiError, Kinds, type ApplyOptions, type KubeObject, type ReconcileContext, type ResourceType } from '@iot-operator/runtime';
+import { ApiError, Kinds, type ApplyOptions, type KubeObject, type ResourceType } from '@iot-operator/runtime';
 import { FakeClient } from '@iot-operator/runtime/testing';
 import type { IoTService } from '../src/api/iotservice.ts';
 import { IoTServiceType, iotReconciler } from '../src/controller.ts';
@@ -51,13 +50,7 @@ function setup() {
   const cluster = new SlowClient();
   cluster.seed(Kinds.Secret, { metadata: { name: 'image-pull-secret', namespace: TEST_CONFIG.operatorName }, type: 'kubernetes.io/dockerconfigjson', data: { '.dockerconfigjson': 'e30=' } });
   cluster.seed(IoTServiceType, iotService('tenant-a', { version: '2.4.1' }) as unknown as KubeObject);
-  const ctx: ReconcileContext = {
-    client: cluster,
-    cache: cluster.cacheReader(),
-    log: pino({ level: 'silent' }),
-    recorder: { event: () => undefined, flush: async () => undefined },
-    signal: new AbortController().signal,
-  };
+  const ctx = cluster.reconcileContext();
   const reconciler = iotReconciler({ ...TEST_CONFIG, watchNamespace: '', maxConcurrentReconciles: 1 });
   const reconcile = () => reconciler({ namespace: TEST_CONFIG.operatorName, name: 'tenant-a' }, ctx);
   const status = () => cluster.peek<IoTService & KubeObject>(IoTServiceType, 'tenant-a', TEST_CONFIG.operatorName)?.status;

@@ -6,8 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { pino } from 'pino';
-import { Kinds, type ReconcileContext } from '@iot-operator/runtime';
+import { Kinds } from '@iot-operator/runtime';
 import { FakeClient } from '@iot-operator/runtime/testing';
 import { Memcached, type MemcachedObject } from '../src/api/memcached.ts';
 import { reconcileMemcached } from '../src/controller.ts';
@@ -16,14 +15,7 @@ import type { DeploymentObject } from '../src/resources/deployment.ts';
 function setup() {
   const cluster = new FakeClient();
   cluster.seed(Memcached, { apiVersion: 'cache.example.com/v1alpha1', kind: 'Memcached', metadata: { name: 'example-memcached', namespace: 'demo' }, spec: { size: 3 } });
-  const ctx: ReconcileContext = {
-    client: cluster,
-    cache: cluster.cacheReader(),
-    log: pino({ level: 'silent' }),
-    recorder: { event: () => undefined, flush: async () => undefined },
-    signal: new AbortController().signal,
-  };
-  const reconcile = () => reconcileMemcached({ namespace: 'demo', name: 'example-memcached' }, ctx);
+  const reconcile = () => reconcileMemcached({ namespace: 'demo', name: 'example-memcached' }, cluster.reconcileContext());
   const writes = () => cluster.writes.map((w) => `${w.verb} ${w.kind}`);
   const addPod = (name: string) =>
     cluster.seed(Kinds.Pod, { metadata: { name, namespace: 'demo', labels: { app: 'memcached', memcached_cr: 'example-memcached' } }, status: { phase: 'Running' } });

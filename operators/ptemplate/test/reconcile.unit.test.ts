@@ -5,8 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { pino } from 'pino';
-import { ApiError, Kinds, type KubeObject, type ListOptions, type ObjectList, type ReconcileContext, type ResourceType } from '@iot-operator/runtime';
+import { ApiError, Kinds, type KubeObject, type ListOptions, type ObjectList, type ResourceType } from '@iot-operator/runtime';
 import { FakeClient } from '@iot-operator/runtime/testing';
 import { Ptemplate, type PtemplateObject } from '../src/api/ptemplate.ts';
 import { reconcilePtemplate } from '../src/controller.ts';
@@ -42,13 +41,7 @@ function setup(kmmInstalled: boolean) {
   const cache = cluster.cacheReader();
   const moduleCache: ModuleCache = { informer: () => ({ isSynced: true, addHandler: () => undefined }), get: (type, name, ns) => cache.get(type, name, ns) };
   const kmm = new KmmModules(moduleCache);
-  const ctx: ReconcileContext = {
-    client: cluster,
-    cache,
-    log: pino({ level: 'silent' }),
-    recorder: { event: () => undefined, flush: async () => undefined },
-    signal: new AbortController().signal,
-  };
+  const ctx = cluster.reconcileContext(cache);
   const reconcile = () => reconcilePtemplate({ namespace: 'demo', name: 'consumer-pod' }, ctx, kmm, { kmmPollIntervalMs: 1234 });
   const writes = () => cluster.writes.map((w) => `${w.verb} ${w.kind}`);
   return { cluster, reconcile, writes };

@@ -11,15 +11,18 @@
  * - deleting an object with finalizers only sets deletionTimestamp; removing the last
  *   finalizer of such an object deletes it;
  * - lists honour namespace and label selectors;
- * - `writes` records every write (verb, kind, key) so tests can assert "no write".
+ * - `writes` records every write (verb, kind, key) so tests can assert "no write";
+ * - `reconcileContext()` runs a reconciler on the fake: it is the client and the cache.
  */
 import { randomUUID } from 'node:crypto';
+import { pino } from 'pino';
 import { ApiError } from '../client/errors.ts';
 import type { ApplyOptions, DeleteOptions, KubeApi, ListOptions, ObjectList, PatchType } from '../client/client.ts';
 import { objectKey, typeId, type KubeObject, type ResourceType } from '../client/resource.ts';
 import type { CacheListOptions, CacheReader } from '../cache/cache.ts';
 import { matchesSelector, parseSelector } from '../cache/selector.ts';
 import { kubeTimestamp } from '../status/conditions.ts';
+import type { ReconcileContext } from '../controller/reconcile.ts';
 
 export interface RecordedWrite {
   verb: 'create' | 'replace' | 'patch' | 'apply' | 'status' | 'delete';
@@ -127,6 +130,11 @@ export class FakeClient implements KubeApi {
       get: <T extends KubeObject>(type: ResourceType, name: string, namespace?: string) => this.peek<T>(type, name, namespace),
       list: <T extends KubeObject>(type: ResourceType, options: CacheListOptions = {}) => this.select<T>(type, options.namespace, options.labelSelector),
     };
+  }
+
+  /** A reconcile's context on this fake: itself as the client, its content as the cache, silent logs, Events dropped. */
+  reconcileContext(cache: CacheReader = this.cacheReader()): ReconcileContext {
+    return { client: this, cache, log: pino({ level: 'silent' }), recorder: { event: () => undefined, flush: async () => undefined }, signal: new AbortController().signal };
   }
 
   private select<T extends KubeObject>(type: ResourceType, namespace: string | undefined, labelSelector: string | Record<string, string> | undefined): T[] {
