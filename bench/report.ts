@@ -156,13 +156,14 @@ export function sizeKey(r: BenchResult): string {
   if (r.options.fraction !== undefined && r.options.fraction !== 0.1) parts.push(`fraction=${String(r.options.fraction)}`);
   if (r.options.periodS !== undefined && r.options.periodS !== 10) parts.push(`period=${String(r.options.periodS)}s`);
   if (r.options.controllerManagerQps !== undefined) parts.push(`controller-manager QPS ${String(r.options.controllerManagerQps)}`);
+  if (r.options.operatorMemoryLimitMiB !== undefined) parts.push(`operator memory limit ${String(r.options.operatorMemoryLimitMiB)} MiB`);
   const size = parts.join(' ');
   return r.options.operatorCmd ? `${size}; operator: \`${String(r.options.operatorCmd)}\`` : size;
 }
 
-/** Runs of the operator as shipped (no --operator-cmd) on a default cluster: the ones targets are judged on. */
+/** Runs of the operator as shipped (no --operator-cmd, no --memory-limit) on a default cluster: the ones targets are judged on. */
 function asSpecified(r: BenchResult): boolean {
-  return r.options.operatorCmd === undefined && r.options.controllerManagerQps === undefined;
+  return r.options.operatorCmd === undefined && r.options.operatorMemoryLimitMiB === undefined && r.options.controllerManagerQps === undefined;
 }
 
 /** A Markdown table; `align` gives 'l' or 'r' per column (default: first left, the others right). */
@@ -246,7 +247,9 @@ export function evaluateTargets(results: readonly BenchResult[]): TargetRow[] {
   };
   // Runs on a controller-manager with a raised rate limit are no basis for the verdict, but they
   // show what the operator achieves once the default limit no longer queues the rollouts.
-  const raised = results.filter((r) => r.ok && r.options.operatorCmd === undefined && r.options.controllerManagerQps !== undefined && churnAtSpecifiedRate(r));
+  const raised = results.filter(
+    (r) => r.ok && r.options.operatorCmd === undefined && r.options.operatorMemoryLimitMiB === undefined && r.options.controllerManagerQps !== undefined && churnAtSpecifiedRate(r),
+  );
   const raisedNote = [...new Set(raised.map((r) => Number(r.options.controllerManagerQps)))].map((qps) => {
     const runs = raised.filter((r) => Number(r.options.controllerManagerQps) === qps);
     return `. With the controller-manager at QPS ${qps}: p99 ${show(median(numbersAt(runs, 'changeToAvailable.p99S')))} s${floorNote(runs)}; ${runs.length} run${runs.length === 1 ? '' : 's'}`;

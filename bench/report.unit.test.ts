@@ -170,6 +170,16 @@ describe('cluster variants', () => {
   });
 });
 
+describe('operator memory limit', () => {
+  it('keeps runs of an operator in a memory cgroup apart and out of the targets', () => {
+    const limited = burst(70, 1, 120, {});
+    limited.options.operatorMemoryLimitMiB = 256;
+    assert.equal(sizeKey(limited), 'n=100 operator memory limit 256 MiB');
+    assert.equal(evaluateTargets([limited]).find((r) => r.target.startsWith('operator peak RSS'))!.verdict, 'not measured');
+    assert.equal(evaluateTargets([limited, burst(70, 1, 160, {})]).find((r) => r.target.startsWith('operator peak RSS'))!.figure, '160 MiB');
+  });
+});
+
 describe('churn target', () => {
   it('names the floor of the same runs beside the verdict', () => {
     const run = result('churn', { n: 100, m: 5, fraction: 0.1, periodS: 10 }, { changeToAvailable: { p99S: 190 }, floor: { changeToReady: { p99S: 189 } } });

@@ -69,6 +69,8 @@ options:
   --no-floor             burst/latency/churn: skip the operator-free floor measured in the same run
   --period <seconds>     churn: seconds between rounds of changes (default 10)
   --fraction <0..1>      churn: share of instances changed per round (default 0.1)
+  --memory-limit <MiB>   run the operator in a memory cgroup with this limit, as its Pod's
+                         memory limit does in a cluster (deploy/operator.yml: 256); needs root
   --timeout <seconds>    give up waiting after this long (default 900)
   --kubeconfig <path>    use this cluster instead of the bench cluster 'iot-bench'
   --out <dir>            where result files go (default bench/results)`;
@@ -94,6 +96,7 @@ async function main(): Promise<number> {
       period: { type: 'string' },
       fraction: { type: 'string' },
       timeout: { type: 'string' },
+      'memory-limit': { type: 'string' },
       kubeconfig: { type: 'string' },
       out: { type: 'string' },
       doc: { type: 'string' },
@@ -146,6 +149,7 @@ async function main(): Promise<number> {
     periodS: num(values.period, 'period') ?? 10,
     fraction: num(values.fraction, 'fraction') ?? 0.1,
     timeoutS: num(values.timeout, 'timeout') ?? 900,
+    memoryLimitMiB: num(values['memory-limit'], 'memory-limit'),
     out: path.resolve(values.out ?? path.join(repoRoot, 'bench/results')),
   };
 
@@ -164,6 +168,7 @@ async function main(): Promise<number> {
   const recorded: Record<string, unknown> = { runs: options.runs, timeoutS: options.timeoutS };
   for (const key of spec.uses) recorded[key] = options[key];
   if (options.operatorCmd) recorded.operatorCmd = options.operatorCmd;
+  if (options.memoryLimitMiB !== undefined && spec.operator) recorded.operatorMemoryLimitMiB = options.memoryLimitMiB;
   // A cluster made with CLUSTER_CONTROLLER_MANAGER_QPS: its results are kept apart from the default's.
   const controllerManagerQps = componentFlag(ctx.clusterDir, 'kube-controller-manager', 'kube-api-qps');
   if (controllerManagerQps !== undefined) recorded.controllerManagerQps = Number(controllerManagerQps);

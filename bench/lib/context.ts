@@ -24,6 +24,8 @@ export interface BenchOptions {
   /** churn: seconds between rounds of spec changes, and the fraction of instances changed per round. */
   periodS: number;
   fraction: number;
+  /** Run the operator in a memory cgroup of this many MiB, as a Pod memory limit does; undefined = no limit. */
+  memoryLimitMiB?: number;
   /** Give up waiting after this many seconds. */
   timeoutS: number;
   out: string;

@@ -54,6 +54,7 @@ export interface IoTOperatorOptions {
   landscape: string;
   workers?: number;
   logFile: string;
+  memoryLimitMiB?: number;
 }
 
 export async function startIoTOperator(o: IoTOperatorOptions): Promise<OperatorProcess> {
@@ -62,6 +63,7 @@ export async function startIoTOperator(o: IoTOperatorOptions): Promise<OperatorP
     command,
     env: { KUBECONFIG: o.kubeconfig, OPERATOR_NAME: o.landscape, WATCH_NAMESPACE: '' },
     logFile: o.logFile,
+    memoryLimitMiB: o.memoryLimitMiB,
   });
   return op;
 }

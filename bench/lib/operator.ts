@@ -3,7 +3,9 @@
  *
  * Guarantees:
  * - The command runs through `sh -c "exec <command>"`, so the process the benchmark measures
- *   (RSS, CPU, signals) is the operator itself, not a shell.
+ *   (RSS, CPU, signals) is the operator itself, not a shell. With `memoryLimitMiB` it runs in a
+ *   memory cgroup of that limit (cgroup.ts), as in a Pod with that memory limit; the cgroup is
+ *   removed when the process exits.
  * - The operator gets KUBECONFIG, OPERATOR_NAME (the landscape) and WATCH_NAMESPACE by
  *   environment; its metrics address is a free loopback port, passed as
  *   `--metrics-bind-address 127.0.0.1:<port>` unless the command contains `{metricsAddress}`,
@@ -19,11 +21,14 @@ import net from 'node:net';
 import { repoRoot, sleep, now } from './kube.ts';
 import { parseMetrics, type Sample } from './prom.ts';
 import { ProcSampler } from './proc.ts';
+import { createMemoryCgroup, enterCommand } from './cgroup.ts';
 
 export interface OperatorStart {
   command: string;
   env: Record<string, string>;
   logFile: string;
+  /** Run the operator in a memory cgroup with this limit (MiB). */
+  memoryLimitMiB?: number;
 }
 
 export async function freePort(): Promise<number> {
@@ -79,14 +84,16 @@ export class OperatorProcess {
     const command = options.command.includes('{metricsAddress}')
       ? options.command.replaceAll('{metricsAddress}', address)
       : `${options.command} --metrics-bind-address ${address}`;
+    const cgroup = options.memoryLimitMiB === undefined ? undefined : createMemoryCgroup(`iot-bench-${port}`, options.memoryLimitMiB);
     const fd = openSync(options.logFile, 'a');
     const startedAt = now();
-    const child = spawn('/bin/sh', ['-c', `exec ${command}`], {
+    const child = spawn('/bin/sh', ['-c', cgroup ? enterCommand(cgroup, command) : `exec ${command}`], {
       cwd: repoRoot,
       env: { ...process.env, ...options.env },
       stdio: ['ignore', fd, fd],
     });
     closeSync(fd);
+    if (cgroup) child.once('exit', () => cgroup.remove());
     if (!child.pid) throw new Error(`could not start the operator: ${command}`);
     return new OperatorProcess(child, port, startedAt, options.logFile);
   }

@@ -41,6 +41,7 @@ export async function openSession(ctx: BenchContext, prefix: string): Promise<Io
     kubeconfig: ctx.kubeconfig,
     landscape,
     workers: ctx.options.workers,
+    memoryLimitMiB: ctx.options.memoryLimitMiB,
     logFile: path.join(ctx.logDir, `operator-${landscape}.log`),
   });
   const readyAt = await operator.waitReady();

@@ -42,6 +42,7 @@ export async function runMemcached(ctx: BenchContext): Promise<ScenarioOutput> {
     command,
     env: { KUBECONFIG: ctx.kubeconfig, WATCH_NAMESPACE: namespace, OPERATOR_NAME: namespace },
     logFile: path.join(ctx.logDir, `memcached-operator-${namespace}.log`),
+    memoryLimitMiB: ctx.options.memoryLimitMiB,
   });
   const abort = new AbortController();
   try {

@@ -37,6 +37,7 @@ export async function runRestart(ctx: BenchContext): Promise<ScenarioOutput> {
       kubeconfig: ctx.kubeconfig,
       landscape: s.landscape,
       workers: ctx.options.workers,
+      memoryLimitMiB: ctx.options.memoryLimitMiB,
       logFile: path.join(ctx.logDir, `operator-${s.landscape}-restarted.log`),
     });
     current = op;
