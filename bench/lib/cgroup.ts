@@ -14,7 +14,6 @@ import path from 'node:path';
 
 export interface MemoryCgroup {
   dir: string;
-  limitBytes: number;
   remove(): void;
 }
 
@@ -33,16 +32,14 @@ export function createMemoryCgroup(name: string, limitMiB: number, root = ROOT):
   const hierarchy = memoryHierarchy(root);
   if (!hierarchy) throw new Error(`--memory-limit needs a memory cgroup hierarchy under ${root} (cgroup v2 with the memory controller, or v1 memory); none found`);
   const dir = path.join(hierarchy.dir, name);
-  const limitBytes = Math.round(limitMiB * 1024 * 1024);
   try {
     mkdirSync(dir);
-    writeFileSync(path.join(dir, hierarchy.limitFile), String(limitBytes));
+    writeFileSync(path.join(dir, hierarchy.limitFile), String(Math.round(limitMiB * 1024 * 1024)));
   } catch (err) {
     throw new Error(`--memory-limit: could not create the memory cgroup ${dir} (it needs root): ${(err as Error).message}`);
   }
   return {
     dir,
-    limitBytes,
     remove: () => {
       try {
         rmdirSync(dir);

@@ -93,8 +93,11 @@ export class OperatorProcess {
       stdio: ['ignore', fd, fd],
     });
     closeSync(fd);
+    if (!child.pid) {
+      cgroup?.remove();
+      throw new Error(`could not start the operator: ${command}`);
+    }
     if (cgroup) child.once('exit', () => cgroup.remove());
-    if (!child.pid) throw new Error(`could not start the operator: ${command}`);
     return new OperatorProcess(child, port, startedAt, options.logFile);
   }
 
