@@ -59,7 +59,6 @@ import {
   type DesiredChild,
   type Instance,
   type OperatorConfig,
-  writeStages,
 } from './resources/index.ts';
 import { RenderedChildren, type PreparedChild, type Rendering } from './rendered-children.ts';
 import { StatusWrites } from './status-writes.ts';
@@ -183,7 +182,7 @@ class IoTReconcile {
       desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials() }).children.map(prepareChild),
     );
     let writes = 0;
-    for (const stage of writeStages(rendering.children.map((prepared) => prepared.child))) {
+    for (const stage of rendering.stages) {
       const results = await Promise.allSettled(stage.map((index) => this.ensureChild(rendering.children[index]!, index, rendering, ownership)));
       writes += results.filter((r) => r.status === 'fulfilled' && r.value).length;
       const errors = results.flatMap((r, i) => (r.status === 'rejected' ? [{ err: r.reason as unknown, child: rendering.children[stage[i]!]!.child.object }] : []));

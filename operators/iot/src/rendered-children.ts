@@ -2,16 +2,17 @@
  * Per instance, its desired children as last rendered and which observed versions matched them.
  *
  * Guarantees (both are shortcuts whose results equal doing the work again):
- * - An instance's children are rendered and stamped with their desired hash once per rendering
- *   key (the caller's: the IoTService's uid and generation and the version of the
- *   image-pull-secret they are built from); a reconcile with the same key reuses them.
+ * - An instance's children are rendered, stamped with their desired hash and grouped into their
+ *   write stages once per rendering key (the caller's: the IoTService's uid and generation and the
+ *   version of the image-pull-secret they are built from); a reconcile with the same key reuses
+ *   them.
  * - A child whose observed object still has the resourceVersion that was found to match the same
  *   rendering is not compared again: an unchanged object against an unchanged desired form
  *   cannot differ.
  * A new rendering key starts afresh; `forget` drops an instance (deleted or gone).
  */
 import type { KubeObject } from '@iot-operator/runtime';
-import type { DesiredChild } from './resources/index.ts';
+import { writeStages, type DesiredChild } from './resources/index.ts';
 
 export interface PreparedChild {
   child: DesiredChild;
@@ -21,11 +22,15 @@ export interface PreparedChild {
 
 export class Rendering {
   private readonly matched = new Map<number, string>();
+  /** Indexes of `children` by write stage, earliest first (`writeStages`). */
+  readonly stages: readonly number[][];
 
   constructor(
     readonly key: string,
     readonly children: readonly PreparedChild[],
-  ) {}
+  ) {
+    this.stages = writeStages(children.map((prepared) => prepared.child));
+  }
 
   /** True when child `index` was found to match its desired form at this resourceVersion. */
   matches(index: number, resourceVersion: string | undefined): boolean {

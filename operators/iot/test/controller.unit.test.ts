@@ -16,7 +16,10 @@ import { IoTServiceType, iotReconciler } from '../src/controller.ts';
 import { iotService, TEST_CONFIG } from './fixtures.ts';
 
 const INSTANCE_NAMESPACE = 'devawsk8s-tenant-a';
-const WORKLOADS = new Set(['StatefulSet', 'Deployment']);
+const CONFIG_KINDS = 'NetworkPolicy|Secret|ConfigMap|Service';
+const WORKLOAD_KINDS = 'StatefulSet|Deployment';
+/** Log lines of writes of these kinds: `verb` is 'start', 'end' or 'start|end'. */
+const writesOf = (verb: string, kinds: string) => new RegExp(`^(${verb}) (${kinds})/`);
 
 /** A fake whose child writes take `writeMs` and are logged as they start and end; `refuse` makes one fail. */
 class SlowClient extends FakeClient {
@@ -63,8 +66,7 @@ function span(log: readonly string[], pattern: RegExp): { first: number; last: n
   return { first: at[0] ?? -1, last: at.at(-1) ?? -1, count: at.length };
 }
 
-const isWorkload = (line: string) => WORKLOADS.has(line.split(' ')[1]!.split('/')[0]!);
-const CONFIG_STAGE = /^(start|end) (NetworkPolicy|Secret|ConfigMap|Service)\//;
+const workloadWrites = (log: readonly string[]) => span(log, writesOf('start|end', WORKLOAD_KINDS));
 
 describe('IoTService reconcile: writing the children', () => {
   it('writes the namespace, then policies, secrets, config and services at once, then the workloads at once', async () => {
@@ -73,15 +75,15 @@ describe('IoTService reconcile: writing the children', () => {
     const log = cluster.log;
 
     assert.deepEqual(log.slice(0, 2), [`start Namespace/${INSTANCE_NAMESPACE}`, `end Namespace/${INSTANCE_NAMESPACE}`], 'the namespace is written first, alone');
-    const configStarts = span(log, /^start (NetworkPolicy|Secret|ConfigMap|Service)\//);
-    const configEnds = span(log, /^end (NetworkPolicy|Secret|ConfigMap|Service)\//);
+    const configStarts = span(log, writesOf('start', CONFIG_KINDS));
+    const configEnds = span(log, writesOf('end', CONFIG_KINDS));
     assert.equal(configStarts.count, 9, 'two policies, two secrets, the config map and four services');
     assert.ok(configStarts.last < configEnds.first, `the second stage's writes are all under way before the first of them ends:\n${log.join('\n')}`);
-    const workloadLines = log.flatMap((line, i) => (isWorkload(line) ? [i] : []));
-    assert.equal(workloadLines.length, 10, 'five workloads, each started and ended');
-    assert.ok(configEnds.last < workloadLines[0]!, `no workload is written before the second stage has ended:\n${log.join('\n')}`);
-    const workloadStarts = span(log, /^start (StatefulSet|Deployment)\//);
-    const workloadEnds = span(log, /^end (StatefulSet|Deployment)\//);
+    const workloads = workloadWrites(log);
+    assert.equal(workloads.count, 10, 'five workloads, each started and ended');
+    assert.ok(configEnds.last < workloads.first, `no workload is written before the second stage has ended:\n${log.join('\n')}`);
+    const workloadStarts = span(log, writesOf('start', WORKLOAD_KINDS));
+    const workloadEnds = span(log, writesOf('end', WORKLOAD_KINDS));
     assert.ok(workloadStarts.last < workloadEnds.first, 'the workloads are written at once');
 
     assert.equal(cluster.peek(Kinds.Deployment, 'gateway', INSTANCE_NAMESPACE)?.kind, 'Deployment');
@@ -92,8 +94,8 @@ describe('IoTService reconcile: writing the children', () => {
     const { cluster, reconcile, status } = setup();
     cluster.refuse = { key: 'ConfigMap/iot-config', error: new ApiError(422, 'Invalid', 'ConfigMap "iot-config" is invalid: data: Too long') };
     await reconcile();
-    assert.equal(cluster.log.filter(isWorkload).length, 0, cluster.log.join('\n'));
-    assert.equal(span(cluster.log, CONFIG_STAGE).count, 18, 'the rest of the stage is still written');
+    assert.equal(workloadWrites(cluster.log).count, 0, cluster.log.join('\n'));
+    assert.equal(span(cluster.log, writesOf('start|end', CONFIG_KINDS)).count, 18, 'the rest of the stage is still written');
     assert.equal(status()?.phase, 'Failed');
     assert.match(status()?.reason ?? '', /ConfigMap/);
     assert.match(status()?.reason ?? '', /iot-config/);
@@ -103,13 +105,13 @@ describe('IoTService reconcile: writing the children', () => {
     const { cluster, reconcile, status } = setup();
     cluster.refuse = { key: 'Service/core', error: new ApiError(500, 'InternalError', 'etcdserver: request timed out') };
     await assert.rejects(reconcile(), /request timed out/);
-    assert.equal(cluster.log.filter(isWorkload).length, 0, cluster.log.join('\n'));
+    assert.equal(workloadWrites(cluster.log).count, 0, cluster.log.join('\n'));
     assert.notEqual(status()?.phase, 'Failed');
 
     cluster.refuse = undefined;
     cluster.log.length = 0;
     await reconcile();
-    assert.equal(cluster.log.filter(isWorkload).length, 10, 'the retry writes the workloads');
+    assert.equal(workloadWrites(cluster.log).count, 10, 'the retry writes the workloads');
     assert.equal(cluster.peek(Kinds.Service, 'core', INSTANCE_NAMESPACE)?.kind, 'Service');
   });
 });
