@@ -10,7 +10,7 @@ if (kind !== 'unit' && kind !== 'e2e') {
   process.exit(2);
 }
 const filter = process.argv[3];
-const roots = ['cluster/test', 'packages', 'operators', 'bench'];
+const roots = ['cluster/test', 'packages', 'operators', 'bench', 'scripts'];
 const suffix = `.${kind}.test.ts`;
 
 function collect(dir, out) {

@@ -1,0 +1,104 @@
+/**
+ * Operator images, tagged as the seed tags them: `npm run image:tag` prints the version of the
+ * last commit, `yyyyMMdd-HHmmss.<abbreviated commit>` (`git log -1 --format=%cd.%h
+ * --date=format:%Y%m%d-%H%M%S`, the commit date in UTC); `npm run image:build [-- <operator>]`
+ * builds `operators/<operator>/Dockerfile` (default `iot`) from the repository root as
+ * `<registry>/<operator>-operator:<version>` with the first OCI builder that works here.
+ *
+ * Guarantees: a builder counts only when it can build now (docker needs a reachable engine,
+ * podman and buildah need their binary); when none can, the command exits 1 and says what each
+ * candidate lacked, and nothing is built. `IMAGE_REGISTRY` sets the registry (default
+ * `registry.example.com/iot`, the one deploy/operator.yml names); `IMAGE_BUILDER` forces one
+ * builder. The last stdout line of a build is the image reference.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+export const DEFAULT_REGISTRY = 'registry.example.com/iot';
+
+/** The seed's version of the last commit of `repoDir`: `yyyyMMdd-HHmmss.<abbreviated hash>`. */
+export function imageVersion(repoDir = root): string {
+  const result = spawnSync('git', ['log', '-1', '--format=%cd.%h', '--date=format-local:%Y%m%d-%H%M%S'], {
+    cwd: repoDir,
+    encoding: 'utf8',
+    env: { ...process.env, TZ: 'UTC' },
+  });
+  if (result.status !== 0) throw new Error(`cannot read the last commit of ${repoDir}: ${(result.stderr || result.error?.message || '').trim()}`);
+  return result.stdout.trim();
+}
+
+export interface Builder {
+  name: string;
+  /** Why it cannot build here, or undefined when it can. */
+  unavailable(): string | undefined;
+  buildArgs(dockerfile: string, image: string, context: string): string[];
+}
+
+function probe(command: string, args: string[]): string | undefined {
+  const result = spawnSync(command, args, { encoding: 'utf8' });
+  if (result.error) return (result.error as NodeJS.ErrnoException).code === 'ENOENT' ? 'not installed' : result.error.message;
+  if (result.status !== 0) return (result.stderr || result.stdout).trim().split('\n').slice(-1)[0] || `exit ${result.status}`;
+  return undefined;
+}
+
+const buildWithFile = (command: string) => (dockerfile: string, image: string, context: string) => [command, 'build', '-f', dockerfile, '-t', image, context];
+
+export const BUILDERS: Builder[] = [
+  { name: 'docker', unavailable: () => probe('docker', ['info', '--format', '{{.ServerVersion}}']), buildArgs: buildWithFile('docker') },
+  { name: 'podman', unavailable: () => probe('podman', ['--version']), buildArgs: buildWithFile('podman') },
+  { name: 'buildah', unavailable: () => probe('buildah', ['--version']), buildArgs: (dockerfile, image, context) => ['buildah', 'bud', '-f', dockerfile, '-t', image, context] },
+];
+
+/** The first builder that can build here, or an error listing what each candidate lacked. */
+export function chooseBuilder(candidates: Builder[], forced?: string): Builder {
+  const pool = forced ? candidates.filter((b) => b.name === forced) : candidates;
+  if (forced && pool.length === 0) throw new Error(`IMAGE_BUILDER=${forced} is not one of: ${candidates.map((b) => b.name).join(', ')}`);
+  const reasons: string[] = [];
+  for (const builder of pool) {
+    const reason = builder.unavailable();
+    if (reason === undefined) return builder;
+    reasons.push(`${builder.name}: ${reason}`);
+  }
+  throw new Error(`no OCI image builder can build here (${reasons.join('; ')}); install one of them, or build on a machine with a Docker engine`);
+}
+
+function main(args: string[]): number {
+  const [command, operator = 'iot'] = args;
+  if (command === 'tag') {
+    console.log(imageVersion());
+    return 0;
+  }
+  if (command !== 'build') {
+    console.error('usage: node --import tsx scripts/image.ts tag | build [operator]');
+    return 2;
+  }
+  const dockerfile = path.join('operators', operator, 'Dockerfile');
+  if (!existsSync(path.join(root, dockerfile))) {
+    console.error(`no image for operator "${operator}": ${dockerfile} does not exist`);
+    return 1;
+  }
+  const image = `${process.env.IMAGE_REGISTRY || DEFAULT_REGISTRY}/${operator}-operator:${imageVersion()}`;
+  let builder: Builder;
+  try {
+    builder = chooseBuilder(BUILDERS, process.env.IMAGE_BUILDER || undefined);
+  } catch (err) {
+    console.error((err as Error).message);
+    return 1;
+  }
+  const [bin, ...rest] = builder.buildArgs(dockerfile, image, '.');
+  console.error(`building ${image} with ${builder.name}`);
+  const result = spawnSync(bin!, rest, { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
+  if (result.status !== 0) {
+    console.error(`${builder.name} build of ${image} failed`);
+    return 1;
+  }
+  console.log(image);
+  return 0;
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  process.exitCode = main(process.argv.slice(2));
+}

@@ -1,0 +1,102 @@
+/**
+ * `npm run image:tag` / `image:build`: the seed's version format from a real git commit, the
+ * choice of an OCI builder, and the build command a builder is given (a stand-in `podman` on
+ * PATH records its arguments; no image is built by these tests).
+ */
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { chooseBuilder, imageVersion, type Builder } from '../image.ts';
+
+const script = fileURLToPath(new URL('../image.ts', import.meta.url));
+const repoRoot = path.resolve(path.dirname(script), '..');
+const scratch = mkdtempSync(path.join(tmpdir(), 'image-test-'));
+after(() => rmSync(scratch, { recursive: true, force: true }));
+
+function builder(name: string, reason?: string): Builder {
+  return { name, unavailable: () => reason, buildArgs: (f, i, c) => [name, 'build', f, i, c] };
+}
+
+/** A PATH holding only git (and whatever `extra` writes there). */
+function pathWithGit(extra: (dir: string) => void = () => {}): string {
+  const dir = mkdtempSync(path.join(scratch, 'bin-'));
+  symlinkSync(execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim(), path.join(dir, 'git'));
+  extra(dir);
+  return dir;
+}
+
+function runScript(args: string[], env: Record<string, string>) {
+  return spawnSync(process.execPath, ['--import', 'tsx', script, ...args], { cwd: repoRoot, encoding: 'utf8', env: { ...process.env, ...env } });
+}
+
+describe('image version', () => {
+  it('is yyyyMMdd-HHmmss.<abbreviated commit> of the last commit, in UTC', () => {
+    const repo = mkdtempSync(path.join(scratch, 'repo-'));
+    const git = (...args: string[]) => execFileSync('git', args, { cwd: repo, encoding: 'utf8', env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@example.com', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@example.com', GIT_COMMITTER_DATE: '2016-07-02T17:20:19+02:00', GIT_AUTHOR_DATE: '2016-07-02T17:20:19+02:00' } });
+    git('init', '-q');
+    writeFileSync(path.join(repo, 'f'), 'x');
+    git('add', 'f');
+    git('commit', '-q', '-m', 'one');
+    const hash = git('rev-parse', '--short', 'HEAD').trim();
+    assert.equal(imageVersion(repo), `20160702-152019.${hash}`);
+  });
+
+  it('fails with the reason when the directory is not a repository', () => {
+    assert.throws(() => imageVersion(mkdtempSync(path.join(scratch, 'plain-'))), /cannot read the last commit/);
+  });
+
+  it('`image.ts tag` prints this repository\'s version', () => {
+    const result = runScript(['tag'], {});
+    assert.equal(result.status, 0, result.stderr);
+    assert.match(result.stdout.trim(), /^\d{8}-\d{6}\.[0-9a-f]{7,}$/);
+  });
+});
+
+describe('builder choice', () => {
+  it('takes the first builder that can build', () => {
+    assert.equal(chooseBuilder([builder('docker', 'engine not reachable'), builder('podman'), builder('buildah')]).name, 'podman');
+  });
+
+  it('names what every candidate lacked when none can build', () => {
+    assert.throws(
+      () => chooseBuilder([builder('docker', 'engine not reachable'), builder('podman', 'not installed')]),
+      /no OCI image builder can build here \(docker: engine not reachable; podman: not installed\)/,
+    );
+  });
+
+  it('IMAGE_BUILDER forces one builder and rejects unknown names', () => {
+    assert.throws(() => chooseBuilder([builder('docker'), builder('podman', 'not installed')], 'podman'), /podman: not installed/);
+    assert.throws(() => chooseBuilder([builder('docker')], 'kaniko'), /IMAGE_BUILDER=kaniko is not one of: docker/);
+  });
+});
+
+describe('image build', () => {
+  it('builds operators/<name>/Dockerfile from the repository root, tagged with the version', () => {
+    const log = path.join(scratch, 'podman-args');
+    const bin = pathWithGit((dir) => {
+      writeFileSync(path.join(dir, 'podman'), `#!/bin/sh\n[ "$1" = --version ] && { echo 'podman version 5'; exit 0; }\necho "$@" > ${log}\n`);
+      chmodSync(path.join(dir, 'podman'), 0o755);
+    });
+    const result = runScript(['build', 'iot'], { PATH: bin, IMAGE_BUILDER: 'podman', IMAGE_REGISTRY: 'registry.test/team' });
+    assert.equal(result.status, 0, result.stderr);
+    const image = result.stdout.trim().split('\n').at(-1)!;
+    assert.match(image, /^registry\.test\/team\/iot-operator:\d{8}-\d{6}\.[0-9a-f]{7,}$/);
+    assert.equal(readFileSync(log, 'utf8').trim(), `build -f operators/iot/Dockerfile -t ${image} .`);
+  });
+
+  it('exits 1 and says so when no builder is present, building nothing', () => {
+    const result = runScript(['build', 'iot'], { PATH: pathWithGit(), IMAGE_BUILDER: 'buildah' });
+    assert.equal(result.status, 1);
+    assert.match(result.stderr, /no OCI image builder can build here \(buildah: not installed\)/);
+  });
+
+  it('refuses an operator without a Dockerfile', () => {
+    const result = runScript(['build', 'nosuch'], { PATH: pathWithGit() });
+    assert.equal(result.status, 1);
+    assert.match(result.stderr, /no image for operator "nosuch": operators\/nosuch\/Dockerfile does not exist/);
+  });
+});
