@@ -8,8 +8,8 @@
  * Guarantees: a builder counts only when it can build now (docker needs a reachable engine,
  * podman and buildah need their binary); when none can, the command exits 1 and says what each
  * candidate lacked, and nothing is built. `IMAGE_REGISTRY` sets the registry (default
- * `registry.example.com/iot`, the one deploy/operator.yml names); `IMAGE_BUILDER` forces one
- * builder. The last stdout line of a build is the image reference.
+ * `registry.example.com/iot`, the one deploy/operator.yml names), `IMAGE` the whole reference
+ * (`make docker-build IMG=...`); `IMAGE_BUILDER` forces one builder. The last stdout line of a build is the image reference.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -80,7 +80,7 @@ function main(args: string[]): number {
     console.error(`no image for operator "${operator}": ${dockerfile} does not exist`);
     return 1;
   }
-  const image = `${process.env.IMAGE_REGISTRY || DEFAULT_REGISTRY}/${operator}-operator:${imageVersion()}`;
+  const image = process.env.IMAGE || `${process.env.IMAGE_REGISTRY || DEFAULT_REGISTRY}/${operator}-operator:${imageVersion()}`;
   let builder: Builder;
   try {
     builder = chooseBuilder(BUILDERS, process.env.IMAGE_BUILDER || undefined);

@@ -5,7 +5,7 @@
  * `ptemplates.pt.example.com` (namespaced, v1alpha1 served and stored, status subresource)
  * whose structural schema, defaults and CEL rule come from the API schemas; nothing preserves
  * unknown fields. `ptemplateCrdYaml()` is the exact content of the committed
- * deploy/crds/pt_v1alpha1_ptemplate_crd.yml (a unit test compares them).
+ * config/crd/bases/pt.example.com_ptemplates.yaml (a unit test compares them).
  */
 
 import { customResourceDefinition, generatedManifestYaml } from '@iot-operator/runtime';
@@ -20,7 +20,7 @@ import {
 } from './ptemplate.ts';
 
 export const PTEMPLATE_CRD_NAME = `${PTEMPLATE_PLURAL}.${API_GROUP}`;
-export const PTEMPLATE_CRD_FILE = 'deploy/crds/pt_v1alpha1_ptemplate_crd.yml';
+export const PTEMPLATE_CRD_FILE = 'config/crd/bases/pt.example.com_ptemplates.yaml';
 
 export function ptemplateCrd(): Record<string, unknown> {
   return customResourceDefinition({

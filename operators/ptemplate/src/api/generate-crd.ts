@@ -1,5 +1,5 @@
 /**
- * Writes the generated Ptemplate CRD to deploy/crds/pt_v1alpha1_ptemplate_crd.yml.
+ * Writes the generated Ptemplate CRD to config/crd/bases/pt.example.com_ptemplates.yaml (the seed's path).
  *
  * Guarantees: the file's content is exactly `ptemplateCrdYaml()`; running it twice changes
  * nothing. A unit test fails while the committed file and the schema disagree.
