@@ -7,13 +7,15 @@
  * the watched namespace from `--namespace`, else `$WATCH_NAMESPACE` (empty = all namespaces);
  * /healthz, /readyz and /metrics listen on `--metrics-bind-address` (default 127.0.0.1:8080;
  * `0` turns the server off). With `--leader-elect` only the holder of the Lease
- * `memcached-operator-leader` reconciles. SIGTERM/SIGINT stop gracefully (exit 0); SIGHUP forces a
- * resync.
+ * `memcached-operator-leader` reconciles. `$OPERATOR_NAME` renames the operator (Lease, metrics
+ * Service). Run in a pod (`POD_NAMESPACE`, `POD_NAME`), it creates Service
+ * `memcached-operator-metrics` and, with the Prometheus Operator's API, a ServiceMonitor; elsewhere it
+ * logs why not. SIGTERM/SIGINT stop gracefully (exit 0); SIGHUP forces a resync.
  *
  * Run: node --import tsx operators/memcached/src/main.ts [flags]
  */
 
-import { parseOperatorCommandLine } from '@iot-operator/runtime';
+import { exposeOperatorMetrics, parseOperatorCommandLine } from '@iot-operator/runtime';
 import { createMemcachedOperator } from './operator.ts';
 
 const options = parseOperatorCommandLine({
@@ -22,4 +24,5 @@ const options = parseOperatorCommandLine({
 });
 const mgr = await createMemcachedOperator(options);
 mgr.logger.info({ namespace: options.watchNamespace || '<all>', metrics: options.metricsBindAddress }, 'starting memcached operator');
+void exposeOperatorMetrics(mgr, options.httpAddress);
 await mgr.runUntilSignal();

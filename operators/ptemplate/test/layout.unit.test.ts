@@ -1,8 +1,9 @@
 /**
  * The two ways to deploy the ptemplate operator grant the same rights: the seed's layout
- * (config/: ClusterRole manager-role for every namespace, Role leader-election-role for the Lease
- * in the operator's namespace) and the namespaced variant (deploy/role.yml). A rule added to one
- * and not the other fails here.
+ * (config/: ClusterRole manager-role for every namespace; Roles for the leader-election Lease and
+ * the metrics Service in the operator's own namespace) and the namespaced variant
+ * (deploy/role.yml, one Role). A permission added to one and not the other fails here, and the
+ * Lease and the metrics Service are never granted outside the operator's namespace.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -17,19 +18,31 @@ interface Rule {
 }
 
 const read = (file: string) => parse(readFileSync(fileURLToPath(new URL(`../${file}`, import.meta.url)), 'utf8')) as { kind: string; rules: Rule[] };
-const isLease = (rule: Rule) => rule.resources.includes('leases');
-const key = (rule: Rule) => JSON.stringify([rule.apiGroups, rule.resources, [...rule.verbs].sort()]);
 
-test('config/rbac ClusterRole = deploy/role.yml without the Lease rule', () => {
-  const clusterRole = read('config/rbac/role.yaml');
-  const namespaced = read('deploy/role.yml');
+/** Every (group, resource, verb) a role grants. */
+function permissions(...roles: Array<{ rules: Rule[] }>): string[] {
+  const out = new Set<string>();
+  for (const role of roles)
+    for (const rule of role.rules)
+      for (const group of rule.apiGroups) for (const resource of rule.resources) for (const verb of rule.verbs) out.add(`${group}/${resource}:${verb}`);
+  return [...out].sort();
+}
+
+const clusterRole = read('config/rbac/role.yaml');
+const leaderElection = read('config/rbac/leader_election_role.yaml');
+const metrics = read('config/rbac/metrics_role.yaml');
+
+test('config/rbac grants together exactly what deploy/role.yml grants', () => {
   assert.equal(clusterRole.kind, 'ClusterRole');
-  assert.deepEqual(clusterRole.rules.map(key).sort(), namespaced.rules.filter((r) => !isLease(r)).map(key).sort());
-  assert.equal(clusterRole.rules.some(isLease), false, 'no Lease rights outside the operator namespace');
+  assert.deepEqual(permissions(clusterRole, leaderElection, metrics), permissions(read('deploy/role.yml')));
 });
 
-test("config/rbac leader-election Role = deploy/role.yml's Lease rule", () => {
-  const leaderElection = read('config/rbac/leader_election_role.yaml');
+test('Leases, Services and ServiceMonitors only in the operator namespace', () => {
   assert.equal(leaderElection.kind, 'Role');
-  assert.deepEqual(leaderElection.rules.filter(isLease).map(key), read('deploy/role.yml').rules.filter(isLease).map(key));
+  assert.equal(metrics.kind, 'Role');
+  const cluster = permissions(clusterRole).join(' ');
+  assert.doesNotMatch(cluster, /leases|\/services:|servicemonitors/);
+  assert.match(permissions(leaderElection).join(' '), /coordination\.k8s\.io\/leases:update/);
+  assert.ok(permissions(metrics).includes('/services:create'));
+  assert.ok(permissions(metrics).includes('monitoring.coreos.com/servicemonitors:create'));
 });

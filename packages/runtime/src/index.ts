@@ -23,6 +23,7 @@ export * from './events/recorder.ts';
 export * from './manager/leader-election.ts';
 export * from './manager/manager.ts';
 export * from './manager/operator-process.ts';
+export * from './manager/metrics-service.ts';
 export * from './metrics/runtime-metrics.ts';
 export * from './status/conditions.ts';
 export * from './apply/subset.ts';

@@ -11,7 +11,9 @@
  * in `--leader-election-namespace`, else the watched namespace, else `$POD_NAMESPACE` — none of
  * them is an error before anything connects; the log level comes from `--log-level`, else
  * `$LOG_LEVEL`, else info. `operatorManagerOptions(name, options, cache)` turns those options
- * into the manager's, the watched namespace (empty = all) becoming the cache's default.
+ * into the manager's, the watched namespace (empty = all) becoming the cache's default, and
+ * `$OPERATOR_NAME`, when set, replacing the operator's name (its Lease, logger, Events'
+ * source and metrics Service are named after it, as in operator-sdk).
  */
 
 import { Command } from 'commander';
@@ -22,6 +24,8 @@ import type { LeaderElectionOptions, ManagerOptions } from './manager.ts';
 export interface OperatorProcessOptions {
   /** Kubeconfig file; undefined = $KUBECONFIG, ~/.kube/config or the in-cluster service account. */
   kubeconfigPath?: string;
+  /** The operator's name (Lease `<name>-leader`, Events' source, metrics Service); undefined = the operator's default. */
+  operatorName?: string;
   /** Namespace to watch; undefined or "" = all namespaces. */
   watchNamespace?: string;
   /** host:port of /healthz, /readyz and /metrics; undefined = no HTTP server. */
@@ -65,6 +69,7 @@ export function parseOperatorCommandLine(operator: { name: string; description: 
     program.error('--leader-elect needs a namespace for the Lease: set --leader-election-namespace, --namespace or $POD_NAMESPACE');
   }
   return {
+    operatorName: process.env.OPERATOR_NAME || undefined,
     kubeconfigPath: flags.kubeconfig || undefined,
     watchNamespace: flags.namespace,
     httpAddress: flags.metricsBindAddress === '0' ? undefined : flags.metricsBindAddress,
@@ -77,7 +82,7 @@ export function parseOperatorCommandLine(operator: { name: string; description: 
 /** The manager options of an operator process named `name`, caching `cache` in the watched namespace. */
 export function operatorManagerOptions(name: string, options: OperatorProcessOptions, cache: Omit<CacheOptions, 'defaultNamespace'> = {}): ManagerOptions {
   return {
-    name,
+    name: options.operatorName || name,
     kubeconfigPath: options.kubeconfigPath,
     httpAddress: options.httpAddress,
     leaderElection: options.leaderElection,
