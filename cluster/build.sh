@@ -8,6 +8,8 @@
 # A build happens in a temporary directory next to the cache entry and is renamed into place
 # only after every binary was built and answered --version with the pinned version.
 # Env: FORCE_BUILD=1 rebuilds even if cached. BUILD_PARALLELISM (default 2) is go build -p.
+# Progress: a line per step and at least every 15 s, with the time left estimated from the last
+# successful build's step times ($IOT_CACHE_ROOT/build-step-times, written at the end of a build).
 set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
@@ -62,20 +64,44 @@ mkdir -p "$TMP/bin" "$TMP/logs"
 
 BUILD_START=$(date +%s)
 STEP_TIMES=()
+STEP_RECORD=()
 STEP_NO=0
-STEP_TOTAL=5
+STEP_IDS=(download etcd kwok k8s verify)
+STEP_TOTAL=${#STEP_IDS[@]}
+BUILD_TIMES_FILE="$IOT_CACHE_ROOT/build-step-times"
 
-# run_step NAME CMD... : runs CMD with its output in a log; prints progress every 30 s; on
-# failure prints which step failed, its exit code and the end of its output, and exits.
+# last_time ID: seconds step ID took in the last successful build (empty when unknown).
+last_time() { [[ -f "$BUILD_TIMES_FILE" ]] && awk -v id="$1" '$1 == id { print $2 }' "$BUILD_TIMES_FILE" || true; }
+
+# remaining_estimate ELAPSED: seconds left in all, from the last build's times of this step
+# (less ELAPSED, at least 0) and the steps after it; empty when there was no earlier build.
+remaining_estimate() {
+  local elapsed=$1 left=0 i t
+  for ((i = STEP_NO - 1; i < STEP_TOTAL; i++)); do
+    t=$(last_time "${STEP_IDS[$i]}")
+    [[ -n "$t" ]] || return 0
+    if ((i == STEP_NO - 1)); then t=$((t > elapsed ? t - elapsed : 0)); fi
+    left=$((left + t))
+  done
+  echo "$left"
+}
+
+# run_step ID NAME CMD... : runs CMD with its output in a log; prints progress at the start and
+# every 15 s (elapsed, packages compiled, time left as estimated from the last build); on failure
+# prints which step failed, its exit code and the end of its output, and exits.
 run_step() {
-  local name=$1; shift
+  local id=$1 name=$2; shift 2
   STEP_NO=$((STEP_NO + 1))
-  local logf="$TMP/logs/step$STEP_NO.log" start rc=0
+  local logf="$TMP/logs/step$STEP_NO.log" start rc=0 last
   start=$(date +%s)
-  log "==> step $STEP_NO/$STEP_TOTAL: $name"
+  last=$(last_time "$id")
+  log "==> step $STEP_NO/$STEP_TOTAL: $name${last:+ (last build: ${last}s)}; $(($(date +%s) - BUILD_START))s into the build"
   (
-    while sleep 30; do
-      log "    ... $name: $(($(date +%s) - start))s elapsed, $(grep -c . "$logf" 2>/dev/null || echo 0) packages compiled so far"
+    while sleep 15; do
+      local elapsed left
+      elapsed=$(($(date +%s) - start))
+      left=$(remaining_estimate "$elapsed")
+      log "    ... step $STEP_NO/$STEP_TOTAL $id: ${elapsed}s elapsed, $(grep -c . "$logf" 2>/dev/null || echo 0) packages compiled; ${left:+about ${left}s left in all (from the last build)}${left:-no earlier build to estimate from}"
     done
   ) &
   HEARTBEAT_PID=$!
@@ -98,6 +124,7 @@ run_step() {
   fi
   log "    done: $name in ${took}s"
   STEP_TIMES+=("$name: ${took}s")
+  STEP_RECORD+=("$id $took")
 }
 
 # Module publication time, used as the reproducible build date (as SOURCE_DATE_EPOCH would be).
@@ -168,11 +195,11 @@ verify_binaries() {
 }
 
 log "building $BUILD_KEY with $(go version) (go build -p $GO_P); this takes a while on a cold cache"
-run_step "download Go modules (k8s, etcd, kwok)" download_modules
-run_step "build etcd ${ETCD_VERSION}" build_etcd
-run_step "build kwok + kwokctl ${KWOK_VERSION}" build_kwok
-run_step "build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl ${K8S_VERSION} (one go build)" build_k8s
-run_step "verify binaries report the pinned versions" verify_binaries
+run_step download "download Go modules (k8s, etcd, kwok)" download_modules
+run_step etcd "build etcd ${ETCD_VERSION}" build_etcd
+run_step kwok "build kwok + kwokctl ${KWOK_VERSION}" build_kwok
+run_step k8s "build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl ${K8S_VERSION} (one go build)" build_k8s
+run_step verify "verify binaries report the pinned versions" verify_binaries
 
 TOTAL=$(($(date +%s) - BUILD_START))
 {
@@ -189,6 +216,7 @@ if [[ -e "$BIN_DIR" ]]; then
   mv "$BIN_DIR" "$TMP/old-bin"
 fi
 mv -T "$TMP/bin" "$BIN_DIR"
+printf '%s\n' "${STEP_RECORD[@]}" >"$BUILD_TIMES_FILE.tmp.$$" && mv "$BUILD_TIMES_FILE.tmp.$$" "$BUILD_TIMES_FILE"
 log "build finished in ${TOTAL}s:"
 for t in "${STEP_TIMES[@]}"; do log "    $t"; done
 echo "$BIN_DIR"
