@@ -13,6 +13,11 @@
 # Callers hold the cluster lock (lock_cluster).
 
 OLM_NAMESPACE=olm
+# How often olm re-examines every object it watches (its --interval; upstream's default is 5m).
+# A CSV that is Pending because its ServiceAccount or RBAC is missing is re-checked only then
+# (olm does not watch objects it did not label, and stops retrying a failing CSV after 8 quick
+# attempts), so this bounds how long it stays Pending once they exist.
+OLM_RESYNC_INTERVAL=${OLM_RESYNC_INTERVAL:-30s}
 OLM_PID_FILE="$CLUSTER_WORKDIR/pids/olm.pid"
 OLM_LOG="$CLUSTER_WORKDIR/logs/olm.log"
 OLM_DIR_RECORD="$CLUSTER_WORKDIR/olm-dir"
@@ -85,7 +90,7 @@ ensure_olm() {
   mkdir -p "$(dirname "$OLM_PID_FILE")" "$(dirname "$OLM_LOG")"
   [[ -f "$OLM_LOG" ]] && mv -f "$OLM_LOG" "${OLM_LOG%.log}.previous.log"
   # A session of its own (it outlives this script), no stdin, and not our lock on fd 9.
-  KUBECONFIG="$KUBECONFIG_PATH" setsid "$home/olm" --namespace "$OLM_NAMESPACE" --writeStatusName "" \
+  KUBECONFIG="$KUBECONFIG_PATH" setsid "$home/olm" --namespace "$OLM_NAMESPACE" --writeStatusName "" --interval "$OLM_RESYNC_INTERVAL" \
     --tls-cert "$cert/tls.crt" --tls-key "$cert/tls.key" </dev/null >"$OLM_LOG" 2>&1 9>&- &
   echo $! >"$OLM_PID_FILE"
   echo "$home" >"$OLM_DIR_RECORD"

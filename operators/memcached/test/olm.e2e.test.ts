@@ -55,11 +55,11 @@ let operatorKubeconfig: ServiceAccountKubeconfig | undefined;
 const started = Date.now();
 
 /** Runs one command of the README's walkthrough, verbatim, with $NS set to the test namespace. */
-async function walkthrough(command: string): Promise<string> {
+async function walkthrough(command: string, namespace = ns): Promise<string> {
   assert.ok(readme.includes(command), `the README's walkthrough has the command:\n${command}`);
   const { stdout } = await run('bash', ['-euo', 'pipefail', '-c', command], {
     cwd: repoRoot,
-    env: { ...process.env, KUBECONFIG: env.kubeconfigPath, PATH: `${kubectlPath}:${process.env.PATH}`, NS: ns },
+    env: { ...process.env, KUBECONFIG: env.kubeconfigPath, PATH: `${kubectlPath}:${process.env.PATH}`, NS: namespace },
     timeout: 180_000,
   });
   return stdout;
@@ -164,6 +164,8 @@ EOF`);
       await walkthrough(`kubectl get -n $NS csv memcachedoperator.v0.0.1 -o jsonpath='{.status.phase} {.status.reason}{"\\n"}'`),
       'Pending RequirementsNotMet\n',
     );
+    const requirements = await walkthrough(`kubectl get -n $NS csv memcachedoperator.v0.0.1 -o jsonpath='{range .status.requirementStatus[*]}{.kind} {.name}: {.status}{"\\n"}{end}'`);
+    assert.match(requirements, /^ServiceAccount memcached-operator: NotPresent$/m);
     await assert.rejects(env.client.get(Kinds.Deployment, 'memcached-operator', ns), (err: unknown) => isNotFound(err), 'OLM installs nothing yet');
   });
 
@@ -215,9 +217,10 @@ EOF`);
     const before = { wordpress: await instanceUids('memcached-for-wordpress'), drupal: await instanceUids('memcached-for-drupal') };
     await walkthrough('kubectl apply -n $NS -f operators/memcached/bundle/0.0.2/manifests/memcachedoperator.clusterserviceversion.yaml');
     await walkthrough(`kubectl wait -n $NS csv/memcachedoperator.v0.0.2 --for=jsonpath='{.status.phase}'=Succeeded --timeout=120s`);
-    await waitForCsv('memcachedoperator.v0.0.1', 'CSV 0.0.1 to be removed', (c) => c === undefined);
-    const csvs = await walkthrough('kubectl get -n $NS csv -o name');
-    assert.equal(csvs, 'clusterserviceversion.operators.coreos.com/memcachedoperator.v0.0.2\n');
+    await walkthrough('kubectl wait -n $NS csv/memcachedoperator.v0.0.1 --for=delete --timeout=120s');
+    const csvs = (await walkthrough('kubectl get -n $NS csv')).trim().split('\n');
+    assert.equal(csvs.length, 2, `one CSV left:\n${csvs.join('\n')}`);
+    assert.match(csvs[1]!, /^memcachedoperator\.v0\.0\.2\s+Memcached Operator\s+0\.0\.2\s+memcachedoperator\.v0\.0\.1\s+Succeeded$/);
 
     const deployment = await env.waitFor('the operator Deployment on 0.0.2 and ready', async () => {
       const d = await env.client.get<Deployment>(Kinds.Deployment, 'memcached-operator', ns);
@@ -235,8 +238,12 @@ EOF`);
   });
 
   test('the CSV owning a missing CRD is still Pending, and OLM never created its Deployment', async () => {
-    const still = await csv('memcachedcluster-operator.v0.0.1', brokenNs);
-    assert.deepEqual({ phase: still?.status?.phase, reason: still?.status?.reason }, { phase: 'Pending', reason: 'RequirementsNotMet' });
+    const still = await walkthrough(
+      `kubectl get -n $NS csv memcachedcluster-operator.v0.0.1 -o jsonpath='{.status.phase} {.status.reason}: {.status.message}{"\\n"}{range .status.requirementStatus[*]}{.kind} {.name}: {.status} ({.message}){"\\n"}{end}'`,
+      brokenNs,
+    );
+    assert.match(still, /^Pending RequirementsNotMet: one or more requirements couldn't be found\n/);
+    assert.match(still, /^CustomResourceDefinition memcachedclusters\.cache\.example\.com: NotPresent \(CRD is not present\)$/m);
     await assert.rejects(env.client.get(Kinds.Deployment, 'memcachedcluster-operator', brokenNs), (err: unknown) => isNotFound(err));
     assert.equal(operator?.exitCode, null, `the memcached operator process still runs (stderr: ${operator?.output().slice(-1000)})`);
     assert.doesNotMatch(operator!.output(), /forbidden/i, 'the CSV ServiceAccount\'s RBAC was enough');
