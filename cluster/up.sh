@@ -64,7 +64,7 @@ kwok_node_count() {
 }
 
 print_result() {
-  if [[ "$CLUSTER_OLM" == 1 ]] || olm_enabled; then ensure_olm; fi
+  if [[ "$CLUSTER_OLM" == 1 ]]; then ensure_olm; elif olm_enabled; then restore_olm; fi
   log "cluster '$CLUSTER_NAME' is up ($((SECONDS - T0))s)"
   echo "KUBECONFIG=$KUBECONFIG_PATH"
 }

@@ -7,7 +7,9 @@
 #   runs from the same directory; its pid is in <workdir>/pids/olm.pid, its log in
 #   <workdir>/logs/olm.log beside the other components'. The OLM directory used is recorded in
 #   <workdir>/olm-dir, so a cluster that has OLM keeps it: later up.sh runs (a restart after a
-#   reboot included) start it again, from OLM_DIR when set, else from the recorded directory.
+#   reboot included) start it again (`restore_olm`), from OLM_DIR when set, else from the
+#   recorded directory — if that is gone, it says so and carries on without OLM rather than
+#   build it unasked.
 # - `stop_olm` stops it (SIGTERM, SIGKILL after 5 s); down.sh calls it.
 # - `olm_pid` prints its pid when it runs (checked through /proc/<pid>/exe).
 # Callers hold the cluster lock (lock_cluster).
@@ -67,6 +69,15 @@ olm_serving_certificate() {
       -keyout "$dir/tls.key" -out "$dir/tls.crt" >/dev/null 2>&1 || die "openssl could not make olm's serving certificate"
   fi
   echo "$dir"
+}
+
+# Starts olm when this cluster has it but it does not run; never builds it (ensure_olm may).
+restore_olm() {
+  if [[ -z "${OLM_DIR:-}" && ! -x "$(<"$OLM_DIR_RECORD")/olm" ]]; then
+    log "WARNING: this cluster ran OLM from $(<"$OLM_DIR_RECORD"), which has no olm any more; not starting it (CLUSTER_OLM=1 or OLM_DIR=... installs it again)"
+    return 0
+  fi
+  ensure_olm
 }
 
 ensure_olm() {
