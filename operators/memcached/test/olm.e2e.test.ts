@@ -52,7 +52,6 @@ let brokenNs: string;
 let kubectlPath: string;
 let operator: OperatorProcess | undefined;
 let operatorKubeconfig: ServiceAccountKubeconfig | undefined;
-const started = Date.now();
 
 /** Runs one command of the README's walkthrough, verbatim, with $NS set to the test namespace. */
 async function walkthrough(command: string, namespace = ns): Promise<string> {
@@ -113,7 +112,6 @@ describe('memcached operator on OLM (seed 002, second half)', () => {
     await operator?.stop();
     await operatorKubeconfig?.cleanup();
     await env?.cleanup();
-    console.log(`# olm.e2e: ${Math.round((Date.now() - started) / 1000)} s`);
   });
 
   test('both committed CSVs pass the ClusterServiceVersion schema of the API server; a malformed one does not', async () => {
