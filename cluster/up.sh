@@ -27,6 +27,7 @@ for arg in "$@"; do
     *) die "unknown argument '$arg' (known: --olm)" ;;
   esac
 done
+[[ "$CLUSTER_OLM" =~ ^[01]$ ]] || die "CLUSTER_OLM must be 0 or 1, got '$CLUSTER_OLM'"
 
 [[ "$CLUSTER_NODES" =~ ^[0-9]+$ ]] || die "CLUSTER_NODES must be a number, got '$CLUSTER_NODES'"
 CLUSTER_NODE_PODS=${CLUSTER_NODE_PODS:-1000}
