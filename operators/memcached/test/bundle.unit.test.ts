@@ -2,7 +2,8 @@
  * The committed OLM bundles (0.0.1, 0.0.2) and catalog of the memcached operator are exactly
  * what scripts/generate-bundle.ts makes from today's deploy/, their ClusterServiceVersions say
  * what deploy/ says (RBAC, Deployment, CRD descriptions, example), 0.0.2 upgrades 0.0.1, and
- * manifests that cannot make a sound CSV are refused with a message naming what to fix.
+ * a ClusterRole becomes clusterPermissions, and manifests that cannot make a sound CSV are refused
+ * with a message naming what to fix.
  */
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -114,7 +115,7 @@ describe('the ClusterServiceVersion says what deploy/ says', () => {
   });
 });
 
-describe('manifests that cannot make a sound CSV are refused', () => {
+describe('other manifests: cluster RBAC is carried over, unsound ones are refused', () => {
   const sources = loadOperatorSources(operatorDir);
   const base = sources.base;
   const replaced = (file: string, change: (o: any) => void): Manifest[] =>
@@ -126,6 +127,27 @@ describe('manifests that cannot make a sound CSV are refused', () => {
     });
   const build = (manifests: Manifest[], more: Partial<{ base: JsonObject; version: string; replaces: string }> = {}) =>
     clusterServiceVersion({ base, manifests, version: '0.0.2', image: 'img:v0.0.2', ...more });
+
+  test('a ClusterRole bound by a ClusterRoleBinding becomes clusterPermissions of its ServiceAccount', () => {
+    const rules = [{ apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] }];
+    const manifests: Manifest[] = [
+      ...sources.manifests,
+      { file: 'deploy/cluster_role.yml', object: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: 'memcached-operator-namespaces' }, rules } },
+      {
+        file: 'deploy/cluster_role_binding.yml',
+        object: {
+          apiVersion: 'rbac.authorization.k8s.io/v1',
+          kind: 'ClusterRoleBinding',
+          metadata: { name: 'memcached-operator-namespaces' },
+          subjects: [{ kind: 'ServiceAccount', name: 'memcached-operator', namespace: 'default' }],
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'memcached-operator-namespaces' },
+        },
+      },
+    ];
+    const install = (build(manifests).spec as any).install.spec;
+    assert.deepEqual(install.clusterPermissions, [{ serviceAccountName: 'memcached-operator', rules }]);
+    assert.equal(install.permissions[0].serviceAccountName, 'memcached-operator');
+  });
 
   test('a Deployment running as a ServiceAccount that deploy/ does not have', () => {
     const manifests = replaced('operator.yml', (d) => (d.spec.template.spec.serviceAccountName = 'someone-else'));
