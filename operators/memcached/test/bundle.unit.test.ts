@@ -1,8 +1,8 @@
 /**
  * The committed OLM bundles (0.0.1, 0.0.2) and catalog of the memcached operator are exactly
  * what scripts/generate-bundle.ts makes from today's deploy/, their ClusterServiceVersions say
- * what deploy/ says (RBAC, Deployment, CRD descriptions, example), 0.0.2 upgrades 0.0.1, and
- * a ClusterRole becomes clusterPermissions, and manifests that cannot make a sound CSV are refused
+ * what deploy/ says (RBAC, Deployment, CRD descriptions, example), 0.0.2 upgrades 0.0.1;
+ * a ClusterRole becomes clusterPermissions; manifests that cannot make a sound CSV are refused
  * with a message naming what to fix.
  */
 import assert from 'node:assert/strict';
