@@ -213,6 +213,7 @@ EOF`);
 
   test('CSV 0.0.2 replaces 0.0.1: 0.0.1 goes, the operator Deployment runs 0.0.2, the CRs and their Deployments and pods are untouched', async () => {
     const before = { wordpress: await instanceUids('memcached-for-wordpress'), drupal: await instanceUids('memcached-for-drupal') };
+    assert.deepEqual([before.wordpress.pods.length, before.drupal.pods.length], [1, 1], 'one memcached pod each');
     await walkthrough('kubectl apply -n $NS -f operators/memcached/bundle/0.0.2/manifests/memcachedoperator.clusterserviceversion.yaml');
     await walkthrough(`kubectl wait -n $NS csv/memcachedoperator.v0.0.2 --for=jsonpath='{.status.phase}'=Succeeded --timeout=120s`);
     await walkthrough('kubectl wait -n $NS csv/memcachedoperator.v0.0.1 --for=delete --timeout=120s');
