@@ -4,6 +4,8 @@
 set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+# shellcheck source=lib/olm.sh
+source "$CLUSTER_DIR/lib/olm.sh"
 
 lock_cluster 300
 
@@ -11,6 +13,8 @@ if [[ ! -d "$CLUSTER_WORKDIR" ]]; then
   log "cluster '$CLUSTER_NAME' does not exist; nothing to do"
   exit 0
 fi
+
+stop_olm
 
 # Remember the live processes first: the pid files go away with the workdir.
 pids=()

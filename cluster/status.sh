@@ -5,6 +5,8 @@
 set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+# shellcheck source=lib/olm.sh
+source "$CLUSTER_DIR/lib/olm.sh"
 
 echo "cluster:     $CLUSTER_NAME"
 echo "workdir:     $CLUSTER_WORKDIR"
@@ -30,6 +32,14 @@ for c in "${COMPONENTS[@]}"; do
     healthy=0
   fi
 done
+if olm_enabled; then
+  if pid=$(olm_pid); then
+    printf '  %-24s pid %-8s rss %-9s from %s\n' olm "$pid" "$(awk '/^VmRSS/ {printf "%d MiB", $2/1024}' "/proc/$pid/status" 2>/dev/null || echo "?")" "$(<"$OLM_DIR_RECORD")"
+  else
+    printf '  %-24s NOT RUNNING\n' olm
+    healthy=0
+  fi
+fi
 
 if binaries_complete && apiserver_ready; then
   echo "reachable:   yes (/readyz ok)"

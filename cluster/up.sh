@@ -9,12 +9,25 @@
 #      node, default 1000), CLUSTER_CONTROLLER_MANAGER_QPS (the controller-manager's client rate
 #      limit, --kube-api-qps with a burst of twice that; default: Kubernetes' 20; applies when the
 #      cluster is created),
-#      KWOK_WORKDIR (default ~/.kwok; the cluster lives in $KWOK_WORKDIR/clusters/$CLUSTER_NAME).
+#      KWOK_WORKDIR (default ~/.kwok; the cluster lives in $KWOK_WORKDIR/clusters/$CLUSTER_NAME),
+#      CLUSTER_OLM=1 or --olm (also run the Operator Lifecycle Manager, see lib/olm.sh; binaries
+#      from OLM_DIR, else built by build-olm.sh).
 # Idempotent: a healthy cluster is reused as is; one whose processes are gone (reboot, new
 # session) is restarted with its data; one that cannot be restarted is recreated.
 set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+# shellcheck source=lib/olm.sh
+source "$CLUSTER_DIR/lib/olm.sh"
+
+CLUSTER_OLM=${CLUSTER_OLM:-0}
+for arg in "$@"; do
+  case "$arg" in
+    --olm) CLUSTER_OLM=1 ;;
+    *) die "unknown argument '$arg' (known: --olm)" ;;
+  esac
+done
+[[ "$CLUSTER_OLM" =~ ^[01]$ ]] || die "CLUSTER_OLM must be 0 or 1, got '$CLUSTER_OLM'"
 
 [[ "$CLUSTER_NODES" =~ ^[0-9]+$ ]] || die "CLUSTER_NODES must be a number, got '$CLUSTER_NODES'"
 CLUSTER_NODE_PODS=${CLUSTER_NODE_PODS:-1000}
@@ -52,6 +65,7 @@ kwok_node_count() {
 }
 
 print_result() {
+  if [[ "$CLUSTER_OLM" == 1 ]]; then ensure_olm; elif olm_enabled; then restore_olm; fi
   log "cluster '$CLUSTER_NAME' is up ($((SECONDS - T0))s)"
   echo "KUBECONFIG=$KUBECONFIG_PATH"
 }
@@ -64,6 +78,8 @@ if cluster_exists && grep -qF "$BIN_DIR/kube-apiserver" "$CLUSTER_WORKDIR/kwok.y
 fi
 
 delete_cluster() {
+  if olm_enabled; then CLUSTER_OLM=1; fi # the new cluster gets OLM again
+  stop_olm
   kwokctl delete cluster --kubeconfig "$KUBECONFIG_PATH" >&2 || true
   rm -rf "$CLUSTER_WORKDIR"
 }

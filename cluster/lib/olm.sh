@@ -1,0 +1,116 @@
+# The Operator Lifecycle Manager as a process of the local cluster. Source it after common.sh.
+# shellcheck shell=bash
+#
+# Guarantees:
+# - `ensure_olm` (idempotent) applies OLM's CRDs with server-side apply, creates the `olm`
+#   namespace and starts the `olm` operator against the cluster's kubeconfig unless it already
+#   runs from the same directory; its pid is in <workdir>/pids/olm.pid, its log in
+#   <workdir>/logs/olm.log beside the other components'. The OLM directory used is recorded in
+#   <workdir>/olm-dir, so a cluster that has OLM keeps it: later up.sh runs (a restart after a
+#   reboot included) start it again (`restore_olm`), from OLM_DIR when set, else from the
+#   recorded directory — if that is gone, it says so and carries on without OLM rather than
+#   build it unasked.
+# - `stop_olm` stops it (SIGTERM, SIGKILL after 5 s); down.sh calls it.
+# - `olm_pid` prints its pid when it runs (checked through /proc/<pid>/exe).
+# Callers hold the cluster lock (lock_cluster).
+
+OLM_NAMESPACE=olm
+# How often olm re-examines every object it watches (its --interval; upstream's default is 5m).
+# A CSV that is Pending because its ServiceAccount or RBAC is missing is re-checked only then
+# (olm does not watch objects it did not label, and stops retrying a failing CSV after 8 quick
+# attempts), so this bounds how long it stays Pending once they exist.
+OLM_RESYNC_INTERVAL=${OLM_RESYNC_INTERVAL:-30s}
+OLM_PID_FILE="$CLUSTER_WORKDIR/pids/olm.pid"
+OLM_LOG="$CLUSTER_WORKDIR/logs/olm.log"
+OLM_DIR_RECORD="$CLUSTER_WORKDIR/olm-dir"
+
+olm_enabled() { [[ -f "$OLM_DIR_RECORD" ]]; }
+
+olm_pid() {
+  local pid exe
+  [[ -f "$OLM_PID_FILE" ]] || return 1
+  pid=$(<"$OLM_PID_FILE")
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
+  [[ "$(basename "$exe")" == olm ]] || return 1
+  process_alive "$pid" || return 1
+  echo "$pid"
+}
+
+stop_olm() {
+  local pid
+  if pid=$(olm_pid); then
+    log "stopping olm (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do process_alive "$pid" || break; sleep 0.1; done
+    if process_alive "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
+  fi
+  rm -f "$OLM_PID_FILE"
+}
+
+# The directory holding `olm` and `crds/`: OLM_DIR, else the one this cluster used before, else
+# a build from Go modules (cluster/build-olm.sh checks whichever it is given).
+olm_home() {
+  if [[ -z "${OLM_DIR:-}" ]] && olm_enabled && [[ -x "$(<"$OLM_DIR_RECORD")/olm" ]]; then
+    cat "$OLM_DIR_RECORD"
+    return
+  fi
+  bash "$CLUSTER_DIR/build-olm.sh" | tail -n 1
+}
+
+# olm serves /healthz and /metrics on a port of its own choosing (":8080" in plain HTTP, ":8443"
+# with TLS; not configurable upstream). A self-signed certificate moves it to 8443, away from
+# the 127.0.0.1:8080 that the operators use by default.
+olm_serving_certificate() {
+  local dir="$CLUSTER_WORKDIR/pki/olm"
+  if [[ ! -f "$dir/tls.crt" ]]; then
+    mkdir -p "$dir"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=olm" \
+      -keyout "$dir/tls.key" -out "$dir/tls.crt" >/dev/null 2>&1 || die "openssl could not make olm's serving certificate"
+  fi
+  echo "$dir"
+}
+
+# Starts olm when this cluster has it but it does not run; never builds it (ensure_olm may).
+restore_olm() {
+  if [[ -z "${OLM_DIR:-}" && ! -x "$(<"$OLM_DIR_RECORD")/olm" ]]; then
+    log "WARNING: this cluster ran OLM from $(<"$OLM_DIR_RECORD"), which has no olm any more; not starting it (CLUSTER_OLM=1 or OLM_DIR=... installs it again)"
+    return 0
+  fi
+  ensure_olm
+}
+
+ensure_olm() {
+  local home pid exe cert
+  home=$(olm_home)
+  [[ -x "$home/olm" ]] || die "no olm binary in '$home'"
+  if pid=$(olm_pid); then
+    exe=$(readlink -f "/proc/$pid/exe" 2>/dev/null || true)
+    if [[ "$exe" == "$(readlink -f "$home/olm")" ]]; then return 0; fi
+    log "olm runs from $exe, not $home/olm; restarting it"
+    stop_olm
+  fi
+  log "installing OLM from $home (CRDs, namespace $OLM_NAMESPACE, olm operator)"
+  kctl apply --server-side --force-conflicts --field-manager=iot-operator-cluster -f "$home/crds/" >/dev/null ||
+    die "could not apply OLM's CRDs from $home/crds/"
+  kctl wait --for=condition=Established --timeout=60s \
+    $(sed -n 's/^  name: \(.*\.operators\.coreos\.com\)$/crd\/\1/p' "$home"/crds/*.yaml) >/dev/null ||
+    die "OLM's CRDs did not become Established within 60s"
+  kctl get namespace "$OLM_NAMESPACE" >/dev/null 2>&1 || kctl create namespace "$OLM_NAMESPACE" >/dev/null
+  cert=$(olm_serving_certificate)
+  mkdir -p "$(dirname "$OLM_PID_FILE")" "$(dirname "$OLM_LOG")"
+  [[ -f "$OLM_LOG" ]] && mv -f "$OLM_LOG" "${OLM_LOG%.log}.previous.log"
+  # A session of its own (it outlives this script), no stdin, and not our lock on fd 9.
+  KUBECONFIG="$KUBECONFIG_PATH" setsid "$home/olm" --namespace "$OLM_NAMESPACE" --writeStatusName "" --interval "$OLM_RESYNC_INTERVAL" \
+    --tls-cert "$cert/tls.crt" --tls-key "$cert/tls.key" </dev/null >"$OLM_LOG" 2>&1 9>&- &
+  echo $! >"$OLM_PID_FILE"
+  echo "$home" >"$OLM_DIR_RECORD"
+  # Ready once its informers have synced and its workers run.
+  local deadline=$((SECONDS + 60))
+  until grep -q 'msg="starting workers..."' "$OLM_LOG"; do
+    olm_pid >/dev/null || die "olm exited at start; the end of $OLM_LOG: $(tail -n 5 "$OLM_LOG")"
+    ((SECONDS < deadline)) || die "olm did not start its workers within 60s (log: $OLM_LOG)"
+    sleep 0.3
+  done
+  log "olm is running (pid $(<"$OLM_PID_FILE"), log $OLM_LOG)"
+}
