@@ -25,7 +25,7 @@ import { workloadReady, type WorkloadLike } from '../lib/readiness.ts';
 import { round, summarize } from '../lib/stats.ts';
 
 export const MemcachedType = customResource('cache.example.com', 'v1alpha1', 'Memcached', 'memcacheds');
-export const MEMCACHED_CRD = 'operators/memcached/deploy/crds/cache_v1alpha1_memcached_crd.yml';
+export const MEMCACHED_CRD = 'operators/memcached/deploy/crds/cache_v1alpha1_memcached_crd.yaml';
 export const MEMCACHED_DEFAULT_COMMAND = 'node operators/memcached/dist/memcached-operator.mjs --log-level warn';
 const SIZE = 1;
 

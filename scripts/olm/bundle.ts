@@ -8,7 +8,7 @@
  *   operators/<op>/bundle/<version>/bundle.Dockerfile                        (build context: that directory)
  *   operators/<op>/catalog/<package>/catalog.yaml                          (olm.package, olm.channel, olm.bundle)
  *
- * Sources: every manifest in deploy/ and deploy/crds/, the CSV base deploy/olm/csv-base.yml and
+ * Sources: every manifest in deploy/ and deploy/crds/, the CSV base deploy/olm/csv-base.yaml and
  * the icon deploy/olm/icon.svg (see csv.ts for what goes where).
  *
  * Guarantees: rendering is deterministic (no timestamps), so `expectedOperatorFiles` re-renders
@@ -68,7 +68,7 @@ function readManifests(file: string, operatorDir: string): Manifest[] {
 
 export function loadOperatorSources(operatorDir: string): OperatorSources {
   const deploy = path.join(operatorDir, 'deploy');
-  const baseFile = path.join(deploy, 'olm', 'csv-base.yml');
+  const baseFile = path.join(deploy, 'olm', 'csv-base.yaml');
   if (!existsSync(baseFile)) throw new Error(`${path.relative(process.cwd(), baseFile)} is missing: an operator needs a CSV base to be bundled`);
   const base = parse(readFileSync(baseFile, 'utf8')) as JsonObject;
   const manifests = [...yamlFiles(deploy), ...yamlFiles(path.join(deploy, 'crds'))].flatMap((f) => readManifests(f, operatorDir));

@@ -74,14 +74,14 @@ describe('the ClusterServiceVersion says what deploy/ says', () => {
   const csv = committedCsv('0.0.2');
 
   test('permissions are the Role bound to the operator ServiceAccount; no cluster permissions', () => {
-    assert.deepEqual(csv.spec.install.spec.permissions, [{ serviceAccountName: 'memcached-operator', rules: deployManifest('role.yml').rules }]);
+    assert.deepEqual(csv.spec.install.spec.permissions, [{ serviceAccountName: 'memcached-operator', rules: deployManifest('role.yaml').rules }]);
     assert.equal(csv.spec.install.spec.clusterPermissions, undefined);
   });
 
   test('the install strategy is the operator Deployment, watching the namespaces OLM targets', () => {
     assert.equal(csv.spec.install.strategy, 'deployment');
     const [d] = csv.spec.install.spec.deployments;
-    const source = deployManifest('operator.yml');
+    const source = deployManifest('operator.yaml');
     assert.equal(d.name, source.metadata.name);
     assert.deepEqual(d.spec.selector, source.spec.selector);
     const container = d.spec.template.spec.containers[0];
@@ -91,14 +91,14 @@ describe('the ClusterServiceVersion says what deploy/ says', () => {
   });
 
   test('the owned CRD carries the schema descriptions, and the example is the deploy/ one', () => {
-    const crd = parse(readFileSync(path.join(operatorDir, 'deploy/crds/cache_v1alpha1_memcached_crd.yml'), 'utf8'));
+    const crd = parse(readFileSync(path.join(operatorDir, 'deploy/crds/cache_v1alpha1_memcached_crd.yaml'), 'utf8'));
     const schema = crd.spec.versions[0].schema.openAPIV3Schema;
     const [owned] = csv.spec.customresourcedefinitions.owned;
     assert.deepEqual([owned.name, owned.version, owned.kind], ['memcacheds.cache.example.com', 'v1alpha1', 'Memcached']);
     assert.equal(owned.description, schema.description);
     assert.deepEqual(owned.specDescriptors, [{ path: 'size', displayName: 'Size', description: schema.properties.spec.properties.size.description, 'x-descriptors': ['urn:alm:descriptor:com.tectonic.ui:podCount'] }]);
     assert.deepEqual(owned.statusDescriptors.map((d: any) => d.path), ['nodes']);
-    const example = parse(readFileSync(path.join(operatorDir, 'deploy/crds/cache_v1alpha1_memcached_cr.yml'), 'utf8'));
+    const example = parse(readFileSync(path.join(operatorDir, 'deploy/crds/cache_v1alpha1_memcached_cr.yaml'), 'utf8'));
     assert.deepEqual(JSON.parse(csv.metadata.annotations['alm-examples']), [example]);
   });
 
@@ -132,9 +132,9 @@ describe('other manifests: cluster RBAC is carried over, unsound ones are refuse
     const rules = [{ apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] }];
     const manifests: Manifest[] = [
       ...sources.manifests,
-      { file: 'deploy/cluster_role.yml', object: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: 'memcached-operator-namespaces' }, rules } },
+      { file: 'deploy/cluster_role.yaml', object: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: 'memcached-operator-namespaces' }, rules } },
       {
-        file: 'deploy/cluster_role_binding.yml',
+        file: 'deploy/cluster_role_binding.yaml',
         object: {
           apiVersion: 'rbac.authorization.k8s.io/v1',
           kind: 'ClusterRoleBinding',
@@ -150,17 +150,17 @@ describe('other manifests: cluster RBAC is carried over, unsound ones are refuse
   });
 
   test('a Deployment running as a ServiceAccount that deploy/ does not have', () => {
-    const manifests = replaced('operator.yml', (d) => (d.spec.template.spec.serviceAccountName = 'someone-else'));
-    assert.throws(() => build(manifests), /deploy\/operator\.yml: Deployment memcached-operator runs as ServiceAccount someone-else, which is not among the manifests/);
+    const manifests = replaced('operator.yaml', (d) => (d.spec.template.spec.serviceAccountName = 'someone-else'));
+    assert.throws(() => build(manifests), /deploy\/operator\.yaml: Deployment memcached-operator runs as ServiceAccount someone-else, which is not among the manifests/);
   });
 
   test('a RoleBinding to a Role that deploy/ does not have', () => {
-    const manifests = replaced('role_binding.yml', (b) => (b.roleRef.name = 'missing'));
-    assert.throws(() => build(manifests), /deploy\/role_binding\.yml: RoleBinding memcached-operator refers to Role missing, which is not among the manifests/);
+    const manifests = replaced('role_binding.yaml', (b) => (b.roleRef.name = 'missing'));
+    assert.throws(() => build(manifests), /deploy\/role_binding\.yaml: RoleBinding memcached-operator refers to Role missing, which is not among the manifests/);
   });
 
   test('a Deployment with no REPLACE_IMAGE container', () => {
-    const manifests = replaced('operator.yml', (d) => (d.spec.template.spec.containers[0].image = 'fixed:1'));
+    const manifests = replaced('operator.yaml', (d) => (d.spec.template.spec.containers[0].image = 'fixed:1'));
     assert.throws(() => build(manifests), /no container of Deployment memcached-operator has image REPLACE_IMAGE/);
   });
 
@@ -171,8 +171,8 @@ describe('other manifests: cluster RBAC is carried over, unsound ones are refuse
   });
 
   test('a manifest kind that has no place in a CSV', () => {
-    const manifests = [...sources.manifests, { file: 'deploy/namespace.yml', object: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'x' } } }];
-    assert.throws(() => build(manifests), /deploy\/namespace\.yml: a Namespace has no place in a ClusterServiceVersion/);
+    const manifests = [...sources.manifests, { file: 'deploy/namespace.yaml', object: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'x' } } }];
+    assert.throws(() => build(manifests), /deploy\/namespace\.yaml: a Namespace has no place in a ClusterServiceVersion/);
   });
 
   test('versions that are not semver, and a replaces that is not older', () => {

@@ -145,7 +145,7 @@ describe('memcached operator', () => {
 
   test('the operator process runs as its ServiceAccount with the deploy/ RBAC, KUBECONFIG and WATCH_NAMESPACE from the environment', async () => {
     await mgr.stop(); // the process alone reconciles from here on
-    const kubeconfig = await serviceAccountKubeconfig(env, ns, ['service_account.yml', 'role.yml', 'role_binding.yml'].map((f) => path.join(deployDir, f)));
+    const kubeconfig = await serviceAccountKubeconfig(env, ns, ['service_account.yaml', 'role.yaml', 'role_binding.yaml'].map((f) => path.join(deployDir, f)));
     await env.client.create(Memcached, memcached(2, 'from-process'));
     const operator = spawnOperator(['--import', 'tsx', 'operators/memcached/src/main.ts', '--leader-elect', '--metrics-bind-address', '127.0.0.1:0'], {
       KUBECONFIG: kubeconfig.file,

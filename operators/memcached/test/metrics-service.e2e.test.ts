@@ -83,8 +83,8 @@ describe('memcached operator: metrics Service and ServiceMonitor', () => {
     await removeStandInCrd();
     await env.installCrd(memcachedCrdFile);
     ns = await env.namespace('mc-metrics');
-    kubeconfig = await serviceAccountKubeconfig(env, ns, ['service_account.yml', 'role.yml', 'role_binding.yml'].map((f) => path.join(deployDir, f)));
-    const deployment = parse((await readFile(path.join(deployDir, 'operator.yml'), 'utf8')).replace('REPLACE_IMAGE', 'registry.example.com/memcached-operator:test')) as KubeObject;
+    kubeconfig = await serviceAccountKubeconfig(env, ns, ['service_account.yaml', 'role.yaml', 'role_binding.yaml'].map((f) => path.join(deployDir, f)));
+    const deployment = parse((await readFile(path.join(deployDir, 'operator.yaml'), 'utf8')).replace('REPLACE_IMAGE', 'registry.example.com/memcached-operator:test')) as KubeObject;
     await env.client.create(Kinds.Deployment, { ...deployment, metadata: { ...deployment.metadata, namespace: ns } });
     podName = await env.waitFor('a Running pod of the memcached-operator Deployment (kwok)', async () => {
       const pods = await env.client.list(Kinds.Pod, { namespace: ns, labelSelector: 'app.kubernetes.io/name=memcached-operator' });

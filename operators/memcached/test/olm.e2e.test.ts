@@ -168,10 +168,10 @@ EOF`);
   });
 
   test('with the CRD, ServiceAccount, Role and RoleBinding in place CSV 0.0.1 Succeeds and OLM runs the operator Deployment', async () => {
-    await walkthrough('kubectl apply --server-side -f operators/memcached/deploy/crds/cache_v1alpha1_memcached_crd.yml');
-    await walkthrough('kubectl apply -n $NS -f operators/memcached/deploy/service_account.yml');
-    await walkthrough('kubectl apply -n $NS -f operators/memcached/deploy/role.yml');
-    await walkthrough('kubectl apply -n $NS -f operators/memcached/deploy/role_binding.yml');
+    await walkthrough('kubectl apply --server-side -f operators/memcached/deploy/crds/cache_v1alpha1_memcached_crd.yaml');
+    await walkthrough('kubectl apply -n $NS -f operators/memcached/deploy/service_account.yaml');
+    await walkthrough('kubectl apply -n $NS -f operators/memcached/deploy/role.yaml');
+    await walkthrough('kubectl apply -n $NS -f operators/memcached/deploy/role_binding.yaml');
     await walkthrough(`kubectl wait -n $NS csv/memcachedoperator.v0.0.1 --for=jsonpath='{.status.phase}'=Succeeded --timeout=120s`);
     const succeeded = await csv('memcachedoperator.v0.0.1');
     assert.equal(succeeded?.status?.reason, 'InstallSucceeded');
@@ -185,7 +185,7 @@ EOF`);
   });
 
   test('two Memcached CRs get their memcached Deployments from the operator run as the CSV ServiceAccount', async () => {
-    operatorKubeconfig = await serviceAccountKubeconfig(env, ns, ['service_account.yml', 'role.yml', 'role_binding.yml'].map((f) => path.join(deployDir, f)));
+    operatorKubeconfig = await serviceAccountKubeconfig(env, ns, ['service_account.yaml', 'role.yaml', 'role_binding.yaml'].map((f) => path.join(deployDir, f)));
     operator = spawnOperator(['--import', 'tsx', 'operators/memcached/src/main.ts', '--metrics-bind-address', '127.0.0.1:0'], {
       KUBECONFIG: operatorKubeconfig.file,
       WATCH_NAMESPACE: ns,

@@ -5,7 +5,7 @@
  * `memcacheds.cache.example.com` (namespaced, v1alpha1 served and stored, status subresource)
  * whose structural schema is generated from the API schemas; nothing preserves unknown fields,
  * so the API server prunes them. `memcachedCrdYaml()` is the exact content of the committed
- * deploy/crds/cache_v1alpha1_memcached_crd.yml (a unit test compares them).
+ * deploy/crds/cache_v1alpha1_memcached_crd.yaml (a unit test compares them).
  */
 
 import { customResourceDefinition, generatedManifestYaml } from '@iot-operator/runtime';
@@ -20,7 +20,7 @@ import {
 } from './memcached.ts';
 
 export const MEMCACHED_CRD_NAME = `${MEMCACHED_PLURAL}.${API_GROUP}`;
-export const MEMCACHED_CRD_FILE = 'deploy/crds/cache_v1alpha1_memcached_crd.yml';
+export const MEMCACHED_CRD_FILE = 'deploy/crds/cache_v1alpha1_memcached_crd.yaml';
 
 export function memcachedCrd(): Record<string, unknown> {
   return customResourceDefinition({

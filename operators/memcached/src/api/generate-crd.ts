@@ -1,5 +1,5 @@
 /**
- * Writes the generated Memcached CRD to deploy/crds/cache_v1alpha1_memcached_crd.yml.
+ * Writes the generated Memcached CRD to deploy/crds/cache_v1alpha1_memcached_crd.yaml.
  *
  * Guarantees: the file's content is exactly `memcachedCrdYaml()`; running it twice changes
  * nothing. A unit test fails while the committed file and the schema disagree.
