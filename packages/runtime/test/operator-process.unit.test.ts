@@ -1,7 +1,8 @@
 /**
  * The operator command line: flags win over the environment, `0` turns the HTTP server off,
  * the Lease namespace falls back from the flag to the watched namespace to $POD_NAMESPACE, and
- * the watched namespace becomes the cache's default (empty = all namespaces).
+ * the watched namespace becomes the cache's default (empty = all namespaces), and $OPERATOR_NAME
+ * renames the operator.
  */
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
@@ -13,7 +14,7 @@ const saved = { ...process.env };
 
 describe('operator command line', () => {
   afterEach(() => {
-    for (const key of ['KUBECONFIG', 'WATCH_NAMESPACE', 'POD_NAMESPACE', 'LOG_LEVEL']) {
+    for (const key of ['KUBECONFIG', 'WATCH_NAMESPACE', 'POD_NAMESPACE', 'LOG_LEVEL', 'OPERATOR_NAME']) {
       if (saved[key] === undefined) delete process.env[key];
       else process.env[key] = saved[key];
     }
@@ -23,7 +24,9 @@ describe('operator command line', () => {
     process.env.KUBECONFIG = '/tmp/kc';
     process.env.WATCH_NAMESPACE = 'team';
     delete process.env.LOG_LEVEL;
+    delete process.env.OPERATOR_NAME;
     assert.deepEqual(parseOperatorCommandLine(operator, []), {
+      operatorName: undefined,
       kubeconfigPath: '/tmp/kc',
       watchNamespace: 'team',
       httpAddress: '127.0.0.1:8080',
@@ -45,6 +48,14 @@ describe('operator command line', () => {
     assert.deepEqual(parseOperatorCommandLine(operator, ['--leader-elect', '--leader-election-namespace', 'lease-ns']).leaderElection, { namespace: 'lease-ns' });
     process.env.WATCH_NAMESPACE = '';
     assert.deepEqual(parseOperatorCommandLine(operator, ['--leader-elect']).leaderElection, { namespace: 'pod-ns' });
+  });
+
+  it('$OPERATOR_NAME renames the operator: the manager, and with it the Lease, is named after it', () => {
+    process.env.OPERATOR_NAME = 'cache-operator';
+    const options = parseOperatorCommandLine(operator, []);
+    assert.equal(options.operatorName, 'cache-operator');
+    assert.equal(operatorManagerOptions('demo-operator', options).name, 'cache-operator');
+    assert.equal(operatorManagerOptions('demo-operator', { watchNamespace: '' }).name, 'demo-operator');
   });
 
   it('the watched namespace is the cache default; empty means every namespace', () => {
