@@ -33,7 +33,7 @@ function makeCertificates(): { ca: string; cert: string; key: string } {
 
 interface Seen {
   authorization?: string;
-  sni?: string | false;
+  sni?: string | false | null;
 }
 
 /** Answers every GET with a ConfigMap, to callers presenting a token in `acceptedTokens`. */
