@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { RuntimeMetrics } from '../src/metrics/runtime-metrics.ts';
 import { ExponentialBackoff, WorkQueue } from '../src/queue/workqueue.ts';
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
@@ -114,5 +115,25 @@ describe('work queue', () => {
     q.done(inFlight!);
     await drain;
     assert.equal(drained, true);
+  });
+
+  it('reports the work in progress: unfinished seconds summed over keys, the longest one, both 0 when idle', async () => {
+    const metrics = new RuntimeMetrics();
+    const q = new WorkQueue('busy', metrics);
+    const gauge = async (g: RuntimeMetrics['unfinishedWork']) => (await g.get()).values.find((v) => v.labels.name === 'busy')?.value;
+    q.add('a');
+    q.add('b');
+    await q.get();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await q.get();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const longest = (await gauge(metrics.longestRunningProcessor))!;
+    const unfinished = (await gauge(metrics.unfinishedWork))!;
+    assert.ok(longest >= 0.29 && longest < 5, `longest running ${longest} s: the first key, handed out 300 ms ago`);
+    assert.ok(unfinished >= longest + 0.09 && unfinished < 10, `unfinished ${unfinished} s: both keys' time so far`);
+    q.done('a');
+    q.done('b');
+    assert.equal(await gauge(metrics.longestRunningProcessor), 0);
+    assert.equal(await gauge(metrics.unfinishedWork), 0);
   });
 });

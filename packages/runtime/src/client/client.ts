@@ -5,8 +5,9 @@
  * - Every failure is an `ApiError` with the HTTP code and Kubernetes reason.
  * - A 429, or a 5xx carrying Retry-After, is retried after the delay the server asked for
  *   (at most `maxRetryAfterAttempts` times, each delay capped at 30 s), as client-go does.
- * - Every request is counted in `rest_client_requests_total{code,method}` and timed in
- *   `rest_client_request_duration_seconds{verb}` (code "<error>" for transport failures).
+ * - Every request is counted in `rest_client_requests_total{code,host,method}` and timed in
+ *   `rest_client_request_duration_seconds{host,verb}` (code "<error>" for transport failures;
+ *   host is the API server's host:port, as client-go labels it).
  * - `listAll` pages through large collections (limit 500, continue tokens) and returns the
  *   resourceVersion of the consistent snapshot it read.
  */
@@ -197,8 +198,9 @@ export class KubeClient {
 
   private record(method: string, code: string, started: number): void {
     if (!this.metrics) return;
-    this.metrics.restRequests.inc({ code, method });
-    this.metrics.restDuration.observe({ verb: method }, (performance.now() - started) / 1000);
+    const host = this.transport.host;
+    this.metrics.restRequests.inc({ code, host, method });
+    this.metrics.restDuration.observe({ host, verb: method }, (performance.now() - started) / 1000);
   }
 }
 

@@ -105,6 +105,11 @@ export class Transport {
     return this.url.origin;
   }
 
+  /** host:port of the API server, as the client metrics label it. */
+  get host(): string {
+    return this.url.host;
+  }
+
   async send(req: HttpRequest): Promise<HttpResponse> {
     const res = await this.open(req);
     const text = await readAll(res);

@@ -134,6 +134,7 @@ export class Controller {
     } catch (err) {
       metrics.reconcileErrors.inc({ controller: this.name });
       if (err instanceof TerminalError) {
+        metrics.terminalReconcileErrors.inc({ controller: this.name });
         metrics.reconcileTotal.inc({ controller: this.name, result: 'error' });
         this.queue.forget(key);
         log.error({ err: describe(err) }, 'reconcile failed with a terminal error; not retrying');

@@ -85,6 +85,7 @@ export class Manager {
 
   static async create(options: ManagerOptions): Promise<Manager> {
     const metrics = new RuntimeMetrics();
+    metrics.collectProcessMetrics();
     const logger = options.logger ?? pino({ name: options.name, level: options.logLevel ?? 'info' });
     const client = options.client ?? (await KubeClient.fromKubeconfig({ kubeconfigPath: options.kubeconfigPath, metrics }));
     return new Manager(options, client, metrics, logger);

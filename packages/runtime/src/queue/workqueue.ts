@@ -63,6 +63,7 @@ export class WorkQueue {
     backoff: BackoffConfig = defaultBackoff,
   ) {
     this.backoff = new ExponentialBackoff(backoff);
+    metrics?.trackQueue(name, () => this.startedAt.values());
   }
 
   get length(): number {
