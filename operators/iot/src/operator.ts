@@ -19,6 +19,7 @@ export async function createIoTOperator(options: OperatorOptions): Promise<Manag
     kubeconfigPath: options.kubeconfig,
     logLevel: options.logLevel,
     httpAddress: options.metricsBindAddress,
+    secureMetrics: options.secureMetrics,
     cache: iotCacheOptions(config),
     leaderElection: options.leaderElect ? { namespace: options.operatorName, name: `iot-operator-${options.operatorName}` } : undefined,
   });

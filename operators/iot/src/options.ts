@@ -6,6 +6,7 @@
  * is reported as one clear error before anything connects to a cluster; WATCH_NAMESPACE keeps the
  * seed's meaning (unset or '' = secondary resources cluster-wide).
  */
+import { metricsSecureNeedsCertDir, secureMetricsFromCertDir, type SecureMetricsOptions } from '@iot-operator/runtime';
 import { Command, InvalidArgumentError } from 'commander';
 
 export interface OperatorOptions {
@@ -15,6 +16,8 @@ export interface OperatorOptions {
   maxConcurrentReconciles: number;
   leaderElect: boolean;
   metricsBindAddress: string;
+  /** HTTPS, /metrics only to callers the API server authorizes. */
+  secureMetrics?: SecureMetricsOptions;
   logLevel: string;
   kubeconfig?: string;
   syncPeriodMs: number;
@@ -41,7 +44,9 @@ export function operatorCommand(): Command {
     .option('--default-registry <registry>', 'image registry/prefix for components when spec.registry is empty (env IOT_DEFAULT_REGISTRY)', process.env.IOT_DEFAULT_REGISTRY ?? 'registry.example.com/iot')
     .option('--max-concurrent-reconciles <n>', 'IoTServices reconciled in parallel', positiveInt, 4)
     .option('--leader-elect', 'elect a leader through a Lease in the landscape namespace (for several replicas)', false)
-    .option('--metrics-bind-address <host:port>', 'address of the HTTP server for /metrics, /healthz and /readyz', '0.0.0.0:8080')
+    .option('--metrics-bind-address <host:port>', 'address of the HTTP server for /metrics, /healthz and /readyz (in a Pod: 0.0.0.0:8080, for the probes)', '127.0.0.1:8080')
+    .option('--metrics-secure', 'serve over HTTPS; /metrics only to callers allowed "get /metrics" (TokenReview + SubjectAccessReview)', false)
+    .option('--metrics-cert-dir <dir>', 'directory with tls.crt and tls.key for --metrics-secure')
     .option('--log-level <level>', 'fatal, error, warn, info, debug or trace', process.env.LOG_LEVEL ?? 'info')
     .option('--kubeconfig <path>', 'kubeconfig file; default KUBECONFIG, ~/.kube/config, then in-cluster credentials')
     .option('--sync-period <duration>', 'how often every IoTService is re-checked without any event', '10h');
@@ -51,12 +56,13 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
   const command: Command = operatorCommand();
   command.parse(argv, { from: 'user' });
   // As parsed: the name may be missing and the sync period is still text.
-  const o = command.opts<Omit<OperatorOptions, 'operatorName' | 'syncPeriodMs'> & { operatorName?: string; syncPeriod: string }>();
+  const o = command.opts<Omit<OperatorOptions, 'operatorName' | 'syncPeriodMs' | 'secureMetrics'> & { operatorName?: string; syncPeriod: string; metricsSecure: boolean; metricsCertDir?: string }>();
   if (!o.operatorName) command.error('error: OPERATOR_NAME (or --operator-name) must name the landscape namespace');
   if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(o.operatorName) || o.operatorName.length > 63) {
     command.error(`error: OPERATOR_NAME "${o.operatorName}" is not a valid namespace name (DNS-1123 label)`);
   }
   if (!/^[^:]*:\d+$/.test(o.metricsBindAddress)) command.error(`error: --metrics-bind-address "${o.metricsBindAddress}" must be host:port`);
+  if (o.metricsSecure && !o.metricsCertDir) command.error(`error: ${metricsSecureNeedsCertDir}`);
   return {
     operatorName: o.operatorName,
     watchNamespace: o.watchNamespace,
@@ -64,6 +70,7 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
     maxConcurrentReconciles: o.maxConcurrentReconciles,
     leaderElect: o.leaderElect,
     metricsBindAddress: o.metricsBindAddress,
+    secureMetrics: o.metricsSecure && o.metricsCertDir ? secureMetricsFromCertDir(o.metricsCertDir) : undefined,
     logLevel: o.logLevel,
     kubeconfig: o.kubeconfig,
     syncPeriodMs: parseDuration(command, o.syncPeriod),

@@ -2,7 +2,6 @@
 // server whose certificate names another host than the address dialled), proxy-url (an HTTP
 // proxy that tunnels or forwards), and credentials re-read after a 401 (token file, exec plugin).
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { chmod, rm } from 'node:fs/promises';
 import http from 'node:http';
@@ -16,20 +15,10 @@ import { after, before, describe, it } from 'node:test';
 import { KubeClient } from '../src/client/client.ts';
 import { ApiError } from '../src/client/errors.ts';
 import { Kinds } from '../src/client/resource.ts';
+import { makeCertificates, type TestCertificates } from './certificates.ts';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'transport-test-'));
 const serverName = 'api.cluster.test';
-
-/** A CA and a server certificate valid only for `serverName` (not for 127.0.0.1). */
-function makeCertificates(): { ca: string; cert: string; key: string } {
-  const file = (name: string) => path.join(dir, name);
-  const openssl = (...args: string[]) => execFileSync('openssl', args, { stdio: 'pipe' });
-  openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', file('ca.key'), '-out', file('ca.crt'), '-subj', '/CN=test-ca', '-days', '2');
-  openssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', file('server.key'), '-out', file('server.csr'), '-subj', `/CN=${serverName}`);
-  writeFileSync(file('san.ext'), `subjectAltName=DNS:${serverName}\n`);
-  openssl('x509', '-req', '-in', file('server.csr'), '-CA', file('ca.crt'), '-CAkey', file('ca.key'), '-CAcreateserial', '-out', file('server.crt'), '-days', '2', '-extfile', file('san.ext'));
-  return { ca: readFileSync(file('ca.crt'), 'utf8'), cert: readFileSync(file('server.crt'), 'utf8'), key: readFileSync(file('server.key'), 'utf8') };
-}
 
 interface Seen {
   authorization?: string;
@@ -108,7 +97,7 @@ function startProxy(log: ProxyLog, refuse = false): http.Server {
   return proxy;
 }
 
-let certs: { ca: string; cert: string; key: string };
+let certs: TestCertificates;
 let tlsServer: https.Server;
 let tlsPort: number;
 const tlsSeen: Seen[] = [];
@@ -116,7 +105,7 @@ const caData = () => Buffer.from(certs.ca).toString('base64');
 const closers: Array<() => void> = [];
 
 before(async () => {
-  certs = makeCertificates();
+  certs = makeCertificates(dir, [`DNS:${serverName}`]);
   tlsServer = https.createServer({ cert: certs.cert, key: certs.key }, apiHandler(tlsSeen, () => ['t']));
   tlsPort = await listen(tlsServer);
   closers.push(() => tlsServer.close());

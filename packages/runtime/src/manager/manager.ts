@@ -13,9 +13,14 @@
  *   reconciles finish within the shutdown deadline (default 30 s), release the lease, stop the
  *   caches and the HTTP server, exit 0 (guarantee 7).
  * - Logs are pino JSON with controller, object and reconcile id on every reconcile line.
+ * - With `secureMetrics`, the HTTP server speaks HTTPS with the given certificate and /metrics
+ *   answers only callers the API server authorizes (metrics-auth.ts); /healthz and /readyz stay
+ *   open, as kubelet probes carry no token. A certificate that cannot be read fails `start`.
  */
 import { randomUUID } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import { pino, type Logger } from 'pino';
@@ -28,6 +33,7 @@ import { ApiEventRecorder, type EventRecorder } from '../events/recorder.ts';
 import { RuntimeMetrics } from '../metrics/runtime-metrics.ts';
 import { realClock } from '../watch/watcher.ts';
 import { LeaderElector, leaderElectionDefaults, type LeaseObject } from './leader-election.ts';
+import { MetricsAuthorizer } from './metrics-auth.ts';
 
 export interface LeaderElectionOptions {
   namespace: string;
@@ -37,6 +43,12 @@ export interface LeaderElectionOptions {
   leaseDurationMs?: number;
   renewDeadlineMs?: number;
   retryPeriodMs?: number;
+}
+
+export interface SecureMetricsOptions {
+  /** PEM certificate (chain) and key files, e.g. tls.crt and tls.key of a mounted Secret. */
+  certFile: string;
+  keyFile: string;
 }
 
 export interface ManagerOptions {
@@ -50,6 +62,8 @@ export interface ManagerOptions {
   leaderElection?: LeaderElectionOptions;
   /** host:port for /healthz, /readyz and /metrics; port 0 picks a free port; undefined = no server. */
   httpAddress?: string;
+  /** Serve over HTTPS with this certificate, /metrics only to callers allowed `get /metrics`. */
+  secureMetrics?: SecureMetricsOptions;
   cacheSyncTimeoutMs?: number;
   shutdownTimeoutMs?: number;
 }
@@ -65,6 +79,7 @@ export class Manager {
   private readonly controllerAbort = new AbortController();
   private elector: LeaderElector | undefined;
   private server: http.Server | undefined;
+  private metricsAuthorizer: MetricsAuthorizer | undefined;
   private resolveDone!: (code: number) => void;
   private stopping: Promise<void> | undefined;
   private controllersStarted = false;
@@ -213,15 +228,25 @@ export class Manager {
     };
   }
 
-  private listen(address: string): Promise<void> {
+  private async listen(address: string): Promise<void> {
     const colon = address.lastIndexOf(':');
     const host = colon > 0 ? address.slice(0, colon) : '0.0.0.0';
     const port = Number(address.slice(colon + 1));
-    this.server = http.createServer((req, res) => void this.serve(req, res));
+    const handler: http.RequestListener = (req, res) => void this.serve(req, res);
+    const secure = this.options.secureMetrics;
+    if (secure) {
+      const [cert, key] = await Promise.all([readFile(secure.certFile), readFile(secure.keyFile)]).catch((err: unknown) => {
+        throw new Error(`secure metrics: cannot read the certificate: ${err instanceof Error ? err.message : String(err)}`);
+      });
+      this.server = https.createServer({ cert, key }, handler);
+      this.metricsAuthorizer = new MetricsAuthorizer(this.client);
+    } else {
+      this.server = http.createServer(handler);
+    }
     return new Promise((resolve, reject) => {
       this.server!.once('error', reject);
       this.server!.listen(port, host, () => {
-        this.logger.info({ address: `${host}:${this.httpPort}` }, 'serving /metrics, /healthz and /readyz');
+        this.logger.info({ address: `${secure ? 'https' : 'http'}://${host}:${this.httpPort}` }, 'serving /metrics, /healthz and /readyz');
         resolve();
       });
     });
@@ -232,6 +257,11 @@ export class Manager {
     if (path === '/healthz') return reply(res, this.abort.signal.aborted ? 503 : 200, this.abort.signal.aborted ? 'stopping' : 'ok');
     if (path === '/readyz') return reply(res, this.cache.isSynced && !this.abort.signal.aborted ? 200 : 503, this.cache.isSynced ? 'ok' : 'caches not synced');
     if (path === '/metrics') {
+      const decision = await this.metricsAuthorizer?.authorize(req.headers.authorization, path);
+      if (decision && decision.code !== 200) {
+        if (decision.code === 500) this.logger.warn({ reason: decision.reason }, 'metrics request not authorized');
+        return reply(res, decision.code, decision.reason);
+      }
       res.setHeader('Content-Type', this.metrics.registry.contentType);
       return reply(res, 200, await this.metrics.registry.metrics());
     }
