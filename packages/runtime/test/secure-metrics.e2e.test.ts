@@ -87,8 +87,8 @@ describe('secure metrics', () => {
     for (const series of ['process_resident_memory_bytes', 'process_cpu_seconds_total', 'process_open_fds', 'process_start_time_seconds', 'controller_runtime_terminal_reconcile_errors_total']) {
       assert.match(allowed.body, new RegExp(`^${series}`, 'm'), `${series} is scraped`);
     }
-    assert.match(allowed.body, /^workqueue_unfinished_work_seconds\{name="derive-operator[^"]*"\} \d/m);
-    assert.match(allowed.body, /^workqueue_longest_running_processor_seconds\{name="derive-operator[^"]*"\} \d/m);
+    assert.match(allowed.body, /^workqueue_unfinished_work_seconds\{name="configmap"\} \d/m);
+    assert.match(allowed.body, /^workqueue_longest_running_processor_seconds\{name="configmap"\} \d/m);
     const host = new URL(env.client.server).host;
     assert.match(allowed.body, new RegExp(`^rest_client_requests_total\\{code="201",host="${host}",method="PATCH"|^rest_client_requests_total\\{code="200",host="${host}",method="PATCH"`, 'm'));
 
