@@ -16,6 +16,7 @@ import type { KubeClient } from '../client/client.ts';
 import { objectKey, typeId, type KubeObject, type ResourceType } from '../client/resource.ts';
 import { clientSource, type Selection } from '../watch/source.ts';
 import { Informer, type Transform } from './informer.ts';
+import type { WatcherConfig } from '../watch/watcher.ts';
 import { matchesSelector, parseSelector } from './selector.ts';
 import { byLabel, byNamespace, byOwnerUid, labelIndex, namespaceIndex, ownerUidIndex, type IndexFunc } from './store.ts';
 
@@ -30,6 +31,8 @@ export interface CacheOptions {
   defaultNamespace?: string;
   byType?: ReadonlyArray<{ type: ResourceType } & TypeCacheOptions>;
   onError?: (err: unknown, informer: string) => void;
+  /** Watcher settings of every informer (page size, backoff, idle timeout); defaults as client-go. */
+  watcher?: Partial<WatcherConfig>;
 }
 
 export interface CacheListOptions {
@@ -82,6 +85,7 @@ export class Cache implements CacheReader {
       informer = new Informer(source, {
         indexers,
         transform: typeOptions?.transform,
+        watcherConfig: this.options.watcher,
         onError: (err) => this.options.onError?.(err, source.description),
       });
       this.informers.set(id, informer);

@@ -8,9 +8,12 @@
  *   (default 2 min; on timeout `start` rejects with an error naming the unsynced caches), then,
  *   with leader election on, campaign for the Lease; controllers run only while leading
  *   (guarantees 1 and 6). Caches run on every replica, so a new leader starts warm.
- * - Losing the lease stops every controller at once and ends the manager with exit code 1.
+ * - Losing the lease (including a renewal that hangs past the renew deadline) stops every
+ *   controller at once and resolves `done` with exit code 1 at once, with no graceful period;
+ *   failed Lease requests are logged at warn; /healthz fails while the elector is stuck.
  * - `stop` (and SIGTERM/SIGINT under `runUntilSignal`): stop taking work, let in-flight
- *   reconciles finish within the shutdown deadline (default 30 s), release the lease, stop the
+ *   reconciles finish within the shutdown deadline (default 30 s), stop the renew loop, then
+ *   release the lease, stop the
  *   caches and the HTTP server, exit 0 (guarantee 7).
  * - Logs are pino JSON with controller, object and reconcile id on every reconcile line.
  * - With `secureMetrics`, the HTTP server speaks HTTPS with the given certificate and /metrics
@@ -25,7 +28,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import { pino, type Logger } from 'pino';
 import { KubeClient } from '../client/client.ts';
-import { Kinds } from '../client/resource.ts';
+import { Kinds, collectionPath, objectPath } from '../client/resource.ts';
 import { isNotFound } from '../client/errors.ts';
 import { Cache, type CacheOptions } from '../cache/cache.ts';
 import type { Controller } from '../controller/controller.ts';
@@ -77,7 +80,10 @@ export class Manager {
   private readonly controllers: Controller[] = [];
   private readonly abort = new AbortController();
   private readonly controllerAbort = new AbortController();
+  private readonly electionAbort = new AbortController();
   private elector: LeaderElector | undefined;
+  /** Resolves once the elector has stopped campaigning or renewing (and released a held lease). */
+  private electionDone: Promise<void> = Promise.resolve();
   private server: http.Server | undefined;
   private metricsAuthorizer: MetricsAuthorizer | undefined;
   private resolveDone!: (code: number) => void;
@@ -146,10 +152,10 @@ export class Manager {
     const identity = election.identity ?? `${os.hostname()}_${randomUUID()}`;
     const config = { ...leaderElectionDefaults, ...election, name: election.name ?? `${this.options.name}-leader`, identity };
     this.elector = new LeaderElector(config, this.leaseAccess(config.namespace, config.name), realClock, (err) =>
-      this.logger.debug({ err: err instanceof Error ? err.message : String(err) }, 'lease request failed'),
+      this.logger.warn({ lease: config.name, err: err instanceof Error ? err.message : String(err) }, 'lease request failed'),
     );
     this.metrics.leaderStatus.set({ name: config.name }, 0);
-    void this.elector.run(this.abort.signal, {
+    this.electionDone = this.elector.run(this.electionAbort.signal, {
       onStartedLeading: () => {
         this.logger.info({ lease: config.name, identity }, 'became leader');
         this.metrics.leaderStatus.set({ name: config.name }, 1);
@@ -158,12 +164,14 @@ export class Manager {
       onStoppedLeading: () => {
         this.metrics.leaderStatus.set({ name: config.name }, 0);
         this.controllersStarted = false;
-        this.logger.error({ lease: config.name, identity }, 'lost leadership; stopping');
+        this.logger.error({ lease: config.name, identity }, 'lost leadership; stopping every controller and exiting');
         this.controllerAbort.abort();
         for (const controller of this.controllers) void controller.stop(0);
+        // No graceful period after losing the lease: another replica may already be leading.
+        this.resolveDone(1);
         void this.stop(1);
       },
-    });
+    }, { releaseOnCancel: true });
   }
 
   /** Graceful stop; resolves when stopped. Safe to call more than once. */
@@ -201,7 +209,9 @@ export class Manager {
     await Promise.all(this.controllers.map((c) => c.stop(deadline)));
     this.controllersStarted = false;
     this.controllerAbort.abort();
-    await this.elector?.release();
+    // The lease is released by the elector itself, once its renew loop has stopped.
+    this.electionAbort.abort();
+    await this.electionDone;
     await this.recorder.flush();
     this.abort.abort();
     await this.cache.stopped();
@@ -215,16 +225,16 @@ export class Manager {
   private leaseAccess(namespace: string, name: string) {
     const client = this.client;
     return {
-      async get(): Promise<LeaseObject | undefined> {
+      async get(signal: AbortSignal): Promise<LeaseObject | undefined> {
         try {
-          return await client.get<LeaseObject>(Kinds.Lease, name, namespace);
+          return await client.raw<LeaseObject>({ method: 'GET', path: objectPath(Kinds.Lease, name, namespace), signal });
         } catch (err) {
           if (isNotFound(err)) return undefined;
           throw err;
         }
       },
-      create: (lease: LeaseObject) => client.create(Kinds.Lease, lease),
-      replace: (lease: LeaseObject) => client.replace(Kinds.Lease, lease),
+      create: (lease: LeaseObject, signal: AbortSignal) => client.raw<LeaseObject>({ method: 'POST', path: collectionPath(Kinds.Lease, namespace), body: lease, signal }),
+      replace: (lease: LeaseObject, signal: AbortSignal) => client.raw<LeaseObject>({ method: 'PUT', path: objectPath(Kinds.Lease, name, namespace), body: lease, signal }),
     };
   }
 
@@ -254,7 +264,10 @@ export class Manager {
 
   private async serve(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0];
-    if (path === '/healthz') return reply(res, this.abort.signal.aborted ? 503 : 200, this.abort.signal.aborted ? 'stopping' : 'ok');
+    if (path === '/healthz') {
+      const problem = this.abort.signal.aborted ? 'stopping' : this.elector?.healthCheck();
+      return reply(res, problem ? 503 : 200, problem ?? 'ok');
+    }
     if (path === '/readyz') return reply(res, this.cache.isSynced && !this.abort.signal.aborted ? 200 : 503, this.cache.isSynced ? 'ok' : 'caches not synced');
     if (path === '/metrics') {
       const decision = await this.metricsAuthorizer?.authorize(req.headers.authorization, path);
