@@ -136,4 +136,21 @@ describe('work queue', () => {
     assert.equal(await gauge(metrics.longestRunningProcessor), 0);
     assert.equal(await gauge(metrics.unfinishedWork), 0);
   });
+
+  it('many failing keys retry within the overall bucket on top of per-key backoff', async () => {
+    const q = new WorkQueue('many', undefined, { baseDelayMs: 1, maxDelayMs: 1 }, { qps: 100, burst: 10 });
+    const keepAlive = setInterval(() => {}, 1000); // the queue's own timers do not hold the process
+    const handedOut: number[] = [];
+    const started = performance.now();
+    for (let i = 0; i < 40; i++) q.addRateLimited(`key-${i}`);
+    while (handedOut.length < 40) {
+      const key = (await q.get())!;
+      handedOut.push(performance.now() - started);
+      q.done(key);
+    }
+    clearInterval(keepAlive);
+    // 10 at once, then one every 10 ms: the 40th is due 300 ms after the first.
+    assert.ok(handedOut[9]! < 200, `the burst of 10 goes at once (10th after ${handedOut[9]} ms)`);
+    assert.ok(handedOut[39]! >= 290, `the 40th waits for its token (after ${handedOut[39]} ms)`);
+  });
 });

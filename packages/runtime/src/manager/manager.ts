@@ -27,7 +27,8 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import { pino, type Logger } from 'pino';
-import { KubeClient } from '../client/client.ts';
+import { clientRateLimitDefaults, KubeClient } from '../client/client.ts';
+import type { RateLimit } from '../client/token-bucket.ts';
 import { Kinds, collectionPath, objectPath } from '../client/resource.ts';
 import { isNotFound } from '../client/errors.ts';
 import { Cache, type CacheOptions } from '../cache/cache.ts';
@@ -59,6 +60,8 @@ export interface ManagerOptions {
   name: string;
   client?: KubeClient;
   kubeconfigPath?: string;
+  /** The client's request rate (default controller-runtime's: 20 a second, bursts of 30); qps <= 0 = unlimited. */
+  rateLimit?: RateLimit;
   logger?: Logger;
   logLevel?: string;
   cache?: CacheOptions;
@@ -108,7 +111,7 @@ export class Manager {
     const metrics = new RuntimeMetrics();
     metrics.collectProcessMetrics();
     const logger = options.logger ?? pino({ name: options.name, level: options.logLevel ?? 'info' });
-    const client = options.client ?? (await KubeClient.fromKubeconfig({ kubeconfigPath: options.kubeconfigPath, metrics }));
+    const client = options.client ?? (await KubeClient.fromKubeconfig({ kubeconfigPath: options.kubeconfigPath, metrics, rateLimit: options.rateLimit ?? clientRateLimitDefaults }));
     return new Manager(options, client, metrics, logger);
   }
 

@@ -21,6 +21,7 @@ const queueBuckets = [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1, 10, 100, 1000];
 export class RuntimeMetrics {
   readonly restRequests: Counter<'code' | 'host' | 'method'>;
   readonly restDuration: Histogram<'host' | 'verb'>;
+  readonly rateLimiterDuration: Histogram<'host' | 'verb'>;
   readonly reconcileTotal: Counter<'controller' | 'result'>;
   readonly reconcileErrors: Counter<'controller'>;
   readonly terminalReconcileErrors: Counter<'controller'>;
@@ -41,6 +42,7 @@ export class RuntimeMetrics {
     const r = [registry];
     this.restRequests = new Counter({ name: 'rest_client_requests_total', help: 'Number of HTTP requests, partitioned by status code and method.', labelNames: ['code', 'host', 'method'], registers: r });
     this.restDuration = new Histogram({ name: 'rest_client_request_duration_seconds', help: 'Request latency in seconds. Broken down by verb and host.', labelNames: ['host', 'verb'], buckets: durationBuckets, registers: r });
+    this.rateLimiterDuration = new Histogram({ name: 'rest_client_rate_limiter_duration_seconds', help: 'Client side rate limiter latency in seconds. Broken down by verb and host.', labelNames: ['host', 'verb'], buckets: durationBuckets, registers: r });
     this.reconcileTotal = new Counter({ name: 'controller_runtime_reconcile_total', help: 'Total number of reconciliations per controller.', labelNames: ['controller', 'result'], registers: r });
     this.reconcileErrors = new Counter({ name: 'controller_runtime_reconcile_errors_total', help: 'Total number of reconciliation errors per controller.', labelNames: ['controller'], registers: r });
     this.terminalReconcileErrors = new Counter({ name: 'controller_runtime_terminal_reconcile_errors_total', help: 'Total number of terminal reconciliation errors per controller.', labelNames: ['controller'], registers: r });
