@@ -142,13 +142,20 @@ export class LeaderElector {
    */
   private async attempt(signal: AbortSignal, deadline = this.clock.now() + this.config.renewDeadlineMs): Promise<boolean> {
     const cancel = new AbortController();
+    let finished = false;
     const onAbort = () => cancel.abort();
     signal.addEventListener('abort', onAbort, { once: true });
     const timer = setTimeout(onAbort, Math.max(0, deadline - this.clock.now()));
-    const cancelled = new Promise<false>((resolve) => cancel.signal.addEventListener('abort', () => resolve(false), { once: true }));
+    const cancelled = new Promise<false>((resolve) =>
+      cancel.signal.addEventListener('abort', () => {
+        if (!finished && !signal.aborted) this.onError?.(new Error(`lease request cancelled: no answer within the renew deadline (${this.config.renewDeadlineMs} ms)`));
+        resolve(false);
+      }, { once: true }),
+    );
     try {
       return await Promise.race([this.tryAcquireOrRenew(cancel.signal), cancelled]);
     } finally {
+      finished = true;
       clearTimeout(timer);
       signal.removeEventListener('abort', onAbort);
       cancel.abort();

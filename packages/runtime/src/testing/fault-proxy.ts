@@ -16,7 +16,8 @@
  * - `inject(match, fault, { times })` applies `fault` to the next `times` requests (default:
  *   every one) that `match` selects (see fault-rules.ts); rules are tried in the order injected
  *   and the first whose budget is not spent applies. Faults: `delay` (forward after a pause),
- *   `hang` (never answer; the connection stays open), `reset` (TCP reset, no answer),
+ *   `hang` (never answer; the connection stays open), `reset` (the connection closed
+ *   unanswered: the client sees ECONNRESET),
  *   `status` (answer with a metav1.Status of that code and reason, with Retry-After when asked),
  *   `endWatch` (end a watch stream after N events), `stallWatch` (forward N events, then nothing
  *   more while keeping the connection open).
@@ -291,7 +292,9 @@ export class FaultProxy {
         this.hold(res);
         return;
       case 'reset':
-        req.socket.resetAndDestroy();
+        // A TLS socket cannot send a TCP RST; closing it unanswered is what the client sees
+        // of a reset either way: ECONNRESET ("socket hang up").
+        req.socket.destroy();
         return;
       case 'status': {
         const headers: http.OutgoingHttpHeaders = { 'content-type': 'application/json' };
