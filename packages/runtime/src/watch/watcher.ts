@@ -29,7 +29,8 @@
  * - A watch that ends within `minWatchDurationMs` (1 s) having delivered no event is an error
  *   (`ShortWatchError`), retried with backoff: a server or proxy that closes every watch at
  *   once cannot make the watcher spin.
- * - A watch that delivers nothing — no event, no bookmark — for `watchIdleTimeoutMs` is closed
+ * - A watch that delivers nothing — no answer to the watch request, no event, no bookmark —
+ *   for `watchIdleTimeoutMs` is closed
  *   and reported (`WatchStalledError`), then resumed from the last resourceVersion with backoff.
  *   The default, 120 s, is twice the API server's bookmark interval (it sends a bookmark at
  *   least every minute to a watch that asked for them), so a healthy quiet watch never trips it.
@@ -40,7 +41,7 @@
  */
 import { isApiError } from '../client/errors.ts';
 import type { KubeObject } from '../client/resource.ts';
-import type { ListWatchSource, WatchEvent } from './source.ts';
+import type { ListWatchSource } from './source.ts';
 
 export type WatcherState =
   | { name: 'Empty'; full?: boolean }
@@ -181,14 +182,15 @@ export class Watcher<T extends KubeObject> {
     const started = this.clock.now();
     let received = 0;
     try {
-      const events = (await this.source.watch({ resourceVersion, timeoutSeconds, signal: stop.signal }))[Symbol.asyncIterator]();
+      const stalled = () => new WatchStalledError(`watch of ${this.description} delivered nothing (no event, no bookmark) for ${this.config.watchIdleTimeoutMs} ms; restarting it`);
+      const opened = await this.orIdle(this.source.watch({ resourceVersion, timeoutSeconds, signal: stop.signal }));
+      if (opened === 'idle') throw stalled();
+      const events = opened[Symbol.asyncIterator]();
       this.state = { name: 'Watching', resourceVersion };
       for (;;) {
-        const next = await this.nextOrIdle(events);
+        const next = await this.orIdle(events.next());
         if (signal.aborted) return;
-        if (next === 'idle') {
-          throw new WatchStalledError(`watch of ${this.description} delivered nothing (no event, no bookmark) for ${this.config.watchIdleTimeoutMs} ms; restarting it`);
-        }
+        if (next === 'idle') throw stalled();
         if (next.done) break;
         received++;
         const event = next.value;
@@ -207,11 +209,11 @@ export class Watcher<T extends KubeObject> {
     }
   }
 
-  /** The stream's next event, or 'idle' when none arrives within the idle timeout. */
-  private nextOrIdle(events: AsyncIterator<WatchEvent<T>>): Promise<IteratorResult<WatchEvent<T>> | 'idle'> {
+  /** `pending`'s outcome, or 'idle' when it takes longer than the idle timeout. */
+  private orIdle<R>(pending: Promise<R>): Promise<R | 'idle'> {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => resolve('idle'), this.config.watchIdleTimeoutMs);
-      events.next().then(
+      pending.then(
         (result) => {
           clearTimeout(timer);
           resolve(result);
