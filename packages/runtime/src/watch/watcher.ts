@@ -37,7 +37,8 @@
  * - A dropped connection, a refused request or a malformed event is reported to `onError` and
  *   retried from the last resourceVersion after a backoff of 800 ms doubling to 30 s with jitter
  *   (client-go's reflector defaults); the backoff resets after 2 minutes without failure.
- * - Nothing is emitted after `signal` aborts; `run` then resolves.
+ * - Nothing is emitted after `signal` aborts; `run` then resolves at once, even while a list
+ *   request is still unanswered.
  */
 import { isApiError } from '../client/errors.ts';
 import type { KubeObject } from '../client/resource.ts';
@@ -156,8 +157,9 @@ export class Watcher<T extends KubeObject> {
         this.state = { name: 'InitPage', full: state.full };
         return;
       case 'InitPage': {
-        const page = await this.source.list({ limit: state.full ? 0 : this.config.pageSize, continue: state.continue });
-        if (signal.aborted) return;
+        // A list that hangs must not hold up a shutdown: stop waiting for it when the signal aborts.
+        const page = await untilAborted(this.source.list({ limit: state.full ? 0 : this.config.pageSize, continue: state.continue }), signal);
+        if (page === 'aborted' || signal.aborted) return;
         for (const object of page.items) this.sink({ type: 'InitApply', object });
         if (page.continue) {
           this.state = { name: 'InitPage', continue: page.continue };
@@ -247,4 +249,23 @@ export class Watcher<T extends KubeObject> {
     await this.clock.sleep(delay, signal);
     this.healthySince = this.clock.now();
   }
+}
+
+/** `pending`'s outcome, or 'aborted' as soon as `signal` aborts (the request is left to finish or fail alone). */
+function untilAborted<R>(pending: Promise<R>, signal: AbortSignal): Promise<R | 'aborted'> {
+  if (signal.aborted) return Promise.resolve('aborted');
+  return new Promise((resolve, reject) => {
+    const onAbort = () => resolve('aborted');
+    signal.addEventListener('abort', onAbort, { once: true });
+    pending.then(
+      (result) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(result);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    );
+  });
 }
