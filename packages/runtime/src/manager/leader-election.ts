@@ -65,6 +65,9 @@ export const leaderElectionDefaults = { leaseDurationMs: 15_000, renewDeadlineMs
 /** How long past the lease duration a leader may go without renewing before its health check fails. */
 export const maxTolerableExpiredLeaseMs = 20_000;
 
+/** How long releasing the lease on shutdown may take before it is left to expire. */
+export const releaseDeadlineMs = 5_000;
+
 export interface LeaderCallbacks {
   onStartedLeading(): void;
   onStoppedLeading(): void;
@@ -162,12 +165,12 @@ export class LeaderElector {
     }
   }
 
-  /** Gives the lease up so that another candidate can take it at once (within one renew deadline at most). */
+  /** Gives the lease up so that another candidate can take it at once; waits at most 5 s (or the renew deadline, if shorter). */
   private async release(): Promise<void> {
     if (!this.leading || !this.current) return;
     this.leading = false;
     const cancel = new AbortController();
-    const timer = setTimeout(() => cancel.abort(), this.config.renewDeadlineMs);
+    const timer = setTimeout(() => cancel.abort(), Math.min(this.config.renewDeadlineMs, releaseDeadlineMs));
     try {
       await this.access.replace(
         { ...this.current, spec: { ...this.current.spec, holderIdentity: null, leaseDurationSeconds: 1, acquireTime: null, renewTime: microTime(this.clock.now()) } },

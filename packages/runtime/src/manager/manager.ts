@@ -7,13 +7,14 @@
  * - Start order: HTTP server (/healthz, /readyz, /metrics), caches, wait for every cache to sync
  *   (default 2 min; on timeout `start` rejects with an error naming the unsynced caches), then,
  *   with leader election on, campaign for the Lease; controllers run only while leading
- *   (guarantees 1 and 6). Caches run on every replica, so a new leader starts warm.
+ *   (guarantees 1 and 6). Caches run on every replica, so a new leader starts warm. A `stop`
+ *   during the sync ends it at once: `start` returns without waiting for the sync timeout.
  * - Losing the lease (including a renewal that hangs past the renew deadline) stops every
  *   controller at once and resolves `done` with exit code 1 at once, with no graceful period;
  *   failed Lease requests are logged at warn; /healthz fails while the elector is stuck.
  * - `stop` (and SIGTERM/SIGINT under `runUntilSignal`): stop taking work, let in-flight
  *   reconciles finish within the shutdown deadline (default 30 s), stop the renew loop, then
- *   release the lease, stop the
+ *   release the lease and write pending events (at most 5 s), stop the
  *   caches and the HTTP server, exit 0 (guarantee 7).
  * - Logs are pino JSON with controller, object and reconcile id on every reconcile line.
  * - With `secureMetrics`, the HTTP server speaks HTTPS with the given certificate and /metrics
@@ -84,6 +85,8 @@ export class Manager {
   private readonly abort = new AbortController();
   private readonly controllerAbort = new AbortController();
   private readonly electionAbort = new AbortController();
+  /** Aborted as soon as `stop` is called: start-up stops waiting for caches. */
+  private readonly stopRequested = new AbortController();
   private elector: LeaderElector | undefined;
   /** Resolves once the elector has stopped campaigning or renewing (and released a held lease). */
   private electionDone: Promise<void> = Promise.resolve();
@@ -141,7 +144,10 @@ export class Manager {
     this.cache.start(this.abort.signal);
     const timeoutMs = this.options.cacheSyncTimeoutMs ?? 120_000;
     try {
-      await this.cache.waitForSync(timeoutMs);
+      if ((await this.cache.waitForSync(timeoutMs, this.stopRequested.signal)) === 'stopped') {
+        this.logger.info('stopped before the caches synced');
+        return;
+      }
     } catch (err) {
       await this.stop(1);
       throw err;
@@ -179,6 +185,7 @@ export class Manager {
 
   /** Graceful stop; resolves when stopped. Safe to call more than once. */
   stop(exitCode = 0): Promise<void> {
+    this.stopRequested.abort();
     this.stopping ??= this.shutdown(exitCode);
     return this.stopping;
   }
@@ -212,10 +219,10 @@ export class Manager {
     await Promise.all(this.controllers.map((c) => c.stop(deadline)));
     this.controllersStarted = false;
     this.controllerAbort.abort();
-    // The lease is released by the elector itself, once its renew loop has stopped.
+    // The lease is released by the elector itself, once its renew loop has stopped (≤ 5 s);
+    // pending events get at most as long.
     this.electionAbort.abort();
-    await this.electionDone;
-    await this.recorder.flush();
+    await Promise.all([this.electionDone, withDeadline(this.recorder.flush(), eventFlushDeadlineMs)]);
     this.abort.abort();
     await this.cache.stopped();
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
@@ -283,6 +290,14 @@ export class Manager {
     }
     reply(res, 404, 'not found');
   }
+}
+
+/** How long a shutdown waits for pending events to be written. */
+const eventFlushDeadlineMs = 5_000;
+
+function withDeadline(pending: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([pending, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]).finally(() => clearTimeout(timer));
 }
 
 function reply(res: http.ServerResponse, code: number, body: string): void {

@@ -335,6 +335,8 @@ export class FaultProxy {
         const out = withoutHopByHop(upstream.headers);
         delete out['content-length'];
         res.writeHead(code, out);
+        // Headers go out at once, as the API server sends them when a watch starts.
+        res.flushHeaders();
         this.relayWatch(upstream, res, record, watchFault);
         return;
       }

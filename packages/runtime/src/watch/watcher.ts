@@ -29,18 +29,20 @@
  * - A watch that ends within `minWatchDurationMs` (1 s) having delivered no event is an error
  *   (`ShortWatchError`), retried with backoff: a server or proxy that closes every watch at
  *   once cannot make the watcher spin.
- * - A watch that delivers nothing — no event, no bookmark — for `watchIdleTimeoutMs` is closed
+ * - A watch that delivers nothing — no answer to the watch request, no event, no bookmark —
+ *   for `watchIdleTimeoutMs` is closed
  *   and reported (`WatchStalledError`), then resumed from the last resourceVersion with backoff.
  *   The default, 120 s, is twice the API server's bookmark interval (it sends a bookmark at
  *   least every minute to a watch that asked for them), so a healthy quiet watch never trips it.
  * - A dropped connection, a refused request or a malformed event is reported to `onError` and
  *   retried from the last resourceVersion after a backoff of 800 ms doubling to 30 s with jitter
  *   (client-go's reflector defaults); the backoff resets after 2 minutes without failure.
- * - Nothing is emitted after `signal` aborts; `run` then resolves.
+ * - Nothing is emitted after `signal` aborts; `run` then resolves at once, even while a list
+ *   request is still unanswered.
  */
 import { isApiError } from '../client/errors.ts';
 import type { KubeObject } from '../client/resource.ts';
-import type { ListWatchSource, WatchEvent } from './source.ts';
+import type { ListWatchSource } from './source.ts';
 
 export type WatcherState =
   | { name: 'Empty'; full?: boolean }
@@ -155,8 +157,9 @@ export class Watcher<T extends KubeObject> {
         this.state = { name: 'InitPage', full: state.full };
         return;
       case 'InitPage': {
-        const page = await this.source.list({ limit: state.full ? 0 : this.config.pageSize, continue: state.continue });
-        if (signal.aborted) return;
+        // A list that hangs must not hold up a shutdown: stop waiting for it when the signal aborts.
+        const page = await untilAborted(this.source.list({ limit: state.full ? 0 : this.config.pageSize, continue: state.continue }), signal);
+        if (page === 'aborted' || signal.aborted) return;
         for (const object of page.items) this.sink({ type: 'InitApply', object });
         if (page.continue) {
           this.state = { name: 'InitPage', continue: page.continue };
@@ -181,14 +184,15 @@ export class Watcher<T extends KubeObject> {
     const started = this.clock.now();
     let received = 0;
     try {
-      const events = (await this.source.watch({ resourceVersion, timeoutSeconds, signal: stop.signal }))[Symbol.asyncIterator]();
+      const stalled = () => new WatchStalledError(`watch of ${this.description} delivered nothing (no event, no bookmark) for ${this.config.watchIdleTimeoutMs} ms; restarting it`);
+      const opened = await this.orIdle(this.source.watch({ resourceVersion, timeoutSeconds, signal: stop.signal }));
+      if (opened === 'idle') throw stalled();
+      const events = opened[Symbol.asyncIterator]();
       this.state = { name: 'Watching', resourceVersion };
       for (;;) {
-        const next = await this.nextOrIdle(events);
+        const next = await this.orIdle(events.next());
         if (signal.aborted) return;
-        if (next === 'idle') {
-          throw new WatchStalledError(`watch of ${this.description} delivered nothing (no event, no bookmark) for ${this.config.watchIdleTimeoutMs} ms; restarting it`);
-        }
+        if (next === 'idle') throw stalled();
         if (next.done) break;
         received++;
         const event = next.value;
@@ -207,11 +211,11 @@ export class Watcher<T extends KubeObject> {
     }
   }
 
-  /** The stream's next event, or 'idle' when none arrives within the idle timeout. */
-  private nextOrIdle(events: AsyncIterator<WatchEvent<T>>): Promise<IteratorResult<WatchEvent<T>> | 'idle'> {
+  /** `pending`'s outcome, or 'idle' when it takes longer than the idle timeout. */
+  private orIdle<R>(pending: Promise<R>): Promise<R | 'idle'> {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => resolve('idle'), this.config.watchIdleTimeoutMs);
-      events.next().then(
+      pending.then(
         (result) => {
           clearTimeout(timer);
           resolve(result);
@@ -245,4 +249,23 @@ export class Watcher<T extends KubeObject> {
     await this.clock.sleep(delay, signal);
     this.healthySince = this.clock.now();
   }
+}
+
+/** `pending`'s outcome, or 'aborted' as soon as `signal` aborts (the request is left to finish or fail alone). */
+function untilAborted<R>(pending: Promise<R>, signal: AbortSignal): Promise<R | 'aborted'> {
+  if (signal.aborted) return Promise.resolve('aborted');
+  return new Promise((resolve, reject) => {
+    const onAbort = () => resolve('aborted');
+    signal.addEventListener('abort', onAbort, { once: true });
+    pending.then(
+      (result) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(result);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    );
+  });
 }
