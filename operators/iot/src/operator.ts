@@ -5,7 +5,7 @@
  */
 import { Manager } from '@iot-operator/runtime';
 import { iotCacheOptions, registerIoTController, type IoTControllerConfig } from './controller.ts';
-import type { OperatorOptions } from './options.ts';
+import { iotRateLimitDefaults, type OperatorOptions } from './options.ts';
 
 export async function createIoTOperator(options: OperatorOptions): Promise<Manager> {
   const config: IoTControllerConfig = {
@@ -17,8 +17,10 @@ export async function createIoTOperator(options: OperatorOptions): Promise<Manag
   const mgr = await Manager.create({
     name: 'iot-operator',
     kubeconfigPath: options.kubeconfig,
+    rateLimit: options.rateLimit ?? iotRateLimitDefaults,
     logLevel: options.logLevel,
     httpAddress: options.metricsBindAddress,
+    secureMetrics: options.secureMetrics,
     cache: iotCacheOptions(config),
     leaderElection: options.leaderElect ? { namespace: options.operatorName, name: `iot-operator-${options.operatorName}` } : undefined,
   });

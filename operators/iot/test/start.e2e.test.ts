@@ -36,4 +36,16 @@ describe('npm start (the README’s first command)', () => {
     const iot = await env.client.get<{ metadata: { generation?: number }; status?: { phase?: string; observedGeneration?: number } } & { metadata: Record<string, unknown> }>(IoTServiceType, 'example-iotservice', landscape);
     assert.equal(iot.status?.phase, 'Available');
   });
+
+  it('run again on the running cluster: what exists is left as it is and the example is Available again', async () => {
+    const { KUBECONFIG: _unused, ...withoutKubeconfig } = process.env;
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'operators/iot/src/start.ts'), '--local', '--exit-when-available'], {
+      cwd: repoRoot,
+      env: { ...withoutKubeconfig, OPERATOR_NAME: landscape },
+      timeout: 300_000,
+    });
+    assert.match(stdout, new RegExp(`Namespace ${landscape} already exists; left as it is`));
+    assert.match(stdout, /IoTService example-iotservice already exists; left as it is/);
+    assert.match(stdout, /example-iotservice: Available 7\/7/);
+  });
 });

@@ -7,6 +7,7 @@
 export * from './client/resource.ts';
 export * from './client/errors.ts';
 export * from './client/client.ts';
+export * from './client/token-bucket.ts';
 export * from './watch/source.ts';
 export * from './watch/watcher.ts';
 export * from './cache/store.ts';

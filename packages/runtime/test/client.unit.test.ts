@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { KubeClient } from '../src/client/client.ts';
-import { ApiError } from '../src/client/errors.ts';
+import { ApiError, isAlreadyExists, isConflict, isForbidden, isGone } from '../src/client/errors.ts';
 import { Kinds } from '../src/client/resource.ts';
 import { RuntimeMetrics } from '../src/metrics/runtime-metrics.ts';
 
@@ -63,6 +63,30 @@ describe('client', () => {
     });
     handlers = [() => ({ code: 409, body: 'not a status' })];
     await assert.rejects(client.get(Kinds.ConfigMap, 'x', 'ns'), (err: unknown) => err instanceof ApiError && err.reason === 'Conflict' && err.retriable);
+  });
+
+  it('keeps the reason the server names even where one code carries several', async () => {
+    const answers: Array<[number, string]> = [
+      [409, 'AlreadyExists'],
+      [409, 'Conflict'],
+      [410, 'Expired'],
+      [500, 'ServerTimeout'],
+      [422, 'SomeReasonOfANewerServer'],
+    ];
+    for (const [code, reason] of answers) {
+      handlers = [() => ({ code, body: { kind: 'Status', reason, message: `${reason} here` } })];
+      await assert.rejects(client.get(Kinds.ConfigMap, 'x', 'ns'), (err: unknown) => {
+        assert.ok(err instanceof ApiError);
+        assert.deepEqual([err.code, err.reason, err.message], [code, reason, `${reason} here`]);
+        return true;
+      });
+    }
+    handlers = [() => ({ code: 409, body: { kind: 'Status', reason: 'AlreadyExists' } })];
+    await assert.rejects(client.create(Kinds.ConfigMap, { metadata: { name: 'x', namespace: 'ns' } }), (err: unknown) => isAlreadyExists(err) && !isConflict(err));
+    handlers = [() => ({ code: 410, body: { kind: 'Status', reason: 'Expired' } })];
+    await assert.rejects(client.list(Kinds.ConfigMap, { namespace: 'ns' }), (err: unknown) => isGone(err));
+    handlers = [() => ({ code: 403, body: { kind: 'Status', reason: '' } })];
+    await assert.rejects(client.get(Kinds.ConfigMap, 'x', 'ns'), (err: unknown) => isForbidden(err));
   });
 
   it('honours Retry-After on 429 and retries', async () => {

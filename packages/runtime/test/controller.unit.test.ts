@@ -49,15 +49,17 @@ describe('controller', () => {
     await stop();
   });
 
-  it('a TerminalError is not retried', async () => {
+  it('a TerminalError is not retried and is counted as terminal', async () => {
     let calls = 0;
-    const { controller, stop } = makeController(async () => {
+    const { controller, metrics, stop } = makeController(async () => {
       calls++;
       throw new TerminalError('cannot be fixed by retrying');
     });
     controller.enqueue({ namespace: 'ns', name: 'a' });
     await sleep(100);
     assert.equal(calls, 1);
+    assert.equal((await metrics.terminalReconcileErrors.get()).values[0]?.value, 1);
+    assert.equal((await metrics.reconcileErrors.get()).values[0]?.value, 1);
     await stop();
   });
 

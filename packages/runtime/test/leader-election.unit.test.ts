@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ApiError } from '../src/client/errors.ts';
-import { LeaderElector, leaderElectionDefaults, type ElectionClock, type LeaseAccess, type LeaseObject } from '../src/manager/leader-election.ts';
+import { LeaderElector, leaderElectionDefaults, maxTolerableExpiredLeaseMs, type ElectionClock, type LeaseAccess, type LeaseObject } from '../src/manager/leader-election.ts';
+import { realClock } from '../src/watch/watcher.ts';
 
 /** One Lease in memory, with resourceVersion conflicts like the API server's. */
 class LeaseStore {
@@ -95,18 +96,67 @@ describe('leader election', () => {
     assert.equal(a.isLeader, false);
   });
 
-  it('release lets a successor take the lease at once', async () => {
+  it('stopped while leading, it releases the lease after its renew loop has stopped and writes nothing after', async () => {
     const store = new LeaseStore();
     const clock = new FakeClock();
-    const a = new LeaderElector(config('a'), store.access(), clock);
     const b = new LeaderElector(config('b'), store.access(), clock);
     const stop = new AbortController();
-    const run = a.run(stop.signal, { onStartedLeading: () => stop.abort(), onStoppedLeading: () => {} });
-    await run;
-    assert.equal(a.isLeader, true);
-    await a.release();
-    assert.equal(store.lease?.spec?.holderIdentity, null);
-    assert.equal(await b.tryAcquireOrRenew(), true);
+    let leaseWrites = 0;
+    const access = store.access();
+    const counting: LeaseAccess = { ...access, replace: (lease, signal) => (leaseWrites++, access.replace(lease, signal)) };
+    const leader = new LeaderElector(config('a'), counting, clock);
+    await leader.run(stop.signal, { onStartedLeading: () => void setImmediate(() => stop.abort()), onStoppedLeading: () => {} }, { releaseOnCancel: true });
+    assert.equal(store.lease?.spec?.holderIdentity, null, 'released');
+    const writesAtRelease = leaseWrites;
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(leaseWrites, writesAtRelease, 'no lease write after the release');
+    assert.equal(leader.isLeader, false);
+    assert.equal(await b.tryAcquireOrRenew(), true, 'a successor takes the released lease at once');
+  });
+
+  it('a renewal that hangs is cancelled at the renew deadline and leadership ends there', async () => {
+    const store = new LeaseStore();
+    let hang = false;
+    const cancelled: string[] = [];
+    const hanging = (signal: AbortSignal) =>
+      new Promise<never>((_, reject) => signal.addEventListener('abort', () => (cancelled.push('cancelled'), reject(new Error('aborted'))), { once: true }));
+    const access = store.access();
+    const hangable: LeaseAccess = {
+      get: (signal) => (hang ? hanging(signal) : access.get(signal)),
+      create: (lease, signal) => access.create(lease, signal),
+      replace: (lease, signal) => (hang ? hanging(signal) : access.replace(lease, signal)),
+    };
+    const fast = { namespace: 'ns', name: 'lease', identity: 'a', leaseDurationMs: 3_000, renewDeadlineMs: 200, retryPeriodMs: 50 };
+    const elector = new LeaderElector(fast, hangable, realClock);
+    let hungAt = 0;
+    let stoppedAt = 0;
+    await elector.run(new AbortController().signal, {
+      onStartedLeading: () => {
+        hang = true;
+        hungAt = Date.now();
+      },
+      onStoppedLeading: () => (stoppedAt = Date.now()),
+    });
+    assert.ok(stoppedAt > 0, 'leadership ended');
+    assert.ok(stoppedAt - hungAt < fast.leaseDurationMs, `stopped ${stoppedAt - hungAt} ms after the API server hung; the lease lasts ${fast.leaseDurationMs} ms`);
+    assert.deepEqual(cancelled, ['cancelled'], 'the hung request was cancelled');
+    assert.equal(elector.isLeader, false);
+  });
+
+  it('the health check fails while a leader has not renewed for a lease duration + 20 s', async () => {
+    const store = new LeaseStore();
+    const clock = new FakeClock();
+    const stuck = { ...clock, sleep: () => new Promise<void>(() => {}) } as ElectionClock;
+    const elector = new LeaderElector(config('a'), store.access(), { now: () => clock.time, sleep: stuck.sleep });
+    void elector.run(new AbortController().signal, { onStartedLeading: () => {}, onStoppedLeading: () => {} });
+    await new Promise((r) => setImmediate(r));
+    assert.equal(elector.isLeader, true);
+    assert.equal(elector.healthCheck(), undefined);
+    clock.time += 15_000 + maxTolerableExpiredLeaseMs;
+    assert.equal(elector.healthCheck(), undefined, 'healthy up to the tolerance');
+    clock.time += 1_000;
+    assert.match(elector.healthCheck() ?? '', /lease ns\/lease not renewed for 36 s/);
+    assert.equal(new LeaderElector(config('b'), store.access(), clock).healthCheck(), undefined, 'a follower is always healthy');
   });
 
   it('two candidates racing for a free lease: exactly one wins', async () => {

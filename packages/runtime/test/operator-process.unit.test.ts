@@ -32,8 +32,18 @@ describe('operator command line', () => {
       httpAddress: '127.0.0.1:8080',
       metricsBindAddress: '127.0.0.1:8080',
       leaderElection: undefined,
+      secureMetrics: undefined,
+      rateLimit: { qps: 20, burst: 30 },
       logLevel: 'info',
     });
+  });
+
+  it('client rate and secure metrics come from their flags and reach the manager', () => {
+    const options = parseOperatorCommandLine(operator, ['--kube-api-qps', '50.5', '--kube-api-burst', '80', '--metrics-secure', '--metrics-cert-dir', '/certs']);
+    assert.deepEqual(options.rateLimit, { qps: 50.5, burst: 80 });
+    assert.deepEqual(options.secureMetrics, { certFile: '/certs/tls.crt', keyFile: '/certs/tls.key' });
+    const manager = operatorManagerOptions('demo-operator', options);
+    assert.deepEqual([manager.rateLimit, manager.secureMetrics], [options.rateLimit, options.secureMetrics]);
   });
 
   it('flags win; 0 turns the HTTP server off; the Lease lives in the watched namespace unless told otherwise', () => {

@@ -70,6 +70,7 @@ describe('runtime on the real cluster', () => {
       assert.equal(health.status, 200);
       assert.equal(ready.status, 200);
       const text = await metricsText(mgr);
+      const host = new URL(env.client.server).host;
       for (const series of [
         'controller_runtime_reconcile_total{controller="configmap",result="success"}',
         'controller_runtime_reconcile_time_seconds_count{controller="configmap"}',
@@ -77,9 +78,9 @@ describe('runtime on the real cluster', () => {
         'workqueue_adds_total{name="configmap"}',
         'workqueue_queue_duration_seconds_count{name="configmap"}',
         'workqueue_work_duration_seconds_count{name="configmap"}',
-        'rest_client_requests_total{code="200",method="GET"}',
-        'rest_client_requests_total{code="200",method="PATCH"}',
-        'rest_client_request_duration_seconds_count{verb="PATCH"}',
+        `rest_client_requests_total{code="200",host="${host}",method="GET"}`,
+        `rest_client_requests_total{code="200",host="${host}",method="PATCH"}`,
+        `rest_client_request_duration_seconds_count{host="${host}",verb="PATCH"}`,
       ]) {
         const line = text.split('\n').find((l) => l.startsWith(series + ' '));
         assert.ok(line, `/metrics lacks ${series}`);

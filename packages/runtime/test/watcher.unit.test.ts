@@ -112,7 +112,7 @@ describe('watcher state machine', () => {
   it('a watch that ends normally is resumed at once from the last resourceVersion, without backoff', async () => {
     const { source, clock } = await runScript(
       [{ items: [], resourceVersion: '10' }],
-      [[ev('ADDED', obj('a', '11')), ev('MODIFIED', obj('a', '12'))], []],
+      [[ev('ADDED', obj('a', '11')), ev('MODIFIED', obj('a', '12'))], [ev('ADDED', obj('b', '13'))]],
     );
     assert.deepEqual(source.watches, ['10', '12']);
     assert.deepEqual(clock.sleeps, []);
@@ -147,7 +147,7 @@ describe('watcher state machine', () => {
     const reset = () => Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
     const { source, clock, seen } = await runScript(
       [{ items: [], resourceVersion: '10' }],
-      [[ev('ADDED', obj('a', '11')), reset()], reset(), reset(), reset(), reset(), reset(), reset(), []],
+      [[ev('ADDED', obj('a', '11')), reset()], reset(), reset(), reset(), reset(), reset(), reset(), [ev('ADDED', obj('b', '12'))]],
     );
     assert.equal(source.lists.length, 1, 'no relist for a dropped connection');
     assert.deepEqual(source.watches, ['10', '11', '11', '11', '11', '11', '11', '11']);
@@ -182,6 +182,69 @@ describe('watcher state machine', () => {
     assert.ok(seen.errors[0] instanceof MalformedWatchEventError, `expected a MalformedWatchEventError, got ${String(seen.errors[0])}`);
     assert.ok(seen.errors[1] instanceof MalformedWatchEventError);
     assert.deepEqual(source.watches, ['10', '11', '11']);
+  });
+
+  it('a watch that closes at once without any event is an error, retried with a growing backoff', async () => {
+    const { source, clock, seen } = await runScript([{ items: [], resourceVersion: '10' }], [[], [], [], [ev('ADDED', obj('a', '11'))]]);
+    assert.deepEqual(source.watches, ['10', '10', '10', '10']);
+    assert.deepEqual(clock.sleeps, [800, 1600, 3200], 'backoff between the empty watches, none after one with an event');
+    assert.deepEqual(seen.errors.map((e) => (e as Error).name), ['ShortWatchError', 'ShortWatchError', 'ShortWatchError']);
+  });
+
+  it('410 on a list continue token falls back to one full, unpaginated list', async () => {
+    const expired = new ApiError(410, 'Expired', 'The provided continue parameter is too old');
+    const lists: Array<{ limit: number; continue?: string }> = [];
+    const pages: Array<ListPage<KubeObject> | Error> = [
+      { items: [obj('a', '1')], resourceVersion: '10', continue: 'page2' },
+      expired,
+      { items: [obj('a', '1'), obj('b', '2'), obj('c', '3')], resourceVersion: '12' },
+    ];
+    const stop = new AbortController();
+    const source: ListWatchSource<KubeObject> = {
+      description: 'scripted',
+      list: async (options) => {
+        lists.push(options);
+        const answer = pages.shift()!;
+        if (answer instanceof Error) throw answer;
+        return answer;
+      },
+      watch: async () => {
+        stop.abort();
+        return decodeEvents<KubeObject>((async function* () {})());
+      },
+    };
+    const informer = new Informer(source, { clock: new FakeClock() });
+    await informer.run(stop.signal);
+    assert.deepEqual(lists, [{ limit: 500, continue: undefined }, { limit: 500, continue: 'page2' }, { limit: 0, continue: undefined }]);
+    assert.equal(informer.isSynced, true);
+    assert.deepEqual(informer.store.keys().sort(), ['ns/a', 'ns/b', 'ns/c']);
+  });
+
+  it('a watch that delivers nothing for the idle timeout is closed and resumed from the last resourceVersion', async () => {
+    const stop = new AbortController();
+    const watches: string[] = [];
+    const closed: string[] = [];
+    const errors: unknown[] = [];
+    const source: ListWatchSource<KubeObject> = {
+      description: 'scripted',
+      list: async () => ({ items: [], resourceVersion: '10' }),
+      watch: async ({ resourceVersion, signal }) => {
+        watches.push(resourceVersion);
+        signal.addEventListener('abort', () => closed.push(resourceVersion), { once: true });
+        if (watches.length === 3) stop.abort();
+        // One bookmark, then silence on an open stream.
+        const lines = (async function* () {
+          yield JSON.stringify(ev('BOOKMARK', { metadata: { resourceVersion: String(Number(resourceVersion) + 1) } }));
+          await new Promise(() => {});
+        })();
+        return decodeEvents<KubeObject>(lines);
+      },
+    };
+    const informer = new Informer(source, { clock: new FakeClock(), watcherConfig: { watchIdleTimeoutMs: 30 }, onError: (err) => errors.push(err) });
+    await informer.run(stop.signal);
+    assert.deepEqual(watches, ['10', '11', '12']);
+    assert.deepEqual(closed, ['10', '11', '12'], 'each stalled stream is closed');
+    assert.deepEqual(errors.map((e) => (e as Error).name), ['WatchStalledError', 'WatchStalledError']);
   });
 
   it('drops managedFields before caching', async () => {

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { RuntimeMetrics } from '../src/metrics/runtime-metrics.ts';
 import { ExponentialBackoff, WorkQueue } from '../src/queue/workqueue.ts';
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
@@ -114,5 +115,42 @@ describe('work queue', () => {
     q.done(inFlight!);
     await drain;
     assert.equal(drained, true);
+  });
+
+  it('reports the work in progress: unfinished seconds summed over keys, the longest one, both 0 when idle', async () => {
+    const metrics = new RuntimeMetrics();
+    const q = new WorkQueue('busy', metrics);
+    const gauge = async (g: RuntimeMetrics['unfinishedWork']) => (await g.get()).values.find((v) => v.labels.name === 'busy')?.value;
+    q.add('a');
+    q.add('b');
+    await q.get();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await q.get();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const longest = (await gauge(metrics.longestRunningProcessor))!;
+    const unfinished = (await gauge(metrics.unfinishedWork))!;
+    assert.ok(longest >= 0.29 && longest < 5, `longest running ${longest} s: the first key, handed out 300 ms ago`);
+    assert.ok(unfinished >= longest + 0.09 && unfinished < 10, `unfinished ${unfinished} s: both keys' time so far`);
+    q.done('a');
+    q.done('b');
+    assert.equal(await gauge(metrics.longestRunningProcessor), 0);
+    assert.equal(await gauge(metrics.unfinishedWork), 0);
+  });
+
+  it('many failing keys retry within the overall bucket on top of per-key backoff', async () => {
+    const q = new WorkQueue('many', undefined, { baseDelayMs: 1, maxDelayMs: 1 }, { qps: 100, burst: 10 });
+    const keepAlive = setInterval(() => {}, 1000); // the queue's own timers do not hold the process
+    const handedOut: number[] = [];
+    const started = performance.now();
+    for (let i = 0; i < 40; i++) q.addRateLimited(`key-${i}`);
+    while (handedOut.length < 40) {
+      const key = (await q.get())!;
+      handedOut.push(performance.now() - started);
+      q.done(key);
+    }
+    clearInterval(keepAlive);
+    // 10 at once, then one every 10 ms: the 40th is due 300 ms after the first.
+    assert.ok(handedOut[9]! < 200, `the burst of 10 goes at once (10th after ${handedOut[9]} ms)`);
+    assert.ok(handedOut[39]! >= 290, `the 40th waits for its token (after ${handedOut[39]} ms)`);
   });
 });

@@ -9,13 +9,15 @@
  *   selector (or the cache-wide default namespace), so memory holds only what is selected
  *   (guarantee 10); each informer indexes by namespace, owner UID and the configured labels.
  * - `waitForSync` resolves when every informer has listed once, and fails with an error naming
- *   the types still unsynced when the timeout passes.
+ *   the types still unsynced when the timeout passes; it returns at once when its signal aborts
+ *   (a shutdown during start-up does not wait for the sync timeout).
  * - Reads never reach the API server; `get` and `list` return stored objects (read-only).
  */
 import type { KubeClient } from '../client/client.ts';
 import { objectKey, typeId, type KubeObject, type ResourceType } from '../client/resource.ts';
 import { clientSource, type Selection } from '../watch/source.ts';
 import { Informer, type Transform } from './informer.ts';
+import type { WatcherConfig } from '../watch/watcher.ts';
 import { matchesSelector, parseSelector } from './selector.ts';
 import { byLabel, byNamespace, byOwnerUid, labelIndex, namespaceIndex, ownerUidIndex, type IndexFunc } from './store.ts';
 
@@ -30,6 +32,8 @@ export interface CacheOptions {
   defaultNamespace?: string;
   byType?: ReadonlyArray<{ type: ResourceType } & TypeCacheOptions>;
   onError?: (err: unknown, informer: string) => void;
+  /** Watcher settings of every informer (page size, backoff, idle timeout); defaults as client-go. */
+  watcher?: Partial<WatcherConfig>;
 }
 
 export interface CacheListOptions {
@@ -82,6 +86,7 @@ export class Cache implements CacheReader {
       informer = new Informer(source, {
         indexers,
         transform: typeOptions?.transform,
+        watcherConfig: this.options.watcher,
         onError: (err) => this.options.onError?.(err, source.description),
       });
       this.informers.set(id, informer);
@@ -104,8 +109,15 @@ export class Cache implements CacheReader {
     return [...this.informers.values()].every((i) => i.isSynced);
   }
 
-  async waitForSync(timeoutMs: number): Promise<void> {
+  /** Resolves 'synced' once every informer has synced, or 'stopped' as soon as `signal` aborts. */
+  async waitForSync(timeoutMs: number, signal?: AbortSignal): Promise<'synced' | 'stopped'> {
+    if (signal?.aborted) return 'stopped';
     let timer: NodeJS.Timeout | undefined;
+    let onAbort: (() => void) | undefined;
+    const stopped = new Promise<'stopped'>((resolve) => {
+      onAbort = () => resolve('stopped');
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         const pending = [...this.informers.values()].filter((i) => !i.isSynced).map((i) => i.description);
@@ -113,9 +125,11 @@ export class Cache implements CacheReader {
       }, timeoutMs);
     });
     try {
-      await Promise.race([Promise.all([...this.informers.values()].map((i) => i.synced)), timeout]);
+      const synced = Promise.all([...this.informers.values()].map((i) => i.synced)).then(() => 'synced' as const);
+      return await Promise.race([synced, timeout, stopped]);
     } finally {
       clearTimeout(timer);
+      if (onAbort) signal?.removeEventListener('abort', onAbort);
     }
   }
 

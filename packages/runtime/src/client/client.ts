@@ -5,13 +5,18 @@
  * - Every failure is an `ApiError` with the HTTP code and Kubernetes reason.
  * - A 429, or a 5xx carrying Retry-After, is retried after the delay the server asked for
  *   (at most `maxRetryAfterAttempts` times, each delay capped at 30 s), as client-go does.
- * - Every request is counted in `rest_client_requests_total{code,method}` and timed in
- *   `rest_client_request_duration_seconds{verb}` (code "<error>" for transport failures).
+ * - Every request is counted in `rest_client_requests_total{code,host,method}` and timed in
+ *   `rest_client_request_duration_seconds{host,verb}` (code "<error>" for transport failures;
+ *   host is the API server's host:port, as client-go labels it).
+ * - With a `rateLimit`, every request (each retry and each watch included) first takes a token
+ *   from the client's token bucket, as client-go's rate limiter does; the wait is recorded in
+ *   `rest_client_rate_limiter_duration_seconds{host,verb}`. Without one, requests are not held.
  * - `listAll` pages through large collections (limit 500, continue tokens) and returns the
  *   resourceVersion of the consistent snapshot it read.
  */
 import type { RuntimeMetrics } from '../metrics/runtime-metrics.ts';
 import { ApiError } from './errors.ts';
+import { TokenBucket, type RateLimit } from './token-bucket.ts';
 import { apiVersionOf, collectionPath, objectPath, type KubeObject, type ResourceType } from './resource.ts';
 import { Transport, type HttpRequest, type HttpStream } from './transport.ts';
 
@@ -63,14 +68,29 @@ const patchContentTypes: Record<PatchType, string> = {
 const applyContentType = 'application/apply-patch+yaml';
 const maxRetryAfterAttempts = 5;
 
+/** controller-runtime's client defaults: 20 requests a second, bursts of 30. */
+export const clientRateLimitDefaults: RateLimit = { qps: 20, burst: 30 };
+
+export interface ClientOptions {
+  kubeconfigPath?: string;
+  metrics?: RuntimeMetrics;
+  /** Requests per second and burst; undefined or qps <= 0 = not limited. */
+  rateLimit?: RateLimit;
+}
+
 export class KubeClient {
+  private readonly bucket: TokenBucket | undefined;
+
   constructor(
     private readonly transport: Transport,
     private readonly metrics?: RuntimeMetrics,
-  ) {}
+    rateLimit?: RateLimit,
+  ) {
+    this.bucket = rateLimit && rateLimit.qps > 0 ? new TokenBucket(rateLimit) : undefined;
+  }
 
-  static async fromKubeconfig(options: { kubeconfigPath?: string; metrics?: RuntimeMetrics } = {}): Promise<KubeClient> {
-    return new KubeClient(await Transport.load(options.kubeconfigPath), options.metrics);
+  static async fromKubeconfig(options: ClientOptions = {}): Promise<KubeClient> {
+    return new KubeClient(await Transport.load(options.kubeconfigPath), options.metrics, options.rateLimit);
   }
 
   get server(): string {
@@ -154,6 +174,7 @@ export class KubeClient {
   /** Opens a watch stream; the caller reads `lines` (one JSON watch event each) and closes it. */
   async watch(type: ResourceType, options: WatchOptions): Promise<HttpStream> {
     const { namespace, signal, ...query } = options;
+    await this.throttle('WATCH', signal);
     const started = performance.now();
     let stream: HttpStream;
     try {
@@ -176,6 +197,7 @@ export class KubeClient {
 
   private async call<T>(req: HttpRequest): Promise<T> {
     for (let attempt = 0; ; attempt++) {
+      await this.throttle(req.method, req.signal);
       const started = performance.now();
       let response;
       try {
@@ -195,10 +217,18 @@ export class KubeClient {
     }
   }
 
+  /** Waits for the client's token bucket, if it has one. */
+  private async throttle(verb: string, signal?: AbortSignal): Promise<void> {
+    if (!this.bucket) return;
+    const waitedMs = await this.bucket.wait(signal);
+    this.metrics?.rateLimiterDuration.observe({ host: this.transport.host, verb }, waitedMs / 1000);
+  }
+
   private record(method: string, code: string, started: number): void {
     if (!this.metrics) return;
-    this.metrics.restRequests.inc({ code, method });
-    this.metrics.restDuration.observe({ verb: method }, (performance.now() - started) / 1000);
+    const host = this.transport.host;
+    this.metrics.restRequests.inc({ code, host, method });
+    this.metrics.restDuration.observe({ host, verb: method }, (performance.now() - started) / 1000);
   }
 }
 

@@ -2,13 +2,16 @@
  * Typed API failures.
  *
  * Guarantees: every non-2xx answer of the API server becomes an `ApiError` carrying the HTTP
- * code, the Kubernetes `reason` (from the Status body when present, otherwise derived from the
- * code) and the server's message; callers branch on `reason`, never on message text.
+ * code, the Kubernetes `reason` and the server's message; callers branch on `reason`, never on
+ * message text. The reason is the one the server's Status body names, whatever it is (409 comes
+ * as `AlreadyExists` or `Conflict`, 410 as `Gone` or `Expired`, 500 as `InternalError` or
+ * `ServerTimeout`, ...); only an answer without one gets a reason derived from the code.
  * Transport failures (connection refused, reset, timeout) become `ApiError` with code 0 and
  * reason `ServiceUnavailable`, so they are retried like any other transient failure.
  */
 
-export type StatusReason =
+/** The reasons of metav1.StatusReason; a server may send others, which are kept as sent. */
+export type KnownStatusReason =
   | 'NotFound'
   | 'AlreadyExists'
   | 'Conflict'
@@ -25,16 +28,24 @@ export type StatusReason =
   | 'ServerTimeout'
   | 'InternalError'
   | 'ServiceUnavailable'
+  | 'NotAcceptable'
+  | 'RequestEntityTooLarge'
   | 'Unknown';
 
-const reasonByCode: Record<number, StatusReason> = {
+// `string & {}` keeps reasons newer servers add while editors still offer the known ones.
+export type StatusReason = KnownStatusReason | (string & {});
+
+/** client-go's reasonForCode: what an answer without a Status reason means. */
+const reasonByCode: Record<number, KnownStatusReason> = {
   400: 'BadRequest',
   401: 'Unauthorized',
   403: 'Forbidden',
   404: 'NotFound',
   405: 'MethodNotAllowed',
+  406: 'NotAcceptable',
   409: 'Conflict',
   410: 'Gone',
+  413: 'RequestEntityTooLarge',
   415: 'UnsupportedMediaType',
   422: 'Invalid',
   429: 'TooManyRequests',
@@ -57,7 +68,7 @@ export class ApiError extends Error {
   /** Builds the error from an HTTP status code and a response body (a metav1.Status or anything). */
   static fromResponse(code: number, body: unknown, method: string, path: string): ApiError {
     const status = isStatus(body) ? body : undefined;
-    const reason = status?.reason && isKnownReason(status.reason) ? status.reason : (reasonByCode[code] ?? 'Unknown');
+    const reason = typeof status?.reason === 'string' && status.reason !== '' ? status.reason : (reasonByCode[code] ?? 'Unknown');
     const message = status?.message ?? `${method} ${path}: HTTP ${code}`;
     return new ApiError(code, reason, message, status?.details);
   }
@@ -84,7 +95,7 @@ export class ApiError extends Error {
 
 interface StatusBody {
   kind: 'Status';
-  reason?: string;
+  reason?: StatusReason;
   message?: string;
   details?: unknown;
 }
@@ -93,14 +104,15 @@ function isStatus(body: unknown): body is StatusBody {
   return typeof body === 'object' && body !== null && (body as { kind?: unknown }).kind === 'Status';
 }
 
-function isKnownReason(reason: string): reason is StatusReason {
-  return (Object.values(reasonByCode) as string[]).includes(reason) || ['Expired', 'ServerTimeout', 'Unknown'].includes(reason);
-}
-
 export function isApiError(err: unknown, reason?: StatusReason): err is ApiError {
   return err instanceof ApiError && (reason === undefined || err.reason === reason);
 }
 
 export const isNotFound = (err: unknown): boolean => isApiError(err, 'NotFound');
+/** A write lost a race: the object changed since it was read (resourceVersion precondition). */
 export const isConflict = (err: unknown): boolean => isApiError(err, 'Conflict');
 export const isAlreadyExists = (err: unknown): boolean => isApiError(err, 'AlreadyExists');
+export const isInvalid = (err: unknown): boolean => isApiError(err, 'Invalid');
+export const isForbidden = (err: unknown): boolean => isApiError(err, 'Forbidden');
+/** The resourceVersion asked for is too old (410, reason `Gone` or `Expired`): list again. */
+export const isGone = (err: unknown): boolean => isApiError(err, 'Gone') || isApiError(err, 'Expired');

@@ -7,10 +7,17 @@
  * Guarantees: the request body and response are JSON; a response with a non-2xx code is
  * returned with its code, never thrown here (the client turns it into an ApiError); a request
  * can be aborted through its signal; streaming responses are delivered line by line.
+ * The cluster's `tls-server-name` is the name the server certificate is checked against (and
+ * sent as SNI); its `proxy-url` is the HTTP proxy every connection goes through (see proxy.ts).
+ * A 401 re-reads the credentials from their source (kubeconfig file, token file, exec plugin,
+ * in-cluster token) and, when they changed, sends the request once more with the new ones; a
+ * 401 that persists is returned as it is.
  */
 import { KubeConfig } from '@kubernetes/client-node';
 import http from 'node:http';
 import https from 'node:https';
+import { urlToHttpOptions } from 'node:url';
+import { parseProxyUrl, proxyAuthorization, TunnelAgent } from './proxy.ts';
 
 export interface HttpRequest {
   method: string;
@@ -41,27 +48,44 @@ export interface HttpStream {
 
 const credentialRefreshMs = 60_000;
 
+type Headers = Readonly<Record<string, string>>;
+
 export class Transport {
   private readonly url: URL;
   private readonly agent: http.Agent;
-  private headers: Record<string, string> = {};
+  /** Set when plain-http requests are forwarded through an HTTP proxy. */
+  private readonly forwardProxy: URL | undefined;
+  private headers: Headers = {};
   private headersFetchedAt = 0;
+  private reloading: Promise<void> | undefined;
 
   private constructor(
-    private readonly config: KubeConfig,
+    private config: KubeConfig,
+    private readonly loadConfig: () => KubeConfig,
     server: string,
     tls: https.AgentOptions,
+    proxyUrl: string | undefined,
   ) {
     this.url = new URL(server);
     const agentOptions = { keepAlive: true, maxSockets: 256, ...tls };
-    this.agent = this.url.protocol === 'https:' ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
+    const proxy = proxyUrl ? parseProxyUrl(proxyUrl) : undefined;
+    if (this.url.protocol === 'https:') {
+      this.agent = proxy ? new TunnelAgent(proxy, agentOptions) : new https.Agent(agentOptions);
+    } else {
+      this.agent = new http.Agent(agentOptions);
+      this.forwardProxy = proxy;
+    }
   }
 
   /** Loads KUBECONFIG / ~/.kube/config, or the in-cluster ServiceAccount when neither exists. */
   static async load(kubeconfigPath?: string): Promise<Transport> {
-    const config = new KubeConfig();
-    if (kubeconfigPath) config.loadFromFile(kubeconfigPath);
-    else config.loadFromDefault();
+    const loadConfig = (): KubeConfig => {
+      const config = new KubeConfig();
+      if (kubeconfigPath) config.loadFromFile(kubeconfigPath);
+      else config.loadFromDefault();
+      return config;
+    };
+    const config = loadConfig();
     const cluster = config.getCurrentCluster();
     if (!cluster) throw new Error('no Kubernetes cluster configured: set KUBECONFIG or run in a cluster');
     const options: https.RequestOptions = {};
@@ -71,13 +95,19 @@ export class Transport {
     if (options.cert) tls.cert = options.cert;
     if (options.key) tls.key = options.key;
     if (options.rejectUnauthorized !== undefined) tls.rejectUnauthorized = options.rejectUnauthorized;
-    const transport = new Transport(config, cluster.server, tls);
-    transport.storeHeaders(options.headers);
+    if (cluster.tlsServerName) tls.servername = cluster.tlsServerName;
+    const transport = new Transport(config, loadConfig, cluster.server, tls, cluster.proxyUrl);
+    transport.storeHeaders(options);
     return transport;
   }
 
   get server(): string {
     return this.url.origin;
+  }
+
+  /** host:port of the API server, as the client metrics label it. */
+  get host(): string {
+    return this.url.host;
   }
 
   async send(req: HttpRequest): Promise<HttpResponse> {
@@ -99,8 +129,18 @@ export class Transport {
     this.agent.destroy();
   }
 
+  /** Sends the request; on a 401 re-reads the credentials and, if they changed, sends it once more. */
   private async open(req: HttpRequest): Promise<http.IncomingMessage> {
-    const headers = await this.authHeaders();
+    const used = await this.authHeaders();
+    const res = await this.request(req, used);
+    if (res.statusCode !== 401) return res;
+    const renewed = await this.renewedCredentials(used);
+    if (!renewed) return res;
+    res.resume();
+    return this.request(req, renewed);
+  }
+
+  private async request(req: HttpRequest, headers: Headers): Promise<http.IncomingMessage> {
     const url = new URL(req.path, this.url);
     for (const [k, v] of Object.entries(req.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
     const payload = req.body === undefined ? undefined : Buffer.from(typeof req.body === 'string' ? req.body : JSON.stringify(req.body));
@@ -110,9 +150,13 @@ export class Transport {
       requestHeaders['Content-Length'] = String(payload.length);
     }
     const lib = url.protocol === 'https:' ? https : http;
+    const target: http.RequestOptions = this.forwardProxy
+      ? { host: this.forwardProxy.hostname, port: this.forwardProxy.port || 80, path: url.href }
+      : urlToHttpOptions(url);
+    if (this.forwardProxy) Object.assign(requestHeaders, { Host: url.host }, proxyAuthorization(this.forwardProxy));
     const timeoutMs = req.timeoutMs ?? 60_000;
     return new Promise((resolve, reject) => {
-      const request = lib.request(url, { method: req.method, headers: requestHeaders, agent: this.agent, signal: req.signal }, resolve);
+      const request = lib.request({ ...target, method: req.method, headers: requestHeaders, agent: this.agent, signal: req.signal }, resolve);
       request.on('error', reject);
       if (timeoutMs > 0) {
         request.setTimeout(timeoutMs, () => request.destroy(new Error(`request timed out after ${timeoutMs} ms`)));
@@ -121,23 +165,57 @@ export class Transport {
     });
   }
 
-  private async authHeaders(): Promise<Record<string, string>> {
+  private async authHeaders(): Promise<Headers> {
     if (Date.now() - this.headersFetchedAt > credentialRefreshMs) {
       const options: https.RequestOptions = {};
       await this.config.applyToHTTPSOptions(options);
-      this.storeHeaders(options.headers);
+      this.storeHeaders(options);
     }
     return this.headers;
   }
 
-  private storeHeaders(headers: http.OutgoingHttpHeaders | readonly string[] | undefined): void {
+  /**
+   * After a 401 with `used`: credentials that differ from them, re-read from their source unless
+   * a concurrent request already did; undefined when the source still yields the refused ones.
+   */
+  private async renewedCredentials(used: Headers): Promise<Headers | undefined> {
+    if (sameHeaders(this.headers, used)) {
+      this.reloading ??= this.reloadCredentials().finally(() => (this.reloading = undefined));
+      await this.reloading;
+    }
+    return sameHeaders(this.headers, used) ? undefined : this.headers;
+  }
+
+  /** A fresh configuration: the kubeconfig and token files read again, exec plugins run again. */
+  private async reloadCredentials(): Promise<void> {
+    try {
+      const config = this.loadConfig();
+      const options: https.RequestOptions = {};
+      await config.applyToHTTPSOptions(options);
+      this.config = config;
+      this.storeHeaders(options);
+    } catch {
+      // The source cannot be read now: the request fails with its 401 and the next one tries again.
+    }
+  }
+
+  private storeHeaders(options: https.RequestOptions): void {
     const flat: Record<string, string> = {};
+    const { headers, auth } = options;
     if (headers && !Array.isArray(headers)) {
       for (const [k, v] of Object.entries(headers)) if (v !== undefined) flat[k] = String(v);
+    }
+    if (auth && !Object.keys(flat).some((k) => k.toLowerCase() === 'authorization')) {
+      flat.Authorization = `Basic ${Buffer.from(auth).toString('base64')}`;
     }
     this.headers = flat;
     this.headersFetchedAt = Date.now();
   }
+}
+
+function sameHeaders(a: Headers, b: Headers): boolean {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((k) => a[k] === b[k]);
 }
 
 async function readAll(res: http.IncomingMessage): Promise<string> {

@@ -73,6 +73,10 @@ export class Controller {
     this.signal = signal;
     const { metrics } = this.deps;
     metrics.maxConcurrentReconciles.set({ controller: this.name }, this.options.maxConcurrentReconciles);
+    // Series exist from the start (at 0), as controller-runtime does, so alerts on rates work at once.
+    for (const result of ['success', 'error', 'requeue_after']) metrics.reconcileTotal.inc({ controller: this.name, result }, 0);
+    metrics.reconcileErrors.inc({ controller: this.name }, 0);
+    metrics.terminalReconcileErrors.inc({ controller: this.name }, 0);
     metrics.activeWorkers.set({ controller: this.name }, 0);
     for (let i = 0; i < this.options.maxConcurrentReconciles; i++) this.workers.push(this.work(signal));
     this.scheduleResync();
@@ -134,6 +138,7 @@ export class Controller {
     } catch (err) {
       metrics.reconcileErrors.inc({ controller: this.name });
       if (err instanceof TerminalError) {
+        metrics.terminalReconcileErrors.inc({ controller: this.name });
         metrics.reconcileTotal.inc({ controller: this.name, result: 'error' });
         this.queue.forget(key);
         log.error({ err: describe(err) }, 'reconcile failed with a terminal error; not retrying');

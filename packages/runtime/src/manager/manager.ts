@@ -7,20 +7,30 @@
  * - Start order: HTTP server (/healthz, /readyz, /metrics), caches, wait for every cache to sync
  *   (default 2 min; on timeout `start` rejects with an error naming the unsynced caches), then,
  *   with leader election on, campaign for the Lease; controllers run only while leading
- *   (guarantees 1 and 6). Caches run on every replica, so a new leader starts warm.
- * - Losing the lease stops every controller at once and ends the manager with exit code 1.
+ *   (guarantees 1 and 6). Caches run on every replica, so a new leader starts warm. A `stop`
+ *   during the sync ends it at once: `start` returns without waiting for the sync timeout.
+ * - Losing the lease (including a renewal that hangs past the renew deadline) stops every
+ *   controller at once and resolves `done` with exit code 1 at once, with no graceful period;
+ *   failed Lease requests are logged at warn; /healthz fails while the elector is stuck.
  * - `stop` (and SIGTERM/SIGINT under `runUntilSignal`): stop taking work, let in-flight
- *   reconciles finish within the shutdown deadline (default 30 s), release the lease, stop the
+ *   reconciles finish within the shutdown deadline (default 30 s), stop the renew loop, then
+ *   release the lease and write pending events (at most 5 s), stop the
  *   caches and the HTTP server, exit 0 (guarantee 7).
  * - Logs are pino JSON with controller, object and reconcile id on every reconcile line.
+ * - With `secureMetrics`, the HTTP server speaks HTTPS with the given certificate and /metrics
+ *   answers only callers the API server authorizes (metrics-auth.ts); /healthz and /readyz stay
+ *   open, as kubelet probes carry no token. A certificate that cannot be read fails `start`.
  */
 import { randomUUID } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import { pino, type Logger } from 'pino';
-import { KubeClient } from '../client/client.ts';
-import { Kinds } from '../client/resource.ts';
+import { clientRateLimitDefaults, KubeClient } from '../client/client.ts';
+import type { RateLimit } from '../client/token-bucket.ts';
+import { Kinds, collectionPath, objectPath } from '../client/resource.ts';
 import { isNotFound } from '../client/errors.ts';
 import { Cache, type CacheOptions } from '../cache/cache.ts';
 import type { Controller } from '../controller/controller.ts';
@@ -28,6 +38,7 @@ import { ApiEventRecorder, type EventRecorder } from '../events/recorder.ts';
 import { RuntimeMetrics } from '../metrics/runtime-metrics.ts';
 import { realClock } from '../watch/watcher.ts';
 import { LeaderElector, leaderElectionDefaults, type LeaseObject } from './leader-election.ts';
+import { MetricsAuthorizer } from './metrics-auth.ts';
 
 export interface LeaderElectionOptions {
   namespace: string;
@@ -39,17 +50,27 @@ export interface LeaderElectionOptions {
   retryPeriodMs?: number;
 }
 
+export interface SecureMetricsOptions {
+  /** PEM certificate (chain) and key files, e.g. tls.crt and tls.key of a mounted Secret. */
+  certFile: string;
+  keyFile: string;
+}
+
 export interface ManagerOptions {
   /** Component name, used for events, logs, metrics and the default lease name. */
   name: string;
   client?: KubeClient;
   kubeconfigPath?: string;
+  /** The client's request rate (default controller-runtime's: 20 a second, bursts of 30); qps <= 0 = unlimited. */
+  rateLimit?: RateLimit;
   logger?: Logger;
   logLevel?: string;
   cache?: CacheOptions;
   leaderElection?: LeaderElectionOptions;
   /** host:port for /healthz, /readyz and /metrics; port 0 picks a free port; undefined = no server. */
   httpAddress?: string;
+  /** Serve over HTTPS with this certificate, /metrics only to callers allowed `get /metrics`. */
+  secureMetrics?: SecureMetricsOptions;
   cacheSyncTimeoutMs?: number;
   shutdownTimeoutMs?: number;
 }
@@ -63,8 +84,14 @@ export class Manager {
   private readonly controllers: Controller[] = [];
   private readonly abort = new AbortController();
   private readonly controllerAbort = new AbortController();
+  private readonly electionAbort = new AbortController();
+  /** Aborted as soon as `stop` is called: start-up stops waiting for caches. */
+  private readonly stopRequested = new AbortController();
   private elector: LeaderElector | undefined;
+  /** Resolves once the elector has stopped campaigning or renewing (and released a held lease). */
+  private electionDone: Promise<void> = Promise.resolve();
   private server: http.Server | undefined;
+  private metricsAuthorizer: MetricsAuthorizer | undefined;
   private resolveDone!: (code: number) => void;
   private stopping: Promise<void> | undefined;
   private controllersStarted = false;
@@ -85,8 +112,9 @@ export class Manager {
 
   static async create(options: ManagerOptions): Promise<Manager> {
     const metrics = new RuntimeMetrics();
+    metrics.collectProcessMetrics();
     const logger = options.logger ?? pino({ name: options.name, level: options.logLevel ?? 'info' });
-    const client = options.client ?? (await KubeClient.fromKubeconfig({ kubeconfigPath: options.kubeconfigPath, metrics }));
+    const client = options.client ?? (await KubeClient.fromKubeconfig({ kubeconfigPath: options.kubeconfigPath, metrics, rateLimit: options.rateLimit ?? clientRateLimitDefaults }));
     return new Manager(options, client, metrics, logger);
   }
 
@@ -116,7 +144,10 @@ export class Manager {
     this.cache.start(this.abort.signal);
     const timeoutMs = this.options.cacheSyncTimeoutMs ?? 120_000;
     try {
-      await this.cache.waitForSync(timeoutMs);
+      if ((await this.cache.waitForSync(timeoutMs, this.stopRequested.signal)) === 'stopped') {
+        this.logger.info('stopped before the caches synced');
+        return;
+      }
     } catch (err) {
       await this.stop(1);
       throw err;
@@ -130,10 +161,10 @@ export class Manager {
     const identity = election.identity ?? `${os.hostname()}_${randomUUID()}`;
     const config = { ...leaderElectionDefaults, ...election, name: election.name ?? `${this.options.name}-leader`, identity };
     this.elector = new LeaderElector(config, this.leaseAccess(config.namespace, config.name), realClock, (err) =>
-      this.logger.debug({ err: err instanceof Error ? err.message : String(err) }, 'lease request failed'),
+      this.logger.warn({ lease: config.name, err: err instanceof Error ? err.message : String(err) }, 'lease request failed'),
     );
     this.metrics.leaderStatus.set({ name: config.name }, 0);
-    void this.elector.run(this.abort.signal, {
+    this.electionDone = this.elector.run(this.electionAbort.signal, {
       onStartedLeading: () => {
         this.logger.info({ lease: config.name, identity }, 'became leader');
         this.metrics.leaderStatus.set({ name: config.name }, 1);
@@ -142,16 +173,19 @@ export class Manager {
       onStoppedLeading: () => {
         this.metrics.leaderStatus.set({ name: config.name }, 0);
         this.controllersStarted = false;
-        this.logger.error({ lease: config.name, identity }, 'lost leadership; stopping');
+        this.logger.error({ lease: config.name, identity }, 'lost leadership; stopping every controller and exiting');
         this.controllerAbort.abort();
         for (const controller of this.controllers) void controller.stop(0);
+        // No graceful period after losing the lease: another replica may already be leading.
+        this.resolveDone(1);
         void this.stop(1);
       },
-    });
+    }, { releaseOnCancel: true });
   }
 
   /** Graceful stop; resolves when stopped. Safe to call more than once. */
   stop(exitCode = 0): Promise<void> {
+    this.stopRequested.abort();
     this.stopping ??= this.shutdown(exitCode);
     return this.stopping;
   }
@@ -185,8 +219,10 @@ export class Manager {
     await Promise.all(this.controllers.map((c) => c.stop(deadline)));
     this.controllersStarted = false;
     this.controllerAbort.abort();
-    await this.elector?.release();
-    await this.recorder.flush();
+    // The lease is released by the elector itself, once its renew loop has stopped (≤ 5 s);
+    // pending events get at most as long.
+    this.electionAbort.abort();
+    await Promise.all([this.electionDone, withDeadline(this.recorder.flush(), eventFlushDeadlineMs)]);
     this.abort.abort();
     await this.cache.stopped();
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
@@ -199,28 +235,38 @@ export class Manager {
   private leaseAccess(namespace: string, name: string) {
     const client = this.client;
     return {
-      async get(): Promise<LeaseObject | undefined> {
+      async get(signal: AbortSignal): Promise<LeaseObject | undefined> {
         try {
-          return await client.get<LeaseObject>(Kinds.Lease, name, namespace);
+          return await client.raw<LeaseObject>({ method: 'GET', path: objectPath(Kinds.Lease, name, namespace), signal });
         } catch (err) {
           if (isNotFound(err)) return undefined;
           throw err;
         }
       },
-      create: (lease: LeaseObject) => client.create(Kinds.Lease, lease),
-      replace: (lease: LeaseObject) => client.replace(Kinds.Lease, lease),
+      create: (lease: LeaseObject, signal: AbortSignal) => client.raw<LeaseObject>({ method: 'POST', path: collectionPath(Kinds.Lease, namespace), body: lease, signal }),
+      replace: (lease: LeaseObject, signal: AbortSignal) => client.raw<LeaseObject>({ method: 'PUT', path: objectPath(Kinds.Lease, name, namespace), body: lease, signal }),
     };
   }
 
-  private listen(address: string): Promise<void> {
+  private async listen(address: string): Promise<void> {
     const colon = address.lastIndexOf(':');
     const host = colon > 0 ? address.slice(0, colon) : '0.0.0.0';
     const port = Number(address.slice(colon + 1));
-    this.server = http.createServer((req, res) => void this.serve(req, res));
+    const handler: http.RequestListener = (req, res) => void this.serve(req, res);
+    const secure = this.options.secureMetrics;
+    if (secure) {
+      const [cert, key] = await Promise.all([readFile(secure.certFile), readFile(secure.keyFile)]).catch((err: unknown) => {
+        throw new Error(`secure metrics: cannot read the certificate: ${err instanceof Error ? err.message : String(err)}`);
+      });
+      this.server = https.createServer({ cert, key }, handler);
+      this.metricsAuthorizer = new MetricsAuthorizer(this.client);
+    } else {
+      this.server = http.createServer(handler);
+    }
     return new Promise((resolve, reject) => {
       this.server!.once('error', reject);
       this.server!.listen(port, host, () => {
-        this.logger.info({ address: `${host}:${this.httpPort}` }, 'serving /metrics, /healthz and /readyz');
+        this.logger.info({ address: `${secure ? 'https' : 'http'}://${host}:${this.httpPort}` }, 'serving /metrics, /healthz and /readyz');
         resolve();
       });
     });
@@ -228,14 +274,30 @@ export class Manager {
 
   private async serve(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0];
-    if (path === '/healthz') return reply(res, this.abort.signal.aborted ? 503 : 200, this.abort.signal.aborted ? 'stopping' : 'ok');
+    if (path === '/healthz') {
+      const problem = this.abort.signal.aborted ? 'stopping' : this.elector?.healthCheck();
+      return reply(res, problem ? 503 : 200, problem ?? 'ok');
+    }
     if (path === '/readyz') return reply(res, this.cache.isSynced && !this.abort.signal.aborted ? 200 : 503, this.cache.isSynced ? 'ok' : 'caches not synced');
     if (path === '/metrics') {
+      const decision = await this.metricsAuthorizer?.authorize(req.headers.authorization, path);
+      if (decision && decision.code !== 200) {
+        if (decision.code === 500) this.logger.warn({ reason: decision.reason }, 'metrics request not authorized');
+        return reply(res, decision.code, decision.reason);
+      }
       res.setHeader('Content-Type', this.metrics.registry.contentType);
       return reply(res, 200, await this.metrics.registry.metrics());
     }
     reply(res, 404, 'not found');
   }
+}
+
+/** How long a shutdown waits for pending events to be written. */
+const eventFlushDeadlineMs = 5_000;
+
+function withDeadline(pending: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([pending, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]).finally(() => clearTimeout(timer));
 }
 
 function reply(res: http.ServerResponse, code: number, body: string): void {

@@ -4,18 +4,27 @@
  *
  * Guarantees: every metric lives in the registry passed in (nothing global), so two managers in
  * one process keep separate figures; names and label sets are those listed in the runtime
- * guarantees (row 9).
+ * guarantees (row 9). `collectProcessMetrics()` adds prom-client's default process metrics
+ * (`process_resident_memory_bytes`, `process_cpu_seconds_total`, `process_open_fds`,
+ * `process_start_time_seconds`, ...) to the registry. `workqueue_unfinished_work_seconds` and
+ * `workqueue_longest_running_processor_seconds` are computed at scrape time from the keys each
+ * registered queue is processing, so they are exact when read.
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** When (performance.now()) each key a queue is processing was handed out. */
+export type InFlightStarts = () => Iterable<number>;
 
 const durationBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const queueBuckets = [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1, 10, 100, 1000];
 
 export class RuntimeMetrics {
-  readonly restRequests: Counter<'code' | 'method'>;
-  readonly restDuration: Histogram<'verb'>;
+  readonly restRequests: Counter<'code' | 'host' | 'method'>;
+  readonly restDuration: Histogram<'host' | 'verb'>;
+  readonly rateLimiterDuration: Histogram<'host' | 'verb'>;
   readonly reconcileTotal: Counter<'controller' | 'result'>;
   readonly reconcileErrors: Counter<'controller'>;
+  readonly terminalReconcileErrors: Counter<'controller'>;
   readonly reconcileTime: Histogram<'controller'>;
   readonly maxConcurrentReconciles: Gauge<'controller'>;
   readonly activeWorkers: Gauge<'controller'>;
@@ -24,14 +33,19 @@ export class RuntimeMetrics {
   readonly queueDuration: Histogram<'name'>;
   readonly workDuration: Histogram<'name'>;
   readonly queueRetries: Counter<'name'>;
+  readonly unfinishedWork: Gauge<'name'>;
+  readonly longestRunningProcessor: Gauge<'name'>;
   readonly leaderStatus: Gauge<'name'>;
+  private readonly inFlight = new Map<string, InFlightStarts>();
 
   constructor(readonly registry: Registry = new Registry()) {
     const r = [registry];
-    this.restRequests = new Counter({ name: 'rest_client_requests_total', help: 'Number of HTTP requests, partitioned by status code and method.', labelNames: ['code', 'method'], registers: r });
-    this.restDuration = new Histogram({ name: 'rest_client_request_duration_seconds', help: 'Request latency in seconds, by verb.', labelNames: ['verb'], buckets: durationBuckets, registers: r });
+    this.restRequests = new Counter({ name: 'rest_client_requests_total', help: 'Number of HTTP requests, partitioned by status code and method.', labelNames: ['code', 'host', 'method'], registers: r });
+    this.restDuration = new Histogram({ name: 'rest_client_request_duration_seconds', help: 'Request latency in seconds. Broken down by verb and host.', labelNames: ['host', 'verb'], buckets: durationBuckets, registers: r });
+    this.rateLimiterDuration = new Histogram({ name: 'rest_client_rate_limiter_duration_seconds', help: 'Client side rate limiter latency in seconds. Broken down by verb and host.', labelNames: ['host', 'verb'], buckets: durationBuckets, registers: r });
     this.reconcileTotal = new Counter({ name: 'controller_runtime_reconcile_total', help: 'Total number of reconciliations per controller.', labelNames: ['controller', 'result'], registers: r });
     this.reconcileErrors = new Counter({ name: 'controller_runtime_reconcile_errors_total', help: 'Total number of reconciliation errors per controller.', labelNames: ['controller'], registers: r });
+    this.terminalReconcileErrors = new Counter({ name: 'controller_runtime_terminal_reconcile_errors_total', help: 'Total number of terminal reconciliation errors per controller.', labelNames: ['controller'], registers: r });
     this.reconcileTime = new Histogram({ name: 'controller_runtime_reconcile_time_seconds', help: 'Length of time per reconciliation per controller.', labelNames: ['controller'], buckets: durationBuckets, registers: r });
     this.maxConcurrentReconciles = new Gauge({ name: 'controller_runtime_max_concurrent_reconciles', help: 'Maximum number of concurrent reconciles per controller.', labelNames: ['controller'], registers: r });
     this.activeWorkers = new Gauge({ name: 'controller_runtime_active_workers', help: 'Number of currently used workers per controller.', labelNames: ['controller'], registers: r });
@@ -40,6 +54,43 @@ export class RuntimeMetrics {
     this.queueDuration = new Histogram({ name: 'workqueue_queue_duration_seconds', help: 'How long in seconds an item stays in workqueue before being requested.', labelNames: ['name'], buckets: queueBuckets, registers: r });
     this.workDuration = new Histogram({ name: 'workqueue_work_duration_seconds', help: 'How long in seconds processing an item from workqueue takes.', labelNames: ['name'], buckets: queueBuckets, registers: r });
     this.queueRetries = new Counter({ name: 'workqueue_retries_total', help: 'Total number of retries handled by workqueue.', labelNames: ['name'], registers: r });
+    const inFlight = this.inFlight;
+    this.unfinishedWork = new Gauge({
+      name: 'workqueue_unfinished_work_seconds',
+      help: 'How many seconds of work has been done that is in progress and hasn\'t been observed by work_duration. Large values indicate stuck threads.',
+      labelNames: ['name'],
+      registers: r,
+      collect() {
+        const now = performance.now();
+        for (const [name, starts] of inFlight) this.set({ name }, sum(starts(), (at) => (now - at) / 1000));
+      },
+    });
+    this.longestRunningProcessor = new Gauge({
+      name: 'workqueue_longest_running_processor_seconds',
+      help: 'How many seconds has the longest running processor for workqueue been running.',
+      labelNames: ['name'],
+      registers: r,
+      collect() {
+        const now = performance.now();
+        for (const [name, starts] of inFlight) this.set({ name }, Math.max(0, ...[...starts()].map((at) => (now - at) / 1000)));
+      },
+    });
     this.leaderStatus = new Gauge({ name: 'leader_election_master_status', help: 'Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master.', labelNames: ['name'], registers: r });
   }
+
+  /** Reports the keys queue `name` is processing in the in-progress work gauges. */
+  trackQueue(name: string, starts: InFlightStarts): void {
+    this.inFlight.set(name, starts);
+  }
+
+  /** Adds the process metrics (memory, CPU, open file descriptors, start time, ...) to the registry. */
+  collectProcessMetrics(): void {
+    collectDefaultMetrics({ register: this.registry });
+  }
+}
+
+function sum<T>(values: Iterable<T>, of: (value: T) => number): number {
+  let total = 0;
+  for (const value of values) total += of(value);
+  return total;
 }

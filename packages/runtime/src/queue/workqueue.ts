@@ -7,11 +7,14 @@
  *   added while it is being processed is queued again once at `done` (dirty + processing sets).
  * - FIFO among distinct keys.
  * - `addAfter` delays an add; several delayed adds of one key keep the earliest deadline.
- * - `addRateLimited` delays by the key's own exponential backoff: 5 ms × 2^failures, capped at
- *   1000 s (client-go's default item limiter); `forget` resets it after a success.
+ * - `addRateLimited` delays by the longer of the key's own exponential backoff (5 ms ×
+ *   2^failures, capped at 1000 s; `forget` resets it after a success) and the queue's overall
+ *   token bucket (10 retries a second, bursts of 100): client-go's default controller rate
+ *   limiter, so many keys failing at once retry at most 100 + 10 × t times in t seconds.
  * - `shutdown` stops new adds and wakes idle workers; `get` then returns undefined once the
  *   queue is empty; `drain` resolves when no key is being processed any more.
  */
+import { TokenBucket, type RateLimit } from '../client/token-bucket.ts';
 import type { RuntimeMetrics } from '../metrics/runtime-metrics.ts';
 
 export interface BackoffConfig {
@@ -20,6 +23,8 @@ export interface BackoffConfig {
 }
 
 export const defaultBackoff: BackoffConfig = { baseDelayMs: 5, maxDelayMs: 1_000_000 };
+/** client-go's overall bucket of the default controller rate limiter. */
+export const defaultRetryRateLimit: RateLimit = { qps: 10, burst: 100 };
 
 /** Per-key exponential backoff, as client-go's ItemExponentialFailureRateLimiter. */
 export class ExponentialBackoff {
@@ -56,13 +61,17 @@ export class WorkQueue {
   private readonly drainWaiters: (() => void)[] = [];
   private shuttingDown = false;
   readonly backoff: ExponentialBackoff;
+  private readonly retryBucket: TokenBucket;
 
   constructor(
     readonly name: string,
     private readonly metrics?: RuntimeMetrics,
     backoff: BackoffConfig = defaultBackoff,
+    retryRateLimit: RateLimit = defaultRetryRateLimit,
   ) {
     this.backoff = new ExponentialBackoff(backoff);
+    this.retryBucket = new TokenBucket(retryRateLimit);
+    metrics?.trackQueue(name, () => this.startedAt.values());
   }
 
   get length(): number {
@@ -99,7 +108,7 @@ export class WorkQueue {
 
   addRateLimited(key: string): void {
     this.metrics?.queueRetries.inc({ name: this.name });
-    this.addAfter(key, this.backoff.when(key));
+    this.addAfter(key, Math.max(this.backoff.when(key), this.retryBucket.reserve()));
   }
 
   forget(key: string): void {

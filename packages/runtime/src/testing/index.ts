@@ -1,9 +1,11 @@
 /**
  * Test support: the in-memory fake client for unit tests, the e2e environment on the local
- * cluster, a kubeconfig that runs an operator as its ServiceAccount, and an operator run as a
- * child process.
+ * cluster, a kubeconfig that runs an operator as its ServiceAccount, an operator run as a
+ * child process, and the fault-injecting API proxy.
  */
 export * from './env.ts';
 export * from './fake-client.ts';
+export * from './fault-proxy.ts';
+export * from './fault-rules.ts';
 export * from './process.ts';
 export * from './service-account.ts';

@@ -27,6 +27,7 @@ export interface WatchEvent<T extends KubeObject> {
 export interface ListWatchSource<T extends KubeObject> {
   /** A human-readable name for logs, e.g. "apps/v1/Deployment ns=foo". */
   readonly description: string;
+  /** One page of at most `limit` objects; `limit` 0 lists everything in one response. */
   list(options: { limit: number; continue?: string }): Promise<ListPage<T>>;
   watch(options: { resourceVersion: string; timeoutSeconds: number; signal: AbortSignal }): Promise<AsyncIterable<WatchEvent<T>>>;
 }
@@ -48,7 +49,7 @@ export function clientSource<T extends KubeObject>(client: KubeClient, type: Res
   return {
     description: `${type.group || 'core'}/${type.version}/${type.kind}${scope ? ` ${scope}` : ''}`,
     async list({ limit, continue: continueToken }) {
-      const page = await client.list<T>(type, { ...selection, limit, continue: continueToken });
+      const page = await client.list<T>(type, { ...selection, limit: limit || undefined, continue: continueToken });
       // List items come without apiVersion and kind; watch events carry them. Fill them in so that
       // cached objects look the same however they arrived.
       const items = (page.items ?? []).map((item) => ({ ...item, apiVersion: item.apiVersion ?? apiVersion, kind: item.kind ?? type.kind }));

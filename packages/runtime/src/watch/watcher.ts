@@ -2,8 +2,10 @@
  * The watcher: an explicit list+watch state machine for one resource selection.
  *
  * States (kept in `Watcher.state`):
- * - `Empty`: nothing known; the next step lists from the first page.
- * - `InitPage`: a paginated list is under way (500 objects per page, continue token kept).
+ * - `Empty`: nothing known; the next step lists from the first page (or, after a continue token
+ *   expired, lists everything in one request).
+ * - `InitPage`: a paginated list is under way (500 objects per page, continue token kept), or
+ *   an unpaginated one (`full`).
  * - `InitListed`: the list is complete; the next step opens a watch from the list's resourceVersion.
  * - `Watching`: a watch stream is open; every event advances the resourceVersion.
  *
@@ -21,19 +23,30 @@
  * - Each watch asks the server to end it after a random 5–10 minutes (client-go's default), so
  *   connections are refreshed; a watch that ends normally is resumed at once from the last
  *   resourceVersion.
- * - 410 Gone (on connect, as an ERROR event, or on a list continue token) leads to a relist.
+ * - 410 Gone (on connect or as an ERROR event) leads to a relist. A 410 on a list's continue
+ *   token (the token expired while paging) falls back to one full, unpaginated list, as
+ *   client-go's pager does, so a large list that outlives its token still completes.
+ * - A watch that ends within `minWatchDurationMs` (1 s) having delivered no event is an error
+ *   (`ShortWatchError`), retried with backoff: a server or proxy that closes every watch at
+ *   once cannot make the watcher spin.
+ * - A watch that delivers nothing — no answer to the watch request, no event, no bookmark —
+ *   for `watchIdleTimeoutMs` is closed
+ *   and reported (`WatchStalledError`), then resumed from the last resourceVersion with backoff.
+ *   The default, 120 s, is twice the API server's bookmark interval (it sends a bookmark at
+ *   least every minute to a watch that asked for them), so a healthy quiet watch never trips it.
  * - A dropped connection, a refused request or a malformed event is reported to `onError` and
  *   retried from the last resourceVersion after a backoff of 800 ms doubling to 30 s with jitter
  *   (client-go's reflector defaults); the backoff resets after 2 minutes without failure.
- * - Nothing is emitted after `signal` aborts; `run` then resolves.
+ * - Nothing is emitted after `signal` aborts; `run` then resolves at once, even while a list
+ *   request is still unanswered.
  */
 import { isApiError } from '../client/errors.ts';
 import type { KubeObject } from '../client/resource.ts';
 import type { ListWatchSource } from './source.ts';
 
 export type WatcherState =
-  | { name: 'Empty' }
-  | { name: 'InitPage'; continue?: string }
+  | { name: 'Empty'; full?: boolean }
+  | { name: 'InitPage'; continue?: string; full?: boolean }
   | { name: 'InitListed'; resourceVersion: string }
   | { name: 'Watching'; resourceVersion: string };
 
@@ -60,6 +73,20 @@ export interface WatcherConfig {
   backoffResetMs: number;
   /** Server-side watch timeout is chosen uniformly in [min, 2×min] seconds (client-go: 5–10 minutes). */
   minWatchTimeoutSeconds: number;
+  /** A watch ending sooner than this without any event is an error (client-go: 1 s). */
+  minWatchDurationMs: number;
+  /** A watch that delivers no event and no bookmark for this long is restarted (2× the 1-minute bookmark interval). */
+  watchIdleTimeoutMs: number;
+}
+
+/** A watch closed by the server (or something between) almost at once, without a single event. */
+export class ShortWatchError extends Error {
+  override readonly name = 'ShortWatchError';
+}
+
+/** A watch stream that stopped delivering anything, bookmarks included. */
+export class WatchStalledError extends Error {
+  override readonly name = 'WatchStalledError';
 }
 
 export const defaultWatcherConfig: WatcherConfig = {
@@ -68,6 +95,8 @@ export const defaultWatcherConfig: WatcherConfig = {
   maxBackoffMs: 30_000,
   backoffResetMs: 120_000,
   minWatchTimeoutSeconds: 300,
+  minWatchDurationMs: 1_000,
+  watchIdleTimeoutMs: 120_000,
 };
 
 export const realClock: WatcherClock = {
@@ -125,11 +154,12 @@ export class Watcher<T extends KubeObject> {
     switch (state.name) {
       case 'Empty':
         this.sink({ type: 'Init' });
-        this.state = { name: 'InitPage' };
+        this.state = { name: 'InitPage', full: state.full };
         return;
       case 'InitPage': {
-        const page = await this.source.list({ limit: this.config.pageSize, continue: state.continue });
-        if (signal.aborted) return;
+        // A list that hangs must not hold up a shutdown: stop waiting for it when the signal aborts.
+        const page = await untilAborted(this.source.list({ limit: state.full ? 0 : this.config.pageSize, continue: state.continue }), signal);
+        if (page === 'aborted' || signal.aborted) return;
         for (const object of page.items) this.sink({ type: 'InitApply', object });
         if (page.continue) {
           this.state = { name: 'InitPage', continue: page.continue };
@@ -151,15 +181,29 @@ export class Watcher<T extends KubeObject> {
     const stop = new AbortController();
     const forward = () => stop.abort();
     signal.addEventListener('abort', forward, { once: true });
+    const started = this.clock.now();
+    let received = 0;
     try {
-      const events = await this.source.watch({ resourceVersion, timeoutSeconds, signal: stop.signal });
+      const stalled = () => new WatchStalledError(`watch of ${this.description} delivered nothing (no event, no bookmark) for ${this.config.watchIdleTimeoutMs} ms; restarting it`);
+      const opened = await this.orIdle(this.source.watch({ resourceVersion, timeoutSeconds, signal: stop.signal }));
+      if (opened === 'idle') throw stalled();
+      const events = opened[Symbol.asyncIterator]();
       this.state = { name: 'Watching', resourceVersion };
-      for await (const event of events) {
+      for (;;) {
+        const next = await this.orIdle(events.next());
         if (signal.aborted) return;
+        if (next === 'idle') throw stalled();
+        if (next.done) break;
+        received++;
+        const event = next.value;
         const rv = event.object.metadata.resourceVersion;
         if (rv) this.state = { name: 'Watching', resourceVersion: rv };
         if (event.type === 'ADDED' || event.type === 'MODIFIED') this.sink({ type: 'Apply', object: event.object });
         else if (event.type === 'DELETED') this.sink({ type: 'Delete', object: event.object });
+      }
+      const lastedMs = this.clock.now() - started;
+      if (received === 0 && lastedMs < this.config.minWatchDurationMs) {
+        throw new ShortWatchError(`very short watch of ${this.description}: closed after ${lastedMs} ms without any event`);
       }
     } finally {
       signal.removeEventListener('abort', forward);
@@ -167,9 +211,32 @@ export class Watcher<T extends KubeObject> {
     }
   }
 
+  /** `pending`'s outcome, or 'idle' when it takes longer than the idle timeout. */
+  private orIdle<R>(pending: Promise<R>): Promise<R | 'idle'> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => resolve('idle'), this.config.watchIdleTimeoutMs);
+      pending.then(
+        (result) => {
+          clearTimeout(timer);
+          resolve(result);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      );
+    });
+  }
+
   private async fail(err: unknown, signal: AbortSignal): Promise<void> {
     this.onError(err, this.state);
-    if (isApiError(err, 'Gone') || isApiError(err, 'Expired')) {
+    const gone = isApiError(err, 'Gone') || isApiError(err, 'Expired');
+    if (gone && this.state.name === 'InitPage' && this.state.continue !== undefined) {
+      // The continue token expired while paging: list everything in one request instead.
+      this.state = { name: 'Empty', full: true };
+      return;
+    }
+    if (gone) {
       // The resourceVersion (or continue token) is too old: start over with a fresh list.
       this.state = { name: 'Empty' };
       this.failures = 0;
@@ -182,4 +249,23 @@ export class Watcher<T extends KubeObject> {
     await this.clock.sleep(delay, signal);
     this.healthySince = this.clock.now();
   }
+}
+
+/** `pending`'s outcome, or 'aborted' as soon as `signal` aborts (the request is left to finish or fail alone). */
+function untilAborted<R>(pending: Promise<R>, signal: AbortSignal): Promise<R | 'aborted'> {
+  if (signal.aborted) return Promise.resolve('aborted');
+  return new Promise((resolve, reject) => {
+    const onAbort = () => resolve('aborted');
+    signal.addEventListener('abort', onAbort, { once: true });
+    pending.then(
+      (result) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(result);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    );
+  });
 }
