@@ -11,8 +11,10 @@
  * - A child is written only when the cached object lacks a field of its desired form or carries
  *   the hash of an older desired form (server-side apply, one field manager); the credentials Secret is created once and never written again; a
  *   reconcile of an instance whose children match makes no write at all.
- * - A namespace this operator did not create for the instance is never adopted, changed or
- *   deleted; the instance goes Failed and says so.
+ * - A namespace this operator did not create for the instance (labels and the IoTService's UID
+ *   in its owner annotation) is never adopted, changed or deleted; the instance goes Failed and
+ *   says so. Deletion is conditional on the namespace's UID, so a namespace recreated meanwhile
+ *   by someone else is never deleted.
  * - `paused`: no child is created, changed or deleted; status is still reported.
  * - Deletion: the finalizer holds the IoTService until the instance namespace is gone; it is then
  *   removed without touching any other party's finalizer.
@@ -307,16 +309,16 @@ class IoTReconcile {
     const resolved = resolveInstance(iot, this.config);
     const namespace = resolved.ok ? resolved.instance.namespace : resolved.namespace;
     if (namespace) {
-      const identity = { landscape: this.config.operatorName, id: iot.metadata.name! };
+      const owner = { landscape: this.config.operatorName, id: iot.metadata.name!, ownerUid: iot.metadata.uid ?? '' };
       let live: (V1Namespace & KubeObject) | undefined;
       try {
         live = await this.ctx.client.get<V1Namespace & KubeObject>(Kinds.Namespace, namespace);
       } catch (err) {
         if (!isNotFound(err)) throw err;
       }
-      if (live && namespaceOwnership(live, identity) === 'owned') {
+      if (live && namespaceOwnership(live, owner) === 'owned') {
         if (!live.metadata.deletionTimestamp) {
-          await this.ctx.client.delete(Kinds.Namespace, namespace, undefined, { propagationPolicy: 'Background' });
+          await this.ctx.client.delete(Kinds.Namespace, namespace, undefined, { propagationPolicy: 'Background', preconditions: { uid: live.metadata.uid } });
           this.ctx.recorder.event(iot, 'Normal', 'Deleting', `Deleting namespace ${namespace}.`);
         }
         return { requeueAfterMs: DELETION_RECHECK_MS };

@@ -12,7 +12,7 @@ export type FailureReason =
   | 'InvalidSpec'
   /** `<OPERATOR_NAME>-<id>` is not a DNS-1123 label (too long or bad characters). */
   | 'NamespaceNameInvalid'
-  /** The instance namespace exists but was not created by this operator for this instance. */
+  /** The instance namespace exists but was not created by this operator for this IoTService (labels and owner UID). */
   | 'NamespaceNotOwned'
   /** The landscape's image-pull-secret is missing from the operator namespace. */
   | 'ImagePullSecretMissing'
@@ -40,8 +40,8 @@ export function namespaceNotOwnedFailure(namespace: string): Failure {
   return {
     reason: 'NamespaceNotOwned',
     message:
-      `Namespace ${namespace} already exists and was not created by this operator for this instance; ` +
-      'it is never adopted or deleted: remove it or rename the IoTService.',
+      `Namespace ${namespace} already exists and was not created by this operator for this IoTService ` +
+      '(its labels or its cp.iotservices.io/owner-uid annotation do not match); it is never adopted or deleted: remove it or rename the IoTService.',
   };
 }
 

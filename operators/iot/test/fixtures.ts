@@ -11,7 +11,7 @@ export function iotService(name: string, spec: Record<string, unknown>, generati
   return {
     apiVersion: 'cp.iotservices.io/v1alpha1',
     kind: 'IoTService',
-    metadata: { name, namespace: TEST_CONFIG.operatorName, generation },
+    metadata: { name, namespace: TEST_CONFIG.operatorName, generation, uid: `uid-of-${name}` },
     spec: spec as IoTService['spec'],
   };
 }

@@ -116,14 +116,18 @@ describe('instance namespace', () => {
     assert.equal(ns.metadata.labels['pod-security.kubernetes.io/enforce'], 'restricted');
   });
 
-  it('is owned only when it carries this instance’s labels', () => {
-    const identity = { landscape: 'devawsk8s', id: 'tenant-a' };
-    const ours = find<{ metadata: { labels: Record<string, string> } }>(children(), 'Namespace', 'devawsk8s-tenant-a');
-    assert.equal(namespaceOwnership(undefined, identity), 'absent');
-    assert.equal(namespaceOwnership({ metadata: { name: 'devawsk8s-tenant-a', labels: ours.metadata.labels } }, identity), 'owned');
-    assert.equal(namespaceOwnership({ metadata: { name: 'devawsk8s-tenant-a' } }, identity), 'foreign');
+  it('is owned only when it carries this instance’s labels and this IoTService’s UID', () => {
+    const owner = { landscape: 'devawsk8s', id: 'tenant-a', ownerUid: 'uid-of-tenant-a' };
+    const ours = find<{ metadata: { labels: Record<string, string>; annotations: Record<string, string> } }>(children(), 'Namespace', 'devawsk8s-tenant-a');
+    assert.deepEqual(ours.metadata.annotations, { 'cp.iotservices.io/owner-uid': 'uid-of-tenant-a' });
+    assert.equal(namespaceOwnership(undefined, owner), 'absent');
+    assert.equal(namespaceOwnership({ metadata: ours.metadata }, owner), 'owned');
+    assert.equal(namespaceOwnership({ metadata: { name: 'devawsk8s-tenant-a' } }, owner), 'foreign');
+    assert.equal(namespaceOwnership({ metadata: { name: 'devawsk8s-tenant-a', labels: ours.metadata.labels } }, owner), 'foreign', 'merely labelled');
+    const earlierOwner = { 'cp.iotservices.io/owner-uid': 'uid-of-a-deleted-tenant-a' };
+    assert.equal(namespaceOwnership({ metadata: { name: 'devawsk8s-tenant-a', labels: ours.metadata.labels, annotations: earlierOwner } }, owner), 'foreign', 'another IoTService’s');
     const otherLandscape = { ...ours.metadata.labels, 'cp.iotservices.io/landscape': 'prod' };
-    assert.equal(namespaceOwnership({ metadata: { name: 'devawsk8s-tenant-a', labels: otherLandscape } }, identity), 'foreign');
+    assert.equal(namespaceOwnership({ metadata: { name: 'devawsk8s-tenant-a', labels: otherLandscape, annotations: ours.metadata.annotations } }, owner), 'foreign');
   });
 });
 

@@ -9,8 +9,7 @@
 
 import { validateIoTServiceSpec, type DefaultedIoTServiceSpec, type IoTService } from '../api/iotservice.ts';
 import { invalidSpecFailure, type Failure } from '../failure.ts';
-import type { InstanceIdentity } from './labels.ts';
-import { instanceNamespaceName } from './namespace.ts';
+import { instanceNamespaceName, type NamespaceOwner } from './namespace.ts';
 
 /** The operator's process configuration, as far as desired state depends on it. */
 export interface OperatorConfig {
@@ -20,7 +19,7 @@ export interface OperatorConfig {
   defaultRegistry: string;
 }
 
-export interface Instance extends InstanceIdentity {
+export interface Instance extends NamespaceOwner {
   /** `<landscape>-<id>`, a valid DNS-1123 label. */
   namespace: string;
   /** metadata.generation of the IoTService (0 when unset). */
@@ -51,6 +50,7 @@ export function resolveInstance(iotService: Pick<IoTService, 'metadata' | 'spec'
     instance: {
       landscape: config.operatorName,
       id,
+      ownerUid: iotService.metadata.uid ?? '',
       namespace: namespace.name,
       generation: iotService.metadata.generation ?? 0,
       spec: validated.spec,
