@@ -23,6 +23,7 @@
  *   transition is recorded as an Event on the IoTService. Refusals that retrying cannot fix
  *   (403, 422) become `Failed`; transient errors are retried with backoff and never set `Failed`.
  */
+import { isDeepStrictEqual } from 'node:util';
 import type { V1Deployment, V1Namespace, V1Pod, V1Secret, V1StatefulSet } from '@kubernetes/client-node';
 import {
   Kinds,
@@ -39,6 +40,7 @@ import {
   type ApiError,
   type KubeObject,
   type Manager,
+  type Predicate,
   type ReconcileContext,
   type ReconcileResult,
   type Reconciler,
@@ -85,6 +87,9 @@ export interface IoTControllerConfig extends OperatorConfig {
 export const CHILD_TYPES: Readonly<Record<string, ResourceType>> = {
   Namespace: Kinds.Namespace,
   NetworkPolicy: Kinds.NetworkPolicy,
+  // Built-in kinds the runtime's Kinds does not list.
+  ResourceQuota: customResource('', 'v1', 'ResourceQuota', 'resourcequotas'),
+  LimitRange: customResource('', 'v1', 'LimitRange', 'limitranges'),
   Secret: Kinds.Secret,
   ConfigMap: Kinds.ConfigMap,
   Service: Kinds.Service,
@@ -119,7 +124,10 @@ export function registerIoTController(mgr: Manager, config: IoTControllerConfig,
 
   let builder = controller(mgr).named('iotservice').for(IoTServiceType).maxConcurrentReconciles(config.maxConcurrentReconciles);
   if (syncPeriodMs !== undefined) builder = builder.resyncPeriod(syncPeriodMs);
-  for (const type of [...Object.values(CHILD_TYPES), Kinds.Pod]) builder = builder.watches(type, toInstance);
+  for (const type of [...Object.values(CHILD_TYPES), Kinds.Pod]) {
+    // The quota's status moves with every pod of the instance; only its spec is ours.
+    builder = type === CHILD_TYPES['ResourceQuota'] ? builder.watches(type, toInstance, specOrMetadataChanged()) : builder.watches(type, toInstance);
+  }
   builder = builder.watchesSelected(Kinds.Secret, sourceSecretSelection(config), everyInstance);
   return builder.reconcile(iotReconciler(config));
 }
@@ -333,6 +341,12 @@ class IoTReconcile {
     this.memory.statusWrites.forget(keyOf(request));
     this.memory.rendered.forget(keyOf(request));
   }
+}
+
+/** Passes updates that change an object's spec, labels, annotations or deletion mark (not its status). */
+function specOrMetadataChanged(): Predicate {
+  const relevant = (o: KubeObject) => [(o as { spec?: unknown }).spec, o.metadata.labels, o.metadata.annotations, o.metadata.deletionTimestamp];
+  return { update: (a, b) => !isDeepStrictEqual(relevant(a), relevant(b)) };
 }
 
 /** The hash stamp makes fields removed from a desired object (a nodeSelector key, say) a

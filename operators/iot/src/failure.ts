@@ -14,6 +14,12 @@ export type FailureReason =
   | 'NamespaceNameInvalid'
   /** The instance namespace exists but was not created by this operator for this IoTService (labels and owner UID). */
   | 'NamespaceNotOwned'
+  /** An image would come from a registry the operator does not allow (--allowed-registries). */
+  | 'RegistryNotAllowed'
+  /** The gateway Service type is not allowed by the operator (--allowed-service-types). */
+  | 'ServiceTypeNotAllowed'
+  /** spec.quota asks for more than the operator allows (--max-quota). */
+  | 'QuotaAboveLimit'
   /** The landscape's image-pull-secret is missing from the operator namespace. */
   | 'ImagePullSecretMissing'
   /** The API server refused a write with 403: RBAC does not allow it. */

@@ -14,6 +14,7 @@ export async function createIoTOperator(options: OperatorOptions): Promise<Manag
     watchNamespace: options.watchNamespace,
     defaultRegistry: options.defaultRegistry,
     maxConcurrentReconciles: options.maxConcurrentReconciles,
+    tenancy: options.tenancy,
   };
   const mgr = await Manager.create({
     name: 'iot-operator',

@@ -4,9 +4,15 @@
  *
  * Guarantees: every flag is documented in `--help`; a missing OPERATOR_NAME or a malformed value
  * is reported as one clear error before anything connects to a cluster; WATCH_NAMESPACE keeps the
- * seed's meaning (unset or '' = secondary resources cluster-wide).
+ * seed's meaning (unset or '' = secondary resources cluster-wide). The tenant policy flags
+ * (allowed registries and Service types, quota defaults and maximum, container defaults) are
+ * checked as a whole: an unknown Service type, a malformed quantity or a default quota above the
+ * maximum stops the process with an error naming the flag.
  */
 import { Command, InvalidArgumentError } from 'commander';
+import { SERVICE_TYPES, type GatewayServiceType } from './api/iotservice.ts';
+import { canonicalQuantity, quantityNanos } from './resources/quantity.ts';
+import { QUOTA_RESOURCES, defaultTenantPolicy, type QuotaValues, type TenantPolicy } from './resources/tenant-policy.ts';
 
 export interface OperatorOptions {
   operatorName: string;
@@ -18,6 +24,8 @@ export interface OperatorOptions {
   logLevel: string;
   kubeconfig?: string;
   syncPeriodMs: number;
+  /** What IoTService authors may ask for; default `defaultTenantPolicy(defaultRegistry)`. */
+  tenancy?: TenantPolicy;
 }
 
 const positiveInt = (value: string): number => {
@@ -44,7 +52,56 @@ export function operatorCommand(): Command {
     .option('--metrics-bind-address <host:port>', 'address of the HTTP server for /metrics, /healthz and /readyz', '0.0.0.0:8080')
     .option('--log-level <level>', 'fatal, error, warn, info, debug or trace', process.env.LOG_LEVEL ?? 'info')
     .option('--kubeconfig <path>', 'kubeconfig file; default KUBECONFIG, ~/.kube/config, then in-cluster credentials')
-    .option('--sync-period <duration>', 'how often every IoTService is re-checked without any event', '10h');
+    .option('--sync-period <duration>', 'how often every IoTService is re-checked without any event', '10h')
+    .option('--allowed-registries <list>', 'comma-separated registries (host[:port][/path]) component images may come from; default: the default registry')
+    .option('--allowed-service-types <list>', `comma-separated gateway Service types an IoTService may ask for (${SERVICE_TYPES.join(', ')})`, 'ClusterIP')
+    .option('--default-quota <list>', "each instance namespace's ResourceQuota unless spec.quota says otherwise: requests of all pods together", quotaText(defaults.defaultQuota))
+    .option('--max-quota <list>', 'the most spec.quota may ask for', quotaText(defaults.maxQuota))
+    .option('--default-container-limits <list>', "LimitRange default limits of containers without resources", resourceText(defaults.containerDefaults.limits))
+    .option('--default-container-requests <list>', "LimitRange default requests of containers without resources", resourceText(defaults.containerDefaults.requests));
+}
+
+const defaults = defaultTenantPolicy('');
+const quotaText = (quota: QuotaValues) => QUOTA_RESOURCES.map((r) => `${r}=${quota[r]}`).join(',');
+const resourceText = (list: Readonly<Record<string, string>>) => Object.entries(list).map(([k, v]) => `${k}=${v}`).join(',');
+
+/** `cpu=4,memory=8Gi`: quantities by name, canonical; only `names` are accepted. */
+function parseResourceList(command: Command, flag: string, value: string, names: readonly string[]): Record<string, string> {
+  const list: Record<string, string> = {};
+  for (const entry of value.split(',').map((e) => e.trim()).filter(Boolean)) {
+    const [name = '', quantity = ''] = entry.split('=').map((p) => p.trim());
+    if (!names.includes(name) || quantityNanos(quantity) === undefined) {
+      command.error(`error: ${flag} "${value}": each entry must be <name>=<quantity> with name one of ${names.join(', ')}, e.g. ${names[0]}=2`);
+    }
+    list[name] = canonicalQuantity(quantity);
+  }
+  return list;
+}
+
+function parseTenancy(command: Command, o: Record<string, string | undefined>, defaultRegistry: string): TenantPolicy {
+  const registries = (o['allowedRegistries'] ?? defaultRegistry).split(',').map((r) => r.trim().replace(/\/+$/, ''));
+  const serviceTypes = (o['allowedServiceTypes'] ?? '').split(',').map((t) => t.trim());
+  const unknownType = serviceTypes.find((t) => !(SERVICE_TYPES as readonly string[]).includes(t));
+  if (unknownType !== undefined) command.error(`error: --allowed-service-types: "${unknownType}" is not one of ${SERVICE_TYPES.join(', ')}`);
+  const quota = (flag: string, value: string | undefined, fallback: QuotaValues): QuotaValues => ({ ...fallback, ...parseResourceList(command, flag, value ?? '', QUOTA_RESOURCES) });
+  const defaultQuota = quota('--default-quota', o['defaultQuota'], defaults.defaultQuota);
+  const maxQuota = quota('--max-quota', o['maxQuota'], defaults.maxQuota);
+  for (const resource of QUOTA_RESOURCES) {
+    if ((quantityNanos(defaultQuota[resource]) ?? 0n) > (quantityNanos(maxQuota[resource]) ?? 0n)) {
+      command.error(`error: --default-quota ${resource}=${defaultQuota[resource]} is more than --max-quota ${resource}=${maxQuota[resource]}`);
+    }
+  }
+  const containerResources = ['cpu', 'memory', 'ephemeral-storage'];
+  return {
+    allowedRegistries: registries,
+    allowedServiceTypes: serviceTypes as GatewayServiceType[],
+    defaultQuota,
+    maxQuota,
+    containerDefaults: {
+      limits: parseResourceList(command, '--default-container-limits', o['defaultContainerLimits'] ?? '', containerResources),
+      requests: parseResourceList(command, '--default-container-requests', o['defaultContainerRequests'] ?? '', containerResources),
+    },
+  };
 }
 
 export function parseOperatorOptions(argv: string[]): OperatorOptions {
@@ -67,5 +124,6 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
     logLevel: o.logLevel,
     kubeconfig: o.kubeconfig,
     syncPeriodMs: parseDuration(command, o.syncPeriod),
+    tenancy: parseTenancy(command, o as unknown as Record<string, string | undefined>, o.defaultRegistry),
   };
 }

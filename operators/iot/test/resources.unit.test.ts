@@ -28,7 +28,7 @@ import {
   type IoTCredentials,
   writeStages,
 } from '../src/resources/index.ts';
-import { iotService, TEST_CONFIG, testInstance } from './fixtures.ts';
+import { iotService, PERMISSIVE_CONFIG, TEST_CONFIG, testInstance } from './fixtures.ts';
 
 const PULL_SECRET: V1Secret = {
   apiVersion: 'v1',
@@ -139,6 +139,8 @@ describe('desired children', () => {
       'Namespace//devawsk8s-tenant-a',
       'NetworkPolicy/devawsk8s-tenant-a/instance-isolation',
       'NetworkPolicy/devawsk8s-tenant-a/gateway-devices',
+      'ResourceQuota/devawsk8s-tenant-a/instance-quota',
+      'LimitRange/devawsk8s-tenant-a/instance-limits',
       'Secret/devawsk8s-tenant-a/image-pull-secret',
       'Secret/devawsk8s-tenant-a/iot-credentials',
       'ConfigMap/devawsk8s-tenant-a/iot-config',
@@ -159,7 +161,7 @@ describe('desired children', () => {
     );
   });
 
-  it('are written in three stages: the namespace; policies, secrets, config and services; then the workloads', () => {
+  it('are written in three stages: the namespace; policies, quota, secrets, config and services; then the workloads', () => {
     const all = children();
     const stages = writeStages(all.children).map((indexes) => indexes.map((i) => `${all.children[i]!.object.kind}/${all.children[i]!.object.metadata.name}`));
     assert.deepEqual(stages, [
@@ -167,6 +169,8 @@ describe('desired children', () => {
       [
         'NetworkPolicy/instance-isolation',
         'NetworkPolicy/gateway-devices',
+        'ResourceQuota/instance-quota',
+        'LimitRange/instance-limits',
         'Secret/image-pull-secret',
         'Secret/iot-credentials',
         'ConfigMap/iot-config',
@@ -242,7 +246,7 @@ describe('images', () => {
   });
 
   it('use spec.registry over the default, and spec.<component>.image over both', () => {
-    const instance = testInstance({ registry: 'mirror.local:5000/iot', core: { image: 'custom/core@sha256:abc' } });
+    const instance = testInstance({ registry: 'mirror.local:5000/iot', core: { image: 'custom/core@sha256:abc' } }, PERMISSIVE_CONFIG);
     assert.equal(componentImage(instance, 'broker'), 'mirror.local:5000/iot/iot-broker:2.4.1');
     assert.equal(componentImage(instance, 'core'), 'custom/core@sha256:abc');
   });
@@ -433,7 +437,7 @@ describe('services', () => {
 
   it('gateway Service type comes from spec.gateway.serviceType', () => {
     assert.equal(desiredGatewayService(testInstance()).spec?.type, 'ClusterIP');
-    assert.equal(desiredGatewayService(testInstance({ gateway: { serviceType: 'LoadBalancer' } })).spec?.type, 'LoadBalancer');
+    assert.equal(desiredGatewayService(testInstance({ gateway: { serviceType: 'LoadBalancer' } }, PERMISSIVE_CONFIG)).spec?.type, 'LoadBalancer');
   });
 
   it('core serves 8080; broker and database are headless', () => {

@@ -48,8 +48,19 @@ export const QUANTITY_PATTERN =
 /** Storage size: a quantity, or empty for "no persistent volume". */
 export const STORAGE_PATTERN = `^$|${QUANTITY_PATTERN}`;
 
-/** Keys of config.yml that the operator writes itself; `spec.config` may not set them. */
+/** Keys of config.yml that the operator writes itself; `spec.config` may not set them in any spelling. */
 export const RESERVED_CONFIG_KEYS: readonly string[] = ['instance', 'landscape', 'namespace', 'version', 'endpoints'];
+
+/** A `spec.config` key: letters, digits, '.', '_' and '-', starting and ending with a letter or digit. */
+export const CONFIG_KEY_PATTERN = '^[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$';
+
+/**
+ * A config key as a reader might match it: case, '.', '_' and '-' ignored, so `Instance`,
+ * `VERSION` and `end_points` all name a reserved key. (The key grammar admits nothing else.)
+ */
+export function configKeySpelling(key: string): string {
+  return key.normalize('NFKC').toLowerCase().replace(/[^a-z0-9]/g, '');
+}
 
 export const GATEWAY_PROTOCOLS = ['mqtt', 'mqtts', 'http', 'coap'] as const;
 export type GatewayProtocol = (typeof GATEWAY_PROTOCOLS)[number];
@@ -106,9 +117,16 @@ const storageImmutable: CelRule = {
   message: 'storage and storageClassName cannot be changed after creation (StatefulSet volume claims are immutable)',
 };
 
+const configKeysWellFormed: CelRule = {
+  rule: `!has(self.config) || self.config.all(k, k.matches('${CONFIG_KEY_PATTERN}'))`,
+  message: "config keys may hold only letters, digits, '.', '_' and '-', start and end with a letter or digit, and have at most 128 characters",
+};
+
 const configKeysNotReserved: CelRule = {
-  rule: `!has(self.config) || !(${RESERVED_CONFIG_KEYS.map((k) => `'${k}' in self.config`).join(' || ')})`,
-  message: `config must not set ${RESERVED_CONFIG_KEYS.join(', ')}: the operator writes these keys of config.yml`,
+  rule:
+    "!has(self.config) || !self.config.exists(k, k.lowerAscii().replace('.', '').replace('_', '').replace('-', '') in " +
+    `[${RESERVED_CONFIG_KEYS.map((k) => `'${k}'`).join(', ')}])`,
+  message: `config must not set ${RESERVED_CONFIG_KEYS.join(', ')} in any case or spelling (ignoring '.', '_' and '-'): the operator writes these keys of config.yml`,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -122,6 +140,9 @@ export const QuantitySchema = Type.Union([Type.Integer({ minimum: 0 }), Type.Str
   description: 'A Kubernetes quantity, e.g. 500m, 2, 512Mi, 10Gi.',
   errorMessage: 'must be a non-negative Kubernetes quantity such as 500m, 2, 512Mi or 10Gi',
 });
+
+/** A quota value: a quantity, as in a ResourceQuota's `hard` list. */
+const QuotaQuantity = (description: string) => Type.Union([Type.Integer({ minimum: 0 }), Type.String({ pattern: QUANTITY_PATTERN })], { description, errorMessage: QuantitySchema.errorMessage as string });
 
 const ResourceList = (description: string) => Type.Record(Type.String(), QuantitySchema, { description });
 
@@ -274,8 +295,22 @@ export const IoTServiceSpecSchema = Type.Object(
     processing: Type.Optional(ProcessingSpecSchema),
     broker: Type.Optional(BrokerSpecSchema),
     database: Type.Optional(DatabaseSpecSchema),
+    quota: Type.Optional(
+      Type.Object(
+        {
+          cpu: Type.Optional(QuotaQuantity('CPU requested by all pods of the instance together, e.g. 4.')),
+          memory: Type.Optional(QuotaQuantity('Memory requested by all pods of the instance together, e.g. 8Gi.')),
+          storage: Type.Optional(QuotaQuantity('Storage requested by all persistent volume claims of the instance together, e.g. 100Gi.')),
+        },
+        {
+          additionalProperties: false,
+          description:
+            "The instance namespace's ResourceQuota. Each value defaults to the operator's --default-quota and may not exceed its --max-quota.",
+        },
+      ),
+    ),
     config: Type.Optional(
-      Type.Record(Type.String(), Type.String(), {
+      Type.Record(Type.String(), Type.String({ maxLength: 4096 }), {
         maxProperties: 256,
         description: `Entries merged into config.yml (mounted at /etc/iot/config.yml); may not set ${RESERVED_CONFIG_KEYS.join(', ')}.`,
       }),
@@ -284,7 +319,7 @@ export const IoTServiceSpecSchema = Type.Object(
   {
     additionalProperties: false,
     description: 'Desired state of one IoT service instance.',
-    'x-kubernetes-validations': [configKeysNotReserved],
+    'x-kubernetes-validations': [configKeysWellFormed, configKeysNotReserved],
   },
 );
 
@@ -381,8 +416,13 @@ const crossFieldChecks: ReadonlyArray<{ path: string; message: string; holds: (s
   })),
   {
     path: 'spec.config',
+    message: configKeysWellFormed.message,
+    holds: (spec) => Object.keys(spec.config ?? {}).every((k) => new RegExp(CONFIG_KEY_PATTERN).test(k)),
+  },
+  {
+    path: 'spec.config',
     message: configKeysNotReserved.message,
-    holds: (spec) => !RESERVED_CONFIG_KEYS.some((k) => Object.hasOwn(spec.config ?? {}, k)),
+    holds: (spec) => !Object.keys(spec.config ?? {}).some((k) => RESERVED_CONFIG_KEYS.includes(configKeySpelling(k))),
   },
 ];
 

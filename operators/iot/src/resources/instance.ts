@@ -3,13 +3,16 @@
  * functions need, checked once.
  *
  * Guarantees: `resolveInstance` either returns an `Instance` whose namespace name is a valid
- * DNS-1123 label and whose spec is schema-valid with every default applied, or a typed `Failure`
- * (NamespaceNameInvalid, InvalidSpec) whose message tells the user what to change. It does no I/O.
+ * DNS-1123 label, whose spec is schema-valid with every default applied and within the
+ * operator's tenant policy (allowed registries, Service types, quota maximum), or a typed
+ * `Failure` (NamespaceNameInvalid, InvalidSpec, RegistryNotAllowed, ServiceTypeNotAllowed,
+ * QuotaAboveLimit) whose message tells the user what to change. It does no I/O.
  */
 
 import { validateIoTServiceSpec, type DefaultedIoTServiceSpec, type IoTService } from '../api/iotservice.ts';
 import { invalidSpecFailure, type Failure } from '../failure.ts';
 import { instanceNamespaceName, type NamespaceOwner } from './namespace.ts';
+import { checkTenantPolicy, defaultTenantPolicy, type QuotaValues, type TenantPolicy } from './tenant-policy.ts';
 
 /** The operator's process configuration, as far as desired state depends on it. */
 export interface OperatorConfig {
@@ -17,6 +20,8 @@ export interface OperatorConfig {
   operatorName: string;
   /** Registry/prefix for images when `spec.registry` is empty; '' means bare image names. */
   defaultRegistry: string;
+  /** What IoTService authors may ask for; default `defaultTenantPolicy(defaultRegistry)`. */
+  tenancy?: TenantPolicy;
 }
 
 export interface Instance extends NamespaceOwner {
@@ -27,6 +32,10 @@ export interface Instance extends NamespaceOwner {
   spec: DefaultedIoTServiceSpec;
   /** Effective image registry without trailing '/', '' for none. */
   registry: string;
+  /** The instance namespace's ResourceQuota values. */
+  quota: QuotaValues;
+  /** LimitRange defaults of the instance namespace's containers. */
+  containerDefaults: TenantPolicy['containerDefaults'];
 }
 
 export type ResolveResult =
@@ -45,6 +54,9 @@ export function resolveInstance(iotService: Pick<IoTService, 'metadata' | 'spec'
     return { ok: false, failure: invalidSpecFailure(validated.errors), namespace: namespace.name };
   }
   const registry = (validated.spec.registry || config.defaultRegistry).replace(/\/+$/, '');
+  const policy = config.tenancy ?? defaultTenantPolicy(config.defaultRegistry);
+  const allowed = checkTenantPolicy(validated.spec, registry, policy);
+  if (!allowed.ok) return { ok: false, failure: allowed.failure, namespace: namespace.name };
   return {
     ok: true,
     instance: {
@@ -55,6 +67,8 @@ export function resolveInstance(iotService: Pick<IoTService, 'metadata' | 'spec'
       generation: iotService.metadata.generation ?? 0,
       spec: validated.spec,
       registry,
+      quota: allowed.quota,
+      containerDefaults: policy.containerDefaults,
     },
   };
 }
