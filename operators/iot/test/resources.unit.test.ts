@@ -10,6 +10,7 @@ import {
   desiredChildren,
   desiredConfigMap,
   desiredGatewayDeployment,
+  desiredEgressPolicy,
   desiredGatewayDevicesPolicy,
   desiredGatewayService,
   desiredImagePullSecret,
@@ -139,6 +140,7 @@ describe('desired children', () => {
       'Namespace//devawsk8s-tenant-a',
       'NetworkPolicy/devawsk8s-tenant-a/instance-isolation',
       'NetworkPolicy/devawsk8s-tenant-a/gateway-devices',
+      'NetworkPolicy/devawsk8s-tenant-a/instance-egress',
       'ResourceQuota/devawsk8s-tenant-a/instance-quota',
       'LimitRange/devawsk8s-tenant-a/instance-limits',
       'Secret/devawsk8s-tenant-a/image-pull-secret',
@@ -169,6 +171,7 @@ describe('desired children', () => {
       [
         'NetworkPolicy/instance-isolation',
         'NetworkPolicy/gateway-devices',
+        'NetworkPolicy/instance-egress',
         'ResourceQuota/instance-quota',
         'LimitRange/instance-limits',
         'Secret/image-pull-secret',
@@ -499,14 +502,38 @@ describe('network policies', () => {
     assert.ok(!('_from' in (rule ?? {})), 'the wire field is `from`');
   });
 
-  it('gateway-devices admits device traffic from anywhere on the protocol ports only', () => {
-    const policy = desiredGatewayDevicesPolicy(testInstance({ gateway: { protocols: ['mqtts', 'coap'] } }));
-    assert.equal(policy.spec.podSelector?.matchLabels?.['app.kubernetes.io/component'], 'gateway');
-    const [rule] = policy.spec.ingress ?? [];
-    assert.equal(rule?.from, undefined, 'from anywhere');
+  it('gateway-devices admits device traffic only from the sources the spec names, on the protocol ports only', () => {
+    const closed = desiredGatewayDevicesPolicy(testInstance({ gateway: { protocols: ['mqtts', 'coap'] } }));
+    assert.equal(closed.spec.podSelector?.matchLabels?.['app.kubernetes.io/component'], 'gateway');
+    assert.deepEqual(closed.spec.policyTypes, ['Ingress']);
+    assert.equal(closed.spec.ingress, undefined, 'no sources: no device traffic');
+    const open = desiredGatewayDevicesPolicy(testInstance({ gateway: { protocols: ['mqtts', 'coap'], deviceSources: ['203.0.113.0/24', '2001:db8::/32'] } }));
+    const [rule, ...more] = open.spec.ingress ?? [];
+    assert.equal(more.length, 0);
+    assert.deepEqual(rule?.from, [{ ipBlock: { cidr: '203.0.113.0/24' } }, { ipBlock: { cidr: '2001:db8::/32' } }]);
     assert.deepEqual(rule?.ports, [
       { protocol: 'TCP', port: 8883 },
       { protocol: 'UDP', port: 5683 },
     ]);
+  });
+
+  it('instance-egress allows only the same instance, DNS in kube-system and declared destinations', () => {
+    const policy = desiredEgressPolicy(testInstance({ egress: [{ cidr: '198.51.100.0/24', ports: [443] }, { cidr: '192.0.2.7/32' }] }));
+    assert.deepEqual(policy.spec.policyTypes, ['Egress']);
+    assert.equal(policy.spec.podSelector?.matchLabels?.['cp.iotservices.io/instance'], 'tenant-a');
+    assert.deepEqual(policy.spec.egress?.slice(1), [
+      { to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } } }], ports: [{ protocol: 'UDP', port: 53 }, { protocol: 'TCP', port: 53 }] },
+      { to: [{ ipBlock: { cidr: '198.51.100.0/24' } }], ports: [{ protocol: 'TCP', port: 443 }] },
+      { to: [{ ipBlock: { cidr: '192.0.2.7/32' } }] },
+    ]);
+    assert.equal(policy.spec.egress?.[0]?.to?.[0]?.podSelector?.matchLabels?.['cp.iotservices.io/instance'], 'tenant-a');
+    assert.equal(desiredEgressPolicy(testInstance()).spec.egress?.length, 2, 'nothing declared: same instance and DNS only');
+  });
+
+  it('device sources and egress destinations must be CIDRs', () => {
+    for (const spec of [{ gateway: { deviceSources: ['0.0.0.0'] } }, { egress: [{ cidr: 'example.com/24' }] }]) {
+      const resolved = resolveInstance(iotService('tenant-a', { version: '2.4.1', ...spec }), TEST_CONFIG);
+      assert.ok(!resolved.ok && /must be a CIDR/.test(resolved.failure.message), JSON.stringify(spec));
+    }
   });
 });

@@ -21,6 +21,7 @@
  * The operator's validator rejects them as well, so a pre-pruning object can never slip through.
  */
 
+import { isIP } from 'node:net';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler, ValueErrorType, type ValueError } from '@sinclair/typebox/compiler';
 import { Value } from '@sinclair/typebox/value';
@@ -116,6 +117,24 @@ const storageImmutable: CelRule = {
     "(has(self.storageClassName) ? self.storageClassName : '') == (has(oldSelf.storageClassName) ? oldSelf.storageClassName : '')",
   message: 'storage and storageClassName cannot be changed after creation (StatefulSet volume claims are immutable)',
 };
+
+const deviceSourcesAreCidrs: CelRule = {
+  rule: 'self.all(c, isCIDR(c))',
+  message: 'every device source must be a CIDR such as 203.0.113.0/24',
+};
+
+const egressCidr: CelRule = {
+  rule: 'isCIDR(self.cidr)',
+  message: 'cidr must be a CIDR such as 198.51.100.0/24',
+};
+
+/** True for an IPv4 or IPv6 CIDR (address/prefix length), as CEL's isCIDR. */
+export function isCidr(text: string): boolean {
+  const [address = '', prefix, ...rest] = text.split('/');
+  const version = isIP(address);
+  if (version === 0 || prefix === undefined || rest.length > 0 || !/^\d{1,3}$/.test(prefix)) return false;
+  return Number(prefix) <= (version === 4 ? 32 : 128);
+}
 
 const configKeysWellFormed: CelRule = {
   rule: `!has(self.config) || self.config.all(k, k.matches('${CONFIG_KEY_PATTERN}'))`,
@@ -230,6 +249,15 @@ export const GatewaySpecSchema = Type.Object(
         },
       ),
     ),
+    deviceSources: Type.Optional(
+      Type.Array(Type.String({ maxLength: 43 }), {
+        maxItems: 32,
+        description:
+          "CIDRs (e.g. 203.0.113.0/24) whose devices may reach the gateway's protocol ports. Empty or absent: no traffic from outside the instance reaches the gateway.",
+        errorMessage: 'must list CIDRs such as 203.0.113.0/24, at most 32',
+        'x-kubernetes-validations': [deviceSourcesAreCidrs],
+      }),
+    ),
     serviceType: Type.Optional(
       Type.Union(
         SERVICE_TYPES.map((t) => Type.Literal(t)),
@@ -295,6 +323,24 @@ export const IoTServiceSpecSchema = Type.Object(
     processing: Type.Optional(ProcessingSpecSchema),
     broker: Type.Optional(BrokerSpecSchema),
     database: Type.Optional(DatabaseSpecSchema),
+    egress: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            cidr: Type.String({ maxLength: 43, description: 'Destination CIDR, e.g. 198.51.100.0/24.' }),
+            ports: Type.Optional(
+              Type.Array(Type.Integer({ minimum: 1, maximum: 65535, format: 'int32' }), { maxItems: 16, description: 'TCP ports; absent: every port.' }),
+            ),
+          },
+          { additionalProperties: false, 'x-kubernetes-validations': [egressCidr] },
+        ),
+        {
+          maxItems: 32,
+          description:
+            "Destinations the instance's pods may connect to besides DNS (kube-system, port 53) and the instance's own pods; absent: none.",
+        },
+      ),
+    ),
     quota: Type.Optional(
       Type.Object(
         {
@@ -414,6 +460,16 @@ const crossFieldChecks: ReadonlyArray<{ path: string; message: string; holds: (s
     message: storageClassNeedsStorage.message,
     holds: (spec: DefaultedIoTServiceSpec) => !spec[component].storageClassName || !!spec[component].storage,
   })),
+  {
+    path: 'spec.gateway.deviceSources',
+    message: deviceSourcesAreCidrs.message,
+    holds: (spec) => (spec.gateway.deviceSources ?? []).every(isCidr),
+  },
+  {
+    path: 'spec.egress',
+    message: egressCidr.message,
+    holds: (spec) => (spec.egress ?? []).every((rule) => isCidr(rule.cidr)),
+  },
   {
     path: 'spec.config',
     message: configKeysWellFormed.message,

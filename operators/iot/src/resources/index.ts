@@ -29,7 +29,7 @@ import { desiredCoreDeployment, desiredGatewayDeployment, desiredProcessingDeplo
 import type { Instance } from './instance.ts';
 import { desiredNamespace } from './namespace.ts';
 import { desiredLimitRange, desiredResourceQuota, type LimitRange } from './namespace-limits.ts';
-import { desiredGatewayDevicesPolicy, desiredInstanceIsolationPolicy, type NetworkPolicy } from './network-policies.ts';
+import { desiredEgressPolicy, desiredGatewayDevicesPolicy, desiredInstanceIsolationPolicy, type NetworkPolicy } from './network-policies.ts';
 import { desiredCredentialsSecret, desiredImagePullSecret, type IoTCredentials } from './secrets.ts';
 import { desiredBrokerService, desiredCoreService, desiredDatabaseService, desiredGatewayService } from './services.ts';
 import { desiredBrokerStatefulSet, desiredDatabaseStatefulSet } from './statefulsets.ts';
@@ -87,6 +87,7 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredNamespace(instance, instance.namespace)),
       apply(desiredInstanceIsolationPolicy(instance)),
       apply(desiredGatewayDevicesPolicy(instance)),
+      apply(desiredEgressPolicy(instance)),
       apply(desiredResourceQuota(instance)),
       apply(desiredLimitRange(instance)),
       apply(desiredImagePullSecret(instance, sources.imagePullSecret)),
