@@ -22,6 +22,10 @@
  *   a rollout is written at most every few seconds (status-writes.ts); each meaningful
  *   transition is recorded as an Event on the IoTService. Refusals that retrying cannot fix
  *   (403, 422) become `Failed`; transient errors are retried with backoff and never set `Failed`.
+ * - A 403 on the IoTService's finalizer or on the instance namespace (get, delete) is reported
+ *   as `Failed` with a `Degraded` condition and a Warning Event naming the missing permission
+ *   (verb, resource, namespace) and, while the IoTService is being deleted, that its deletion
+ *   waits for it; it is looked at again periodically, so granting the permission is enough.
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { V1Deployment, V1Namespace, V1Pod, V1Secret, V1StatefulSet } from '@kubernetes/client-node';
@@ -50,13 +54,14 @@ import {
   withDesiredHash,
 } from '@iot-operator/runtime';
 import { API_GROUP, API_VERSION, IOTSERVICE_KIND, IOTSERVICE_PLURAL, type IoTService, type IoTServiceStatus } from './api/iotservice.ts';
-import { apiRefusedFailure, imagePullSecretMissingFailure, namespaceNotOwnedFailure, type Failure } from './failure.ts';
+import { apiRefusedFailure, imagePullSecretMissingFailure, namespaceNotOwnedFailure, permissionMissingFailure, type Failure, type RefusedRequest } from './failure.ts';
 import {
   IMAGE_PULL_SECRET_NAME,
   INSTANCE_LABEL,
   desiredChildren,
   generateCredentials,
   instanceIdOf,
+  instanceNamespaceName,
   landscapeSelector,
   namespaceOwnership,
   resolveInstance,
@@ -158,14 +163,36 @@ class IoTReconcile {
       this.forget(request);
       return;
     }
-    if (cached.metadata.deletionTimestamp) return this.finalize(cached);
-    const iot = await addFinalizer(this.ctx.client, IoTServiceType, cached, FINALIZER);
+    try {
+      if (cached.metadata.deletionTimestamp) return await this.finalize(cached);
+      const iot = await this.permitted(this.iotServicePatch(cached, 'add its cleanup finalizer to the IoTService'), () => addFinalizer(this.ctx.client, IoTServiceType, cached, FINALIZER));
 
-    const resolved = resolveInstance(iot, this.config);
-    if (!resolved.ok) return this.report(iot, undefined, { kind: 'failed', failure: resolved.failure }, resolved.namespace);
-    const instance = resolved.instance;
-    const outcome = await this.realise(iot, instance);
-    return this.report(iot, instance, outcome, instance.namespace);
+      const resolved = resolveInstance(iot, this.config);
+      if (!resolved.ok) return await this.report(iot, undefined, { kind: 'failed', failure: resolved.failure }, resolved.namespace);
+      const instance = resolved.instance;
+      const outcome = await this.realise(iot, instance);
+      return await this.report(iot, instance, outcome, instance.namespace);
+    } catch (err) {
+      // A 403 is reported (Degraded, Warning Event) and looked at again later, never retried silently.
+      if (!(err instanceof PermissionMissing)) throw err;
+      const namespace = instanceNamespaceName(this.config.operatorName, cached.metadata.name ?? '');
+      const failure = permissionMissingFailure(err.request, err.serverMessage, !!cached.metadata.deletionTimestamp);
+      return this.report(cached, undefined, failed(failure), namespace.ok ? namespace.name : undefined);
+    }
+  }
+
+  /** Runs `call`; a 403 becomes a `PermissionMissing` naming `request`. */
+  private async permitted<T>(request: RefusedRequest, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (err) {
+      if (isApiError(err, 'Forbidden')) throw new PermissionMissing(request, err.message);
+      throw err;
+    }
+  }
+
+  private iotServicePatch(iot: KubeObject, purpose: string): RefusedRequest {
+    return { verb: 'patch', resource: `${IOTSERVICE_PLURAL}.${API_GROUP}`, namespace: iot.metadata.namespace, purpose };
   }
 
   /** Brings the children to their desired state (unless paused); says what happened. */
@@ -269,7 +296,9 @@ class IoTReconcile {
     const cached = this.ctx.cache.get<V1Namespace & KubeObject>(Kinds.Namespace, instance.namespace);
     if (cached) return cached;
     try {
-      return await this.ctx.client.get<V1Namespace & KubeObject>(Kinds.Namespace, instance.namespace);
+      return await this.permitted({ verb: 'get', resource: 'namespaces', purpose: `check who owns namespace ${instance.namespace}` }, () =>
+        this.ctx.client.get<V1Namespace & KubeObject>(Kinds.Namespace, instance.namespace),
+      );
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
@@ -320,19 +349,23 @@ class IoTReconcile {
       const owner = { landscape: this.config.operatorName, id: iot.metadata.name!, ownerUid: iot.metadata.uid ?? '' };
       let live: (V1Namespace & KubeObject) | undefined;
       try {
-        live = await this.ctx.client.get<V1Namespace & KubeObject>(Kinds.Namespace, namespace);
+        live = await this.permitted({ verb: 'get', resource: 'namespaces', purpose: `check whether the instance namespace ${namespace} is gone` }, () =>
+          this.ctx.client.get<V1Namespace & KubeObject>(Kinds.Namespace, namespace),
+        );
       } catch (err) {
         if (!isNotFound(err)) throw err;
       }
       if (live && namespaceOwnership(live, owner) === 'owned') {
         if (!live.metadata.deletionTimestamp) {
-          await this.ctx.client.delete(Kinds.Namespace, namespace, undefined, { propagationPolicy: 'Background', preconditions: { uid: live.metadata.uid } });
+          await this.permitted({ verb: 'delete', resource: 'namespaces', purpose: `delete the instance namespace ${namespace}` }, () =>
+            this.ctx.client.delete(Kinds.Namespace, namespace, undefined, { propagationPolicy: 'Background', preconditions: { uid: live.metadata.uid } }),
+          );
           this.ctx.recorder.event(iot, 'Normal', 'Deleting', `Deleting namespace ${namespace}.`);
         }
         return { requeueAfterMs: DELETION_RECHECK_MS };
       }
     }
-    await removeFinalizer(this.ctx.client, IoTServiceType, iot, FINALIZER);
+    await this.permitted(this.iotServicePatch(iot, 'remove its cleanup finalizer from the IoTService'), () => removeFinalizer(this.ctx.client, IoTServiceType, iot, FINALIZER));
     this.forget({ namespace: iot.metadata.namespace, name: iot.metadata.name! });
     return;
   }
@@ -347,6 +380,16 @@ class IoTReconcile {
 function specOrMetadataChanged(): Predicate {
   const relevant = (o: KubeObject) => [(o as { spec?: unknown }).spec, o.metadata.labels, o.metadata.annotations, o.metadata.deletionTimestamp];
   return { update: (a, b) => !isDeepStrictEqual(relevant(a), relevant(b)) };
+}
+
+/** A request refused with 403, on its way from the call that was refused to the status report. */
+class PermissionMissing extends Error {
+  constructor(
+    readonly request: RefusedRequest,
+    readonly serverMessage: string,
+  ) {
+    super(`forbidden: ${request.verb} ${request.resource}`);
+  }
 }
 
 /** The hash stamp makes fields removed from a desired object (a nodeSelector key, say) a

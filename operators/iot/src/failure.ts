@@ -58,6 +58,31 @@ export function imagePullSecretMissingFailure(secretName: string, operatorNamesp
   };
 }
 
+/** A request the API server refused with 403, and what the operator needed it for. */
+export interface RefusedRequest {
+  verb: string;
+  /** `<plural>` for core resources, `<plural>.<group>` otherwise. */
+  resource: string;
+  namespace?: string;
+  /** What the operator could not do, e.g. `delete the instance namespace ls-a`. */
+  purpose: string;
+}
+
+/**
+ * A permission the operator lacks, named as RBAC names it (verb, resource, namespace). While the
+ * IoTService is being deleted the message says that its deletion waits for the permission.
+ */
+export function permissionMissingFailure(request: RefusedRequest, serverMessage: string, deleting: boolean): Failure {
+  const where = request.namespace ? ` in namespace ${request.namespace}` : '';
+  const waits = deleting ? ' Deletion of this IoTService waits until it is granted.' : '';
+  return {
+    reason: 'Forbidden',
+    message:
+      `The operator is missing permission: ${request.verb} ${request.resource}${where}, needed to ${request.purpose}; ` +
+      `grant it in the operator's RBAC.${waits} The API server said: ${serverMessage.replace(/\.?$/, '.')}`,
+  };
+}
+
 /** A write the API server refused in a way retrying will not fix (403 or 422). */
 export function apiRefusedFailure(
   refusal: 'Forbidden' | 'Invalid',

@@ -72,6 +72,7 @@ describe('instance namespace ownership', () => {
   it('on startup an instance namespace whose IoTService is gone is deleted with a Warning Event; nothing else is touched', async () => {
     const landscape = await createLandscape(env);
     const first = await startOperator(env, landscape);
+    operators.push({ mgr: first, landscape }); // stopped below; stopping again is harmless
     await env.client.create(IoTServiceType, iotService('tenant-o', landscape));
     await env.client.create(IoTServiceType, iotService('tenant-k', landscape));
     await waitForPhase(env, landscape, 'tenant-o', 'Available');
