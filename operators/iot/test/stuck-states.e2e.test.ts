@@ -59,7 +59,10 @@ async function operatorWithout(landscape: string, resource: string, verb: string
             : [rule],
         );
       }
-      if (obj.roleRef) obj.roleRef.name += suffix;
+      if (obj.roleRef) {
+        obj.roleRef.name += suffix;
+        obj.metadata.name += suffix;
+      }
       docs.push(obj);
     }
   }
