@@ -3,7 +3,9 @@
  *
  * Guarantees (the reconcile contract of the IoTService design):
  * - Only IoTServices in the landscape namespace (OPERATOR_NAME) are processed; secondary caches
- *   hold only objects carrying this landscape's label (plus the landscape's image-pull-secret).
+ *   hold only objects carrying this landscape's label (plus the landscape's image-pull-secret),
+ *   whole only inside this landscape's instance namespaces, and never a ConfigMap's or Secret's
+ *   data (see `iotCacheOptions`): labelled objects planted elsewhere cannot fill its memory.
  * - Child events reach their IoTService through the instance label; a change of the source
  *   image-pull-secret reaches every instance of the landscape.
  * - Children are written stage by stage (resources/index.ts `writeStages`), the children of one
@@ -34,6 +36,7 @@ import {
   addFinalizer,
   controller,
   customResource,
+  dropManagedFields,
   firstDifference,
   hasFinalizer,
   isAlreadyExists,
@@ -51,6 +54,7 @@ import {
   type Request,
   type ResourceType,
   type Selection,
+  type Transform,
   withDesiredHash,
 } from '@iot-operator/runtime';
 import { API_GROUP, API_VERSION, IOTSERVICE_KIND, IOTSERVICE_PLURAL, type IoTService, type IoTServiceStatus } from './api/iotservice.ts';
@@ -102,7 +106,20 @@ export const CHILD_TYPES: Readonly<Record<string, ResourceType>> = {
   Deployment: Kinds.Deployment,
 };
 
-/** The cache scoping this controller needs; pass it to `Manager.create({ cache })`. */
+/**
+ * Kinds whose bodies (`data`) the cache never holds: anyone who can create a ConfigMap or Secret
+ * somewhere can give it our labels, and up to 1 MiB of data each. Only their metadata is
+ * watched; a child of these kinds is read from the API server when its metadata changed.
+ */
+const METADATA_ONLY_TYPES: readonly ResourceType[] = [Kinds.ConfigMap, Kinds.Secret];
+
+/**
+ * The cache scoping this controller needs; pass it to `Manager.create({ cache })`. Secondary
+ * caches select this landscape's labels; of what they receive, only objects inside one of this
+ * landscape's instance namespaces (`<landscape>-<instance label>`) are kept whole: anything else
+ * carrying our labels — planted in some other namespace — is kept as a bare name, so it costs
+ * the cache next to nothing.
+ */
 export function iotCacheOptions(config: IoTControllerConfig) {
   const labelSelector = landscapeSelector(config.operatorName);
   const secondary = [...Object.values(CHILD_TYPES), Kinds.Pod].map((type) => ({
@@ -110,8 +127,21 @@ export function iotCacheOptions(config: IoTControllerConfig) {
     namespace: config.watchNamespace || undefined,
     labelSelector,
     indexLabels: [INSTANCE_LABEL],
+    metadataOnly: METADATA_ONLY_TYPES.includes(type),
+    transform: onlyInInstanceNamespaces(config.operatorName),
   }));
   return { byType: [{ type: IoTServiceType, namespace: config.operatorName }, ...secondary] };
+}
+
+/** Keeps objects of this landscape's instance namespaces (without managedFields); reduces any other to its identity. */
+function onlyInInstanceNamespaces(landscape: string): Transform<KubeObject> {
+  return (obj) => {
+    const id = instanceIdOf(obj.metadata.labels, landscape);
+    const namespace = obj.kind === 'Namespace' ? obj.metadata.name : obj.metadata.namespace;
+    if (id !== undefined && namespace === `${landscape}-${id}`) return dropManagedFields(obj);
+    const { name, namespace: objectNamespace, uid, resourceVersion } = obj.metadata;
+    return { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name, namespace: objectNamespace, uid, resourceVersion } };
+  };
 }
 
 /** The landscape's image-pull-secret, watched on its own informer (it carries none of our labels). */
@@ -251,11 +281,16 @@ class IoTReconcile {
       }
       return true;
     }
+    let current: KubeObject | undefined = observed;
     if (observed) {
       if (rendering.matches(index, observed.metadata.resourceVersion)) return false;
-      const difference = firstDifference(desired, observed);
+      // The cache holds only the metadata of these kinds: compare with the object as it is.
+      if (METADATA_ONLY_TYPES.includes(type)) current = await this.liveObject(type, desired);
+    }
+    if (current) {
+      const difference = firstDifference(desired, current);
       if (difference === undefined) {
-        rendering.recordMatch(index, observed.metadata.resourceVersion);
+        rendering.recordMatch(index, current.metadata.resourceVersion);
         return false;
       }
       this.ctx.log.debug({ kind: type.kind, name: desired.metadata.name, field: difference }, 'child differs');
@@ -270,11 +305,21 @@ class IoTReconcile {
     } catch (err) {
       // Apply merges list entries by key: an entry someone else added by hand can make the
       // merged object invalid (say, two ports named "http"). A full replace can still fix it.
-      if (!observed || !isApiError(err, 'Invalid')) throw err;
+      if (!current || !isApiError(err, 'Invalid')) throw err;
     }
     // Fields owned by another manager keep apply from converging: replace the object outright.
-    await this.ctx.client.replace(type, overlay(applied ?? observed!, desired));
+    await this.ctx.client.replace(type, overlay(applied ?? current!, desired));
     return true;
+  }
+
+  /** The child as the API server has it now, or undefined when it is gone. */
+  private async liveObject(type: ResourceType, desired: KubeObject): Promise<KubeObject | undefined> {
+    try {
+      return await this.ctx.client.get(type, desired.metadata.name!, desired.metadata.namespace);
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
   }
 
   /** Creates (never applies) the instance namespace, so an existing foreign one is never adopted. */
