@@ -15,6 +15,7 @@ export async function createIoTOperator(options: OperatorOptions): Promise<Manag
     defaultRegistry: options.defaultRegistry,
     maxConcurrentReconciles: options.maxConcurrentReconciles,
     tenancy: options.tenancy,
+    configMountPath: options.configMountPath,
   };
   const mgr = await Manager.create({
     name: 'iot-operator',

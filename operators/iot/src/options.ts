@@ -4,13 +4,16 @@
  *
  * Guarantees: every flag is documented in `--help`; a missing OPERATOR_NAME or a malformed value
  * is reported as one clear error before anything connects to a cluster; WATCH_NAMESPACE keeps the
- * seed's meaning (unset or '' = secondary resources cluster-wide). The tenant policy flags
+ * seed's meaning (unset or '' = secondary resources cluster-wide); `--namespace` sets it as on
+ * every operator of the project (the seed's `operator-sdk up local --namespace=`), with
+ * `--watch-namespace` kept as an alias (both given and different: an error). The tenant policy flags
  * (allowed registries and Service types, quota defaults and maximum, container defaults) are
  * checked as a whole: an unknown Service type, a malformed quantity or a default quota above the
  * maximum stops the process with an error naming the flag.
  */
 import { Command, InvalidArgumentError } from 'commander';
 import { SERVICE_TYPES, type GatewayServiceType } from './api/iotservice.ts';
+import { DEFAULT_CONFIG_MOUNT_PATH } from './resources/configmap.ts';
 import { canonicalQuantity, quantityNanos } from './resources/quantity.ts';
 import { QUOTA_RESOURCES, defaultTenantPolicy, type QuotaValues, type TenantPolicy } from './resources/tenant-policy.ts';
 
@@ -26,6 +29,8 @@ export interface OperatorOptions {
   syncPeriodMs: number;
   /** What IoTService authors may ask for; default `defaultTenantPolicy(defaultRegistry)`. */
   tenancy?: TenantPolicy;
+  /** Where pods find config.yml; default /etc/sap/config.yml. */
+  configMountPath?: string;
 }
 
 const positiveInt = (value: string): number => {
@@ -45,7 +50,8 @@ export function operatorCommand(): Command {
   return new Command('iot-operator')
     .description('Runs IoT service instances declared as IoTService objects in the landscape namespace (OPERATOR_NAME).')
     .option('--operator-name <name>', 'landscape: the namespace whose IoTService objects are processed (env OPERATOR_NAME)', process.env.OPERATOR_NAME)
-    .option('--watch-namespace <namespace>', 'limit watches of secondary resources to this namespace; empty = cluster-wide (env WATCH_NAMESPACE)', process.env.WATCH_NAMESPACE ?? '')
+    .option('--namespace <namespace>', 'limit watches of secondary resources to this namespace; empty = cluster-wide (env WATCH_NAMESPACE)')
+    .option('--watch-namespace <namespace>', 'the same as --namespace')
     .option('--default-registry <registry>', 'image registry/prefix for components when spec.registry is empty (env IOT_DEFAULT_REGISTRY)', process.env.IOT_DEFAULT_REGISTRY ?? 'registry.example.com/iot')
     .option('--max-concurrent-reconciles <n>', 'IoTServices reconciled in parallel', positiveInt, 4)
     .option('--leader-elect', 'elect a leader through a Lease in the landscape namespace (for several replicas)', false)
@@ -53,6 +59,7 @@ export function operatorCommand(): Command {
     .option('--log-level <level>', 'fatal, error, warn, info, debug or trace', process.env.LOG_LEVEL ?? 'info')
     .option('--kubeconfig <path>', 'kubeconfig file; default KUBECONFIG, ~/.kube/config, then in-cluster credentials')
     .option('--sync-period <duration>', 'how often every IoTService is re-checked without any event', '10h')
+    .option('--config-mount-path <path>', 'where every pod finds config.yml (env IOT_CONFIG_MOUNT_PATH)', process.env.IOT_CONFIG_MOUNT_PATH ?? DEFAULT_CONFIG_MOUNT_PATH)
     .option('--allowed-registries <list>', 'comma-separated registries (host[:port][/path]) component images may come from; default: the default registry')
     .option('--allowed-service-types <list>', `comma-separated gateway Service types an IoTService may ask for (${SERVICE_TYPES.join(', ')})`, 'ClusterIP')
     .option('--default-quota <list>', "each instance namespace's ResourceQuota unless spec.quota says otherwise: requests of all pods together", quotaText(defaults.defaultQuota))
@@ -108,15 +115,20 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
   const command: Command = operatorCommand();
   command.parse(argv, { from: 'user' });
   // As parsed: the name may be missing and the sync period is still text.
-  const o = command.opts<Omit<OperatorOptions, 'operatorName' | 'syncPeriodMs'> & { operatorName?: string; syncPeriod: string }>();
+  const o = command.opts<Omit<OperatorOptions, 'operatorName' | 'syncPeriodMs' | 'watchNamespace'> & { operatorName?: string; syncPeriod: string; namespace?: string; watchNamespace?: string }>();
   if (!o.operatorName) command.error('error: OPERATOR_NAME (or --operator-name) must name the landscape namespace');
   if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(o.operatorName) || o.operatorName.length > 63) {
     command.error(`error: OPERATOR_NAME "${o.operatorName}" is not a valid namespace name (DNS-1123 label)`);
   }
+  if (o.namespace !== undefined && o.watchNamespace !== undefined && o.namespace !== o.watchNamespace) {
+    command.error(`error: --namespace "${o.namespace}" and --watch-namespace "${o.watchNamespace}" disagree; give one of them`);
+  }
+  const configMountPath = o.configMountPath ?? DEFAULT_CONFIG_MOUNT_PATH;
+  if (!/^\/[^:]*[^/]$/.test(configMountPath)) command.error(`error: --config-mount-path "${configMountPath}" must be an absolute file path`);
   if (!/^[^:]*:\d+$/.test(o.metricsBindAddress)) command.error(`error: --metrics-bind-address "${o.metricsBindAddress}" must be host:port`);
   return {
     operatorName: o.operatorName,
-    watchNamespace: o.watchNamespace,
+    watchNamespace: o.namespace ?? o.watchNamespace ?? process.env.WATCH_NAMESPACE ?? '',
     defaultRegistry: o.defaultRegistry,
     maxConcurrentReconciles: o.maxConcurrentReconciles,
     leaderElect: o.leaderElect,
@@ -125,5 +137,6 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
     kubeconfig: o.kubeconfig,
     syncPeriodMs: parseDuration(command, o.syncPeriod),
     tenancy: parseTenancy(command, o as unknown as Record<string, string | undefined>, o.defaultRegistry),
+    configMountPath,
   };
 }

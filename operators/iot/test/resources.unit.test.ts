@@ -30,6 +30,7 @@ import {
   writeStages,
 } from '../src/resources/index.ts';
 import { iotService, PERMISSIVE_CONFIG, TEST_CONFIG, testInstance } from './fixtures.ts';
+import type { OperatorConfig } from '../src/resources/instance.ts';
 
 const PULL_SECRET: V1Secret = {
   apiVersion: 'v1',
@@ -40,8 +41,8 @@ const PULL_SECRET: V1Secret = {
 };
 const CREDENTIALS: IoTCredentials = { databasePassword: 'db-secret', brokerPassword: 'broker-secret', apiToken: 'token' };
 
-function children(spec: Record<string, unknown> = {}): DesiredChildren {
-  return desiredChildren(testInstance(spec), { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS });
+function children(spec: Record<string, unknown> = {}, config: OperatorConfig = TEST_CONFIG): DesiredChildren {
+  return desiredChildren(testInstance(spec, config), { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS });
 }
 
 function find<T>(all: DesiredChildren, kind: string, name: string): T {
@@ -287,13 +288,20 @@ describe('pods', () => {
     }
   });
 
-  it('pull with image-pull-secret and mount config.yml read-only at /etc/iot/config.yml', () => {
+  it('pull with image-pull-secret and mount config.yml read-only at /etc/sap/config.yml', () => {
     for (const [name, spec] of podSpecs(children())) {
       assert.deepEqual(spec.imagePullSecrets, [{ name: 'image-pull-secret' }], name);
-      const mount = onlyContainer(spec).volumeMounts?.find((m) => m.mountPath === '/etc/iot/config.yml');
-      assert.deepEqual(mount, { name: 'config', mountPath: '/etc/iot/config.yml', subPath: 'config.yml', readOnly: true }, name);
+      const mount = onlyContainer(spec).volumeMounts?.find((m) => m.mountPath === '/etc/sap/config.yml');
+      assert.deepEqual(mount, { name: 'config', mountPath: '/etc/sap/config.yml', subPath: 'config.yml', readOnly: true }, name);
       const volume = spec.volumes?.find((v) => v.name === 'config');
       assert.equal(volume?.configMap?.name, 'iot-config', name);
+    }
+  });
+
+  it('mount config.yml where the operator is told to, and say where in IOT_CONFIG_FILE', () => {
+    for (const [name, spec] of podSpecs(children({}, { ...TEST_CONFIG, configMountPath: '/srv/iot/config.yml' }))) {
+      assert.equal(onlyContainer(spec).volumeMounts?.find((m) => m.name === 'config')?.mountPath, '/srv/iot/config.yml', name);
+      assert.equal(onlyContainer(spec).env?.find((e) => e.name === 'IOT_CONFIG_FILE')?.value, '/srv/iot/config.yml', name);
     }
   });
 

@@ -358,7 +358,7 @@ export const IoTServiceSpecSchema = Type.Object(
     config: Type.Optional(
       Type.Record(Type.String(), Type.String({ maxLength: 4096 }), {
         maxProperties: 256,
-        description: `Entries merged into config.yml (mounted at /etc/iot/config.yml); may not set ${RESERVED_CONFIG_KEYS.join(', ')}.`,
+        description: `Entries merged into config.yml (mounted at /etc/sap/config.yml unless the operator says otherwise); may not set ${RESERVED_CONFIG_KEYS.join(', ')} in any spelling. Every key and value is written as a quoted string.`,
       }),
     ),
   },

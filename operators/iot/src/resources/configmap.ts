@@ -20,7 +20,8 @@ import { PORTS } from './ports.ts';
 
 export const CONFIG_MAP_NAME = 'iot-config';
 export const CONFIG_FILE_KEY = 'config.yml';
-export const CONFIG_MOUNT_PATH = '/etc/iot/config.yml';
+/** Where pods find config.yml unless the operator is told otherwise (`--config-mount-path`): the seed's path. */
+export const DEFAULT_CONFIG_MOUNT_PATH = '/etc/sap/config.yml';
 export const CONFIG_CHECKSUM_ANNOTATION = 'cp.iotservices.io/config-checksum';
 
 export interface InstanceEndpoints {

@@ -11,6 +11,7 @@
 
 import { validateIoTServiceSpec, type DefaultedIoTServiceSpec, type IoTService } from '../api/iotservice.ts';
 import { invalidSpecFailure, type Failure } from '../failure.ts';
+import { DEFAULT_CONFIG_MOUNT_PATH } from './configmap.ts';
 import { instanceNamespaceName, type NamespaceOwner } from './namespace.ts';
 import { checkTenantPolicy, defaultTenantPolicy, type QuotaValues, type TenantPolicy } from './tenant-policy.ts';
 
@@ -22,6 +23,8 @@ export interface OperatorConfig {
   defaultRegistry: string;
   /** What IoTService authors may ask for; default `defaultTenantPolicy(defaultRegistry)`. */
   tenancy?: TenantPolicy;
+  /** Where pods find config.yml; default `DEFAULT_CONFIG_MOUNT_PATH`. */
+  configMountPath?: string;
 }
 
 export interface Instance extends NamespaceOwner {
@@ -36,6 +39,8 @@ export interface Instance extends NamespaceOwner {
   quota: QuotaValues;
   /** LimitRange defaults of the instance namespace's containers. */
   containerDefaults: TenantPolicy['containerDefaults'];
+  /** Absolute path at which every pod finds config.yml. */
+  configMountPath: string;
 }
 
 export type ResolveResult =
@@ -69,6 +74,7 @@ export function resolveInstance(iotService: Pick<IoTService, 'metadata' | 'spec'
       registry,
       quota: allowed.quota,
       containerDefaults: policy.containerDefaults,
+      configMountPath: config.configMountPath ?? DEFAULT_CONFIG_MOUNT_PATH,
     },
   };
 }
