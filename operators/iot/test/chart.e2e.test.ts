@@ -48,6 +48,7 @@ describe('the Helm chart', () => {
     assert.match(rendered, new RegExp(`request\\.userInfo\\.username == 'system:serviceaccount:${landscape}:iot-operator'`), 'the policy confines this release’s ServiceAccount');
     assert.match(rendered, /image: "registry\.example\.com\/iot\/iot-operator:1\.2\.3"/);
     assert.match(rendered, /- --leader-elect/);
+    assert.match(rendered, /- --allowed-service-types=ClusterIP/);
 
     const stdout = await runWithInput(kubectl, ['--kubeconfig', env.kubeconfigPath, 'apply', '--dry-run=server', '-f', '-'], rendered);
     for (const kind of ['serviceaccount', 'secret', 'clusterrole', 'clusterrolebinding', 'role', 'rolebinding', 'validatingadmissionpolicy', 'validatingadmissionpolicybinding', 'deployment']) assert.match(stdout, new RegExp(`${kind}[^\\n]*(created|configured|unchanged) \\(server dry run\\)`));

@@ -111,6 +111,16 @@ describe('a refused request is visible, never a silent retry', () => {
     }, { timeoutMs: 120_000 });
   });
 
+  it('without get on namespaces, the instance namespace cannot be checked: Degraded naming the permission', async () => {
+    const landscape = await createLandscape(env);
+    await operatorWithout(landscape, 'namespaces', 'get');
+    await env.client.create(IoTServiceType, iotService('unchecked', landscape));
+    const iot = await waitForPhase(env, landscape, 'unchecked', 'Failed');
+    assert.equal(degraded(iot)?.reason, 'Forbidden');
+    assert.match(degraded(iot)?.message ?? '', new RegExp(`missing permission: get namespaces, needed to check who owns namespace ${landscape}-unchecked`));
+    assert.ok((await warningEvents(landscape, 'unchecked')).some((e) => e.reason === 'Forbidden' && /get namespaces/.test(e.message ?? '')));
+  });
+
   it('without patch on iotservices, the finalizer cannot be added: Degraded naming the permission', async () => {
     const landscape = await createLandscape(env);
     await operatorWithout(landscape, 'iotservices', 'patch');
