@@ -85,14 +85,24 @@ function parseResourceList(command: Command, flag: string, value: string, names:
   return list;
 }
 
-function parseTenancy(command: Command, o: Record<string, string | undefined>, defaultRegistry: string): TenantPolicy {
-  const registries = (o['allowedRegistries'] ?? defaultRegistry).split(',').map((r) => r.trim().replace(/\/+$/, ''));
-  const serviceTypes = (o['allowedServiceTypes'] ?? '').split(',').map((t) => t.trim());
+/** The tenant policy flags as commander parses them. */
+interface TenancyFlags {
+  allowedRegistries?: string;
+  allowedServiceTypes: string;
+  defaultQuota: string;
+  maxQuota: string;
+  defaultContainerLimits: string;
+  defaultContainerRequests: string;
+}
+
+function parseTenancy(command: Command, o: TenancyFlags, defaultRegistry: string): TenantPolicy {
+  const registries = (o.allowedRegistries ?? defaultRegistry).split(',').map((r) => r.trim().replace(/\/+$/, ''));
+  const serviceTypes = o.allowedServiceTypes.split(',').map((t) => t.trim());
   const unknownType = serviceTypes.find((t) => !(SERVICE_TYPES as readonly string[]).includes(t));
   if (unknownType !== undefined) command.error(`error: --allowed-service-types: "${unknownType}" is not one of ${SERVICE_TYPES.join(', ')}`);
-  const quota = (flag: string, value: string | undefined, fallback: QuotaValues): QuotaValues => ({ ...fallback, ...parseResourceList(command, flag, value ?? '', QUOTA_RESOURCES) });
-  const defaultQuota = quota('--default-quota', o['defaultQuota'], defaults.defaultQuota);
-  const maxQuota = quota('--max-quota', o['maxQuota'], defaults.maxQuota);
+  const quota = (flag: string, value: string, fallback: QuotaValues): QuotaValues => ({ ...fallback, ...parseResourceList(command, flag, value, QUOTA_RESOURCES) });
+  const defaultQuota = quota('--default-quota', o.defaultQuota, defaults.defaultQuota);
+  const maxQuota = quota('--max-quota', o.maxQuota, defaults.maxQuota);
   for (const resource of QUOTA_RESOURCES) {
     if ((quantityNanos(defaultQuota[resource]) ?? 0n) > (quantityNanos(maxQuota[resource]) ?? 0n)) {
       command.error(`error: --default-quota ${resource}=${defaultQuota[resource]} is more than --max-quota ${resource}=${maxQuota[resource]}`);
@@ -105,8 +115,8 @@ function parseTenancy(command: Command, o: Record<string, string | undefined>, d
     defaultQuota,
     maxQuota,
     containerDefaults: {
-      limits: parseResourceList(command, '--default-container-limits', o['defaultContainerLimits'] ?? '', containerResources),
-      requests: parseResourceList(command, '--default-container-requests', o['defaultContainerRequests'] ?? '', containerResources),
+      limits: parseResourceList(command, '--default-container-limits', o.defaultContainerLimits, containerResources),
+      requests: parseResourceList(command, '--default-container-requests', o.defaultContainerRequests, containerResources),
     },
   };
 }
@@ -115,7 +125,10 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
   const command: Command = operatorCommand();
   command.parse(argv, { from: 'user' });
   // As parsed: the name may be missing and the sync period is still text.
-  const o = command.opts<Omit<OperatorOptions, 'operatorName' | 'syncPeriodMs' | 'watchNamespace'> & { operatorName?: string; syncPeriod: string; namespace?: string; watchNamespace?: string }>();
+  const o = command.opts<
+    Omit<OperatorOptions, 'operatorName' | 'syncPeriodMs' | 'watchNamespace' | 'tenancy'> &
+      TenancyFlags & { operatorName?: string; syncPeriod: string; namespace?: string; watchNamespace?: string }
+  >();
   if (!o.operatorName) command.error('error: OPERATOR_NAME (or --operator-name) must name the landscape namespace');
   if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(o.operatorName) || o.operatorName.length > 63) {
     command.error(`error: OPERATOR_NAME "${o.operatorName}" is not a valid namespace name (DNS-1123 label)`);
@@ -136,7 +149,7 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
     logLevel: o.logLevel,
     kubeconfig: o.kubeconfig,
     syncPeriodMs: parseDuration(command, o.syncPeriod),
-    tenancy: parseTenancy(command, o as unknown as Record<string, string | undefined>, o.defaultRegistry),
+    tenancy: parseTenancy(command, o, o.defaultRegistry),
     configMountPath,
   };
 }
