@@ -3,7 +3,9 @@
  *
  * Guarantees (the reconcile contract of the IoTService design):
  * - Only IoTServices in the landscape namespace (OPERATOR_NAME) are processed; secondary caches
- *   hold only objects carrying this landscape's label (plus the landscape's image-pull-secret).
+ *   hold only objects carrying this landscape's label (plus the landscape's image-pull-secret),
+ *   whole only inside this landscape's instance namespaces, and never a ConfigMap's or Secret's
+ *   data (see `iotCacheOptions`): labelled objects planted elsewhere cannot fill its memory.
  * - Child events reach their IoTService through the instance label; a change of the source
  *   image-pull-secret reaches every instance of the landscape.
  * - Children are written stage by stage (resources/index.ts `writeStages`), the children of one
@@ -11,8 +13,10 @@
  * - A child is written only when the cached object lacks a field of its desired form or carries
  *   the hash of an older desired form (server-side apply, one field manager); the credentials Secret is created once and never written again; a
  *   reconcile of an instance whose children match makes no write at all.
- * - A namespace this operator did not create for the instance is never adopted, changed or
- *   deleted; the instance goes Failed and says so.
+ * - A namespace this operator did not create for the instance (labels and the IoTService's UID
+ *   in its owner annotation) is never adopted, changed or deleted; the instance goes Failed and
+ *   says so. Deletion is conditional on the namespace's UID, so a namespace recreated meanwhile
+ *   by someone else is never deleted.
  * - `paused`: no child is created, changed or deleted; status is still reported.
  * - Deletion: the finalizer holds the IoTService until the instance namespace is gone; it is then
  *   removed without touching any other party's finalizer.
@@ -20,13 +24,19 @@
  *   a rollout is written at most every few seconds (status-writes.ts); each meaningful
  *   transition is recorded as an Event on the IoTService. Refusals that retrying cannot fix
  *   (403, 422) become `Failed`; transient errors are retried with backoff and never set `Failed`.
+ * - A 403 on the IoTService's finalizer or on the instance namespace (get, delete) is reported
+ *   as `Failed` with a `Degraded` condition and a Warning Event naming the missing permission
+ *   (verb, resource, namespace) and, while the IoTService is being deleted, that its deletion
+ *   waits for it; it is looked at again periodically, so granting the permission is enough.
  */
+import { isDeepStrictEqual } from 'node:util';
 import type { V1Deployment, V1Namespace, V1Pod, V1Secret, V1StatefulSet } from '@kubernetes/client-node';
 import {
   Kinds,
   addFinalizer,
   controller,
   customResource,
+  dropManagedFields,
   firstDifference,
   hasFinalizer,
   isAlreadyExists,
@@ -37,22 +47,25 @@ import {
   type ApiError,
   type KubeObject,
   type Manager,
+  type Predicate,
   type ReconcileContext,
   type ReconcileResult,
   type Reconciler,
   type Request,
   type ResourceType,
   type Selection,
+  type Transform,
   withDesiredHash,
 } from '@iot-operator/runtime';
 import { API_GROUP, API_VERSION, IOTSERVICE_KIND, IOTSERVICE_PLURAL, type IoTService, type IoTServiceStatus } from './api/iotservice.ts';
-import { apiRefusedFailure, imagePullSecretMissingFailure, namespaceNotOwnedFailure, type Failure } from './failure.ts';
+import { apiRefusedFailure, imagePullSecretMissingFailure, namespaceNotOwnedFailure, permissionMissingFailure, type Failure, type RefusedRequest } from './failure.ts';
 import {
   IMAGE_PULL_SECRET_NAME,
   INSTANCE_LABEL,
   desiredChildren,
   generateCredentials,
   instanceIdOf,
+  instanceNamespaceName,
   landscapeSelector,
   namespaceOwnership,
   resolveInstance,
@@ -83,6 +96,9 @@ export interface IoTControllerConfig extends OperatorConfig {
 export const CHILD_TYPES: Readonly<Record<string, ResourceType>> = {
   Namespace: Kinds.Namespace,
   NetworkPolicy: Kinds.NetworkPolicy,
+  // Built-in kinds the runtime's Kinds does not list.
+  ResourceQuota: customResource('', 'v1', 'ResourceQuota', 'resourcequotas'),
+  LimitRange: customResource('', 'v1', 'LimitRange', 'limitranges'),
   Secret: Kinds.Secret,
   ConfigMap: Kinds.ConfigMap,
   Service: Kinds.Service,
@@ -90,7 +106,20 @@ export const CHILD_TYPES: Readonly<Record<string, ResourceType>> = {
   Deployment: Kinds.Deployment,
 };
 
-/** The cache scoping this controller needs; pass it to `Manager.create({ cache })`. */
+/**
+ * Kinds whose bodies (`data`) the cache never holds: anyone who can create a ConfigMap or Secret
+ * somewhere can give it our labels, and up to 1 MiB of data each. Only their metadata is
+ * watched; a child of these kinds is read from the API server when its metadata changed.
+ */
+const METADATA_ONLY_TYPES: readonly ResourceType[] = [Kinds.ConfigMap, Kinds.Secret];
+
+/**
+ * The cache scoping this controller needs; pass it to `Manager.create({ cache })`. Secondary
+ * caches select this landscape's labels; of what they receive, only objects inside one of this
+ * landscape's instance namespaces (`<landscape>-<instance label>`) are kept whole: anything else
+ * carrying our labels — planted in some other namespace — is kept as a bare name, so it costs
+ * the cache next to nothing.
+ */
 export function iotCacheOptions(config: IoTControllerConfig) {
   const labelSelector = landscapeSelector(config.operatorName);
   const secondary = [...Object.values(CHILD_TYPES), Kinds.Pod].map((type) => ({
@@ -98,8 +127,21 @@ export function iotCacheOptions(config: IoTControllerConfig) {
     namespace: config.watchNamespace || undefined,
     labelSelector,
     indexLabels: [INSTANCE_LABEL],
+    metadataOnly: METADATA_ONLY_TYPES.includes(type),
+    transform: onlyInInstanceNamespaces(config.operatorName),
   }));
   return { byType: [{ type: IoTServiceType, namespace: config.operatorName }, ...secondary] };
+}
+
+/** Keeps objects of this landscape's instance namespaces (without managedFields); reduces any other to its identity. */
+function onlyInInstanceNamespaces(landscape: string): Transform<KubeObject> {
+  return (obj) => {
+    const id = instanceIdOf(obj.metadata.labels, landscape);
+    const namespace = obj.kind === 'Namespace' ? obj.metadata.name : obj.metadata.namespace;
+    if (id !== undefined && namespace === `${landscape}-${id}`) return dropManagedFields(obj);
+    const { name, namespace: objectNamespace, uid, resourceVersion } = obj.metadata;
+    return { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name, namespace: objectNamespace, uid, resourceVersion } };
+  };
 }
 
 /** The landscape's image-pull-secret, watched on its own informer (it carries none of our labels). */
@@ -117,7 +159,10 @@ export function registerIoTController(mgr: Manager, config: IoTControllerConfig,
 
   let builder = controller(mgr).named('iotservice').for(IoTServiceType).maxConcurrentReconciles(config.maxConcurrentReconciles);
   if (syncPeriodMs !== undefined) builder = builder.resyncPeriod(syncPeriodMs);
-  for (const type of [...Object.values(CHILD_TYPES), Kinds.Pod]) builder = builder.watches(type, toInstance);
+  for (const type of [...Object.values(CHILD_TYPES), Kinds.Pod]) {
+    // The quota's status moves with every pod of the instance; only its spec is ours.
+    builder = type === CHILD_TYPES['ResourceQuota'] ? builder.watches(type, toInstance, specOrMetadataChanged()) : builder.watches(type, toInstance);
+  }
   builder = builder.watchesSelected(Kinds.Secret, sourceSecretSelection(config), everyInstance);
   return builder.reconcile(iotReconciler(config));
 }
@@ -148,14 +193,36 @@ class IoTReconcile {
       this.forget(request);
       return;
     }
-    if (cached.metadata.deletionTimestamp) return this.finalize(cached);
-    const iot = await addFinalizer(this.ctx.client, IoTServiceType, cached, FINALIZER);
+    try {
+      if (cached.metadata.deletionTimestamp) return await this.finalize(cached);
+      const iot = await this.permitted(this.iotServicePatch(cached, 'add its cleanup finalizer to the IoTService'), () => addFinalizer(this.ctx.client, IoTServiceType, cached, FINALIZER));
 
-    const resolved = resolveInstance(iot, this.config);
-    if (!resolved.ok) return this.report(iot, undefined, { kind: 'failed', failure: resolved.failure }, resolved.namespace);
-    const instance = resolved.instance;
-    const outcome = await this.realise(iot, instance);
-    return this.report(iot, instance, outcome, instance.namespace);
+      const resolved = resolveInstance(iot, this.config);
+      if (!resolved.ok) return await this.report(iot, undefined, { kind: 'failed', failure: resolved.failure }, resolved.namespace);
+      const instance = resolved.instance;
+      const outcome = await this.realise(iot, instance);
+      return await this.report(iot, instance, outcome, instance.namespace);
+    } catch (err) {
+      // A 403 is reported (Degraded, Warning Event) and looked at again later, never retried silently.
+      if (!(err instanceof PermissionMissing)) throw err;
+      const namespace = instanceNamespaceName(this.config.operatorName, cached.metadata.name ?? '');
+      const failure = permissionMissingFailure(err.request, err.serverMessage, !!cached.metadata.deletionTimestamp);
+      return this.report(cached, undefined, failed(failure), namespace.ok ? namespace.name : undefined);
+    }
+  }
+
+  /** Runs `call`; a 403 becomes a `PermissionMissing` naming `request`. */
+  private async permitted<T>(request: RefusedRequest, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (err) {
+      if (isApiError(err, 'Forbidden')) throw new PermissionMissing(request, err.message);
+      throw err;
+    }
+  }
+
+  private iotServicePatch(iot: KubeObject, purpose: string): RefusedRequest {
+    return { verb: 'patch', resource: `${IOTSERVICE_PLURAL}.${API_GROUP}`, namespace: iot.metadata.namespace, purpose };
   }
 
   /** Brings the children to their desired state (unless paused); says what happened. */
@@ -214,11 +281,16 @@ class IoTReconcile {
       }
       return true;
     }
+    let current: KubeObject | undefined = observed;
     if (observed) {
       if (rendering.matches(index, observed.metadata.resourceVersion)) return false;
-      const difference = firstDifference(desired, observed);
+      // The cache holds only the metadata of these kinds: compare with the object as it is.
+      if (METADATA_ONLY_TYPES.includes(type)) current = await this.liveObject(type, desired);
+    }
+    if (current) {
+      const difference = firstDifference(desired, current);
       if (difference === undefined) {
-        rendering.recordMatch(index, observed.metadata.resourceVersion);
+        rendering.recordMatch(index, current.metadata.resourceVersion);
         return false;
       }
       this.ctx.log.debug({ kind: type.kind, name: desired.metadata.name, field: difference }, 'child differs');
@@ -233,11 +305,21 @@ class IoTReconcile {
     } catch (err) {
       // Apply merges list entries by key: an entry someone else added by hand can make the
       // merged object invalid (say, two ports named "http"). A full replace can still fix it.
-      if (!observed || !isApiError(err, 'Invalid')) throw err;
+      if (!current || !isApiError(err, 'Invalid')) throw err;
     }
     // Fields owned by another manager keep apply from converging: replace the object outright.
-    await this.ctx.client.replace(type, overlay(applied ?? observed!, desired));
+    await this.ctx.client.replace(type, overlay(applied ?? current!, desired));
     return true;
+  }
+
+  /** The child as the API server has it now, or undefined when it is gone. */
+  private async liveObject(type: ResourceType, desired: KubeObject): Promise<KubeObject | undefined> {
+    try {
+      return await this.ctx.client.get(type, desired.metadata.name!, desired.metadata.namespace);
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
   }
 
   /** Creates (never applies) the instance namespace, so an existing foreign one is never adopted. */
@@ -259,7 +341,9 @@ class IoTReconcile {
     const cached = this.ctx.cache.get<V1Namespace & KubeObject>(Kinds.Namespace, instance.namespace);
     if (cached) return cached;
     try {
-      return await this.ctx.client.get<V1Namespace & KubeObject>(Kinds.Namespace, instance.namespace);
+      return await this.permitted({ verb: 'get', resource: 'namespaces', purpose: `check who owns namespace ${instance.namespace}` }, () =>
+        this.ctx.client.get<V1Namespace & KubeObject>(Kinds.Namespace, instance.namespace),
+      );
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
@@ -307,22 +391,26 @@ class IoTReconcile {
     const resolved = resolveInstance(iot, this.config);
     const namespace = resolved.ok ? resolved.instance.namespace : resolved.namespace;
     if (namespace) {
-      const identity = { landscape: this.config.operatorName, id: iot.metadata.name! };
+      const owner = { landscape: this.config.operatorName, id: iot.metadata.name!, ownerUid: iot.metadata.uid ?? '' };
       let live: (V1Namespace & KubeObject) | undefined;
       try {
-        live = await this.ctx.client.get<V1Namespace & KubeObject>(Kinds.Namespace, namespace);
+        live = await this.permitted({ verb: 'get', resource: 'namespaces', purpose: `check whether the instance namespace ${namespace} is gone` }, () =>
+          this.ctx.client.get<V1Namespace & KubeObject>(Kinds.Namespace, namespace),
+        );
       } catch (err) {
         if (!isNotFound(err)) throw err;
       }
-      if (live && namespaceOwnership(live, identity) === 'owned') {
+      if (live && namespaceOwnership(live, owner) === 'owned') {
         if (!live.metadata.deletionTimestamp) {
-          await this.ctx.client.delete(Kinds.Namespace, namespace, undefined, { propagationPolicy: 'Background' });
+          await this.permitted({ verb: 'delete', resource: 'namespaces', purpose: `delete the instance namespace ${namespace}` }, () =>
+            this.ctx.client.delete(Kinds.Namespace, namespace, undefined, { propagationPolicy: 'Background', preconditions: { uid: live.metadata.uid } }),
+          );
           this.ctx.recorder.event(iot, 'Normal', 'Deleting', `Deleting namespace ${namespace}.`);
         }
         return { requeueAfterMs: DELETION_RECHECK_MS };
       }
     }
-    await removeFinalizer(this.ctx.client, IoTServiceType, iot, FINALIZER);
+    await this.permitted(this.iotServicePatch(iot, 'remove its cleanup finalizer from the IoTService'), () => removeFinalizer(this.ctx.client, IoTServiceType, iot, FINALIZER));
     this.forget({ namespace: iot.metadata.namespace, name: iot.metadata.name! });
     return;
   }
@@ -330,6 +418,22 @@ class IoTReconcile {
   private forget(request: Request): void {
     this.memory.statusWrites.forget(keyOf(request));
     this.memory.rendered.forget(keyOf(request));
+  }
+}
+
+/** Passes updates that change an object's spec, labels, annotations or deletion mark (not its status). */
+function specOrMetadataChanged(): Predicate {
+  const relevant = (o: KubeObject) => [(o as { spec?: unknown }).spec, o.metadata.labels, o.metadata.annotations, o.metadata.deletionTimestamp];
+  return { update: (a, b) => !isDeepStrictEqual(relevant(a), relevant(b)) };
+}
+
+/** A request refused with 403, on its way from the call that was refused to the status report. */
+class PermissionMissing extends Error {
+  constructor(
+    readonly request: RefusedRequest,
+    readonly serverMessage: string,
+  ) {
+    super(`forbidden: ${request.verb} ${request.resource}`);
   }
 }
 

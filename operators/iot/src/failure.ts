@@ -12,8 +12,14 @@ export type FailureReason =
   | 'InvalidSpec'
   /** `<OPERATOR_NAME>-<id>` is not a DNS-1123 label (too long or bad characters). */
   | 'NamespaceNameInvalid'
-  /** The instance namespace exists but was not created by this operator for this instance. */
+  /** The instance namespace exists but was not created by this operator for this IoTService (labels and owner UID). */
   | 'NamespaceNotOwned'
+  /** An image would come from a registry the operator does not allow (--allowed-registries). */
+  | 'RegistryNotAllowed'
+  /** The gateway Service type is not allowed by the operator (--allowed-service-types). */
+  | 'ServiceTypeNotAllowed'
+  /** spec.quota asks for more than the operator allows (--max-quota). */
+  | 'QuotaAboveLimit'
   /** The landscape's image-pull-secret is missing from the operator namespace. */
   | 'ImagePullSecretMissing'
   /** The API server refused a write with 403: RBAC does not allow it. */
@@ -40,8 +46,8 @@ export function namespaceNotOwnedFailure(namespace: string): Failure {
   return {
     reason: 'NamespaceNotOwned',
     message:
-      `Namespace ${namespace} already exists and was not created by this operator for this instance; ` +
-      'it is never adopted or deleted: remove it or rename the IoTService.',
+      `Namespace ${namespace} already exists and was not created by this operator for this IoTService ` +
+      '(its labels or its cp.iotservices.io/owner-uid annotation do not match); it is never adopted or deleted: remove it or rename the IoTService.',
   };
 }
 
@@ -49,6 +55,31 @@ export function imagePullSecretMissingFailure(secretName: string, operatorNamesp
   return {
     reason: 'ImagePullSecretMissing',
     message: `Secret ${secretName} is missing in namespace ${operatorNamespace}; create it (see deploy/namespace.yml) and the instance recovers by itself.`,
+  };
+}
+
+/** A request the API server refused with 403, and what the operator needed it for. */
+export interface RefusedRequest {
+  verb: string;
+  /** `<plural>` for core resources, `<plural>.<group>` otherwise. */
+  resource: string;
+  namespace?: string;
+  /** What the operator could not do, e.g. `delete the instance namespace ls-a`. */
+  purpose: string;
+}
+
+/**
+ * A permission the operator lacks, named as RBAC names it (verb, resource, namespace). While the
+ * IoTService is being deleted the message says that its deletion waits for the permission.
+ */
+export function permissionMissingFailure(request: RefusedRequest, serverMessage: string, deleting: boolean): Failure {
+  const where = request.namespace ? ` in namespace ${request.namespace}` : '';
+  const waits = deleting ? ' Deletion of this IoTService waits until it is granted.' : '';
+  return {
+    reason: 'Forbidden',
+    message:
+      `The operator is missing permission: ${request.verb} ${request.resource}${where}, needed to ${request.purpose}; ` +
+      `grant it in the operator's RBAC.${waits} The API server said: ${serverMessage.replace(/\.?$/, '.')}`,
   };
 }
 

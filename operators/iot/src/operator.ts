@@ -1,11 +1,12 @@
 /**
  * Builds the IoT operator's manager from its options: cache scoping, leader election, HTTP
- * server and the IoTService controller. Used by the `iot-operator` process and by tests that run
+ * server, the IoTService controller and the clean-up of orphaned instance namespaces. Used by the `iot-operator` process and by tests that run
  * the operator in-process.
  */
 import { Manager } from '@iot-operator/runtime';
 import { iotCacheOptions, registerIoTController, type IoTControllerConfig } from './controller.ts';
 import { iotRateLimitDefaults, type OperatorOptions } from './options.ts';
+import { registerOrphanedNamespaceCleanup } from './orphaned-namespaces.ts';
 
 export async function createIoTOperator(options: OperatorOptions): Promise<Manager> {
   const config: IoTControllerConfig = {
@@ -13,6 +14,8 @@ export async function createIoTOperator(options: OperatorOptions): Promise<Manag
     watchNamespace: options.watchNamespace,
     defaultRegistry: options.defaultRegistry,
     maxConcurrentReconciles: options.maxConcurrentReconciles,
+    tenancy: options.tenancy,
+    configMountPath: options.configMountPath,
   };
   const mgr = await Manager.create({
     name: 'iot-operator',
@@ -25,5 +28,6 @@ export async function createIoTOperator(options: OperatorOptions): Promise<Manag
     leaderElection: options.leaderElect ? { namespace: options.operatorName, name: `iot-operator-${options.operatorName}` } : undefined,
   });
   registerIoTController(mgr, config, options.syncPeriodMs);
+  registerOrphanedNamespaceCleanup(mgr, config);
   return mgr;
 }

@@ -4,10 +4,19 @@
  *
  * Guarantees: every flag is documented in `--help`; a missing OPERATOR_NAME or a malformed value
  * is reported as one clear error before anything connects to a cluster; WATCH_NAMESPACE keeps the
- * seed's meaning (unset or '' = secondary resources cluster-wide).
+ * seed's meaning (unset or '' = secondary resources cluster-wide); `--namespace` sets it as on
+ * every operator of the project (the seed's `operator-sdk up local --namespace=`), with
+ * `--watch-namespace` kept as an alias (both given and different: an error). The tenant policy flags
+ * (allowed registries and Service types, quota defaults and maximum, container defaults) are
+ * checked as a whole: an unknown Service type, a malformed quantity or a default quota above the
+ * maximum stops the process with an error naming the flag.
  */
 import { metricsSecureNeedsCertDir, parseBurst, parseQps, secureMetricsFromCertDir, type RateLimit, type SecureMetricsOptions } from '@iot-operator/runtime';
 import { Command, InvalidArgumentError } from 'commander';
+import { SERVICE_TYPES, type GatewayServiceType } from './api/iotservice.ts';
+import { DEFAULT_CONFIG_MOUNT_PATH } from './resources/configmap.ts';
+import { canonicalQuantity, quantityNanos } from './resources/quantity.ts';
+import { QUOTA_RESOURCES, defaultTenantPolicy, type QuotaValues, type TenantPolicy } from './resources/tenant-policy.ts';
 
 export interface OperatorOptions {
   operatorName: string;
@@ -23,6 +32,10 @@ export interface OperatorOptions {
   logLevel: string;
   kubeconfig?: string;
   syncPeriodMs: number;
+  /** What IoTService authors may ask for; default `defaultTenantPolicy(defaultRegistry)`. */
+  tenancy?: TenantPolicy;
+  /** Where pods find config.yml; default /etc/sap/config.yml. */
+  configMountPath?: string;
 }
 
 /**
@@ -51,7 +64,8 @@ export function operatorCommand(): Command {
   return new Command('iot-operator')
     .description('Runs IoT service instances declared as IoTService objects in the landscape namespace (OPERATOR_NAME).')
     .option('--operator-name <name>', 'landscape: the namespace whose IoTService objects are processed (env OPERATOR_NAME)', process.env.OPERATOR_NAME)
-    .option('--watch-namespace <namespace>', 'limit watches of secondary resources to this namespace; empty = cluster-wide (env WATCH_NAMESPACE)', process.env.WATCH_NAMESPACE ?? '')
+    .option('--namespace <namespace>', 'limit watches of secondary resources to this namespace; empty = cluster-wide (env WATCH_NAMESPACE)')
+    .option('--watch-namespace <namespace>', 'the same as --namespace')
     .option('--default-registry <registry>', 'image registry/prefix for components when spec.registry is empty (env IOT_DEFAULT_REGISTRY)', process.env.IOT_DEFAULT_REGISTRY ?? 'registry.example.com/iot')
     .option('--max-concurrent-reconciles <n>', 'IoTServices reconciled in parallel', positiveInt, 4)
     .option('--leader-elect', 'elect a leader through a Lease in the landscape namespace (for several replicas)', false)
@@ -62,7 +76,67 @@ export function operatorCommand(): Command {
     .option('--kube-api-burst <n>', 'requests allowed at once above --kube-api-qps', parseBurst, iotRateLimitDefaults.burst)
     .option('--log-level <level>', 'fatal, error, warn, info, debug or trace', process.env.LOG_LEVEL ?? 'info')
     .option('--kubeconfig <path>', 'kubeconfig file; default KUBECONFIG, ~/.kube/config, then in-cluster credentials')
-    .option('--sync-period <duration>', 'how often every IoTService is re-checked without any event', '10h');
+    .option('--sync-period <duration>', 'how often every IoTService is re-checked without any event', '10h')
+    .option('--config-mount-path <path>', 'where every pod finds config.yml (env IOT_CONFIG_MOUNT_PATH)', process.env.IOT_CONFIG_MOUNT_PATH ?? DEFAULT_CONFIG_MOUNT_PATH)
+    .option('--allowed-registries <list>', 'comma-separated registries (host[:port][/path]) component images may come from; default: the default registry')
+    .option('--allowed-service-types <list>', `comma-separated gateway Service types an IoTService may ask for (${SERVICE_TYPES.join(', ')})`, 'ClusterIP')
+    .option('--default-quota <list>', "each instance namespace's ResourceQuota unless spec.quota says otherwise: requests of all pods together", quotaText(defaults.defaultQuota))
+    .option('--max-quota <list>', 'the most spec.quota may ask for', quotaText(defaults.maxQuota))
+    .option('--default-container-limits <list>', "LimitRange default limits of containers without resources", resourceText(defaults.containerDefaults.limits))
+    .option('--default-container-requests <list>', "LimitRange default requests of containers without resources", resourceText(defaults.containerDefaults.requests));
+}
+
+const defaults = defaultTenantPolicy('');
+const quotaText = (quota: QuotaValues) => QUOTA_RESOURCES.map((r) => `${r}=${quota[r]}`).join(',');
+const resourceText = (list: Readonly<Record<string, string>>) => Object.entries(list).map(([k, v]) => `${k}=${v}`).join(',');
+
+/** `cpu=4,memory=8Gi`: quantities by name, canonical; only `names` are accepted. */
+function parseResourceList(command: Command, flag: string, value: string, names: readonly string[]): Record<string, string> {
+  const list: Record<string, string> = {};
+  for (const entry of value.split(',').map((e) => e.trim()).filter(Boolean)) {
+    const [name = '', quantity = ''] = entry.split('=').map((p) => p.trim());
+    if (!names.includes(name) || quantityNanos(quantity) === undefined) {
+      command.error(`error: ${flag} "${value}": each entry must be <name>=<quantity> with name one of ${names.join(', ')}, e.g. ${names[0]}=2`);
+    }
+    list[name] = canonicalQuantity(quantity);
+  }
+  return list;
+}
+
+/** The tenant policy flags as commander parses them. */
+interface TenancyFlags {
+  allowedRegistries?: string;
+  allowedServiceTypes: string;
+  defaultQuota: string;
+  maxQuota: string;
+  defaultContainerLimits: string;
+  defaultContainerRequests: string;
+}
+
+function parseTenancy(command: Command, o: TenancyFlags, defaultRegistry: string): TenantPolicy {
+  const registries = (o.allowedRegistries ?? defaultRegistry).split(',').map((r) => r.trim().replace(/\/+$/, ''));
+  const serviceTypes = o.allowedServiceTypes.split(',').map((t) => t.trim());
+  const unknownType = serviceTypes.find((t) => !(SERVICE_TYPES as readonly string[]).includes(t));
+  if (unknownType !== undefined) command.error(`error: --allowed-service-types: "${unknownType}" is not one of ${SERVICE_TYPES.join(', ')}`);
+  const quota = (flag: string, value: string, fallback: QuotaValues): QuotaValues => ({ ...fallback, ...parseResourceList(command, flag, value, QUOTA_RESOURCES) });
+  const defaultQuota = quota('--default-quota', o.defaultQuota, defaults.defaultQuota);
+  const maxQuota = quota('--max-quota', o.maxQuota, defaults.maxQuota);
+  for (const resource of QUOTA_RESOURCES) {
+    if ((quantityNanos(defaultQuota[resource]) ?? 0n) > (quantityNanos(maxQuota[resource]) ?? 0n)) {
+      command.error(`error: --default-quota ${resource}=${defaultQuota[resource]} is more than --max-quota ${resource}=${maxQuota[resource]}`);
+    }
+  }
+  const containerResources = ['cpu', 'memory', 'ephemeral-storage'];
+  return {
+    allowedRegistries: registries,
+    allowedServiceTypes: serviceTypes as GatewayServiceType[],
+    defaultQuota,
+    maxQuota,
+    containerDefaults: {
+      limits: parseResourceList(command, '--default-container-limits', o.defaultContainerLimits, containerResources),
+      requests: parseResourceList(command, '--default-container-requests', o.defaultContainerRequests, containerResources),
+    },
+  };
 }
 
 export function parseOperatorOptions(argv: string[]): OperatorOptions {
@@ -70,24 +144,32 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
   command.parse(argv, { from: 'user' });
   // As parsed: the name may be missing and the sync period is still text.
   const o = command.opts<
-    Omit<OperatorOptions, 'operatorName' | 'syncPeriodMs' | 'secureMetrics' | 'rateLimit'> & {
-      operatorName?: string;
-      syncPeriod: string;
-      metricsSecure: boolean;
-      metricsCertDir?: string;
-      kubeApiQps: number;
-      kubeApiBurst: number;
-    }
+    Omit<OperatorOptions, 'operatorName' | 'syncPeriodMs' | 'watchNamespace' | 'tenancy' | 'secureMetrics' | 'rateLimit'> &
+      TenancyFlags & {
+        operatorName?: string;
+        syncPeriod: string;
+        namespace?: string;
+        watchNamespace?: string;
+        metricsSecure: boolean;
+        metricsCertDir?: string;
+        kubeApiQps: number;
+        kubeApiBurst: number;
+      }
   >();
   if (!o.operatorName) command.error('error: OPERATOR_NAME (or --operator-name) must name the landscape namespace');
   if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(o.operatorName) || o.operatorName.length > 63) {
     command.error(`error: OPERATOR_NAME "${o.operatorName}" is not a valid namespace name (DNS-1123 label)`);
   }
+  if (o.namespace !== undefined && o.watchNamespace !== undefined && o.namespace !== o.watchNamespace) {
+    command.error(`error: --namespace "${o.namespace}" and --watch-namespace "${o.watchNamespace}" disagree; give one of them`);
+  }
+  const configMountPath = o.configMountPath ?? DEFAULT_CONFIG_MOUNT_PATH;
+  if (!/^\/[^:]*[^/]$/.test(configMountPath)) command.error(`error: --config-mount-path "${configMountPath}" must be an absolute file path`);
   if (!/^[^:]*:\d+$/.test(o.metricsBindAddress)) command.error(`error: --metrics-bind-address "${o.metricsBindAddress}" must be host:port`);
   if (o.metricsSecure && !o.metricsCertDir) command.error(`error: ${metricsSecureNeedsCertDir}`);
   return {
     operatorName: o.operatorName,
-    watchNamespace: o.watchNamespace,
+    watchNamespace: o.namespace ?? o.watchNamespace ?? process.env.WATCH_NAMESPACE ?? '',
     defaultRegistry: o.defaultRegistry,
     maxConcurrentReconciles: o.maxConcurrentReconciles,
     leaderElect: o.leaderElect,
@@ -97,5 +179,7 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
     logLevel: o.logLevel,
     kubeconfig: o.kubeconfig,
     syncPeriodMs: parseDuration(command, o.syncPeriod),
+    tenancy: parseTenancy(command, o, o.defaultRegistry),
+    configMountPath,
   };
 }

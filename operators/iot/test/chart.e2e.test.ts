@@ -40,13 +40,18 @@ describe('the Helm chart', () => {
     const { stdout: rendered } = await run(helm, ['template', 'iot', chart, '--namespace', landscape, '--kube-version', '1.33.0', '--include-crds',
       '--set', 'imagePullSecret.create=true', '--set', 'imagePullSecret.dockerconfigjson=e30=', '--set', 'image.tag=1.2.3']);
     const objects = parseAllDocuments(rendered).map((d) => d.toJSON() as { kind: string; metadata: { name: string; namespace?: string } }).filter(Boolean);
-    assert.deepEqual(objects.map((o) => o.kind).sort(), ['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Deployment', 'Secret', 'ServiceAccount']);
-    for (const o of objects.filter((o) => ['Deployment', 'Secret', 'ServiceAccount'].includes(o.kind))) assert.equal(o.metadata.namespace, landscape, `${o.kind} in the release namespace`);
+    assert.deepEqual(objects.map((o) => o.kind).sort(), [
+      'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Deployment', 'Role', 'RoleBinding', 'Secret', 'ServiceAccount',
+      'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding',
+    ]);
+    for (const o of objects.filter((o) => ['Deployment', 'Role', 'RoleBinding', 'Secret', 'ServiceAccount'].includes(o.kind))) assert.equal(o.metadata.namespace, landscape, `${o.kind} in the release namespace`);
+    assert.match(rendered, new RegExp(`request\\.userInfo\\.username == 'system:serviceaccount:${landscape}:iot-operator'`), 'the policy confines this release’s ServiceAccount');
     assert.match(rendered, /image: "registry\.example\.com\/iot\/iot-operator:1\.2\.3"/);
     assert.match(rendered, /- --leader-elect/);
+    assert.match(rendered, /- --allowed-service-types=ClusterIP/);
 
     const stdout = await runWithInput(kubectl, ['--kubeconfig', env.kubeconfigPath, 'apply', '--dry-run=server', '-f', '-'], rendered);
-    for (const kind of ['serviceaccount', 'secret', 'clusterrole', 'clusterrolebinding', 'deployment']) assert.match(stdout, new RegExp(`${kind}[^\\n]*(created|configured|unchanged) \\(server dry run\\)`));
+    for (const kind of ['serviceaccount', 'secret', 'clusterrole', 'clusterrolebinding', 'role', 'rolebinding', 'validatingadmissionpolicy', 'validatingadmissionpolicybinding', 'deployment']) assert.match(stdout, new RegExp(`${kind}[^\\n]*(created|configured|unchanged) \\(server dry run\\)`));
   });
 
   it('refuses to render a pull secret without credentials', async () => {

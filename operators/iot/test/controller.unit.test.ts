@@ -16,7 +16,7 @@ import { IoTServiceType, iotReconciler } from '../src/controller.ts';
 import { iotService, TEST_CONFIG } from './fixtures.ts';
 
 const INSTANCE_NAMESPACE = 'devawsk8s-tenant-a';
-const CONFIG_KINDS = 'NetworkPolicy|Secret|ConfigMap|Service';
+const CONFIG_KINDS = 'NetworkPolicy|ResourceQuota|LimitRange|Secret|ConfigMap|Service';
 const WORKLOAD_KINDS = 'StatefulSet|Deployment';
 /** Log lines of writes of these kinds: `verb` is 'start', 'end' or 'start|end'. */
 const writesOf = (verb: string, kinds: string) => new RegExp(`^(${verb}) (${kinds})/`);
@@ -69,7 +69,7 @@ function span(log: readonly string[], pattern: RegExp): { first: number; last: n
 const workloadWrites = (log: readonly string[]) => span(log, writesOf('start|end', WORKLOAD_KINDS));
 
 describe('IoTService reconcile: writing the children', () => {
-  it('writes the namespace, then policies, secrets, config and services at once, then the workloads at once', async () => {
+  it('writes the namespace, then policies, quota, secrets, config and services at once, then the workloads at once', async () => {
     const { cluster, reconcile, status } = setup();
     await reconcile();
     const log = cluster.log;
@@ -77,7 +77,7 @@ describe('IoTService reconcile: writing the children', () => {
     assert.deepEqual(log.slice(0, 2), [`start Namespace/${INSTANCE_NAMESPACE}`, `end Namespace/${INSTANCE_NAMESPACE}`], 'the namespace is written first, alone');
     const configStarts = span(log, writesOf('start', CONFIG_KINDS));
     const configEnds = span(log, writesOf('end', CONFIG_KINDS));
-    assert.equal(configStarts.count, 9, 'two policies, two secrets, the config map and four services');
+    assert.equal(configStarts.count, 12, 'three policies, the quota and limit range, two secrets, the config map and four services');
     assert.ok(configStarts.last < configEnds.first, `the second stage's writes are all under way before the first of them ends:\n${log.join('\n')}`);
     const workloads = workloadWrites(log);
     assert.equal(workloads.count, 10, 'five workloads, each started and ended');
@@ -95,7 +95,7 @@ describe('IoTService reconcile: writing the children', () => {
     cluster.refuse = { key: 'ConfigMap/iot-config', error: new ApiError(422, 'Invalid', 'ConfigMap "iot-config" is invalid: data: Too long') };
     await reconcile();
     assert.equal(workloadWrites(cluster.log).count, 0, cluster.log.join('\n'));
-    assert.equal(span(cluster.log, writesOf('start|end', CONFIG_KINDS)).count, 18, 'the rest of the stage is still written');
+    assert.equal(span(cluster.log, writesOf('start|end', CONFIG_KINDS)).count, 24, 'the rest of the stage is still written');
     assert.equal(status()?.phase, 'Failed');
     assert.match(status()?.reason ?? '', /ConfigMap/);
     assert.match(status()?.reason ?? '', /iot-config/);

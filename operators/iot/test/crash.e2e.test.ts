@@ -67,7 +67,7 @@ describe('the operator SIGKILLed during a rollout', () => {
       assert.equal(await count(Kinds.Service), 4, `${ns}: Services`);
       assert.equal(await count(Kinds.Secret), 2, `${ns}: Secrets`);
       assert.equal(await count(Kinds.ConfigMap), 2, `${ns}: ConfigMaps (iot-config and kube-root-ca.crt)`);
-      assert.equal(await count(Kinds.NetworkPolicy), 2, `${ns}: NetworkPolicies`);
+      assert.equal(await count(Kinds.NetworkPolicy), 3, `${ns}: NetworkPolicies (isolation, gateway devices, egress)`);
       assert.equal(await count(Kinds.Pod), 7, `${ns}: Pods`);
     }
   });

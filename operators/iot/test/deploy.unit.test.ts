@@ -12,7 +12,8 @@ function allowed(rules: Rule[], group: string, resource: string, verb: string): 
 }
 
 describe('deploy artefacts', () => {
-  const role = parse(read('deploy/role.yml')) as { kind: string; rules: Rule[] };
+  const [role, landscapeRole] = parseAllDocuments(read('deploy/role.yml')).map((d) => d.toJSON() as { kind: string; metadata: { namespace?: string }; rules: Rule[] });
+  if (!role || !landscapeRole) throw new Error('deploy/role.yml holds a ClusterRole and a Role');
 
   it('the ClusterRole lets the operator create and apply every child kind, and watch what it caches', () => {
     assert.equal(role.kind, 'ClusterRole');
@@ -21,9 +22,25 @@ describe('deploy artefacts', () => {
       for (const verb of ['get', 'list', 'watch', 'create', 'patch']) assert.ok(allowed(role.rules, group, child.plural, verb), `${verb} ${child.plural}`);
     }
     for (const verb of ['list', 'watch']) assert.ok(allowed(role.rules, '', 'pods', verb), `${verb} pods`);
-    assert.ok(allowed(role.rules, 'cp.iotservices.io', 'iotservices/status', 'patch'));
     assert.ok(allowed(role.rules, '', 'namespaces', 'delete'));
     assert.ok(allowed(role.rules, '', 'events', 'create'));
+  });
+
+  it('what the operator needs only in its landscape is in a Role there, not in the ClusterRole', () => {
+    assert.deepEqual([landscapeRole.kind, landscapeRole.metadata.namespace], ['Role', 'devawsk8s']);
+    for (const [group, resource, verb] of [['cp.iotservices.io', 'iotservices', 'patch'], ['cp.iotservices.io', 'iotservices/status', 'patch'], ['coordination.k8s.io', 'leases', 'update']] as const) {
+      assert.ok(allowed(landscapeRole.rules, group, resource, verb), `${verb} ${resource} in the Role`);
+      assert.ok(!role.rules.some((r) => r.apiGroups.includes(group) && r.resources.includes(resource)), `no ${resource} in the ClusterRole`);
+    }
+  });
+
+  it('the admission policy confines the operator’s ServiceAccount and is bound with Deny', () => {
+    const [policy, binding] = parseAllDocuments(read('deploy/admission_policy.yml')).map((d) => d.toJSON() as { kind: string; metadata: { name: string }; spec: Record<string, unknown> });
+    assert.equal(policy?.kind, 'ValidatingAdmissionPolicy');
+    assert.equal(binding?.kind, 'ValidatingAdmissionPolicyBinding');
+    assert.equal(binding?.spec['policyName'], policy?.metadata.name);
+    assert.deepEqual(binding?.spec['validationActions'], ['Deny']);
+    assert.equal(policy?.spec['failurePolicy'], 'Fail');
   });
 
   it('the ClusterRole is least privilege: no wildcards, no deletes of anything but namespaces, no pod writes', () => {
@@ -34,9 +51,12 @@ describe('deploy artefacts', () => {
     assert.ok(!allowed(role.rules, '', 'pods', 'create') && !allowed(role.rules, '', 'pods', 'delete'));
   });
 
-  it('the Helm chart carries the same rules and CRD as deploy/', () => {
-    const rules = (text: string) => parse(text.slice(text.indexOf('rules:'))) as { rules: Rule[] };
+  it('the Helm chart carries the same rules, admission policy checks and CRD as deploy/', () => {
+    const rules = (text: string) => parse(text.slice(text.indexOf('rules:'), text.indexOf('---') > 0 ? text.indexOf('---') : undefined)) as { rules: Rule[] };
     assert.deepEqual(rules(read('chart/iot-operator/templates/clusterrole.yaml')).rules, role.rules);
+    assert.deepEqual(rules(read('chart/iot-operator/templates/role.yaml')).rules, landscapeRole.rules);
+    const checks = (text: string) => text.slice(text.indexOf('  variables:'), text.indexOf('---'));
+    assert.equal(checks(read('chart/iot-operator/templates/admissionpolicy.yaml')), checks(read('deploy/admission_policy.yml')));
     assert.equal(read('chart/iot-operator/crds/cp_v1alpha1_iotservice_crd.yml'), read('deploy/crds/cp_v1alpha1_iotservice_crd.yml'));
   });
 

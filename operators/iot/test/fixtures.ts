@@ -4,14 +4,25 @@
 
 import type { IoTService } from '../src/api/iotservice.ts';
 import { resolveInstance, type Instance, type OperatorConfig } from '../src/resources/instance.ts';
+import { defaultTenantPolicy } from '../src/resources/tenant-policy.ts';
 
 export const TEST_CONFIG: OperatorConfig = { operatorName: 'devawsk8s', defaultRegistry: 'registry.example.com/iot' };
+
+/** An operator that lets IoTService authors ask for any registry below `mirror.local:5000` or `custom`, and any Service type. */
+export const PERMISSIVE_CONFIG: OperatorConfig = {
+  ...TEST_CONFIG,
+  tenancy: {
+    ...defaultTenantPolicy(TEST_CONFIG.defaultRegistry),
+    allowedRegistries: [TEST_CONFIG.defaultRegistry, 'mirror.local:5000', 'custom'],
+    allowedServiceTypes: ['ClusterIP', 'NodePort', 'LoadBalancer'],
+  },
+};
 
 export function iotService(name: string, spec: Record<string, unknown>, generation = 1): IoTService {
   return {
     apiVersion: 'cp.iotservices.io/v1alpha1',
     kind: 'IoTService',
-    metadata: { name, namespace: TEST_CONFIG.operatorName, generation },
+    metadata: { name, namespace: TEST_CONFIG.operatorName, generation, uid: `uid-of-${name}` },
     spec: spec as IoTService['spec'],
   };
 }

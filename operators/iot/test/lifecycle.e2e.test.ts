@@ -151,7 +151,7 @@ describe('IoTService lifecycle on the real cluster', () => {
     await env.client.patch(IoTServiceType, 'tenant-a', landscape, { spec: { config: { logLevel: 'debug' } } });
     await waitForPhase(env, landscape, 'tenant-a', 'Available');
     const config = await env.client.get<KubeObject & { data: Record<string, string> }>(Kinds.ConfigMap, 'iot-config', ns);
-    assert.match(config.data['config.yml']!, /logLevel: debug/);
+    assert.match(config.data['config.yml']!, /^"logLevel": "debug"$/m);
     assert.notEqual(await checksum(), before, 'the config checksum on the pod template changed');
     await waitFor('core pods to be replaced', async () => {
       const now = (await runningPods(ns)).filter((p) => p.metadata.name!.startsWith('core-')).map((p) => p.metadata.name);

@@ -1,13 +1,16 @@
 // The IoT operator's command line: /metrics bound to loopback unless told otherwise, its own client
 // budget (200 / 400) unless --kube-api-qps / --kube-api-burst say otherwise, secure metrics from a
-// certificate directory.
+// certificate directory, --namespace with its alias --watch-namespace, the config mount path and
+// the tenant policy flags.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { iotRateLimitDefaults, parseOperatorOptions } from '../src/options.ts';
 
+const parse = (...args: string[]) => parseOperatorOptions(['--operator-name', 'devawsk8s', ...args]);
+
 describe('IoT operator options', () => {
   it('defaults: loopback metrics, the IoT client budget, plain HTTP', () => {
-    const options = parseOperatorOptions(['--operator-name', 'devawsk8s']);
+    const options = parse();
     assert.equal(options.metricsBindAddress, '127.0.0.1:8080');
     assert.deepEqual(options.rateLimit, iotRateLimitDefaults);
     assert.deepEqual(iotRateLimitDefaults, { qps: 200, burst: 400 });
@@ -15,8 +18,31 @@ describe('IoT operator options', () => {
   });
 
   it('flags set the client budget and secure metrics', () => {
-    const options = parseOperatorOptions(['--operator-name', 'devawsk8s', '--kube-api-qps', '20', '--kube-api-burst', '30', '--metrics-secure', '--metrics-cert-dir', '/var/run/metrics-cert']);
+    const options = parse('--kube-api-qps', '20', '--kube-api-burst', '30', '--metrics-secure', '--metrics-cert-dir', '/var/run/metrics-cert');
     assert.deepEqual(options.rateLimit, { qps: 20, burst: 30 });
     assert.deepEqual(options.secureMetrics, { certFile: '/var/run/metrics-cert/tls.crt', keyFile: '/var/run/metrics-cert/tls.key' });
+  });
+
+  it('--namespace limits the watches, as on every operator; --watch-namespace is its alias', () => {
+    assert.equal(parse('--namespace', 'team-a').watchNamespace, 'team-a');
+    assert.equal(parse('--watch-namespace', 'team-b').watchNamespace, 'team-b');
+    assert.equal(parse('--namespace', 'same', '--watch-namespace', 'same').watchNamespace, 'same');
+  });
+
+  it('config.yml is mounted where the seed says unless --config-mount-path says otherwise', () => {
+    assert.equal(parse().configMountPath, '/etc/sap/config.yml');
+    assert.equal(parse('--config-mount-path', '/srv/iot/config.yml').configMountPath, '/srv/iot/config.yml');
+  });
+
+  it('the tenant policy defaults to the default registry, ClusterIP and the built-in quota; flags override it', () => {
+    const defaults = parse('--default-registry', 'mirror.local/iot').tenancy!;
+    assert.deepEqual(defaults.allowedRegistries, ['mirror.local/iot']);
+    assert.deepEqual(defaults.allowedServiceTypes, ['ClusterIP']);
+    assert.deepEqual(defaults.defaultQuota, { cpu: '4', memory: '8Gi', storage: '100Gi' });
+    const custom = parse('--allowed-registries', 'a.example/x, b.example/', '--allowed-service-types', 'ClusterIP,LoadBalancer', '--max-quota', 'memory=65536Mi', '--default-container-requests', 'cpu=0.1').tenancy!;
+    assert.deepEqual(custom.allowedRegistries, ['a.example/x', 'b.example']);
+    assert.deepEqual(custom.allowedServiceTypes, ['ClusterIP', 'LoadBalancer']);
+    assert.deepEqual(custom.maxQuota, { cpu: '16', memory: '64Gi', storage: '1Ti' });
+    assert.deepEqual(custom.containerDefaults.requests, { cpu: '100m' });
   });
 });

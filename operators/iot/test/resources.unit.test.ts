@@ -10,6 +10,7 @@ import {
   desiredChildren,
   desiredConfigMap,
   desiredGatewayDeployment,
+  desiredEgressPolicy,
   desiredGatewayDevicesPolicy,
   desiredGatewayService,
   desiredImagePullSecret,
@@ -28,7 +29,8 @@ import {
   type IoTCredentials,
   writeStages,
 } from '../src/resources/index.ts';
-import { iotService, TEST_CONFIG, testInstance } from './fixtures.ts';
+import { iotService, PERMISSIVE_CONFIG, TEST_CONFIG, testInstance } from './fixtures.ts';
+import type { OperatorConfig } from '../src/resources/instance.ts';
 
 const PULL_SECRET: V1Secret = {
   apiVersion: 'v1',
@@ -39,8 +41,8 @@ const PULL_SECRET: V1Secret = {
 };
 const CREDENTIALS: IoTCredentials = { databasePassword: 'db-secret', brokerPassword: 'broker-secret', apiToken: 'token' };
 
-function children(spec: Record<string, unknown> = {}): DesiredChildren {
-  return desiredChildren(testInstance(spec), { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS });
+function children(spec: Record<string, unknown> = {}, config: OperatorConfig = TEST_CONFIG): DesiredChildren {
+  return desiredChildren(testInstance(spec, config), { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS });
 }
 
 function find<T>(all: DesiredChildren, kind: string, name: string): T {
@@ -116,14 +118,18 @@ describe('instance namespace', () => {
     assert.equal(ns.metadata.labels['pod-security.kubernetes.io/enforce'], 'restricted');
   });
 
-  it('is owned only when it carries this instance’s labels', () => {
-    const identity = { landscape: 'devawsk8s', id: 'tenant-a' };
-    const ours = find<{ metadata: { labels: Record<string, string> } }>(children(), 'Namespace', 'devawsk8s-tenant-a');
-    assert.equal(namespaceOwnership(undefined, identity), 'absent');
-    assert.equal(namespaceOwnership({ metadata: { name: 'devawsk8s-tenant-a', labels: ours.metadata.labels } }, identity), 'owned');
-    assert.equal(namespaceOwnership({ metadata: { name: 'devawsk8s-tenant-a' } }, identity), 'foreign');
+  it('is owned only when it carries this instance’s labels and this IoTService’s UID', () => {
+    const owner = { landscape: 'devawsk8s', id: 'tenant-a', ownerUid: 'uid-of-tenant-a' };
+    const ours = find<{ metadata: { labels: Record<string, string>; annotations: Record<string, string> } }>(children(), 'Namespace', 'devawsk8s-tenant-a');
+    assert.deepEqual(ours.metadata.annotations, { 'cp.iotservices.io/owner-uid': 'uid-of-tenant-a' });
+    assert.equal(namespaceOwnership(undefined, owner), 'absent');
+    assert.equal(namespaceOwnership({ metadata: ours.metadata }, owner), 'owned');
+    assert.equal(namespaceOwnership({ metadata: { name: 'devawsk8s-tenant-a' } }, owner), 'foreign');
+    assert.equal(namespaceOwnership({ metadata: { name: 'devawsk8s-tenant-a', labels: ours.metadata.labels } }, owner), 'foreign', 'merely labelled');
+    const earlierOwner = { 'cp.iotservices.io/owner-uid': 'uid-of-a-deleted-tenant-a' };
+    assert.equal(namespaceOwnership({ metadata: { name: 'devawsk8s-tenant-a', labels: ours.metadata.labels, annotations: earlierOwner } }, owner), 'foreign', 'another IoTService’s');
     const otherLandscape = { ...ours.metadata.labels, 'cp.iotservices.io/landscape': 'prod' };
-    assert.equal(namespaceOwnership({ metadata: { name: 'devawsk8s-tenant-a', labels: otherLandscape } }, identity), 'foreign');
+    assert.equal(namespaceOwnership({ metadata: { name: 'devawsk8s-tenant-a', labels: otherLandscape, annotations: ours.metadata.annotations } }, owner), 'foreign');
   });
 });
 
@@ -135,6 +141,9 @@ describe('desired children', () => {
       'Namespace//devawsk8s-tenant-a',
       'NetworkPolicy/devawsk8s-tenant-a/instance-isolation',
       'NetworkPolicy/devawsk8s-tenant-a/gateway-devices',
+      'NetworkPolicy/devawsk8s-tenant-a/instance-egress',
+      'ResourceQuota/devawsk8s-tenant-a/instance-quota',
+      'LimitRange/devawsk8s-tenant-a/instance-limits',
       'Secret/devawsk8s-tenant-a/image-pull-secret',
       'Secret/devawsk8s-tenant-a/iot-credentials',
       'ConfigMap/devawsk8s-tenant-a/iot-config',
@@ -155,7 +164,7 @@ describe('desired children', () => {
     );
   });
 
-  it('are written in three stages: the namespace; policies, secrets, config and services; then the workloads', () => {
+  it('are written in three stages: the namespace; policies, quota, secrets, config and services; then the workloads', () => {
     const all = children();
     const stages = writeStages(all.children).map((indexes) => indexes.map((i) => `${all.children[i]!.object.kind}/${all.children[i]!.object.metadata.name}`));
     assert.deepEqual(stages, [
@@ -163,6 +172,9 @@ describe('desired children', () => {
       [
         'NetworkPolicy/instance-isolation',
         'NetworkPolicy/gateway-devices',
+        'NetworkPolicy/instance-egress',
+        'ResourceQuota/instance-quota',
+        'LimitRange/instance-limits',
         'Secret/image-pull-secret',
         'Secret/iot-credentials',
         'ConfigMap/iot-config',
@@ -238,7 +250,7 @@ describe('images', () => {
   });
 
   it('use spec.registry over the default, and spec.<component>.image over both', () => {
-    const instance = testInstance({ registry: 'mirror.local:5000/iot', core: { image: 'custom/core@sha256:abc' } });
+    const instance = testInstance({ registry: 'mirror.local:5000/iot', core: { image: 'custom/core@sha256:abc' } }, PERMISSIVE_CONFIG);
     assert.equal(componentImage(instance, 'broker'), 'mirror.local:5000/iot/iot-broker:2.4.1');
     assert.equal(componentImage(instance, 'core'), 'custom/core@sha256:abc');
   });
@@ -276,13 +288,20 @@ describe('pods', () => {
     }
   });
 
-  it('pull with image-pull-secret and mount config.yml read-only at /etc/iot/config.yml', () => {
+  it('pull with image-pull-secret and mount config.yml read-only at /etc/sap/config.yml', () => {
     for (const [name, spec] of podSpecs(children())) {
       assert.deepEqual(spec.imagePullSecrets, [{ name: 'image-pull-secret' }], name);
-      const mount = onlyContainer(spec).volumeMounts?.find((m) => m.mountPath === '/etc/iot/config.yml');
-      assert.deepEqual(mount, { name: 'config', mountPath: '/etc/iot/config.yml', subPath: 'config.yml', readOnly: true }, name);
+      const mount = onlyContainer(spec).volumeMounts?.find((m) => m.mountPath === '/etc/sap/config.yml');
+      assert.deepEqual(mount, { name: 'config', mountPath: '/etc/sap/config.yml', subPath: 'config.yml', readOnly: true }, name);
       const volume = spec.volumes?.find((v) => v.name === 'config');
       assert.equal(volume?.configMap?.name, 'iot-config', name);
+    }
+  });
+
+  it('mount config.yml where the operator is told to, and say where in IOT_CONFIG_FILE', () => {
+    for (const [name, spec] of podSpecs(children({}, { ...TEST_CONFIG, configMountPath: '/srv/iot/config.yml' }))) {
+      assert.equal(onlyContainer(spec).volumeMounts?.find((m) => m.name === 'config')?.mountPath, '/srv/iot/config.yml', name);
+      assert.equal(onlyContainer(spec).env?.find((e) => e.name === 'IOT_CONFIG_FILE')?.value, '/srv/iot/config.yml', name);
     }
   });
 
@@ -429,7 +448,7 @@ describe('services', () => {
 
   it('gateway Service type comes from spec.gateway.serviceType', () => {
     assert.equal(desiredGatewayService(testInstance()).spec?.type, 'ClusterIP');
-    assert.equal(desiredGatewayService(testInstance({ gateway: { serviceType: 'LoadBalancer' } })).spec?.type, 'LoadBalancer');
+    assert.equal(desiredGatewayService(testInstance({ gateway: { serviceType: 'LoadBalancer' } }, PERMISSIVE_CONFIG)).spec?.type, 'LoadBalancer');
   });
 
   it('core serves 8080; broker and database are headless', () => {
@@ -491,14 +510,38 @@ describe('network policies', () => {
     assert.ok(!('_from' in (rule ?? {})), 'the wire field is `from`');
   });
 
-  it('gateway-devices admits device traffic from anywhere on the protocol ports only', () => {
-    const policy = desiredGatewayDevicesPolicy(testInstance({ gateway: { protocols: ['mqtts', 'coap'] } }));
-    assert.equal(policy.spec.podSelector?.matchLabels?.['app.kubernetes.io/component'], 'gateway');
-    const [rule] = policy.spec.ingress ?? [];
-    assert.equal(rule?.from, undefined, 'from anywhere');
+  it('gateway-devices admits device traffic only from the sources the spec names, on the protocol ports only', () => {
+    const closed = desiredGatewayDevicesPolicy(testInstance({ gateway: { protocols: ['mqtts', 'coap'] } }));
+    assert.equal(closed.spec.podSelector?.matchLabels?.['app.kubernetes.io/component'], 'gateway');
+    assert.deepEqual(closed.spec.policyTypes, ['Ingress']);
+    assert.equal(closed.spec.ingress, undefined, 'no sources: no device traffic');
+    const open = desiredGatewayDevicesPolicy(testInstance({ gateway: { protocols: ['mqtts', 'coap'], deviceSources: ['203.0.113.0/24', '2001:db8::/32'] } }));
+    const [rule, ...more] = open.spec.ingress ?? [];
+    assert.equal(more.length, 0);
+    assert.deepEqual(rule?.from, [{ ipBlock: { cidr: '203.0.113.0/24' } }, { ipBlock: { cidr: '2001:db8::/32' } }]);
     assert.deepEqual(rule?.ports, [
       { protocol: 'TCP', port: 8883 },
       { protocol: 'UDP', port: 5683 },
     ]);
+  });
+
+  it('instance-egress allows only the same instance, DNS in kube-system and declared destinations', () => {
+    const policy = desiredEgressPolicy(testInstance({ egress: [{ cidr: '198.51.100.0/24', ports: [443] }, { cidr: '192.0.2.7/32' }] }));
+    assert.deepEqual(policy.spec.policyTypes, ['Egress']);
+    assert.equal(policy.spec.podSelector?.matchLabels?.['cp.iotservices.io/instance'], 'tenant-a');
+    assert.deepEqual(policy.spec.egress?.slice(1), [
+      { to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } } }], ports: [{ protocol: 'UDP', port: 53 }, { protocol: 'TCP', port: 53 }] },
+      { to: [{ ipBlock: { cidr: '198.51.100.0/24' } }], ports: [{ protocol: 'TCP', port: 443 }] },
+      { to: [{ ipBlock: { cidr: '192.0.2.7/32' } }] },
+    ]);
+    assert.equal(policy.spec.egress?.[0]?.to?.[0]?.podSelector?.matchLabels?.['cp.iotservices.io/instance'], 'tenant-a');
+    assert.equal(desiredEgressPolicy(testInstance()).spec.egress?.length, 2, 'nothing declared: same instance and DNS only');
+  });
+
+  it('device sources and egress destinations must be CIDRs', () => {
+    for (const spec of [{ gateway: { deviceSources: ['0.0.0.0'] } }, { egress: [{ cidr: 'example.com/24' }] }]) {
+      const resolved = resolveInstance(iotService('tenant-a', { version: '2.4.1', ...spec }), TEST_CONFIG);
+      assert.ok(!resolved.ok && /must be a CIDR/.test(resolved.failure.message), JSON.stringify(spec));
+    }
   });
 });

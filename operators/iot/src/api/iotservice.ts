@@ -21,6 +21,7 @@
  * The operator's validator rejects them as well, so a pre-pruning object can never slip through.
  */
 
+import { isIP } from 'node:net';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler, ValueErrorType, type ValueError } from '@sinclair/typebox/compiler';
 import { Value } from '@sinclair/typebox/value';
@@ -48,8 +49,19 @@ export const QUANTITY_PATTERN =
 /** Storage size: a quantity, or empty for "no persistent volume". */
 export const STORAGE_PATTERN = `^$|${QUANTITY_PATTERN}`;
 
-/** Keys of config.yml that the operator writes itself; `spec.config` may not set them. */
+/** Keys of config.yml that the operator writes itself; `spec.config` may not set them in any spelling. */
 export const RESERVED_CONFIG_KEYS: readonly string[] = ['instance', 'landscape', 'namespace', 'version', 'endpoints'];
+
+/** A `spec.config` key: letters, digits, '.', '_' and '-', starting and ending with a letter or digit. */
+export const CONFIG_KEY_PATTERN = '^[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$';
+
+/**
+ * A config key as a reader might match it: case, '.', '_' and '-' ignored, so `Instance`,
+ * `VERSION` and `end_points` all name a reserved key. (The key grammar admits nothing else.)
+ */
+export function configKeySpelling(key: string): string {
+  return key.normalize('NFKC').toLowerCase().replace(/[^a-z0-9]/g, '');
+}
 
 export const GATEWAY_PROTOCOLS = ['mqtt', 'mqtts', 'http', 'coap'] as const;
 export type GatewayProtocol = (typeof GATEWAY_PROTOCOLS)[number];
@@ -106,9 +118,34 @@ const storageImmutable: CelRule = {
   message: 'storage and storageClassName cannot be changed after creation (StatefulSet volume claims are immutable)',
 };
 
+const deviceSourcesAreCidrs: CelRule = {
+  rule: 'self.all(c, isCIDR(c))',
+  message: 'every device source must be a CIDR such as 203.0.113.0/24',
+};
+
+const egressCidr: CelRule = {
+  rule: 'isCIDR(self.cidr)',
+  message: 'cidr must be a CIDR such as 198.51.100.0/24',
+};
+
+/** True for an IPv4 or IPv6 CIDR (address/prefix length), as CEL's isCIDR. */
+export function isCidr(text: string): boolean {
+  const [address = '', prefix, ...rest] = text.split('/');
+  const version = isIP(address);
+  if (version === 0 || prefix === undefined || rest.length > 0 || !/^\d{1,3}$/.test(prefix)) return false;
+  return Number(prefix) <= (version === 4 ? 32 : 128);
+}
+
+const configKeysWellFormed: CelRule = {
+  rule: `!has(self.config) || self.config.all(k, k.matches('${CONFIG_KEY_PATTERN}'))`,
+  message: "config keys may hold only letters, digits, '.', '_' and '-', start and end with a letter or digit, and have at most 128 characters",
+};
+
 const configKeysNotReserved: CelRule = {
-  rule: `!has(self.config) || !(${RESERVED_CONFIG_KEYS.map((k) => `'${k}' in self.config`).join(' || ')})`,
-  message: `config must not set ${RESERVED_CONFIG_KEYS.join(', ')}: the operator writes these keys of config.yml`,
+  rule:
+    "!has(self.config) || !self.config.exists(k, k.lowerAscii().replace('.', '').replace('_', '').replace('-', '') in " +
+    `[${RESERVED_CONFIG_KEYS.map((k) => `'${k}'`).join(', ')}])`,
+  message: `config must not set ${RESERVED_CONFIG_KEYS.join(', ')} in any case or spelling (ignoring '.', '_' and '-'): the operator writes these keys of config.yml`,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -122,6 +159,9 @@ export const QuantitySchema = Type.Union([Type.Integer({ minimum: 0 }), Type.Str
   description: 'A Kubernetes quantity, e.g. 500m, 2, 512Mi, 10Gi.',
   errorMessage: 'must be a non-negative Kubernetes quantity such as 500m, 2, 512Mi or 10Gi',
 });
+
+/** A quota value: a quantity, as in a ResourceQuota's `hard` list. */
+const QuotaQuantity = (description: string) => Type.Union([Type.Integer({ minimum: 0 }), Type.String({ pattern: QUANTITY_PATTERN })], { description, errorMessage: QuantitySchema.errorMessage as string });
 
 const ResourceList = (description: string) => Type.Record(Type.String(), QuantitySchema, { description });
 
@@ -209,6 +249,15 @@ export const GatewaySpecSchema = Type.Object(
         },
       ),
     ),
+    deviceSources: Type.Optional(
+      Type.Array(Type.String({ maxLength: 43 }), {
+        maxItems: 32,
+        description:
+          "CIDRs (e.g. 203.0.113.0/24) whose devices may reach the gateway's protocol ports. Empty or absent: no traffic from outside the instance reaches the gateway.",
+        errorMessage: 'must list CIDRs such as 203.0.113.0/24, at most 32',
+        'x-kubernetes-validations': [deviceSourcesAreCidrs],
+      }),
+    ),
     serviceType: Type.Optional(
       Type.Union(
         SERVICE_TYPES.map((t) => Type.Literal(t)),
@@ -274,17 +323,49 @@ export const IoTServiceSpecSchema = Type.Object(
     processing: Type.Optional(ProcessingSpecSchema),
     broker: Type.Optional(BrokerSpecSchema),
     database: Type.Optional(DatabaseSpecSchema),
+    egress: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            cidr: Type.String({ maxLength: 43, description: 'Destination CIDR, e.g. 198.51.100.0/24.' }),
+            ports: Type.Optional(
+              Type.Array(Type.Integer({ minimum: 1, maximum: 65535, format: 'int32' }), { maxItems: 16, description: 'TCP ports; absent: every port.' }),
+            ),
+          },
+          { additionalProperties: false, 'x-kubernetes-validations': [egressCidr] },
+        ),
+        {
+          maxItems: 32,
+          description:
+            "Destinations the instance's pods may connect to besides DNS (kube-system, port 53) and the instance's own pods; absent: none.",
+        },
+      ),
+    ),
+    quota: Type.Optional(
+      Type.Object(
+        {
+          cpu: Type.Optional(QuotaQuantity('CPU requested by all pods of the instance together, e.g. 4.')),
+          memory: Type.Optional(QuotaQuantity('Memory requested by all pods of the instance together, e.g. 8Gi.')),
+          storage: Type.Optional(QuotaQuantity('Storage requested by all persistent volume claims of the instance together, e.g. 100Gi.')),
+        },
+        {
+          additionalProperties: false,
+          description:
+            "The instance namespace's ResourceQuota. Each value defaults to the operator's --default-quota and may not exceed its --max-quota.",
+        },
+      ),
+    ),
     config: Type.Optional(
-      Type.Record(Type.String(), Type.String(), {
+      Type.Record(Type.String(), Type.String({ maxLength: 4096 }), {
         maxProperties: 256,
-        description: `Entries merged into config.yml (mounted at /etc/iot/config.yml); may not set ${RESERVED_CONFIG_KEYS.join(', ')}.`,
+        description: `Entries merged into config.yml (mounted at /etc/sap/config.yml unless the operator says otherwise); may not set ${RESERVED_CONFIG_KEYS.join(', ')} in any spelling. Every key and value is written as a quoted string.`,
       }),
     ),
   },
   {
     additionalProperties: false,
     description: 'Desired state of one IoT service instance.',
-    'x-kubernetes-validations': [configKeysNotReserved],
+    'x-kubernetes-validations': [configKeysWellFormed, configKeysNotReserved],
   },
 );
 
@@ -380,9 +461,24 @@ const crossFieldChecks: ReadonlyArray<{ path: string; message: string; holds: (s
     holds: (spec: DefaultedIoTServiceSpec) => !spec[component].storageClassName || !!spec[component].storage,
   })),
   {
+    path: 'spec.gateway.deviceSources',
+    message: deviceSourcesAreCidrs.message,
+    holds: (spec) => (spec.gateway.deviceSources ?? []).every(isCidr),
+  },
+  {
+    path: 'spec.egress',
+    message: egressCidr.message,
+    holds: (spec) => (spec.egress ?? []).every((rule) => isCidr(rule.cidr)),
+  },
+  {
+    path: 'spec.config',
+    message: configKeysWellFormed.message,
+    holds: (spec) => Object.keys(spec.config ?? {}).every((k) => new RegExp(CONFIG_KEY_PATTERN).test(k)),
+  },
+  {
     path: 'spec.config',
     message: configKeysNotReserved.message,
-    holds: (spec) => !RESERVED_CONFIG_KEYS.some((k) => Object.hasOwn(spec.config ?? {}, k)),
+    holds: (spec) => !Object.keys(spec.config ?? {}).some((k) => RESERVED_CONFIG_KEYS.includes(configKeySpelling(k))),
   },
 ];
 

@@ -3,7 +3,9 @@
  *
  * Guarantees: config.yml holds the instance id, landscape, namespace, version and the in-namespace
  * endpoints of broker, database and core, followed by `spec.config` (keys sorted; the schema
- * forbids overriding the operator's keys). Rendering is deterministic: the same instance gives
+ * forbids overriding the operator's keys in any spelling). Every key and every string value is
+ * written as a double-quoted YAML scalar, so no `spec.config` entry can become YAML syntax (`<<`
+ * a merge key, `yes` a boolean, `~` null) for any reader. Rendering is deterministic: the same instance gives
  * byte-identical text. `configChecksum` depends only on the ConfigMap data, so it changes exactly
  * when the configuration changes; it is put on every pod template to roll pods on a change
  * (subPath mounts do not see ConfigMap updates).
@@ -18,7 +20,8 @@ import { PORTS } from './ports.ts';
 
 export const CONFIG_MAP_NAME = 'iot-config';
 export const CONFIG_FILE_KEY = 'config.yml';
-export const CONFIG_MOUNT_PATH = '/etc/iot/config.yml';
+/** Where pods find config.yml unless the operator is told otherwise (`--config-mount-path`): the seed's path. */
+export const DEFAULT_CONFIG_MOUNT_PATH = '/etc/sap/config.yml';
 export const CONFIG_CHECKSUM_ANNOTATION = 'cp.iotservices.io/config-checksum';
 
 export interface InstanceEndpoints {
@@ -53,7 +56,7 @@ export function renderConfigYaml(instance: Instance): string {
   for (const key of Object.keys(user).sort()) document[key] = user[key];
   return (
     `# Managed by iot-operator for IoTService ${instance.id}; set spec.config instead of editing.\n` +
-    stringify(document, { lineWidth: 0 })
+    stringify(document, { lineWidth: 0, defaultKeyType: 'QUOTE_DOUBLE', defaultStringType: 'QUOTE_DOUBLE' })
   );
 }
 

@@ -4,7 +4,8 @@
  * Guarantees: `desiredChildren` is a pure, deterministic function of the resolved instance, the
  * landscape's image-pull-secret and a set of fresh credentials. It lists every child exactly once:
  * the Namespace first (everything else lives in it), then the NetworkPolicies (pods are isolated
- * from their first moment), Secrets, ConfigMap, Services, StatefulSets and Deployments. Each child
+ * from their first moment), the ResourceQuota and LimitRange (every pod is admitted under them),
+ * Secrets, ConfigMap, Services, StatefulSets and Deployments. Each child
  * has apiVersion, kind, metadata.name and (except the Namespace) metadata.namespace set, and the
  * instance labels. Children marked `createOnly` (the credentials) are created when missing and
  * never compared or changed afterwards; all others are kept equal to their desired form.
@@ -16,6 +17,7 @@
 import type {
   KubernetesObject,
   V1ConfigMap,
+  V1ResourceQuota,
   V1Deployment,
   V1Namespace,
   V1Secret,
@@ -26,12 +28,13 @@ import { configChecksum, desiredConfigMap } from './configmap.ts';
 import { desiredCoreDeployment, desiredGatewayDeployment, desiredProcessingDeployment } from './deployments.ts';
 import type { Instance } from './instance.ts';
 import { desiredNamespace } from './namespace.ts';
-import { desiredGatewayDevicesPolicy, desiredInstanceIsolationPolicy, type NetworkPolicy } from './network-policies.ts';
+import { desiredLimitRange, desiredResourceQuota, type LimitRange } from './namespace-limits.ts';
+import { desiredEgressPolicy, desiredGatewayDevicesPolicy, desiredInstanceIsolationPolicy, type NetworkPolicy } from './network-policies.ts';
 import { desiredCredentialsSecret, desiredImagePullSecret, type IoTCredentials } from './secrets.ts';
 import { desiredBrokerService, desiredCoreService, desiredDatabaseService, desiredGatewayService } from './services.ts';
 import { desiredBrokerStatefulSet, desiredDatabaseStatefulSet } from './statefulsets.ts';
 
-export type ChildObject = V1Namespace | NetworkPolicy | V1Secret | V1ConfigMap | V1Service | V1StatefulSet | V1Deployment;
+export type ChildObject = V1Namespace | NetworkPolicy | V1ResourceQuota | LimitRange | V1Secret | V1ConfigMap | V1Service | V1StatefulSet | V1Deployment;
 
 /** A child as it is sent with server-side apply: identity fields are always present. */
 export type DesiredObject = ChildObject & {
@@ -65,6 +68,8 @@ export interface DesiredChildren {
 export const CHILD_KINDS: ReadonlyArray<{ apiVersion: string; kind: string; plural: string; namespaced: boolean }> = [
   { apiVersion: 'v1', kind: 'Namespace', plural: 'namespaces', namespaced: false },
   { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', plural: 'networkpolicies', namespaced: true },
+  { apiVersion: 'v1', kind: 'ResourceQuota', plural: 'resourcequotas', namespaced: true },
+  { apiVersion: 'v1', kind: 'LimitRange', plural: 'limitranges', namespaced: true },
   { apiVersion: 'v1', kind: 'Secret', plural: 'secrets', namespaced: true },
   { apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps', namespaced: true },
   { apiVersion: 'v1', kind: 'Service', plural: 'services', namespaced: true },
@@ -82,6 +87,9 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredNamespace(instance, instance.namespace)),
       apply(desiredInstanceIsolationPolicy(instance)),
       apply(desiredGatewayDevicesPolicy(instance)),
+      apply(desiredEgressPolicy(instance)),
+      apply(desiredResourceQuota(instance)),
+      apply(desiredLimitRange(instance)),
       apply(desiredImagePullSecret(instance, sources.imagePullSecret)),
       { object: desiredCredentialsSecret(instance, sources.credentials) as DesiredObject, createOnly: true },
       apply(configMap),
@@ -102,6 +110,8 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
 const WRITE_STAGE_OF_KIND: Readonly<Record<string, number>> = {
   Namespace: 0,
   NetworkPolicy: 1,
+  ResourceQuota: 1,
+  LimitRange: 1,
   Secret: 1,
   ConfigMap: 1,
   Service: 1,
@@ -130,6 +140,7 @@ export * from './deployments.ts';
 export * from './instance.ts';
 export * from './labels.ts';
 export * from './namespace.ts';
+export * from './namespace-limits.ts';
 export * from './network-policies.ts';
 export * from './pod.ts';
 export * from './ports.ts';
@@ -137,3 +148,4 @@ export * from './quantity.ts';
 export * from './secrets.ts';
 export * from './services.ts';
 export * from './statefulsets.ts';
+export * from './tenant-policy.ts';

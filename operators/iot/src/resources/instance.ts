@@ -3,14 +3,17 @@
  * functions need, checked once.
  *
  * Guarantees: `resolveInstance` either returns an `Instance` whose namespace name is a valid
- * DNS-1123 label and whose spec is schema-valid with every default applied, or a typed `Failure`
- * (NamespaceNameInvalid, InvalidSpec) whose message tells the user what to change. It does no I/O.
+ * DNS-1123 label, whose spec is schema-valid with every default applied and within the
+ * operator's tenant policy (allowed registries, Service types, quota maximum), or a typed
+ * `Failure` (NamespaceNameInvalid, InvalidSpec, RegistryNotAllowed, ServiceTypeNotAllowed,
+ * QuotaAboveLimit) whose message tells the user what to change. It does no I/O.
  */
 
 import { validateIoTServiceSpec, type DefaultedIoTServiceSpec, type IoTService } from '../api/iotservice.ts';
 import { invalidSpecFailure, type Failure } from '../failure.ts';
-import type { InstanceIdentity } from './labels.ts';
-import { instanceNamespaceName } from './namespace.ts';
+import { DEFAULT_CONFIG_MOUNT_PATH } from './configmap.ts';
+import { instanceNamespaceName, type NamespaceOwner } from './namespace.ts';
+import { checkTenantPolicy, defaultTenantPolicy, type QuotaValues, type TenantPolicy } from './tenant-policy.ts';
 
 /** The operator's process configuration, as far as desired state depends on it. */
 export interface OperatorConfig {
@@ -18,9 +21,13 @@ export interface OperatorConfig {
   operatorName: string;
   /** Registry/prefix for images when `spec.registry` is empty; '' means bare image names. */
   defaultRegistry: string;
+  /** What IoTService authors may ask for; default `defaultTenantPolicy(defaultRegistry)`. */
+  tenancy?: TenantPolicy;
+  /** Where pods find config.yml; default `DEFAULT_CONFIG_MOUNT_PATH`. */
+  configMountPath?: string;
 }
 
-export interface Instance extends InstanceIdentity {
+export interface Instance extends NamespaceOwner {
   /** `<landscape>-<id>`, a valid DNS-1123 label. */
   namespace: string;
   /** metadata.generation of the IoTService (0 when unset). */
@@ -28,6 +35,12 @@ export interface Instance extends InstanceIdentity {
   spec: DefaultedIoTServiceSpec;
   /** Effective image registry without trailing '/', '' for none. */
   registry: string;
+  /** The instance namespace's ResourceQuota values. */
+  quota: QuotaValues;
+  /** LimitRange defaults of the instance namespace's containers. */
+  containerDefaults: TenantPolicy['containerDefaults'];
+  /** Absolute path at which every pod finds config.yml. */
+  configMountPath: string;
 }
 
 export type ResolveResult =
@@ -46,15 +59,22 @@ export function resolveInstance(iotService: Pick<IoTService, 'metadata' | 'spec'
     return { ok: false, failure: invalidSpecFailure(validated.errors), namespace: namespace.name };
   }
   const registry = (validated.spec.registry || config.defaultRegistry).replace(/\/+$/, '');
+  const policy = config.tenancy ?? defaultTenantPolicy(config.defaultRegistry);
+  const allowed = checkTenantPolicy(validated.spec, registry, policy);
+  if (!allowed.ok) return { ok: false, failure: allowed.failure, namespace: namespace.name };
   return {
     ok: true,
     instance: {
       landscape: config.operatorName,
       id,
+      ownerUid: iotService.metadata.uid ?? '',
       namespace: namespace.name,
       generation: iotService.metadata.generation ?? 0,
       spec: validated.spec,
       registry,
+      quota: allowed.quota,
+      containerDefaults: policy.containerDefaults,
+      configMountPath: config.configMountPath ?? DEFAULT_CONFIG_MOUNT_PATH,
     },
   };
 }

@@ -4,12 +4,18 @@
  * Guarantees: `instanceNamespaceName` returns a name only if it is a valid DNS-1123 label; else a
  * typed error whose message names the 63-character limit (or the allowed characters). The desired
  * Namespace carries the instance labels and enforces the `restricted` Pod Security Standard (every
- * pod the operator creates satisfies it). `namespaceOwnership` tells an operator-created namespace
- * of this instance from a foreign one, which must never be adopted or deleted.
+ * pod the operator creates satisfies it) and records the owning IoTService's UID in the
+ * `cp.iotservices.io/owner-uid` annotation. `namespaceOwnership` calls a namespace `owned` only
+ * when it carries this instance's labels *and* this IoTService's UID: a namespace someone merely
+ * labelled, or one left behind by an earlier IoTService of the same name, is `foreign` and is
+ * never adopted, changed or deleted.
  */
 
 import type { V1Namespace } from '@kubernetes/client-node';
 import { hasLabels, instanceLabels, type InstanceIdentity } from './labels.ts';
+
+/** The UID of the IoTService an instance namespace was created for. */
+export const OWNER_UID_ANNOTATION = 'cp.iotservices.io/owner-uid';
 
 export const DNS1123_LABEL_MAX_LENGTH = 63;
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -55,25 +61,33 @@ export function instanceNamespaceName(landscape: string, id: string): NamespaceN
   return { ok: true, name };
 }
 
-export function desiredNamespace(identity: InstanceIdentity, name: string): V1Namespace {
+/** Who an instance namespace belongs to: the instance and the UID of its IoTService. */
+export interface NamespaceOwner extends InstanceIdentity {
+  ownerUid: string;
+}
+
+export function desiredNamespace(owner: NamespaceOwner, name: string): V1Namespace {
   return {
     apiVersion: 'v1',
     kind: 'Namespace',
     metadata: {
       name,
-      labels: { ...instanceLabels(identity), [POD_SECURITY_ENFORCE_LABEL]: 'restricted' },
+      labels: { ...instanceLabels(owner), [POD_SECURITY_ENFORCE_LABEL]: 'restricted' },
+      annotations: { [OWNER_UID_ANNOTATION]: owner.ownerUid },
     },
   };
 }
 
 /**
  * - `absent`: no such namespace; the operator may create it.
- * - `owned`: created by this operator for this instance of this landscape.
+ * - `owned`: created by this operator for this instance of this landscape and this IoTService
+ *   (labels and owner UID match).
  * - `foreign`: anything else; never adopted, changed or deleted.
  */
 export type NamespaceOwnership = 'absent' | 'owned' | 'foreign';
 
-export function namespaceOwnership(observed: V1Namespace | undefined, identity: InstanceIdentity): NamespaceOwnership {
+export function namespaceOwnership(observed: V1Namespace | undefined, owner: NamespaceOwner): NamespaceOwnership {
   if (!observed) return 'absent';
-  return hasLabels(observed.metadata?.labels, instanceLabels(identity)) ? 'owned' : 'foreign';
+  const labelled = hasLabels(observed.metadata?.labels, instanceLabels(owner));
+  return labelled && owner.ownerUid !== '' && observed.metadata?.annotations?.[OWNER_UID_ANNOTATION] === owner.ownerUid ? 'owned' : 'foreign';
 }

@@ -5,7 +5,7 @@
  * read-only root filesystem, no privilege escalation, all capabilities dropped and the
  * RuntimeDefault seccomp profile (it passes the `restricted` Pod Security Standard); every
  * container has readiness and liveness probes; config.yml is mounted read-only at
- * /etc/iot/config.yml (subPath) and /tmp is a small writable emptyDir; the template carries the
+ * the instance's config mount path (default /etc/sap/config.yml, subPath) and /tmp is a small writable emptyDir; the template carries the
  * config checksum annotation, so a configuration change rolls the pods. Objects are written in
  * the form the API server returns them (explicit `protocol`, numeric ports, canonical
  * quantities, no empty maps or lists), so a matching child compares equal to its desired form.
@@ -22,7 +22,7 @@ import type {
   V1VolumeMount,
 } from '@kubernetes/client-node';
 import type { ComponentName, ResourceRequirements } from '../api/iotservice.ts';
-import { CONFIG_CHECKSUM_ANNOTATION, CONFIG_FILE_KEY, CONFIG_MAP_NAME, CONFIG_MOUNT_PATH } from './configmap.ts';
+import { CONFIG_CHECKSUM_ANNOTATION, CONFIG_FILE_KEY, CONFIG_MAP_NAME } from './configmap.ts';
 import type { Instance } from './instance.ts';
 import { componentLabels } from './labels.ts';
 import type { NamedPort } from './ports.ts';
@@ -103,9 +103,9 @@ function containerPorts(ports: readonly NamedPort[]): V1ContainerPort[] {
   return ports.map((p) => ({ name: p.name, containerPort: p.port, protocol: p.protocol }));
 }
 
-function environment(credentials: readonly CredentialName[]): V1EnvVar[] {
+function environment(configMountPath: string, credentials: readonly CredentialName[]): V1EnvVar[] {
   return [
-    { name: 'IOT_CONFIG_FILE', value: CONFIG_MOUNT_PATH },
+    { name: 'IOT_CONFIG_FILE', value: configMountPath },
     ...credentials.map((credential) => ({
       name: CREDENTIAL_ENV[credential],
       valueFrom: { secretKeyRef: { name: CREDENTIALS_SECRET_NAME, key: CREDENTIAL_KEYS[credential] } },
@@ -126,7 +126,7 @@ export function desiredPodTemplate(
 ): V1PodTemplateSpec {
   const spec = instance.spec[component];
   const volumeMounts: V1VolumeMount[] = [
-    { name: CONFIG_VOLUME, mountPath: CONFIG_MOUNT_PATH, subPath: CONFIG_FILE_KEY, readOnly: true },
+    { name: CONFIG_VOLUME, mountPath: instance.configMountPath, subPath: CONFIG_FILE_KEY, readOnly: true },
     { name: TMP_VOLUME, mountPath: '/tmp' },
   ];
   if (runtime.dataPath) volumeMounts.push({ name: DATA_VOLUME, mountPath: runtime.dataPath });
@@ -143,7 +143,7 @@ export function desiredPodTemplate(
     image: componentImage(instance, component),
     imagePullPolicy: 'IfNotPresent',
     ...(runtime.ports.length > 0 ? { ports: containerPorts(runtime.ports) } : {}),
-    env: environment(runtime.credentials),
+    env: environment(instance.configMountPath, runtime.credentials),
     ...(resources ? { resources } : {}),
     volumeMounts,
     readinessProbe: runtime.readinessProbe,

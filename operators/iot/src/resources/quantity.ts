@@ -9,7 +9,8 @@
  * `1000` -> `1k`, `0.5Ki` -> `512`), and exponent notation stays exponent notation (`1.5e3` -> `1500`,
  * `10e3` -> `10e3`). Desired objects carry this form so that comparing them with what the server
  * returns finds no difference once applied. A string outside the grammar is returned unchanged
- * (the API server will refuse it and say why).
+ * (the API server will refuse it and say why). `quantityNanos` gives a quantity's exact value
+ * (in nano units, rounded up like the API server) so that two quantities can be compared.
  */
 
 const NANO_PER_UNIT = 1_000_000_000n;
@@ -58,14 +59,7 @@ export function canonicalQuantity(quantity: string | number): string {
     return String(quantity);
   }
 
-  // value = digits * 10^scale * 1024^binaryPower; count it in nano units, rounding up.
-  const digits = BigInt(`${whole}${fraction}` || '0');
-  const scale = exponent10 - fraction.length + 9;
-  let numerator = digits * 1024n ** BigInt(binaryPower);
-  let denominator = 1n;
-  if (scale >= 0) numerator *= 10n ** BigInt(scale);
-  else denominator = 10n ** BigInt(-scale);
-  const nanos = (numerator + denominator - 1n) / denominator;
+  const nanos = nanoUnits(whole, fraction, exponent10, binaryPower);
   if (nanos === 0n) return '0';
   const negative = sign === '-';
 
@@ -95,6 +89,32 @@ export function canonicalQuantity(quantity: string | number): string {
   const decimalSuffix = DECIMAL_SUFFIX_BY_EXPONENT.get(exponent);
   // Beyond 10^18 the API server has no SI suffix; leave such values as written.
   return decimalSuffix === undefined ? String(quantity) : `${prefix}${decimalSuffix}`;
+}
+
+/** value = digits * 10^scale * 1024^binaryPower, counted in nano units, rounded up. */
+function nanoUnits(whole: string, fraction: string, exponent10: number, binaryPower: number): bigint {
+  const digits = BigInt(`${whole}${fraction}` || '0');
+  const scale = exponent10 - fraction.length + 9;
+  let numerator = digits * 1024n ** BigInt(binaryPower);
+  let denominator = 1n;
+  if (scale >= 0) numerator *= 10n ** BigInt(scale);
+  else denominator = 10n ** BigInt(-scale);
+  return (numerator + denominator - 1n) / denominator;
+}
+
+/** The value of a non-negative quantity in nano units (for comparing quantities), or undefined outside the grammar. */
+export function quantityNanos(quantity: string | number): bigint | undefined {
+  const match = QUANTITY.exec(String(quantity).trim());
+  if (!match || match[1] === '-') return undefined;
+  const [, , number = '', suffix = ''] = match;
+  const [whole = '', fraction = ''] = number.split('.');
+  if (suffix in DECIMAL_SUFFIX_EXPONENT) return nanoUnits(whole, fraction, DECIMAL_SUFFIX_EXPONENT[suffix] ?? 0, 0);
+  if (suffix in BINARY_SUFFIX_POWER) return nanoUnits(whole, fraction, 0, BINARY_SUFFIX_POWER[suffix] ?? 0);
+  if (/^[eE][+-]?[0-9]+$/.test(suffix)) {
+    const exponent10 = Number.parseInt(suffix.slice(1), 10);
+    return Math.abs(exponent10) > 1000 ? undefined : nanoUnits(whole, fraction, exponent10, 0);
+  }
+  return undefined;
 }
 
 /** A map of quantities (ResourceList) in canonical form, keys sorted. */

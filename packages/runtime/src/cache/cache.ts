@@ -8,6 +8,7 @@
  * - Every informer is scoped by the type's configured namespace, label selector and field
  *   selector (or the cache-wide default namespace), so memory holds only what is selected
  *   (guarantee 10); each informer indexes by namespace, owner UID and the configured labels.
+ *   A type configured `metadataOnly` receives and holds only object metadata.
  * - `waitForSync` resolves when every informer has listed once, and fails with an error naming
  *   the types still unsynced when the timeout passes; it returns at once when its signal aborts
  *   (a shutdown during start-up does not wait for the sync timeout).
@@ -17,6 +18,7 @@ import type { KubeClient } from '../client/client.ts';
 import { objectKey, typeId, type KubeObject, type ResourceType } from '../client/resource.ts';
 import { clientSource, type Selection } from '../watch/source.ts';
 import { Informer, type Transform } from './informer.ts';
+import { metadataSource } from './metadata-source.ts';
 import type { WatcherConfig } from '../watch/watcher.ts';
 import { matchesSelector, parseSelector } from './selector.ts';
 import { byLabel, byNamespace, byOwnerUid, labelIndex, namespaceIndex, ownerUidIndex, type IndexFunc } from './store.ts';
@@ -25,6 +27,8 @@ export interface TypeCacheOptions extends Selection {
   /** Labels to index by (e.g. an instance label), for `list({ index: { label, value } })`. */
   indexLabels?: string[];
   transform?: Transform<KubeObject>;
+  /** Receive and hold only metadata (PartialObjectMetadata): no spec, data or status. */
+  metadataOnly?: boolean;
 }
 
 export interface CacheOptions {
@@ -82,7 +86,7 @@ export class Cache implements CacheReader {
         [ownerUidIndex, byOwnerUid],
         ...(typeOptions?.indexLabels ?? []).map((label): [string, IndexFunc<KubeObject>] => [labelIndex(label), byLabel(label)]),
       ]);
-      const source = clientSource<KubeObject>(this.client, type, scope);
+      const source = typeOptions?.metadataOnly ? metadataSource<KubeObject>(this.client, type, scope) : clientSource<KubeObject>(this.client, type, scope);
       informer = new Informer(source, {
         indexers,
         transform: typeOptions?.transform,

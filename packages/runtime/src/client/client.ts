@@ -30,6 +30,8 @@ export interface ListOptions {
   limit?: number;
   continue?: string;
   resourceVersion?: string;
+  /** Accept header (see HttpRequest.accept). */
+  accept?: string;
 }
 
 export interface ObjectList<T extends KubeObject = KubeObject> {
@@ -45,6 +47,8 @@ export interface WatchOptions {
   allowWatchBookmarks?: boolean;
   timeoutSeconds?: number;
   signal?: AbortSignal;
+  /** Accept header (see HttpRequest.accept). */
+  accept?: string;
 }
 
 export interface ApplyOptions {
@@ -106,8 +110,8 @@ export class KubeClient {
   }
 
   async list<T extends KubeObject = KubeObject>(type: ResourceType, options: ListOptions = {}): Promise<ObjectList<T>> {
-    const { namespace, ...query } = options;
-    return this.call<ObjectList<T>>({ method: 'GET', path: collectionPath(type, namespace), query: { ...query } });
+    const { namespace, accept, ...query } = options;
+    return this.call<ObjectList<T>>({ method: 'GET', path: collectionPath(type, namespace), query: { ...query }, accept });
   }
 
   /** Lists every page (500 objects per request) and returns all items with the snapshot's resourceVersion. */
@@ -173,12 +177,12 @@ export class KubeClient {
 
   /** Opens a watch stream; the caller reads `lines` (one JSON watch event each) and closes it. */
   async watch(type: ResourceType, options: WatchOptions): Promise<HttpStream> {
-    const { namespace, signal, ...query } = options;
+    const { namespace, signal, accept, ...query } = options;
     await this.throttle('WATCH', signal);
     const started = performance.now();
     let stream: HttpStream;
     try {
-      stream = await this.transport.stream({ method: 'GET', path: collectionPath(type, namespace), query: { watch: true, ...query }, signal });
+      stream = await this.transport.stream({ method: 'GET', path: collectionPath(type, namespace), query: { watch: true, ...query }, signal, accept });
     } catch (err) {
       this.record('WATCH', '<error>', started);
       throw ApiError.transport(err, 'WATCH', collectionPath(type, namespace));

@@ -28,6 +28,8 @@ export interface HttpRequest {
   signal?: AbortSignal;
   /** Abort a non-streaming request after this many milliseconds (default 60 s). */
   timeoutMs?: number;
+  /** Accept header; default `application/json` (e.g. `...;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1` for metadata only). */
+  accept?: string;
 }
 
 export interface HttpResponse {
@@ -144,7 +146,7 @@ export class Transport {
     const url = new URL(req.path, this.url);
     for (const [k, v] of Object.entries(req.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
     const payload = req.body === undefined ? undefined : Buffer.from(typeof req.body === 'string' ? req.body : JSON.stringify(req.body));
-    const requestHeaders: Record<string, string> = { ...headers, Accept: 'application/json', 'User-Agent': 'iot-operator-runtime' };
+    const requestHeaders: Record<string, string> = { ...headers, Accept: req.accept ?? 'application/json', 'User-Agent': 'iot-operator-runtime' };
     if (payload) {
       requestHeaders['Content-Type'] = req.contentType ?? 'application/json';
       requestHeaders['Content-Length'] = String(payload.length);
