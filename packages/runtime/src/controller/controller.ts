@@ -7,7 +7,8 @@
  *   (guarantee 2, through the work queue).
  * - A reconciler that throws, or returns a rejected promise, never kills the process: the error
  *   is logged with the controller, object and reconcile id, counted, and the key retried with
- *   backoff; a `TerminalError` is not retried (guarantees 4 and 5).
+ *   backoff; a `TerminalError` is not retried (guarantees 4 and 5); an `UnexpectedShapeError`
+ *   (status/shape.ts) also gets a Warning Event and the object's `Degraded` condition.
  * - Every primary object is re-enqueued every resync period (default 10 h, ±10 % jitter) so
  *   that missed drift is eventually repaired (guarantee 3); `resyncNow` does it at once.
  * - `stop` takes no new work and waits up to the deadline (default 30 s) for in-flight
@@ -22,6 +23,7 @@ import type { RuntimeMetrics } from '../metrics/runtime-metrics.ts';
 import { WorkQueue } from '../queue/workqueue.ts';
 import { requestKey, TerminalError, type Reconciler, type Request } from './reconcile.ts';
 import { splitKey } from '../client/resource.ts';
+import { reportUnexpectedShape, UnexpectedShapeError } from '../status/shape.ts';
 
 export interface ControllerOptions {
   maxConcurrentReconciles: number;
@@ -137,6 +139,11 @@ export class Controller {
         metrics.reconcileTotal.inc({ controller: this.name, result: 'error' });
         this.queue.forget(key);
         log.error({ err: describe(err) }, 'reconcile failed with a terminal error; not retrying');
+        if (err instanceof UnexpectedShapeError) {
+          await reportUnexpectedShape(err, this.deps.client, this.deps.recorder).catch((reportErr: unknown) =>
+            log.warn({ err: describe(reportErr) }, 'could not set the Degraded condition of an object of unexpected shape'),
+          );
+        }
       } else {
         metrics.reconcileTotal.inc({ controller: this.name, result: 'error' });
         this.queue.addRateLimited(key);
