@@ -91,7 +91,7 @@ describe('leader election under a hung API server', () => {
       await reportFault({
         fault: "Leader's Lease requests hang (API server unresponsive for one replica)",
         injection: "proxy `hang()` on every coordination.k8s.io request of the leader's process only",
-        behaviour: `renewal cancelled at the 10 s renew deadline; leader stopped its controllers and exited 1 ${(exitedAfterMs / 1000).toFixed(1)} s after the hang; the other replica took the lease ${(takeoverMs / 1000).toFixed(1)} s after the hang (bound 17 s); no write of the old leader after the new one's first (before: old leader kept writing for 60 s)`,
+        behaviour: `renewal cancelled at the 10 s renew deadline; leader stopped its controllers and exited 1 ${(exitedAfterMs / 1000).toFixed(1)} s after the hang; the other replica took the lease ${(takeoverMs / 1000).toFixed(1)} s after the hang (bound 17 s); no write of the old leader after the new one's first (before: the old leader kept writing after the new one's first write, its hung renewal failing only at the 60 s request timeout)`,
         recoveryMs: takeoverMs,
         objectsLost: 0,
         test: 'packages/runtime/test/faults/leader-election.e2e.test.ts',
