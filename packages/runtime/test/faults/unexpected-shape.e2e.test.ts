@@ -115,7 +115,7 @@ describe('objects of unexpected shape', () => {
     await reportFault({
       fault: 'Object of unexpected shape (status written under an older CRD: `conditions: "x"`)',
       injection: 'status written under a permissive CRD, then the CRD tightened (no proxy needed)',
-      behaviour: 'UnexpectedShapeError (terminal, reconciled once), Warning Event `UnexpectedShape`, condition `Degraded=True` naming `status.conditions`; other Gadgets reconciled (without the check, reading \`conditions\` as a list throws a TypeError on every retry, with nothing on the object)',
+      behaviour: 'UnexpectedShapeError (terminal, reconciled once), Warning Event `UnexpectedShape`, condition `Degraded=True` naming `status.conditions`; other Gadgets reconciled (without the check, reading `conditions` as a list throws a TypeError on every retry, with nothing on the object)',
       recoveryMs,
       objectsLost: 0,
       test: 'packages/runtime/test/faults/unexpected-shape.e2e.test.ts',
