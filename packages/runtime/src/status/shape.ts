@@ -15,6 +15,10 @@
  *   True, reason `UnexpectedShape`, message naming the field) through `reportUnexpectedShape`,
  *   replacing `status.conditions` only when that list itself is malformed. Other objects keep
  *   being reconciled; the object is reconciled again when it changes.
+ * - `clearUnexpectedShape` (called by the controller after the next successful reconcile of
+ *   such an object) sets `Degraded` back to False, reason `ShapeCorrected`, with a
+ *   resourceVersion-guarded status write: on a conflict it writes nothing rather than overwrite
+ *   a newer status.
  */
 import type { TSchema, Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
@@ -73,6 +77,16 @@ export function checkShape<S extends TSchema>(type: ResourceType, object: KubeOb
     .map((part) => (/^\d+$/.test(part) ? `[${part}]` : `.${part}`))
     .join('');
   throw new UnexpectedShapeError(type, object, `${field}${below}`, first.message.replace(/^Expected /, '').toLowerCase(), first.value);
+}
+
+/** Sets `Degraded` back to False on an object whose shape was reported and has since been reconciled successfully. */
+export async function clearUnexpectedShape(type: ResourceType, name: string, namespace: string | undefined, client: KubeApi): Promise<void> {
+  const current = await client.get<KubeObject & { status?: Record<string, unknown> }>(type, name, namespace);
+  const conditions = readConditions(type, current);
+  const degraded = conditions.find((c) => c.type === 'Degraded');
+  if (degraded?.status !== 'True' || degraded.reason !== 'UnexpectedShape') return;
+  const next = setCondition(conditions, { type: 'Degraded', status: 'False', reason: 'ShapeCorrected', message: 'reconciled successfully since the unexpected shape was reported', observedGeneration: current.metadata.generation });
+  await client.replaceStatus(type, { ...current, status: { ...current.status, conditions: next } });
 }
 
 /** The Warning Event and the `Degraded` condition for an object of an unexpected shape. */

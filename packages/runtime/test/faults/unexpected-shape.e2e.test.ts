@@ -58,7 +58,7 @@ after(async () => {
 });
 
 describe('objects of unexpected shape', () => {
-  it('a status written under an older CRD degrades only that object: terminal error, Warning Event, Degraded condition naming the field', async () => {
+  it('a status written under an older CRD degrades only that object: terminal error, Warning Event, Degraded condition naming the field, cleared once it reconciles again', async () => {
     const ns = await env.namespace('fault-shape');
     await env.installCrd(gadgetCrd(olderStatus));
     for (const name of ['bad', 'good']) await env.client.create(Gadget, { metadata: { name, namespace: ns }, spec: { size: 1 } } as GadgetObject);
@@ -112,10 +112,17 @@ describe('objects of unexpected shape', () => {
       const s = await status('later');
       return { done: findCondition(s?.conditions, 'Ready')?.status === 'True', value: undefined, seen: s };
     });
+    // Once the object changes and reconciles cleanly, Degraded goes back to False.
+    await env.client.patch(Gadget, 'bad', ns, { spec: { size: 3 } });
+    await waitFor('the corrected Gadget to be Ready and no longer Degraded', async () => {
+      const s = await status('bad');
+      const done = findCondition(s?.conditions, 'Ready')?.status === 'True' && findCondition(s?.conditions, 'Degraded')?.status === 'False';
+      return { done, value: undefined, seen: s };
+    });
     await reportFault({
       fault: 'Object of unexpected shape (status written under an older CRD: `conditions: "x"`)',
       injection: 'status written under a permissive CRD, then the CRD tightened (no proxy needed)',
-      behaviour: 'UnexpectedShapeError (terminal, reconciled once), Warning Event `UnexpectedShape`, condition `Degraded=True` naming `status.conditions`; other Gadgets reconciled (without the check, reading `conditions` as a list throws a TypeError on every retry, with nothing on the object)',
+      behaviour: 'UnexpectedShapeError (terminal, reconciled once), Warning Event `UnexpectedShape`, condition `Degraded=True` naming `status.conditions`; other Gadgets reconciled; after the next change and a clean reconcile, `Degraded=False` (without the check, reading `conditions` as a list throws a TypeError on every retry, with nothing on the object)',
       recoveryMs,
       objectsLost: 0,
       test: 'packages/runtime/test/faults/unexpected-shape.e2e.test.ts',
