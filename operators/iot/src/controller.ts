@@ -33,6 +33,7 @@ import {
   isApiError,
   isNotFound,
   overlay,
+  readConditions,
   removeFinalizer,
   type ApiError,
   type KubeObject,
@@ -149,6 +150,9 @@ class IoTReconcile {
       return;
     }
     if (cached.metadata.deletionTimestamp) return this.finalize(cached);
+    // A status of another shape (written under an older CRD) stops here, named, before any write:
+    // the runtime marks the instance Degraded instead of a TypeError being retried forever.
+    readConditions(IoTServiceType, cached);
     const iot = await addFinalizer(this.ctx.client, IoTServiceType, cached, FINALIZER);
 
     const resolved = resolveInstance(iot, this.config);
