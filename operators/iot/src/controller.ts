@@ -43,6 +43,7 @@ import {
   isApiError,
   isNotFound,
   overlay,
+  readConditions,
   removeFinalizer,
   type ApiError,
   type KubeObject,
@@ -195,6 +196,9 @@ class IoTReconcile {
     }
     try {
       if (cached.metadata.deletionTimestamp) return await this.finalize(cached);
+      // A status of another shape (written under an older CRD) stops here, named, before any write:
+      // the runtime marks the instance Degraded instead of a TypeError being retried forever.
+      readConditions(IoTServiceType, cached);
       const iot = await this.permitted(this.iotServicePatch(cached, 'add its cleanup finalizer to the IoTService'), () => addFinalizer(this.ctx.client, IoTServiceType, cached, FINALIZER));
 
       const resolved = resolveInstance(iot, this.config);

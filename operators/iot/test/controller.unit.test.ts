@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
-import { ApiError, Kinds, type ApplyOptions, type KubeObject, type ResourceType } from '@iot-operator/runtime';
+import { ApiError, Kinds, UnexpectedShapeError, type ApplyOptions, type KubeObject, type ResourceType } from '@iot-operator/runtime';
 import { FakeClient } from '@iot-operator/runtime/testing';
 import type { IoTService } from '../src/api/iotservice.ts';
 import { IoTServiceType, iotReconciler } from '../src/controller.ts';
@@ -113,5 +113,17 @@ describe('IoTService reconcile: writing the children', () => {
     await reconcile();
     assert.equal(workloadWrites(cluster.log).count, 10, 'the retry writes the workloads');
     assert.equal(cluster.peek(Kinds.Service, 'core', INSTANCE_NAMESPACE)?.kind, 'Service');
+  });
+
+  it('a status of an unexpected shape (conditions: "x") fails as an UnexpectedShapeError naming the field, before any write', async () => {
+    const cluster = new SlowClient();
+    cluster.seed(IoTServiceType, { ...iotService('tenant-a', { version: '2.4.1' }), status: { conditions: 'x' } } as unknown as KubeObject);
+    const reconciler = iotReconciler({ ...TEST_CONFIG, watchNamespace: '', maxConcurrentReconciles: 1 });
+    await assert.rejects(reconciler({ namespace: TEST_CONFIG.operatorName, name: 'tenant-a' }, cluster.reconcileContext()), (err: unknown) => {
+      assert.ok(err instanceof UnexpectedShapeError, `expected an UnexpectedShapeError, got ${String(err)}`);
+      assert.equal(err.field, 'status.conditions');
+      return true;
+    });
+    assert.deepEqual(cluster.writes, [], 'nothing written');
   });
 });

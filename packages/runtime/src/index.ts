@@ -27,6 +27,7 @@ export * from './manager/operator-process.ts';
 export * from './manager/metrics-service.ts';
 export * from './metrics/runtime-metrics.ts';
 export * from './status/conditions.ts';
+export * from './status/shape.ts';
 export * from './apply/subset.ts';
 export * from './apply/overlay.ts';
 export * from './apply/desired-hash.ts';

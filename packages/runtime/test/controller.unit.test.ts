@@ -6,6 +6,9 @@ import { TerminalError, type Reconciler } from '../src/controller/reconcile.ts';
 import type { EventRecorder } from '../src/events/recorder.ts';
 import { RuntimeMetrics } from '../src/metrics/runtime-metrics.ts';
 import { FakeClient } from '../src/testing/fake-client.ts';
+import type { KubeObject, ResourceType } from '../src/client/resource.ts';
+import { findCondition, type Condition } from '../src/status/conditions.ts';
+import { readConditions } from '../src/status/shape.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const noEvents: EventRecorder = { event: () => {}, flush: async () => {} };
@@ -121,5 +124,47 @@ describe('controller', () => {
     await stopping;
     assert.equal(finished, true, 'the in-flight reconcile finished before stop resolved');
     assert.equal(calls, 1, 'no work was taken after stop');
+  });
+
+  it('an object of unexpected shape: one reconcile, a Warning Event, Degraded=True naming the field; cleared after the next success', async () => {
+    const Widget: ResourceType = { group: 'example.com', version: 'v1', kind: 'Widget', plural: 'widgets', namespaced: true };
+    type WidgetObject = KubeObject & { status?: { conditions?: Condition[] } };
+    const fake = new FakeClient();
+    fake.seed(Widget, { metadata: { name: 'a', namespace: 'ns' }, status: { conditions: 'x' } } as KubeObject);
+    const events: string[] = [];
+    let calls = 0;
+    const controller = new Controller('widgets', async (req, ctx) => {
+      calls++;
+      readConditions(Widget, await ctx.client.get<WidgetObject>(Widget, req.name, req.namespace));
+    }, { maxConcurrentReconciles: 1, resyncPeriodMs: 3_600_000 }, {
+      client: fake,
+      cache: fake.cacheReader(),
+      metrics: new RuntimeMetrics(),
+      logger: pino({ level: 'silent' }),
+      recorder: { event: (_obj, type, reason, message) => void events.push(`${type} ${reason}: ${message}`), flush: async () => {} },
+      primaryKeys: () => [],
+    });
+    const stop = new AbortController();
+    controller.start(stop.signal);
+    const degraded = async () => {
+      const conditions = (await fake.get<WidgetObject>(Widget, 'a', 'ns')).status?.conditions;
+      return Array.isArray(conditions) ? findCondition(conditions, 'Degraded') : undefined;
+    };
+    controller.enqueue({ namespace: 'ns', name: 'a' });
+    while (!(await degraded())) await sleep(5);
+    await sleep(50);
+    assert.equal(calls, 1, 'a terminal error: not retried');
+    assert.equal((await degraded())?.status, 'True');
+    assert.equal((await degraded())?.reason, 'UnexpectedShape');
+    assert.match((await degraded())?.message ?? '', /field status\.conditions has an unexpected shape/);
+    assert.equal(events.length, 1);
+    assert.match(events[0]!, /^Warning UnexpectedShape: Widget ns\/a: field status\.conditions/);
+
+    controller.enqueue({ namespace: 'ns', name: 'a' });
+    while ((await degraded())?.status !== 'False') await sleep(5);
+    assert.equal((await degraded())?.reason, 'ShapeCorrected');
+    assert.equal(calls, 2);
+    stop.abort();
+    await controller.stop(1000);
   });
 });

@@ -7,7 +7,9 @@
  *   (guarantee 2, through the work queue).
  * - A reconciler that throws, or returns a rejected promise, never kills the process: the error
  *   is logged with the controller, object and reconcile id, counted, and the key retried with
- *   backoff; a `TerminalError` is not retried (guarantees 4 and 5).
+ *   backoff; a `TerminalError` is not retried (guarantees 4 and 5); an `UnexpectedShapeError`
+ *   (status/shape.ts) also gets a Warning Event and the object's `Degraded` condition, set back
+ *   to False after the object's next successful reconcile in this process.
  * - Every primary object is re-enqueued every resync period (default 10 h, ±10 % jitter) so
  *   that missed drift is eventually repaired (guarantee 3); `resyncNow` does it at once.
  * - `stop` takes no new work and waits up to the deadline (default 30 s) for in-flight
@@ -22,6 +24,8 @@ import type { RuntimeMetrics } from '../metrics/runtime-metrics.ts';
 import { WorkQueue } from '../queue/workqueue.ts';
 import { requestKey, TerminalError, type Reconciler, type Request } from './reconcile.ts';
 import { splitKey } from '../client/resource.ts';
+import { clearUnexpectedShape, reportUnexpectedShape, UnexpectedShapeError } from '../status/shape.ts';
+import type { ResourceType } from '../client/resource.ts';
 
 export interface ControllerOptions {
   maxConcurrentReconciles: number;
@@ -50,6 +54,8 @@ export class Controller {
   private workers: Promise<void>[] = [];
   private resyncTimer: NodeJS.Timeout | undefined;
   private signal: AbortSignal | undefined;
+  /** The object reported as of unexpected shape per key, until a reconcile of the key succeeds. */
+  private readonly degraded = new Map<string, { type: ResourceType; name: string; namespace?: string }>();
 
   constructor(
     readonly name: string,
@@ -129,6 +135,13 @@ export class Controller {
       const result = await this.reconciler(request, { client: this.deps.client, cache: this.deps.cache, log, recorder: this.deps.recorder, signal });
       const after = result?.requeueAfterMs;
       this.queue.forget(key);
+      const degraded = this.degraded.get(key);
+      if (degraded) {
+        this.degraded.delete(key);
+        await clearUnexpectedShape(degraded.type, degraded.name, degraded.namespace, this.deps.client).catch((clearErr: unknown) =>
+          log.warn({ err: describe(clearErr) }, 'could not clear the Degraded condition of a corrected object'),
+        );
+      }
       if (after !== undefined && after > 0) {
         metrics.reconcileTotal.inc({ controller: this.name, result: 'requeue_after' });
         this.queue.addAfter(key, after);
@@ -142,6 +155,12 @@ export class Controller {
         metrics.reconcileTotal.inc({ controller: this.name, result: 'error' });
         this.queue.forget(key);
         log.error({ err: describe(err) }, 'reconcile failed with a terminal error; not retrying');
+        if (err instanceof UnexpectedShapeError) {
+          this.degraded.set(key, { type: err.type, name: err.object.metadata.name ?? '', namespace: err.object.metadata.namespace });
+          await reportUnexpectedShape(err, this.deps.client, this.deps.recorder).catch((reportErr: unknown) =>
+            log.warn({ err: describe(reportErr) }, 'could not set the Degraded condition of an object of unexpected shape'),
+          );
+        }
       } else {
         metrics.reconcileTotal.inc({ controller: this.name, result: 'error' });
         this.queue.addRateLimited(key);

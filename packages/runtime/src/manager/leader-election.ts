@@ -240,7 +240,8 @@ export class LeaderElector {
     } catch (err) {
       // A lost race (conflict, already exists), an unreachable API server or a cancelled
       // request: not holding it now. A leader keeps trying until its renew deadline passes.
-      this.onError?.(err);
+      // A cancelled request was reported by `attempt` already (or is part of a shutdown).
+      if (!signal.aborted) this.onError?.(err);
       return false;
     }
   }
