@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { parseAllDocuments } from 'yaml';
-import { repoRoot, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import { installServiceMonitorApi, removeServiceMonitorApi, repoRoot, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 
 const run = promisify(execFile);
 const chart = path.join(repoRoot, 'operators/iot/chart/iot-operator');
@@ -41,17 +42,44 @@ describe('the Helm chart', () => {
       '--set', 'imagePullSecret.create=true', '--set', 'imagePullSecret.dockerconfigjson=e30=', '--set', 'image.tag=1.2.3']);
     const objects = parseAllDocuments(rendered).map((d) => d.toJSON() as { kind: string; metadata: { name: string; namespace?: string } }).filter(Boolean);
     assert.deepEqual(objects.map((o) => o.kind).sort(), [
-      'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Deployment', 'Role', 'RoleBinding', 'Secret', 'ServiceAccount',
+      'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Deployment', 'Role', 'RoleBinding', 'Secret', 'Service', 'ServiceAccount',
       'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding',
     ]);
-    for (const o of objects.filter((o) => ['Deployment', 'Role', 'RoleBinding', 'Secret', 'ServiceAccount'].includes(o.kind))) assert.equal(o.metadata.namespace, landscape, `${o.kind} in the release namespace`);
+    for (const o of objects.filter((o) => ['Deployment', 'Role', 'RoleBinding', 'Secret', 'Service', 'ServiceAccount'].includes(o.kind))) assert.equal(o.metadata.namespace, landscape, `${o.kind} in the release namespace`);
     assert.match(rendered, new RegExp(`request\\.userInfo\\.username == 'system:serviceaccount:${landscape}:iot-operator'`), 'the policy confines this release’s ServiceAccount');
     assert.match(rendered, /image: "registry\.example\.com\/iot\/iot-operator:1\.2\.3"/);
     assert.match(rendered, /- --leader-elect/);
     assert.match(rendered, /- --allowed-service-types=ClusterIP/);
 
     const stdout = await runWithInput(kubectl, ['--kubeconfig', env.kubeconfigPath, 'apply', '--dry-run=server', '-f', '-'], rendered);
-    for (const kind of ['serviceaccount', 'secret', 'clusterrole', 'clusterrolebinding', 'role', 'rolebinding', 'validatingadmissionpolicy', 'validatingadmissionpolicybinding', 'deployment']) assert.match(stdout, new RegExp(`${kind}[^\\n]*(created|configured|unchanged) \\(server dry run\\)`));
+    for (const kind of ['serviceaccount', 'secret', 'service', 'clusterrole', 'clusterrolebinding', 'role', 'rolebinding', 'validatingadmissionpolicy', 'validatingadmissionpolicybinding', 'deployment']) assert.match(stdout, new RegExp(`${kind}[^\\n]*(created|configured|unchanged) \\(server dry run\\)`));
+  });
+
+  it('a metrics Service always; a ServiceMonitor only where the Prometheus Operator API is served', async () => {
+    const landscape = await env.namespace('chart-metrics');
+    const render = async (...extra: string[]) =>
+      (await run(helm, ['template', 'iot', chart, '--namespace', landscape, '--kube-version', '1.33.0', '--show-only', 'templates/metrics-service.yaml', ...extra])).stdout;
+    const kinds = (rendered: string) => parseAllDocuments(rendered).map((d) => (d.toJSON() as { kind: string } | null)?.kind).filter(Boolean);
+    assert.deepEqual(kinds(await render()), ['Service']);
+    const withApi = await render('--api-versions', 'monitoring.coreos.com/v1/ServiceMonitor');
+    assert.deepEqual(kinds(withApi), ['Service', 'ServiceMonitor']);
+    assert.deepEqual(kinds(await render('--api-versions', 'monitoring.coreos.com/v1/ServiceMonitor', '--set', 'metrics.serviceMonitor=false')), ['Service']);
+    const deployFiles = ['metrics_service.yml', 'service_monitor.yml'].map((f) => path.join(repoRoot, 'operators/iot/deploy', f));
+    const deployed = (await Promise.all(deployFiles.map((f) => readFile(f, 'utf8')))).join('\n---\n').replaceAll('devawsk8s', landscape);
+
+    // Without the API the ServiceMonitor is refused by name; with it (a stand-in CRD) both are accepted.
+    await removeServiceMonitorApi(env);
+    await assert.rejects(runWithInput(kubectl, ['--kubeconfig', env.kubeconfigPath, 'apply', '--dry-run=server', '-f', '-'], deployed), /no matches for kind "ServiceMonitor"/);
+    await installServiceMonitorApi(env);
+    try {
+      for (const manifests of [withApi, deployed]) {
+        const stdout = await runWithInput(kubectl, ['--kubeconfig', env.kubeconfigPath, 'apply', '--dry-run=server', '-f', '-'], manifests);
+        assert.match(stdout, /service\/iot-operator-metrics created \(server dry run\)/);
+        assert.match(stdout, /servicemonitor\.monitoring\.coreos\.com\/iot-operator-metrics created \(server dry run\)/);
+      }
+    } finally {
+      await removeServiceMonitorApi(env);
+    }
   });
 
   it('refuses to render a pull secret without credentials', async () => {

@@ -15,13 +15,11 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { isNotFound, Kinds, ServiceMonitor, type KubeObject, type OwnerReference, type ResourceType } from '@iot-operator/runtime';
-import { serviceAccountKubeconfig, spawnOperator, testEnv, type OperatorProcess, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
+import { installServiceMonitorApi, removeServiceMonitorApi, serviceAccountKubeconfig, spawnOperator, testEnv, type OperatorProcess, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
 import { MEMCACHED_CRD_FILE } from '../src/api/crd.ts';
 
 const deployDir = fileURLToPath(new URL('../deploy/', import.meta.url));
 const memcachedCrdFile = fileURLToPath(new URL(`../${MEMCACHED_CRD_FILE}`, import.meta.url));
-const serviceMonitorCrdFile = fileURLToPath(new URL('fixtures/monitoring.coreos.com_servicemonitors.yml', import.meta.url));
-const SERVICE_MONITOR_CRD = 'servicemonitors.monitoring.coreos.com';
 
 interface ServiceObject extends KubeObject {
   metadata: KubeObject['metadata'] & { ownerReferences?: OwnerReference[] };
@@ -67,20 +65,10 @@ async function stopped(operator: OperatorProcess): Promise<void> {
   assert.equal(code, 0, `operator exit code (output: ${operator.output().slice(-2000)})`);
 }
 
-async function removeStandInCrd(): Promise<void> {
-  const crd = await env.client.get(Kinds.CustomResourceDefinition, SERVICE_MONITOR_CRD).catch((err: unknown) => {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  });
-  if (!crd) return;
-  if (crd.metadata.labels?.['iot-operator.test/stand-in'] !== 'true') throw new Error(`${SERVICE_MONITOR_CRD} is installed and is not this project's stand-in: not touching it`);
-  await env.uninstallCrd(SERVICE_MONITOR_CRD);
-}
-
 describe('memcached operator: metrics Service and ServiceMonitor', () => {
   before(async () => {
     env = await testEnv();
-    await removeStandInCrd();
+    await removeServiceMonitorApi(env);
     await env.installCrd(memcachedCrdFile);
     ns = await env.namespace('mc-metrics');
     kubeconfig = await serviceAccountKubeconfig(env, ns, ['service_account.yaml', 'role.yaml', 'role_binding.yaml'].map((f) => path.join(deployDir, f)));
@@ -95,7 +83,7 @@ describe('memcached operator: metrics Service and ServiceMonitor', () => {
 
   after(async () => {
     await kubeconfig?.cleanup();
-    await removeStandInCrd().catch(() => undefined);
+    await removeServiceMonitorApi(env).catch(() => undefined);
     await env?.cleanup();
   });
 
@@ -125,7 +113,7 @@ describe('memcached operator: metrics Service and ServiceMonitor', () => {
   });
 
   test('with the ServiceMonitor API and OPERATOR_NAME: Service, ServiceMonitor and Lease are named after the operator', async () => {
-    await env.installCrd(serviceMonitorCrdFile);
+    await installServiceMonitorApi(env);
     const port = await freePort();
     const operator = runAsPod(port, { OPERATOR_NAME: 'cache-operator' });
     try {

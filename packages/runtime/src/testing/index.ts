@@ -1,7 +1,7 @@
 /**
  * Test support: the in-memory fake client for unit tests, the e2e environment on the local
  * cluster, a kubeconfig that runs an operator as its ServiceAccount, an operator run as a
- * child process, and the fault-injecting API proxy.
+ * child process, the fault-injecting API proxy, and a stand-in for the ServiceMonitor API.
  */
 export * from './env.ts';
 export * from './fake-client.ts';
@@ -9,3 +9,4 @@ export * from './fault-proxy.ts';
 export * from './fault-rules.ts';
 export * from './process.ts';
 export * from './service-account.ts';
+export * from './service-monitor.ts';
