@@ -14,7 +14,7 @@
 import { metricsSecureNeedsCertDir, parseBurst, parseQps, secureMetricsFromCertDir, type RateLimit, type SecureMetricsOptions } from '@iot-operator/runtime';
 import { Command, InvalidArgumentError } from 'commander';
 import { SERVICE_TYPES, type GatewayServiceType } from './api/iotservice.ts';
-import { DEFAULT_CONFIG_MOUNT_PATH } from './resources/configmap.ts';
+import { DEFAULT_CONFIG_MOUNT_PATH } from './resources/instance.ts';
 import { canonicalQuantity, quantityNanos } from './resources/quantity.ts';
 import { QUOTA_RESOURCES, defaultTenantPolicy, type QuotaValues, type TenantPolicy } from './resources/tenant-policy.ts';
 

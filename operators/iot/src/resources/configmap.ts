@@ -20,8 +20,6 @@ import { PORTS } from './ports.ts';
 
 export const CONFIG_MAP_NAME = 'iot-config';
 export const CONFIG_FILE_KEY = 'config.yml';
-/** Where pods find config.yml unless the operator is told otherwise (`--config-mount-path`): the seed's path. */
-export const DEFAULT_CONFIG_MOUNT_PATH = '/etc/sap/config.yml';
 export const CONFIG_CHECKSUM_ANNOTATION = 'cp.iotservices.io/config-checksum';
 
 export interface InstanceEndpoints {

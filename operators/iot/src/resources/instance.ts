@@ -11,9 +11,11 @@
 
 import { validateIoTServiceSpec, type DefaultedIoTServiceSpec, type IoTService } from '../api/iotservice.ts';
 import { invalidSpecFailure, type Failure } from '../failure.ts';
-import { DEFAULT_CONFIG_MOUNT_PATH } from './configmap.ts';
 import { instanceNamespaceName, type NamespaceOwner } from './namespace.ts';
 import { checkTenantPolicy, defaultTenantPolicy, type QuotaValues, type TenantPolicy } from './tenant-policy.ts';
+
+/** Where pods find config.yml unless the operator is told otherwise (`--config-mount-path`): the seed's path. */
+export const DEFAULT_CONFIG_MOUNT_PATH = '/etc/sap/config.yml';
 
 /** The operator's process configuration, as far as desired state depends on it. */
 export interface OperatorConfig {
