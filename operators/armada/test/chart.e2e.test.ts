@@ -1,0 +1,112 @@
+// The operator's Helm chart (chart/armada-operator) installed with the real `helm install` on the
+// local cluster: the objects it creates, that its CRDs are the ones deploy/ has, and that
+// `helm uninstall` removes what it installed (CRDs stay, as Helm does with a chart's crds/).
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { after, before, describe, it } from 'node:test';
+import { isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
+import { repoRoot, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+
+const run = promisify(execFile);
+const operatorDir = path.join(repoRoot, 'operators/armada');
+const chart = path.join(operatorDir, 'chart/armada-operator');
+const CRD_NAMES = ['armadacharts.armada.airshipit.org', 'armadachartgroups.armada.airshipit.org', 'armadamanifests.armada.airshipit.org'];
+
+let env: TestEnv;
+let helm: string;
+
+function helmCmd(args: string[]): Promise<{ stdout: string; stderr: string }> {
+  return run(helm, ['--kubeconfig', env.kubeconfigPath, ...args], { timeout: 300_000 });
+}
+
+interface Container {
+  image: string;
+  args?: string[];
+  env?: Array<{ name: string; value?: string }>;
+}
+type Deployment = KubeObject & {
+  spec: { template: { spec: { serviceAccountName: string; containers: Container[] } } };
+  status?: { readyReplicas?: number };
+};
+type ClusterRole = KubeObject & { rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }> };
+type ClusterRoleBinding = KubeObject & { subjects: Array<{ kind: string; name: string; namespace: string }>; roleRef: { name: string } };
+
+before(async () => {
+  env = await testEnv();
+  helm = (await run('bash', [path.join(repoRoot, 'cluster/build-helm.sh')], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
+});
+
+after(async () => {
+  await env?.cleanup();
+});
+
+describe('the operator chart', () => {
+  it('lints clean, and carries the CRDs of deploy/crds unchanged', async () => {
+    const { stdout } = await run(helm, ['lint', '--strict', chart, '--kube-version', '1.33.0']);
+    assert.match(stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/);
+    const deployed = readdirSync(path.join(operatorDir, 'deploy/crds')).sort();
+    assert.deepEqual(readdirSync(path.join(chart, 'crds')).sort(), deployed, 'the chart has a copy of every CRD file of deploy/crds');
+    for (const file of deployed) {
+      assert.equal(readFileSync(path.join(chart, 'crds', file), 'utf8'), readFileSync(path.join(operatorDir, 'deploy/crds', file), 'utf8'), `chart/armada-operator/crds/${file} is stale: copy deploy/crds/${file}`);
+    }
+  });
+
+  it('helm install creates the CRDs, ServiceAccount, RBAC, Service and an available Deployment; helm uninstall removes them', async () => {
+    const ns = await env.namespace('armada-chart');
+    const release = 'armada-operator';
+    await helmCmd(['install', release, chart, '--namespace', ns, '--set', 'image.tag=1.2.3', '--set', `watchNamespace=${ns}`, '--wait', '--timeout', '120s']);
+
+    const { stdout: listed } = await helmCmd(['list', '--namespace', ns, '--output', 'json']);
+    const releases = JSON.parse(listed) as Array<{ name: string; status: string; chart: string }>;
+    assert.deepEqual(releases.map((r) => [r.name, r.status, r.chart]), [[release, 'deployed', 'armada-operator-0.1.0']]);
+
+    for (const name of CRD_NAMES) {
+      const crd = await env.client.get(Kinds.CustomResourceDefinition, name);
+      const established = (crd.status as { conditions?: Array<{ type: string; status: string }> }).conditions?.some((c) => c.type === 'Established' && c.status === 'True');
+      assert.ok(established, `CRD ${name} is Established`);
+    }
+
+    await env.client.get(Kinds.ServiceAccount, 'armada-operator', ns);
+    const role = (await env.client.get(Kinds.ClusterRole, `armada-operator-${ns}`)) as ClusterRole;
+    const armadaRule = role.rules.find((r) => r.apiGroups.includes('armada.airshipit.org') && r.resources.includes('armadacharts'));
+    assert.ok(armadaRule?.verbs.includes('watch') && armadaRule.verbs.includes('patch'), `the ClusterRole lets the operator watch and patch ArmadaCharts: ${JSON.stringify(role.rules)}`);
+    assert.ok(role.rules.some((r) => r.resources.includes('armadacharts/status') && r.verbs.includes('patch')), 'the ClusterRole lets the operator write ArmadaChart status');
+    assert.ok(role.rules.some((r) => r.apiGroups.includes('') && r.resources.includes('secrets') && r.verbs.includes('create')), "the ClusterRole lets Helm write its release Secrets");
+    const binding = (await env.client.get(Kinds.ClusterRoleBinding, `armada-operator-${ns}`)) as ClusterRoleBinding;
+    assert.equal(binding.roleRef.name, `armada-operator-${ns}`);
+    assert.deepEqual(binding.subjects, [{ kind: 'ServiceAccount', name: 'armada-operator', namespace: ns }]);
+    await env.client.get(Kinds.Service, 'armada-operator', ns);
+
+    const deployment = (await env.client.get(Kinds.Deployment, 'armada-operator', ns)) as Deployment;
+    assert.equal(deployment.status?.readyReplicas, 1, 'helm --wait returned with the Deployment available (kwok runs its pod)');
+    const pod = deployment.spec.template.spec;
+    assert.equal(pod.serviceAccountName, 'armada-operator');
+    const container = pod.containers[0]!;
+    assert.equal(container.image, 'registry.example.com/armada/armada-operator:1.2.3');
+    assert.deepEqual(container.args, ['--leader-elect', '--metrics-bind-address=0.0.0.0:8080', '--log-level=info']);
+    assert.deepEqual(container.env?.find((e) => e.name === 'WATCH_NAMESPACE'), { name: 'WATCH_NAMESPACE', value: ns });
+
+    await helmCmd(['uninstall', release, '--namespace', ns, '--wait', '--timeout', '120s']);
+    for (const [type, name, namespace] of [
+      [Kinds.Deployment, 'armada-operator', ns],
+      [Kinds.ServiceAccount, 'armada-operator', ns],
+      [Kinds.Service, 'armada-operator', ns],
+      [Kinds.ClusterRole, `armada-operator-${ns}`, undefined],
+      [Kinds.ClusterRoleBinding, `armada-operator-${ns}`, undefined],
+    ] as const) {
+      await env.waitFor(`${type.kind} ${name} to be removed by helm uninstall`, async () => {
+        try {
+          await env.client.get(type, name, namespace);
+          return { done: false, value: undefined, seen: 'still there' };
+        } catch (err) {
+          if (isNotFound(err)) return { done: true, value: undefined };
+          throw err;
+        }
+      });
+    }
+    for (const name of CRD_NAMES) await env.client.get(Kinds.CustomResourceDefinition, name);
+  });
+});
