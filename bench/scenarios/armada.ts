@@ -4,9 +4,9 @@
  * of the same N releases installed by running `helm install --wait` directly, P at a time.
  *
  * Floor first (its own namespace, removed afterwards), then the operator. P (`--workers`,
- * default 4) is the parallelism of the floor; the operator is started with the same number of
- * concurrent chart reconciles (`--max-concurrent-reconciles P`), so both run at most P Helm
- * commands at a time. A chart is done when its status says `actual_state: deployed`,
+ * default 4, the operator's default number of concurrent chart reconciles) is the parallelism of
+ * the floor; with `--workers` the operator gets `--max-concurrent-reconciles P` too, so both run
+ * at most P Helm commands at a time. A chart is done when its status says `actual_state: deployed`,
  * `satisfied: true`; a floor release when its `helm install --wait` returned.
  *
  * Figures: wall time of both and their ratio, per-release time (p50/p99), the operator's requests
@@ -34,6 +34,7 @@ const run = promisify(execFile);
 export const ArmadaChartType = customResource('armada.airshipit.org', 'v1alpha1', 'ArmadaChart', 'armadacharts');
 export const ARMADA_CRDS = ['armadacharts', 'armadachartgroups', 'armadamanifests'].map((p) => `operators/armada/deploy/crds/armada_v1alpha1_${p.slice(0, -1)}_crd.yml`);
 export const ARMADA_DEFAULT_COMMAND = 'node operators/armada/dist/armada-operator.mjs --log-level warn';
+/** The operator's default number of ArmadaCharts reconciled in parallel (operators/armada/src/operator.ts). */
 export const ARMADA_DEFAULT_WORKERS = 4;
 const TEST_CHART = path.join(repoRoot, 'operators/armada/helm-charts/testchart');
 const HELM_TIMEOUT_S = 300;
@@ -89,7 +90,7 @@ export async function runArmada(ctx: BenchContext): Promise<ScenarioOutput> {
 
   const namespace = uniqueName('armada');
   await createNamespace(ctx.client, namespace);
-  const command = ctx.options.operatorCmd ?? `${ARMADA_DEFAULT_COMMAND} --max-concurrent-reconciles ${workers}`;
+  const command = ctx.options.operatorCmd ?? `${ARMADA_DEFAULT_COMMAND}${ctx.options.workers === undefined ? '' : ` --max-concurrent-reconciles ${workers}`}`;
   const op = await OperatorProcess.start({
     command,
     env: { KUBECONFIG: ctx.kubeconfig, WATCH_NAMESPACE: namespace, HELM_BINARY: helm },
