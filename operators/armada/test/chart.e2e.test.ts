@@ -1,22 +1,29 @@
 // The operator's Helm chart (chart/armada-operator) installed with the real `helm install` on the
-// local cluster: the objects it creates, that its CRDs are the ones deploy/ has, and that
-// `helm uninstall` removes what it installed (CRDs stay, as Helm does with a chart's crds/).
+// local cluster: the objects it creates, that its CRDs are the ones deploy/ has, that the
+// operator running as the chart's ServiceAccount (only the chart's RBAC) installs and uninstalls
+// the examples' releases, and that `helm uninstall` removes what it installed (CRDs stay, as Helm
+// does with a chart's crds/).
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { readFileSync, readdirSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
-import { isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { customResource, isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
 import { repoRoot, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 
 const run = promisify(execFile);
 const operatorDir = path.join(repoRoot, 'operators/armada');
 const chart = path.join(operatorDir, 'chart/armada-operator');
 const CRD_NAMES = ['armadacharts.armada.airshipit.org', 'armadachartgroups.armada.airshipit.org', 'armadamanifests.armada.airshipit.org'];
+const ArmadaManifest = customResource('armada.airshipit.org', 'v1alpha1', 'ArmadaManifest', 'armadamanifests');
 
 let env: TestEnv;
 let helm: string;
+let kubectl: string;
 
 function helmCmd(args: string[]): Promise<{ stdout: string; stderr: string }> {
   return run(helm, ['--kubeconfig', env.kubeconfigPath, ...args], { timeout: 300_000 });
@@ -34,9 +41,38 @@ type Deployment = KubeObject & {
 type ClusterRole = KubeObject & { rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }> };
 type ClusterRoleBinding = KubeObject & { subjects: Array<{ kind: string; name: string; namespace: string }>; roleRef: { name: string } };
 
+/** A kubeconfig for the test cluster that authenticates as `namespace/serviceAccount` only (a TokenRequest token). */
+async function serviceAccountKubeconfig(namespace: string, serviceAccount: string): Promise<{ file: string; remove: () => Promise<void> }> {
+  const request = await env.client.raw<{ status?: { token?: string } }>({
+    method: 'POST',
+    path: `/api/v1/namespaces/${namespace}/serviceaccounts/${serviceAccount}/token`,
+    body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
+  });
+  assert.ok(request.status?.token, `a token for ServiceAccount ${namespace}/${serviceAccount}`);
+  const admin = parseYaml(await readFile(env.kubeconfigPath, 'utf8')) as { clusters: Array<{ cluster: Record<string, unknown> }> };
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'armada-chart-sa-'));
+  const file = path.join(dir, 'kubeconfig.yaml');
+  const config = {
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name: 'test', cluster: admin.clusters[0]!.cluster }],
+    users: [{ name: serviceAccount, user: { token: request.status.token } }],
+    contexts: [{ name: 'test', context: { cluster: 'test', user: serviceAccount, namespace } }],
+    'current-context': 'test',
+  };
+  await writeFile(file, stringifyYaml(config), { mode: 0o600 });
+  return { file, remove: () => rm(dir, { recursive: true, force: true }) };
+}
+
+async function helmReleases(namespace: string): Promise<Array<[string, string]>> {
+  const { stdout } = await helmCmd(['list', '--namespace', namespace, '--all', '--output', 'json']);
+  return (JSON.parse(stdout) as Array<{ name: string; status: string }>).map((r) => [r.name, r.status] as [string, string]).sort();
+}
+
 before(async () => {
   env = await testEnv();
   helm = (await run('bash', [path.join(repoRoot, 'cluster/build-helm.sh')], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
+  kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/build.sh')])).stdout.trim().split('\n').at(-1)!, 'kubectl');
 });
 
 after(async () => {
@@ -54,7 +90,7 @@ describe('the operator chart', () => {
     }
   });
 
-  it('helm install creates the CRDs, ServiceAccount, RBAC, Service and an available Deployment; helm uninstall removes them', async () => {
+  it('helm install creates the CRDs, ServiceAccount, RBAC, Service and a Deployment; as that ServiceAccount the operator installs and uninstalls the examples; helm uninstall removes it all', async () => {
     const ns = await env.namespace('armada-chart');
     const release = 'armada-operator';
     await helmCmd(['install', release, chart, '--namespace', ns, '--set', 'image.tag=1.2.3', '--set', `watchNamespace=${ns}`, '--wait', '--timeout', '120s']);
@@ -88,6 +124,35 @@ describe('the operator chart', () => {
     assert.equal(container.image, 'registry.example.com/armada/armada-operator:1.2.3');
     assert.deepEqual(container.args, ['--leader-elect', '--metrics-bind-address=0.0.0.0:8080', '--log-level=info']);
     assert.deepEqual(container.env?.find((e) => e.name === 'WATCH_NAMESPACE'), { name: 'WATCH_NAMESPACE', value: ns });
+
+    // The operator as the chart runs it: its ServiceAccount, nothing but the chart's RBAC. It runs
+    // from the checkout (kwok runs no container), in operators/armada as the README shows.
+    const kubeconfig = await serviceAccountKubeconfig(ns, 'armada-operator');
+    const operator = spawn(process.execPath, ['bin/armada-operator.js', '--namespace', ns, '--metrics-bind-address', '0', '--log-level', 'warn'], {
+      cwd: operatorDir,
+      env: { ...process.env, KUBECONFIG: kubeconfig.file, HELM_BINARY: helm },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let operatorLog = '';
+    operator.stderr.on('data', (d: Buffer) => (operatorLog += d.toString()));
+    try {
+      await run(kubectl, ['--kubeconfig', env.kubeconfigPath, 'create', '--namespace', ns, '-f', 'examples/armada'], { cwd: operatorDir });
+      await env.waitFor(
+        'ArmadaManifest simple-armada to be satisfied (the operator runs as the chart\'s ServiceAccount)',
+        async () => {
+          const amf = (await env.client.get(ArmadaManifest, 'simple-armada', ns)) as KubeObject & { status?: { satisfied?: boolean; reason?: string } };
+          return { done: amf.status?.satisfied === true, value: amf, seen: { status: amf.status, operatorLog: operatorLog.slice(-1500) } };
+        },
+        { timeoutMs: 180_000 },
+      );
+      assert.deepEqual(await helmReleases(ns), [['armada-operator', 'deployed'], ['blog-1', 'deployed'], ['blog-2', 'deployed']]);
+      await run(kubectl, ['--kubeconfig', env.kubeconfigPath, 'delete', '--namespace', ns, '-f', 'examples/armada', '--timeout=180s'], { cwd: operatorDir });
+      assert.deepEqual(await helmReleases(ns), [['armada-operator', 'deployed']], 'deleting the examples uninstalled their releases');
+      assert.equal(operator.exitCode, null, `the operator is still running; its log: ${operatorLog.slice(-1500)}`);
+    } finally {
+      operator.kill('SIGTERM');
+      await kubeconfig.remove();
+    }
 
     await helmCmd(['uninstall', release, '--namespace', ns, '--wait', '--timeout', '120s']);
     for (const [type, name, namespace] of [
