@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
-import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { parse as parseYaml, parseAllDocuments, stringify as stringifyYaml } from 'yaml';
 import { customResource, isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
 import { repoRoot, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 
@@ -39,7 +39,7 @@ type Deployment = KubeObject & {
   status?: { readyReplicas?: number };
 };
 type ClusterRole = KubeObject & { rules: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }> };
-type ClusterRoleBinding = KubeObject & { subjects: Array<{ kind: string; name: string; namespace: string }>; roleRef: { name: string } };
+type RoleBinding = KubeObject & { subjects: Array<{ kind: string; name: string; namespace: string }>; roleRef: { kind: string; name: string } };
 
 /** A kubeconfig for the test cluster that authenticates as `namespace/serviceAccount` only (a TokenRequest token). */
 async function serviceAccountKubeconfig(namespace: string, serviceAccount: string): Promise<{ file: string; remove: () => Promise<void> }> {
@@ -80,7 +80,7 @@ after(async () => {
 });
 
 describe('the operator chart', () => {
-  it('lints clean, and carries the CRDs of deploy/crds unchanged', async () => {
+  it('lints clean, and carries the CRDs and RBAC rules of deploy/ unchanged', async () => {
     const { stdout } = await run(helm, ['lint', '--strict', chart, '--kube-version', '1.33.0']);
     assert.match(stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/);
     const deployed = readdirSync(path.join(operatorDir, 'deploy/crds')).sort();
@@ -88,6 +88,11 @@ describe('the operator chart', () => {
     for (const file of deployed) {
       assert.equal(readFileSync(path.join(chart, 'crds', file), 'utf8'), readFileSync(path.join(operatorDir, 'deploy/crds', file), 'utf8'), `chart/armada-operator/crds/${file} is stale: copy deploy/crds/${file}`);
     }
+    assert.equal(readFileSync(path.join(chart, 'files/role.yml'), 'utf8'), readFileSync(path.join(operatorDir, 'deploy/role.yml'), 'utf8'), 'chart/armada-operator/files/role.yml is stale: copy deploy/role.yml');
+    // Watching every namespace (the default), the rights are bound cluster-wide.
+    const { stdout: rendered } = await run(helm, ['template', 'ao', chart, '--namespace', 'armada-system', '--kube-version', '1.33.0']);
+    const kinds = parseAllDocuments(rendered).map((d) => (d.toJSON() as KubeObject | null)?.kind).filter(Boolean);
+    assert.deepEqual(kinds.sort(), ['ClusterRole', 'ClusterRoleBinding', 'Deployment', 'Service', 'ServiceAccount']);
   });
 
   it('helm install creates the CRDs, ServiceAccount, RBAC, Service and a Deployment; as that ServiceAccount the operator installs and uninstalls the examples; helm uninstall removes it all', async () => {
@@ -107,12 +112,11 @@ describe('the operator chart', () => {
 
     await env.client.get(Kinds.ServiceAccount, 'armada-operator', ns);
     const role = (await env.client.get(Kinds.ClusterRole, `armada-operator-${ns}`)) as ClusterRole;
-    const armadaRule = role.rules.find((r) => r.apiGroups.includes('armada.airshipit.org') && r.resources.includes('armadacharts'));
-    assert.ok(armadaRule?.verbs.includes('watch') && armadaRule.verbs.includes('patch'), `the ClusterRole lets the operator watch and patch ArmadaCharts: ${JSON.stringify(role.rules)}`);
-    assert.ok(role.rules.some((r) => r.resources.includes('armadacharts/status') && r.verbs.includes('patch')), 'the ClusterRole lets the operator write ArmadaChart status');
-    assert.ok(role.rules.some((r) => r.apiGroups.includes('') && r.resources.includes('secrets') && r.verbs.includes('create')), "the ClusterRole lets Helm write its release Secrets");
-    const binding = (await env.client.get(Kinds.ClusterRoleBinding, `armada-operator-${ns}`)) as ClusterRoleBinding;
-    assert.equal(binding.roleRef.name, `armada-operator-${ns}`);
+    const deployRole = parseYaml(readFileSync(path.join(operatorDir, 'deploy/role.yml'), 'utf8')) as ClusterRole;
+    assert.deepEqual(role.rules, deployRole.rules, "the ClusterRole's rules are deploy/role.yml's");
+    // Watching one namespace, the rights are bound in that namespace only.
+    const binding = (await env.client.get(Kinds.RoleBinding, `armada-operator-${ns}`, ns)) as RoleBinding;
+    assert.deepEqual(binding.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: `armada-operator-${ns}` });
     assert.deepEqual(binding.subjects, [{ kind: 'ServiceAccount', name: 'armada-operator', namespace: ns }]);
     await env.client.get(Kinds.Service, 'armada-operator', ns);
 
@@ -160,7 +164,7 @@ describe('the operator chart', () => {
       [Kinds.ServiceAccount, 'armada-operator', ns],
       [Kinds.Service, 'armada-operator', ns],
       [Kinds.ClusterRole, `armada-operator-${ns}`, undefined],
-      [Kinds.ClusterRoleBinding, `armada-operator-${ns}`, undefined],
+      [Kinds.RoleBinding, `armada-operator-${ns}`, ns],
     ] as const) {
       await env.waitFor(`${type.kind} ${name} to be removed by helm uninstall`, async () => {
         try {
