@@ -37,6 +37,7 @@ import {
   controller,
   customResource,
   hasFinalizer,
+  isNotFound,
   Kinds,
   removeFinalizer,
   requeueAfter,
@@ -68,7 +69,7 @@ import { HelmError, type Helm, type HelmRelease, type ReleaseInputs } from '../h
 import { releaseHistory, type ReleaseRevision } from '../helm/release-state.ts';
 import { isDeployed, nextStatus, writeStatus } from '../status.ts';
 import { describeDrift, DRIFT_KINDS, findDrift, manifestObjects, releaseOf } from './drift.ts';
-import { INPUTS_LABEL, inputsDigest, planRelease } from './plan.ts';
+import { INPUTS_LABEL, inputsDigest, planRelease, type ReleasePlan } from './plan.ts';
 import { SourceError, type ResolvedSource, type SourceResolver } from './source.ts';
 
 export const CHART_FINALIZER = 'armada.airshipit.org/uninstall';
@@ -135,8 +136,10 @@ export class ChartReconciler {
   constructor(private readonly options: ChartControllerOptions) {}
 
   reconcile = async (req: Request, ctx: ReconcileContext): Promise<ReconcileResult> => {
-    const chart = ctx.cache.get<ArmadaChartObject>(ArmadaChart, req.name, req.namespace);
-    if (!chart) return;
+    const cached = ctx.cache.get<ArmadaChartObject>(ArmadaChart, req.name, req.namespace);
+    if (!cached) return;
+    // A working copy: status writes within this reconcile update it, never the cache's object.
+    const chart = structuredClone(cached);
     if (chart.metadata.deletionTimestamp) return this.finalize(chart, ctx);
     if (!hasFinalizer(chart, CHART_FINALIZER)) {
       await addFinalizer(ctx.client, ArmadaChart, chart, CHART_FINALIZER);
@@ -192,6 +195,18 @@ export class ChartReconciler {
     };
 
     const plan = planRelease(history, digest, chart.status?.failed_inputs, !!chart.spec.protected);
+    try {
+      return await this.carryOut(ctx, chart, plan, inputs, digest);
+    } catch (err) {
+      if (!(err instanceof HelmError)) throw err;
+      // A Helm failure outside the remediated paths (a rollback or uninstall that fails, say).
+      await this.report(ctx, chart, 'failed', `${err.command} failed: ${err.helmMessage}`);
+      return requeueAfter(SOURCE_RETRY_MS);
+    }
+  };
+
+  private async carryOut(ctx: ReconcileContext, chart: ArmadaChartObject, plan: ReleasePlan, inputs: ReleaseInputs, digest: string): Promise<ReconcileResult> {
+    const namespace = inputs.namespace;
     switch (plan.action) {
       case 'install':
         return this.install(ctx, chart, inputs);
@@ -216,7 +231,7 @@ export class ChartReconciler {
       case 'none':
         return this.keep(ctx, chart, inputs, digest, plan.revision);
     }
-  };
+  }
 
   /** The release is as declared: report it, and repair drift of its resources. */
   private async keep(ctx: ReconcileContext, chart: ArmadaChartObject, inputs: ReleaseInputs, digest: string, revision: ReleaseRevision): Promise<ReconcileResult> {
@@ -234,9 +249,10 @@ export class ChartReconciler {
           { type: 'Drifted', status: 'True', reason: 'DriftPersists', message: `${description}, again right after a repair; not repairing it in a loop` },
         ]);
       }
-      this.repairs.set(chart.metadata.uid!, { description, at: Date.now() });
       ctx.recorder.event(chart, 'Warning', 'DriftDetected', `${description}: restoring it with helm upgrade`);
-      return this.upgrade(ctx, chart, inputs, digest, revision, [{ type: 'Drifted', status: 'True', reason: 'DriftRepaired', message: `${description}; restored by helm upgrade` }]);
+      const result = await this.upgrade(ctx, chart, inputs, digest, revision, [{ type: 'Drifted', status: 'True', reason: 'DriftRepaired', message: `${description}; restored by helm upgrade` }]);
+      this.repairs.set(chart.metadata.uid!, { description, at: Date.now() });
+      return result;
     }
     const version = chart.status?.version ?? (await this.options.helm.status(inputs.release, inputs.namespace)).chart?.metadata?.version;
     return this.report(ctx, chart, 'deployed', undefined, { revision: revision.revision, version, failed_inputs: undefined }, [released(revision.revision)]);
@@ -280,9 +296,14 @@ export class ChartReconciler {
       if (failedRevision && failedRevision.revision > from.revision && failedRevision.status !== 'deployed') {
         const good = history.filter((r) => r.revision < failedRevision.revision && (r.status === 'deployed' || r.status === 'superseded')).at(-1);
         if (good) {
-          await this.options.helm.rollback(inputs.release, inputs.namespace, good.revision, inputs.timeoutSeconds, inputs.wait);
-          await this.cacheShows(ctx, inputs.namespace, inputs.release, (h) => (h.at(-1)?.revision ?? 0) > failedRevision.revision);
-          outcome = `rolled back to revision ${good.revision}`;
+          try {
+            await this.options.helm.rollback(inputs.release, inputs.namespace, good.revision, inputs.timeoutSeconds, inputs.wait);
+            await this.cacheShows(ctx, inputs.namespace, inputs.release, (h) => (h.at(-1)?.revision ?? 0) > failedRevision.revision);
+            outcome = `rolled back to revision ${good.revision}`;
+          } catch (rollbackErr) {
+            if (!(rollbackErr instanceof HelmError)) throw rollbackErr;
+            outcome = `the rollback to revision ${good.revision} failed too: ${rollbackErr.helmMessage}`;
+          }
         }
       }
       const reason = `helm upgrade failed (${outcome}); fix the spec to try again: ${err.helmMessage}`;
@@ -337,15 +358,18 @@ export class ChartReconciler {
     }
     this.resolved.delete(chart.metadata.uid!);
     this.repairs.delete(chart.metadata.uid!);
-    await removeFinalizer(ctx.client, ArmadaChart, chart, CHART_FINALIZER);
+    await removeFinalizer(ctx.client, ArmadaChart, chart, CHART_FINALIZER).catch((err: unknown) => {
+      if (!isNotFound(err)) throw err;
+    });
   }
 
   private async report(ctx: ReconcileContext, chart: ArmadaChartObject, state: ChartStatus['actual_state'] & string, reason: string | undefined, fields: Partial<ChartStatus> = {}, conditions: Conditions = []): Promise<void> {
     const next = nextStatus<ChartStatus>(chart, state, reason, fields, conditions);
     for (const [key, value] of Object.entries(fields)) if (value === undefined) delete (next as Record<string, unknown>)[key];
-    await writeStatus(ctx, ArmadaChart, chart, next);
-    // Later writes in the same reconcile start from what was written.
-    chart.status = next;
+    const written = await writeStatus(ctx, ArmadaChart, chart, next);
+    // Later writes in the same reconcile start from what was written (and its resourceVersion).
+    chart.metadata = written.metadata;
+    chart.status = written === chart ? next : written.status;
   }
 
   private async resolve(chart: ArmadaChartObject): Promise<ResolvedSource> {

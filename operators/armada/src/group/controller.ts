@@ -35,7 +35,9 @@ import { isDeployed, nextStatus, writeStatus } from '../status.ts';
 export async function reconcileGroup(req: Request, ctx: ReconcileContext): Promise<ReconcileResult> {
   const group = ctx.cache.get<ArmadaChartGroupObject>(ArmadaChartGroup, req.name, req.namespace);
   if (!group || group.metadata.deletionTimestamp) return;
-  const report = (state: CommonStatus['actual_state'] & string, reason?: string) => writeStatus(ctx, ArmadaChartGroup, group, nextStatus<CommonStatus>(group, state, reason));
+  const report = async (state: CommonStatus['actual_state'] & string, reason?: string): Promise<void> => {
+    await writeStatus(ctx, ArmadaChartGroup, group, nextStatus<CommonStatus>(group, state, reason));
+  };
   if (!isValidGroupSpec(group.spec)) return report('error', `the spec is invalid: ${specError(GroupSpecSchema, group.spec)}`);
 
   const names = group.spec.chart_group;

@@ -32,7 +32,9 @@ import { isDeployed, nextStatus, writeStatus } from '../status.ts';
 export async function reconcileManifest(req: Request, ctx: ReconcileContext): Promise<ReconcileResult> {
   const manifest = ctx.cache.get<ArmadaManifestObject>(ArmadaManifest, req.name, req.namespace);
   if (!manifest || manifest.metadata.deletionTimestamp) return;
-  const report = (state: CommonStatus['actual_state'] & string, reason?: string) => writeStatus(ctx, ArmadaManifest, manifest, nextStatus<CommonStatus>(manifest, state, reason));
+  const report = async (state: CommonStatus['actual_state'] & string, reason?: string): Promise<void> => {
+    await writeStatus(ctx, ArmadaManifest, manifest, nextStatus<CommonStatus>(manifest, state, reason));
+  };
   if (!isValidManifestSpec(manifest.spec)) return report('error', `the spec is invalid: ${specError(ManifestSpecSchema, manifest.spec)}`);
 
   const names = manifest.spec.chart_groups;
