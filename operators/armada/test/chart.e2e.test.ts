@@ -32,7 +32,7 @@ function helmCmd(args: string[]): Promise<{ stdout: string; stderr: string }> {
 interface Container {
   image: string;
   args?: string[];
-  env?: Array<{ name: string; value?: string }>;
+  env?: Array<{ name: string; value?: string; valueFrom?: unknown }>;
 }
 type Deployment = KubeObject & {
   spec: { template: { spec: { serviceAccountName: string; containers: Container[] } } };
@@ -128,6 +128,7 @@ describe('the operator chart', () => {
     assert.equal(container.image, 'registry.example.com/armada/armada-operator:1.2.3');
     assert.deepEqual(container.args, ['--leader-elect', '--metrics-bind-address=0.0.0.0:8080', '--log-level=info']);
     assert.deepEqual(container.env?.find((e) => e.name === 'WATCH_NAMESPACE'), { name: 'WATCH_NAMESPACE', value: ns });
+    assert.deepEqual(container.env?.find((e) => e.name === 'POD_NAMESPACE'), { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } });
 
     // The operator as the chart runs it: its ServiceAccount, nothing but the chart's RBAC. It runs
     // from the checkout (kwok runs no container), in operators/armada as the README shows.
