@@ -3,7 +3,7 @@
  * causes no `helm upgrade`; a values change causes exactly one; an upgrade the API server refuses
  * (service port 70000) is rolled back to the last good revision and reported `failed` with
  * Helm's message, is not retried while the spec stays, and recovers on the next spec change;
- * deleting a protected chart keeps its release, deleting an unprotected one uninstalls it.
+ * `helm test` runs when enabled; deleting a protected chart keeps its release, deleting an unprotected one uninstalls it.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -103,6 +103,16 @@ describe('upgrades and remediation', () => {
     const chart = await waitForStatus<ArmadaChartObject>(env, ArmadaChart, ns, 'app', 'deployed after the repair', (s) => s.actual_state === 'deployed' && s.revision === 6);
     assert.match(chart.status?.conditions?.find((c) => c.type === 'Drifted' && c.status === 'True')?.message ?? '', /deployment\/app-testchart was edited \(\.spec\.replicas\)/);
     assert.equal((await helmHistory(env, ns, 'app')).length, 6, 'one helm upgrade repaired it');
+  });
+
+  test('helm test runs after the install when enabled: TestSuccess, and its pod cleaned up', async () => {
+    await env.client.create(ArmadaChart, testChart('tested', ns, { test: { enabled: true, timeout: 90, options: { cleanup: true } } }));
+    const chart = await waitForChartState(env, ns, 'tested', 'deployed');
+    const tested = chart.status?.conditions?.find((c) => c.type === 'TestSuccess');
+    assert.equal(tested?.status, 'True', JSON.stringify(chart.status));
+    assert.ok((await eventsOf(env, ns, 'tested')).some((e) => e.reason === 'TestSucceeded'));
+    assert.equal(await getOrUndefined(env, Kinds.Pod, 'tested-testchart-test', ns), undefined, 'options.cleanup deleted the test pod');
+    await env.client.delete(ArmadaChart, 'tested', ns);
   });
 
   test('deleting a protected chart keeps its release; deleting an unprotected one uninstalls it', async () => {

@@ -23,6 +23,9 @@
  *   reported, not repaired in a loop.
  * - Deleting an ArmadaChart uninstalls its release (finalizer `armada.airshipit.org/uninstall`)
  *   unless `protected`; the release is kept then and the finalizer removed.
+ * - A Helm operation is decided only on the API server's current ArmadaChart (checked with one
+ *   GET before it; a stale cache makes the reconcile retry), and status writes are conditional
+ *   on the resourceVersion they were computed from.
  * - Bad input (invalid spec, unknown source type, missing directory, not a chart, unknown git
  *   reference, a release namespace the operator does not watch) → `error` with a reason naming
  *   the problem; a Helm failure → `failed` with Helm's message. Nothing else is touched and the
@@ -207,6 +210,7 @@ export class ChartReconciler {
 
   private async carryOut(ctx: ReconcileContext, chart: ArmadaChartObject, plan: ReleasePlan, inputs: ReleaseInputs, digest: string): Promise<ReconcileResult> {
     const namespace = inputs.namespace;
+    if (plan.action !== 'none' && plan.action !== 'blocked') await requireFresh(ctx, chart);
     switch (plan.action) {
       case 'install':
         return this.install(ctx, chart, inputs);
@@ -249,6 +253,7 @@ export class ChartReconciler {
           { type: 'Drifted', status: 'True', reason: 'DriftPersists', message: `${description}, again right after a repair; not repairing it in a loop` },
         ]);
       }
+      await requireFresh(ctx, chart);
       ctx.recorder.event(chart, 'Warning', 'DriftDetected', `${description}: restoring it with helm upgrade`);
       const result = await this.upgrade(ctx, chart, inputs, digest, revision, [{ type: 'Drifted', status: 'True', reason: 'DriftRepaired', message: `${description}; restored by helm upgrade` }]);
       this.repairs.set(chart.metadata.uid!, { description, at: Date.now() });
@@ -431,6 +436,18 @@ export class ChartReconciler {
     for (const hook of status?.hooks ?? []) {
       if (hook.kind === 'Pod' && hook.events?.includes('test')) await ctx.client.delete(Kinds.Pod, hook.name, inputs.namespace).catch(() => undefined);
     }
+  }
+}
+
+/**
+ * Fails (the reconcile is retried) unless the cached chart is the API server's current one: a
+ * Helm operation is never decided on a stale status (e.g. one that does not yet record a failed
+ * upgrade's inputs).
+ */
+async function requireFresh(ctx: ReconcileContext, chart: ArmadaChartObject): Promise<void> {
+  const current = await ctx.client.get(ArmadaChart, chart.metadata.name!, chart.metadata.namespace);
+  if (current.metadata.resourceVersion !== chart.metadata.resourceVersion) {
+    throw new Error(`the cached ArmadaChart ${chart.metadata.namespace}/${chart.metadata.name} is stale; retrying before any Helm operation`);
   }
 }
 
