@@ -93,3 +93,24 @@ test('Helm\'s message is its last Error: line', () => {
   assert.equal(helmErrorMessage('some warning\nError: UPGRADE FAILED: failed to create resource: Service "x" is invalid\n'), 'UPGRADE FAILED: failed to create resource: Service "x" is invalid');
   assert.equal(helmErrorMessage('plain failure\n'), 'plain failure');
 });
+
+test('wait.resources: readiness per kind, min_ready, wait.labels merged into each check', async () => {
+  const { isReady, notReady } = await import('../src/chart/readiness.ts');
+  const deployment = (ready: number, generation = 1, observed = 1): KubeObject => ({ metadata: { name: 'd', generation }, spec: { replicas: 2 }, status: { observedGeneration: observed, updatedReplicas: 2, readyReplicas: ready } });
+  assert.equal(isReady('deployment', deployment(2)), true);
+  assert.equal(isReady('deployment', deployment(1)), false);
+  assert.equal(isReady('deployment', deployment(2, 2, 1)), false, 'a generation not yet observed is not ready');
+  assert.equal(isReady('pod', { metadata: { name: 'p' }, status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] } }), true);
+  assert.equal(isReady('job', { metadata: { name: 'j' }, status: { succeeded: 1 } }), true);
+
+  const selectors: string[] = [];
+  const list = (_check: unknown, selector: string) => {
+    selectors.push(selector);
+    return [deployment(2), deployment(0)];
+  };
+  assert.deepEqual(notReady([{ type: 'deployment', labels: { app: 'x' } }], { release: 'r' }, list), ['1 of 2 deployment(s) ready (labels release=r,app=x)']);
+  assert.deepEqual(notReady([{ type: 'Deployment', min_ready: 1 }], {}, list), []);
+  assert.deepEqual(notReady([{ type: 'cronjob' }], {}, list), ['wait.resources type "cronjob" is unknown: use one of deployment, statefulset, daemonset, pod, job']);
+  assert.deepEqual(notReady([{ type: 'pod' }], {}, () => []), ['0 of 1 pod(s) ready']);
+  assert.equal(selectors[0], 'release=r,app=x');
+});

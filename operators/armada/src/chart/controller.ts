@@ -9,8 +9,9 @@
  * - `target_state: deployed` installs the release; afterwards `helm upgrade` runs only when the
  *   digest of the inputs (source identity, values, release name/namespace, release labels) differs
  *   from the one recorded on the newest revision (release label `armada.airshipit.org/inputs`),
- *   or to repair drift. `upgrade.pre.delete` runs before every upgrade; `helm test` after every
- *   install or upgrade when `test.enabled`.
+ *   or to repair drift. `upgrade.pre.delete` runs before every upgrade; after every install or
+ *   upgrade, `wait.resources` / `wait.labels` are checked (readiness.ts) and `helm test` runs
+ *   when `test.enabled`; either failing reports `failed` until the inputs change.
  * - Remediation as in Flux: a failed install is uninstalled and retried with a growing delay
  *   (10 s → 5 min), `install_failures` counting; a failed upgrade is rolled back to the newest good
  *   revision, reported `failed` with Helm's message and not retried until the inputs change
@@ -73,6 +74,7 @@ import { releaseHistory, type ReleaseRevision } from '../helm/release-state.ts';
 import { isDeployed, nextStatus, writeStatus } from '../status.ts';
 import { describeDrift, DRIFT_KINDS, findDrift, manifestObjects, releaseOf } from './drift.ts';
 import { INPUTS_LABEL, inputsDigest, planRelease, type ReleasePlan } from './plan.ts';
+import { waitForResources } from './readiness.ts';
 import { SourceError, type ResolvedSource, type SourceResolver } from './source.ts';
 
 export const CHART_FINALIZER = 'armada.airshipit.org/uninstall';
@@ -327,6 +329,15 @@ export class ChartReconciler {
   private async afterRelease(ctx: ReconcileContext, chart: ArmadaChartObject, inputs: ReleaseInputs, release: HelmRelease, counters: Partial<ChartStatus>, conditions: Conditions): Promise<ReconcileResult> {
     const fields: Partial<ChartStatus> = { ...counters, revision: release.version, version: release.chart?.metadata?.version, failed_inputs: undefined };
     const all: Conditions = [released(release.version), ...conditions];
+    const wait = chart.spec.wait;
+    const checks = wait?.resources ?? (wait?.labels ? [{ type: 'pod' }] : []);
+    if (checks.length > 0) {
+      const timeout = wait?.timeout ?? DEFAULT_WAIT_SECONDS;
+      const problems = await waitForResources(ctx.client, inputs.namespace, checks, wait?.labels ?? {}, timeout, ctx.signal);
+      if (problems.length > 0) {
+        return this.report(ctx, chart, 'failed', `the release's resources are not ready after ${timeout} s (wait.resources): ${problems.join('; ')}`, { ...fields, failed_inputs: inputs.labels[INPUTS_LABEL] }, all);
+      }
+    }
     if (chart.spec.test?.enabled) {
       try {
         await this.options.helm.test(inputs.release, inputs.namespace, chart.spec.test.timeout ?? DEFAULT_TEST_SECONDS);
