@@ -3,7 +3,7 @@
  * causes no `helm upgrade`; a values change causes exactly one; an upgrade the API server refuses
  * (service port 70000) is rolled back to the last good revision and reported `failed` with
  * Helm's message, is not retried while the spec stays, and recovers on the next spec change;
- * `helm test` runs when enabled; deleting a protected chart keeps its release, deleting an unprotected one uninstalls it.
+ * `helm test` runs and `wait.resources` are checked when asked for; deleting a protected chart keeps its release, deleting an unprotected one uninstalls it.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -113,6 +113,17 @@ describe('upgrades and remediation', () => {
     assert.ok((await eventsOf(env, ns, 'tested')).some((e) => e.reason === 'TestSucceeded'));
     assert.equal(await getOrUndefined(env, Kinds.Pod, 'tested-testchart-test', ns), undefined, 'options.cleanup deleted the test pod');
     await env.client.delete(ArmadaChart, 'tested', ns);
+  });
+
+  test('wait.resources: met, the chart is deployed; unmet within its timeout, the chart is failed', async () => {
+    const instance = (release: string) => ({ 'app.kubernetes.io/instance': release });
+    await env.client.create(ArmadaChart, testChart('waited', ns, { wait: { timeout: 60, resources: [{ type: 'deployment', labels: instance('waited') }] } }));
+    await waitForChartState(env, ns, 'waited', 'deployed');
+    await env.client.create(ArmadaChart, testChart('unmet', ns, { wait: { timeout: 3, resources: [{ type: 'deployment', labels: instance('unmet'), min_ready: 2 }] } }));
+    const unmet = await waitForChartState(env, ns, 'unmet', 'failed');
+    assert.match(unmet.status?.reason ?? '', /the release's resources are not ready after 3 s \(wait\.resources\): 1 of 2 deployment\(s\) ready \(labels app\.kubernetes\.io\/instance=unmet\)/);
+    await env.client.delete(ArmadaChart, 'waited', ns);
+    await env.client.delete(ArmadaChart, 'unmet', ns);
   });
 
   test('deleting a protected chart keeps its release; deleting an unprotected one uninstalls it', async () => {
