@@ -3,7 +3,7 @@
  * causes no `helm upgrade`; a values change causes exactly one; an upgrade the API server refuses
  * (service port 70000) is rolled back to the last good revision and reported `failed` with
  * Helm's message, is not retried while the spec stays, and recovers on the next spec change;
- * `helm test` runs and `wait.resources` are checked when asked for; deleting a protected chart keeps its release, deleting an unprotected one uninstalls it.
+ * `upgrade.pre.delete` runs before an upgrade; `helm test` runs and `wait.resources` are checked when asked for; deleting a protected chart keeps its release, deleting an unprotected one uninstalls it.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -103,6 +103,19 @@ describe('upgrades and remediation', () => {
     const chart = await waitForStatus<ArmadaChartObject>(env, ArmadaChart, ns, 'app', 'deployed after the repair', (s) => s.actual_state === 'deployed' && s.revision === 6);
     assert.match(chart.status?.conditions?.find((c) => c.type === 'Drifted' && c.status === 'True')?.message ?? '', /deployment\/app-testchart was edited \(\.spec\.replicas\)/);
     assert.equal((await helmHistory(env, ns, 'app')).length, 6, 'one helm upgrade repaired it');
+  });
+
+  test('upgrade.pre.delete deletes the matching resources before the upgrade, not before the install', async () => {
+    const doomed = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'doomed', namespace: ns, labels: { 'armada.test/pre': 'delete' } }, data: { a: 'b' } };
+    await env.client.create(Kinds.ConfigMap, doomed);
+    await env.client.create(ArmadaChart, testChart('pre', ns, { upgrade: { pre: { delete: [{ type: 'configmap', labels: { 'armada.test/pre': 'delete' } }] } } }));
+    await waitForChartState(env, ns, 'pre', 'deployed');
+    assert.ok(await getOrUndefined(env, Kinds.ConfigMap, 'doomed', ns), 'an install deletes nothing');
+    await patchSpec('pre', { values: { replicaCount: 2 } });
+    await waitForStatus<ArmadaChartObject>(env, ArmadaChart, ns, 'pre', 'upgraded to revision 2', (s) => s.actual_state === 'deployed' && s.revision === 2);
+    assert.equal(await getOrUndefined(env, Kinds.ConfigMap, 'doomed', ns), undefined);
+    assert.ok((await eventsOf(env, ns, 'pre')).some((e) => e.reason === 'PreUpgradeDelete'));
+    await env.client.delete(ArmadaChart, 'pre', ns);
   });
 
   test('helm test runs after the install when enabled: TestSuccess, and its pod cleaned up', async () => {
