@@ -1,7 +1,8 @@
 /**
  * The operator command line: flags win over the environment, `0` turns the HTTP server off,
  * the Lease namespace falls back from the flag to the watched namespace to $POD_NAMESPACE, and
- * the watched namespace becomes the cache's default (empty = all namespaces).
+ * the watched namespace becomes the cache's default (empty = all namespaces); an operator's own
+ * flags are parsed alongside.
  */
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
@@ -23,7 +24,8 @@ describe('operator command line', () => {
     process.env.KUBECONFIG = '/tmp/kc';
     process.env.WATCH_NAMESPACE = 'team';
     delete process.env.LOG_LEVEL;
-    assert.deepEqual(parseOperatorCommandLine(operator, []), {
+    const { flags, ...options } = parseOperatorCommandLine(operator, []);
+    assert.deepEqual(options, {
       kubeconfigPath: '/tmp/kc',
       watchNamespace: 'team',
       httpAddress: '127.0.0.1:8080',
@@ -31,6 +33,15 @@ describe('operator command line', () => {
       leaderElection: undefined,
       logLevel: 'info',
     });
+    assert.equal(flags['namespace'], 'team');
+  });
+
+  it('an operator\'s own flags are parsed with the common ones and returned in flags', () => {
+    const withHelm = { ...operator, extraOptions: (program: import('commander').Command) => void program.option('--helm-binary <path>', 'the helm binary', '/usr/bin/helm') };
+    assert.equal(parseOperatorCommandLine(withHelm, []).flags['helmBinary'], '/usr/bin/helm');
+    const options = parseOperatorCommandLine(withHelm, ['--helm-binary', '/opt/helm', '--namespace', 'x']);
+    assert.equal(options.flags['helmBinary'], '/opt/helm');
+    assert.equal(options.watchNamespace, 'x');
   });
 
   it('flags win; 0 turns the HTTP server off; the Lease lives in the watched namespace unless told otherwise', () => {
