@@ -118,3 +118,19 @@ test('a manifest enables its groups in order, the next after the previous is dep
   assert.deepEqual(groupTargets(), ['deployed', 'deployed']);
   assert.equal(cluster.peek<ArmadaManifestObject>(ArmadaManifest, 'simple-armada', ns)!.status?.actual_state, 'running');
 });
+
+test('a failed protected chart with continue_processing does not hold the sequence back', async () => {
+  const cluster = new FakeClient();
+  const first = chart('blog-1');
+  first.spec.protected = { continue_processing: true };
+  cluster.seed(ArmadaChart, first, chart('blog-2'));
+  cluster.seed(ArmadaChartGroup, group(['blog-1', 'blog-2'], true));
+  const reconcile = () => reconcileGroup({ namespace: ns, name: 'blog-group' }, cluster.reconcileContext());
+  await reconcile();
+  await cluster.patchStatus(ArmadaChart, 'blog-1', ns, { status: { actual_state: 'failed', reason: 'helm install failed: boom' } });
+  await reconcile();
+  assert.deepEqual(targets(cluster, ['blog-1', 'blog-2']), ['deployed', 'deployed']);
+  await deployed(cluster, 'blog-2');
+  await reconcile();
+  assert.equal(groupStatus(cluster)?.actual_state, 'deployed');
+});

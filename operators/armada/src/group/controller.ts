@@ -10,7 +10,9 @@
  *   controlled by another object is an `error` naming it and is left alone.
  * - `target_state: deployed` (the default) sets the charts' `target_state` to `deployed`: every
  *   chart at once, or, when `sequenced`, one at a time in the listed order, the next only once
- *   the previous is deployed; a failed chart stops a sequenced group there until it is fixed.
+ *   the previous is deployed; a failed chart stops a sequenced group there until it is fixed,
+ *   unless it is `protected` with `continue_processing` (then it is passed over and does not
+ *   fail the group).
  *   `uninitialized` enables nothing.
  * - A missing chart makes the group `error` with the chart's name in `reason`; the group
  *   recovers when the chart appears. Status: `deployed` once every chart is deployed, `failed`
@@ -58,15 +60,22 @@ export async function reconcileGroup(req: Request, ctx: ReconcileContext): Promi
     if (chart.spec.target_state !== 'deployed') await enable(ctx, ArmadaChart, chart);
     const state = chart.spec.target_state === 'deployed' ? chart.status?.actual_state : 'uninitialized';
     if (group.spec.sequenced && !isDeployed(chart)) {
+      if (skippable(chart)) continue;
       if (state === 'failed' || state === 'error') return report('failed', `ArmadaChart ${chart.metadata.name} is ${state}: ${chart.status?.reason ?? 'see its status'}`);
       return report('running', `waiting for ArmadaChart ${chart.metadata.name} to be deployed before the next chart of the sequence`);
     }
   }
-  const failed = present.find((c) => c.status?.actual_state === 'failed' || c.status?.actual_state === 'error');
+  const failed = present.find((c) => (c.status?.actual_state === 'failed' || c.status?.actual_state === 'error') && !skippable(c));
   if (failed) return report('failed', `ArmadaChart ${failed.metadata.name} is ${failed.status!.actual_state}: ${failed.status?.reason ?? 'see its status'}`);
-  const waiting = present.filter((c) => !isDeployed(c)).map((c) => c.metadata.name);
+  const waiting = present.filter((c) => !isDeployed(c) && !skippable(c)).map((c) => c.metadata.name);
   if (waiting.length > 0) return report('running', `waiting for ArmadaChart ${waiting.join(', ')} to be deployed`);
   return report('deployed');
+}
+
+/** A failed protected chart with `continue_processing` does not hold its group back (Armada's meaning). */
+function skippable(chart: ArmadaChartObject): boolean {
+  const state = chart.status?.actual_state;
+  return !!chart.spec.protected?.continue_processing && chart.spec.target_state === 'deployed' && (state === 'failed' || state === 'error');
 }
 
 /** Registers the ArmadaChartGroup controller with the manager. */
