@@ -15,6 +15,7 @@
  * - Logs are pino JSON with controller, object and reconcile id on every reconcile line.
  */
 import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -75,6 +76,8 @@ export class Manager {
     this.client = client;
     this.metrics = metrics;
     this.logger = logger;
+    // Every informer's watcher listens on the shutdown signal: no listener limit (and no warning) for many types.
+    setMaxListeners(0, this.abort.signal, this.controllerAbort.signal);
     this.cache = new Cache(client, {
       ...options.cache,
       onError: (err, informer) => logger.warn({ informer, err: err instanceof Error ? err.message : String(err) }, 'watch failed; retrying'),
