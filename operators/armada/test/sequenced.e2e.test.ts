@@ -3,7 +3,8 @@
  * are enabled by a sequenced group one at a time — a chart is never enabled before the previous
  * one is deployed, and Helm's release timestamps show the order; a chart missing from the group
  * makes it `error` naming the chart, and the group recovers when the chart appears. Enabling a
- * chart by hand (`kubectl patch`, what the seed's Argo step does) installs it.
+ * chart by hand (`kubectl patch`, what the seed's Argo step does) installs it; a chart with
+ * `dependencies` waits `pending` until they are deployed.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -85,5 +86,16 @@ describe('a sequenced group', () => {
     await env.client.patch(ArmadaChart, 'by-hand', ns, { spec: { target_state: 'deployed' } }, 'merge');
     await waitForChartState(env, ns, 'by-hand', 'deployed');
     assert.ok((await helmList(env, ns)).some((r) => r.name === 'by-hand' && r.status === 'deployed'));
+  });
+
+  test('a chart waits (pending) for its dependencies to be deployed', async () => {
+    await env.client.create(ArmadaChart, testChart('dep-a', ns, { target_state: 'uninitialized' }));
+    await env.client.create(ArmadaChart, testChart('dep-b', ns, { dependencies: ['dep-a'] }));
+    const pending = await waitForChartState(env, ns, 'dep-b', 'pending');
+    assert.match(pending.status?.reason ?? '', /waiting for ArmadaChart dep-a \(dependencies\) to be deployed/);
+    assert.equal((await helmList(env, ns)).some((r) => r.name === 'dep-b'), false);
+    await env.client.patch(ArmadaChart, 'dep-a', ns, { spec: { target_state: 'deployed' } }, 'merge');
+    await waitForChartState(env, ns, 'dep-b', 'deployed');
+    assert.equal((await env.client.get<ArmadaChartObject>(ArmadaChart, 'dep-a', ns)).status?.actual_state, 'deployed');
   });
 });
