@@ -39,7 +39,6 @@
 import {
   addFinalizer,
   controller,
-  customResource,
   hasFinalizer,
   isNotFound,
   Kinds,
@@ -74,7 +73,7 @@ import { releaseHistory, type ReleaseRevision } from '../helm/release-state.ts';
 import { isDeployed, nextStatus, writeStatus } from '../status.ts';
 import { describeDrift, DRIFT_KINDS, findDrift, manifestObjects, releaseOf } from './drift.ts';
 import { INPUTS_LABEL, inputsDigest, planRelease, type ReleasePlan } from './plan.ts';
-import { waitForResources } from './readiness.ts';
+import { WAIT_TYPES, waitForResources } from './readiness.ts';
 import { SourceError, type ResolvedSource, type SourceResolver } from './source.ts';
 
 export const CHART_FINALIZER = 'armada.airshipit.org/uninstall';
@@ -84,10 +83,9 @@ export const CHART_NAMESPACE_LABEL = 'armada.airshipit.org/chart-namespace';
 /** Release label recording the manifest's `release_prefix`. */
 export const RELEASE_PREFIX_LABEL = 'armada.airshipit.org/release-prefix';
 
-const Job = customResource('batch', 'v1', 'Job', 'jobs');
 /** `upgrade.pre.delete[].type` → resource type. */
 const PRE_DELETE_TYPES: Record<string, ResourceType> = {
-  job: Job,
+  job: WAIT_TYPES['job']!,
   pod: Kinds.Pod,
   deployment: Kinds.Deployment,
   statefulset: Kinds.StatefulSet,
@@ -100,7 +98,8 @@ const PRE_DELETE_TYPES: Record<string, ResourceType> = {
 const DEFAULT_WAIT_SECONDS = 900;
 const DEFAULT_TEST_SECONDS = 300;
 const DEFAULT_DELETE_SECONDS = 300;
-const SOURCE_RETRY_MS = 60_000;
+/** Retry delay after a source error or a Helm failure outside the remediated paths. */
+const RETRY_AFTER_ERROR_MS = 60_000;
 /** A drift seen again within this time after its repair is reported instead of repaired again. */
 const REPAIR_QUIET_MS = 60_000;
 
@@ -181,7 +180,7 @@ export class ChartReconciler {
     } catch (err) {
       if (!(err instanceof SourceError)) throw err;
       await this.report(ctx, chart, 'error', err.message);
-      return requeueAfter(SOURCE_RETRY_MS);
+      return requeueAfter(RETRY_AFTER_ERROR_MS);
     }
 
     const labels: Record<string, string> = { [CHART_NAME_LABEL]: chart.metadata.name!, [CHART_NAMESPACE_LABEL]: chart.metadata.namespace! };
@@ -206,7 +205,7 @@ export class ChartReconciler {
       if (!(err instanceof HelmError)) throw err;
       // A Helm failure outside the remediated paths (a rollback or uninstall that fails, say).
       await this.report(ctx, chart, 'failed', `${err.command} failed: ${err.helmMessage}`);
-      return requeueAfter(SOURCE_RETRY_MS);
+      return requeueAfter(RETRY_AFTER_ERROR_MS);
     }
   };
 
