@@ -23,7 +23,7 @@ import { formatNumber } from './lib/results.ts';
 import { median } from './lib/stats.ts';
 import { cdfSvg, type Series } from './lib/svg.ts';
 
-export const SCENARIO_ORDER = ['burst', 'floor', 'steady', 'latency', 'churn', 'restart', 'memcached'];
+export const SCENARIO_ORDER = ['burst', 'floor', 'steady', 'latency', 'churn', 'restart', 'memcached', 'armada'];
 
 /** Figures shown per scenario: [label, dotted path]; a path ending in `.*` expands to every key found. */
 export const FIGURES: Record<string, [string, string][]> = {
@@ -132,6 +132,25 @@ export const FIGURES: Record<string, [string, string][]> = {
     ['API server requests (all clients)', 'apiserver.total'],
     ['CPU (s) of ', 'componentsCpuS.*'],
     ['controller-manager: time its requests waited in its client-side rate limiter (s, summed)', 'controlPlaneClients.kube-controller-manager.rateLimiterWaitS'],
+  ],
+  armada: [
+    ['parallel Helm operations (operator workers = floor parallelism)', 'workers'],
+    ['wall time: every ArmadaChart deployed (s)', 'wallS'],
+    ['per-chart create → deployed p50 (s)', 'deployed.p50S'],
+    ['per-chart create → deployed p99 (s)', 'deployed.p99S'],
+    ['floor (same run): wall time of helm install --wait of the same releases (s)', 'floor.wallS'],
+    ['floor (same run): per-release helm install p50 (s)', 'floor.perRelease.p50S'],
+    ['operator wall / floor wall (same run)', 'ratioToFloor'],
+    ['operator CPU (s)', 'operator.cpuS'],
+    ['operator peak RSS (MiB)', 'operator.peakRssMiB'],
+    ['CPU (s) of the helm processes the operator ran', 'helmCpuS'],
+    ['floor: CPU (s) of the helm processes', 'floor.helmCpuS'],
+    ['operator requests', 'operator.requests.total'],
+    ['operator requests by verb: ', 'operator.requests.byVerb.*'],
+    ['operator reconciles', 'operator.reconciles'],
+    ['API server requests (all clients)', 'apiserver.total'],
+    ['floor: API server requests (all clients)', 'floor.apiserver.total'],
+    ['host CPU utilisation', 'host.utilisation'],
   ],
 };
 

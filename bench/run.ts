@@ -24,6 +24,7 @@ import { componentFlag } from './lib/proc.ts';
 import { flatten, formatTable, gitInfo, machineInfo, writeResult, type BenchResult } from './lib/results.ts';
 import { bundleOperator } from '../scripts/bundle.ts';
 import { writeReport } from './report.ts';
+import { ARMADA_DEFAULT_COMMAND, runArmada } from './scenarios/armada.ts';
 import { runBurst } from './scenarios/burst.ts';
 import { runChurn } from './scenarios/churn.ts';
 import { runFloor } from './scenarios/floor.ts';
@@ -51,6 +52,7 @@ const scenarios: Record<string, ScenarioSpec> = {
   churn: { run: runChurn, defaults: { n: 100, m: 5 }, pods: (o) => Math.ceil(o.n * PODS_PER_INSTANCE * 1.5), uses: ['n', 'm', 'periodS', 'fraction', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot' },
   restart: { run: runRestart, defaults: { n: 100 }, pods: (o) => o.n * PODS_PER_INSTANCE, uses: ['n', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot' },
   memcached: { run: runMemcached, defaults: { n: 1000 }, pods: (o) => o.n, uses: ['n'], operator: MEMCACHED_DEFAULT_COMMAND, bundle: 'memcached' },
+  armada: { run: runArmada, defaults: { n: 50 }, pods: (o) => o.n, uses: ['n', 'floor', 'workers'], operator: ARMADA_DEFAULT_COMMAND, bundle: 'armada' },
   floor: { run: runFloor, defaults: { n: 100, k: 30 }, pods: (o) => Math.max(o.n, o.k) * PODS_PER_INSTANCE, uses: ['n', 'k'] },
 };
 
@@ -60,12 +62,13 @@ const usage = `usage: npm run bench -- <scenario> [options]
 
 scenarios: ${Object.keys(scenarios).join(', ')}
 options:
-  --n <count>            instances (burst/steady/churn/restart/floor 100, memcached 1000)
+  --n <count>            instances (burst/steady/churn/restart/floor 100, memcached 1000, armada 50)
   --m <minutes>          steady: idle time; churn: duration (default 5)
   --k <count>            latency/floor: instances created one at a time (default 30; floor --k 0 skips)
   --runs <count>         repetitions, each written to its own result file (default 1)
   --operator-cmd "<cmd>" operator under test (default: the scenario's operator, bundled as the image ships it)
-  --workers <count>      --max-concurrent-reconciles passed to the IoT operator
+  --workers <count>      --max-concurrent-reconciles passed to the IoT operator; armada: the
+                         operator's concurrent chart reconciles and the floor's parallel helm installs (default 4)
   --no-floor             burst/latency/churn: skip the operator-free floor measured in the same run
   --period <seconds>     churn: seconds between rounds of changes (default 10)
   --fraction <0..1>      churn: share of instances changed per round (default 0.1)

@@ -13,7 +13,9 @@
 #      CLUSTER_OLM=1 or --olm (also run the Operator Lifecycle Manager, see lib/olm.sh; binaries
 #      from OLM_DIR, else built by build-olm.sh).
 # Idempotent: a healthy cluster is reused as is; one whose processes are gone (reboot, new
-# session) is restarted with its data; one that cannot be restarted is recreated.
+# session) is restarted with its data; one that cannot be restarted is recreated. The project's
+# own kwok Stages (cluster/kwok-stages/*.yaml) are added to a cluster that lacks them (or has an
+# older copy) by restarting its kwok-controller only.
 set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
@@ -70,9 +72,44 @@ print_result() {
   echo "KUBECONFIG=$KUBECONFIG_PATH"
 }
 
+# The project's own kwok Stages, kept in kwok.yaml (the kwok-controller's --config, written by
+# kwokctl only when it creates the cluster) between two marker lines, after kwok's default Stages.
+STAGES_BEGIN="# --- begin: stages from cluster/kwok-stages (cluster/up.sh keeps this block current) ---"
+STAGES_END="# --- end: stages from cluster/kwok-stages ---"
+project_stages_block() {
+  local f
+  echo "$STAGES_BEGIN"
+  for f in "$CLUSTER_DIR"/kwok-stages/*.yaml; do
+    echo "---"
+    cat "$f"
+  done
+  echo "$STAGES_END"
+}
+# Prints kwok.yaml's marked block (keep=in) or everything else (keep=out).
+stages_block_filter() { # in|out
+  awk -v begin="$STAGES_BEGIN" -v end="$STAGES_END" -v keep="$1" '
+    $0 == begin { inside = 1 }
+    (inside && keep == "in") || (!inside && keep == "out") { print }
+    $0 == end { inside = 0 }' "$CLUSTER_WORKDIR/kwok.yaml"
+}
+project_stages_current() { [[ "$(stages_block_filter in)" == "$(project_stages_block)" ]]; }
+# Replaces the block in kwok.yaml and restarts the kwok-controller so that it reads it (it reads
+# its Stages at start only). Nothing else of the cluster is touched.
+install_project_stages() {
+  project_stages_current && return 0
+  log "installing the project's kwok Stages ($(cd "$CLUSTER_DIR" && echo kwok-stages/*.yaml)) and restarting kwok-controller"
+  local tmp="$CLUSTER_WORKDIR/kwok.yaml.tmp.$$"
+  stages_block_filter out >"$tmp"
+  project_stages_block >>"$tmp"
+  mv -f "$tmp" "$CLUSTER_WORKDIR/kwok.yaml"
+  restart_kwok_with_fresh_leases
+  component_pid kwok-controller:kwok >/dev/null || die "kwok-controller did not start again after the Stages were installed (log: $CLUSTER_WORKDIR/logs/kwok-controller.log)"
+}
+
 # --- fast path: everything is there and healthy ----------------------------------------------
 if cluster_exists && grep -qF "$BIN_DIR/kube-apiserver" "$CLUSTER_WORKDIR/kwok.yaml" &&
-  all_components_running && apiserver_ready && (($(kwok_node_count) >= CLUSTER_NODES)); then
+  all_components_running && apiserver_ready && (($(kwok_node_count) >= CLUSTER_NODES)) &&
+  project_stages_current; then
   print_result
   exit 0
 fi
@@ -156,6 +193,8 @@ all_components_running || {
   for c in "${COMPONENTS[@]}"; do component_pid "$c" >/dev/null || log "component ${c%%:*} is not running"; done
   die "not every component is running (logs: $CLUSTER_WORKDIR/logs)"
 }
+
+install_project_stages
 
 nodes=$(kwok_node_count)
 if ((nodes < CLUSTER_NODES)); then

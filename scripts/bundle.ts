@@ -13,7 +13,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-export const OPERATORS = ['iot', 'memcached', 'ptemplate'] as const;
+export const OPERATORS = ['iot', 'memcached', 'ptemplate', 'armada'] as const;
 
 /** Bundled CommonJS dependencies call require(); an ES module has to make one. */
 const requireShim = "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);";

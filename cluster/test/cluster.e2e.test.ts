@@ -425,6 +425,31 @@ describe("local control plane", { timeout: 15 * 60_000 }, () => {
       }
     });
   });
+
+  test("a helm test hook pod completes (Succeeded, exit code 0); an ordinary pod keeps running", async () => {
+    await withNamespace("helmtest", async (ns) => {
+      const pod = (name: string, annotations: Record<string, string>) => ({
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name, namespace: ns, labels: { app: name }, annotations },
+        spec: { restartPolicy: "Never", containers: [{ name: "check", image: "example.invalid/check:1" }] },
+      });
+      // Helm reads the annotation as a list: "test" among other hooks counts too.
+      await apply(pod("plain", {}), pod("hook-test", { "helm.sh/hook": "test" }), pod("hook-list", { "helm.sh/hook": "post-install, test" }));
+      await waitPodsRunningReady(ns, "app=plain", 1);
+      for (const name of ["hook-test", "hook-list"]) {
+        const done = await waitUntil(`test hook pod ${name} to be Succeeded`, async () => {
+          const p = await kubectlJson<Pod & { status: { containerStatuses?: { state: { terminated?: { exitCode: number } } }[] } }>([
+            "get", "pod", name, "-n", ns,
+          ]);
+          return { done: p.status.phase === "Succeeded", seen: p.status };
+        });
+        assert.deepEqual(done.containerStatuses?.map((c) => c.state.terminated?.exitCode), [0], `${name}: every container exited 0`);
+      }
+      const plain = await kubectlJson<Pod>(["get", "pod", "plain", "-n", ns]);
+      assert.equal(plain.status.phase, "Running", "a pod without the hook annotation stays Running after the hook pods completed");
+    });
+  });
 });
 
 after(() => {

@@ -1,8 +1,8 @@
 /**
  * The operator command line: flags win over the environment, `0` turns the HTTP server off,
  * the Lease namespace falls back from the flag to the watched namespace to $POD_NAMESPACE, and
- * the watched namespace becomes the cache's default (empty = all namespaces), and $OPERATOR_NAME
- * renames the operator.
+ * the watched namespace becomes the cache's default (empty = all namespaces), $OPERATOR_NAME
+ * renames the operator, and an operator's own flags are parsed alongside.
  */
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
@@ -25,7 +25,8 @@ describe('operator command line', () => {
     process.env.WATCH_NAMESPACE = 'team';
     delete process.env.LOG_LEVEL;
     delete process.env.OPERATOR_NAME;
-    assert.deepEqual(parseOperatorCommandLine(operator, []), {
+    const { flags, ...options } = parseOperatorCommandLine(operator, []);
+    assert.deepEqual(options, {
       operatorName: undefined,
       kubeconfigPath: '/tmp/kc',
       watchNamespace: 'team',
@@ -36,6 +37,15 @@ describe('operator command line', () => {
       rateLimit: { qps: 20, burst: 30 },
       logLevel: 'info',
     });
+    assert.equal(flags['namespace'], 'team');
+  });
+
+  it('an operator\'s own flags are parsed with the common ones and returned in flags', () => {
+    const withHelm = { ...operator, extraOptions: (program: import('commander').Command) => void program.option('--helm-binary <path>', 'the helm binary', '/usr/bin/helm') };
+    assert.equal(parseOperatorCommandLine(withHelm, []).flags['helmBinary'], '/usr/bin/helm');
+    const options = parseOperatorCommandLine(withHelm, ['--helm-binary', '/opt/helm', '--namespace', 'x']);
+    assert.equal(options.flags['helmBinary'], '/opt/helm');
+    assert.equal(options.watchNamespace, 'x');
   });
 
   it('client rate and secure metrics come from their flags and reach the manager', () => {

@@ -22,6 +22,7 @@
  *   open, as kubelet probes carry no token. A certificate that cannot be read fails `start`.
  */
 import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import http from 'node:http';
 import https from 'node:https';
@@ -102,6 +103,8 @@ export class Manager {
     this.client = client;
     this.metrics = metrics;
     this.logger = logger;
+    // Every informer's watcher listens on the shutdown signal: no listener limit (and no warning) for many types.
+    setMaxListeners(0, this.abort.signal, this.controllerAbort.signal);
     this.cache = new Cache(client, {
       ...options.cache,
       onError: (err, informer) => logger.warn({ informer, err: err instanceof Error ? err.message : String(err) }, 'watch failed; retrying'),

@@ -10,7 +10,8 @@
  * with `--leader-elect` only the holder of the Lease `<name>-leader` reconciles, the Lease living
  * in `--leader-election-namespace`, else the watched namespace, else `$POD_NAMESPACE` — none of
  * them is an error before anything connects; the log level comes from `--log-level`, else
- * `$LOG_LEVEL`, else info. `--metrics-secure` serves them over HTTPS with the certificate in
+ * `$LOG_LEVEL`, else info; an operator's own flags (`extraOptions`) appear in `--help` and in
+ * `flags`. `--metrics-secure` serves them over HTTPS with the certificate in
  * `--metrics-cert-dir` (tls.crt, tls.key; required with it), /metrics then only to callers the
  * API server authorizes for `get /metrics`. `--kube-api-qps` / `--kube-api-burst` set the client's
  * request rate (default 20 / 30, controller-runtime's; a qps of 0 or less = unlimited); a value
@@ -70,10 +71,12 @@ export interface OperatorCommandLine extends OperatorProcessOptions {
   watchNamespace: string;
   metricsBindAddress: string;
   logLevel: string;
+  /** Every parsed flag by commander's camel-case name, those of `extraOptions` included. */
+  flags: Record<string, unknown>;
 }
 
 /** Parses the operator's arguments (default: this process's); exits with usage on an error. */
-export function parseOperatorCommandLine(operator: { name: string; description: string }, args?: readonly string[]): OperatorCommandLine {
+export function parseOperatorCommandLine(operator: { name: string; description: string; extraOptions?: (program: Command) => void }, args?: readonly string[]): OperatorCommandLine {
   const program = new Command()
     .name(operator.name)
     .description(operator.description)
@@ -87,6 +90,7 @@ export function parseOperatorCommandLine(operator: { name: string; description: 
     .option('--leader-elect', `reconcile only while holding the Lease ${operator.name}-leader`, false)
     .option('--leader-election-namespace <namespace>', 'namespace of the Lease (default: the watched namespace, else $POD_NAMESPACE)')
     .option('--log-level <level>', 'pino log level', process.env.LOG_LEVEL ?? 'info');
+  operator.extraOptions?.(program);
   if (args) program.parse([...args], { from: 'user' });
   else program.parse();
 
@@ -117,6 +121,7 @@ export function parseOperatorCommandLine(operator: { name: string; description: 
     secureMetrics: flags.metricsSecure && flags.metricsCertDir ? secureMetricsFromCertDir(flags.metricsCertDir) : undefined,
     rateLimit: { qps: flags.kubeApiQps, burst: flags.kubeApiBurst },
     logLevel: flags.logLevel,
+    flags: { ...flags },
   };
 }
 

@@ -1,0 +1,160 @@
+/**
+ * Chart sources: where Helm gets an ArmadaChart's chart from.
+ *
+ * Guarantees:
+ * - `local`: `location` (+ `subpath`) is a directory on the operator's filesystem holding a
+ *   Chart.yaml; Helm reads it as is.
+ * - `tar`: `location` is an http(s) URL of a packaged chart (.tgz) handed to Helm unchanged
+ *   (Helm downloads it); a `subpath` other than the archive's root is refused.
+ * - `git`: `location` is cloned once per operator process (git CLI) into a private work
+ *   directory and fetched again at every resolution; `reference` (branch, tag or commit; default
+ *   the remote's default branch) is resolved to a commit, checked out into a directory of its own
+ *   (never changed afterwards), and `subpath` must hold a Chart.yaml there. Resolutions of one
+ *   repository are serialised.
+ * - Every problem is a `SourceError` whose message says what to fix (unknown type, missing
+ *   directory, not a chart, clone failure, unknown reference); nothing else is touched.
+ * - `identity` is what makes two resolutions the same chart: the directory or URL, and for git
+ *   the resolved commit (so a moved branch counts as a change).
+ */
+
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { SOURCE_TYPES, type ChartSource } from '../api/armada.ts';
+
+const run = promisify(execFile);
+
+export class SourceError extends Error {
+  override name = 'SourceError';
+}
+
+export interface ResolvedSource {
+  /** What Helm is given: a chart directory or a .tgz URL. */
+  chart: string;
+  /** Stable description of the chart's origin, part of the release's input digest. */
+  identity: Record<string, string>;
+}
+
+export interface SourceResolverOptions {
+  /** Private directory for git clones and checkouts. */
+  workDir: string;
+  /** Seconds a git command may take (default 120). */
+  gitTimeoutSeconds?: number;
+}
+
+export class SourceResolver {
+  private readonly repoLocks = new Map<string, Promise<unknown>>();
+
+  constructor(private readonly options: SourceResolverOptions) {}
+
+  async resolve(source: ChartSource): Promise<ResolvedSource> {
+    switch (source.type) {
+      case 'local':
+        return resolveLocal(source);
+      case 'tar':
+        return resolveTar(source);
+      case 'git':
+        return this.serialised(source.location, () => this.resolveGit(source));
+      default:
+        throw new SourceError(`source.type "${source.type}" is unknown: use one of ${SOURCE_TYPES.join(', ')}`);
+    }
+  }
+
+  private async resolveGit(source: ChartSource): Promise<ResolvedSource> {
+    const url = source.location;
+    const repoDir = path.join(this.options.workDir, 'git', digestOf(url).slice(0, 16));
+    const bare = path.join(repoDir, 'repo.git');
+    if (!existsSync(path.join(bare, 'HEAD'))) {
+      await rm(repoDir, { recursive: true, force: true });
+      await mkdir(repoDir, { recursive: true });
+      await this.git(['clone', '--quiet', '--mirror', url, bare], `cannot clone ${url}`);
+    } else {
+      await this.git(['--git-dir', bare, 'fetch', '--quiet', '--prune', '--force', 'origin'], `cannot fetch ${url}`);
+    }
+    const reference = source.reference || 'HEAD';
+    const commit = await this.commitOf(bare, reference);
+    if (!commit) throw new SourceError(`git reference "${reference}" not found in ${url}: name an existing branch, tag or commit`);
+    const checkout = path.join(repoDir, 'checkouts', commit);
+    if (!existsSync(checkout)) {
+      const partial = `${checkout}.partial`;
+      await rm(partial, { recursive: true, force: true });
+      await mkdir(partial, { recursive: true });
+      await this.git(['--git-dir', bare, '--work-tree', partial, 'checkout', '--quiet', '--force', commit, '--', '.'], `cannot check out ${commit} of ${url}`);
+      await rm(checkout, { recursive: true, force: true });
+      await run('mv', ['-T', partial, checkout]);
+    }
+    const chart = path.join(checkout, source.subpath || '.');
+    requireChartDirectory(chart, `source.subpath "${source.subpath ?? ''}" of ${url} at ${reference}`);
+    return { chart, identity: { type: 'git', url, subpath: normalSubpath(source.subpath), commit } };
+  }
+
+  private async commitOf(bare: string, reference: string): Promise<string | undefined> {
+    for (const candidate of [`refs/heads/${reference}`, `refs/tags/${reference}`, reference]) {
+      try {
+        const { stdout } = await run('git', ['--git-dir', bare, 'rev-parse', '--verify', '--quiet', `${candidate}^{commit}`], { timeout: 30_000 });
+        const commit = stdout.trim();
+        if (/^[0-9a-f]{40,64}$/.test(commit)) return commit;
+      } catch {
+        // not this kind of reference
+      }
+    }
+    return undefined;
+  }
+
+  private async git(args: string[], what: string): Promise<void> {
+    try {
+      await run('git', args, { timeout: (this.options.gitTimeoutSeconds ?? 120) * 1000, env: { ...process.env, GIT_TERMINAL_PROMPT: '0' } });
+    } catch (err) {
+      const stderr = (err as { stderr?: string }).stderr?.trim();
+      const message = stderr ? stderr.split('\n').filter(Boolean).at(-1) : err instanceof Error ? err.message : String(err);
+      throw new SourceError(`${what}: ${message}`);
+    }
+  }
+
+  private serialised<T>(key: string, work: () => Promise<T>): Promise<T> {
+    const previous = this.repoLocks.get(key) ?? Promise.resolve();
+    const next = previous.catch(() => undefined).then(work);
+    this.repoLocks.set(key, next);
+    void next.finally(() => {
+      if (this.repoLocks.get(key) === next) this.repoLocks.delete(key);
+    }).catch(() => undefined);
+    return next;
+  }
+}
+
+function resolveLocal(source: ChartSource): ResolvedSource {
+  if (!existsSync(source.location)) throw new SourceError(`source.location ${source.location} does not exist on the operator's filesystem`);
+  const chart = path.resolve(source.location, source.subpath || '.');
+  requireChartDirectory(chart, chart);
+  return { chart, identity: { type: 'local', path: chart } };
+}
+
+function resolveTar(source: ChartSource): ResolvedSource {
+  let url: URL;
+  try {
+    url = new URL(source.location);
+  } catch {
+    throw new SourceError(`source.location "${source.location}" is not a URL: a tar source is the http(s) URL of a packaged chart (.tgz)`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new SourceError(`source.location ${source.location} must be an http(s) URL of a packaged chart (.tgz)`);
+  if (normalSubpath(source.subpath) !== '.') {
+    throw new SourceError(`source.subpath "${source.subpath}" is not supported for tar sources: point source.location at the chart's own .tgz`);
+  }
+  return { chart: url.toString(), identity: { type: 'tar', url: url.toString() } };
+}
+
+function requireChartDirectory(dir: string, described: string): void {
+  if (!existsSync(path.join(dir, 'Chart.yaml'))) throw new SourceError(`${described} is not a Helm chart: no Chart.yaml in ${dir}`);
+}
+
+function normalSubpath(subpath: string | undefined): string {
+  const normal = path.posix.normalize(subpath || '.').replace(/\/$/, '');
+  return normal === '' ? '.' : normal;
+}
+
+export function digestOf(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}

@@ -1,0 +1,121 @@
+/**
+ * Chart sources on the real cluster: a packaged chart served over HTTP by a loopback server of
+ * the test (`tar`), a git repository on local disk (`git`, branch + subpath), and bad input —
+ * an unknown source type, a 404 tarball, a tarball that is not a chart, a missing git reference,
+ * values the chart's schema rejects — each reported `error` or `failed` with a reason naming the
+ * problem, no release left behind for it, the operator still working; a failed install is
+ * retried with backoff and recovers once its source is fixed.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { after, before, describe, test } from 'node:test';
+import type { Manager } from '@iot-operator/runtime';
+import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import { ArmadaChart, type ArmadaChartObject } from '../src/api/armada.ts';
+import { helm, helmList, installArmadaCrds, startOperator, TESTCHART, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
+
+let env: TestEnv;
+let ns: string;
+let mgr: Manager;
+let dir: string;
+let server: http.Server;
+let baseUrl: string;
+let repo: string;
+
+function git(...args: string[]): string {
+  return execFileSync('git', ['-C', repo, ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@example.com', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@example.com' },
+  }).trim();
+}
+
+describe('chart sources', () => {
+  before(async () => {
+    env = await testEnv();
+    await installArmadaCrds(env);
+    ns = await env.namespace('armada-sources');
+    dir = mkdtempSync(path.join(os.tmpdir(), 'armada-sources-e2e-'));
+
+    await helm(env, 'package', TESTCHART, '--destination', dir);
+    const files: Record<string, Buffer> = {
+      '/charts/testchart-0.1.0.tgz': readFileSync(path.join(dir, 'testchart-0.1.0.tgz')),
+      '/charts/not-a-chart.tgz': gzipSync(Buffer.from('just some text, not a tar archive of a chart\n')),
+    };
+    server = http.createServer((req, res) => {
+      const body = files[req.url ?? ''];
+      if (!body) return res.writeHead(404).end('not found');
+      res.writeHead(200, { 'content-type': 'application/gzip' }).end(body);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+    repo = path.join(dir, 'charts-repo');
+    cpSync(TESTCHART, path.join(repo, 'charts/testchart'), { recursive: true });
+    writeFileSync(path.join(repo, 'README'), 'charts\n');
+    git('init', '--quiet', '--initial-branch', 'main');
+    git('add', '.');
+    git('commit', '--quiet', '-m', 'testchart');
+
+    mgr = await startOperator(env, ns);
+  });
+
+  after(async () => {
+    await mgr?.stop();
+    server?.close();
+    await env?.cleanup();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('bad sources and values: error or failed with a reason, nothing installed for them', async () => {
+    const bad: Array<[string, Partial<ArmadaChartObject['spec']>, string, RegExp]> = [
+      ['unknown-type', { source: { type: 'svn', location: 'svn://example.com/charts' } }, 'error', /source\.type "svn" is unknown: use one of local, tar, git/],
+      ['missing-tarball', { source: { type: 'tar', location: `${baseUrl}/charts/missing-0.1.0.tgz` } }, 'failed', /helm install failed \(attempt \d+, retrying in \d+ s\): .*404/],
+      ['not-a-chart', { source: { type: 'tar', location: `${baseUrl}/charts/not-a-chart.tgz` } }, 'failed', /helm install failed .*: /],
+      ['missing-ref', { source: { type: 'git', location: repo, subpath: 'charts/testchart', reference: 'no-such-branch' } }, 'error', /git reference "no-such-branch" not found in .*charts-repo: name an existing branch, tag or commit/],
+      ['bad-values', { values: { replicaCount: 'two' } }, 'failed', /helm install failed [\s\S]*values don't meet the specifications of the schema[\s\S]*replicaCount/],
+    ];
+    for (const [name, spec] of bad) await env.client.create(ArmadaChart, testChart(name, ns, spec));
+    for (const [name, , state, reason] of bad) {
+      const chart = await waitForChartState(env, ns, name, state);
+      assert.equal(chart.status?.satisfied, false);
+      assert.match(chart.status?.reason ?? '', reason, `${name}: ${chart.status?.reason}`);
+    }
+    assert.deepEqual(await helmList(env, ns), [], 'no release is left for a bad chart');
+  });
+
+  test('a tar source (a .tgz URL) and a git source (branch and subpath) install; the operator kept working', async () => {
+    await env.client.create(ArmadaChart, testChart('from-tar', ns, { source: { type: 'tar', location: `${baseUrl}/charts/testchart-0.1.0.tgz` } }));
+    await env.client.create(ArmadaChart, testChart('from-git', ns, { source: { type: 'git', location: repo, subpath: 'charts/testchart', reference: 'main' } }));
+    for (const name of ['from-tar', 'from-git']) {
+      const chart = await waitForChartState(env, ns, name, 'deployed');
+      assert.equal(chart.status?.version, '0.1.0');
+    }
+    const releases = (await helmList(env, ns)).map((r) => [r.name, r.status]).sort();
+    assert.deepEqual(releases, [['from-git', 'deployed'], ['from-tar', 'deployed']]);
+  });
+
+  test('a new commit on the git branch is upgraded to when the spec changes', async () => {
+    const values = readFileSync(path.join(repo, 'charts/testchart/values.yaml'), 'utf8');
+    writeFileSync(path.join(repo, 'charts/testchart/values.yaml'), values.replace(/^replicaCount: 1$/m, 'replicaCount: 3'));
+    git('commit', '--quiet', '-am', 'three replicas');
+    await env.client.patch(ArmadaChart, 'from-git', ns, { spec: { values: { podLabels: { commit: 'second' } } } }, 'merge');
+    await waitForStatus<ArmadaChartObject>(env, ArmadaChart, ns, 'from-git', 'deployed at revision 2', (s) => s.actual_state === 'deployed' && s.revision === 2);
+    const deployment = await env.client.get<{ metadata: object; spec?: { replicas?: number } } & { metadata: Record<string, unknown> }>({ group: 'apps', version: 'v1', kind: 'Deployment', plural: 'deployments', namespaced: true }, 'from-git-testchart', ns);
+    assert.equal(deployment.spec?.replicas, 3, 'the chart of the new commit');
+  });
+
+  test('a failed install is retried with backoff and recovers when its source is fixed', async () => {
+    const retried = await waitForStatus<ArmadaChartObject>(env, ArmadaChart, ns, 'missing-tarball', 'a second failed install', (s) => (s.install_failures ?? 0) >= 2, 90_000);
+    assert.equal(retried.status?.actual_state, 'failed');
+    await env.client.patch(ArmadaChart, 'missing-tarball', ns, { spec: { source: { location: `${baseUrl}/charts/testchart-0.1.0.tgz` } } }, 'merge');
+    const fixed = await waitForChartState(env, ns, 'missing-tarball', 'deployed', 120_000);
+    assert.equal(fixed.status?.install_failures, 0);
+    assert.equal(fixed.status?.reason, undefined);
+  });
+});
