@@ -1,0 +1,105 @@
+/**
+ * operator-ts: the command line of the SDK — init, create api, generate crd|rbac, cluster
+ * up|down|status|exec and run. Each command's help says what it writes; every failure is one
+ * line `operator-ts: <reason>` on stderr and exit code 1 (a command run by `cluster exec` or
+ * `run` passes its own exit code through).
+ */
+import path from 'node:path';
+import { Command } from 'commander';
+import { clusterDown, clusterExec, clusterStatus, clusterUp, runOperator } from './cluster.ts';
+import { generatedCrds, generatedRbac, writeOrCheck } from './generate/generate.ts';
+import { createApi, init, SDK_VERSION } from './scaffold.ts';
+
+function action<A extends unknown[]>(fn: (...args: A) => Promise<number | void> | number | void) {
+  return async (...args: A) => {
+    try {
+      const code = await fn(...args);
+      if (typeof code === 'number') process.exitCode = code;
+    } catch (err) {
+      process.stderr.write(`operator-ts: ${err instanceof Error ? err.message : String(err)}\n`);
+      process.exitCode = 1;
+    }
+  };
+}
+
+const program = new Command().enablePositionalOptions().name('operator-ts').description(`TypeScript operators on @iot-operator/runtime (sdk ${SDK_VERSION})`);
+
+program
+  .command('init')
+  .description('write a new operator project into <dir>: package.json, tsconfig, src/, test/, deploy/, Dockerfile, README')
+  .argument('<dir>', 'new or empty directory')
+  .option('--name <name>', "the operator's name (default: the directory's name)")
+  .option('--domain <domain>', 'API domain appended to a short --group of create api', 'example.com')
+  .option('--runtime-version <spec>', 'npm specifier of @iot-operator/runtime to depend on (default: ^<this sdk version>)')
+  .option('--sdk-version <spec>', 'npm specifier of @iot-operator/sdk to depend on (default: ^<this sdk version>)')
+  .action(
+    action((dir: string, options: { name?: string; domain: string; runtimeVersion?: string; sdkVersion?: string }) => {
+      const project = init(dir, options);
+      console.log(`created operator project ${project.name} in ${dir}\nnext: cd ${dir} && npm install && npm test`);
+    }),
+  );
+
+const create = program.command('create').description('add to the project');
+create
+  .command('api')
+  .description('a new API: TypeBox schema (src/api/), controller (src/controllers/), sample (deploy/crds/), unit and e2e tests')
+  .requiredOption('--group <group>', 'API group; a short one gets the project domain appended')
+  .requiredOption('--version <version>', 'API version, e.g. v1alpha1')
+  .requiredOption('--kind <kind>', 'kind, UpperCamelCase')
+  .option('--plural <plural>', 'resource name (default: the lower-case plural of the kind)')
+  .option('--namespaced [bool]', 'namespaced (true, the default) or cluster-scoped (false)', 'true')
+  .action(
+    action((options: { group: string; version: string; kind: string; plural?: string; namespaced: string | boolean }) => {
+      const namespaced = options.namespaced === true || options.namespaced === 'true';
+      if (!namespaced && options.namespaced !== 'false') throw new Error(`--namespaced takes true or false, got ${String(options.namespaced)}`);
+      const api = createApi(process.cwd(), { ...options, namespaced });
+      console.log(`created API ${api.group}/${api.version} ${api.kind}\nnext: npx operator-ts generate crd && npx operator-ts generate rbac`);
+    }),
+  );
+
+const generate = program.command('generate').description('write files derived from the code');
+generate
+  .command('crd')
+  .description('deploy/crds/<group>_<version>_<kind>_crd.yaml from each API\'s TypeBox schema')
+  .option('--check', 'write nothing; fail when a committed CRD differs')
+  .action(
+    action(async (options: { check?: boolean }) => {
+      const report = writeOrCheck(process.cwd(), await generatedCrds(process.cwd()), !!options.check, 'operator-ts generate crd');
+      console.log(report.length > 0 ? report.join('\n') : options.check ? 'CRDs are up to date' : 'CRDs unchanged');
+    }),
+  );
+generate
+  .command('rbac')
+  .description('deploy/role.yaml and role_binding.yaml from what src/controllers.ts declares (for, owns, watches, extraPermissions)')
+  .option('--check', 'write nothing; fail when the committed RBAC differs')
+  .action(
+    action(async (options: { check?: boolean }) => {
+      const report = writeOrCheck(process.cwd(), await generatedRbac(process.cwd()), !!options.check, 'operator-ts generate rbac');
+      console.log(report.length > 0 ? report.join('\n') : options.check ? 'RBAC is up to date' : 'RBAC unchanged');
+    }),
+  );
+
+const cluster = program.command('cluster').enablePositionalOptions().description('the local control plane (binaries cached in ~/.cache/iot-operator)');
+cluster
+  .command('up')
+  .description('start or reuse the local cluster; prints KUBECONFIG=<path> last')
+  .action(action(async () => void console.log(`KUBECONFIG=${await clusterUp()}`)));
+cluster.command('down').description('stop the local cluster and delete its state').action(action(() => clusterDown()));
+cluster.command('status').description('state of the local cluster (exit 0 running, 1 unhealthy, 3 absent)').action(action(() => clusterStatus()));
+cluster
+  .command('exec')
+  .description('run <command> with KUBECONFIG of the local cluster (started when needed) and IOT_TEST_USE_KUBECONFIG=1')
+  .argument('<command>')
+  .argument('[args...]')
+  .passThroughOptions()
+  .action(action((command: string, args: string[]) => clusterExec(command, args)));
+
+program
+  .command('run')
+  .description('run the project\'s operator on the local cluster, its CRDs installed first; arguments go to the operator')
+  .argument('[args...]')
+  .passThroughOptions()
+  .allowUnknownOption()
+  .action(action((args: string[]) => runOperator(path.resolve('.'), args)));
+
+await program.parseAsync();
