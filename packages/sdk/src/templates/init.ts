@@ -29,6 +29,7 @@ export function initFiles(o: InitOptions): Record<string, string> {
     'src/controllers.ts': controllers,
     'deploy/service_account.yaml': serviceAccount(o),
     'deploy/operator.yaml': deployment(o),
+    'deploy/crds/.gitkeep': '',
     'test/generated.unit.test.ts': generatedTest,
     'test/operator.e2e.test.ts': operatorE2eTest,
   };
@@ -295,10 +296,12 @@ test('deploy/role.yaml grants what the controllers declare, no more and no less'
 `;
 
 const operatorE2eTest = `/**
- * The operator on the local cluster, as its ServiceAccount with only the deploy/ RBAC: it
- * syncs its caches, wins leader election and answers /readyz and /metrics.
+ * The operator on the local cluster, with every CRD of deploy/crds installed, as its
+ * ServiceAccount with only the deploy/ RBAC: it syncs its caches, wins leader election and
+ * answers /readyz and /metrics.
  */
 import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -314,6 +317,8 @@ let ns: string;
 
 before(async () => {
   env = await testEnv();
+  const crdDir = path.join(deployDir, 'crds');
+  for (const file of readdirSync(crdDir).filter((f) => f.endsWith('_crd.yaml'))) await env.installCrd(path.join(crdDir, file));
   ns = await env.namespace('operator');
   account = await serviceAccountKubeconfig(env, ns, ['service_account.yaml', 'role.yaml', 'role_binding.yaml'].map((f) => path.join(deployDir, f)));
   mgr = await createOperator({ ...env.operatorOptions(ns), kubeconfigPath: account.file, leaderElection: { namespace: ns } });

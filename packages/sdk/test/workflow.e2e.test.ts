@@ -1,0 +1,82 @@
+/**
+ * What a new user does, in a temporary directory, with nothing from this repository but the two
+ * packed tarballs: `npm pack` the runtime and the SDK; `operator-ts init` from the SDK tarball
+ * (npm exec); `npm install` (the runtime arrives as a real package of compiled JavaScript, not a
+ * workspace link); `create api`; the RBAC check fails until `generate crd` and `generate rbac`
+ * have run; then the new project's own `npm test` — type-check, unit tests and end-to-end tests
+ * on the local cluster as the operator's ServiceAccount — passes.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
+let workDir: string;
+let projectDir: string;
+let runtimeTarball: string;
+let sdkTarball: string;
+
+function run(command: string, args: string[], cwd: string) {
+  const result = spawnSync(command, args, { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, env: { ...process.env, npm_config_update_notifier: 'false' } });
+  return { status: result.status, stdout: result.stdout, output: `${result.stdout}\n${result.stderr}` };
+}
+
+function succeed(command: string, args: string[], cwd: string): string {
+  const result = run(command, args, cwd);
+  assert.equal(result.status, 0, `${command} ${args.join(' ')} failed:\n${result.output.slice(-6000)}`);
+  return result.stdout;
+}
+
+describe('the operator-ts workflow of a new user', () => {
+  before(() => {
+    workDir = mkdtempSync(path.join(os.tmpdir(), 'operator-ts-workflow-'));
+    projectDir = path.join(workDir, 'demo-operator');
+  });
+
+  after(() => rmSync(workDir, { recursive: true, force: true }));
+
+  test('npm pack makes a runtime and an sdk tarball', () => {
+    const packDir = path.join(workDir, 'packs');
+    const packed = JSON.parse(succeed('npm', ['pack', '--json', '-w', '@iot-operator/runtime', '-w', '@iot-operator/sdk', '--pack-destination', packDir], repoRoot)) as Array<{ name: string; filename: string }>;
+    const byName = Object.fromEntries(packed.map((p) => [p.name, path.join(packDir, path.basename(p.filename))]));
+    runtimeTarball = byName['@iot-operator/runtime']!;
+    sdkTarball = byName['@iot-operator/sdk']!;
+    assert.deepEqual(readdirSync(packDir).sort(), [path.basename(runtimeTarball), path.basename(sdkTarball)].sort());
+  });
+
+  test('operator-ts init, run from the sdk tarball, writes a project that installs from the tarballs', () => {
+    succeed('npm', ['exec', '--yes', `--package=${sdkTarball}`, '--', 'operator-ts', 'init', 'demo-operator', '--runtime-version', `file:${runtimeTarball}`, '--sdk-version', `file:${sdkTarball}`], workDir);
+    succeed('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline'], projectDir);
+    const runtimeDir = path.join(projectDir, 'node_modules/@iot-operator/runtime');
+    assert.equal(lstatSync(runtimeDir).isSymbolicLink(), false, 'the runtime is an installed package, not a link');
+    const manifest = JSON.parse(readFileSync(path.join(runtimeDir, 'package.json'), 'utf8')) as { exports: Record<string, { default: string }> };
+    assert.equal(manifest.exports['.']?.default, './dist/index.js');
+    assert.deepEqual(readdirSync(runtimeDir).sort(), ['dist', 'package.json']);
+  });
+
+  test('create api adds the API; the committed RBAC then fails its check until generated', () => {
+    succeed('npx', ['--no-install', 'operator-ts', 'create', 'api', '--group', 'demo', '--version', 'v1alpha1', '--kind', 'Widget'], projectDir);
+    const check = run('npx', ['--no-install', 'operator-ts', 'generate', 'rbac', '--check'], projectDir);
+    assert.equal(check.status, 1);
+    assert.match(check.output, /deploy\/role\.yaml differs from what `operator-ts generate rbac` writes/);
+
+    assert.match(succeed('npx', ['--no-install', 'operator-ts', 'generate', 'crd'], projectDir), /wrote deploy\/crds\/demo_v1alpha1_widget_crd\.yaml/);
+    assert.match(succeed('npx', ['--no-install', 'operator-ts', 'generate', 'rbac'], projectDir), /wrote deploy\/role\.yaml/);
+    const role = readFileSync(path.join(projectDir, 'deploy/role.yaml'), 'utf8');
+    assert.match(role, /# for\(Widget\)\n\s+- apiGroups: \[demo\.example\.com\]\n\s+resources: \[widgets\]\n\s+verbs: \[get, list, watch\]/);
+    assert.match(role, /# owns\(ConfigMap\)\n\s+- apiGroups: \[""\]\n\s+resources: \[configmaps\]\n\s+verbs: \[get, list, watch, create, update, patch, delete\]/);
+    succeed('npx', ['--no-install', 'operator-ts', 'generate', 'rbac', '--check'], projectDir);
+  });
+
+  test("the new project's npm test passes: type-check, unit tests, end-to-end tests on the local cluster", () => {
+    const output = succeed('npm', ['test'], projectDir);
+    const passed = [...output.matchAll(/^# pass (\d+)$/gm)].map((m) => Number(m[1]));
+    const failed = [...output.matchAll(/^# fail (\d+)$/gm)].map((m) => Number(m[1]));
+    assert.deepEqual(failed, [0, 0], 'unit and e2e runs report no failure');
+    assert.ok(passed[0]! >= 4 && passed[1]! >= 5, `unit and e2e tests ran: ${passed.join(', ')}`);
+  });
+});
