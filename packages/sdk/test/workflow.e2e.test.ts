@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -20,8 +20,11 @@ let projectDir: string;
 let runtimeTarball: string;
 let sdkTarball: string;
 
+/** The environment of a user's shell: without the variable that makes node's test runner in a child report to this one. */
+const { NODE_TEST_CONTEXT: _testContext, ...userEnv } = process.env;
+
 function run(command: string, args: string[], cwd: string) {
-  const result = spawnSync(command, args, { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, env: { ...process.env, npm_config_update_notifier: 'false' } });
+  const result = spawnSync(command, args, { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, env: { ...userEnv, npm_config_update_notifier: 'false' } });
   return { status: result.status, stdout: result.stdout, output: `${result.stdout}\n${result.stderr}` };
 }
 
@@ -41,6 +44,7 @@ describe('the operator-ts workflow of a new user', () => {
 
   test('npm pack makes a runtime and an sdk tarball', () => {
     const packDir = path.join(workDir, 'packs');
+    mkdirSync(packDir);
     const packed = JSON.parse(succeed('npm', ['pack', '--json', '-w', '@iot-operator/runtime', '-w', '@iot-operator/sdk', '--pack-destination', packDir], repoRoot)) as Array<{ name: string; filename: string }>;
     const byName = Object.fromEntries(packed.map((p) => [p.name, path.join(packDir, path.basename(p.filename))]));
     runtimeTarball = byName['@iot-operator/runtime']!;
