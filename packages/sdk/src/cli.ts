@@ -43,16 +43,19 @@ const create = program.command('create').description('add to the project');
 create
   .command('api')
   .description('a new API: TypeBox schema (src/api/), controller (src/controllers/), sample (deploy/crds/), unit and e2e tests')
-  .requiredOption('--group <group>', 'API group; a short one gets the project domain appended')
-  .requiredOption('--version <version>', 'API version, e.g. v1alpha1')
+  .option('--group <group>', 'API group; a short one gets the project domain appended')
+  .option('--version <version>', 'API version, e.g. v1alpha1')
+  .option('--api-version <group/version>', "group and version in one, as operator-sdk's add api takes them")
   .requiredOption('--kind <kind>', 'kind, UpperCamelCase')
   .option('--plural <plural>', 'resource name (default: the lower-case plural of the kind)')
   .option('--namespaced [bool]', 'namespaced (true, the default) or cluster-scoped (false)', 'true')
   .action(
-    action((options: { group: string; version: string; kind: string; plural?: string; namespaced: string | boolean }) => {
+    action((options: { group?: string; version?: string; apiVersion?: string; kind: string; plural?: string; namespaced: string | boolean }) => {
       const namespaced = options.namespaced === true || options.namespaced === 'true';
       if (!namespaced && options.namespaced !== 'false') throw new Error(`--namespaced takes true or false, got ${String(options.namespaced)}`);
-      const api = createApi(process.cwd(), { ...options, namespaced });
+      const [group, version] = options.apiVersion ? options.apiVersion.split('/', 2) : [options.group, options.version];
+      if (!group || !version) throw new Error('name the API with --group and --version, or with --api-version <group>/<version>');
+      const api = createApi(process.cwd(), { group, version, kind: options.kind, plural: options.plural, namespaced });
       console.log(`created API ${api.group}/${api.version} ${api.kind}\nnext: npx operator-ts generate crd && npx operator-ts generate rbac`);
     }),
   );
