@@ -8,6 +8,8 @@ import path from 'node:path';
 import { Command } from 'commander';
 import { clusterDown, clusterExec, clusterStatus, clusterUp, runOperator } from './cluster.ts';
 import { generatedCrds, generatedRbac, writeOrCheck } from './generate/generate.ts';
+import { moduleFile, runProjectWorker } from './project-process.ts';
+import { readProject } from './project.ts';
 import { createApi, init, SDK_VERSION } from './scaffold.ts';
 
 function action<A extends unknown[]>(fn: (...args: A) => Promise<number | void> | number | void) {
@@ -96,6 +98,30 @@ cluster
   .argument('[args...]')
   .passThroughOptions()
   .action(action((command: string, args: string[]) => clusterExec(command, args)));
+
+const deployWorker = moduleFile(import.meta.url, 'deploy/deploy-worker');
+
+/** install, uninstall, deploy and undeploy against the cluster of the kubeconfig, as the seed's make targets. */
+function clusterAction(name: 'install' | 'uninstall' | 'deploy' | 'undeploy', description: string) {
+  const command = program
+    .command(name)
+    .description(description)
+    .option('--kubeconfig <path>', 'kubeconfig of the target cluster (default: $KUBECONFIG, else ~/.kube/config)');
+  if (name === 'deploy' || name === 'undeploy') command.option('--namespace <namespace>', "the operator's namespace (default: <name>-system)");
+  if (name === 'deploy') command.option('--image <image>', "the operator's image, replacing REPLACE_IMAGE in deploy/operator.yaml");
+  command.action(
+    action(async (options: { kubeconfig?: string; namespace?: string; image?: string }) => {
+      const projectDir = process.cwd();
+      const namespace = options.namespace ?? `${readProject(projectDir).name}-system`;
+      const output = await runProjectWorker(projectDir, deployWorker, [name, JSON.stringify({ ...options, namespace })], `${name} failed`);
+      process.stdout.write(output);
+    }),
+  );
+}
+clusterAction('install', 'apply deploy/crds/*_crd.yaml to the cluster and wait until each is Established');
+clusterAction('uninstall', 'delete the CRDs of deploy/crds from the cluster');
+clusterAction('deploy', 'install, then the namespace, ServiceAccount, Role, RoleBinding and Deployment of deploy/');
+clusterAction('undeploy', 'delete what deploy applied (not the namespace), then uninstall');
 
 program
   .command('run')

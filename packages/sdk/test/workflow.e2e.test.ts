@@ -8,17 +8,20 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
+import { serviceAccountKubeconfig, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 let workDir: string;
 let projectDir: string;
 let runtimeTarball: string;
 let sdkTarball: string;
+let env: TestEnv;
 
 /** The environment of a user's shell: without the variable that makes node's test runner in a child report to this one. */
 const { NODE_TEST_CONTEXT: _testContext, ...userEnv } = process.env;
@@ -46,7 +49,10 @@ describe('the operator-ts workflow of a new user', () => {
     projectDir = path.join(workDir, 'demo-operator');
   });
 
-  after(() => rmSync(workDir, { recursive: true, force: true }));
+  after(async () => {
+    await env?.cleanup();
+    rmSync(workDir, { recursive: true, force: true });
+  });
 
   test('npm pack makes a runtime and an sdk tarball', () => {
     const packDir = path.join(workDir, 'packs');
@@ -89,5 +95,49 @@ describe('the operator-ts workflow of a new user', () => {
   test("the new project's npm test passes: type-check, unit tests, end-to-end tests on the local cluster", () => {
     // unit: 2 generated-file checks + 2 Widget reconcile tests; e2e: 1 operator test + 4 Widget tests.
     assert.deepEqual(testCounts(succeed('npm', ['test'], projectDir)), { passed: [4, 5], failed: [0, 0] });
+  });
+
+  test('deploy puts the CRDs and the operator on the cluster of a kubeconfig, undeploy removes them', async () => {
+    env = await testEnv();
+    const ns = await env.namespace('sdk-deploy');
+    const target = ['--kubeconfig', env.kubeconfigPath, '--namespace', ns];
+    const deployed = succeed('npx', ['--no-install', 'operator-ts', 'deploy', ...target, '--image', 'registry.example.com/demo-operator:v1'], projectDir);
+    assert.match(deployed, /installed CustomResourceDefinition widgets\.demo\.example\.com/);
+    const deployment = await env.client.get<KubeObject & { spec: { template: { spec: { serviceAccountName: string; containers: Array<{ image: string }> } } } }>(Kinds.Deployment, 'demo-operator', ns);
+    assert.equal(deployment.spec.template.spec.containers[0]?.image, 'registry.example.com/demo-operator:v1');
+    assert.equal(deployment.spec.template.spec.serviceAccountName, 'demo-operator');
+    await env.client.get(Kinds.RoleBinding, 'demo-operator', ns);
+
+    const undeployed = succeed('npx', ['--no-install', 'operator-ts', 'undeploy', ...target], projectDir);
+    assert.match(undeployed, /deleted Deployment .*\n(.*\n)*deleted CustomResourceDefinition widgets\.demo\.example\.com/);
+    await assert.rejects(env.client.get(Kinds.Deployment, 'demo-operator', ns), (err) => isNotFound(err));
+    await assert.rejects(env.client.get(Kinds.Role, 'demo-operator', ns), (err) => isNotFound(err));
+    await env.waitFor('the Widget CRD to be gone', async () => {
+      const crd = await env.client.get(Kinds.CustomResourceDefinition, 'widgets.demo.example.com').catch((err: unknown) => {
+        if (isNotFound(err)) return undefined;
+        throw err;
+      });
+      return { done: crd === undefined, value: undefined, seen: crd?.metadata.deletionTimestamp };
+    });
+  });
+
+  test('install fails clearly on an unreachable API server and on missing RBAC, writing nothing', async () => {
+    const unreachable = path.join(workDir, 'unreachable.kubeconfig');
+    writeFileSync(unreachable, readFileSync(env.kubeconfigPath, 'utf8').replace(/server: .*/g, 'server: https://127.0.0.1:1'));
+    const offline = run('npx', ['--no-install', 'operator-ts', 'install', '--kubeconfig', unreachable], projectDir);
+    assert.equal(offline.status, 1);
+    assert.match(offline.output, /operator-ts: install failed: cannot reach the API server https:\/\/127\.0\.0\.1:1 \(kubeconfig .*unreachable\.kubeconfig\)/);
+
+    // A ServiceAccount bound to nothing may not create CustomResourceDefinitions.
+    const ns = await env.namespace('sdk-norbac');
+    const account = await serviceAccountKubeconfig(env, ns, [path.join(projectDir, 'deploy/service_account.yaml')]);
+    try {
+      const refused = run('npx', ['--no-install', 'operator-ts', 'install', '--kubeconfig', account.file], projectDir);
+      assert.equal(refused.status, 1);
+      assert.match(refused.output, /not allowed to apply CustomResourceDefinition widgets\.demo\.example\.com with the credentials of .* \(RBAC\): .*cannot patch resource "customresourcedefinitions"/);
+    } finally {
+      await account.cleanup();
+    }
+    await assert.rejects(env.client.get(Kinds.CustomResourceDefinition, 'widgets.demo.example.com'), (err) => isNotFound(err), 'no CRD was written');
   });
 });

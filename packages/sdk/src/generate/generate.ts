@@ -5,29 +5,19 @@
  * Guarantees: the files' contents are functions of the project's declarations only (see
  * project-worker.ts and rbac.ts), so generating twice changes nothing. `--check` writes nothing
  * and, on a difference, fails naming every differing file and its first differing line.
- * A project without node_modules gets a clear error instead of a module-loading trace.
  */
-import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { stringify } from 'yaml';
+import { moduleFile, runProjectWorker } from '../project-process.ts';
 import { readProject } from '../project.ts';
 import { needsClusterRole, policyRules, roleBindingYaml, roleYaml, type ControllerDeclaration, type ExtraPermission } from './rbac.ts';
 
-const run = promisify(execFile);
-const workerFile = fileURLToPath(new URL(`./project-worker${path.extname(fileURLToPath(import.meta.url))}`, import.meta.url));
+const workerFile = moduleFile(import.meta.url, 'project-worker');
 
 async function readDeclarations<T>(projectDir: string, mode: 'crd' | 'rbac'): Promise<T> {
-  if (!existsSync(path.join(projectDir, 'node_modules', 'tsx'))) throw new Error(`${projectDir} has no node_modules/tsx: run \`npm install\` first`);
-  try {
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', workerFile, mode], { cwd: projectDir, maxBuffer: 64 * 1024 * 1024 });
-    return JSON.parse(stdout) as T;
-  } catch (err) {
-    const stderr = (err as { stderr?: string }).stderr?.trim();
-    throw new Error(`reading the project's ${mode === 'crd' ? 'API schemas' : 'controller declarations'} failed: ${stderr || (err as Error).message}`);
-  }
+  const stdout = await runProjectWorker(projectDir, workerFile, [mode], `reading the project's ${mode === 'crd' ? 'API schemas' : 'controller declarations'} failed`);
+  return JSON.parse(stdout) as T;
 }
 
 /** The CRD files: path (relative to the project) -> content. */
