@@ -4,16 +4,18 @@
  * (npm exec); `npm install` (the runtime arrives as a real package of compiled JavaScript, not a
  * workspace link); `create api`; the RBAC check fails until `generate crd` and `generate rbac`
  * have run; then the new project's own `npm test` — type-check, unit tests and end-to-end tests
- * on the local cluster as the operator's ServiceAccount — passes.
+ * on the local cluster as the operator's ServiceAccount — passes; `npm start` runs the operator
+ * on the local cluster; `deploy` and `undeploy` put it on and take it off the cluster of a
+ * kubeconfig, and `install` fails clearly when the server is unreachable or RBAC is missing.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
+import { customResource, isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
 import { serviceAccountKubeconfig, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
@@ -97,8 +99,38 @@ describe('the operator-ts workflow of a new user', () => {
     assert.deepEqual(testCounts(succeed('npm', ['test'], projectDir)), { passed: [4, 5], failed: [0, 0] });
   });
 
-  test('deploy puts the CRDs and the operator on the cluster of a kubeconfig, undeploy removes them', async () => {
+  test('npm start runs the operator on the local cluster with its CRDs installed; it reconciles and stops on SIGINT', async () => {
     env = await testEnv();
+    const ns = await env.namespace('sdk-start');
+    const operator = spawn('npm', ['start', '--', '--metrics-bind-address', '127.0.0.1:0'], { cwd: projectDir, env: userEnv, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    operator.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    operator.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => operator.once('exit', (code, signal) => resolve({ code, signal })));
+    try {
+      await env.waitFor('the operator to start its Widget controller', async () => ({ done: /"controller":"widget".*"msg":"controller started"/.test(output), value: true, seen: output.slice(-1000) }));
+      assert.match(output, /installed deploy\/crds\/demo_v1alpha1_widget_crd\.yaml/);
+      await env.client.create(customResource('demo.example.com', 'v1alpha1', 'Widget', 'widgets'), {
+        apiVersion: 'demo.example.com/v1alpha1',
+        kind: 'Widget',
+        metadata: { name: 'started', namespace: ns },
+        spec: { message: 'from npm start' },
+      });
+      const configMap = await env.waitFor('the ConfigMap of the Widget', async () => {
+        const found = await env.client.get(Kinds.ConfigMap, 'started-widget', ns);
+        return { done: true, value: found };
+      });
+      assert.deepEqual(configMap.data, { message: 'from npm start' });
+    } finally {
+      process.kill(-operator.pid!, 'SIGINT');
+    }
+    // Ctrl-C reaches the whole foreground group: npm ends by the signal, the operator stops gracefully.
+    const { code, signal } = await exited;
+    assert.ok(code === 0 || signal === 'SIGINT', `npm start ended with code ${code}, signal ${signal}`);
+    assert.match(output, /"exitCode":0,"msg":"manager stopped"/);
+  });
+
+  test('deploy puts the CRDs and the operator on the cluster of a kubeconfig, undeploy removes them', async () => {
     const ns = await env.namespace('sdk-deploy');
     const target = ['--kubeconfig', env.kubeconfigPath, '--namespace', ns];
     const deployed = succeed('npx', ['--no-install', 'operator-ts', 'deploy', ...target, '--image', 'registry.example.com/demo-operator:v1'], projectDir);
