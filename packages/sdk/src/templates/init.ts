@@ -91,8 +91,7 @@ const tsconfig = `${JSON.stringify(
 function readme(o: InitOptions): string {
   return `# ${o.name}
 
-A Kubernetes operator in TypeScript on [@iot-operator/runtime](https://www.npmjs.com/package/@iot-operator/runtime),
-scaffolded by \`operator-ts\`.
+A Kubernetes operator in TypeScript on \`@iot-operator/runtime\`, scaffolded by \`operator-ts\`.
 
 \`\`\`sh
 npm start      # run the operator on the embedded local cluster (CRDs installed first)
@@ -109,6 +108,8 @@ about 10 minutes on 2 cores, then reuses it from \`~/.cache/iot-operator/\`.
 | \`npm run generate\` | deploy/crds/*_crd.yaml from the TypeBox schemas, deploy/role.yaml from what the controllers declare |
 | \`npm run cluster:up\` / \`cluster:down\` / \`cluster:status\` | the embedded local cluster (\`cluster:up\` prints its KUBECONFIG) |
 | \`docker build -t <registry>/${o.name}:<version> .\` | the operator image; deploy it with deploy/*.yaml |
+| \`npx operator-ts install\` / \`uninstall\` | the CRDs on / off the cluster of \`KUBECONFIG\` (or \`--kubeconfig\`) |
+| \`npx operator-ts deploy --image <image>\` / \`undeploy\` | CRDs, namespace ${o.name}-system (\`--namespace\`), ServiceAccount, Role, RoleBinding and Deployment on / off that cluster |
 
 Layout: \`src/api/\` (one TypeBox schema per kind), \`src/controllers/\` (one controller per kind),
 \`src/controllers.ts\` (every controller, and the client calls they make beyond \`for\`/\`owns\`/\`watches\`),
@@ -116,7 +117,7 @@ Layout: \`src/api/\` (one TypeBox schema per kind), \`src/controllers/\` (one co
 The unit test \`test/generated.unit.test.ts\` fails while a committed CRD or deploy/role.yaml
 differs from what \`npm run generate\` would write.
 
-In a cluster: \`kubectl apply -f deploy/crds/<file>_crd.yaml\`, then
+With kubectl instead of \`deploy\`: \`kubectl apply -f deploy/crds/<file>_crd.yaml\`, then
 \`kubectl apply -n <namespace> -f deploy/service_account.yaml -f deploy/role.yaml -f deploy/role_binding.yaml -f deploy/operator.yaml\`
 (replace REPLACE_IMAGE in deploy/operator.yaml with your image first).
 `;
