@@ -74,7 +74,6 @@ export function createApi(dir: string, options: CreateApiOptions): ApiDefinition
   if (!/^[A-Z][A-Za-z0-9]{0,62}$/.test(options.kind)) throw new Error(`the kind "${options.kind}" must be UpperCamelCase letters and digits, e.g. Memcached`);
   const plural = options.plural ?? pluralOf(options.kind);
   if (!/^[a-z][a-z0-9]*$/.test(plural)) throw new Error(`the plural "${plural}" must be lower-case letters and digits`);
-  if (!options.namespaced) throw new Error('create api scaffolds namespaced APIs only: a cluster-scoped kind needs a controller that chooses where its children live; drop --namespaced=false');
   if (project.apis.some((a) => a.kind === options.kind)) throw new Error(`the project already has an API of kind ${options.kind}`);
   const api: ApiDefinition = { group, version: options.version, kind: options.kind, plural, namespaced: options.namespaced };
 

@@ -30,7 +30,7 @@ test('init writes a complete project named after its directory, depending on the
     '.dockerignore', '.gitignore', 'Dockerfile', 'README.md',
     'deploy/crds/.gitkeep', 'deploy/operator.yaml', 'deploy/role.yaml', 'deploy/role_binding.yaml', 'deploy/service_account.yaml',
     'operator-ts.json', 'package.json', 'src/controllers.ts', 'src/main.ts', 'src/operator.ts',
-    'test/generated.unit.test.ts', 'test/operator.e2e.test.ts', 'tsconfig.json',
+    'test/crds.ts', 'test/generated.unit.test.ts', 'test/operator.e2e.test.ts', 'tsconfig.json',
   ]);
   const manifest = JSON.parse(readFileSync(path.join(projectDir, 'package.json'), 'utf8'));
   assert.equal(manifest.name, 'demo-operator');
@@ -63,6 +63,14 @@ test('create api writes the API, registers its controller and records it in oper
   assert.match(readFileSync(path.join(dir, 'src/api/memcached.ts'), 'utf8'), /customResource\('cache\.example\.com', 'v1alpha1', 'Memcached', 'memcacheds', true\)/);
 });
 
+test('a cluster-scoped API owns a Namespace per object', () => {
+  init(dir, { name: 'demo-operator' });
+  createApi(dir, { group: 'tenancy', version: 'v1', kind: 'Tenant', namespaced: false });
+  assert.match(readFileSync(path.join(dir, 'src/api/tenant.ts'), 'utf8'), /customResource\('tenancy\.example\.com', 'v1', 'Tenant', 'tenants', false\)[\s\S]*scope: 'Cluster'/);
+  assert.match(readFileSync(path.join(dir, 'src/controllers/tenant.ts'), 'utf8'), /\.for\(Tenant\)\.owns\(Kinds\.Namespace\)/);
+  assert.equal(readProject(dir).apis[0]?.namespaced, false);
+});
+
 test('create api rejects bad input and a second API of the same kind, changing nothing', () => {
   init(dir, { name: 'demo-operator' });
   const before = () => listFiles(dir).sort().map((f) => `${f}:${readFileSync(path.join(dir, f), 'utf8').length}`);
@@ -70,7 +78,6 @@ test('create api rejects bad input and a second API of the same kind, changing n
   assert.throws(() => createApi(dir, { group: 'cache', version: 'v1', kind: 'memcached', namespaced: true }), /the kind "memcached" must be UpperCamelCase/);
   assert.throws(() => createApi(dir, { group: 'cache', version: '1.0', kind: 'Memcached', namespaced: true }), /the version "1\.0" must look like v1/);
   assert.throws(() => createApi(dir, { group: 'Cache', version: 'v1', kind: 'Memcached', namespaced: true }), /must be a DNS subdomain/);
-  assert.throws(() => createApi(dir, { group: 'cache', version: 'v1', kind: 'Memcached', namespaced: false }), /namespaced APIs only/);
   assert.deepEqual(before(), snapshot);
   createApi(dir, { group: 'cache', version: 'v1', kind: 'Memcached', namespaced: true });
   assert.throws(() => createApi(dir, { group: 'other', version: 'v1', kind: 'Memcached', namespaced: true }), /already has an API of kind Memcached/);

@@ -2,7 +2,8 @@
  * What a new user does, in a temporary directory, with nothing from this repository but the two
  * packed tarballs: `npm pack` the runtime and the SDK; `operator-ts init` from the SDK tarball
  * (npm exec); `npm install` (the runtime arrives as a real package of compiled JavaScript, not a
- * workspace link); `create api`; the RBAC check fails until `generate crd` and `generate rbac`
+ * workspace link); the project's tests pass as generated; `create api` of a namespaced and a
+ * cluster-scoped kind; the RBAC check fails until `generate crd` and `generate rbac`
  * have run; then the new project's own `npm test` — type-check, unit tests and end-to-end tests
  * on the local cluster as the operator's ServiceAccount — passes; `npm start` runs the operator
  * on the local cluster; `deploy` and `undeploy` put it on and take it off the cluster of a
@@ -80,23 +81,26 @@ describe('the operator-ts workflow of a new user', () => {
     assert.deepEqual(testCounts(succeed('npm', ['test'], projectDir)), { passed: [2, 1], failed: [0, 0] });
   });
 
-  test('create api adds the API; the committed RBAC then fails its check until generated', () => {
+  test('create api adds a namespaced and a cluster-scoped API; the committed RBAC then fails its check until generated', () => {
     succeed('npx', ['--no-install', 'operator-ts', 'create', 'api', '--group', 'demo', '--version', 'v1alpha1', '--kind', 'Widget'], projectDir);
+    succeed('npx', ['--no-install', 'operator-ts', 'create', 'api', '--api-version', 'tenancy.example.com/v1', '--kind', 'Tenant', '--namespaced=false'], projectDir);
     const check = run('npx', ['--no-install', 'operator-ts', 'generate', 'rbac', '--check'], projectDir);
     assert.equal(check.status, 1);
     assert.match(check.output, /deploy\/role\.yaml differs from what `operator-ts generate rbac` writes/);
 
-    assert.match(succeed('npx', ['--no-install', 'operator-ts', 'generate', 'crd'], projectDir), /wrote deploy\/crds\/demo_v1alpha1_widget_crd\.yaml/);
-    assert.match(succeed('npx', ['--no-install', 'operator-ts', 'generate', 'rbac'], projectDir), /wrote deploy\/role\.yaml/);
+    assert.match(succeed('npx', ['--no-install', 'operator-ts', 'generate', 'crd'], projectDir), /wrote deploy\/crds\/demo_v1alpha1_widget_crd\.yaml\nwrote deploy\/crds\/tenancy_v1_tenant_crd\.yaml/);
+    assert.match(succeed('npx', ['--no-install', 'operator-ts', 'generate', 'rbac'], projectDir), /wrote deploy\/role\.yaml\nwrote deploy\/role_binding\.yaml/);
     const role = readFileSync(path.join(projectDir, 'deploy/role.yaml'), 'utf8');
+    assert.match(role, /^kind: ClusterRole$/m, 'a cluster-scoped kind needs a ClusterRole');
+    assert.match(role, /# owns\(Namespace\)\n\s+- apiGroups: \[""\]\n\s+resources: \[namespaces\]/);
     assert.match(role, /# for\(Widget\)\n\s+- apiGroups: \[demo\.example\.com\]\n\s+resources: \[widgets\]\n\s+verbs: \[get, list, watch\]/);
     assert.match(role, /# owns\(ConfigMap\)\n\s+- apiGroups: \[""\]\n\s+resources: \[configmaps\]\n\s+verbs: \[get, list, watch, create, update, patch, delete\]/);
     succeed('npx', ['--no-install', 'operator-ts', 'generate', 'rbac', '--check'], projectDir);
   });
 
   test("the new project's npm test passes: type-check, unit tests, end-to-end tests on the local cluster", () => {
-    // unit: 2 generated-file checks + 2 Widget reconcile tests; e2e: 1 operator test + 4 Widget tests.
-    assert.deepEqual(testCounts(succeed('npm', ['test'], projectDir)), { passed: [4, 5], failed: [0, 0] });
+    // unit: 2 generated-file checks + 2 Widget + 3 Tenant reconcile tests; e2e: 1 operator test + 4 Widget + 3 Tenant tests.
+    assert.deepEqual(testCounts(succeed('npm', ['test'], projectDir)), { passed: [7, 8], failed: [0, 0] });
   });
 
   test('npm start runs the operator on the local cluster with its CRDs installed; it reconciles and stops on SIGINT', async () => {
@@ -138,12 +142,13 @@ describe('the operator-ts workflow of a new user', () => {
     const deployment = await env.client.get<KubeObject & { spec: { template: { spec: { serviceAccountName: string; containers: Array<{ image: string }> } } } }>(Kinds.Deployment, 'demo-operator', ns);
     assert.equal(deployment.spec.template.spec.containers[0]?.image, 'registry.example.com/demo-operator:v1');
     assert.equal(deployment.spec.template.spec.serviceAccountName, 'demo-operator');
-    await env.client.get(Kinds.RoleBinding, 'demo-operator', ns);
+    const binding = await env.client.get<KubeObject & { subjects: Array<{ name: string; namespace: string }> }>(Kinds.ClusterRoleBinding, 'demo-operator');
+    assert.deepEqual(binding.subjects.map((subject) => `${subject.namespace}/${subject.name}`), [`${ns}/demo-operator`]);
 
     const undeployed = succeed('npx', ['--no-install', 'operator-ts', 'undeploy', ...target], projectDir);
     assert.match(undeployed, /deleted Deployment .*\n(.*\n)*deleted CustomResourceDefinition widgets\.demo\.example\.com/);
     await assert.rejects(env.client.get(Kinds.Deployment, 'demo-operator', ns), (err) => isNotFound(err));
-    await assert.rejects(env.client.get(Kinds.Role, 'demo-operator', ns), (err) => isNotFound(err));
+    await assert.rejects(env.client.get(Kinds.ClusterRoleBinding, 'demo-operator'), (err) => isNotFound(err));
     await env.waitFor('the Widget CRD to be gone', async () => {
       const crd = await env.client.get(Kinds.CustomResourceDefinition, 'widgets.demo.example.com').catch((err: unknown) => {
         if (isNotFound(err)) return undefined;

@@ -32,6 +32,7 @@ export function initFiles(o: InitOptions): Record<string, string> {
     'deploy/crds/.gitkeep': '',
     'test/generated.unit.test.ts': generatedTest,
     'test/operator.e2e.test.ts': operatorE2eTest,
+    'test/crds.ts': crdsHelper,
   };
 }
 
@@ -302,13 +303,13 @@ const operatorE2eTest = `/**
  * answers /readyz and /metrics.
  */
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { Manager } from '@iot-operator/runtime';
 import { serviceAccountKubeconfig, testEnv, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
 import { createOperator } from '../src/operator.ts';
+import { installProjectCrds } from './crds.ts';
 
 const deployDir = fileURLToPath(new URL('../deploy/', import.meta.url));
 let env: TestEnv;
@@ -318,8 +319,7 @@ let ns: string;
 
 before(async () => {
   env = await testEnv();
-  const crdDir = path.join(deployDir, 'crds');
-  for (const file of readdirSync(crdDir).filter((f) => f.endsWith('_crd.yaml'))) await env.installCrd(path.join(crdDir, file));
+  await installProjectCrds(env);
   ns = await env.namespace('operator');
   account = await serviceAccountKubeconfig(env, ns, ['service_account.yaml', 'role.yaml', 'role_binding.yaml'].map((f) => path.join(deployDir, f)));
   mgr = await createOperator({ ...env.operatorOptions(ns), kubeconfigPath: account.file, leaderElection: { namespace: ns } });
@@ -339,4 +339,20 @@ test('as its ServiceAccount, the operator becomes leader and reports ready', asy
   const metrics = await (await fetch(\`http://127.0.0.1:\${mgr.httpPort}/metrics\`)).text();
   assert.match(metrics, /leader_election_master_status\\{name="[a-z0-9-]+-leader"\\} 1/);
 });
+`;
+
+const crdsHelper = `/**
+ * Installs every CRD of deploy/crds and waits until each is Established: the operator's
+ * controllers cover every API of the project, and its caches sync only once all exist.
+ */
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { TestEnv } from '@iot-operator/runtime/testing';
+
+const crdDir = fileURLToPath(new URL('../deploy/crds/', import.meta.url));
+
+export async function installProjectCrds(env: TestEnv): Promise<void> {
+  for (const file of readdirSync(crdDir).filter((f) => f.endsWith('_crd.yaml'))) await env.installCrd(path.join(crdDir, file));
+}
 `;
