@@ -110,7 +110,8 @@ describe('the operator-ts workflow of a new user', () => {
     let output = '';
     operator.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     operator.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => operator.once('exit', (code, signal) => resolve({ code, signal })));
+    // 'close': npm has exited and every process holding its output (the operator) has too.
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => operator.once('close', (code, signal) => resolve({ code, signal })));
     try {
       await env.waitFor('the operator to start its Widget controller', async () => ({ done: /"controller":"widget".*"msg":"controller started"/.test(output), value: true, seen: output.slice(-1000) }));
       assert.match(output, /installed deploy\/crds\/demo_v1alpha1_widget_crd\.yaml/);
