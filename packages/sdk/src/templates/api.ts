@@ -112,7 +112,8 @@ function controller(project: Project, n: Names): string {
  * spec.message; status names the ConfigMap and the generation it reflects.
  *
  * Reconcile reads from the cache only and writes only what differs: a missing, deleted or
- * edited ConfigMap is (re)applied with server-side apply; status is patched when it changes.
+ * edited ConfigMap is (re)applied with server-side apply; status is patched when it changes. A
+ * ConfigMap of that name the ${n.kind} does not control is left alone (a Warning event, no retry).
  * Deleting the ${n.kind} removes the ConfigMap through garbage collection (owner reference).
  */
 import { childDifference, controller, controllerReference, Kinds, TerminalError, withDesiredHash, type Controller, type KubeObject, type Manager, type ReconcileContext, type Request } from '@iot-operator/runtime';
@@ -146,6 +147,12 @@ export async function reconcile${n.kind}(req: Request, ctx: ReconcileContext): P
   const desired = desired${n.kind}ConfigMap(object);
   const name = desired.metadata.name!;
   const current = ctx.cache.get(Kinds.ConfigMap, name, req.namespace);
+  const ours = current?.metadata.ownerReferences?.some((ref) => ref.controller && ref.uid === object.metadata.uid);
+  if (current && !ours) {
+    const message = \`ConfigMap \${name} exists and is not this ${n.kind}'s; not taking it over\`;
+    ctx.recorder.event(object, 'Warning', 'ConfigMapConflict', message);
+    throw new TerminalError(message);
+  }
   if (!current || childDifference(desired, current) !== undefined) {
     await ctx.client.apply(Kinds.ConfigMap, desired, { fieldManager: FIELD_MANAGER, force: true });
     ctx.log.info({ configMap: name, created: !current }, current ? 'corrected the ConfigMap' : 'created the ConfigMap');
@@ -176,7 +183,8 @@ spec:
 function unitTest(n: Names): string {
   return `/**
  * The ${n.kind} reconcile step on the runtime's fake client: the first pass writes the ConfigMap
- * and the status, a second pass writes nothing, a changed message rewrites the ConfigMap.
+ * and the status, a second pass writes nothing, a changed message rewrites the ConfigMap, and a
+ * ConfigMap that is not the ${n.kind}'s is left alone.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -187,7 +195,7 @@ import { reconcile${n.kind} } from '../src/controllers/${n.lower}.ts';
 
 function setup() {
   const cluster = new FakeClient();
-  cluster.seed(${n.kind}, { apiVersion: '${n.apiVersion}', kind: '${n.kind}', metadata: { name: 'example', namespace: 'demo', generation: 1 }, spec: { message: 'hello' } });
+  cluster.seed(${n.kind}, { apiVersion: '${n.apiVersion}', kind: '${n.kind}', metadata: { name: 'example', namespace: 'demo', uid: 'uid-example', generation: 1 }, spec: { message: 'hello' } });
   const reconcile = () => reconcile${n.kind}({ namespace: 'demo', name: 'example' }, cluster.reconcileContext());
   const writes = () => cluster.writes.map((w) => \`\${w.verb} \${w.kind}\`);
   return { cluster, reconcile, writes };
@@ -212,6 +220,13 @@ test('a changed message rewrites the ConfigMap', async () => {
   await reconcile();
   assert.ok(writes().includes('apply ConfigMap'), writes().join(', '));
   assert.deepEqual(cluster.peek<KubeObject>(Kinds.ConfigMap, 'example-${n.lower}', 'demo')?.data, { message: 'changed' });
+});
+
+test('a ConfigMap of the same name that is not the ${n.kind}\\'s is not taken over', async () => {
+  const { cluster, reconcile, writes } = setup();
+  cluster.seed(Kinds.ConfigMap, { metadata: { name: 'example-${n.lower}', namespace: 'demo' }, data: { mine: 'yes' } });
+  await assert.rejects(reconcile(), /ConfigMap example-${n.lower} exists and is not this ${n.kind}'s/);
+  assert.deepEqual(writes(), []);
 });
 `;
 }
@@ -315,7 +330,8 @@ function clusterController(project: Project, n: Names): string {
  * annotated with spec.message; status names the Namespace and the generation it reflects.
  *
  * Reconcile reads from the cache only and writes only what differs: a missing, deleted or
- * edited Namespace is (re)applied with server-side apply; status is patched when it changes.
+ * edited Namespace is (re)applied with server-side apply; status is patched when it changes. A
+ * Namespace of that name the ${n.kind} does not control is left alone (a Warning event, no retry).
  * Deleting the ${n.kind} removes the Namespace, and all in it, through garbage collection.
  */
 import { childDifference, controller, controllerReference, Kinds, TerminalError, withDesiredHash, type Controller, type KubeObject, type Manager, type ReconcileContext, type Request } from '@iot-operator/runtime';
