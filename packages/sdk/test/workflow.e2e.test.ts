@@ -81,6 +81,13 @@ describe('the operator-ts workflow of a new user', () => {
     assert.deepEqual(testCounts(succeed('npm', ['test'], projectDir)), { passed: [2, 1], failed: [0, 0] });
   });
 
+  test('an e2e test run without `operator-ts cluster exec` says how to run it', () => {
+    const { IOT_TEST_USE_KUBECONFIG: _use, ...env } = userEnv;
+    const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', 'test/operator.e2e.test.ts'], { cwd: projectDir, encoding: 'utf8', env });
+    assert.equal(result.status, 1);
+    assert.match(result.stdout, /no local cluster scripts at .* \(an installed runtime ships none\): run the tests through `operator-ts cluster exec -- <command>`/);
+  });
+
   test('create api adds a namespaced and a cluster-scoped API; the committed RBAC then fails its check until generated', () => {
     succeed('npx', ['--no-install', 'operator-ts', 'create', 'api', '--group', 'demo', '--version', 'v1alpha1', '--kind', 'Widget'], projectDir);
     succeed('npx', ['--no-install', 'operator-ts', 'create', 'api', '--api-version', 'tenancy.example.com/v1', '--kind', 'Tenant', '--namespaced=false'], projectDir);
