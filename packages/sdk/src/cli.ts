@@ -1,9 +1,8 @@
 /**
  * operator-ts: the command line of the SDK — init, create api, generate crd|rbac, cluster
  * up|down|status|exec, run, install, uninstall, deploy and undeploy. Each command's help says
- * what it writes or applies; every failure is one
- * line `operator-ts: <reason>` on stderr and exit code 1 (a command run by `cluster exec` or
- * `run` passes its own exit code through).
+ * what it writes or applies; every failure is one line `operator-ts: <reason>` on stderr and
+ * exit code 1 (a command run by `cluster exec` or `run` passes its own exit code through).
  */
 import path from 'node:path';
 import { Command } from 'commander';
