@@ -74,7 +74,7 @@ describe('the operator-ts workflow of a new user', () => {
     assert.equal(lstatSync(runtimeDir).isSymbolicLink(), false, 'the runtime is an installed package, not a link');
     const manifest = JSON.parse(readFileSync(path.join(runtimeDir, 'package.json'), 'utf8')) as { exports: Record<string, { default: string }> };
     assert.equal(manifest.exports['.']?.default, './dist/index.js');
-    assert.deepEqual(readdirSync(runtimeDir).sort(), ['dist', 'package.json']);
+    assert.deepEqual(readdirSync(runtimeDir).sort(), ['README.md', 'dist', 'package.json']);
   });
 
   test("right after init, the project's npm test passes", () => {
