@@ -36,7 +36,7 @@ export function init(dir: string, options: InitCommandOptions): Project {
   if (existsSync(dir) && readdirSync(dir).length > 0) throw new Error(`${dir} is not empty: init writes a new project into an empty or new directory`);
   const project: Project = { name, domain, apis: [] };
   const files = {
-    ...initFiles({ name, domain, runtimeSpec: options.runtimeVersion ?? `^${SDK_VERSION}`, sdkSpec: options.sdkVersion ?? `^${SDK_VERSION}` }),
+    ...initFiles({ name, runtimeSpec: options.runtimeVersion ?? `^${SDK_VERSION}`, sdkSpec: options.sdkVersion ?? `^${SDK_VERSION}` }),
     ...rbacFiles(name, [], []),
   };
   writeFiles(dir, files);

@@ -66,12 +66,6 @@ function crdFiles(): string[] {
   return readdirSync(dir).filter((f) => f.endsWith('_crd.yaml')).sort().map((f) => path.join(dir, f));
 }
 
-function typeOf(obj: KubeObject, file: string): ResourceType {
-  const type = Kinds[obj.kind ?? ''];
-  if (!type) throw new Error(`${path.relative(projectDir, file)}: kind ${obj.kind} is not one deploy applies (${DEPLOYABLE.join(', ')})`);
-  return type;
-}
-
 function label(type: ResourceType, obj: KubeObject): string {
   return `${type.kind} ${obj.metadata.namespace ? `${obj.metadata.namespace}/` : ''}${obj.metadata.name}`;
 }
@@ -87,7 +81,7 @@ function deployObjects(options: Options): Array<{ type: ResourceType; obj: KubeO
       .filter((obj) => obj && typeof obj === 'object');
     return objects.map((obj) => {
       if (!DEPLOYABLE.includes(obj.kind ?? '')) throw new Error(`deploy/${name}: kind ${obj.kind} is not one deploy applies (${DEPLOYABLE.join(', ')})`);
-      const type = typeOf(obj, file);
+      const type = Kinds[obj.kind!]!;
       return { type, obj: type.namespaced ? { ...obj, metadata: { ...obj.metadata, namespace: options.namespace } } : obj };
     });
   });

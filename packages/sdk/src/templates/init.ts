@@ -10,7 +10,6 @@
 
 export interface InitOptions {
   name: string;
-  domain: string;
   /** npm specifiers of the two packages the project depends on. */
   runtimeSpec: string;
   sdkSpec: string;
