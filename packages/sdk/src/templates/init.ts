@@ -130,6 +130,8 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
+# deploy/operator.yaml mounts the root filesystem read-only: tsx compiles in memory only.
+ENV TSX_DISABLE_CACHE=1
 USER 1000
 ENTRYPOINT ["node", "--import", "tsx", "src/main.ts"]
 `;
