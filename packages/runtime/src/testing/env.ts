@@ -4,7 +4,9 @@
  * Guarantees:
  * - `testEnv()` starts or reuses the local cluster once per test process (`cluster/up.sh`,
  *   which builds nothing when its binaries are cached) unless `KUBECONFIG` names a reachable
- *   cluster and `IOT_TEST_USE_KUBECONFIG=1` asks for it; every call returns the same env.
+ *   cluster and `IOT_TEST_USE_KUBECONFIG=1` asks for it; every call returns the same env. An
+ *   installed runtime has no cluster/ beside it: it then fails saying to run the tests through
+ *   `operator-ts cluster exec` (which sets both variables).
  * - `namespace()` creates a fresh namespace with a unique name per call and deletes it in
  *   `cleanup()` (call it from the suite's `after`).
  * - `installCrd` applies a CRD and waits until it is Established.
@@ -15,6 +17,7 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -120,7 +123,11 @@ export async function waitFor<T>(expected: string, check: () => Promise<{ done: 
 /** Starts or reuses the local cluster and returns the path of its kubeconfig. */
 export async function ensureLocalCluster(): Promise<string> {
   if (process.env.IOT_TEST_USE_KUBECONFIG === '1' && process.env.KUBECONFIG) return process.env.KUBECONFIG;
-  const { stdout } = await run('bash', [path.join(repoRoot, 'cluster/up.sh')], { maxBuffer: 16 * 1024 * 1024, timeout: 60 * 60 * 1000 });
+  const upScript = path.join(repoRoot, 'cluster/up.sh');
+  if (!existsSync(upScript)) {
+    throw new Error(`no local cluster scripts at ${upScript} (an installed runtime ships none): run the tests through \`operator-ts cluster exec -- <command>\`, or set KUBECONFIG and IOT_TEST_USE_KUBECONFIG=1`);
+  }
+  const { stdout } = await run('bash', [upScript], { maxBuffer: 16 * 1024 * 1024, timeout: 60 * 60 * 1000 });
   const last = stdout.trim().split('\n').at(-1) ?? '';
   if (!last.startsWith('KUBECONFIG=')) throw new Error(`cluster/up.sh did not print KUBECONFIG=...; its output ended with: ${last}`);
   return last.slice('KUBECONFIG='.length);

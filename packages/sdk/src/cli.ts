@@ -1,0 +1,134 @@
+/**
+ * operator-ts: the command line of the SDK — init, create api, generate crd|rbac, cluster
+ * up|down|status|exec, run, install, uninstall, deploy and undeploy. Each command's help says
+ * what it writes or applies; every failure is one line `operator-ts: <reason>` on stderr and
+ * exit code 1 (a command run by `cluster exec` or `run` passes its own exit code through).
+ */
+import path from 'node:path';
+import { Command } from 'commander';
+import { clusterDown, clusterExec, clusterStatus, clusterUp, runOperator } from './cluster.ts';
+import { generatedCrds, generatedRbac, writeOrCheck } from './generate/generate.ts';
+import { moduleFile, runProjectWorker } from './project-process.ts';
+import { readProject } from './project.ts';
+import { createApi, init, SDK_VERSION } from './scaffold.ts';
+
+function action<A extends unknown[]>(fn: (...args: A) => Promise<number | void> | number | void) {
+  return async (...args: A) => {
+    try {
+      const code = await fn(...args);
+      if (typeof code === 'number') process.exitCode = code;
+    } catch (err) {
+      process.stderr.write(`operator-ts: ${err instanceof Error ? err.message : String(err)}\n`);
+      process.exitCode = 1;
+    }
+  };
+}
+
+const program = new Command().enablePositionalOptions().name('operator-ts').description(`TypeScript operators on @iot-operator/runtime (sdk ${SDK_VERSION})`);
+
+program
+  .command('init')
+  .description('write a new operator project into <dir>: package.json, tsconfig, src/, test/, deploy/, Dockerfile, README')
+  .argument('<dir>', 'new or empty directory')
+  .option('--name <name>', "the operator's name (default: the directory's name)")
+  .option('--domain <domain>', 'API domain appended to a short --group of create api', 'example.com')
+  .option('--runtime-version <spec>', 'npm specifier of @iot-operator/runtime to depend on (default: ^<this sdk version>)')
+  .option('--sdk-version <spec>', 'npm specifier of @iot-operator/sdk to depend on (default: ^<this sdk version>)')
+  .action(
+    action((dir: string, options: { name?: string; domain: string; runtimeVersion?: string; sdkVersion?: string }) => {
+      const project = init(dir, options);
+      console.log(`created operator project ${project.name} in ${dir}\nnext: cd ${dir} && npm install && npm test`);
+    }),
+  );
+
+const create = program.command('create').description('add to the project');
+create
+  .command('api')
+  .description('a new API: TypeBox schema (src/api/), controller (src/controllers/), sample (deploy/crds/), unit and e2e tests')
+  .option('--group <group>', 'API group; a short one gets the project domain appended')
+  .option('--version <version>', 'API version, e.g. v1alpha1')
+  .option('--api-version <group/version>', "group and version in one, as operator-sdk's add api takes them")
+  .requiredOption('--kind <kind>', 'kind, UpperCamelCase')
+  .option('--plural <plural>', 'resource name (default: the lower-case plural of the kind)')
+  .option('--namespaced [bool]', 'namespaced (true, the default) or cluster-scoped (false)', 'true')
+  .action(
+    action((options: { group?: string; version?: string; apiVersion?: string; kind: string; plural?: string; namespaced: string | boolean }) => {
+      const namespaced = options.namespaced === true || options.namespaced === 'true';
+      if (!namespaced && options.namespaced !== 'false') throw new Error(`--namespaced takes true or false, got ${String(options.namespaced)}`);
+      const [group, version] = options.apiVersion ? options.apiVersion.split('/', 2) : [options.group, options.version];
+      if (!group || !version) throw new Error('name the API with --group and --version, or with --api-version <group>/<version>');
+      const api = createApi(process.cwd(), { group, version, kind: options.kind, plural: options.plural, namespaced });
+      console.log(`created API ${api.group}/${api.version} ${api.kind}\nnext: npx operator-ts generate crd && npx operator-ts generate rbac`);
+    }),
+  );
+
+const generate = program.command('generate').description('write files derived from the code');
+generate
+  .command('crd')
+  .description('deploy/crds/<group>_<version>_<kind>_crd.yaml from each API\'s TypeBox schema')
+  .option('--check', 'write nothing; fail when a committed CRD differs')
+  .action(
+    action(async (options: { check?: boolean }) => {
+      const report = writeOrCheck(process.cwd(), await generatedCrds(process.cwd()), !!options.check, 'operator-ts generate crd');
+      console.log(report.length > 0 ? report.join('\n') : options.check ? 'CRDs are up to date' : 'CRDs unchanged');
+    }),
+  );
+generate
+  .command('rbac')
+  .description('deploy/role.yaml and role_binding.yaml from what src/controllers.ts declares (for, owns, watches, extraPermissions)')
+  .option('--check', 'write nothing; fail when the committed RBAC differs')
+  .action(
+    action(async (options: { check?: boolean }) => {
+      const report = writeOrCheck(process.cwd(), await generatedRbac(process.cwd()), !!options.check, 'operator-ts generate rbac');
+      console.log(report.length > 0 ? report.join('\n') : options.check ? 'RBAC is up to date' : 'RBAC unchanged');
+    }),
+  );
+
+const cluster = program.command('cluster').enablePositionalOptions().description('the local control plane (binaries cached in ~/.cache/iot-operator)');
+cluster
+  .command('up')
+  .description('start or reuse the local cluster; prints KUBECONFIG=<path> last')
+  .action(action(async () => void console.log(`KUBECONFIG=${await clusterUp()}`)));
+cluster.command('down').description('stop the local cluster and delete its state').action(action(() => clusterDown()));
+cluster.command('status').description('state of the local cluster (exit 0 running, 1 unhealthy, 3 absent)').action(action(() => clusterStatus()));
+cluster
+  .command('exec')
+  .description('run <command> with KUBECONFIG of the local cluster (started when needed) and IOT_TEST_USE_KUBECONFIG=1')
+  .argument('<command>')
+  .argument('[args...]')
+  .passThroughOptions()
+  .action(action((command: string, args: string[]) => clusterExec(command, args)));
+
+const deployWorker = moduleFile(import.meta.url, 'deploy/deploy-worker');
+
+/** install, uninstall, deploy and undeploy against the cluster of the kubeconfig, as the seed's make targets. */
+function clusterAction(name: 'install' | 'uninstall' | 'deploy' | 'undeploy', description: string) {
+  const command = program
+    .command(name)
+    .description(description)
+    .option('--kubeconfig <path>', 'kubeconfig of the target cluster (default: $KUBECONFIG, else ~/.kube/config)');
+  if (name === 'deploy' || name === 'undeploy') command.option('--namespace <namespace>', "the operator's namespace (default: <name>-system)");
+  if (name === 'deploy') command.option('--image <image>', "the operator's image, replacing REPLACE_IMAGE in deploy/operator.yaml");
+  command.action(
+    action(async (options: { kubeconfig?: string; namespace?: string; image?: string }) => {
+      const projectDir = process.cwd();
+      const namespace = options.namespace ?? `${readProject(projectDir).name}-system`;
+      const output = await runProjectWorker(projectDir, deployWorker, [name, JSON.stringify({ ...options, namespace })], `${name} failed`);
+      process.stdout.write(output);
+    }),
+  );
+}
+clusterAction('install', 'apply deploy/crds/*_crd.yaml to the cluster and wait until each is Established');
+clusterAction('uninstall', 'delete the CRDs of deploy/crds from the cluster');
+clusterAction('deploy', 'install, then the namespace, ServiceAccount, Role, RoleBinding and Deployment of deploy/');
+clusterAction('undeploy', 'delete what deploy applied (not the namespace), then uninstall');
+
+program
+  .command('run')
+  .description('run the project\'s operator on the local cluster, its CRDs installed first; arguments go to the operator')
+  .argument('[args...]')
+  .passThroughOptions()
+  .allowUnknownOption()
+  .action(action((args: string[]) => runOperator(path.resolve('.'), args)));
+
+await program.parseAsync();

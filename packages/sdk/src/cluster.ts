@@ -1,0 +1,92 @@
+/**
+ * The local control plane of operator-ts: the repository's cluster/ scripts (etcd,
+ * kube-apiserver, kube-controller-manager, kube-scheduler and kwok nodes built from pinned Go
+ * modules), shipped inside the package.
+ *
+ * Guarantees:
+ * - The scripts come from the package's own cluster/ copy (made when it is packed) and, in the
+ *   repository, from the repository's cluster/; binaries live in the same cache
+ *   (~/.cache/iot-operator, $IOT_OPERATOR_CACHE_DIR) and clusters in the same place
+ *   ($KWOK_WORKDIR/clusters/$CLUSTER_NAME), so every project and this repository share them.
+ * - `up` starts or reuses the cluster and returns its kubeconfig path; `down` and `status` pass
+ *   the scripts' output and exit codes through.
+ * - `exec` runs a command with KUBECONFIG naming the local cluster and IOT_TEST_USE_KUBECONFIG=1,
+ *   so the runtime's testEnv() uses it as is; `run` also installs the project's CRDs first.
+ */
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+const execFileAsync = promisify(execFile);
+
+export function clusterScriptsDir(): string {
+  for (const candidate of ['../cluster/', '../../../cluster/']) {
+    const dir = fileURLToPath(new URL(candidate, import.meta.url));
+    if (existsSync(path.join(dir, 'up.sh'))) return dir;
+  }
+  throw new Error('the cluster scripts are missing from this installation of @iot-operator/sdk (expected cluster/up.sh in the package)');
+}
+
+function script(name: string): string {
+  return path.join(clusterScriptsDir(), name);
+}
+
+/** Runs a command with inherited stdio; resolves with its exit code. */
+export function runInherited(command: string, args: readonly string[], env: NodeJS.ProcessEnv = process.env, cwd?: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, [...args], { stdio: 'inherit', env, cwd });
+    child.once('error', reject);
+    child.once('exit', (code, signal) => resolve(code ?? (signal ? 128 : 1)));
+  });
+}
+
+/** Starts or reuses the local cluster (progress on stderr); returns its kubeconfig path. */
+export async function clusterUp(): Promise<string> {
+  const output: string[] = [];
+  const code = await new Promise<number>((resolve, reject) => {
+    const child = spawn('bash', [script('up.sh')], { stdio: ['ignore', 'pipe', 'inherit'] });
+    child.stdout.on('data', (chunk: Buffer) => output.push(chunk.toString()));
+    child.once('error', reject);
+    child.once('exit', (c) => resolve(c ?? 1));
+  });
+  const last = output.join('').trim().split('\n').at(-1) ?? '';
+  if (code !== 0 || !last.startsWith('KUBECONFIG=')) throw new Error(`the local cluster did not start (up.sh exit code ${code}); its output ended with: ${last || '<nothing>'}`);
+  return last.slice('KUBECONFIG='.length);
+}
+
+export function clusterDown(): Promise<number> {
+  return runInherited('bash', [script('down.sh')]);
+}
+
+export function clusterStatus(): Promise<number> {
+  return runInherited('bash', [script('status.sh')]);
+}
+
+export async function clusterExec(command: string, args: readonly string[]): Promise<number> {
+  const kubeconfig = await clusterUp();
+  return runInherited(command, args, { ...process.env, KUBECONFIG: kubeconfig, IOT_TEST_USE_KUBECONFIG: '1' });
+}
+
+/** The directory of kubectl and the other control-plane binaries (built when missing). */
+async function binDir(): Promise<string> {
+  const { stdout } = await execFileAsync('bash', [script('build.sh')], { maxBuffer: 64 * 1024 * 1024 });
+  return stdout.trim().split('\n').at(-1) ?? '';
+}
+
+/** `npm start` of a project: the local cluster, the project's CRDs, then the operator in the foreground. */
+export async function runOperator(projectDir: string, operatorArgs: readonly string[]): Promise<number> {
+  const kubeconfig = await clusterUp();
+  const crdDir = path.join(projectDir, 'deploy/crds');
+  const crds = existsSync(crdDir) ? readdirSync(crdDir).filter((f) => f.endsWith('_crd.yaml')).map((f) => path.join(crdDir, f)) : [];
+  if (crds.length > 0) {
+    const kubectl = path.join(await binDir(), 'kubectl');
+    const files = crds.flatMap((f) => ['-f', f]);
+    await execFileAsync(kubectl, ['--kubeconfig', kubeconfig, 'apply', '--server-side', '--force-conflicts', ...files]);
+    await execFileAsync(kubectl, ['--kubeconfig', kubeconfig, 'wait', '--for', 'condition=Established', '--timeout', '60s', ...files]);
+    process.stderr.write(`installed ${crds.map((f) => path.relative(projectDir, f)).join(', ')}\n`);
+  }
+  const env = { ...process.env, KUBECONFIG: kubeconfig };
+  return runInherited(process.execPath, ['--import', 'tsx', 'src/main.ts', ...operatorArgs], env, projectDir);
+}
