@@ -80,7 +80,7 @@ after(async () => {
 });
 
 describe('the operator chart', () => {
-  it('lints clean, and carries the CRDs and RBAC rules of deploy/ unchanged', async () => {
+  it('lints clean, carries the CRDs and RBAC rules of deploy/ unchanged, and a ServiceMonitor only where its API is served', async () => {
     const { stdout } = await run(helm, ['lint', '--strict', chart, '--kube-version', '1.33.0']);
     assert.match(stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/);
     const deployed = readdirSync(path.join(operatorDir, 'deploy/crds')).sort();
@@ -93,6 +93,10 @@ describe('the operator chart', () => {
     const { stdout: rendered } = await run(helm, ['template', 'ao', chart, '--namespace', 'armada-system', '--kube-version', '1.33.0']);
     const kinds = parseAllDocuments(rendered).map((d) => (d.toJSON() as KubeObject | null)?.kind).filter(Boolean);
     assert.deepEqual(kinds.sort(), ['ClusterRole', 'ClusterRoleBinding', 'Deployment', 'Service', 'ServiceAccount']);
+    // Where the Prometheus Operator's API is served, a ServiceMonitor scrapes that Service.
+    const { stdout: withApi } = await run(helm, ['template', 'ao', chart, '--namespace', 'armada-system', '--kube-version', '1.33.0', '--api-versions', 'monitoring.coreos.com/v1/ServiceMonitor']);
+    const monitor = parseAllDocuments(withApi).map((d) => d.toJSON() as (KubeObject & { spec: { endpoints: Array<{ port: string }> } }) | null).find((o) => o?.kind === 'ServiceMonitor');
+    assert.deepEqual(monitor?.spec.endpoints.map((e) => e.port), ['http']);
   });
 
   it('helm install creates the CRDs, ServiceAccount, RBAC, Service and a Deployment; as that ServiceAccount the operator installs and uninstalls the examples; helm uninstall removes it all', async () => {
