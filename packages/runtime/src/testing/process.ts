@@ -1,7 +1,7 @@
 /**
  * Test support: an operator run as a child process, the way it runs in a container.
  *
- * Guarantees: `spawnOperator(args, env)` runs `node <args>` from the repository root with the
+ * Guarantees: `spawnOperator(args, env)` runs `node <args>` from the repository root (or `cwd`) with the
  * test process's environment plus `env`; `output()` is everything the process has written to
  * stderr so far (stdout too with `{ output: 'all' }`; stdin is closed); `stop()` sends SIGTERM
  * and resolves with the exit code (null when a signal ended it) once the process has exited —
@@ -15,10 +15,10 @@ export type OperatorProcess = ChildProcess & {
   stop(): Promise<number | null>;
 };
 
-export function spawnOperator(args: readonly string[], env: Record<string, string>, options: { output?: 'stderr' | 'all' } = {}): OperatorProcess {
+export function spawnOperator(args: readonly string[], env: Record<string, string>, options: { output?: 'stderr' | 'all'; cwd?: string } = {}): OperatorProcess {
   const all = options.output === 'all';
   const child = spawn(process.execPath, [...args], {
-    cwd: repoRoot,
+    cwd: options.cwd ?? repoRoot,
     env: { ...process.env, ...env },
     stdio: ['ignore', all ? 'pipe' : 'ignore', 'pipe'],
   });
