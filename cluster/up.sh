@@ -80,6 +80,7 @@ project_stages_block() {
   local f
   echo "$STAGES_BEGIN"
   for f in "$CLUSTER_DIR"/kwok-stages/*.yaml; do
+    [[ -f "$f" ]] || continue # no Stage files: an empty block
     echo "---"
     cat "$f"
   done

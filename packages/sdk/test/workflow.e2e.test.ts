@@ -75,6 +75,15 @@ describe('the operator-ts workflow of a new user', () => {
     const manifest = JSON.parse(readFileSync(path.join(runtimeDir, 'package.json'), 'utf8')) as { exports: Record<string, { default: string }> };
     assert.equal(manifest.exports['.']?.default, './dist/index.js');
     assert.deepEqual(readdirSync(runtimeDir).sort(), ['README.md', 'dist', 'package.json']);
+    // The packed control plane is the repository's, kwok Stages included (up.sh keeps one Stage
+    // block per cluster: a package without them would rewrite the block of a shared cluster).
+    const shippedCluster = path.join(projectDir, 'node_modules/@iot-operator/sdk/cluster');
+    const repoCluster = path.join(repoRoot, 'cluster');
+    const needed = [
+      ...['up.sh', 'down.sh', 'status.sh', 'build.sh', 'versions.env', 'kwokctl.yaml'],
+      ...['lib', 'kwok-stages'].flatMap((dir) => readdirSync(path.join(repoCluster, dir)).map((f) => path.join(dir, f))),
+    ];
+    for (const file of needed) assert.equal(readFileSync(path.join(shippedCluster, file), 'utf8'), readFileSync(path.join(repoCluster, file), 'utf8'), `cluster/${file} is shipped as it is`);
   });
 
   test("right after init, the project's npm test passes", () => {
