@@ -7,7 +7,7 @@ import { cpSync, rmSync } from 'node:fs';
 
 const source = new URL('../../../cluster/', import.meta.url);
 const target = new URL('../cluster/', import.meta.url);
-const shipped = ['README.md', 'build.sh', 'up.sh', 'down.sh', 'status.sh', 'versions.env', 'kwokctl.yaml', 'kwok-stages', 'lib', 'etcd', 'k8s', 'kwok'];
+const shipped = ['README.md', 'build.sh', 'up.sh', 'down.sh', 'status.sh', 'versions.env', 'kwokctl.yaml', 'kwok-stages', 'build-olm.sh', 'lib', 'etcd', 'k8s', 'kwok'];
 
 const action = process.argv[2];
 rmSync(target, { recursive: true, force: true });

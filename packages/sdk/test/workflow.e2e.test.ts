@@ -80,7 +80,7 @@ describe('the operator-ts workflow of a new user', () => {
     const shippedCluster = path.join(projectDir, 'node_modules/@iot-operator/sdk/cluster');
     const repoCluster = path.join(repoRoot, 'cluster');
     const needed = [
-      ...['up.sh', 'down.sh', 'status.sh', 'build.sh', 'versions.env', 'kwokctl.yaml'],
+      ...['up.sh', 'down.sh', 'status.sh', 'build.sh', 'build-olm.sh', 'versions.env', 'kwokctl.yaml'],
       ...['lib', 'kwok-stages'].flatMap((dir) => readdirSync(path.join(repoCluster, dir)).map((f) => path.join(dir, f))),
     ];
     for (const file of needed) assert.equal(readFileSync(path.join(shippedCluster, file), 'utf8'), readFileSync(path.join(repoCluster, file), 'utf8'), `cluster/${file} is shipped as it is`);
