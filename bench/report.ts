@@ -21,9 +21,10 @@ import path from 'node:path';
 import type { BenchResult } from './lib/results.ts';
 import { formatNumber } from './lib/results.ts';
 import { median } from './lib/stats.ts';
+import { rssSlope } from './lib/throughput.ts';
 import { cdfSvg, type Series } from './lib/svg.ts';
 
-export const SCENARIO_ORDER = ['burst', 'floor', 'steady', 'latency', 'churn', 'restart', 'memcached', 'armada'];
+export const SCENARIO_ORDER = ['burst', 'floor', 'steady', 'latency', 'churn', 'restart', 'memcached', 'throughput', 'armada'];
 
 /** Figures shown per scenario: [label, dotted path]; a path ending in `.*` expands to every key found. */
 export const FIGURES: Record<string, [string, string][]> = {
@@ -133,6 +134,27 @@ export const FIGURES: Record<string, [string, string][]> = {
     ['CPU (s) of ', 'componentsCpuS.*'],
     ['controller-manager: time its requests waited in its client-side rate limiter (s, summed)', 'controlPlaneClients.kube-controller-manager.rateLimiterWaitS'],
   ],
+  throughput: [
+    ['objects/s (N / wall time to the last Deployment)', 'objectsPerS'],
+    ['objects/s between the 10th and 90th percentile Deployment', 'steadyObjectsPerS'],
+    ['wall time: first create → last owned Deployment (s)', 'wallS'],
+    ['wall time: first create → last status written (s)', 'wallStatusS'],
+    ['time to send every create (s)', 'createsS'],
+    ['per-object create → Deployment p50 (s)', 'deploymentCreated.p50S'],
+    ['per-object create → Deployment p99 (s)', 'deploymentCreated.p99S'],
+    ['operator requests', 'operator.requests.total'],
+    ['operator requests by verb: ', 'operator.requests.byVerb.*'],
+    ['operator writes', 'operator.requests.writes'],
+    ['operator: time its requests waited in its client-side rate limiter (s, summed)', 'operatorClient.rateLimiterWaitS'],
+    ['operator reconciles', 'operator.reconciles'],
+    ['operator CPU (s)', 'operator.cpuS'],
+    ['operator peak RSS during the burst (MiB)', 'operator.peakRssMiB'],
+    ['operator RSS after the settle time (MiB)', 'idle.rssMiB'],
+    ['controller-manager observed every Deployment after (s)', 'idle.controlPlaneObservedAllS'],
+    ['API server requests (all clients)', 'apiserver.total'],
+    ['CPU (s) of ', 'componentsCpuS.*'],
+    ['host CPU utilisation', 'host.utilisation'],
+  ],
   armada: [
     ['parallel Helm operations (operator workers = floor parallelism)', 'workers'],
     ['wall time: every ArmadaChart deployed (s)', 'wallS'],
@@ -174,6 +196,7 @@ export function sizeKey(r: BenchResult): string {
   // churn's rate, when it is not the specified one (10 % every 10 s)
   if (r.options.fraction !== undefined && r.options.fraction !== 0.1) parts.push(`fraction=${String(r.options.fraction)}`);
   if (r.options.periodS !== undefined && r.options.periodS !== 10) parts.push(`period=${String(r.options.periodS)}s`);
+  if (r.options.maxConcurrentReconciles !== undefined) parts.push(`concurrency=${String(r.options.maxConcurrentReconciles)}`);
   if (r.options.controllerManagerQps !== undefined) parts.push(`controller-manager QPS ${String(r.options.controllerManagerQps)}`);
   if (r.options.operatorMemoryLimitMiB !== undefined) parts.push(`operator memory limit ${String(r.options.operatorMemoryLimitMiB)} MiB`);
   const size = parts.join(' ');
@@ -295,6 +318,89 @@ export function burstChart(results: readonly BenchResult[]): string {
   return cdfSvg(series, { title: `burst: per-instance time from create to ready, N = ${String(n)} (${use.length} runs, one line each)`, xLabel: 'seconds since the instance was created' });
 }
 
+/** Median of a figure over runs, shown; '—' when no run has it. */
+function medianShown(runs: readonly BenchResult[], dotted: string): string {
+  const values = numbersAt(runs, dotted);
+  return values.length > 0 ? show(median(values)) : '—';
+}
+
+/**
+ * The throughput scenario side by side: one row per size and operator concurrency (medians over
+ * the runs of the operator as shipped), then the memory-growth figure: RSS at idle per size and
+ * its least-squares slope per 1,000 cached objects, per concurrency.
+ */
+export function throughputTables(results: readonly BenchResult[]): string[] {
+  const runs = results.filter((r) => r.ok && r.scenario === 'throughput' && asSpecified(r));
+  if (runs.length === 0) return [];
+  const concurrency = (r: BenchResult) => (r.options.maxConcurrentReconciles === undefined ? 'default' : String(r.options.maxConcurrentReconciles));
+  const groups = new Map<string, BenchResult[]>();
+  for (const r of runs) {
+    const key = `${String(r.options.n)}\u0000${concurrency(r)}`;
+    groups.set(key, [...(groups.get(key) ?? []), r]);
+  }
+  const keys = [...groups.keys()].sort((a, b) => a.localeCompare(b, 'en', { numeric: true }));
+  const out: string[] = [];
+  out.push('');
+  out.push('Side by side (medians; the operator as shipped):');
+  out.push('');
+  out.push(
+    markdownTable(
+      ['N', 'max concurrent reconciles', 'runs', 'objects/s', 'objects/s (p10–p90)', 'wall to last Deployment (s)', 'operator requests', 'writes', 'rate-limiter wait (s)', 'CPU (s)', 'peak RSS (MiB)'],
+      keys.map((key) => {
+        const g = groups.get(key)!;
+        const [n, c] = key.split('\u0000') as [string, string];
+        return [
+          n,
+          c,
+          String(g.length),
+          medianShown(g, 'objectsPerS'),
+          medianShown(g, 'steadyObjectsPerS'),
+          medianShown(g, 'wallS'),
+          medianShown(g, 'operator.requests.total'),
+          medianShown(g, 'operator.requests.writes'),
+          medianShown(g, 'operatorClient.rateLimiterWaitS'),
+          medianShown(g, 'operator.cpuS'),
+          medianShown(g, 'operator.peakRssMiB'),
+        ];
+      }),
+      'rrrrrrrrrrr',
+    ),
+  );
+  const withIdle = runs.filter((r) => typeof get(r.figures, 'idle.rssMiB') === 'number');
+  if (withIdle.length > 0) {
+    out.push('');
+    out.push('Memory growth (RSS after the burst has settled; size 0, so the cache holds the Memcacheds and their Deployments):');
+    out.push('');
+    out.push(
+      markdownTable(
+        ['N', 'max concurrent reconciles', 'cached objects', 'runs', 'peak RSS (MiB)', 'RSS at idle (MiB)'],
+        keys.flatMap((key) => {
+          const g = groups.get(key)!.filter((r) => withIdle.includes(r));
+          if (g.length === 0) return [];
+          const [n, c] = key.split('\u0000') as [string, string];
+          return [[n, c, medianShown(g, 'cachedObjects'), String(g.length), medianShown(g, 'idle.peakRssMiB'), medianShown(g, 'idle.rssMiB')]];
+        }),
+        'rrrrrr',
+      ),
+    );
+    for (const c of [...new Set(withIdle.map(concurrency))].sort((a, b) => a.localeCompare(b, 'en', { numeric: true }))) {
+      const g = withIdle.filter((r) => concurrency(r) === c);
+      const points = g.map((r) => ({ cachedObjects: Number(get(r.figures, 'cachedObjects')), rssMiB: Number(get(r.figures, 'idle.rssMiB')) }));
+      const peaks = g.map((r) => ({ cachedObjects: Number(get(r.figures, 'cachedObjects')), rssMiB: Number(get(r.figures, 'idle.peakRssMiB')) }));
+      const idle = rssSlope(points);
+      const peak = rssSlope(peaks);
+      if (!idle || !peak) continue;
+      const sizes = [...new Set(g.map((r) => Number(r.options.n)))].sort((a, b) => a - b).join(', ');
+      out.push('');
+      out.push(
+        `- Concurrency ${c}: RSS at idle grows ${show(idle.miBPer1000)} MiB per 1,000 cached objects (least squares over ${g.length} runs at N = ${sizes}; ` +
+          `${show(idle.interceptMiB)} MiB at none); peak RSS ${show(peak.miBPer1000)} MiB per 1,000.`,
+      );
+    }
+  }
+  return out;
+}
+
 export interface ReportInput {
   results: readonly BenchResult[];
   notes?: string;
@@ -352,6 +458,11 @@ export function buildReport({ results, notes, svgName }: ReportInput): { markdow
     const groups = new Map<string, BenchResult[]>();
     for (const r of runs) groups.set(sizeKey(r), [...(groups.get(sizeKey(r)) ?? []), r]);
     const keys = [...groups.keys()].sort((a, b) => a.localeCompare(b, 'en', { numeric: true }));
+    if (scenario === 'throughput') {
+      out.push('');
+      out.push('### throughput: the operator as the bottleneck');
+      out.push(...throughputTables(runs));
+    }
     for (const key of keys) {
       const group = groups.get(key)!;
       out.push('');

@@ -10,19 +10,30 @@
  * `memcached-operator-leader` reconciles. `$OPERATOR_NAME` renames the operator (Lease, metrics
  * Service). Run in a pod (`POD_NAMESPACE`, `POD_NAME`), it creates Service
  * `memcached-operator-metrics` and, with the Prometheus Operator's API, a ServiceMonitor; elsewhere it
- * logs why not. SIGTERM/SIGINT stop gracefully (exit 0); SIGHUP forces a resync.
+ * logs why not. `--max-concurrent-reconciles` sets how many Memcacheds are reconciled in parallel
+ * (default 1). SIGTERM/SIGINT stop gracefully (exit 0); SIGHUP forces a resync.
  *
  * Run: node --import tsx operators/memcached/src/main.ts [flags]
  */
 
+import { InvalidArgumentError } from 'commander';
 import { exposeOperatorMetrics, parseOperatorCommandLine } from '@iot-operator/runtime';
 import { createMemcachedOperator } from './operator.ts';
+
+const positiveInt = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a positive integer');
+  return n;
+};
 
 const options = parseOperatorCommandLine({
   name: 'memcached-operator',
   description: 'Runs one memcached Deployment of spec.size pods per Memcached (cache.example.com/v1alpha1).',
+  extraOptions: (program) => {
+    program.option('--max-concurrent-reconciles <n>', 'Memcacheds reconciled in parallel', positiveInt, 1);
+  },
 });
-const mgr = await createMemcachedOperator(options);
+const mgr = await createMemcachedOperator({ ...options, maxConcurrentReconciles: options.flags['maxConcurrentReconciles'] as number });
 mgr.logger.info({ namespace: options.watchNamespace || '<all>', metrics: options.metricsBindAddress }, 'starting memcached operator');
 void exposeOperatorMetrics(mgr, options.httpAddress);
 await mgr.runUntilSignal();

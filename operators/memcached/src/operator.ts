@@ -9,13 +9,13 @@
  */
 
 import { Kinds, Manager, operatorManagerOptions, type OperatorProcessOptions } from '@iot-operator/runtime';
-import { OPERATOR_NAME, POD_CACHE_SELECTOR, registerMemcachedController } from './controller.ts';
+import { OPERATOR_NAME, POD_CACHE_SELECTOR, registerMemcachedController, type MemcachedControllerOptions } from './controller.ts';
 
-/** Kubeconfig, watched namespace (undefined or "" = all), HTTP address, leader election, logging. */
-export type MemcachedOperatorOptions = OperatorProcessOptions;
+/** Kubeconfig, watched namespace (undefined or "" = all), HTTP address, leader election, logging; Memcacheds reconciled in parallel. */
+export type MemcachedOperatorOptions = OperatorProcessOptions & MemcachedControllerOptions;
 
 export async function createMemcachedOperator(options: MemcachedOperatorOptions = {}): Promise<Manager> {
   const mgr = await Manager.create(operatorManagerOptions(OPERATOR_NAME, options, { byType: [{ type: Kinds.Pod, labelSelector: POD_CACHE_SELECTOR }] }));
-  registerMemcachedController(mgr);
+  registerMemcachedController(mgr, { maxConcurrentReconciles: options.maxConcurrentReconciles });
   return mgr;
 }
