@@ -147,6 +147,8 @@ export const FIGURES: Record<string, [string, string][]> = {
     ['operator writes', 'operator.requests.writes'],
     ['operator: time its requests waited in its client-side rate limiter (s, summed)', 'operatorClient.rateLimiterWaitS'],
     ['operator reconciles', 'operator.reconciles'],
+    ['operator reconcile errors', 'reconcileErrors'],
+    ['operator work-queue retries (the only adds its overall 10/s bucket holds)', 'queueRetries'],
     ['operator CPU (s)', 'operator.cpuS'],
     ['operator peak RSS during the burst (MiB)', 'operator.peakRssMiB'],
     ['operator RSS after the settle time (MiB)', 'idle.rssMiB'],

@@ -21,13 +21,16 @@ import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
 import { createNamespace, deleteNamespaceAndWait, installCrd, log, mapLimit, now, repoRoot, sleep, uniqueName, watchObjects } from '../lib/kube.ts';
 import { OperatorProcess } from '../lib/operator.ts';
 import { PhaseProbe, clientFigures } from '../lib/probe.ts';
+import { sumBy, total, type Sample } from '../lib/prom.ts';
 import { MiB } from '../lib/proc.ts';
 import { round, summarize } from '../lib/stats.ts';
 import { throughputCommand, throughputFigures } from '../lib/throughput.ts';
 import { MEMCACHED_CRD, MEMCACHED_DEFAULT_COMMAND, MemcachedType } from './memcached.ts';
 
 const SIZE = 0;
-const CLIENT_METRICS = ['rest_client_requests_total', 'rest_client_rate_limiter_duration_seconds'];
+const CLIENT_METRICS = ['rest_client_requests_total', 'rest_client_rate_limiter_duration_seconds', 'workqueue_retries_total', 'controller_runtime_reconcile_errors_total'];
+
+const counter = (before: Sample[], after: Sample[], name: string) => total(sumBy(after, name)) - total(sumBy(before, name));
 
 type DeploymentLike = KubeObject & { status?: { observedGeneration?: number } };
 
@@ -129,6 +132,8 @@ export async function runThroughput(ctx: BenchContext): Promise<ScenarioOutput> 
         createsS: round((createdAt - t0) / 1000),
         deploymentCreated: { p50S: round(d.p50), p99S: round(d.p99) },
         operatorClient: clientFigures(clientBefore, clientAfter),
+        reconcileErrors: counter(clientBefore, clientAfter, 'controller_runtime_reconcile_errors_total'),
+        queueRetries: counter(clientBefore, clientAfter, 'workqueue_retries_total'),
         cachedObjects: 2 * n,
         ...phaseFigures,
         ...(idle ? { idle } : {}),

@@ -18,7 +18,7 @@
 
 import { InvalidArgumentError } from 'commander';
 import { exposeOperatorMetrics, parseOperatorCommandLine } from '@iot-operator/runtime';
-import { createMemcachedOperator } from './operator.ts';
+import { createMemcachedOperator, memcachedRateLimitDefaults } from './operator.ts';
 
 const positiveInt = (value: string): number => {
   const n = Number(value);
@@ -29,6 +29,7 @@ const positiveInt = (value: string): number => {
 const options = parseOperatorCommandLine({
   name: 'memcached-operator',
   description: 'Runs one memcached Deployment of spec.size pods per Memcached (cache.example.com/v1alpha1).',
+  rateLimitDefaults: memcachedRateLimitDefaults,
   extraOptions: (program) => {
     program.option('--max-concurrent-reconciles <n>', 'Memcacheds reconciled in parallel', positiveInt, 1);
   },
