@@ -120,8 +120,15 @@ describe('throughputTables', () => {
 
   it('reports RSS at idle per size and its slope per 1,000 cached objects', () => {
     const lines = throughputTables([run(500, 4, fig(100, 2, 60)), run(2000, 4, fig(100, 8, 66)), run(5000, 4, fig(100, 20, 78))]).join('\n');
-    assert.match(lines, /\| 5000 \| 4 \| 10000 \| 1 \| 98 \| 78 \|/);
+    assert.match(lines, /\| 5000 \| 4 \| 20 \(default\) \| 10000 \| 1 \| 98 \| 78 \|/);
     assert.match(lines, /Concurrency 4: RSS at idle grows 2(\.00)? MiB per 1,000 cached objects \(least squares over 3 runs at N = 500, 2000, 5000; 58 MiB at none\); peak RSS 2(\.00)? MiB per 1,000/);
+  });
+
+  it('counts memory runs on a controller-manager with a raised rate limit, apart, and leaves them out of the side-by-side table', () => {
+    const lines = throughputTables([run(500, 4, fig(100, 2, 60), { controllerManagerQps: 200 }), run(5000, 4, fig(100, 20, 78), { controllerManagerQps: 200 })]).join('\n');
+    assert.doesNotMatch(lines, /Side by side/);
+    assert.match(lines, /\| 500 \| 4 \| 200 \| 1000 \| 1 \| 80 \| 60 \|/);
+    assert.match(lines, /Concurrency 4: RSS at idle grows 2 MiB per 1,000 cached objects \(least squares over 2 runs at N = 500, 5000;/);
   });
 
   it('keys result groups by concurrency and puts the tables into the report', () => {
