@@ -6,7 +6,7 @@
  * Guarantees: nothing starts until the caller calls `start()` (or `runUntilSignal()`); two
  * operators can run in one process (each has its own manager, client, cache and metrics);
  * `watchNamespace` undefined or empty means every namespace; without a `rateLimit` the client
- * runs at `memcachedRateLimitDefaults`.
+ * runs at `memcachedRateLimitDefaults` (no client-side limit).
  */
 
 import { Kinds, Manager, operatorManagerOptions, type OperatorProcessOptions, type RateLimit } from '@iot-operator/runtime';
@@ -16,15 +16,17 @@ import { OPERATOR_NAME, POD_CACHE_SELECTOR, registerMemcachedController, type Me
 export type MemcachedOperatorOptions = OperatorProcessOptions & MemcachedControllerOptions;
 
 /**
- * The Memcached operator's client budget, above the runtime's 20 / 30 (controller-runtime's up to
- * v0.20): a new Memcached costs two writes (the Deployment, then `status.nodes`), so at 20 a
- * second the client alone held the operator to 10 new Memcacheds a second — 2,000 took 200 s
- * whatever the concurrency (bench `throughput`, docs/performance.md). 200 / 400, as the IoT
- * operator's, lets it create up to 100 a second, more than the API server on the benchmark's
- * two cores accepts, while a reconcile that writes in a loop is still held to a bounded rate
- * (controller-runtime v0.21 and later set no client-side limit; `--kube-api-qps 0` does the same).
+ * The Memcached operator's client budget: no client-side limit, as controller-runtime from v0.21
+ * on (kubernetes-sigs/controller-runtime#3119: rely on the API server's priority and fairness).
+ * A new Memcached costs two writes (the Deployment, then `status.nodes`), so the runtime's 20 / 30
+ * (controller-runtime up to v0.20) held the operator to 10 new Memcacheds a second — 2,000 took
+ * 200 s whatever the concurrency — and 200 / 400 still capped it at 100 a second, which the
+ * benchmark's two cores already reached (bench `throughput`, docs/performance.md). A limit buys
+ * this operator little: each worker has one request in flight at a time, so even a reconcile that
+ * writes in a loop sends no more than one request per round trip per worker.
+ * `--kube-api-qps <n>` sets a limit again (its burst defaults to 30, the runtime's).
  */
-export const memcachedRateLimitDefaults: RateLimit = { qps: 200, burst: 400 };
+export const memcachedRateLimitDefaults: RateLimit = { qps: 0, burst: 30 };
 
 export async function createMemcachedOperator(options: MemcachedOperatorOptions = {}): Promise<Manager> {
   const mgr = await Manager.create(

@@ -3,7 +3,7 @@
  * with the operator's own client budget as their default, plus `--max-concurrent-reconciles`.
  *
  * Guarantees: `--kube-api-qps` / `--kube-api-burst` default to `memcachedRateLimitDefaults`
- * (200 / 400) and the flags win; `--max-concurrent-reconciles` is a positive integer (default 1,
+ * (qps 0: no client-side limit; burst 30 for when a qps is given) and the flags win; `--max-concurrent-reconciles` is a positive integer (default 1,
  * controller-runtime's), anything else a usage error before anything connects.
  */
 

@@ -1,23 +1,24 @@
 /**
- * The memcached operator's command line: its own client budget (200 / 400) unless the flags say
- * otherwise, and `--max-concurrent-reconciles` (default 1, a positive integer).
+ * The memcached operator's command line: no client-side limit unless the flags set one (burst 30
+ * then, the runtime's), and `--max-concurrent-reconciles` (default 1, a positive integer).
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { parseMemcachedCommandLine } from '../src/options.ts';
 import { memcachedRateLimitDefaults } from '../src/operator.ts';
 
-test('defaults: client budget 200 / 400, one reconcile at a time', () => {
-  assert.deepEqual(memcachedRateLimitDefaults, { qps: 200, burst: 400 });
+test('defaults: no client-side limit, one reconcile at a time', () => {
+  assert.deepEqual(memcachedRateLimitDefaults, { qps: 0, burst: 30 });
   const options = parseMemcachedCommandLine([]);
-  assert.deepEqual(options.rateLimit, { qps: 200, burst: 400 });
+  assert.deepEqual(options.rateLimit, { qps: 0, burst: 30 });
   assert.equal(options.maxConcurrentReconciles, 1);
 });
 
-test('the flags win: any concurrency, any budget, 0 for no client-side limit', () => {
-  const options = parseMemcachedCommandLine(['--max-concurrent-reconciles', '16', '--kube-api-qps', '0', '--kube-api-burst', '30']);
+test('the flags win: any concurrency; --kube-api-qps 20 alone brings back the runtime\'s 20 / 30', () => {
+  const options = parseMemcachedCommandLine(['--max-concurrent-reconciles', '16', '--kube-api-qps', '20']);
   assert.equal(options.maxConcurrentReconciles, 16);
-  assert.deepEqual(options.rateLimit, { qps: 0, burst: 30 });
+  assert.deepEqual(options.rateLimit, { qps: 20, burst: 30 });
+  assert.deepEqual(parseMemcachedCommandLine(['--kube-api-qps', '200', '--kube-api-burst', '400']).rateLimit, { qps: 200, burst: 400 });
 });
 
 test('a concurrency that is not a positive integer is a usage error', () => {
