@@ -31,6 +31,7 @@ import { runFloor } from './scenarios/floor.ts';
 import { runLatency } from './scenarios/latency.ts';
 import { MEMCACHED_DEFAULT_COMMAND, runMemcached } from './scenarios/memcached.ts';
 import { runRestart } from './scenarios/restart.ts';
+import { runStart } from './scenarios/start.ts';
 import { runSteady } from './scenarios/steady.ts';
 
 interface ScenarioSpec {
@@ -54,6 +55,7 @@ const scenarios: Record<string, ScenarioSpec> = {
   memcached: { run: runMemcached, defaults: { n: 1000 }, pods: (o) => o.n, uses: ['n'], operator: MEMCACHED_DEFAULT_COMMAND, bundle: 'memcached' },
   armada: { run: runArmada, defaults: { n: 50 }, pods: (o) => o.n, uses: ['n', 'floor', 'workers'], operator: ARMADA_DEFAULT_COMMAND, bundle: 'armada' },
   floor: { run: runFloor, defaults: { n: 100, k: 30 }, pods: (o) => Math.max(o.n, o.k) * PODS_PER_INSTANCE, uses: ['n', 'k'] },
+  start: { run: runStart, defaults: {}, pods: () => 0, uses: [] },
 };
 
 const usage = `usage: npm run bench -- <scenario> [options]
