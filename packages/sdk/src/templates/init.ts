@@ -181,17 +181,11 @@ const controllers = `/**
  * (for, owns, watches) plus extraPermissions: declare there every other client call your
  * reconcilers make. \`operator-ts create api\` adds its controller at the markers below.
  */
-import type { Manager, ResourceType } from '@iot-operator/runtime';
+import type { ExtraPermission, Manager } from '@iot-operator/runtime';
 // operator-ts:imports
 
-/** A client call beyond what for/owns/watches imply, e.g. { type: Kinds.Secret, verbs: ['get'] }. */
-export interface Permission {
-  type: ResourceType;
-  verbs: string[];
-  subresource?: string;
-}
-
-export const extraPermissions: Permission[] = [];
+/** Client calls beyond what for/owns/watches imply, e.g. { type: Kinds.Secret, verbs: ['get'], reason: 'reads the credentials a Widget names' }. */
+export const extraPermissions: ExtraPermission[] = [];
 
 export function registerControllers(mgr: Manager): void {
   // operator-ts:controllers
