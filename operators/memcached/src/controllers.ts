@@ -1,0 +1,14 @@
+/**
+ * Every controller of the memcached operator, and the client calls they make beyond what their
+ * `for`, `owns` and `watches` imply (none). `operator-ts generate rbac` records what
+ * `registerControllers` declares and writes deploy/role.yaml and role_binding.yaml from it;
+ * test/generated.unit.test.ts fails while the committed files differ.
+ */
+import type { ExtraPermission, Manager } from '@iot-operator/runtime';
+import { registerMemcachedController } from './controller.ts';
+
+export const extraPermissions: ExtraPermission[] = [];
+
+export function registerControllers(mgr: Manager): void {
+  registerMemcachedController(mgr);
+}
