@@ -61,6 +61,24 @@ describe('evaluateTargets', () => {
     assert.equal(t.verdict, 'misses');
   });
 
+  it('judges memory on the IoT burst at N = 100 and the Memcached operator at N = 500', () => {
+    const mc = (n: number, rss: number) => result('memcached', { n }, { operator: { peakRssMiB: rss } });
+    const rows = evaluateTargets([burst(10, 1, 96, {}), burst(10, 1, 104, {}), burst(10, 1, 98, {}), mc(500, 79), mc(500, 82), mc(1000, 70)]);
+    const iot = rows.find((r) => r.target.startsWith('IoT operator peak RSS'))!;
+    assert.equal(iot.figure, '98 MiB');
+    assert.equal(iot.verdict, 'holds');
+    const memcached = rows.find((r) => r.target.startsWith('Memcached operator peak RSS'))!;
+    assert.equal(memcached.verdict, 'misses', 'the median of 79 and 82 is over 80; the N = 1000 run does not count');
+    assert.match(memcached.basis, /2 runs/);
+  });
+
+  it('judges the warm start on the slower of its two starts', () => {
+    const start = (absent: number, running: number) => result('start', {}, { clusterAbsentS: absent, clusterRunningS: running });
+    const row = evaluateTargets([start(22, 11), start(31, 12), start(25, 10)]).find((r) => r.target.startsWith('warm npm start'))!;
+    assert.equal(row.figure, '25 s');
+    assert.equal(row.verdict, 'holds');
+  });
+
   it('requires every steady window and resync to write nothing', () => {
     const steady = (perMin: number, resync: number) => result('steady', { n: 100, m: 5 }, { idle: { writesPerMin: perMin }, resync: { writes: resync } });
     assert.equal(evaluateTargets([steady(0, 0), steady(0, 0)]).find((r) => r.target.startsWith('steady'))!.verdict, 'holds');
@@ -82,7 +100,7 @@ describe('evaluateTargets', () => {
       result('restart', { n: 100 }, { writes: 0 }),
     ]);
     const verdict = (prefix: string) => rows.find((r) => r.target.startsWith(prefix))!.verdict;
-    assert.equal(verdict('operator peak RSS'), 'misses');
+    assert.equal(verdict('IoT operator peak RSS'), 'misses');
     assert.equal(verdict('latency'), 'holds');
     assert.equal(verdict('churn'), 'misses');
     assert.match(rows.find((r) => r.target.startsWith('churn'))!.basis, /M = 2 min/);
@@ -175,8 +193,8 @@ describe('operator memory limit', () => {
     const limited = burst(70, 1, 120, {});
     limited.options.operatorMemoryLimitMiB = 256;
     assert.equal(sizeKey(limited), 'n=100 operator memory limit 256 MiB');
-    assert.equal(evaluateTargets([limited]).find((r) => r.target.startsWith('operator peak RSS'))!.verdict, 'not measured');
-    assert.equal(evaluateTargets([limited, burst(70, 1, 160, {})]).find((r) => r.target.startsWith('operator peak RSS'))!.figure, '160 MiB');
+    assert.equal(evaluateTargets([limited]).find((r) => r.target.startsWith('IoT operator peak RSS'))!.verdict, 'not measured');
+    assert.equal(evaluateTargets([limited, burst(70, 1, 160, {})]).find((r) => r.target.startsWith('IoT operator peak RSS'))!.figure, '160 MiB');
   });
 });
 

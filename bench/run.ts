@@ -31,6 +31,7 @@ import { runFloor } from './scenarios/floor.ts';
 import { runLatency } from './scenarios/latency.ts';
 import { MEMCACHED_DEFAULT_COMMAND, runMemcached } from './scenarios/memcached.ts';
 import { runRestart } from './scenarios/restart.ts';
+import { runStart } from './scenarios/start.ts';
 import { runSteady } from './scenarios/steady.ts';
 import { runThroughput } from './scenarios/throughput.ts';
 import { combinations, parseList } from './lib/throughput.ts';
@@ -57,6 +58,7 @@ const scenarios: Record<string, ScenarioSpec> = {
   throughput: { run: runThroughput, defaults: { n: 2000 }, pods: () => 0, uses: ['n', 'maxConcurrentReconciles', 'settleS'], operator: MEMCACHED_DEFAULT_COMMAND, bundle: 'memcached' },
   armada: { run: runArmada, defaults: { n: 50 }, pods: (o) => o.n, uses: ['n', 'floor', 'workers'], operator: ARMADA_DEFAULT_COMMAND, bundle: 'armada' },
   floor: { run: runFloor, defaults: { n: 100, k: 30 }, pods: (o) => Math.max(o.n, o.k) * PODS_PER_INSTANCE, uses: ['n', 'k'] },
+  start: { run: runStart, defaults: {}, pods: () => 0, uses: [] },
 };
 
 const usage = `usage: npm run bench -- <scenario> [options]

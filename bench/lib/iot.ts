@@ -26,13 +26,13 @@ import {
   stripFinalizers,
   watchObjects,
 } from './kube.ts';
-import { OperatorProcess } from './operator.ts';
+import { bundledOperatorCommand, OperatorProcess } from './operator.ts';
 import { iotAvailable, type IoTLike } from './readiness.ts';
 
 export const IoTServiceType = customResource('cp.iotservices.io', 'v1alpha1', 'IoTService', 'iotservices');
 export const IOT_CRD = 'operators/iot/deploy/crds/cp_v1alpha1_iotservice_crd.yml';
 /** The operator as the image runs it: the bundle that `npm run build` (and the runner) writes. */
-export const IOT_DEFAULT_COMMAND = 'node operators/iot/dist/iot-operator.mjs --log-level warn';
+export const IOT_DEFAULT_COMMAND = bundledOperatorCommand('iot');
 export const PODS_PER_INSTANCE = 7;
 export const DEFAULT_VERSION = '2.4.1';
 

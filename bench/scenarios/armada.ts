@@ -24,7 +24,7 @@ import { promisify } from 'node:util';
 import { customResource } from '@iot-operator/runtime';
 import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
 import { createNamespace, deleteNamespaceAndWait, installCrd, log, mapLimit, now, repoRoot, stripFinalizers, uniqueName, watchObjects } from '../lib/kube.ts';
-import { OperatorProcess } from '../lib/operator.ts';
+import { bundledOperatorCommand, OperatorProcess } from '../lib/operator.ts';
 import { PhaseProbe } from '../lib/probe.ts';
 import { clkTck } from '../lib/proc.ts';
 import { round, summarize } from '../lib/stats.ts';
@@ -33,7 +33,7 @@ const run = promisify(execFile);
 
 export const ArmadaChartType = customResource('armada.airshipit.org', 'v1alpha1', 'ArmadaChart', 'armadacharts');
 export const ARMADA_CRDS = ['armadacharts', 'armadachartgroups', 'armadamanifests'].map((p) => `operators/armada/deploy/crds/armada_v1alpha1_${p.slice(0, -1)}_crd.yml`);
-export const ARMADA_DEFAULT_COMMAND = 'node operators/armada/dist/armada-operator.mjs --log-level warn';
+export const ARMADA_DEFAULT_COMMAND = bundledOperatorCommand('armada');
 /** The operator's default number of ArmadaCharts reconciled in parallel (operators/armada/src/operator.ts). */
 export const ARMADA_DEFAULT_WORKERS = 4;
 const TEST_CHART = path.join(repoRoot, 'operators/armada/helm-charts/testchart');

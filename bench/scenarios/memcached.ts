@@ -19,14 +19,14 @@ import path from 'node:path';
 import { Kinds, customResource, type KubeObject } from '@iot-operator/runtime';
 import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
 import { createNamespace, deleteNamespaceAndWait, installCrd, log, mapLimit, now, repoRoot, uniqueName, watchObjects } from '../lib/kube.ts';
-import { OperatorProcess } from '../lib/operator.ts';
+import { bundledOperatorCommand, OperatorProcess } from '../lib/operator.ts';
 import { PhaseProbe } from '../lib/probe.ts';
 import { workloadReady, type WorkloadLike } from '../lib/readiness.ts';
 import { round, summarize } from '../lib/stats.ts';
 
 export const MemcachedType = customResource('cache.example.com', 'v1alpha1', 'Memcached', 'memcacheds');
 export const MEMCACHED_CRD = 'operators/memcached/deploy/crds/cache_v1alpha1_memcached_crd.yaml';
-export const MEMCACHED_DEFAULT_COMMAND = 'node operators/memcached/dist/memcached-operator.mjs --log-level warn';
+export const MEMCACHED_DEFAULT_COMMAND = bundledOperatorCommand('memcached');
 const SIZE = 1;
 
 export async function runMemcached(ctx: BenchContext): Promise<ScenarioOutput> {

@@ -1,7 +1,7 @@
 /**
  * Assembles an Armada operator: a manager whose cache holds the three Armada kinds, Helm's
  * release Secrets (payload dropped) and the Helm-managed resources the drift check reads, with
- * the chart, group and manifest controllers registered.
+ * the chart, group and manifest controllers of controllers.ts registered.
  *
  * Guarantees: nothing starts until the caller calls `start()` (or `runUntilSignal()`); two
  * operators can run in one process (each has its own manager, Helm work directory and caches);
@@ -14,12 +14,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { dropManagedFields, Manager, operatorManagerOptions, Kinds, type OperatorProcessOptions } from '@iot-operator/runtime';
 import { DRIFT_KINDS, HELM_MANAGED_SELECTOR } from './chart/drift.ts';
-import { registerChartController } from './chart/controller.ts';
 import { SourceResolver } from './chart/source.ts';
-import { registerGroupController } from './group/controller.ts';
+import { registerControllers } from './controllers.ts';
 import { findHelmBinary, Helm } from './helm/helm.ts';
 import { HELM_STORAGE_SELECTOR, withoutPayload } from './helm/release-state.ts';
-import { registerManifestController } from './manifest/controller.ts';
 
 export const OPERATOR_NAME = 'armada-operator';
 
@@ -41,9 +39,7 @@ export async function createArmadaOperator(options: ArmadaOperatorOptions = {}):
       ],
     }),
   );
-  registerChartController(mgr, { helm, sources: new SourceResolver({ workDir }), watchNamespace: options.watchNamespace, maxConcurrentReconciles: options.maxConcurrentReconciles });
-  registerGroupController(mgr);
-  registerManifestController(mgr);
+  registerControllers(mgr, { helm, sources: new SourceResolver({ workDir }), watchNamespace: options.watchNamespace, maxConcurrentReconciles: options.maxConcurrentReconciles });
   mgr.logger.info({ helm: helm.binary }, 'using helm');
   return mgr;
 }

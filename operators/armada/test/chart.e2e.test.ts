@@ -88,7 +88,7 @@ describe('the operator chart', () => {
     for (const file of deployed) {
       assert.equal(readFileSync(path.join(chart, 'crds', file), 'utf8'), readFileSync(path.join(operatorDir, 'deploy/crds', file), 'utf8'), `chart/armada-operator/crds/${file} is stale: copy deploy/crds/${file}`);
     }
-    assert.equal(readFileSync(path.join(chart, 'files/role.yml'), 'utf8'), readFileSync(path.join(operatorDir, 'deploy/role.yml'), 'utf8'), 'chart/armada-operator/files/role.yml is stale: copy deploy/role.yml');
+    assert.equal(readFileSync(path.join(chart, 'files/role.yml'), 'utf8'), readFileSync(path.join(operatorDir, 'deploy/role.yml'), 'utf8'), 'chart/armada-operator/files/role.yml is stale: run npx operator-ts generate rbac');
     // Watching every namespace (the default), the rights are bound cluster-wide.
     const { stdout: rendered } = await run(helm, ['template', 'ao', chart, '--namespace', 'armada-system', '--kube-version', '1.33.0']);
     const kinds = parseAllDocuments(rendered).map((d) => (d.toJSON() as KubeObject | null)?.kind).filter(Boolean);

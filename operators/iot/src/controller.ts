@@ -42,6 +42,7 @@ import {
   isAlreadyExists,
   isApiError,
   isNotFound,
+  keepFields,
   overlay,
   readConditions,
   removeFinalizer,
@@ -129,17 +130,28 @@ export function iotCacheOptions(config: IoTControllerConfig) {
     labelSelector,
     indexLabels: [INSTANCE_LABEL],
     metadataOnly: METADATA_ONLY_TYPES.includes(type),
-    transform: onlyInInstanceNamespaces(config.operatorName),
+    transform: onlyInInstanceNamespaces(config.operatorName, type === Kinds.Pod ? leanPod : dropManagedFields),
   }));
   return { byType: [{ type: IoTServiceType, namespace: config.operatorName }, ...secondary] };
 }
 
-/** Keeps objects of this landscape's instance namespaces (without managedFields); reduces any other to its identity. */
-function onlyInInstanceNamespaces(landscape: string): Transform<KubeObject> {
+/** Of a pod, the status computation (status.ts) reads only these fields. */
+const leanPod = keepFields<KubeObject>(
+  'spec.containers',
+  'spec.initContainers',
+  'status.phase',
+  'status.conditions',
+  'status.startTime',
+  'status.containerStatuses',
+  'status.initContainerStatuses',
+);
+
+/** Keeps objects of this landscape's instance namespaces (as `keep` makes them); reduces any other to its identity. */
+function onlyInInstanceNamespaces(landscape: string, keep: Transform<KubeObject>): Transform<KubeObject> {
   return (obj) => {
     const id = instanceIdOf(obj.metadata.labels, landscape);
     const namespace = obj.kind === 'Namespace' ? obj.metadata.name : obj.metadata.namespace;
-    if (id !== undefined && namespace === `${landscape}-${id}`) return dropManagedFields(obj);
+    if (id !== undefined && namespace === `${landscape}-${id}`) return keep(obj);
     const { name, namespace: objectNamespace, uid, resourceVersion } = obj.metadata;
     return { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name, namespace: objectNamespace, uid, resourceVersion } };
   };

@@ -1,12 +1,13 @@
 /**
  * Builds the IoT operator's manager from its options: cache scoping, leader election, HTTP
- * server, the IoTService controller and the clean-up of orphaned instance namespaces. Used by the `iot-operator` process and by tests that run
- * the operator in-process.
+ * server, and the controllers of controllers.ts (the IoTService controller and the clean-up of
+ * orphaned instance namespaces). Used by the `iot-operator` process and by tests that run the
+ * operator in-process.
  */
 import { Manager } from '@iot-operator/runtime';
-import { iotCacheOptions, registerIoTController, type IoTControllerConfig } from './controller.ts';
+import { iotCacheOptions, type IoTControllerConfig } from './controller.ts';
+import { registerControllers } from './controllers.ts';
 import { iotRateLimitDefaults, type OperatorOptions } from './options.ts';
-import { registerOrphanedNamespaceCleanup } from './orphaned-namespaces.ts';
 
 export async function createIoTOperator(options: OperatorOptions): Promise<Manager> {
   const config: IoTControllerConfig = {
@@ -27,7 +28,6 @@ export async function createIoTOperator(options: OperatorOptions): Promise<Manag
     cache: iotCacheOptions(config),
     leaderElection: options.leaderElect ? { namespace: options.operatorName, name: `iot-operator-${options.operatorName}` } : undefined,
   });
-  registerIoTController(mgr, config, options.syncPeriodMs);
-  registerOrphanedNamespaceCleanup(mgr, config);
+  registerControllers(mgr, config, options.syncPeriodMs);
   return mgr;
 }

@@ -1,7 +1,7 @@
 /**
  * Assembles a memcached operator: a manager whose cache holds Memcached objects, Deployments
- * and memcached pods (label `app=memcached`) of the watched namespace, with the Memcached
- * controller registered.
+ * and memcached pods (label `app=memcached`, held as metadata and phase) of the watched namespace,
+ * with the controllers of controllers.ts registered.
  *
  * Guarantees: nothing starts until the caller calls `start()` (or `runUntilSignal()`); two
  * operators can run in one process (each has its own manager, client, cache and metrics);
@@ -9,8 +9,9 @@
  * runs at `memcachedRateLimitDefaults` (no client-side limit).
  */
 
-import { Kinds, Manager, operatorManagerOptions, type OperatorProcessOptions, type RateLimit } from '@iot-operator/runtime';
-import { OPERATOR_NAME, POD_CACHE_SELECTOR, registerMemcachedController, type MemcachedControllerOptions } from './controller.ts';
+import { Kinds, Manager, keepFields, operatorManagerOptions, type OperatorProcessOptions, type RateLimit } from '@iot-operator/runtime';
+import { OPERATOR_NAME, POD_CACHE_SELECTOR, type MemcachedControllerOptions } from './controller.ts';
+import { registerControllers } from './controllers.ts';
 
 /** Kubeconfig, watched namespace (undefined or "" = all), HTTP address, leader election, logging; Memcacheds reconciled in parallel. */
 export type MemcachedOperatorOptions = OperatorProcessOptions & MemcachedControllerOptions;
@@ -29,9 +30,10 @@ export type MemcachedOperatorOptions = OperatorProcessOptions & MemcachedControl
 export const memcachedRateLimitDefaults: RateLimit = { qps: 0, burst: 30 };
 
 export async function createMemcachedOperator(options: MemcachedOperatorOptions = {}): Promise<Manager> {
-  const mgr = await Manager.create(
-    operatorManagerOptions(OPERATOR_NAME, { ...options, rateLimit: options.rateLimit ?? memcachedRateLimitDefaults }, { byType: [{ type: Kinds.Pod, labelSelector: POD_CACHE_SELECTOR }] }),
-  );
-  registerMemcachedController(mgr, { maxConcurrentReconciles: options.maxConcurrentReconciles });
+  // Of a pod, status.nodes needs its name, deletion mark and phase: the cache keeps no more.
+  const podCache = { type: Kinds.Pod, labelSelector: POD_CACHE_SELECTOR, transform: keepFields('status.phase') };
+  const rateLimit = options.rateLimit ?? memcachedRateLimitDefaults;
+  const mgr = await Manager.create(operatorManagerOptions(OPERATOR_NAME, { ...options, rateLimit }, { byType: [podCache] }));
+  registerControllers(mgr, { maxConcurrentReconciles: options.maxConcurrentReconciles });
   return mgr;
 }

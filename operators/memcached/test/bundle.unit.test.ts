@@ -1,6 +1,6 @@
 /**
  * The committed OLM bundles (0.0.1, 0.0.2) and catalog of the memcached operator are exactly
- * what scripts/generate-bundle.ts makes from today's deploy/, their ClusterServiceVersions say
+ * what `operator-ts generate bundle` makes from today's deploy/, their ClusterServiceVersions say
  * what deploy/ says (RBAC, Deployment, CRD descriptions, example), 0.0.2 upgrades 0.0.1;
  * a ClusterRole becomes clusterPermissions; manifests that cannot make a sound CSV are refused
  * with a message naming what to fix.
@@ -11,11 +11,11 @@ import path from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parse, parseAllDocuments } from 'yaml';
-import { catalogPath, expectedOperatorFiles, loadOperatorSources, renderBundle } from '../../../scripts/olm/bundle.ts';
-import { clusterServiceVersion, type JsonObject, type Manifest } from '../../../scripts/olm/csv.ts';
+import { catalogPath, expectedOperatorFiles, loadOperatorSources, renderBundle } from '../../../packages/sdk/src/generate/bundle.ts';
+import { clusterServiceVersion, type JsonObject, type Manifest } from '../../../packages/sdk/src/generate/csv.ts';
 
 const operatorDir = fileURLToPath(new URL('..', import.meta.url));
-const regenerate = 'npm run generate:bundle -- memcached --version 0.0.1 && npm run generate:bundle -- memcached --version 0.0.2 --replaces 0.0.1';
+const regenerate = 'npx operator-ts generate bundle --version 0.0.1 && npx operator-ts generate bundle --version 0.0.2 --replaces 0.0.1';
 
 function filesUnder(rel: string): string[] {
   const walk = (dir: string): string[] =>

@@ -14,6 +14,7 @@ export * from './cache/store.ts';
 export * from './cache/selector.ts';
 export * from './cache/informer.ts';
 export * from './cache/cache.ts';
+export * from './cache/transforms.ts';
 export * from './queue/workqueue.ts';
 export * from './controller/reconcile.ts';
 export * from './controller/predicates.ts';

@@ -1,5 +1,5 @@
 /**
- * operator-ts: the command line of the SDK — init, create api, generate crd|rbac, cluster
+ * operator-ts: the command line of the SDK — init, create api, generate crd|rbac|bundle, cluster
  * up|down|status|exec, run, install, uninstall, deploy and undeploy. Each command's help says
  * what it writes or applies; every failure is one line `operator-ts: <reason>` on stderr and
  * exit code 1 (a command run by `cluster exec` or `run` passes its own exit code through).
@@ -7,6 +7,7 @@
 import path from 'node:path';
 import { Command } from 'commander';
 import { clusterDown, clusterExec, clusterStatus, clusterUp, runOperator } from './cluster.ts';
+import { checkBundles, DEFAULT_CHANNEL, generateBundle, packageVersion } from './generate/bundle.ts';
 import { generatedCrds, generatedRbac, writeOrCheck } from './generate/generate.ts';
 import { moduleFile, runProjectWorker } from './project-process.ts';
 import { readProject } from './project.ts';
@@ -81,6 +82,27 @@ generate
     action(async (options: { check?: boolean }) => {
       const report = writeOrCheck(process.cwd(), await generatedRbac(process.cwd()), !!options.check, 'operator-ts generate rbac');
       console.log(report.length > 0 ? report.join('\n') : options.check ? 'RBAC is up to date' : 'RBAC unchanged');
+    }),
+  );
+
+generate
+  .command('bundle')
+  .description('an OLM bundle, bundle/<version>/ (ClusterServiceVersion, CRDs, metadata, bundle.Dockerfile), and the file-based catalog catalog/<package>/ from deploy/ (CSV base: deploy/olm/csv-base.yaml, else package.json)')
+  .option('--version <semver>', "the bundle's version (default: package.json's)")
+  .option('--replaces <semver>', 'the committed bundle this one upgrades')
+  .option('--channel <name>', 'the channel of the bundle', DEFAULT_CHANNEL)
+  .option('--image <ref>', 'the operator image (default: registry.example.com/<deployment>:v<version>)')
+  .option('--check', 'write nothing; fail when a committed bundle or the catalog differs from what deploy/ makes today')
+  .action(
+    action((options: { version?: string; replaces?: string; channel: string; image?: string; check?: boolean }) => {
+      const projectDir = process.cwd();
+      if (options.check) {
+        const versions = checkBundles(projectDir);
+        console.log(versions.length > 0 ? `bundles ${versions.join(', ')} and the catalog are up to date` : 'no bundles to check');
+        return;
+      }
+      const { check: _check, ...bundle } = options;
+      for (const file of generateBundle(projectDir, { ...bundle, version: options.version ?? packageVersion(projectDir) })) console.log(`wrote ${file}`);
     }),
   );
 

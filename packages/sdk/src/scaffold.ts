@@ -37,7 +37,7 @@ export function init(dir: string, options: InitCommandOptions): Project {
   const project: Project = { name, domain, apis: [] };
   const files = {
     ...initFiles({ name, runtimeSpec: options.runtimeVersion ?? `^${SDK_VERSION}`, sdkSpec: options.sdkVersion ?? `^${SDK_VERSION}` }),
-    ...rbacFiles(name, [], []),
+    ...rbacFiles(project, [], []),
   };
   writeFiles(dir, files);
   writeProject(dir, project);

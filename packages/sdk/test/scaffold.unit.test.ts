@@ -87,6 +87,21 @@ test('create api outside a project says so', () => {
   assert.throws(() => createApi(dir, { group: 'cache', version: 'v1', kind: 'Memcached', namespaced: true }), /operator-ts\.json not found: run this command in a project made by `operator-ts init`/);
 });
 
+test("operator-ts.json's RBAC settings are kept, and a wrong one is an error naming it", () => {
+  init(dir, { name: 'demo-operator' });
+  const file = path.join(dir, 'operator-ts.json');
+  const project = JSON.parse(readFileSync(file, 'utf8'));
+  const write = (rbac: unknown) => writeFileSync(file, JSON.stringify({ ...project, rbac }));
+  write({ roleFiles: ['deploy/role.yml'], clusterRole: true, metricsService: false });
+  assert.deepEqual(readProject(dir).rbac, { roleFiles: ['deploy/role.yml'], clusterRole: true, metricsService: false });
+  write({ roleFile: 'deploy/role.yml' });
+  assert.throws(() => readProject(dir), /operator-ts\.json: "rbac" has no setting "roleFile" \(known: roleFiles, bindingFile, clusterRole, metricsService\)/);
+  write({ roleFiles: [] });
+  assert.throws(() => readProject(dir), /"rbac"\.roleFiles must be a non-empty array of paths/);
+  write({ clusterRole: 'yes' });
+  assert.throws(() => readProject(dir), /"rbac"\.clusterRole must be true or false/);
+});
+
 test('plurals follow the kind', () => {
   assert.deepEqual(['Memcached', 'Policy', 'Gateway', 'Ingress', 'Box', 'Match'].map(pluralOf), ['memcacheds', 'policies', 'gateways', 'ingresses', 'boxes', 'matches']);
 });

@@ -3,9 +3,10 @@
  * packed tarballs: `npm pack` the runtime and the SDK; `operator-ts init` from the SDK tarball
  * (npm exec); `npm install` (the runtime arrives as a real package of compiled JavaScript, not a
  * workspace link); the project's tests pass as generated; `create api` of a namespaced and a
- * cluster-scoped kind; the RBAC check fails until `generate crd` and `generate rbac`
- * have run; then the new project's own `npm test` — type-check, unit tests and end-to-end tests
- * on the local cluster as the operator's ServiceAccount — passes; `npm start` runs the operator
+ * cluster-scoped kind; the RBAC check fails until `generate crd` and `generate rbac` have run;
+ * `generate bundle` makes the project's OLM bundle; then the new project's own `npm test` —
+ * type-check, unit tests (the bundle checked too) and end-to-end tests on the local cluster as
+ * the operator's ServiceAccount — passes; `npm start` runs the operator
  * on the local cluster; `deploy` and `undeploy` put it on and take it off the cluster of a
  * kubeconfig, and `install` fails clearly when the server is unreachable or RBAC is missing.
  */
@@ -16,6 +17,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { parse } from 'yaml';
 import { customResource, isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
 import { serviceAccountKubeconfig, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 
@@ -87,7 +89,7 @@ describe('the operator-ts workflow of a new user', () => {
   });
 
   test("right after init, the project's npm test passes", () => {
-    assert.deepEqual(testCounts(succeed('npm', ['test'], projectDir)), { passed: [2, 1], failed: [0, 0] });
+    assert.deepEqual(testCounts(succeed('npm', ['test'], projectDir)), { passed: [3, 1], failed: [0, 0] });
   });
 
   test('an e2e test run without `operator-ts cluster exec` says how to run it', () => {
@@ -114,9 +116,17 @@ describe('the operator-ts workflow of a new user', () => {
     succeed('npx', ['--no-install', 'operator-ts', 'generate', 'rbac', '--check'], projectDir);
   });
 
+  test("generate bundle makes the project's OLM bundle from deploy/ and package.json: both APIs owned, the ClusterRole as clusterPermissions", () => {
+    assert.match(succeed('npx', ['--no-install', 'operator-ts', 'generate', 'bundle'], projectDir), /wrote bundle\/0\.1\.0\/manifests\/demo-operator\.clusterserviceversion\.yaml/);
+    const csv = parse(readFileSync(path.join(projectDir, 'bundle/0.1.0/manifests/demo-operator.clusterserviceversion.yaml'), 'utf8'));
+    assert.deepEqual(csv.spec.customresourcedefinitions.owned.map((o: { name: string }) => o.name).sort(), ['tenants.tenancy.example.com', 'widgets.demo.example.com']);
+    const role = parse(readFileSync(path.join(projectDir, 'deploy/role.yaml'), 'utf8'));
+    assert.deepEqual(csv.spec.install.spec.clusterPermissions, [{ serviceAccountName: 'demo-operator', rules: role.rules }]);
+  });
+
   test("the new project's npm test passes: type-check, unit tests, end-to-end tests on the local cluster", () => {
-    // unit: 2 generated-file checks + 3 Widget + 3 Tenant reconcile tests; e2e: 1 operator test + 4 Widget + 3 Tenant tests.
-    assert.deepEqual(testCounts(succeed('npm', ['test'], projectDir)), { passed: [8, 8], failed: [0, 0] });
+    // unit: 3 generated-file checks + 3 Widget + 3 Tenant reconcile tests; e2e: 1 operator test + 4 Widget + 3 Tenant tests.
+    assert.deepEqual(testCounts(succeed('npm', ['test'], projectDir)), { passed: [9, 8], failed: [0, 0] });
   });
 
   test('npm start runs the operator on the local cluster with its CRDs installed; it reconciles and stops on SIGINT', async () => {

@@ -13,10 +13,10 @@
  * in-cluster token) and, when they changed, sends the request once more with the new ones; a
  * 401 that persists is returned as it is.
  */
-import { KubeConfig } from '@kubernetes/client-node';
 import http from 'node:http';
 import https from 'node:https';
 import { urlToHttpOptions } from 'node:url';
+import { loadConnection, type Credentials, type Headers } from './kubeconfig.ts';
 import { parseProxyUrl, proxyAuthorization, TunnelAgent } from './proxy.ts';
 
 export interface HttpRequest {
@@ -50,8 +50,6 @@ export interface HttpStream {
 
 const credentialRefreshMs = 60_000;
 
-type Headers = Readonly<Record<string, string>>;
-
 export class Transport {
   private readonly url: URL;
   private readonly agent: http.Agent;
@@ -62,8 +60,7 @@ export class Transport {
   private reloading: Promise<void> | undefined;
 
   private constructor(
-    private config: KubeConfig,
-    private readonly loadConfig: () => KubeConfig,
+    private readonly credentials: Credentials,
     server: string,
     tls: https.AgentOptions,
     proxyUrl: string | undefined,
@@ -81,25 +78,9 @@ export class Transport {
 
   /** Loads KUBECONFIG / ~/.kube/config, or the in-cluster ServiceAccount when neither exists. */
   static async load(kubeconfigPath?: string): Promise<Transport> {
-    const loadConfig = (): KubeConfig => {
-      const config = new KubeConfig();
-      if (kubeconfigPath) config.loadFromFile(kubeconfigPath);
-      else config.loadFromDefault();
-      return config;
-    };
-    const config = loadConfig();
-    const cluster = config.getCurrentCluster();
-    if (!cluster) throw new Error('no Kubernetes cluster configured: set KUBECONFIG or run in a cluster');
-    const options: https.RequestOptions = {};
-    await config.applyToHTTPSOptions(options);
-    const tls: https.AgentOptions = {};
-    if (options.ca) tls.ca = options.ca;
-    if (options.cert) tls.cert = options.cert;
-    if (options.key) tls.key = options.key;
-    if (options.rejectUnauthorized !== undefined) tls.rejectUnauthorized = options.rejectUnauthorized;
-    if (cluster.tlsServerName) tls.servername = cluster.tlsServerName;
-    const transport = new Transport(config, loadConfig, cluster.server, tls, cluster.proxyUrl);
-    transport.storeHeaders(options);
+    const connection = await loadConnection(kubeconfigPath);
+    const transport = new Transport(connection.credentials, connection.server, connection.tls, connection.proxyUrl);
+    transport.storeHeaders(await connection.credentials.current());
     return transport;
   }
 
@@ -168,11 +149,7 @@ export class Transport {
   }
 
   private async authHeaders(): Promise<Headers> {
-    if (Date.now() - this.headersFetchedAt > credentialRefreshMs) {
-      const options: https.RequestOptions = {};
-      await this.config.applyToHTTPSOptions(options);
-      this.storeHeaders(options);
-    }
+    if (Date.now() - this.headersFetchedAt > credentialRefreshMs) this.storeHeaders(await this.credentials.current());
     return this.headers;
   }
 
@@ -188,29 +165,17 @@ export class Transport {
     return sameHeaders(this.headers, used) ? undefined : this.headers;
   }
 
-  /** A fresh configuration: the kubeconfig and token files read again, exec plugins run again. */
+  /** Fresh credentials: the kubeconfig and token files read again, exec plugins run again. */
   private async reloadCredentials(): Promise<void> {
     try {
-      const config = this.loadConfig();
-      const options: https.RequestOptions = {};
-      await config.applyToHTTPSOptions(options);
-      this.config = config;
-      this.storeHeaders(options);
+      this.storeHeaders(await this.credentials.reload());
     } catch {
       // The source cannot be read now: the request fails with its 401 and the next one tries again.
     }
   }
 
-  private storeHeaders(options: https.RequestOptions): void {
-    const flat: Record<string, string> = {};
-    const { headers, auth } = options;
-    if (headers && !Array.isArray(headers)) {
-      for (const [k, v] of Object.entries(headers)) if (v !== undefined) flat[k] = String(v);
-    }
-    if (auth && !Object.keys(flat).some((k) => k.toLowerCase() === 'authorization')) {
-      flat.Authorization = `Basic ${Buffer.from(auth).toString('base64')}`;
-    }
-    this.headers = flat;
+  private storeHeaders(headers: Headers): void {
+    this.headers = headers;
     this.headersFetchedAt = Date.now();
   }
 }

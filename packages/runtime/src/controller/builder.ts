@@ -18,6 +18,8 @@
  *   primary type; `owns`/`watches` take their own).
  * - `reconcile(fn)` completes the builder, registers the controller with the manager and
  *   returns it.
+ * - The types declared here say what a controller reads and writes; `ExtraPermission` names a
+ *   client call beyond them (operator-ts computes an operator's RBAC from both).
  */
 import type { KubeObject, ResourceType } from '../client/resource.ts';
 import { parseApiVersion, typeId } from '../client/resource.ts';
@@ -29,6 +31,19 @@ import type { Predicate } from './predicates.ts';
 import { requestKey, type Reconciler, type Request } from './reconcile.ts';
 
 export type MapFunc = (obj: KubeObject) => Request[];
+
+/**
+ * A client call a controller makes beyond what its `for`, `owns` and `watches` imply: the verbs
+ * on `type` (or on its `subresource`, e.g. `pods` + `eviction`), and why (the comment the RBAC
+ * generator writes above the rule). An operator lists them as `extraPermissions` in its
+ * src/controllers.ts.
+ */
+export interface ExtraPermission {
+  type: ResourceType;
+  verbs: string[];
+  subresource?: string;
+  reason?: string;
+}
 
 /** Maps an object that names its primary in a label (a pod of a workload, say) to that primary. */
 export function mapByLabel(nameLabel: string, matching: Record<string, string> = {}): MapFunc {

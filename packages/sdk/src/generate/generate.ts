@@ -10,8 +10,8 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { stringify } from 'yaml';
 import { moduleFile, runProjectWorker } from '../project-process.ts';
-import { readProject } from '../project.ts';
-import { needsClusterRole, policyRules, roleBindingYaml, roleYaml, type ControllerDeclaration, type ExtraPermission } from './rbac.ts';
+import { readProject, type Project } from '../project.ts';
+import { policyRules, rbacShape, roleBindingYaml, roleYaml, type ControllerDeclaration, type ExtraPermission } from './rbac.ts';
 
 const workerFile = moduleFile(import.meta.url, 'project-worker');
 
@@ -28,19 +28,21 @@ export async function generatedCrds(projectDir: string): Promise<Record<string, 
   );
 }
 
-/** deploy/role.yaml and deploy/role_binding.yaml for the given declarations. */
-export function rbacFiles(name: string, declarations: readonly ControllerDeclaration[], extra: readonly ExtraPermission[]): Record<string, string> {
-  const cluster = needsClusterRole(declarations, extra);
+/** The role files (deploy/role.yaml unless the project says otherwise) and the binding file for the given declarations. */
+export function rbacFiles(project: Pick<Project, 'name' | 'rbac'>, declarations: readonly ControllerDeclaration[], extra: readonly ExtraPermission[]): Record<string, string> {
+  const settings = project.rbac ?? {};
+  const shape = rbacShape(declarations, extra, settings.clusterRole);
+  const role = roleYaml(project.name, policyRules(declarations, extra, { metricsService: settings.metricsService }), shape);
   return {
-    'deploy/role.yaml': roleYaml(name, policyRules(declarations, extra), cluster),
-    'deploy/role_binding.yaml': roleBindingYaml(name, cluster),
+    ...Object.fromEntries((settings.roleFiles ?? ['deploy/role.yaml']).map((file) => [file, role])),
+    [settings.bindingFile ?? 'deploy/role_binding.yaml']: roleBindingYaml(project.name, shape),
   };
 }
 
 export async function generatedRbac(projectDir: string): Promise<Record<string, string>> {
   const project = readProject(projectDir);
   const { declarations, extra } = await readDeclarations<{ declarations: ControllerDeclaration[]; extra: ExtraPermission[] }>(projectDir, 'rbac');
-  return rbacFiles(project.name, declarations, extra);
+  return rbacFiles(project, declarations, extra);
 }
 
 function firstDifference(expected: string, actual: string): string {

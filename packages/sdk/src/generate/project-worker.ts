@@ -6,17 +6,17 @@
  *
  * - `crd`: `{ crds: [{ file, source, object }] }`, calling `crd()` of every API module listed in
  *   operator-ts.json.
- * - `rbac`: `{ declarations, extra }`: `registerControllers` of src/controllers.ts runs against
- *   a recording manager — nothing connects to a cluster, no controller starts — while the
- *   runtime's ControllerBuilder records every `for`, `owns`, `watches` and `watchesSelected`
- *   call; `extraPermissions` is read as exported.
+ * - `rbac`: `{ declarations, extra }`: `registerControllers` of src/controllers.ts is called
+ *   with a recording manager and nothing else (see record.ts) — settings a controller takes
+ *   besides must be optional; `extraPermissions` is read as exported.
  * Errors (a missing export, a throwing module) end the process with code 1 and the message.
  */
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { apiFiles, readProject } from '../project.ts';
-import type { ControllerDeclaration, DeclaredType, ExtraPermission } from './rbac.ts';
+import type { ExtraPermission } from './rbac.ts';
+import { declaredType, recordControllers, type RecordableRuntime } from './record.ts';
 
 const projectDir = process.cwd();
 
@@ -36,42 +36,22 @@ async function crds() {
   return { crds: result };
 }
 
-function declaredType(type: DeclaredType): DeclaredType {
-  return { group: type.group, kind: type.kind, plural: type.plural, namespaced: type.namespaced };
+function extraPermissions(declared: unknown): ExtraPermission[] {
+  if (declared === undefined) return [];
+  if (!Array.isArray(declared)) throw new Error('src/controllers.ts: extraPermissions must be an array of { type, verbs, subresource?, reason? }');
+  return declared.map((p: ExtraPermission, i) => {
+    if (!p?.type || !Array.isArray(p.verbs)) throw new Error(`src/controllers.ts: extraPermissions[${i}] must be { type, verbs, subresource?, reason? }`);
+    return { type: declaredType(p.type), verbs: p.verbs, ...(p.subresource ? { subresource: p.subresource } : {}), ...(p.reason ? { reason: p.reason } : {}) };
+  });
 }
 
 async function rbac() {
   const runtimeFile = createRequire(path.join(projectDir, 'package.json')).resolve('@iot-operator/runtime');
-  const runtime = await import(pathToFileURL(runtimeFile).href);
-  const builder = runtime.ControllerBuilder.prototype as Record<string, (...args: unknown[]) => unknown>;
-  const declarations: ControllerDeclaration[] = [];
-  const record = (method: string, role: ControllerDeclaration['role']) => {
-    const original = builder[method]!;
-    builder[method] = function (this: unknown, ...args: unknown[]) {
-      declarations.push({ role, type: declaredType(args[0] as DeclaredType) });
-      return original.apply(this, args);
-    };
-  };
-  record('for', 'for');
-  record('owns', 'owns');
-  record('watches', 'watches');
-  record('watchesSelected', 'watches');
-
-  const informer = { store: { keys: () => [] }, addHandler: () => undefined };
-  const logger = { child: () => logger, info: () => undefined, debug: () => undefined, warn: () => undefined, error: () => undefined };
-  const recordingManager = {
-    cache: { informer: () => informer },
-    client: {},
-    metrics: new runtime.RuntimeMetrics(),
-    logger,
-    recorder: {},
-    addController: () => undefined,
-  };
+  const runtime = (await import(pathToFileURL(runtimeFile).href)) as RecordableRuntime;
   const controllers = await importProjectModule('src/controllers.ts');
   if (typeof controllers.registerControllers !== 'function') throw new Error('src/controllers.ts must export registerControllers(mgr)');
-  (controllers.registerControllers as (mgr: unknown) => void)(recordingManager);
-  const extra = ((controllers.extraPermissions ?? []) as ExtraPermission[]).map((p) => ({ ...p, type: declaredType(p.type) }));
-  return { declarations, extra };
+  const declarations = recordControllers(runtime, controllers.registerControllers as (mgr: unknown) => void);
+  return { declarations, extra: extraPermissions(controllers.extraPermissions) };
 }
 
 const mode = process.argv[2];

@@ -106,6 +106,7 @@ about 10 minutes on 2 cores, then reuses it from \`~/.cache/iot-operator/\`.
 | --- | --- |
 | \`npx operator-ts create api --group <group> --version <version> --kind <Kind>\` | a new API: TypeBox schema, controller, sample, tests |
 | \`npm run generate\` | deploy/crds/*_crd.yaml from the TypeBox schemas, deploy/role.yaml from what the controllers declare |
+| \`npx operator-ts generate bundle [--version <v>] [--replaces <v>]\` | an OLM bundle, bundle/<version>/ (default: package.json's version), and the catalog catalog/${o.name}/ from deploy/; deploy/olm/csv-base.yaml may add what no manifest says (display name, icon, install modes) |
 | \`npm run cluster:up\` / \`cluster:down\` / \`cluster:status\` | the embedded local cluster (\`cluster:up\` prints its KUBECONFIG) |
 | \`docker build -t <registry>/${o.name}:<version> .\` | the operator image; deploy it with deploy/*.yaml |
 | \`npx operator-ts install\` / \`uninstall\` | the CRDs on / off the cluster of \`KUBECONFIG\` (or \`--kubeconfig\`) |
@@ -115,7 +116,7 @@ Layout: \`src/api/\` (one TypeBox schema per kind), \`src/controllers/\` (one co
 \`src/controllers.ts\` (every controller, and the client calls they make beyond \`for\`/\`owns\`/\`watches\`),
 \`deploy/\` (CRDs, samples, ServiceAccount, generated Role, RoleBinding, Deployment), \`test/\`.
 The unit test \`test/generated.unit.test.ts\` fails while a committed CRD or deploy/role.yaml
-differs from what \`npm run generate\` would write.
+differs from what \`npm run generate\` would write, or a committed bundle from what deploy/ makes.
 
 With kubectl instead of \`deploy\`: \`kubectl apply -f deploy/crds/<file>_crd.yaml\`, then
 \`kubectl apply -n <namespace> -f deploy/service_account.yaml -f deploy/role.yaml -f deploy/role_binding.yaml -f deploy/operator.yaml\`
@@ -181,17 +182,11 @@ const controllers = `/**
  * (for, owns, watches) plus extraPermissions: declare there every other client call your
  * reconcilers make. \`operator-ts create api\` adds its controller at the markers below.
  */
-import type { Manager, ResourceType } from '@iot-operator/runtime';
+import type { ExtraPermission, Manager } from '@iot-operator/runtime';
 // operator-ts:imports
 
-/** A client call beyond what for/owns/watches imply, e.g. { type: Kinds.Secret, verbs: ['get'] }. */
-export interface Permission {
-  type: ResourceType;
-  verbs: string[];
-  subresource?: string;
-}
-
-export const extraPermissions: Permission[] = [];
+/** Client calls beyond what for/owns/watches imply, e.g. { type: Kinds.Secret, verbs: ['get'], reason: 'reads the credentials a Widget names' }. */
+export const extraPermissions: ExtraPermission[] = [];
 
 export function registerControllers(mgr: Manager): void {
   // operator-ts:controllers
@@ -271,7 +266,9 @@ spec:
 
 const generatedTest = `/**
  * The committed generated files match their sources: every deploy/crds/*_crd.yaml its TypeBox
- * schema, deploy/role.yaml what the controllers declare. Fix a failure with \`npm run generate\`.
+ * schema, deploy/role.yaml what the controllers declare, every OLM bundle under bundle/ (if any)
+ * what deploy/ makes. Fix a failure with \`npm run generate\`, then regenerate stale bundles
+ * (\`npx operator-ts generate bundle --version <v> [--replaces <v>]\`).
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -281,7 +278,7 @@ import { fileURLToPath } from 'node:url';
 
 const projectDir = fileURLToPath(new URL('..', import.meta.url));
 
-function check(what: 'crd' | 'rbac') {
+function check(what: 'crd' | 'rbac' | 'bundle') {
   const cli = path.join(projectDir, 'node_modules/.bin/operator-ts');
   const result = spawnSync(cli, ['generate', what, '--check'], { cwd: projectDir, encoding: 'utf8' });
   return { status: result.status, output: \`\${result.stdout}\${result.stderr}\` };
@@ -294,6 +291,11 @@ test('the committed CRDs are those of the TypeBox schemas', () => {
 
 test('deploy/role.yaml grants what the controllers declare, no more and no less', () => {
   const { status, output } = check('rbac');
+  assert.equal(status, 0, output);
+});
+
+test('the committed OLM bundles and catalog are what deploy/ makes', () => {
+  const { status, output } = check('bundle');
   assert.equal(status, 0, output);
 });
 `;

@@ -1,33 +1,39 @@
 /**
- * OLM bundles and a file-based catalog for an operator of this repository, from its deploy/.
+ * `operator-ts generate bundle`: OLM bundles and a file-based catalog of an operator project,
+ * from its deploy/ and package.json.
  *
- * Layout (registry+v1 bundle format, one directory per version, and one catalog):
- *   operators/<op>/bundle/<version>/manifests/<package>.clusterserviceversion.yaml
- *   operators/<op>/bundle/<version>/manifests/<group>_<plural>.yaml        (each CRD)
- *   operators/<op>/bundle/<version>/metadata/annotations.yaml
- *   operators/<op>/bundle/<version>/bundle.Dockerfile                        (build context: that directory)
- *   operators/<op>/catalog/<package>/catalog.yaml                          (olm.package, olm.channel, olm.bundle)
+ * Layout (registry+v1 bundle format, one directory per version, and one catalog), relative to
+ * the project directory:
+ *   bundle/<version>/manifests/<package>.clusterserviceversion.yaml
+ *   bundle/<version>/manifests/<group>_<plural>.yaml        (each CRD)
+ *   bundle/<version>/metadata/annotations.yaml
+ *   bundle/<version>/bundle.Dockerfile                        (build context: that directory)
+ *   catalog/<package>/catalog.yaml                            (olm.package, olm.channel, olm.bundle)
  *
  * Sources: every manifest in deploy/ and deploy/crds/, the CSV base deploy/olm/csv-base.yaml and
- * the icon deploy/olm/icon.svg (see csv.ts for what goes where).
+ * the icon deploy/olm/icon.svg (see csv.ts for what goes where). Without a CSV base (a project
+ * made by `operator-ts init`), package.json gives it: the package name (its npm name without a
+ * scope), description and keywords, and the install modes of an operator watching one namespace.
+ * package.json's version is the bundle version when none is given.
  *
  * Guarantees: rendering is deterministic (no timestamps), so `expectedOperatorFiles` re-renders
  * every committed bundle from its own recorded inputs (version, replaces, channel, image) plus
- * today's deploy/, and the catalog from all bundles; a test compares that with the files on disk.
- * `generateBundle` refuses a `replaces` whose bundle is not committed, and writes nothing when
- * the CSV cannot be built. The bundle image of a release is its operator image with `-bundle`
- * appended to the repository (registry.example.com/memcached-operator:v0.0.2 ->
+ * today's deploy/, and the catalog from all bundles; `--check` and tests compare that with the
+ * files on disk. `generateBundle` refuses a `replaces` whose bundle is not committed, and writes
+ * nothing when the CSV cannot be built. The bundle image of a release is its operator image with
+ * `-bundle` appended to the repository (registry.example.com/memcached-operator:v0.0.2 ->
  * registry.example.com/memcached-operator-bundle:v0.0.2).
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse, parseAllDocuments, stringify } from 'yaml';
-import { clusterServiceVersion, compareSemver, csvName, isSemver, packageName, type Json, type JsonObject, type Manifest } from './csv.ts';
+import { clusterServiceVersion, compareSemver, CSV_API_VERSION, csvName, isSemver, packageName, type Json, type JsonObject, type Manifest } from './csv.ts';
+import { writeOrCheck } from './generate.ts';
 
 export const DEFAULT_CHANNEL = 'alpha';
 export const DEFAULT_REGISTRY = 'registry.example.com';
 const MEDIATYPE = 'registry+v1';
-const GENERATED_BY = 'scripts/generate-bundle.ts';
+const GENERATED_BY = '`operator-ts generate bundle`';
 
 export interface BundleOptions {
   version: string;
@@ -66,11 +72,56 @@ function readManifests(file: string, operatorDir: string): Manifest[] {
   });
 }
 
+interface PackageManifest {
+  name?: string;
+  version?: string;
+  description?: string;
+  keywords?: string[];
+}
+
+function readPackageManifest(operatorDir: string): PackageManifest {
+  const file = path.join(operatorDir, 'package.json');
+  if (!existsSync(file)) throw new Error(`${file} is missing: run this command in an operator project`);
+  return JSON.parse(readFileSync(file, 'utf8')) as PackageManifest;
+}
+
+/** The bundle version when none is given: package.json's. */
+export function packageVersion(operatorDir: string): string {
+  const { version } = readPackageManifest(operatorDir);
+  if (!version) throw new Error('package.json has no version: give the bundle version with --version');
+  return version;
+}
+
+/** The CSV base of a project without deploy/olm/csv-base.yaml, from its package.json. */
+export function defaultCsvBase(manifest: PackageManifest): JsonObject {
+  const name = (manifest.name ?? '').replace(/^@[^/]+\//, '');
+  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name)) {
+    throw new Error(`package.json's name "${manifest.name ?? ''}" cannot name an OLM package (a DNS label): write deploy/olm/csv-base.yaml with the package name as metadata.name`);
+  }
+  return {
+    apiVersion: CSV_API_VERSION,
+    kind: 'ClusterServiceVersion',
+    metadata: { name, annotations: { capabilities: 'Basic Install', ...(manifest.description ? { description: manifest.description } : {}) } },
+    spec: {
+      displayName: name,
+      ...(manifest.description ? { description: manifest.description } : {}),
+      ...(manifest.keywords?.length ? { keywords: manifest.keywords } : {}),
+      // deploy/operator.yaml watches the namespace it runs in (WATCH_NAMESPACE = olm.targetNamespaces).
+      installModes: [
+        { type: 'OwnNamespace', supported: true },
+        { type: 'SingleNamespace', supported: true },
+        { type: 'MultiNamespace', supported: false },
+        { type: 'AllNamespaces', supported: false },
+      ],
+    },
+  };
+}
+
 export function loadOperatorSources(operatorDir: string): OperatorSources {
   const deploy = path.join(operatorDir, 'deploy');
+  if (!existsSync(deploy)) throw new Error(`${deploy} is missing: run this command in an operator project`);
   const baseFile = path.join(deploy, 'olm', 'csv-base.yaml');
-  if (!existsSync(baseFile)) throw new Error(`${path.relative(process.cwd(), baseFile)} is missing: an operator needs a CSV base to be bundled`);
-  const base = parse(readFileSync(baseFile, 'utf8')) as JsonObject;
+  const base = existsSync(baseFile) ? (parse(readFileSync(baseFile, 'utf8')) as JsonObject) : defaultCsvBase(readPackageManifest(operatorDir));
   const manifests = [...yamlFiles(deploy), ...yamlFiles(path.join(deploy, 'crds'))].flatMap((f) => readManifests(f, operatorDir));
   const iconFile = path.join(deploy, 'olm', 'icon.svg');
   const icon = existsSync(iconFile) ? { base64data: readFileSync(iconFile).toString('base64'), mediatype: 'image/svg+xml' } : undefined;
@@ -93,7 +144,7 @@ export function bundleImageOf(image: string): string {
 }
 
 function header(what: string): string {
-  return `# ${what}\n# Generated by ${GENERATED_BY} from deploy/; do not edit. Regenerate: see README.md (OLM).\n`;
+  return `# ${what}\n# Generated by ${GENERATED_BY} from deploy/; do not edit.\n`;
 }
 
 function crdFileName(crd: JsonObject): string {
@@ -246,6 +297,22 @@ export function expectedOperatorFiles(operatorDir: string): Files {
   for (const b of bundles) for (const [f, content] of renderBundle(sources, b.options)) files.set(f, content);
   if (bundles.length) files.set(catalogPath(pkg), renderCatalog(pkg, bundles));
   return files;
+}
+
+/** The command that rewrites a stale bundle, for messages. */
+const REGENERATE = 'operator-ts generate bundle --version <version> [--replaces <version>]';
+
+/**
+ * `--check`: fails naming every file under bundle/ and catalog/ that differs from what today's
+ * deploy/ makes, is missing, or is made by no committed bundle; returns the versions checked.
+ */
+export function checkBundles(operatorDir: string): string[] {
+  const expected = expectedOperatorFiles(operatorDir);
+  const committed = ['bundle', 'catalog'].flatMap((dir) => (existsSync(path.join(operatorDir, dir)) ? listFiles(operatorDir, dir) : []));
+  const unexpected = committed.filter((file) => !expected.has(file));
+  if (unexpected.length > 0) throw new Error(`${unexpected.join(', ')}: made by no committed bundle from deploy/; remove ${unexpected.length > 1 ? 'them' : 'it'} or run \`${REGENERATE}\``);
+  writeOrCheck(operatorDir, Object.fromEntries(expected), true, REGENERATE);
+  return [...new Set([...expected.keys()].filter((file) => file.startsWith(`bundle${path.sep}`)).map((file) => file.split(path.sep)[1]!))];
 }
 
 /** Writes bundle/<version>/ (replacing what was there) and regenerates the catalog; returns the written paths. */

@@ -1,0 +1,36 @@
+/**
+ * Every controller of the IoT operator — the IoTService controller and the clean-up of orphaned
+ * instance namespaces — and the client calls they make beyond what their `for` and `watches`
+ * imply.
+ *
+ * The operator's RBAC is not generated from these: it is split on purpose (deploy/role.yml: a
+ * ClusterRole for instance namespaces and their children, whose writes the admission policy
+ * confines to this landscape, and a Role in the landscape; docs/iotservice.md), a shape no
+ * generated Role has. test/rbac-declarations.unit.test.ts checks instead that it grants every
+ * rule operator-ts's generator computes from what is declared here, so a call added to the code
+ * and declared here cannot be missing from the RBAC.
+ */
+import { Kinds, type ExtraPermission, type Manager } from '@iot-operator/runtime';
+import { CHILD_TYPES, IoTServiceType, registerIoTController, type IoTControllerConfig } from './controller.ts';
+import { registerOrphanedNamespaceCleanup } from './orphaned-namespaces.ts';
+
+export const extraPermissions: ExtraPermission[] = [
+  { type: IoTServiceType, verbs: ['patch'], reason: 'the cleanup finalizer, added and removed with JSON patches' },
+  {
+    type: Kinds.Namespace,
+    verbs: ['create', 'update', 'patch', 'delete'],
+    reason: 'instance namespaces: created (never applied, so a foreign one is not adopted), kept as declared, deleted with their IoTService or when orphaned',
+  },
+  ...Object.values(CHILD_TYPES)
+    .filter((type) => type !== Kinds.Namespace)
+    .map((type) => ({
+      type,
+      verbs: ['create', 'update', 'patch'],
+      reason: 'children in instance namespaces: server-side applied, replaced when apply cannot converge; the credentials Secret created once',
+    })),
+];
+
+export function registerControllers(mgr: Manager, config: IoTControllerConfig, syncPeriodMs?: number): void {
+  registerIoTController(mgr, config, syncPeriodMs);
+  registerOrphanedNamespaceCleanup(mgr, config);
+}
