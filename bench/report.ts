@@ -421,7 +421,7 @@ export function throughputTables(results: readonly BenchResult[]): string[] {
       const sizes = [...new Set(g.map((r) => Number(r.options.n)))].sort((a, b) => a - b).join(', ');
       out.push('');
       out.push(
-        `- Concurrency ${c}: RSS at idle grows ${show(idle.miBPer1000)} MiB per 1,000 cached objects (least squares over ${g.length} runs at N = ${sizes}; ` +
+        `- ${/^\d+$/.test(c) ? `Concurrency ${c}` : 'At the operator\'s default concurrency'}: RSS at idle grows ${show(idle.miBPer1000)} MiB per 1,000 cached objects (least squares over ${g.length} runs at N = ${sizes}; ` +
           `${show(idle.interceptMiB)} MiB at none); peak RSS ${show(peak.miBPer1000)} MiB per 1,000.`,
       );
     }
