@@ -172,7 +172,9 @@ if cluster_exists; then
         cp -f "$CLUSTER_WORKDIR/logs/${c%%:*}.log" "$CLUSTER_WORKDIR/logs/${c%%:*}.previous.log" 2>/dev/null || true
       fi
     done
-    if ! kwokctl start cluster >&2 || ! wait_apiserver_ready 60; then
+    # A component whose port another process took meanwhile (e.g. a cluster created while this
+    # one was stopped) never comes up, and kwokctl waits for it without end: bound the wait.
+    if ! timeout 120 kwokctl start cluster >&2 || ! wait_apiserver_ready 60; then
       log "could not restart the existing cluster; deleting and recreating it"
       delete_cluster
     else
