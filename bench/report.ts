@@ -21,9 +21,10 @@ import path from 'node:path';
 import type { BenchResult } from './lib/results.ts';
 import { formatNumber } from './lib/results.ts';
 import { median } from './lib/stats.ts';
+import { rssSlope } from './lib/throughput.ts';
 import { cdfSvg, type Series } from './lib/svg.ts';
 
-export const SCENARIO_ORDER = ['burst', 'floor', 'steady', 'latency', 'churn', 'restart', 'memcached', 'armada', 'start'];
+export const SCENARIO_ORDER = ['burst', 'floor', 'steady', 'latency', 'churn', 'restart', 'memcached', 'throughput', 'armada', 'start'];
 
 /** Figures shown per scenario: [label, dotted path]; a path ending in `.*` expands to every key found. */
 export const FIGURES: Record<string, [string, string][]> = {
@@ -133,6 +134,29 @@ export const FIGURES: Record<string, [string, string][]> = {
     ['CPU (s) of ', 'componentsCpuS.*'],
     ['controller-manager: time its requests waited in its client-side rate limiter (s, summed)', 'controlPlaneClients.kube-controller-manager.rateLimiterWaitS'],
   ],
+  throughput: [
+    ['objects/s (N / wall time to the last Deployment)', 'objectsPerS'],
+    ['objects/s between the 10th and 90th percentile Deployment', 'steadyObjectsPerS'],
+    ['wall time: first create → last owned Deployment (s)', 'wallS'],
+    ['wall time: first create → last status written (s)', 'wallStatusS'],
+    ['time to send every create (s)', 'createsS'],
+    ['per-object create → Deployment p50 (s)', 'deploymentCreated.p50S'],
+    ['per-object create → Deployment p99 (s)', 'deploymentCreated.p99S'],
+    ['operator requests', 'operator.requests.total'],
+    ['operator requests by verb: ', 'operator.requests.byVerb.*'],
+    ['operator writes', 'operator.requests.writes'],
+    ['operator: time its requests waited in its client-side rate limiter (s, summed)', 'operatorClient.rateLimiterWaitS'],
+    ['operator reconciles', 'operator.reconciles'],
+    ['operator reconcile errors', 'reconcileErrors'],
+    ['operator work-queue retries (the only adds its overall 10/s bucket holds)', 'queueRetries'],
+    ['operator CPU (s)', 'operator.cpuS'],
+    ['operator peak RSS during the burst (MiB)', 'operator.peakRssMiB'],
+    ['operator RSS after the settle time (MiB)', 'idle.rssMiB'],
+    ['controller-manager observed every Deployment after (s)', 'idle.controlPlaneObservedAllS'],
+    ['API server requests (all clients)', 'apiserver.total'],
+    ['CPU (s) of ', 'componentsCpuS.*'],
+    ['host CPU utilisation', 'host.utilisation'],
+  ],
   armada: [
     ['parallel Helm operations (operator workers = floor parallelism)', 'workers'],
     ['wall time: every ArmadaChart deployed (s)', 'wallS'],
@@ -178,6 +202,7 @@ export function sizeKey(r: BenchResult): string {
   // churn's rate, when it is not the specified one (10 % every 10 s)
   if (r.options.fraction !== undefined && r.options.fraction !== 0.1) parts.push(`fraction=${String(r.options.fraction)}`);
   if (r.options.periodS !== undefined && r.options.periodS !== 10) parts.push(`period=${String(r.options.periodS)}s`);
+  if (r.options.maxConcurrentReconciles !== undefined) parts.push(`concurrency=${String(r.options.maxConcurrentReconciles)}`);
   if (r.options.controllerManagerQps !== undefined) parts.push(`controller-manager QPS ${String(r.options.controllerManagerQps)}`);
   if (r.options.operatorMemoryLimitMiB !== undefined) parts.push(`operator memory limit ${String(r.options.operatorMemoryLimitMiB)} MiB`);
   const size = parts.join(' ');
@@ -306,6 +331,104 @@ export function burstChart(results: readonly BenchResult[]): string {
   return cdfSvg(series, { title: `burst: per-instance time from create to ready, N = ${String(n)} (${use.length} runs, one line each)`, xLabel: 'seconds since the instance was created' });
 }
 
+/** Median of a figure over runs, shown; '—' when no run has it. */
+function medianShown(runs: readonly BenchResult[], dotted: string): string {
+  const values = numbersAt(runs, dotted);
+  return values.length > 0 ? show(median(values)) : '—';
+}
+
+/**
+ * The throughput scenario side by side: one row per size and operator concurrency (medians over
+ * the runs of the operator as shipped), then the memory-growth figure: RSS at idle per size and
+ * its least-squares slope per 1,000 cached objects, per concurrency.
+ */
+export function throughputTables(results: readonly BenchResult[]): string[] {
+  const runs = results.filter((r) => r.ok && r.scenario === 'throughput' && asSpecified(r));
+  const concurrency = (r: BenchResult) => (r.options.maxConcurrentReconciles === undefined ? 'default' : String(r.options.maxConcurrentReconciles));
+  const groups = new Map<string, BenchResult[]>();
+  for (const r of runs) {
+    const key = `${String(r.options.n)}\u0000${concurrency(r)}`;
+    groups.set(key, [...(groups.get(key) ?? []), r]);
+  }
+  const keys = [...groups.keys()].sort((a, b) => a.localeCompare(b, 'en', { numeric: true }));
+  const out: string[] = [];
+  if (runs.length > 0) {
+    out.push('');
+    out.push('Side by side (medians; the operator as shipped):');
+    out.push('');
+    out.push(
+      markdownTable(
+        ['N', 'max concurrent reconciles', 'runs', 'objects/s', 'objects/s (p10–p90)', 'wall to last Deployment (s)', 'operator requests', 'writes', 'rate-limiter wait (s)', 'CPU (s)', 'peak RSS (MiB)'],
+        keys.map((key) => {
+          const g = groups.get(key)!;
+          const [n, c] = key.split('\u0000') as [string, string];
+          return [
+            n,
+            c,
+            String(g.length),
+            medianShown(g, 'objectsPerS'),
+            medianShown(g, 'steadyObjectsPerS'),
+            medianShown(g, 'wallS'),
+            medianShown(g, 'operator.requests.total'),
+            medianShown(g, 'operator.requests.writes'),
+            medianShown(g, 'operatorClient.rateLimiterWaitS'),
+            medianShown(g, 'operator.cpuS'),
+            medianShown(g, 'operator.peakRssMiB'),
+          ];
+        }),
+        'rrrrrrrrrrr',
+      ),
+    );
+  }
+  // Memory does not depend on the controller-manager's pace, so runs on a cluster whose
+  // controller-manager has a raised rate limit (it observes every Deployment sooner) count here.
+  const withIdle = results.filter(
+    (r) => r.ok && r.scenario === 'throughput' && r.options.operatorCmd === undefined && r.options.operatorMemoryLimitMiB === undefined && typeof get(r.figures, 'idle.rssMiB') === 'number',
+  );
+  if (withIdle.length > 0) {
+    const cmQps = (r: BenchResult) => (r.options.controllerManagerQps === undefined ? '20 (default)' : String(r.options.controllerManagerQps));
+    const memoryGroups = new Map<string, BenchResult[]>();
+    for (const r of withIdle) {
+      const key = `${String(r.options.n)}\u0000${concurrency(r)}\u0000${cmQps(r)}`;
+      memoryGroups.set(key, [...(memoryGroups.get(key) ?? []), r]);
+    }
+    out.push('');
+    out.push(
+      'Memory growth (size 0, so the cache holds the Memcacheds and their Deployments; RSS once the controller-manager has observed every Deployment ' +
+        'and the operator has been idle for the settle time):',
+    );
+    out.push('');
+    out.push(
+      markdownTable(
+        ['N', 'max concurrent reconciles', 'controller-manager QPS', 'cached objects', 'runs', 'peak RSS (MiB)', 'RSS at idle (MiB)'],
+        [...memoryGroups.keys()]
+          .sort((a, b) => a.localeCompare(b, 'en', { numeric: true }))
+          .map((key) => {
+            const g = memoryGroups.get(key)!;
+            const [n, c, q] = key.split('\u0000') as [string, string, string];
+            return [n, c, q, medianShown(g, 'cachedObjects'), String(g.length), medianShown(g, 'idle.peakRssMiB'), medianShown(g, 'idle.rssMiB')];
+          }),
+        'rrrrrrr',
+      ),
+    );
+    for (const c of [...new Set(withIdle.map(concurrency))].sort((a, b) => a.localeCompare(b, 'en', { numeric: true }))) {
+      const g = withIdle.filter((r) => concurrency(r) === c);
+      const points = g.map((r) => ({ cachedObjects: Number(get(r.figures, 'cachedObjects')), rssMiB: Number(get(r.figures, 'idle.rssMiB')) }));
+      const peaks = g.map((r) => ({ cachedObjects: Number(get(r.figures, 'cachedObjects')), rssMiB: Number(get(r.figures, 'idle.peakRssMiB')) }));
+      const idle = rssSlope(points);
+      const peak = rssSlope(peaks);
+      if (!idle || !peak) continue;
+      const sizes = [...new Set(g.map((r) => Number(r.options.n)))].sort((a, b) => a - b).join(', ');
+      out.push('');
+      out.push(
+        `- ${/^\d+$/.test(c) ? `Concurrency ${c}` : 'At the operator\'s default concurrency'}: RSS at idle grows ${show(idle.miBPer1000)} MiB per 1,000 cached objects (least squares over ${g.length} runs at N = ${sizes}; ` +
+          `${show(idle.interceptMiB)} MiB at none); peak RSS ${show(peak.miBPer1000)} MiB per 1,000.`,
+      );
+    }
+  }
+  return out;
+}
+
 export interface ReportInput {
   results: readonly BenchResult[];
   notes?: string;
@@ -363,6 +486,11 @@ export function buildReport({ results, notes, svgName }: ReportInput): { markdow
     const groups = new Map<string, BenchResult[]>();
     for (const r of runs) groups.set(sizeKey(r), [...(groups.get(sizeKey(r)) ?? []), r]);
     const keys = [...groups.keys()].sort((a, b) => a.localeCompare(b, 'en', { numeric: true }));
+    if (scenario === 'throughput') {
+      out.push('');
+      out.push('### throughput: the operator as the bottleneck');
+      out.push(...throughputTables(runs));
+    }
     for (const key of keys) {
       const group = groups.get(key)!;
       out.push('');

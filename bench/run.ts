@@ -33,6 +33,8 @@ import { MEMCACHED_DEFAULT_COMMAND, runMemcached } from './scenarios/memcached.t
 import { runRestart } from './scenarios/restart.ts';
 import { runStart } from './scenarios/start.ts';
 import { runSteady } from './scenarios/steady.ts';
+import { runThroughput } from './scenarios/throughput.ts';
+import { combinations, parseList } from './lib/throughput.ts';
 
 interface ScenarioSpec {
   run: Scenario;
@@ -53,6 +55,7 @@ const scenarios: Record<string, ScenarioSpec> = {
   churn: { run: runChurn, defaults: { n: 100, m: 5 }, pods: (o) => Math.ceil(o.n * PODS_PER_INSTANCE * 1.5), uses: ['n', 'm', 'periodS', 'fraction', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot' },
   restart: { run: runRestart, defaults: { n: 100 }, pods: (o) => o.n * PODS_PER_INSTANCE, uses: ['n', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot' },
   memcached: { run: runMemcached, defaults: { n: 1000 }, pods: (o) => o.n, uses: ['n'], operator: MEMCACHED_DEFAULT_COMMAND, bundle: 'memcached' },
+  throughput: { run: runThroughput, defaults: { n: 2000 }, pods: () => 0, uses: ['n', 'maxConcurrentReconciles', 'settleS'], operator: MEMCACHED_DEFAULT_COMMAND, bundle: 'memcached' },
   armada: { run: runArmada, defaults: { n: 50 }, pods: (o) => o.n, uses: ['n', 'floor', 'workers'], operator: ARMADA_DEFAULT_COMMAND, bundle: 'armada' },
   floor: { run: runFloor, defaults: { n: 100, k: 30 }, pods: (o) => Math.max(o.n, o.k) * PODS_PER_INSTANCE, uses: ['n', 'k'] },
   start: { run: runStart, defaults: {}, pods: () => 0, uses: [] },
@@ -64,13 +67,19 @@ const usage = `usage: npm run bench -- <scenario> [options]
 
 scenarios: ${Object.keys(scenarios).join(', ')}
 options:
-  --n <count>            instances (burst/steady/churn/restart/floor 100, memcached 1000, armada 50)
+  --n <count>[,<count>]  instances (burst/steady/churn/restart/floor 100, memcached 1000, armada 50,
+                         throughput 2000); a list runs each size, one result file each
   --m <minutes>          steady: idle time; churn: duration (default 5)
   --k <count>            latency/floor: instances created one at a time (default 30; floor --k 0 skips)
   --runs <count>         repetitions, each written to its own result file (default 1)
   --operator-cmd "<cmd>" operator under test (default: the scenario's operator, bundled as the image ships it)
   --workers <count>      --max-concurrent-reconciles passed to the IoT operator; armada: the
                          operator's concurrent chart reconciles and the floor's parallel helm installs (default 4)
+  --max-concurrent-reconciles <c>[,<c>]
+                         throughput: passed to the Memcached operator (default: its own); a list
+                         runs each value, one result file each (e.g. 1,4,16)
+  --settle <seconds>     throughput: idle time before the RSS-at-idle sample (default 20; 0 = skip
+                         the memory figure and the wait for the controller-manager)
   --no-floor             burst/latency/churn: skip the operator-free floor measured in the same run
   --period <seconds>     churn: seconds between rounds of changes (default 10)
   --fraction <0..1>      churn: share of instances changed per round (default 0.1)
@@ -97,6 +106,8 @@ async function main(): Promise<number> {
       runs: { type: 'string' },
       'operator-cmd': { type: 'string' },
       workers: { type: 'string' },
+      'max-concurrent-reconciles': { type: 'string' },
+      settle: { type: 'string' },
       'no-floor': { type: 'boolean' },
       period: { type: 'string' },
       fraction: { type: 'string' },
@@ -143,13 +154,16 @@ async function main(): Promise<number> {
     console.error(`unknown scenario "${name}"\n${usage}`);
     return 2;
   }
+  const sizes = parseList(values.n, 'n') ?? [spec.defaults.n ?? 100];
+  const concurrencies: (number | undefined)[] = parseList(values['max-concurrent-reconciles'], 'max-concurrent-reconciles') ?? [undefined];
   const options: BenchOptions = {
-    n: num(values.n, 'n') ?? spec.defaults.n ?? 100,
+    n: Math.max(...sizes),
     m: num(values.m, 'm') ?? spec.defaults.m ?? 5,
     k: num(values.k, 'k') ?? spec.defaults.k ?? 30,
     runs: num(values.runs, 'runs') ?? 1,
     operatorCmd: values['operator-cmd'],
     workers: num(values.workers, 'workers'),
+    settleS: num(values.settle, 'settle') ?? 20,
     floor: !values['no-floor'],
     periodS: num(values.period, 'period') ?? 10,
     fraction: num(values.fraction, 'fraction') ?? 0.1,
@@ -170,48 +184,54 @@ async function main(): Promise<number> {
   const k8s = await kubernetesVersion(client);
   await installIoTCrd(kubeconfig, client);
 
-  const recorded: Record<string, unknown> = { runs: options.runs, timeoutS: options.timeoutS };
-  for (const key of spec.uses) recorded[key] = options[key];
-  if (options.operatorCmd) recorded.operatorCmd = options.operatorCmd;
-  if (options.memoryLimitMiB !== undefined && spec.operator) recorded.operatorMemoryLimitMiB = options.memoryLimitMiB;
+  const base: Record<string, unknown> = { runs: options.runs, timeoutS: options.timeoutS };
+  if (options.operatorCmd) base.operatorCmd = options.operatorCmd;
+  if (options.memoryLimitMiB !== undefined && spec.operator) base.operatorMemoryLimitMiB = options.memoryLimitMiB;
   // A cluster made with CLUSTER_CONTROLLER_MANAGER_QPS: its results are kept apart from the default's.
   const controllerManagerQps = componentFlag(ctx.clusterDir, 'kube-controller-manager', 'kube-api-qps');
-  if (controllerManagerQps !== undefined) recorded.controllerManagerQps = Number(controllerManagerQps);
+  if (controllerManagerQps !== undefined) base.controllerManagerQps = Number(controllerManagerQps);
 
   if (spec.bundle && !options.operatorCmd) log(`bundled ${path.relative(repoRoot, await bundleOperator(spec.bundle))}`);
 
+  // One result file per run and per combination of the listed sizes and concurrencies.
+  const variants = combinations(sizes, concurrencies);
   let failures = 0;
   for (let run = 1; run <= options.runs; run++) {
-    await removeLeftovers(client);
-    const git = gitInfo();
-    const result: BenchResult = {
-      scenario: name,
-      startedAt: new Date().toISOString(),
-      ok: false,
-      options: { ...recorded, run },
-      versions: { node: process.version, kubernetes: k8s, gitCommit: git.commit, gitDirty: git.dirty, operatorCommand: spec.operator ? (options.operatorCmd ?? spec.operator) : undefined },
-      machine: machineInfo(),
-      figures: {},
-      samples: {},
-    };
-    log(`${name}: run ${run}/${options.runs} (${JSON.stringify(recorded)})`);
-    try {
-      const out = await spec.run(ctx);
-      result.ok = true;
-      result.figures = out.figures;
-      result.samples = out.samples;
-      if (out.operatorCommand) result.versions.operatorCommand = out.operatorCommand;
-    } catch (err) {
-      failures++;
-      result.error = err instanceof Error ? (err.stack ?? err.message) : String(err);
-      log(`${name}: run ${run} failed: ${result.error}`);
+    for (const [n, maxConcurrentReconciles] of variants) {
+      ctx.options = { ...options, n, maxConcurrentReconciles };
+      const recorded: Record<string, unknown> = { ...base };
+      for (const key of spec.uses) if (ctx.options[key] !== undefined) recorded[key] = ctx.options[key];
+      await removeLeftovers(client);
+      const git = gitInfo();
+      const result: BenchResult = {
+        scenario: name,
+        startedAt: new Date().toISOString(),
+        ok: false,
+        options: { ...recorded, run },
+        versions: { node: process.version, kubernetes: k8s, gitCommit: git.commit, gitDirty: git.dirty, operatorCommand: spec.operator ? (options.operatorCmd ?? spec.operator) : undefined },
+        machine: machineInfo(),
+        figures: {},
+        samples: {},
+      };
+      log(`${name}: run ${run}/${options.runs} (${JSON.stringify(recorded)})`);
+      try {
+        const out = await spec.run(ctx);
+        result.ok = true;
+        result.figures = out.figures;
+        result.samples = out.samples;
+        if (out.operatorCommand) result.versions.operatorCommand = out.operatorCommand;
+      } catch (err) {
+        failures++;
+        result.error = err instanceof Error ? (err.stack ?? err.message) : String(err);
+        log(`${name}: run ${run} failed: ${result.error}`);
+      }
+      result.finishedAt = new Date().toISOString();
+      result.machine.loadavgEnd = os.loadavg().map((l) => Math.round(l * 100) / 100);
+      const file = writeResult(options.out, result);
+      console.log(`\n${name} run ${run}/${options.runs}${result.ok ? '' : ' (FAILED)'}`);
+      console.log(formatTable(['figure', 'value'], flatten(result.figures)));
+      console.log(`result: ${path.relative(process.cwd(), file)}\n`);
     }
-    result.finishedAt = new Date().toISOString();
-    result.machine.loadavgEnd = os.loadavg().map((l) => Math.round(l * 100) / 100);
-    const file = writeResult(options.out, result);
-    console.log(`\n${name} run ${run}/${options.runs}${result.ok ? '' : ' (FAILED)'}`);
-    console.log(formatTable(['figure', 'value'], flatten(result.figures)));
-    console.log(`result: ${path.relative(process.cwd(), file)}\n`);
   }
   client.close();
   return failures > 0 ? 1 : 0;

@@ -19,6 +19,10 @@ export interface BenchOptions {
   operatorCmd?: string;
   /** --max-concurrent-reconciles for the IoT operator; undefined = the operator's default. */
   workers?: number;
+  /** throughput: --max-concurrent-reconciles for the Memcached operator; undefined = the operator's default. */
+  maxConcurrentReconciles?: number;
+  /** throughput: idle seconds before the RSS-at-idle sample (0 = no memory figure). */
+  settleS: number;
   /** Also measure the operator-free floor in the same run (burst, latency). */
   floor: boolean;
   /** churn: seconds between rounds of spec changes, and the fraction of instances changed per round. */

@@ -74,11 +74,17 @@ export async function reconcileMemcached(req: Request, ctx: ReconcileContext): P
   }
 }
 
+export interface MemcachedControllerOptions {
+  /** Memcacheds reconciled in parallel (default 1, as controller-runtime's). */
+  maxConcurrentReconciles?: number;
+}
+
 /** Registers the Memcached controller with the manager. */
-export function registerMemcachedController(mgr: Manager): Controller {
+export function registerMemcachedController(mgr: Manager, options: MemcachedControllerOptions = {}): Controller {
   return controller(mgr)
     .named('memcached')
     .for(Memcached)
+    .maxConcurrentReconciles(options.maxConcurrentReconciles ?? 1)
     .owns(Kinds.Deployment)
     .watches(Kinds.Pod, podToMemcached, podMembershipChanged)
     .reconcile(reconcileMemcached);

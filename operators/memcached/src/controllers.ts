@@ -5,10 +5,11 @@
  * test/generated.unit.test.ts fails while the committed files differ.
  */
 import type { ExtraPermission, Manager } from '@iot-operator/runtime';
-import { registerMemcachedController } from './controller.ts';
+import { registerMemcachedController, type MemcachedControllerOptions } from './controller.ts';
 
 export const extraPermissions: ExtraPermission[] = [];
 
-export function registerControllers(mgr: Manager): void {
-  registerMemcachedController(mgr);
+/** `options` (how many Memcacheds are reconciled in parallel) changes no permission. */
+export function registerControllers(mgr: Manager, options: MemcachedControllerOptions = {}): void {
+  registerMemcachedController(mgr, options);
 }

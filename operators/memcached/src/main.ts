@@ -2,7 +2,8 @@
 /**
  * The memcached operator process: flags and environment → a running manager.
  *
- * Guarantees (through the runtime's `parseOperatorCommandLine`): the kubeconfig comes from
+ * Guarantees (through `parseMemcachedCommandLine`, options.ts, and the runtime's
+ * `parseOperatorCommandLine`): the kubeconfig comes from
  * `--kubeconfig`, else `$KUBECONFIG`, else ~/.kube/config or the in-cluster service account;
  * the watched namespace from `--namespace`, else `$WATCH_NAMESPACE` (empty = all namespaces);
  * /healthz, /readyz and /metrics listen on `--metrics-bind-address` (default 127.0.0.1:8080;
@@ -10,18 +11,17 @@
  * `memcached-operator-leader` reconciles. `$OPERATOR_NAME` renames the operator (Lease, metrics
  * Service). Run in a pod (`POD_NAMESPACE`, `POD_NAME`), it creates Service
  * `memcached-operator-metrics` and, with the Prometheus Operator's API, a ServiceMonitor; elsewhere it
- * logs why not. SIGTERM/SIGINT stop gracefully (exit 0); SIGHUP forces a resync.
+ * logs why not. `--max-concurrent-reconciles` sets how many Memcacheds are reconciled in parallel
+ * (default 1); `--kube-api-qps` / `--kube-api-burst` the client's budget (default: no client-side limit). SIGTERM/SIGINT stop gracefully (exit 0); SIGHUP forces a resync.
  *
  * Run: node --import tsx operators/memcached/src/main.ts [flags]
  */
 
-import { exposeOperatorMetrics, parseOperatorCommandLine } from '@iot-operator/runtime';
+import { exposeOperatorMetrics } from '@iot-operator/runtime';
+import { parseMemcachedCommandLine } from './options.ts';
 import { createMemcachedOperator } from './operator.ts';
 
-const options = parseOperatorCommandLine({
-  name: 'memcached-operator',
-  description: 'Runs one memcached Deployment of spec.size pods per Memcached (cache.example.com/v1alpha1).',
-});
+const options = parseMemcachedCommandLine();
 const mgr = await createMemcachedOperator(options);
 mgr.logger.info({ namespace: options.watchNamespace || '<all>', metrics: options.metricsBindAddress }, 'starting memcached operator');
 void exposeOperatorMetrics(mgr, options.httpAddress);

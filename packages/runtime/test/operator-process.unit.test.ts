@@ -56,6 +56,12 @@ describe('operator command line', () => {
     assert.deepEqual([manager.rateLimit, manager.secureMetrics], [options.rateLimit, options.secureMetrics]);
   });
 
+  it('an operator may set its own client rate defaults; the flags still win', () => {
+    const fast = { ...operator, rateLimitDefaults: { qps: 200, burst: 400 } };
+    assert.deepEqual(parseOperatorCommandLine(fast, []).rateLimit, { qps: 200, burst: 400 });
+    assert.deepEqual(parseOperatorCommandLine(fast, ['--kube-api-qps', '0']).rateLimit, { qps: 0, burst: 400 });
+  });
+
   it('flags win; 0 turns the HTTP server off; the Lease lives in the watched namespace unless told otherwise', () => {
     process.env.WATCH_NAMESPACE = 'team';
     process.env.POD_NAMESPACE = 'pod-ns';

@@ -14,8 +14,9 @@
  * `flags`. `--metrics-secure` serves them over HTTPS with the certificate in
  * `--metrics-cert-dir` (tls.crt, tls.key; required with it), /metrics then only to callers the
  * API server authorizes for `get /metrics`. `--kube-api-qps` / `--kube-api-burst` set the client's
- * request rate (default 20 / 30, controller-runtime's; a qps of 0 or less = unlimited); a value
- * that is not a number is a usage error. `operatorManagerOptions(name, options, cache)` turns those options
+ * request rate (default 20 / 30, controller-runtime's up to v0.20, unless the operator passes its
+ * own `rateLimitDefaults`; a qps of 0 or less = unlimited); a value that is not a number is a
+ * usage error. `operatorManagerOptions(name, options, cache)` turns those options
  * into the manager's, the watched namespace (empty = all) becoming the cache's default, and
  * `$OPERATOR_NAME`, when set, replacing the operator's name (its Lease, logger, Events'
  * source and metrics Service are named after it, as in operator-sdk).
@@ -76,7 +77,11 @@ export interface OperatorCommandLine extends OperatorProcessOptions {
 }
 
 /** Parses the operator's arguments (default: this process's); exits with usage on an error. */
-export function parseOperatorCommandLine(operator: { name: string; description: string; extraOptions?: (program: Command) => void }, args?: readonly string[]): OperatorCommandLine {
+export function parseOperatorCommandLine(
+  operator: { name: string; description: string; extraOptions?: (program: Command) => void; rateLimitDefaults?: RateLimit },
+  args?: readonly string[],
+): OperatorCommandLine {
+  const rateDefaults = operator.rateLimitDefaults ?? clientRateLimitDefaults;
   const program = new Command()
     .name(operator.name)
     .description(operator.description)
@@ -85,8 +90,8 @@ export function parseOperatorCommandLine(operator: { name: string; description: 
     .option('--metrics-bind-address <host:port>', 'address of /healthz, /readyz and /metrics; 0 = off', '127.0.0.1:8080')
     .option('--metrics-secure', 'serve over HTTPS; /metrics only to callers allowed "get /metrics" (TokenReview + SubjectAccessReview)', false)
     .option('--metrics-cert-dir <dir>', 'directory with tls.crt and tls.key for --metrics-secure')
-    .option('--kube-api-qps <qps>', 'requests per second to the API server (0 or less = unlimited)', parseQps, clientRateLimitDefaults.qps)
-    .option('--kube-api-burst <n>', 'requests allowed at once above --kube-api-qps', parseBurst, clientRateLimitDefaults.burst)
+    .option('--kube-api-qps <qps>', 'requests per second to the API server (0 or less = unlimited)', parseQps, rateDefaults.qps)
+    .option('--kube-api-burst <n>', 'requests allowed at once above --kube-api-qps', parseBurst, rateDefaults.burst)
     .option('--leader-elect', `reconcile only while holding the Lease ${operator.name}-leader`, false)
     .option('--leader-election-namespace <namespace>', 'namespace of the Lease (default: the watched namespace, else $POD_NAMESPACE)')
     .option('--log-level <level>', 'pino log level', process.env.LOG_LEVEL ?? 'info');
