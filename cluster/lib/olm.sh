@@ -80,6 +80,26 @@ restore_olm() {
   ensure_olm
 }
 
+# olm's health and metrics port is fixed upstream (8443 with TLS), so one olm runs per machine:
+# another cluster's olm is stopped (that cluster's next up.sh starts it again, taking the port
+# back), and a port held by anything else is an error naming it.
+free_olm_port() {
+  local cmdline pid args other
+  for cmdline in /proc/[0-9]*/cmdline; do
+    pid=${cmdline#/proc/}; pid=${pid%/cmdline}
+    args=$(tr '\0' ' ' <"$cmdline" 2>/dev/null || true)
+    [[ "$args" == *" --tls-cert "*"/pki/olm/tls.crt "* ]] || continue
+    other=$(sed -n 's#.*--tls-cert [^ ]*/clusters/\([^/]*\)/pki/olm/.*#\1#p' <<<"$args")
+    [[ -n "$other" && "$other" != "$CLUSTER_NAME" ]] || continue
+    log "stopping the olm of cluster '$other' (pid $pid): olm's port 8443 is fixed, one olm per machine"
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  done
+  if (exec 3<>/dev/tcp/127.0.0.1/8443) 2>/dev/null; then
+    die "port 8443, olm's fixed health and metrics port, is in use by another program; olm cannot start"
+  fi
+}
+
 ensure_olm() {
   local home pid exe cert
   home=$(olm_home)
@@ -98,6 +118,7 @@ ensure_olm() {
     die "OLM's CRDs did not become Established within 60s"
   kctl get namespace "$OLM_NAMESPACE" >/dev/null 2>&1 || kctl create namespace "$OLM_NAMESPACE" >/dev/null
   cert=$(olm_serving_certificate)
+  free_olm_port
   mkdir -p "$(dirname "$OLM_PID_FILE")" "$(dirname "$OLM_LOG")"
   [[ -f "$OLM_LOG" ]] && mv -f "$OLM_LOG" "${OLM_LOG%.log}.previous.log"
   # A session of its own (it outlives this script), no stdin, and not our lock on fd 9.
