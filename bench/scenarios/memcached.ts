@@ -65,23 +65,7 @@ export async function runMemcached(ctx: BenchContext): Promise<ScenarioOutput> {
 
     const probe = await PhaseProbe.begin(ctx.client, ctx.clusterDir, op);
     log(`memcached: creating ${n} Memcached objects (size ${SIZE})`);
-    const t0 = now();
-    const sentAt = new Map<string, number>();
-    await mapLimit(names, 200, async (name) => {
-      sentAt.set(name, now());
-      await ctx.client.create(MemcachedType, { apiVersion: 'cache.example.com/v1alpha1', kind: 'Memcached', metadata: { name, namespace }, spec: { size: SIZE } });
-    });
-    const createdAt = now();
-    const deadline = now() + ctx.options.timeoutS * 1000;
-    let lastPrint = now();
-    while (deploymentsAt.size < n || statusAt.size < n) {
-      if (now() > deadline) throw new Error(`memcached: ${deploymentsAt.size}/${n} Deployments ready, ${statusAt.size}/${n} statuses filled after ${ctx.options.timeoutS} s`);
-      await new Promise((r) => setTimeout(r, 100));
-      if (now() - lastPrint > 2000) {
-        lastPrint = now();
-        log(`memcached: Deployments ready ${deploymentsAt.size}/${n}, status.nodes ${statusAt.size}/${n}, ${((now() - t0) / 1000).toFixed(1)} s`);
-      }
-    }
+    const { t0, sentAt, createdAt } = await createMemcachedsAndWait(ctx, 'memcached', namespace, names, SIZE, deploymentsAt, statusAt);
     const lastDeployment = Math.max(...deploymentsAt.values());
     const lastStatus = Math.max(...statusAt.values());
     const phase = await probe.end(Math.max(lastDeployment, lastStatus));
@@ -110,4 +94,40 @@ export async function runMemcached(ctx: BenchContext): Promise<ScenarioOutput> {
     await deleteNamespaceAndWait(ctx.client, namespace, ctx.options.timeoutS * 1000);
     log(`memcached namespace ${namespace} removed (${((now() - t) / 1000).toFixed(0)} s)`);
   }
+}
+
+/**
+ * Creates the named Memcacheds (`spec.size` = size, 200 creates in flight) and waits until every
+ * name is in both `deploymentsAt` and `statusAt` (filled by the caller's watches), logging
+ * progress every 5 s; fails after the run's timeout. Returns when the first create was sent,
+ * each name's send time and when the last create had been sent.
+ */
+export async function createMemcachedsAndWait(
+  ctx: BenchContext,
+  scenario: string,
+  namespace: string,
+  names: readonly string[],
+  size: number,
+  deploymentsAt: ReadonlyMap<string, number>,
+  statusAt: ReadonlyMap<string, number>,
+): Promise<{ t0: number; sentAt: Map<string, number>; createdAt: number }> {
+  const n = names.length;
+  const t0 = now();
+  const sentAt = new Map<string, number>();
+  await mapLimit(names, 200, async (name) => {
+    sentAt.set(name, now());
+    await ctx.client.create(MemcachedType, { apiVersion: 'cache.example.com/v1alpha1', kind: 'Memcached', metadata: { name, namespace }, spec: { size } });
+  });
+  const createdAt = now();
+  const deadline = now() + ctx.options.timeoutS * 1000;
+  let lastPrint = now();
+  while (deploymentsAt.size < n || statusAt.size < n) {
+    if (now() > deadline) throw new Error(`${scenario}: ${deploymentsAt.size}/${n} Deployments, ${statusAt.size}/${n} statuses after ${ctx.options.timeoutS} s`);
+    await new Promise((r) => setTimeout(r, 100));
+    if (now() - lastPrint > 5000) {
+      lastPrint = now();
+      log(`${scenario}: Deployments ${deploymentsAt.size}/${n}, statuses ${statusAt.size}/${n}, ${((now() - t0) / 1000).toFixed(1)} s`);
+    }
+  }
+  return { t0, sentAt, createdAt };
 }

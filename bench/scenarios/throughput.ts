@@ -18,14 +18,14 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
-import { createNamespace, deleteNamespaceAndWait, installCrd, log, mapLimit, now, repoRoot, sleep, uniqueName, watchObjects } from '../lib/kube.ts';
+import { createNamespace, deleteNamespaceAndWait, installCrd, log, now, repoRoot, sleep, uniqueName, watchObjects } from '../lib/kube.ts';
 import { OperatorProcess } from '../lib/operator.ts';
 import { PhaseProbe, clientFigures } from '../lib/probe.ts';
 import { sumBy, total, type Sample } from '../lib/prom.ts';
 import { MiB } from '../lib/proc.ts';
 import { round, summarize } from '../lib/stats.ts';
 import { throughputCommand, throughputFigures } from '../lib/throughput.ts';
-import { MEMCACHED_CRD, MEMCACHED_DEFAULT_COMMAND, MemcachedType } from './memcached.ts';
+import { createMemcachedsAndWait, MEMCACHED_CRD, MEMCACHED_DEFAULT_COMMAND, MemcachedType } from './memcached.ts';
 
 const SIZE = 0;
 const CLIENT_METRICS = ['rest_client_requests_total', 'rest_client_rate_limiter_duration_seconds', 'workqueue_retries_total', 'controller_runtime_reconcile_errors_total'];
@@ -76,23 +76,7 @@ export async function runThroughput(ctx: BenchContext): Promise<ScenarioOutput> 
     const clientBefore = await op.metrics(CLIENT_METRICS);
     const probe = await PhaseProbe.begin(ctx.client, ctx.clusterDir, op);
     log(`throughput: creating ${n} Memcached objects (size ${SIZE}), operator concurrency ${maxConcurrentReconciles ?? 'default'}`);
-    const t0 = now();
-    const sentAt = new Map<string, number>();
-    await mapLimit(names, 200, async (name) => {
-      sentAt.set(name, now());
-      await ctx.client.create(MemcachedType, { apiVersion: 'cache.example.com/v1alpha1', kind: 'Memcached', metadata: { name, namespace }, spec: { size: SIZE } });
-    });
-    const createdAt = now();
-    const deadline = now() + ctx.options.timeoutS * 1000;
-    let lastPrint = now();
-    while (deploymentsAt.size < n || statusAt.size < n) {
-      if (now() > deadline) throw new Error(`throughput: ${deploymentsAt.size}/${n} Deployments, ${statusAt.size}/${n} statuses after ${ctx.options.timeoutS} s`);
-      await sleep(50);
-      if (now() - lastPrint > 5000) {
-        lastPrint = now();
-        log(`throughput: Deployments ${deploymentsAt.size}/${n}, statuses ${statusAt.size}/${n}, ${((now() - t0) / 1000).toFixed(1)} s`);
-      }
-    }
+    const { t0, sentAt, createdAt } = await createMemcachedsAndWait(ctx, 'throughput', namespace, names, SIZE, deploymentsAt, statusAt);
     const lastDeployment = Math.max(...deploymentsAt.values());
     const lastStatus = Math.max(...statusAt.values());
     const phase = await probe.end(Math.max(lastDeployment, lastStatus));
@@ -106,6 +90,7 @@ export async function runThroughput(ctx: BenchContext): Promise<ScenarioOutput> 
     let idle: Record<string, number> | undefined;
     if (settleS > 0) {
       const idleDeadline = now() + ctx.options.timeoutS * 1000;
+      let lastPrint = now();
       while (observedAt.size < n && now() < idleDeadline) {
         await sleep(500);
         if (now() - lastPrint > 10_000) {
