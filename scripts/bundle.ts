@@ -30,7 +30,7 @@ export const OPERATORS = ['iot', 'memcached', 'ptemplate', 'armada'] as const;
  *   past what survived the last full collection, instead of V8's dynamic factor (up to 4 × on a
  *   machine with spare memory), so the heap stays near the live set during a burst.
  * Measured on the IoT burst (N = 100) and the Memcached operator (N = 500), docs/performance.md:
- * together ≈ 25 MiB less peak RSS for ≈ 10 % more CPU.
+ * together ≈ 25 MiB less peak RSS for 10–20 % more CPU.
  */
 export const OPERATOR_NODE_FLAGS = ['--max-semi-space-size=2', '--heap-growing-percent=20'] as const;
 
