@@ -30,20 +30,9 @@ export const MEMCACHED_DEFAULT_COMMAND = bundledOperatorCommand('memcached');
 const SIZE = 1;
 
 export async function runMemcached(ctx: BenchContext): Promise<ScenarioOutput> {
-  if (!existsSync(path.join(repoRoot, 'operators/memcached/src/main.ts')) || !existsSync(path.join(repoRoot, MEMCACHED_CRD))) {
-    throw new Error('the Memcached operator (operators/memcached/src/main.ts and its CRD) is not there yet');
-  }
   const { n } = ctx.options;
-  await installCrd(ctx.kubeconfig, ctx.client, MEMCACHED_CRD);
-  const namespace = uniqueName('mc');
-  await createNamespace(ctx.client, namespace);
   const command = ctx.options.operatorCmd ?? MEMCACHED_DEFAULT_COMMAND;
-  const op = await OperatorProcess.start({
-    command,
-    env: { KUBECONFIG: ctx.kubeconfig, WATCH_NAMESPACE: namespace, OPERATOR_NAME: namespace },
-    logFile: path.join(ctx.logDir, `memcached-operator-${namespace}.log`),
-    memoryLimitMiB: ctx.options.memoryLimitMiB,
-  });
+  const { namespace, op } = await startMemcachedOperator(ctx, 'mc', 'memcached', command);
   const abort = new AbortController();
   try {
     const readyAt = await op.waitReady();
@@ -89,11 +78,36 @@ export async function runMemcached(ctx: BenchContext): Promise<ScenarioOutput> {
     };
   } finally {
     abort.abort();
-    await op.stop();
-    const t = now();
-    await deleteNamespaceAndWait(ctx.client, namespace, ctx.options.timeoutS * 1000);
-    log(`memcached namespace ${namespace} removed (${((now() - t) / 1000).toFixed(0)} s)`);
+    await stopMemcachedOperator(ctx, 'memcached', namespace, op);
   }
+}
+
+/**
+ * Installs the Memcached CRD, creates a namespace named after `prefix` and starts the operator
+ * command watching it (its log in the run's log directory, named after `scenario`).
+ */
+export async function startMemcachedOperator(ctx: BenchContext, prefix: string, scenario: string, command: string): Promise<{ namespace: string; op: OperatorProcess }> {
+  if (!existsSync(path.join(repoRoot, 'operators/memcached/src/main.ts')) || !existsSync(path.join(repoRoot, MEMCACHED_CRD))) {
+    throw new Error('the Memcached operator (operators/memcached/src/main.ts and its CRD) is not there yet');
+  }
+  await installCrd(ctx.kubeconfig, ctx.client, MEMCACHED_CRD);
+  const namespace = uniqueName(prefix);
+  await createNamespace(ctx.client, namespace);
+  const op = await OperatorProcess.start({
+    command,
+    env: { KUBECONFIG: ctx.kubeconfig, WATCH_NAMESPACE: namespace, OPERATOR_NAME: namespace },
+    logFile: path.join(ctx.logDir, `${scenario}-operator-${namespace}.log`),
+    memoryLimitMiB: ctx.options.memoryLimitMiB,
+  });
+  return { namespace, op };
+}
+
+/** Stops the operator and deletes its namespace (waiting for it to go), logging how long that took. */
+export async function stopMemcachedOperator(ctx: BenchContext, scenario: string, namespace: string, op: OperatorProcess): Promise<void> {
+  await op.stop();
+  const t = now();
+  await deleteNamespaceAndWait(ctx.client, namespace, ctx.options.timeoutS * 1000);
+  log(`${scenario} namespace ${namespace} removed (${((now() - t) / 1000).toFixed(0)} s)`);
 }
 
 /**

@@ -14,18 +14,15 @@
  * number of objects its cache holds (Memcacheds + Deployments; no pods at size 0). The slope of
  * RSS over cached objects across sizes is the report's (bench/lib/throughput.ts `rssSlope`).
  */
-import { existsSync } from 'node:fs';
-import path from 'node:path';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
-import { createNamespace, deleteNamespaceAndWait, installCrd, log, now, repoRoot, sleep, uniqueName, watchObjects } from '../lib/kube.ts';
-import { OperatorProcess } from '../lib/operator.ts';
+import { log, now, sleep, watchObjects } from '../lib/kube.ts';
 import { PhaseProbe, clientFigures } from '../lib/probe.ts';
 import { sumBy, total, type Sample } from '../lib/prom.ts';
 import { MiB } from '../lib/proc.ts';
 import { round, summarize } from '../lib/stats.ts';
 import { throughputCommand, throughputFigures } from '../lib/throughput.ts';
-import { createMemcachedsAndWait, MEMCACHED_CRD, MEMCACHED_DEFAULT_COMMAND, MemcachedType } from './memcached.ts';
+import { createMemcachedsAndWait, MEMCACHED_DEFAULT_COMMAND, MemcachedType, startMemcachedOperator, stopMemcachedOperator } from './memcached.ts';
 
 const SIZE = 0;
 const CLIENT_METRICS = ['rest_client_requests_total', 'rest_client_rate_limiter_duration_seconds', 'workqueue_retries_total', 'controller_runtime_reconcile_errors_total'];
@@ -35,20 +32,9 @@ const counter = (before: Sample[], after: Sample[], name: string) => total(sumBy
 type DeploymentLike = KubeObject & { status?: { observedGeneration?: number } };
 
 export async function runThroughput(ctx: BenchContext): Promise<ScenarioOutput> {
-  if (!existsSync(path.join(repoRoot, 'operators/memcached/src/main.ts')) || !existsSync(path.join(repoRoot, MEMCACHED_CRD))) {
-    throw new Error('the Memcached operator (operators/memcached/src/main.ts and its CRD) is not there yet');
-  }
   const { n, maxConcurrentReconciles, settleS } = ctx.options;
-  await installCrd(ctx.kubeconfig, ctx.client, MEMCACHED_CRD);
-  const namespace = uniqueName('tp');
-  await createNamespace(ctx.client, namespace);
   const command = throughputCommand(ctx.options.operatorCmd ?? MEMCACHED_DEFAULT_COMMAND, maxConcurrentReconciles);
-  const op = await OperatorProcess.start({
-    command,
-    env: { KUBECONFIG: ctx.kubeconfig, WATCH_NAMESPACE: namespace, OPERATOR_NAME: namespace },
-    logFile: path.join(ctx.logDir, `throughput-operator-${namespace}.log`),
-    memoryLimitMiB: ctx.options.memoryLimitMiB,
-  });
+  const { namespace, op } = await startMemcachedOperator(ctx, 'tp', 'throughput', command);
   const abort = new AbortController();
   try {
     const readyAt = await op.waitReady();
@@ -128,9 +114,6 @@ export async function runThroughput(ctx: BenchContext): Promise<ScenarioOutput> 
     };
   } finally {
     abort.abort();
-    await op.stop();
-    const t = now();
-    await deleteNamespaceAndWait(ctx.client, namespace, ctx.options.timeoutS * 1000);
-    log(`throughput namespace ${namespace} removed (${((now() - t) / 1000).toFixed(0)} s)`);
+    await stopMemcachedOperator(ctx, 'throughput', namespace, op);
   }
 }
