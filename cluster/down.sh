@@ -6,6 +6,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 # shellcheck source=lib/olm.sh
 source "$CLUSTER_DIR/lib/olm.sh"
+# shellcheck source=lib/real-node.sh
+source "$CLUSTER_DIR/lib/real-node.sh"
 
 lock_cluster 300
 
@@ -15,6 +17,7 @@ if [[ ! -d "$CLUSTER_WORKDIR" ]]; then
 fi
 
 stop_olm
+real_node_stop
 
 # Remember the live processes first: the pid files go away with the workdir.
 pids=()

@@ -7,6 +7,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 # shellcheck source=lib/olm.sh
 source "$CLUSTER_DIR/lib/olm.sh"
+# shellcheck source=lib/real-node.sh
+source "$CLUSTER_DIR/lib/real-node.sh"
 
 echo "cluster:     $CLUSTER_NAME"
 echo "workdir:     $CLUSTER_WORKDIR"
@@ -41,6 +43,11 @@ if olm_enabled; then
   fi
 fi
 
+if real_node_enabled; then
+  real_node_status_lines
+  real_node_processes_running || healthy=0
+fi
+
 if binaries_complete && apiserver_ready; then
   echo "reachable:   yes (/readyz ok)"
   server=$(kctl version -o json --request-timeout=5s 2>/dev/null | sed -n '/serverVersion/,/}/s/.*"gitVersion": "\(.*\)".*/\1/p')
@@ -48,6 +55,10 @@ if binaries_complete && apiserver_ready; then
   total=$(kctl get nodes -o name 2>/dev/null | grep -c . || true)
   ready=$(kctl get nodes -o jsonpath='{range .items[*]}{range .status.conditions[?(@.type=="Ready")]}{.status}{"\n"}{end}{end}' 2>/dev/null | grep -c '^True$' || true)
   echo "nodes:       $total ($ready Ready)"
+  if real_node_enabled; then
+    if real_node_ready; then echo "real node:   $REAL_NODE_NAME Ready (pods on $REAL_NODE_POD_SUBNET, containerd $REAL_NODE_SOCKET)"
+    else echo "real node:   $REAL_NODE_NAME NOT READY (logs: $REAL_NODE_DIR/logs)"; healthy=0; fi
+  fi
 else
   echo "reachable:   no"
   healthy=0

@@ -11,7 +11,9 @@
 #      cluster is created),
 #      KWOK_WORKDIR (default ~/.kwok; the cluster lives in $KWOK_WORKDIR/clusters/$CLUSTER_NAME),
 #      CLUSTER_OLM=1 or --olm (also run the Operator Lifecycle Manager, see lib/olm.sh; binaries
-#      from OLM_DIR, else built by build-olm.sh).
+#      from OLM_DIR, else built by build-olm.sh),
+#      CLUSTER_REAL_NODE=1 or --real-node (also run one real node whose pods really run, see
+#      lib/real-node.sh; fails at once, saying what is missing, where it cannot run).
 # Idempotent: a healthy cluster is reused as is; one whose processes are gone (reboot, new
 # session) is restarted with its data; one that cannot be restarted is recreated. The project's
 # own kwok Stages (cluster/kwok-stages/*.yaml) are added to a cluster that lacks them (or has an
@@ -21,15 +23,25 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 # shellcheck source=lib/olm.sh
 source "$CLUSTER_DIR/lib/olm.sh"
+# shellcheck source=lib/real-node.sh
+source "$CLUSTER_DIR/lib/real-node.sh"
 
 CLUSTER_OLM=${CLUSTER_OLM:-0}
+CLUSTER_REAL_NODE=${CLUSTER_REAL_NODE:-0}
 for arg in "$@"; do
   case "$arg" in
     --olm) CLUSTER_OLM=1 ;;
-    *) die "unknown argument '$arg' (known: --olm)" ;;
+    --real-node) CLUSTER_REAL_NODE=1 ;;
+    *) die "unknown argument '$arg' (known: --olm, --real-node)" ;;
   esac
 done
 [[ "$CLUSTER_OLM" =~ ^[01]$ ]] || die "CLUSTER_OLM must be 0 or 1, got '$CLUSTER_OLM'"
+[[ "$CLUSTER_REAL_NODE" =~ ^[01]$ ]] || die "CLUSTER_REAL_NODE must be 0 or 1, got '$CLUSTER_REAL_NODE'"
+if [[ "$CLUSTER_REAL_NODE" == 1 ]]; then
+  # Said before anything is built or started: the default cluster stays as it is.
+  missing=$(real_node_missing)
+  [[ -z "$missing" ]] || die "a real node cannot run here: $(echo "$missing" | paste -sd ';' | sed 's/;/; /g')"
+fi
 
 [[ "$CLUSTER_NODES" =~ ^[0-9]+$ ]] || die "CLUSTER_NODES must be a number, got '$CLUSTER_NODES'"
 CLUSTER_NODE_PODS=${CLUSTER_NODE_PODS:-1000}
@@ -68,6 +80,8 @@ kwok_node_count() {
 
 print_result() {
   if [[ "$CLUSTER_OLM" == 1 ]]; then ensure_olm; elif olm_enabled; then restore_olm; fi
+  # A cluster that has a real node keeps it: any later up.sh starts it again.
+  if [[ "$CLUSTER_REAL_NODE" == 1 ]] || real_node_enabled && ! real_node_healthy; then real_node_start; fi
   log "cluster '$CLUSTER_NAME' is up ($((SECONDS - T0))s)"
   echo "KUBECONFIG=$KUBECONFIG_PATH"
 }
@@ -108,36 +122,45 @@ install_project_stages() {
 }
 
 # --- fast path: everything is there and healthy ----------------------------------------------
-if cluster_exists && grep -qF "$BIN_DIR/kube-apiserver" "$CLUSTER_WORKDIR/kwok.yaml" &&
+# A cluster made from another configuration (other binaries, or before the API server advertised
+# the real node's gateway address and kwok kept to its own nodes) is made anew.
+made_by_current_configuration() {
+  grep -qF "$BIN_DIR/kube-apiserver" "$CLUSTER_WORKDIR/kwok.yaml" &&
+    grep -qF -- "--advertise-address=$REAL_NODE_GATEWAY" "$CLUSTER_WORKDIR/kwok.yaml" &&
+    grep -qF -- "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake" "$CLUSTER_WORKDIR/kwok.yaml" &&
+    grep -qF -- "--kubelet-preferred-address-types=InternalIP" "$CLUSTER_WORKDIR/kwok.yaml"
+}
+
+if cluster_exists && made_by_current_configuration &&
   all_components_running && apiserver_ready && (($(kwok_node_count) >= CLUSTER_NODES)) &&
-  project_stages_current; then
+  project_stages_current && { [[ "$CLUSTER_REAL_NODE" == 0 ]] && ! real_node_enabled || real_node_healthy; }; then
   print_result
   exit 0
 fi
 
 delete_cluster() {
   if olm_enabled; then CLUSTER_OLM=1; fi # the new cluster gets OLM again
+  if real_node_enabled; then CLUSTER_REAL_NODE=1; fi # and its real node
   stop_olm
+  real_node_stop
   kwokctl delete cluster --kubeconfig "$KUBECONFIG_PATH" >&2 || true
   rm -rf "$CLUSTER_WORKDIR"
 }
 
-# kwokctl.yaml, with the controller-manager's client rate limit added when one is asked for.
+# kwokctl.yaml with the cluster's directory filled in, and the controller-manager's client rate
+# limit added when one is asked for.
 kwokctl_config() {
-  if [[ -z "$CLUSTER_CONTROLLER_MANAGER_QPS" ]]; then
-    echo "$CLUSTER_DIR/kwokctl.yaml"
-    return
-  fi
   local config
   config=$(mktemp "${TMPDIR:-/tmp}/kwokctl-$CLUSTER_NAME-XXXXXX.yaml")
-  awk -v qps="$CLUSTER_CONTROLLER_MANAGER_QPS" '
-    { print }
-    /^  - name: kube-controller-manager$/ { in_kcm = 1 }
+  awk -v qps="$CLUSTER_CONTROLLER_MANAGER_QPS" -v workdir="$CLUSTER_WORKDIR" '
+    { gsub(/@CLUSTER_WORKDIR@/, workdir); print }
+    qps != "" && /^  - name: kube-controller-manager$/ { in_kcm = 1 }
     in_kcm && /^    extraArgs:$/ {
       printf "      - key: kube-api-qps\n        value: \"%d\"\n      - key: kube-api-burst\n        value: \"%d\"\n", qps, 2 * qps
       in_kcm = 0
     }' "$CLUSTER_DIR/kwokctl.yaml" >"$config"
-  grep -q 'kube-api-qps' "$config" || die "could not add the controller-manager rate limit to kwokctl.yaml"
+  [[ -z "$CLUSTER_CONTROLLER_MANAGER_QPS" ]] || grep -q 'kube-api-qps' "$config" ||
+    die "could not add the controller-manager rate limit to kwokctl.yaml"
   echo "$config"
 }
 
@@ -147,7 +170,7 @@ create_cluster() {
   config=$(kwokctl_config)
   kwokctl create cluster --config "$config" "${KWOKCTL_BINARY_FLAGS[@]}" --kubeconfig "" --timeout 5m >&2 && created=1
   # kwokctl keeps its own copy of the configuration in the cluster's kwok.yaml.
-  [[ "$config" == "$CLUSTER_DIR/kwokctl.yaml" ]] || rm -f "$config"
+  rm -f "$config"
   if ((created == 0)); then
     log "kwokctl create cluster failed; component logs are in $CLUSTER_WORKDIR/logs:"
     tail -n 20 "$CLUSTER_WORKDIR"/logs/*.log >&2 2>/dev/null || true
@@ -155,8 +178,8 @@ create_cluster() {
   fi
 }
 
-if cluster_exists && ! grep -qF "$BIN_DIR/kube-apiserver" "$CLUSTER_WORKDIR/kwok.yaml"; then
-  log "cluster '$CLUSTER_NAME' was created with other binaries than $BUILD_KEY; recreating it"
+if cluster_exists && ! made_by_current_configuration; then
+  log "cluster '$CLUSTER_NAME' was created with other binaries than $BUILD_KEY or another configuration; recreating it"
   delete_cluster
 fi
 

@@ -136,3 +136,21 @@ restart_kwok_with_fresh_leases() {
   fi
   kwokctl start cluster >&2
 }
+
+# The -X flags of kubernetes' hack/lib/version.sh (without a git commit: the module zip has none),
+# in both version packages, with the module's publication time as the reproducible build date.
+# kwokctl chooses command-line flags by the version a binary reports, so they are not cosmetic.
+k8s_version_ldflags() {
+  local major minor date info ldflags="-s -w" pkg kv
+  major=${K8S_VERSION#v}; major=${major%%.*}
+  minor=${K8S_VERSION#v*.}; minor=${minor%%.*}
+  info=$(cd "$CLUSTER_DIR/k8s" && go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/^\s*"Info": "\(.*\)",$/\1/p')
+  date=$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$info" 2>/dev/null || true)
+  [[ -n "$date" ]] || date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+    for kv in "gitVersion=${K8S_VERSION}" "gitMajor=${major}" "gitMinor=${minor}" "buildDate=${date}" "gitTreeState=clean"; do
+      ldflags+=" -X ${pkg}.${kv%%=*}=${kv#*=}"
+    done
+  done
+  echo "$ldflags"
+}

@@ -1,0 +1,3 @@
+module iot-operator/cluster/pause
+
+go 1.24.0
