@@ -13,7 +13,10 @@
 #      CLUSTER_OLM=1 or --olm (also run the Operator Lifecycle Manager, see lib/olm.sh; binaries
 #      from OLM_DIR, else built by build-olm.sh),
 #      CLUSTER_REAL_NODE=1 or --real-node (also run one real node whose pods really run, see
-#      lib/real-node.sh; fails at once, saying what is missing, where it cannot run).
+#      lib/real-node.sh; fails at once, saying what is missing, where it cannot run);
+#      CLUSTER_REAL_NODE=auto (what `npm test` uses): a real node where one can run, else the
+#      reason in $CLUSTER_WORKDIR/real-node-unavailable (tests on the real node report it as
+#      not run); under CI=true it must run, as with 1.
 # Idempotent: a healthy cluster is reused as is; one whose processes are gone (reboot, new
 # session) is restarted with its data; one that cannot be restarted is recreated. The project's
 # own kwok Stages (cluster/kwok-stages/*.yaml) are added to a cluster that lacks them (or has an
@@ -36,11 +39,19 @@ for arg in "$@"; do
   esac
 done
 [[ "$CLUSTER_OLM" =~ ^[01]$ ]] || die "CLUSTER_OLM must be 0 or 1, got '$CLUSTER_OLM'"
-[[ "$CLUSTER_REAL_NODE" =~ ^[01]$ ]] || die "CLUSTER_REAL_NODE must be 0 or 1, got '$CLUSTER_REAL_NODE'"
-if [[ "$CLUSTER_REAL_NODE" == 1 ]]; then
+[[ "$CLUSTER_REAL_NODE" =~ ^(0|1|auto)$ ]] || die "CLUSTER_REAL_NODE must be 0, 1 or auto, got '$CLUSTER_REAL_NODE'"
+if [[ "$CLUSTER_REAL_NODE" == auto && "${CI:-}" == true ]]; then CLUSTER_REAL_NODE=1; fi
+REAL_NODE_UNAVAILABLE=""
+if [[ "$CLUSTER_REAL_NODE" != 0 ]]; then
   # Said before anything is built or started: the default cluster stays as it is.
-  missing=$(real_node_missing)
-  [[ -z "$missing" ]] || die "a real node cannot run here: $(echo "$missing" | paste -sd ';' | sed 's/;/; /g')"
+  REAL_NODE_UNAVAILABLE=$(real_node_missing | paste -sd ';' | sed 's/;/; /g')
+  [[ -z "$REAL_NODE_UNAVAILABLE" || "$CLUSTER_REAL_NODE" == auto ]] || die "a real node cannot run here: $REAL_NODE_UNAVAILABLE"
+  if [[ -n "$REAL_NODE_UNAVAILABLE" ]]; then
+    log "no real node: $REAL_NODE_UNAVAILABLE"
+    CLUSTER_REAL_NODE=0
+  else
+    CLUSTER_REAL_NODE=1
+  fi
 fi
 
 [[ "$CLUSTER_NODES" =~ ^[0-9]+$ ]] || die "CLUSTER_NODES must be a number, got '$CLUSTER_NODES'"
@@ -82,6 +93,8 @@ print_result() {
   if [[ "$CLUSTER_OLM" == 1 ]]; then ensure_olm; elif olm_enabled; then restore_olm; fi
   # A cluster that has a real node keeps it: any later up.sh starts it again.
   if [[ "$CLUSTER_REAL_NODE" == 1 ]] || real_node_enabled && ! real_node_healthy; then real_node_start; fi
+  if [[ -n "$REAL_NODE_UNAVAILABLE" ]]; then echo "$REAL_NODE_UNAVAILABLE" >"$CLUSTER_WORKDIR/real-node-unavailable"
+  else rm -f "$CLUSTER_WORKDIR/real-node-unavailable"; fi
   log "cluster '$CLUSTER_NAME' is up ($((SECONDS - T0))s)"
   echo "KUBECONFIG=$KUBECONFIG_PATH"
 }
