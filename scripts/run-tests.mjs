@@ -1,7 +1,8 @@
 // Runs the project's tests with node's test runner: `unit` (no cluster) or `e2e` (real local
 // cluster). Node 20's runner does not expand globs, so the files are collected here.
 import { spawnSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 
 const kind = process.argv[2];
@@ -35,4 +36,19 @@ if (files.length === 0) {
   process.exit(1);
 }
 const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', ...files], { stdio: 'inherit' });
+if (kind === 'e2e') reportRealNode(files);
 process.exit(result.status ?? 1);
+
+// Tests of operators in real pods (files that ask `realNode(...)`) skip where the cluster has no
+// real node: say so, and why, on the last lines, so that nobody takes them for passed.
+function reportRealNode(files) {
+  const clusterDir = path.join(process.env.KWOK_WORKDIR || path.join(os.homedir(), '.kwok'), 'clusters', process.env.CLUSTER_NAME || 'iot-operator');
+  const unavailable = path.join(clusterDir, 'real-node-unavailable');
+  let reason;
+  if (existsSync(unavailable)) reason = `no real node on this machine: ${readFileSync(unavailable, 'utf8').trim()}`;
+  else if (!existsSync(path.join(clusterDir, 'real-node', 'enabled'))) reason = 'the cluster was started without a real node (npm run cluster:up -- --real-node, or npm test)';
+  if (!reason) return;
+  const needing = files.filter((f) => readFileSync(f, 'utf8').includes('realNode('));
+  if (needing.length === 0) return;
+  console.log(`\nNOT RUN: the tests of operators in real pods in ${needing.length} files (${needing.join(', ')}): ${reason}`);
+}

@@ -10,3 +10,4 @@ export * from './fault-rules.ts';
 export * from './process.ts';
 export * from './service-account.ts';
 export * from './service-monitor.ts';
+export * from './real-node.ts';
