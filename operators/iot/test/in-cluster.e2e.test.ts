@@ -1,0 +1,252 @@
+/**
+ * The IoT operator as users run it: its image, installed with its Helm chart into a landscape that
+ * enforces the Pod Security Standard `restricted`, in a real pod on the local cluster's real node
+ * (the IoT services it creates stay on the kwok nodes). Proves the Dockerfile, the in-cluster
+ * ServiceAccount token, the kubelet's probes, the read-only root file system, secure metrics
+ * through the chart's Service, `helm upgrade`, leader handover between two real pods on SIGTERM,
+ * a burst of 100 instances under the chart's memory limit, and `helm uninstall`.
+ * Reported as not run, with the reason, where the cluster has no real node.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import https from 'node:https';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { after, before, describe, test } from 'node:test';
+import { Kinds, customResource, isNotFound, type KubeObject } from '@iot-operator/runtime';
+import { onRealNode, operatorImage, realNode, REAL_NODE_NAME, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { createPullSecret, iotService, waitForPhase, type IoTObject } from './e2e-support.ts';
+
+const run = promisify(execFile);
+const env: TestEnv = await testEnv();
+const node = await realNode(env);
+const skip = node.available ? false : node.reason;
+const chart = path.join(repoRoot, 'operators/iot/chart/iot-operator');
+const IoTServices = customResource('cp.iotservices.io', 'v1alpha1', 'IoTService', 'iotservices');
+
+type Pod = KubeObject & {
+  spec: { nodeName?: string };
+  status?: { phase?: string; conditions?: Array<{ type: string; status: string }>; containerStatuses?: Array<{ restartCount: number; lastState?: { terminated?: { reason?: string } } }> };
+};
+type Lease = KubeObject & { spec: { holderIdentity?: string } };
+
+let helm = '';
+let landscape = '';
+let release = '';
+let imageRef = '';
+
+async function helmRun(...args: string[]): Promise<string> {
+  return (await run(helm, ['--kubeconfig', env.kubeconfigPath, ...args], { maxBuffer: 16 * 1024 * 1024, timeout: 300_000 })).stdout;
+}
+
+function chartValues(extra: string[] = []): string[] {
+  const [repository, tag] = [imageRef.slice(0, imageRef.lastIndexOf(':')), imageRef.slice(imageRef.lastIndexOf(':') + 1)];
+  return [
+    '--set', `image.repository=${repository}`, '--set', `image.tag=${tag}`,
+    '--set-json', `nodeSelector=${JSON.stringify(onRealNode.nodeSelector)}`,
+    '--set-json', `tolerations=${JSON.stringify(onRealNode.tolerations)}`,
+    ...extra,
+  ];
+}
+
+async function operatorPods(): Promise<Pod[]> {
+  return (await env.client.list(Kinds.Pod, { namespace: landscape, labelSelector: `app.kubernetes.io/name=iot-operator,app.kubernetes.io/instance=${release}` })).items as Pod[];
+}
+
+const isReady = (p: Pod) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true && !p.metadata.deletionTimestamp;
+
+async function waitForReadyPods(count: number, timeoutMs = 120_000): Promise<Pod[]> {
+  return waitFor(`${count} Ready operator pod(s) on the real node`, async () => {
+    const pods = await operatorPods();
+    const ready = pods.filter(isReady);
+    return { done: ready.length === count && pods.length === count, value: ready, seen: pods.map((p) => ({ name: p.metadata.name, node: p.spec.nodeName, phase: p.status?.phase, ready: isReady(p) })) };
+  }, { timeoutMs });
+}
+
+/** GET https://<metrics Service>/metrics from this machine, as a scraper would. */
+async function scrape(token?: string): Promise<{ status: number; body: string }> {
+  const service = (await env.client.get(Kinds.Service, 'iot-operator-metrics', landscape)) as KubeObject & { spec: { clusterIP: string } };
+  return new Promise((resolve, reject) => {
+    const req = https.request(
+      { host: service.spec.clusterIP, port: 8080, path: '/metrics', rejectUnauthorized: false, timeout: 10_000, headers: token ? { Authorization: `Bearer ${token}` } : {} },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8').on('data', (d: string) => (body += d)).on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('metrics request timed out'))).on('error', reject).end();
+  });
+}
+
+async function serviceAccountToken(namespace: string, name: string): Promise<string> {
+  const answer = await env.client.raw<{ status?: { token?: string } }>({
+    method: 'POST',
+    path: `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`,
+    body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
+  });
+  return answer.status!.token!;
+}
+
+before(async () => {
+  if (skip) return;
+  helm = (await run('bash', [path.join(repoRoot, 'cluster/build-helm.sh')], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
+  imageRef = await operatorImage('iot');
+  landscape = await env.namespace('ls-pod', { 'pod-security.kubernetes.io/enforce': 'restricted', 'pod-security.kubernetes.io/enforce-version': 'latest' });
+  await createPullSecret(env, landscape);
+  release = `iot-${landscape.slice(-6)}`;
+});
+
+after(async () => {
+  if (landscape) await helmRun('uninstall', release, '-n', landscape, '--wait').catch(() => undefined);
+  await env.cleanup();
+});
+
+describe('the IoT operator in a real pod, installed with its chart', { skip }, () => {
+  test('helm install: the pod passes PSA restricted, becomes Ready through its probes on the real node, and makes an IoTService Available', async () => {
+    const started = Date.now();
+    await helmRun('install', release, chart, '-n', landscape, ...chartValues());
+    const [pod] = await waitForReadyPods(1);
+    console.log(`# install → operator pod Ready: ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    assert.equal(pod!.spec.nodeName, REAL_NODE_NAME);
+    await env.client.create(IoTServices, iotService('tenant-a', landscape));
+    const iot = await waitForPhase(env, landscape, 'tenant-a', 'Available', 120_000);
+    assert.equal(iot.status?.ready, '7/7');
+    const children = (await env.client.list(Kinds.Pod, { namespace: `${landscape}-tenant-a` })).items as Pod[];
+    assert.ok(children.length > 0 && children.every((p) => p.spec.nodeName !== REAL_NODE_NAME), 'the instance’s pods stay on the kwok nodes');
+  });
+
+  test('metrics through the chart’s Service: refused without a token, served to a ServiceAccount bound to the metrics-reader role', async () => {
+    assert.equal((await scrape()).status, 401);
+    await env.client.create(Kinds.ServiceAccount, { metadata: { name: 'scraper', namespace: landscape } });
+    const token = await serviceAccountToken(landscape, 'scraper');
+    assert.equal((await scrape(token)).status, 403, 'an unbound ServiceAccount may not read /metrics');
+    await env.client.create(Kinds.ClusterRoleBinding, {
+      metadata: { name: `${landscape}-scraper` },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: `${landscape}-iot-operator-metrics-reader` },
+      subjects: [{ kind: 'ServiceAccount', name: 'scraper', namespace: landscape }],
+    });
+    try {
+      const metrics = await waitFor('/metrics to answer 200', async () => {
+        const answer = await scrape(token);
+        return { done: answer.status === 200, value: answer.body, seen: answer.status };
+      }, { timeoutMs: 20_000 });
+      assert.match(metrics, /controller_runtime_reconcile_total\{[^}]*controller="iotservice"[^}]*\} [1-9]/);
+    } finally {
+      await env.client.delete(Kinds.ClusterRoleBinding, `${landscape}-scraper`).catch(() => undefined);
+    }
+  });
+
+  test('helm upgrade rolls the pod; the IoTService stays Available throughout', async () => {
+    const [before] = await operatorPods();
+    const watching = watchPhase('tenant-a');
+    await helmRun('upgrade', release, chart, '-n', landscape, ...chartValues(['--set', 'logLevel=debug']));
+    const [after] = await waitFor('a new operator pod, Ready', async () => {
+      const pods = await operatorPods();
+      return { done: pods.length === 1 && pods[0]!.metadata.name !== before!.metadata.name && isReady(pods[0]!), value: pods, seen: pods.map((p) => p.metadata.name) };
+    }, { timeoutMs: 120_000 });
+    assert.ok(after);
+    await env.client.patch(IoTServices, 'tenant-a', landscape, { spec: { gateway: { replicas: 2 } } });
+    const iot = await waitFor('the new pod to reconcile a change', async () => {
+      const o = (await env.client.get(IoTServices, 'tenant-a', landscape)) as IoTObject;
+      return { done: o.status?.observedGeneration === o.metadata.generation && o.status?.phase === 'Available', value: o, seen: o.status };
+    }, { timeoutMs: 90_000 });
+    assert.equal(iot.status?.phase, 'Available');
+    assert.deepEqual(watching.stop(), ['Available'], 'phases seen during the upgrade');
+  });
+
+  test('two replicas: deleting the leader’s pod (SIGTERM) releases its Lease and the other pod takes over', async () => {
+    await helmRun('upgrade', release, chart, '-n', landscape, ...chartValues(['--set', 'replicas=2']));
+    await waitForReadyPods(2);
+    const leaseName = `iot-operator-${landscape}`;
+    const lease = await waitFor('a leader', async () => {
+      const l = (await env.client.get(Kinds.Lease, leaseName, landscape)) as Lease;
+      return { done: !!l.spec.holderIdentity, value: l, seen: l.spec };
+    });
+    const pods = await operatorPods();
+    const leader = pods.find((p) => lease.spec.holderIdentity!.startsWith(p.metadata.name!));
+    assert.ok(leader, `the holder ${lease.spec.holderIdentity} is one of the pods ${pods.map((p) => p.metadata.name).join(', ')}`);
+    const deleted = Date.now();
+    await env.client.delete(Kinds.Pod, leader.metadata.name!, landscape);
+    const newHolder = await waitFor('another pod to hold the Lease', async () => {
+      const l = (await env.client.get(Kinds.Lease, leaseName, landscape)) as Lease;
+      const holder = l.spec.holderIdentity ?? '';
+      return { done: holder !== '' && !holder.startsWith(leader.metadata.name!), value: holder, seen: l.spec };
+    }, { timeoutMs: 60_000, intervalMs: 100 });
+    const handoverSeconds = (Date.now() - deleted) / 1000;
+    await waitFor('the old pod to be gone', async () => {
+      const p = await env.client.get(Kinds.Pod, leader.metadata.name!, landscape).catch((e: unknown) => (isNotFound(e) ? undefined : Promise.reject(e)));
+      return { done: p === undefined, value: undefined, seen: p?.metadata.deletionTimestamp };
+    }, { timeoutMs: 60_000, intervalMs: 200 });
+    const goneSeconds = (Date.now() - deleted) / 1000;
+    console.log(`# leader handover after deleting the leader's pod: ${handoverSeconds.toFixed(1)} s (new holder ${newHolder}); old pod gone after ${goneSeconds.toFixed(1)} s`);
+    // Released on SIGTERM: faster than waiting out the 15 s lease, and the pod exits well inside its
+    // 45 s grace period instead of being killed at its end.
+    assert.ok(handoverSeconds < 15, `handover took ${handoverSeconds} s`);
+    assert.ok(goneSeconds < 40, `the old pod took ${goneSeconds} s to exit`);
+    await env.client.patch(IoTServices, 'tenant-a', landscape, { spec: { gateway: { replicas: 1 } } });
+    await waitFor('the new leader to reconcile a change', async () => {
+      const o = (await env.client.get(IoTServices, 'tenant-a', landscape)) as IoTObject;
+      return { done: o.status?.observedGeneration === o.metadata.generation && o.status?.phase === 'Available', value: o, seen: o.status };
+    }, { timeoutMs: 90_000 });
+  });
+
+  test('a burst of 100 IoTServices under the chart’s memory limit: all Available, no restart, no OOMKill', async () => {
+    await helmRun('upgrade', release, chart, '-n', landscape, ...chartValues(['--set', 'replicas=1']));
+    await waitForReadyPods(1);
+    const started = Date.now();
+    const names = Array.from({ length: 100 }, (_, i) => `burst-${String(i).padStart(3, '0')}`);
+    for (let i = 0; i < names.length; i += 20) await Promise.all(names.slice(i, i + 20).map((n) => env.client.create(IoTServices, iotService(n, landscape))));
+    await waitFor('100 IoTServices Available', async () => {
+      const items = (await env.client.list(IoTServices, { namespace: landscape })).items as IoTObject[];
+      const available = items.filter((o) => o.metadata.name!.startsWith('burst-') && o.status?.phase === 'Available').length;
+      return { done: available === 100, value: available, seen: `${available} of 100 Available` };
+    }, { timeoutMs: 600_000, intervalMs: 2_000 });
+    console.log(`# burst of 100 IoTServices with the operator in a pod: all Available after ${((Date.now() - started) / 1000).toFixed(0)} s`);
+    const [pod] = await operatorPods();
+    const status = pod!.status?.containerStatuses?.[0];
+    assert.equal(status?.restartCount, 0, `restarts; last state ${JSON.stringify(status?.lastState)}`);
+    assert.notEqual(status?.lastState?.terminated?.reason, 'OOMKilled');
+  });
+
+  test('helm uninstall leaves no operator object behind', async () => {
+    await helmRun('uninstall', release, '-n', landscape, '--wait');
+    await waitFor('the operator pods to be gone', async () => {
+      const pods = await operatorPods();
+      return { done: pods.length === 0, value: undefined, seen: pods.map((p) => p.metadata.name) };
+    }, { timeoutMs: 90_000 });
+    const left: string[] = [];
+    const check = async (type: Parameters<TestEnv['client']['get']>[0], name: string, namespace?: string) => {
+      if (await env.client.get(type, name, namespace).then(() => true, (e: unknown) => (isNotFound(e) ? false : Promise.reject(e)))) left.push(`${type.kind} ${name}`);
+    };
+    await check(Kinds.Deployment, 'iot-operator', landscape);
+    await check(Kinds.ServiceAccount, 'iot-operator', landscape);
+    await check(Kinds.Service, 'iot-operator-metrics', landscape);
+    await check(Kinds.Secret, 'iot-operator-metrics-tls', landscape);
+    await check(Kinds.Role, 'iot-operator', landscape);
+    await check(Kinds.RoleBinding, 'iot-operator', landscape);
+    await check(Kinds.ClusterRole, `iot-operator-${landscape}`);
+    await check(Kinds.ClusterRole, `${landscape}-iot-operator-metrics-reader`);
+    await check(Kinds.ClusterRoleBinding, `iot-operator-${landscape}`);
+    assert.deepEqual(left, []);
+  });
+});
+
+/** Records the distinct phases an IoTService shows while something else happens. */
+function watchPhase(name: string): { stop(): string[] } {
+  const seen: string[] = [];
+  let running = true;
+  void (async () => {
+    while (running) {
+      const o = (await env.client.get(IoTServices, name, landscape).catch(() => undefined)) as IoTObject | undefined;
+      const phase = o?.status?.phase ?? 'missing';
+      if (seen.at(-1) !== phase) seen.push(phase);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  })();
+  return {
+    stop() {
+      running = false;
+      return seen;
+    },
+  };
+}
