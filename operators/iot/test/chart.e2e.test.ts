@@ -42,7 +42,7 @@ describe('the Helm chart', () => {
       '--set', 'imagePullSecret.create=true', '--set', 'imagePullSecret.dockerconfigjson=e30=', '--set', 'image.tag=1.2.3']);
     const objects = parseAllDocuments(rendered).map((d) => d.toJSON() as { kind: string; metadata: { name: string; namespace?: string } }).filter(Boolean);
     assert.deepEqual(objects.map((o) => o.kind).sort(), [
-      'ClusterRole', 'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Deployment', 'Role', 'RoleBinding', 'Secret', 'Secret', 'Service', 'ServiceAccount',
+      'ClusterRole', 'ClusterRole', 'ClusterRole', 'ClusterRoleBinding', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Deployment', 'Role', 'RoleBinding', 'Secret', 'Secret', 'Service', 'ServiceAccount',
       'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding',
     ]);
     for (const o of objects.filter((o) => ['Deployment', 'Role', 'RoleBinding', 'Secret', 'Service', 'ServiceAccount'].includes(o.kind))) assert.equal(o.metadata.namespace, landscape, `${o.kind} in the release namespace`);

@@ -227,6 +227,8 @@ describe('the IoT operator in a real pod, installed with its chart', { skip }, (
     await check(Kinds.ClusterRole, `iot-operator-${landscape}`);
     await check(Kinds.ClusterRole, `${landscape}-iot-operator-metrics-reader`);
     await check(Kinds.ClusterRoleBinding, `iot-operator-${landscape}`);
+    await check(Kinds.ClusterRole, `iot-operator-${landscape}-metrics-auth`);
+    await check(Kinds.ClusterRoleBinding, `iot-operator-${landscape}-metrics-auth`);
     assert.deepEqual(left, []);
   });
 });

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Makes the base images of the operator images from Debian 13 (trixie) packages, for machines
+# that reach Debian's mirror but no image registry, into buildah's local storage:
+#
+#   localhost/iot-operator/node:20-trixie        Node.js 20 (Debian's nodejs) + CA certificates,
+#                                                 user and group `node` (1000) as in the public
+#                                                 node images; apt kept (images may add packages)
+#   localhost/iot-operator/node-build:20-trixie  the same + npm (the Dockerfiles' build stage)
+#   localhost/iot-operator/golang:1.24-trixie    Go 1.24 + git (Armada's helm stage)
+#
+#   bash images/bases.sh   -> progress on stderr; the build arguments that select them on stdout
+#
+# Guarantees: idempotent and cached: the images are made again only when this script changes (its
+# hash is recorded in $IOT_OPERATOR_CACHE_DIR/images/bases.sha256) or one of them is missing. It
+# installs what it needs (debootstrap, buildah) with apt-get. Nothing is pulled from a registry.
+set -euo pipefail
+SCRIPT=$(readlink -f "${BASH_SOURCE[0]}")
+CACHE_ROOT=${IOT_OPERATOR_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/iot-operator}
+WORK="$CACHE_ROOT/images"
+MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+SUITE=trixie
+NODE_IMAGE=localhost/iot-operator/node:20-trixie
+NODE_BUILD_IMAGE=localhost/iot-operator/node-build:20-trixie
+GO_IMAGE=localhost/iot-operator/golang:1.24-trixie
+
+log() { printf '[images %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+build_args() {
+  echo "--build-arg NODE_IMAGE=$NODE_IMAGE --build-arg NODE_BUILD_IMAGE=$NODE_BUILD_IMAGE --build-arg GO_IMAGE=$GO_IMAGE"
+}
+
+have_image() { buildah inspect --type image "$1" >/dev/null 2>&1; }
+
+mkdir -p "$WORK"
+exec 7>"$WORK/.lock"
+flock 7
+hash=$(sha256sum "$SCRIPT" | cut -d' ' -f1)
+if [[ "$(cat "$WORK/bases.sha256" 2>/dev/null)" == "$hash" ]] && have_image "$NODE_IMAGE" && have_image "$NODE_BUILD_IMAGE" && have_image "$GO_IMAGE"; then
+  build_args
+  exit 0
+fi
+
+missing=()
+for p in debootstrap buildah; do command -v "$p" >/dev/null || missing+=("$p"); done
+if ((${#missing[@]} > 0)); then
+  log "installing ${missing[*]}"
+  apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 ||
+    die "apt-get install ${missing[*]} failed"
+fi
+
+# debootstrap ROOT PACKAGES: a minimal Debian 13 with PACKAGES, without caches, docs and locales.
+bootstrap() {
+  local root=$1 packages=$2
+  rm -rf "$root"
+  log "debootstrap $SUITE + $packages"
+  debootstrap --variant=minbase --include="$packages" "$SUITE" "$root" "$MIRROR" >"$root.log" 2>&1 ||
+    { tail -n 20 "$root.log" >&2; die "debootstrap of $SUITE failed (log: $root.log)"; }
+}
+
+trim() {
+  local root=$1
+  rm -rf "$root"/var/cache/apt/* "$root"/var/lib/apt/lists/* "$root"/usr/share/doc/* "$root"/usr/share/man/* \
+    "$root"/usr/share/info/* "$root"/var/log/* "$root"/tmp/*
+  find "$root/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name 'locale.alias' -exec rm -rf {} + 2>/dev/null || true
+}
+
+# commit ROOT IMAGE CMD: the directory as a one-layer image.
+commit() {
+  local root=$1 image=$2 cmd=$3 c mnt
+  c=$(buildah from scratch)
+  mnt=$(buildah mount "$c")
+  cp -a "$root/." "$mnt/"
+  buildah umount "$c" >/dev/null
+  buildah config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin --cmd "$cmd" \
+    --label "org.opencontainers.image.description=made by iot-operator images/bases.sh from Debian $SUITE packages" "$c"
+  buildah commit -q --rm "$c" "$image" >/dev/null
+  log "made $image ($(du -sh "$root" | cut -f1))"
+}
+
+start=$SECONDS
+node_root="$WORK/node-root"
+bootstrap "$node_root" nodejs,ca-certificates
+chroot "$node_root" sh -c 'groupadd --gid 1000 node && useradd --uid 1000 --gid node --shell /bin/sh --create-home node'
+trim "$node_root"
+commit "$node_root" "$NODE_IMAGE" node
+
+chroot "$node_root" sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null' ||
+  die "installing npm into the build base failed"
+trim "$node_root"
+commit "$node_root" "$NODE_BUILD_IMAGE" node
+rm -rf "$node_root"
+
+go_root="$WORK/go-root"
+bootstrap "$go_root" golang-go,git,ca-certificates
+trim "$go_root"
+commit "$go_root" "$GO_IMAGE" bash
+rm -rf "$go_root"
+
+echo "$hash" >"$WORK/bases.sha256"
+log "base images made in $((SECONDS - start)) s"
+build_args
