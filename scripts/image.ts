@@ -10,9 +10,20 @@
  * candidate lacked, and nothing is built. `IMAGE_REGISTRY` sets the registry (default
  * `registry.example.com/iot`, the one deploy/operator.yml names), `IMAGE` the whole reference
  * (`make docker-build IMG=...`); `IMAGE_BUILDER` forces one builder. The last stdout line of a build is the image reference.
+ *
+ * Base images: `IMAGE_BASES=public` builds FROM the Dockerfiles' defaults (the public images);
+ * `IMAGE_BASES=local` FROM Debian 13 images made here by images/bases.sh (no registry needed). The
+ * default is `local` for buildah (what builds on machines without an image registry) and `public`
+ * for docker and podman. buildah builds with the host's network (npm, Debian and Go module
+ * downloads), chroot isolation (it runs inside a container here) and its layer cache.
+ *
+ * Loading: when the local cluster (`CLUSTER_NAME`, `KWOK_WORKDIR`) has a real node, a buildah
+ * build is loaded into that node's containerd (namespace k8s.io) under the same reference, so pods
+ * there run it without a registry; otherwise the build says it loaded nothing.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -34,7 +45,9 @@ export interface Builder {
   name: string;
   /** Why it cannot build here, or undefined when it can. */
   unavailable(): string | undefined;
-  buildArgs(dockerfile: string, image: string, context: string): string[];
+  buildArgs(dockerfile: string, image: string, context: string, extra?: string[]): string[];
+  /** Which base images it builds from unless IMAGE_BASES says otherwise. */
+  defaultBases: 'public' | 'local';
 }
 
 function probe(command: string, args: string[]): string | undefined {
@@ -44,13 +57,51 @@ function probe(command: string, args: string[]): string | undefined {
   return undefined;
 }
 
-const buildWithFile = (command: string) => (dockerfile: string, image: string, context: string) => [command, 'build', '-f', dockerfile, '-t', image, context];
+const buildWithFile = (command: string) => (dockerfile: string, image: string, context: string, extra: string[] = []) => [command, 'build', '-f', dockerfile, '-t', image, ...extra, context];
 
 export const BUILDERS: Builder[] = [
-  { name: 'docker', unavailable: () => probe('docker', ['info', '--format', '{{.ServerVersion}}']), buildArgs: buildWithFile('docker') },
-  { name: 'podman', unavailable: () => probe('podman', ['--version']), buildArgs: buildWithFile('podman') },
-  { name: 'buildah', unavailable: () => probe('buildah', ['--version']), buildArgs: (dockerfile, image, context) => ['buildah', 'bud', '-f', dockerfile, '-t', image, context] },
+  { name: 'docker', unavailable: () => probe('docker', ['info', '--format', '{{.ServerVersion}}']), buildArgs: buildWithFile('docker'), defaultBases: 'public' },
+  { name: 'podman', unavailable: () => probe('podman', ['--version']), buildArgs: buildWithFile('podman'), defaultBases: 'public' },
+  {
+    name: 'buildah',
+    unavailable: () => probe('buildah', ['--version']),
+    buildArgs: (dockerfile, image, context, extra = []) => ['buildah', 'bud', '--network', 'host', '--isolation', 'chroot', '--layers', '-f', dockerfile, '-t', image, ...extra, context],
+    defaultBases: 'local',
+  },
 ];
+
+/** `--build-arg` pairs that select the Debian 13 bases made by images/bases.sh (made first if needed). */
+function localBaseArgs(): string[] {
+  const result = spawnSync('bash', [path.join(root, 'images/bases.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  if (result.status !== 0) throw new Error('images/bases.sh could not make the base images');
+  return result.stdout.trim().split('\n').at(-1)!.split(' ');
+}
+
+/** The containerd socket of the local cluster's real node, when it has one. */
+export function realNodeSocket(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const workdir = env.KWOK_WORKDIR || path.join(os.homedir(), '.kwok');
+  const socket = path.join(workdir, 'clusters', env.CLUSTER_NAME || 'iot-operator', 'real-node/containerd/containerd.sock');
+  return existsSync(socket) ? socket : undefined;
+}
+
+/** Loads a buildah image into the real node's containerd under the same reference. */
+function loadIntoRealNode(image: string, socket: string): boolean {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'image-load-'));
+  try {
+    const archive = path.join(dir, 'image.tar');
+    const steps = [
+      ['buildah', 'push', '-q', image, `oci-archive:${archive}:${image}`],
+      ['ctr', '--address', socket, '-n', 'k8s.io', 'images', 'import', '--index-name', image, archive],
+    ];
+    for (const [bin, ...args] of steps) {
+      const result = spawnSync(bin!, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+      if (result.status !== 0) return false;
+    }
+    return true;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
 
 /** The first builder that can build here, or an error listing what each candidate lacked. */
 export function chooseBuilder(candidates: Builder[], forced?: string): Builder {
@@ -88,12 +139,36 @@ function main(args: string[]): number {
     console.error((err as Error).message);
     return 1;
   }
-  const [bin, ...rest] = builder.buildArgs(dockerfile, image, '.');
-  console.error(`building ${image} with ${builder.name}`);
+  const bases = process.env.IMAGE_BASES || builder.defaultBases;
+  if (bases !== 'local' && bases !== 'public') {
+    console.error(`IMAGE_BASES must be local or public, not ${JSON.stringify(bases)}`);
+    return 1;
+  }
+  let extra: string[] = [];
+  try {
+    if (bases === 'local') extra = localBaseArgs();
+  } catch (err) {
+    console.error((err as Error).message);
+    return 1;
+  }
+  const [bin, ...rest] = builder.buildArgs(dockerfile, image, '.', extra);
+  console.error(`building ${image} with ${builder.name} from the ${bases} base images`);
+  const started = Date.now();
   const result = spawnSync(bin!, rest, { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
   if (result.status !== 0) {
     console.error(`${builder.name} build of ${image} failed`);
     return 1;
+  }
+  console.error(`built ${image} in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+  const socket = realNodeSocket();
+  if (socket && builder.name === 'buildah') {
+    if (!loadIntoRealNode(image, socket)) {
+      console.error(`could not load ${image} into the real node's containerd (${socket})`);
+      return 1;
+    }
+    console.error(`loaded ${image} onto the local cluster's real node`);
+  } else {
+    console.error(socket ? `not loaded onto the real node: only buildah builds are loaded (this was ${builder.name})` : 'not loaded: the local cluster has no real node (npm run cluster:up -- --real-node)');
   }
   console.log(image);
   return 0;

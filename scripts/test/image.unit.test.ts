@@ -18,7 +18,7 @@ const scratch = mkdtempSync(path.join(tmpdir(), 'image-test-'));
 after(() => rmSync(scratch, { recursive: true, force: true }));
 
 function builder(name: string, reason?: string): Builder {
-  return { name, unavailable: () => reason, buildArgs: (f, i, c) => [name, 'build', f, i, c] };
+  return { name, unavailable: () => reason, buildArgs: (f, i, c) => [name, 'build', f, i, c], defaultBases: 'public' };
 }
 
 /** A PATH holding only git (and whatever `extra` writes there). */
