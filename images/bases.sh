@@ -10,9 +10,13 @@
 #
 #   bash images/bases.sh   -> progress on stderr; the build arguments that select them on stdout
 #
-# Guarantees: idempotent and cached: the images are made again only when this script changes (its
-# hash is recorded in $IOT_OPERATOR_CACHE_DIR/images/bases.sha256) or one of them is missing. It
-# installs what it needs (debootstrap, buildah) with apt-get. Nothing is pulled from a registry.
+# Guarantees: idempotent and cached: the images are made again only when this script or the
+# machine's own CA certificates change (their hash is recorded in
+# $IOT_OPERATOR_CACHE_DIR/images/bases.sha256) or one of them is missing. It installs what it needs
+# (debootstrap, buildah) with apt-get. Nothing is pulled from a registry.
+# The machine's own CA certificates (/usr/local/share/ca-certificates, e.g. a proxy's) are trusted
+# in the bases too, by the system store and by Node.js (NODE_EXTRA_CA_CERTS), so that a build
+# reaches npm, Debian and the Go module proxy the way this machine does.
 set -euo pipefail
 SCRIPT=$(readlink -f "${BASH_SOURCE[0]}")
 CACHE_ROOT=${IOT_OPERATOR_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/iot-operator}
@@ -35,7 +39,7 @@ have_image() { buildah inspect --type image "$1" >/dev/null 2>&1; }
 mkdir -p "$WORK"
 exec 7>"$WORK/.lock"
 flock 7
-hash=$(sha256sum "$SCRIPT" | cut -d' ' -f1)
+hash=$(cat "$SCRIPT" /usr/local/share/ca-certificates/*.crt 2>/dev/null | sha256sum | cut -d' ' -f1)
 if [[ "$(cat "$WORK/bases.sha256" 2>/dev/null)" == "$hash" ]] && have_image "$NODE_IMAGE" && have_image "$NODE_BUILD_IMAGE" && have_image "$GO_IMAGE"; then
   build_args
   exit 0
@@ -58,6 +62,15 @@ bootstrap() {
     { tail -n 20 "$root.log" >&2; die "debootstrap of $SUITE failed (log: $root.log)"; }
 }
 
+# The machine's own CA certificates, trusted in ROOT as on this machine.
+trust_local_cas() {
+  local root=$1
+  compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null || return 0
+  mkdir -p "$root/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+  chroot "$root" update-ca-certificates >/dev/null 2>&1 || die "update-ca-certificates failed in $root"
+}
+
 trim() {
   local root=$1
   rm -rf "$root"/var/cache/apt/* "$root"/var/lib/apt/lists/* "$root"/usr/share/doc/* "$root"/usr/share/man/* \
@@ -72,7 +85,8 @@ commit() {
   mnt=$(buildah mount "$c")
   cp -a "$root/." "$mnt/"
   buildah umount "$c" >/dev/null
-  buildah config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin --cmd "$cmd" \
+  buildah config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    --env NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt --cmd "$cmd" \
     --label "org.opencontainers.image.description=made by iot-operator images/bases.sh from Debian $SUITE packages" "$c"
   buildah commit -q --rm "$c" "$image" >/dev/null
   log "made $image ($(du -sh "$root" | cut -f1))"
@@ -82,6 +96,7 @@ start=$SECONDS
 node_root="$WORK/node-root"
 bootstrap "$node_root" nodejs,ca-certificates
 chroot "$node_root" sh -c 'groupadd --gid 1000 node && useradd --uid 1000 --gid node --shell /bin/sh --create-home node'
+trust_local_cas "$node_root"
 trim "$node_root"
 commit "$node_root" "$NODE_IMAGE" node
 
@@ -93,6 +108,7 @@ rm -rf "$node_root"
 
 go_root="$WORK/go-root"
 bootstrap "$go_root" golang-go,git,ca-certificates
+trust_local_cas "$go_root"
 trim "$go_root"
 commit "$go_root" "$GO_IMAGE" bash
 rm -rf "$go_root"

@@ -9,6 +9,7 @@
  *   never silently passed; `scripts/run-tests.mjs` repeats it on the last lines of the run.
  * - `onRealNode` is the scheduling a pod needs to land there (node selector and toleration of the
  *   node's taint); charts and manifests take it through their usual values.
+ * - `tagOnRealNode` gives such an image another reference (the tags a CSV or a manifest names).
  * - `operatorImage(name)` builds `operators/<name>/Dockerfile` with `npm run image:build` (which
  *   loads it into the real node's containerd) once per test process and returns its reference.
  */
@@ -71,4 +72,10 @@ export function operatorImage(operator: string): Promise<string> {
     images.set(operator, image);
   }
   return image;
+}
+
+/** Gives an image loaded onto the real node a second reference (as a registry would serve it under another tag). */
+export async function tagOnRealNode(env: TestEnv, source: string, target: string): Promise<void> {
+  const socket = path.join(path.dirname(env.kubeconfigPath), 'real-node/containerd/containerd.sock');
+  await run('ctr', ['--address', socket, '-n', 'k8s.io', 'images', 'tag', '--force', source, target]);
 }
