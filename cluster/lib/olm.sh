@@ -129,7 +129,8 @@ ensure_olm() {
   # Ready once its informers have synced and its workers run.
   local deadline=$((SECONDS + 60))
   until grep -q 'msg="starting workers..."' "$OLM_LOG"; do
-    olm_pid >/dev/null || die "olm exited at start; the end of $OLM_LOG: $(tail -n 5 "$OLM_LOG")"
+    # (just after the fork /proc/<pid>/exe may still be setsid: alive is what counts here)
+    process_alive "$(<"$OLM_PID_FILE")" || die "olm exited at start; the end of $OLM_LOG: $(tail -n 5 "$OLM_LOG")"
     ((SECONDS < deadline)) || die "olm did not start its workers within 60s (log: $OLM_LOG)"
     sleep 0.3
   done

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, customResource, isNotFound, type KubeObject } from '@iot-operator/runtime';
-import { onRealNode, operatorImage, realNode, REAL_NODE_NAME, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { onRealNode, operatorImage, podPeakMemoryBytes, realNode, REAL_NODE_NAME, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { createPullSecret, iotService, waitForPhase, type IoTObject } from './e2e-support.ts';
 
 const run = promisify(execFile);
@@ -201,8 +201,10 @@ describe('the IoT operator in a real pod, installed with its chart', { skip }, (
       const available = items.filter((o) => o.metadata.name!.startsWith('burst-') && o.status?.phase === 'Available').length;
       return { done: available === 100, value: available, seen: `${available} of 100 Available` };
     }, { timeoutMs: 600_000, intervalMs: 2_000 });
-    console.log(`# burst of 100 IoTServices with the operator in a pod: all Available after ${((Date.now() - started) / 1000).toFixed(0)} s`);
     const [pod] = await operatorPods();
+    const peakMiB = podPeakMemoryBytes(pod!.metadata.uid!) / 1024 / 1024;
+    console.log(`# burst of 100 IoTServices with the operator in a pod: all Available after ${((Date.now() - started) / 1000).toFixed(0)} s; the pod's peak memory ${peakMiB.toFixed(1)} MiB (limit 256 MiB)`);
+    assert.ok(peakMiB < 256, `peak ${peakMiB} MiB`);
     const status = pod!.status?.containerStatuses?.[0];
     assert.equal(status?.restartCount, 0, `restarts; last state ${JSON.stringify(status?.lastState)}`);
     assert.notEqual(status?.lastState?.terminated?.reason, 'OOMKilled');

@@ -10,6 +10,7 @@
  * - `onRealNode` is the scheduling a pod needs to land there (node selector and toleration of the
  *   node's taint); charts and manifests take it through their usual values.
  * - `tagOnRealNode` gives such an image another reference (the tags a CSV or a manifest names).
+ * - `podPeakMemoryBytes(uid)` reads a real pod's memory high-water mark from its cgroup.
  * - `operatorImage(name)` builds `operators/<name>/Dockerfile` with `npm run image:build` (which
  *   loads it into the real node's containerd) once per test process and returns its reference.
  */
@@ -78,4 +79,17 @@ export function operatorImage(operator: string): Promise<string> {
 export async function tagOnRealNode(env: TestEnv, source: string, target: string): Promise<void> {
   const socket = path.join(path.dirname(env.kubeconfigPath), 'real-node/containerd/containerd.sock');
   await run('ctr', ['--address', socket, '-n', 'k8s.io', 'images', 'tag', '--force', source, target]);
+}
+
+/** The most memory a pod of the real node has used (its cgroup's high-water mark, cgroup v1), in bytes. */
+export function podPeakMemoryBytes(podUid: string): number {
+  const kubepods = '/sys/fs/cgroup/memory/iot-operator-real-node/kubepods';
+  for (const qos of ['', 'burstable', 'besteffort']) {
+    try {
+      return Number(readFileSync(path.join(kubepods, qos, `pod${podUid}`, 'memory.max_usage_in_bytes'), 'utf8').trim());
+    } catch {
+      // not in this QoS class
+    }
+  }
+  throw new Error(`no memory cgroup for pod ${podUid} under ${kubepods}`);
 }
