@@ -1,7 +1,7 @@
 /**
  * The Armada operator as users run it: its image (Node.js, the bundled operator, the pinned helm
  * and git, the example charts at /opt/armada/helm-charts), installed with its Helm chart, in a real
- * pod on the local cluster's real node with a read-only root file system (helm's cache, config
+ * pod on the local cluster's real node (in a namespace of its own, watching another) with a read-only root file system (helm's cache, config
  * and fetched charts in the /tmp emptyDir). helm inside the image installs, upgrades and
  * uninstalls a release; deleting the pod ends it within its grace period and releases its Lease.
  * Reported as not run, with the reason, where the cluster has no real node.
@@ -22,12 +22,13 @@ const chart = path.join(repoRoot, 'operators/armada/chart/armada-operator');
 type Pod = KubeObject & { spec: { nodeName?: string }; status?: { conditions?: Array<{ type: string; status: string }>; containerStatuses?: Array<{ restartCount: number }> } };
 type Lease = KubeObject & { spec: { holderIdentity?: string } };
 
+let operatorNs = '';
 let ns = '';
 const isReady = (p: Pod) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true && !p.metadata.deletionTimestamp;
 
 async function operatorPod(): Promise<Pod> {
   return waitFor('a Ready armada-operator pod on the real node, alone', async () => {
-    const pods = ((await env.client.list(Kinds.Pod, { namespace: ns, labelSelector: 'app.kubernetes.io/name=armada-operator' })).items as Pod[]);
+    const pods = ((await env.client.list(Kinds.Pod, { namespace: operatorNs, labelSelector: 'app.kubernetes.io/name=armada-operator' })).items as Pod[]);
     const pod = pods.find((p) => p.spec.nodeName === REAL_NODE_NAME && isReady(p));
     return { done: pods.length === 1 && pod !== undefined, value: pod!, seen: pods.map((p) => ({ name: p.metadata.name, node: p.spec.nodeName, ready: isReady(p) })) };
   }, { timeoutMs: 120_000 });
@@ -47,13 +48,14 @@ before(async () => {
   if (skip) return;
   const image = await operatorImage('armada');
   await installArmadaCrds(env);
-  ns = await env.namespace('armada-pod');
+  operatorNs = await env.namespace('armada-operator');
+  ns = await env.namespace('armada-charts');
   const [repository, tag] = [image.slice(0, image.lastIndexOf(':')), image.slice(image.lastIndexOf(':') + 1)];
-  await helm(env, 'install', 'armada-operator', chart, '-n', ns, '--skip-crds', '--set', `image.repository=${repository}`, '--set', `image.tag=${tag}`, '--set', `watchNamespace=${ns}`,
+  await helm(env, 'install', 'armada-operator', chart, '-n', operatorNs, '--skip-crds', '--set', `image.repository=${repository}`, '--set', `image.tag=${tag}`, '--set', `watchNamespace=${ns}`,
     '--set-json', `nodeSelector=${JSON.stringify(onRealNode.nodeSelector)}`, '--set-json', `tolerations=${JSON.stringify(onRealNode.tolerations)}`);
 });
 after(async () => {
-  if (ns) await helm(env, 'uninstall', 'armada-operator', '-n', ns).catch(() => undefined);
+  if (operatorNs) await helm(env, 'uninstall', 'armada-operator', '-n', operatorNs).catch(() => undefined);
   await env.cleanup();
 });
 
@@ -75,22 +77,22 @@ describe('the Armada operator in a real pod', { skip }, () => {
       const releases = await helmList(env, ns);
       return { done: releases.length === 0, value: releases, seen: releases };
     }, { timeoutMs: 120_000 });
-    const [pod] = ((await env.client.list(Kinds.Pod, { namespace: ns, labelSelector: 'app.kubernetes.io/name=armada-operator' })).items as Pod[]);
+    const [pod] = ((await env.client.list(Kinds.Pod, { namespace: operatorNs, labelSelector: 'app.kubernetes.io/name=armada-operator' })).items as Pod[]);
     assert.equal(pod!.status?.containerStatuses?.[0]?.restartCount, 0);
   });
 
   test('SIGTERM: deleting the pod ends it within its grace period, releasing its Lease to the next pod', async () => {
     const pod = await operatorPod();
     const deleted = Date.now();
-    await env.client.delete(Kinds.Pod, pod.metadata.name!, ns);
+    await env.client.delete(Kinds.Pod, pod.metadata.name!, operatorNs);
     await waitFor('the pod to be gone', async () => {
-      const p = await env.client.get(Kinds.Pod, pod.metadata.name!, ns).catch((e: unknown) => (isNotFound(e) ? undefined : Promise.reject(e)));
+      const p = await env.client.get(Kinds.Pod, pod.metadata.name!, operatorNs).catch((e: unknown) => (isNotFound(e) ? undefined : Promise.reject(e)));
       return { done: p === undefined, value: undefined, seen: p?.metadata.deletionTimestamp };
     }, { timeoutMs: 60_000, intervalMs: 200 });
     const goneSeconds = (Date.now() - deleted) / 1000;
     const next = await operatorPod();
     const handover = await waitFor('the next pod to hold the Lease', async () => {
-      const leases = (await env.client.list(Kinds.Lease, { namespace: ns })).items as Lease[];
+      const leases = (await env.client.list(Kinds.Lease, { namespace: operatorNs })).items as Lease[];
       return { done: leases.some((l) => l.spec.holderIdentity?.startsWith(next.metadata.name!)), value: (Date.now() - deleted) / 1000, seen: leases.map((l) => l.spec) };
     }, { timeoutMs: 60_000 });
     console.log(`# armada operator pod deleted: gone after ${goneSeconds.toFixed(1)} s, Lease held by the next pod after ${handover.toFixed(1)} s`);
