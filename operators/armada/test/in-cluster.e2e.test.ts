@@ -92,7 +92,8 @@ describe('the Armada operator in a real pod', { skip }, () => {
     const goneSeconds = (Date.now() - deleted) / 1000;
     const next = await operatorPod();
     const handover = await waitFor('the next pod to hold the Lease', async () => {
-      const leases = (await env.client.list(Kinds.Lease, { namespace: operatorNs })).items as Lease[];
+      // The Lease lives in the watched namespace (POD_NAMESPACE's only when every namespace is watched).
+      const leases = (await env.client.list(Kinds.Lease, { namespace: ns })).items as Lease[];
       return { done: leases.some((l) => l.spec.holderIdentity?.startsWith(next.metadata.name!)), value: (Date.now() - deleted) / 1000, seen: leases.map((l) => l.spec) };
     }, { timeoutMs: 60_000 });
     console.log(`# armada operator pod deleted: gone after ${goneSeconds.toFixed(1)} s, Lease held by the next pod after ${handover.toFixed(1)} s`);
