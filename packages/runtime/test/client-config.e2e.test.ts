@@ -1,8 +1,10 @@
 // Kubeconfig settings against the real API server: tls-server-name (the server dialled at an
 // address its certificate does not name), proxy-url (through a loopback CONNECT proxy) and a
-// rotated token file (the stale token's 401 makes the client read the file again and retry).
+// rotated token file (the stale token's 401 makes the client read the file again and retry), and
+// rotated client certificate files (the same, with new connections for the new certificate).
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { copyFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -12,6 +14,7 @@ import { after, before, describe, it } from 'node:test';
 import { parse, stringify } from 'yaml';
 import { ApiError, Kinds, KubeClient, RuntimeMetrics } from '../src/index.ts';
 import { serviceAccountKubeconfig, testEnv, type TestEnv } from '../src/testing/index.ts';
+import { makeCertificates } from './certificates.ts';
 
 interface KubeconfigFile {
   clusters: Array<{ name: string; cluster: Record<string, unknown> }>;
@@ -134,6 +137,25 @@ describe('client configuration on the real API server', () => {
     await writeFile(tokenFile, 'a-token-that-was-revoked');
     const client = await clientFor(await kubeconfig('token-file', (c) => c, { 'token-file': tokenFile }));
     await writeFile(tokenFile, token);
+    assert.equal((await client.get(Kinds.ConfigMap, 'probe', ns)).metadata.name, 'probe');
+  });
+
+  it('client certificate files rotated after the client loaded them: the 401 re-reads them and the request succeeds on new connections', async () => {
+    // One certificate the API server does not trust (another CA), one it does (the cluster's CA).
+    const stranger = makeCertificates(await mkdtemp(path.join(dir, 'stranger-')), ['DNS:stranger.test']);
+    const pki = path.join(path.dirname(env.kubeconfigPath), 'pki');
+    const file = (name: string) => path.join(dir, name);
+    const openssl = (...args: string[]) => execFileSync('openssl', args, { stdio: 'pipe' });
+    openssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', file('trusted.key'), '-out', file('trusted.csr'), '-subj', '/O=system:masters/CN=rotated-user');
+    openssl('x509', '-req', '-in', file('trusted.csr'), '-CA', path.join(pki, 'ca.crt'), '-CAkey', path.join(pki, 'ca.key'), '-CAcreateserial', '-CAserial', file('ca.srl'), '-out', file('trusted.crt'), '-days', '1');
+
+    await copyFile(stranger.certFile, file('client.crt'));
+    await copyFile(stranger.keyFile, file('client.key'));
+    const client = await clientFor(await kubeconfig('client-certificate', (c) => c, { 'client-certificate': file('client.crt'), 'client-key': file('client.key') }));
+    await assert.rejects(client.get(Kinds.ConfigMap, 'probe', ns), (err: unknown) => err instanceof ApiError && err.code === 401, 'a certificate of another CA is refused');
+
+    await copyFile(file('trusted.crt'), file('client.crt'));
+    await copyFile(file('trusted.key'), file('client.key'));
     assert.equal((await client.get(Kinds.ConfigMap, 'probe', ns)).metadata.name, 'probe');
   });
 });

@@ -10,7 +10,9 @@
  *   (impersonation). Relative file
  *   paths are resolved against the kubeconfig file that names them.
  * - `credentials.reload()` reads the credentials again from their source (the kubeconfig files,
- *   the token file, the in-cluster token), so rotated tokens are picked up.
+ *   the token file, the in-cluster token), so rotated tokens are picked up; a client certificate
+ *   and key held in files (`client-certificate`, `client-key`) are read again by
+ *   `credentials.reloadClientCertificate()`, so rotated certificates are picked up too.
  * - A user with an `exec` plugin or an `auth-provider` is handed to @kubernetes/client-node,
  *   loaded only then: its exec-plugin and auth-provider code (and its memory) is not paid by an
  *   operator that authenticates with a token or a certificate.
@@ -29,6 +31,8 @@ export interface Credentials {
   current(): Promise<Headers>;
   /** Headers read again from their source (files re-read, exec plugins run again). */
   reload(): Promise<Headers>;
+  /** The client certificate and key read again from their files (absent: none, or not from files). */
+  reloadClientCertificate?(): https.AgentOptions;
 }
 
 export interface Connection {
@@ -107,7 +111,14 @@ export async function loadConnection(explicit?: string, env: NodeJS.ProcessEnv =
   const tls = clusterTls(cluster);
   if (user) Object.assign(tls, clientCertificate(user));
   const userName = user?.name;
-  const credentials = fileCredentials(() => (userName === undefined ? undefined : readMerged(files).users.get(userName)));
+  const readUser = () => (userName === undefined ? undefined : readMerged(files).users.get(userName));
+  const credentials = fileCredentials(readUser);
+  if (user?.value['client-certificate'] !== undefined || user?.value['client-key'] !== undefined) {
+    credentials.reloadClientCertificate = () => {
+      const current = readUser();
+      return current ? clientCertificate(current) : {};
+    };
+  }
   return { server: cluster.value.server!, tls, proxyUrl: cluster.value['proxy-url'], credentials };
 }
 
