@@ -13,7 +13,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parse, stringify } from 'yaml';
 import { ApiError, Kinds, KubeClient, RuntimeMetrics } from '../src/index.ts';
-import { serviceAccountKubeconfig, testEnv, type TestEnv } from '../src/testing/index.ts';
+import { realNode, serviceAccountKubeconfig, testEnv, type TestEnv } from '../src/testing/index.ts';
 import { makeCertificates } from './certificates.ts';
 
 interface KubeconfigFile {
@@ -22,6 +22,12 @@ interface KubeconfigFile {
   contexts: Array<{ name: string; context: { cluster: string; user: string } }>;
   'current-context': string;
 }
+
+// The API server as a pod reaches it: at a non-loopback address (the real node's bridge gateway,
+// forwarded to the API server; loopback addresses are never proxied).
+const podAddress = '10.244.0.1';
+const node = await realNode(await testEnv());
+const withoutRealNode = node.available ? false : node.reason;
 
 let env: TestEnv;
 let ns: string;
@@ -72,6 +78,24 @@ async function clientFor(file: string, metrics?: RuntimeMetrics): Promise<KubeCl
 
 const apiServer = () => new URL(String(admin.clusters[0]!.cluster.server));
 
+/** An HTTP CONNECT proxy on loopback that records the target of every tunnel. */
+async function connectProxy(): Promise<{ tunnels: string[]; proxyPort: number }> {
+  const tunnels: string[] = [];
+  const proxy = http.createServer((_req, res) => res.writeHead(405).end());
+  proxy.on('connect', (req: http.IncomingMessage, socket: net.Socket) => {
+    tunnels.push(req.url!);
+    const [host, port] = req.url!.split(':');
+    const upstream = net.connect(Number(port), host, () => {
+      socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      socket.pipe(upstream).pipe(socket);
+    });
+    upstream.on('error', () => socket.destroy());
+    socket.on('error', () => upstream.destroy());
+  });
+  return { tunnels, proxyPort: await listen(proxy) };
+}
+
+
 describe('client configuration on the real API server', () => {
   it('tls-server-name: reached at an address its certificate does not name, the server is verified by that name', async () => {
     // 127.0.0.2 is loopback too, but not in the API server's certificate.
@@ -89,19 +113,7 @@ describe('client configuration on the real API server', () => {
   });
 
   it('proxy-url: every request and watch goes through the HTTP proxy in a CONNECT tunnel', async () => {
-    const tunnels: string[] = [];
-    const proxy = http.createServer((_req, res) => res.writeHead(405).end());
-    proxy.on('connect', (req: http.IncomingMessage, socket: net.Socket) => {
-      tunnels.push(req.url!);
-      const [host, port] = req.url!.split(':');
-      const upstream = net.connect(Number(port), host, () => {
-        socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-        socket.pipe(upstream).pipe(socket);
-      });
-      upstream.on('error', () => socket.destroy());
-      socket.on('error', () => upstream.destroy());
-    });
-    const proxyPort = await listen(proxy);
+    const { tunnels, proxyPort } = await connectProxy();
     const metrics = new RuntimeMetrics();
     const client = await clientFor(await kubeconfig('proxy-url', (c) => ({ ...c, 'proxy-url': `http://127.0.0.1:${proxyPort}` })), metrics);
     assert.equal((await client.get(Kinds.ConfigMap, 'probe', ns)).metadata.name, 'probe');
@@ -157,5 +169,29 @@ describe('client configuration on the real API server', () => {
     await copyFile(file('trusted.crt'), file('client.crt'));
     await copyFile(file('trusted.key'), file('client.key'));
     assert.equal((await client.get(Kinds.ConfigMap, 'probe', ns)).metadata.name, 'probe');
+  });
+
+  it('HTTPS_PROXY is used for an API server at a non-loopback address, and NO_PROXY with a CIDR bypasses it', { skip: withoutRealNode }, async () => {
+    const { tunnels, proxyPort } = await connectProxy();
+    const file = await kubeconfig('environment-proxy', (c) => ({ ...c, server: `https://${podAddress}:${apiServer().port}` }));
+    const saved = { HTTPS_PROXY: process.env.HTTPS_PROXY, NO_PROXY: process.env.NO_PROXY };
+    try {
+      process.env.HTTPS_PROXY = `127.0.0.1:${proxyPort}`;
+      delete process.env.NO_PROXY;
+      const proxied = await clientFor(file);
+      assert.equal((await proxied.get(Kinds.ConfigMap, 'probe', ns)).metadata.name, 'probe');
+      assert.deepEqual([...new Set(tunnels)], [`${podAddress}:${apiServer().port}`]);
+
+      process.env.NO_PROXY = 'example.com,10.244.0.0/16';
+      const direct = await clientFor(file);
+      const before = tunnels.length;
+      assert.equal((await direct.get(Kinds.ConfigMap, 'probe', ns)).metadata.name, 'probe');
+      assert.equal(tunnels.length, before, 'no tunnel: NO_PROXY covers the address');
+    } finally {
+      for (const [key, value] of Object.entries(saved)) {
+        if (value === undefined) delete process.env[key];
+        else process.env[key] = value;
+      }
+    }
   });
 });
