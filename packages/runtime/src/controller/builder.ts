@@ -128,6 +128,8 @@ export class ControllerBuilder {
       logger: mgr.logger,
       recorder: mgr.recorder,
       primaryKeys: () => primaryInformer.store.keys(),
+      primaryType: primary,
+      primary: (key) => primaryInformer.store.get(key),
     });
     const enqueueSelf: MapFunc = (obj) => [{ namespace: obj.metadata.namespace, name: obj.metadata.name ?? '' }];
     primaryInformer.addHandler(handlerFor(controller, enqueueSelf, this.primaryPredicates));

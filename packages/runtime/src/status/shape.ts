@@ -79,6 +79,12 @@ export function checkShape<S extends TSchema>(type: ResourceType, object: KubeOb
   throw new UnexpectedShapeError(type, object, `${field}${below}`, first.message.replace(/^Expected /, '').toLowerCase(), first.value);
 }
 
+/** Whether the object carries the `Degraded` condition of an unexpected shape (reported by any process). */
+export function reportedUnexpectedShape(object: KubeObject): boolean {
+  const conditions = (object as { status?: { conditions?: unknown } }).status?.conditions;
+  return Array.isArray(conditions) && conditions.some((c: unknown) => isObject(c) && c['type'] === 'Degraded' && c['status'] === 'True' && c['reason'] === 'UnexpectedShape');
+}
+
 /** Sets `Degraded` back to False on an object whose shape was reported and has since been reconciled successfully. */
 export async function clearUnexpectedShape(type: ResourceType, name: string, namespace: string | undefined, client: KubeApi): Promise<void> {
   const current = await client.get<KubeObject & { status?: Record<string, unknown> }>(type, name, namespace);
