@@ -115,6 +115,12 @@ export const ChartSpecSchema = Type.Object(
         { description: 'A protected release is never uninstalled or replaced by the operator.' },
       ),
     ),
+    adopt: Type.Optional(
+      Type.Boolean({
+        default: false,
+        description: 'Take over a release of this name that exists without an owner record (installed by hand or by another tool). Off: such a release is left untouched, and kept when the ArmadaChart is deleted.',
+      }),
+    ),
   },
   { description: 'ArmadaChartSpec: one Helm release.' },
 );
