@@ -112,6 +112,9 @@ export interface ChartControllerOptions {
 
 type Conditions = ConditionUpdate[];
 
+const DEFAULT_SOURCE_INTERVAL_SECONDS = 600;
+const sourceIntervalMs = (chart: ArmadaChartObject) => (chart.spec.source.interval ?? DEFAULT_SOURCE_INTERVAL_SECONDS) * 1000;
+
 /** Install retry delay after `failures` failed installs: 10 s, 20 s, 40 s … at most 5 min. */
 export function installRetryDelayMs(failures: number): number {
   return Math.min(10_000 * 2 ** Math.max(0, failures - 1), 300_000);
@@ -133,8 +136,8 @@ export class ChartReconciler {
   private readonly manifests = new Map<string, KubeObject[]>();
   /** The last drift repaired per chart (uid), to tell a persisting drift from a new one. */
   private readonly repairs = new Map<string, { description: string; at: number }>();
-  /** The resolved source per chart (uid) and generation: git is fetched once per spec change. */
-  private readonly resolved = new Map<string, { generation: number; source: ResolvedSource }>();
+  /** The resolved source per chart (uid) and generation, and when: fetched again after `source.interval`. */
+  private readonly resolved = new Map<string, { generation: number; source: ResolvedSource; at: number }>();
 
   constructor(private readonly options: ChartControllerOptions) {}
 
@@ -209,7 +212,9 @@ export class ChartReconciler {
 
     const plan = planRelease(history, digest, chart.status?.failed_inputs, !!chart.spec.protected);
     try {
-      return await this.carryOut(ctx, chart, plan, inputs, digest);
+      const result = await this.carryOut(ctx, chart, plan, inputs, digest);
+      // A tar URL or a git branch may change without the spec: look again after the interval.
+      return result ?? (chart.spec.source.type === 'local' ? undefined : requeueAfter(sourceIntervalMs(chart)));
     } catch (err) {
       if (!(err instanceof HelmError)) throw err;
       // A Helm failure outside the remediated paths (a rollback or uninstall that fails, say).
@@ -404,13 +409,15 @@ export class ChartReconciler {
     chart.status = written === chart ? next : written.status;
   }
 
+  /** The chart's source, resolved again on a spec change and, for tar and git, every `source.interval`. */
   private async resolve(chart: ArmadaChartObject): Promise<ResolvedSource> {
     const uid = chart.metadata.uid!;
     const generation = chart.metadata.generation ?? 0;
     const known = this.resolved.get(uid);
-    if (known && known.generation === generation) return known.source;
+    const fresh = (at: number) => chart.spec.source.type === 'local' || Date.now() - at < sourceIntervalMs(chart);
+    if (known && known.generation === generation && fresh(known.at)) return known.source;
     const source = await this.options.sources.resolve(chart.spec.source);
-    this.resolved.set(uid, { generation, source });
+    this.resolved.set(uid, { generation, source, at: Date.now() });
     return source;
   }
 
