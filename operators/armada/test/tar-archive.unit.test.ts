@@ -87,5 +87,6 @@ describe('chart archive extraction', () => {
   it('refuses what is not a gzipped tar', () => {
     assert.throws(() => readTarGz(Buffer.from('plain text')), /not a gzipped archive/);
     assert.throws(() => readTarGz(gzipSync(Buffer.from('x'.repeat(600)))), ArchiveError);
+    assert.throws(() => readTarGz(gzipSync(Buffer.from('a short text, gzipped\n'))), /holds no entries: not a tar archive/);
   });
 });

@@ -71,6 +71,7 @@ export function readTarGz(archive: Buffer, limits: ExtractLimits = defaultExtrac
     }
     entries.push({ name, type, linkName, data });
   }
+  if (entries.length === 0) throw new ArchiveError('it holds no entries: not a tar archive');
   return entries;
 }
 
