@@ -24,7 +24,7 @@ import type { TSchema, Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import type { KubeApi } from '../client/client.ts';
 import type { KubeObject, ResourceType } from '../client/resource.ts';
-import { TerminalError } from '../controller/reconcile.ts';
+import { TerminalError } from '../errors/terminal-error.ts';
 import type { EventRecorder } from '../events/recorder.ts';
 import { setCondition, type Condition } from './conditions.ts';
 
