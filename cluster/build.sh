@@ -7,6 +7,10 @@
 # Cache: ${IOT_OPERATOR_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/iot-operator}/<version set>/bin
 # A build happens in a temporary directory next to the cache entry and is renamed into place
 # only after every binary was built and answered --version with the pinned version.
+# Interrupted (SIGINT, SIGTERM; to stop it at once, signal its process group: go and the
+# compilers are in it): it says so, removes the temporary directory (go's work directories are
+# inside it) and exits 130/143, publishing nothing; the lock goes with the last process holding
+# it, and the next run starts the build again.
 # Env: FORCE_BUILD=1 rebuilds even if cached. BUILD_PARALLELISM (default 2) is go build -p.
 # Progress: a line per step and at least every 15 s, with the time left estimated from the last
 # successful build's step times ($IOT_CACHE_ROOT/build-step-times, written at the end of a build).
@@ -57,10 +61,13 @@ TMP=$(mktemp -d "$BUILD_ROOT/.build-XXXXXX")
 HEARTBEAT_PID=""
 cleanup() {
   if [[ -n "$HEARTBEAT_PID" ]]; then kill "$HEARTBEAT_PID" 2>/dev/null || true; fi
-  rm -rf "$TMP"
+  # A compiler stopped by the same signal may still be writing here: try once more.
+  rm -rf "$TMP" 2>/dev/null || { sleep 0.3; rm -rf "$TMP"; }
 }
 trap cleanup EXIT
-mkdir -p "$TMP/bin" "$TMP/logs"
+mkdir -p "$TMP/bin" "$TMP/logs" "$TMP/go-tmp"
+# go's work directories, inside ours: a go stopped by a signal leaves none behind in /tmp.
+export GOTMPDIR="$TMP/go-tmp"
 
 BUILD_START=$(date +%s)
 STEP_TIMES=()
@@ -69,6 +76,16 @@ STEP_NO=0
 STEP_IDS=(download etcd kwok k8s verify)
 STEP_TOTAL=${#STEP_IDS[@]}
 BUILD_TIMES_FILE="$IOT_CACHE_ROOT/build-step-times"
+
+# Runs once the step being run has ended (go and the compilers end on the same signal), still
+# inside that step's redirection to its log: so it says so on our stderr, kept as fd 7.
+exec 7>&2
+interrupted() { # signal exit-code
+  log "build interrupted by SIG$1 in step $STEP_NO/$STEP_TOTAL after $(($(date +%s) - BUILD_START))s; nothing was published (the next run builds again)" 2>&7
+  exit "$2"
+}
+trap 'interrupted INT 130' INT
+trap 'interrupted TERM 143' TERM
 
 # last_time ID: seconds step ID took in the last successful build (empty when unknown).
 last_time() { [[ -f "$BUILD_TIMES_FILE" ]] && awk -v id="$1" '$1 == id { print $2 }' "$BUILD_TIMES_FILE" || true; }
@@ -101,9 +118,9 @@ run_step() {
       local elapsed left
       elapsed=$(($(date +%s) - start))
       left=$(remaining_estimate "$elapsed")
-      log "    ... step $STEP_NO/$STEP_TOTAL $id: ${elapsed}s elapsed, $(grep -c . "$logf" 2>/dev/null || echo 0) packages compiled; ${left:+about ${left}s left in all (from the last build)}${left:-no earlier build to estimate from}"
+      log "    ... step $STEP_NO/$STEP_TOTAL $id: ${elapsed}s elapsed, $(grep -c . "$logf" 2>/dev/null || true) packages compiled; ${left:+about ${left}s left in all (from the last build)}${left:-no earlier build to estimate from}"
     done
-  ) &
+  ) 9>&- & # its sleep, left to finish when the loop is killed, must not hold the build lock
   HEARTBEAT_PID=$!
   "$@" >"$logf" 2>&1 || rc=$?
   kill "$HEARTBEAT_PID" 2>/dev/null || true

@@ -5,7 +5,8 @@
  * Guarantees:
  * - `renderInstance` produces exactly the children the IoT operator would apply for an
  *   IoTService with the same landscape, name and spec: it calls the operator's own pure
- *   `resolveInstance` and `desiredChildren`, with the operator's default registry.
+ *   `resolveInstance` and `desiredChildren`, with the operator's default registry, as the
+ *   operator's package exports them to its users (`@iot-operator/iot`), not its internals.
  * - `createRendered` creates the namespace first and then every other child at once, as fast as
  *   the API server accepts them (plain creates; no server-side apply, no reads).
  * - `InstanceTracker` watches this landscape's children (by the landscape label selector the
@@ -15,23 +16,12 @@
  *   the API server small.
  */
 import { Kinds, type KubeClient, type KubeObject } from '@iot-operator/runtime';
-import {
-  INSTANCE_LABEL,
-  desiredChildren,
-  generateCredentials,
-  landscapeSelector,
-  resolveInstance,
-} from '../../operators/iot/src/resources/index.ts';
-import type { IoTService } from '../../operators/iot/src/api/iotservice.ts';
+import { CHILD_TYPES, INSTANCE_LABEL, desiredChildren, generateCredentials, landscapeSelector, resolveInstance, type IoTService } from '@iot-operator/iot';
 import type { V1Secret } from '@kubernetes/client-node';
 import { log, now, watchObjects } from './kube.ts';
 import { podReady, workloadReady, type PodLike, type WorkloadLike } from './readiness.ts';
 
 export const DEFAULT_REGISTRY = 'registry.example.com/iot';
-
-import { CHILD_TYPES } from '../../operators/iot/src/controller.ts';
-
-export { CHILD_TYPES };
 
 export interface RenderedInstance {
   id: string;

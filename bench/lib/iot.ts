@@ -13,7 +13,7 @@
  *   run starts clean either way.
  */
 import { Kinds, customResource, type KubeClient, type KubeObject } from '@iot-operator/runtime';
-import { landscapeSelector } from '../../operators/iot/src/resources/index.ts';
+import { landscapeSelector } from '@iot-operator/iot';
 import {
   deleteAllAndWait,
   deleteNamespaceAndWait,

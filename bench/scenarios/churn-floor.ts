@@ -11,10 +11,10 @@
  * picked again" are those of `churn`; the landscape is deleted (and waited for) at the end.
  */
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
-import { INSTANCE_LABEL, landscapeSelector } from '../../operators/iot/src/resources/index.ts';
+import { CHILD_TYPES, INSTANCE_LABEL, landscapeSelector } from '@iot-operator/iot';
 import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
 import { instanceName } from '../lib/iot.ts';
-import { CHILD_TYPES, InstanceTracker, createRendered, renderInstance, type RenderedInstance } from '../lib/instances.ts';
+import { InstanceTracker, createRendered, renderInstance, type RenderedInstance } from '../lib/instances.ts';
 import { createLandscape, deleteNamespaceAndWait, deleteNamespacesBySelector, log, mapLimit, now, sleep, uniqueName, watchObjects } from '../lib/kube.ts';
 import { PhaseProbe } from '../lib/probe.ts';
 import { workloadReady, type WorkloadLike } from '../lib/readiness.ts';

@@ -18,7 +18,7 @@
  */
 import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
-import { INSTANCE_LABEL, landscapeSelector } from '../../operators/iot/src/resources/index.ts';
+import { INSTANCE_LABEL, landscapeSelector } from '@iot-operator/iot';
 import { AvailabilityTracker, IoTServiceType, instanceName } from '../lib/iot.ts';
 import { log, now, sleep, watchObjects } from '../lib/kube.ts';
 import { PhaseProbe } from '../lib/probe.ts';

@@ -12,7 +12,7 @@
  * Guarantees: nothing of a floor landscape survives the phase (all its namespaces are deleted
  * and waited for), so the operator phase that may follow in the same run starts clean.
  */
-import { landscapeSelector } from '../../operators/iot/src/resources/index.ts';
+import { landscapeSelector } from '@iot-operator/iot';
 import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
 import { instanceName } from '../lib/iot.ts';
 import { InstanceTracker, createRendered, renderInstance } from '../lib/instances.ts';

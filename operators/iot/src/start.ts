@@ -6,20 +6,24 @@
  * running until Ctrl-C.
  *
  * Guarantees: objects that already exist (a landscape secret with real credentials, a changed
- * example) are never overwritten; every step says what it does; a failure names the step.
+ * example) are never overwritten; every step says what it does, and the first run's build of the
+ * control plane shows its progress as it goes (local-cluster.ts); a failure names the step.
+ * SIGINT (Ctrl-C) or SIGTERM, at any moment: stops what runs (the cluster build and every process
+ * of it, the operator) and exits within 5 s — with 128 + the signal's number before the example is
+ * Available, with 0 when it stops the operator as the last line invites. The cluster itself is
+ * left running (later runs reuse it).
  * Flags: --local (always use the embedded cluster), --exit-when-available (stop once Available).
  */
-import { execFile } from 'node:child_process';
+import { constants } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { Kinds, KubeClient, isAlreadyExists, type KubeObject, type Manager, type ResourceType } from '@iot-operator/runtime';
 import { TestEnv } from '@iot-operator/runtime/testing';
 import { IoTServiceType } from './controller.ts';
 import { createIoTOperator } from './operator.ts';
 import type { IoTServiceStatus } from './api/iotservice.ts';
+import { startLocalCluster, type LocalClusterStart } from './local-cluster.ts';
 
-const run = promisify(execFile);
 const operatorDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const repoDir = path.resolve(operatorDir, '../..');
 const deployFile = (name: string) => path.join(operatorDir, 'deploy', name);
@@ -27,6 +31,25 @@ const deployFile = (name: string) => path.join(operatorDir, 'deploy', name);
 const args = new Set(process.argv.slice(2));
 const landscape = process.env.OPERATOR_NAME || 'devawsk8s';
 const say = (text: string) => console.log(`[iot-operator] ${text}`);
+
+/** What runs and has to be stopped on SIGINT/SIGTERM. */
+let localCluster: LocalClusterStart | undefined;
+let manager: Manager | undefined;
+let available = false;
+let stopping = false;
+
+function stopOnSignal(signal: NodeJS.Signals): void {
+  // One stop only: npm forwards the terminal's Ctrl-C to us as well, and the stop is bounded anyway.
+  if (stopping) return;
+  stopping = true;
+  const code = available ? 0 : 128 + constants.signals[signal];
+  const what = [localCluster && 'cluster/up.sh and its build', manager && 'the operator'].filter(Boolean).join(' and ');
+  say(`${signal}: stopping${what ? ` ${what}` : ''}`);
+  setTimeout(() => process.exit(code), 4500); // in-flight reconciles are cut short past this
+  void Promise.allSettled([localCluster?.stop(), manager?.stop()]).then(() => process.exit(code));
+}
+process.on('SIGINT', stopOnSignal);
+process.on('SIGTERM', stopOnSignal);
 
 async function reachable(kubeconfigPath?: string): Promise<boolean> {
   try {
@@ -48,8 +71,9 @@ async function chooseCluster(): Promise<string | undefined> {
     return undefined;
   }
   say('starting the embedded local cluster (the first run builds it from Go modules; later runs reuse it)');
-  const { stdout } = await run('bash', [path.join(repoDir, 'cluster/up.sh')], { maxBuffer: 16 * 1024 * 1024 });
-  const kubeconfig = stdout.trim().split('\n').at(-1)!.replace(/^KUBECONFIG=/, '');
+  localCluster = startLocalCluster(path.join(repoDir, 'cluster/up.sh'));
+  const kubeconfig = await localCluster.kubeconfig;
+  localCluster = undefined;
   say(`local cluster ready: export KUBECONFIG=${kubeconfig}`);
   return kubeconfig;
 }
@@ -91,7 +115,7 @@ async function main(): Promise<void> {
   for (const obj of await TestEnv.readManifests(deployFile('namespace.yml'))) await createIfAbsent(client, obj);
   await new Promise((r) => setTimeout(r, 1000)); // let the new CRD's API appear
 
-  const mgr: Manager = await createIoTOperator({
+  const mgr: Manager = (manager = await createIoTOperator({
     operatorName: landscape,
     watchNamespace: process.env.WATCH_NAMESPACE ?? '',
     defaultRegistry: 'registry.example.com/iot',
@@ -101,7 +125,7 @@ async function main(): Promise<void> {
     logLevel: process.env.LOG_LEVEL ?? 'warn',
     kubeconfig,
     syncPeriodMs: 10 * 3_600_000,
-  });
+  }));
   await mgr.start();
   say(`operator running for landscape ${landscape}; metrics and health on http://127.0.0.1:8080/metrics`);
 
@@ -111,17 +135,17 @@ async function main(): Promise<void> {
   const kubectl = kubeconfig ? `KUBECONFIG=${kubeconfig} kubectl` : 'kubectl';
   say(`see it with: ${kubectl} -n ${landscape} get iots; ${kubectl} -n ${landscape}-${example!.metadata.name} get pods`);
   client.close();
+  available = true;
   if (args.has('--exit-when-available')) {
     await mgr.stop();
     return;
   }
   say('the operator keeps running; Ctrl-C stops it');
-  process.once('SIGINT', () => void mgr.stop());
-  process.once('SIGTERM', () => void mgr.stop());
   await mgr.done;
 }
 
 main().catch((err: unknown) => {
+  if (stopping) return; // what a stop interrupted fails; stopOnSignal says so and exits
   console.error(`[iot-operator] failed: ${err instanceof Error ? err.message : String(err)}`);
   process.exit(1);
 });

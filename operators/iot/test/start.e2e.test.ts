@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Kinds } from '@iot-operator/runtime';
-import { repoRoot, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import { repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { IoTServiceType } from '../src/controller.ts';
 
 const run = promisify(execFile);
@@ -47,5 +47,34 @@ describe('npm start (the README’s first command)', () => {
     assert.match(stdout, new RegExp(`Namespace ${landscape} already exists; left as it is`));
     assert.match(stdout, /IoTService example-iotservice already exists; left as it is/);
     assert.match(stdout, /example-iotservice: Available 7\/7/);
+  });
+
+  it('left running once the example is Available: Ctrl-C stops the operator and exits 0 within 5 s', async () => {
+    const { KUBECONFIG: _unused, ...withoutKubeconfig } = process.env;
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'operators/iot/src/start.ts'), '--local'], {
+      cwd: repoRoot,
+      env: { ...withoutKubeconfig, OPERATOR_NAME: landscape },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+    const exited = new Promise<{ code: number | null; at: number }>((resolve) => child.once('exit', (code) => resolve({ code, at: Date.now() })));
+    try {
+      await waitFor('the quick start to leave the operator running', async () => ({ done: output.includes('the operator keeps running; Ctrl-C stops it'), value: undefined, seen: output }), {
+        timeoutMs: 300_000,
+      });
+    } catch (err) {
+      child.kill('SIGKILL');
+      throw err;
+    }
+    const sentAt = Date.now();
+    child.kill('SIGINT');
+    const timeout = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    const { code, at } = await exited;
+    clearTimeout(timeout);
+    assert.ok(at - sentAt < 5000, `exited ${at - sentAt} ms after SIGINT; output:\n${output}`);
+    assert.equal(code, 0, output);
+    assert.match(output, /SIGINT: stopping the operator/);
   });
 });

@@ -8,6 +8,8 @@ export * from './client/resource.ts';
 export * from './client/errors.ts';
 export * from './client/client.ts';
 export * from './client/token-bucket.ts';
+export * from './client/timestamp.ts';
+export * from './errors/terminal-error.ts';
 export * from './watch/source.ts';
 export * from './watch/watcher.ts';
 export * from './cache/store.ts';

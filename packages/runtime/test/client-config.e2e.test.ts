@@ -1,8 +1,10 @@
 // Kubeconfig settings against the real API server: tls-server-name (the server dialled at an
 // address its certificate does not name), proxy-url (through a loopback CONNECT proxy) and a
-// rotated token file (the stale token's 401 makes the client read the file again and retry).
+// rotated token file (the stale token's 401 makes the client read the file again and retry), and
+// rotated client certificate files (the same, with new connections for the new certificate).
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { copyFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -11,7 +13,8 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parse, stringify } from 'yaml';
 import { ApiError, Kinds, KubeClient, RuntimeMetrics } from '../src/index.ts';
-import { serviceAccountKubeconfig, testEnv, type TestEnv } from '../src/testing/index.ts';
+import { realNode, serviceAccountKubeconfig, testEnv, type TestEnv } from '../src/testing/index.ts';
+import { makeCertificates } from './certificates.ts';
 
 interface KubeconfigFile {
   clusters: Array<{ name: string; cluster: Record<string, unknown> }>;
@@ -19,6 +22,12 @@ interface KubeconfigFile {
   contexts: Array<{ name: string; context: { cluster: string; user: string } }>;
   'current-context': string;
 }
+
+// The API server as a pod reaches it: at a non-loopback address (the real node's bridge gateway,
+// forwarded to the API server; loopback addresses are never proxied).
+const podAddress = '10.244.0.1';
+const node = await realNode(await testEnv());
+const withoutRealNode = node.available ? false : node.reason;
 
 let env: TestEnv;
 let ns: string;
@@ -69,6 +78,24 @@ async function clientFor(file: string, metrics?: RuntimeMetrics): Promise<KubeCl
 
 const apiServer = () => new URL(String(admin.clusters[0]!.cluster.server));
 
+/** An HTTP CONNECT proxy on loopback that records the target of every tunnel. */
+async function connectProxy(): Promise<{ tunnels: string[]; proxyPort: number }> {
+  const tunnels: string[] = [];
+  const proxy = http.createServer((_req, res) => res.writeHead(405).end());
+  proxy.on('connect', (req: http.IncomingMessage, socket: net.Socket) => {
+    tunnels.push(req.url!);
+    const [host, port] = req.url!.split(':');
+    const upstream = net.connect(Number(port), host, () => {
+      socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      socket.pipe(upstream).pipe(socket);
+    });
+    upstream.on('error', () => socket.destroy());
+    socket.on('error', () => upstream.destroy());
+  });
+  return { tunnels, proxyPort: await listen(proxy) };
+}
+
+
 describe('client configuration on the real API server', () => {
   it('tls-server-name: reached at an address its certificate does not name, the server is verified by that name', async () => {
     // 127.0.0.2 is loopback too, but not in the API server's certificate.
@@ -86,19 +113,7 @@ describe('client configuration on the real API server', () => {
   });
 
   it('proxy-url: every request and watch goes through the HTTP proxy in a CONNECT tunnel', async () => {
-    const tunnels: string[] = [];
-    const proxy = http.createServer((_req, res) => res.writeHead(405).end());
-    proxy.on('connect', (req: http.IncomingMessage, socket: net.Socket) => {
-      tunnels.push(req.url!);
-      const [host, port] = req.url!.split(':');
-      const upstream = net.connect(Number(port), host, () => {
-        socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-        socket.pipe(upstream).pipe(socket);
-      });
-      upstream.on('error', () => socket.destroy());
-      socket.on('error', () => upstream.destroy());
-    });
-    const proxyPort = await listen(proxy);
+    const { tunnels, proxyPort } = await connectProxy();
     const metrics = new RuntimeMetrics();
     const client = await clientFor(await kubeconfig('proxy-url', (c) => ({ ...c, 'proxy-url': `http://127.0.0.1:${proxyPort}` })), metrics);
     assert.equal((await client.get(Kinds.ConfigMap, 'probe', ns)).metadata.name, 'probe');
@@ -135,5 +150,48 @@ describe('client configuration on the real API server', () => {
     const client = await clientFor(await kubeconfig('token-file', (c) => c, { 'token-file': tokenFile }));
     await writeFile(tokenFile, token);
     assert.equal((await client.get(Kinds.ConfigMap, 'probe', ns)).metadata.name, 'probe');
+  });
+
+  it('client certificate files rotated after the client loaded them: the 401 re-reads them and the request succeeds on new connections', async () => {
+    // One certificate the API server does not trust (another CA), one it does (the cluster's CA).
+    const stranger = makeCertificates(await mkdtemp(path.join(dir, 'stranger-')), ['DNS:stranger.test']);
+    const pki = path.join(path.dirname(env.kubeconfigPath), 'pki');
+    const file = (name: string) => path.join(dir, name);
+    const openssl = (...args: string[]) => execFileSync('openssl', args, { stdio: 'pipe' });
+    openssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', file('trusted.key'), '-out', file('trusted.csr'), '-subj', '/O=system:masters/CN=rotated-user');
+    openssl('x509', '-req', '-in', file('trusted.csr'), '-CA', path.join(pki, 'ca.crt'), '-CAkey', path.join(pki, 'ca.key'), '-CAcreateserial', '-CAserial', file('ca.srl'), '-out', file('trusted.crt'), '-days', '1');
+
+    await copyFile(stranger.certFile, file('client.crt'));
+    await copyFile(stranger.keyFile, file('client.key'));
+    const client = await clientFor(await kubeconfig('client-certificate', (c) => c, { 'client-certificate': file('client.crt'), 'client-key': file('client.key') }));
+    await assert.rejects(client.get(Kinds.ConfigMap, 'probe', ns), (err: unknown) => err instanceof ApiError && err.code === 401, 'a certificate of another CA is refused');
+
+    await copyFile(file('trusted.crt'), file('client.crt'));
+    await copyFile(file('trusted.key'), file('client.key'));
+    assert.equal((await client.get(Kinds.ConfigMap, 'probe', ns)).metadata.name, 'probe');
+  });
+
+  it('HTTPS_PROXY is used for an API server at a non-loopback address, and NO_PROXY with a CIDR bypasses it', { skip: withoutRealNode }, async () => {
+    const { tunnels, proxyPort } = await connectProxy();
+    const file = await kubeconfig('environment-proxy', (c) => ({ ...c, server: `https://${podAddress}:${apiServer().port}` }));
+    const saved = { HTTPS_PROXY: process.env.HTTPS_PROXY, NO_PROXY: process.env.NO_PROXY };
+    try {
+      process.env.HTTPS_PROXY = `127.0.0.1:${proxyPort}`;
+      delete process.env.NO_PROXY;
+      const proxied = await clientFor(file);
+      assert.equal((await proxied.get(Kinds.ConfigMap, 'probe', ns)).metadata.name, 'probe');
+      assert.deepEqual([...new Set(tunnels)], [`${podAddress}:${apiServer().port}`]);
+
+      process.env.NO_PROXY = 'example.com,10.244.0.0/16';
+      const direct = await clientFor(file);
+      const before = tunnels.length;
+      assert.equal((await direct.get(Kinds.ConfigMap, 'probe', ns)).metadata.name, 'probe');
+      assert.equal(tunnels.length, before, 'no tunnel: NO_PROXY covers the address');
+    } finally {
+      for (const [key, value] of Object.entries(saved)) {
+        if (value === undefined) delete process.env[key];
+        else process.env[key] = value;
+      }
+    }
   });
 });

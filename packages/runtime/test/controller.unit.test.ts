@@ -2,11 +2,12 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { pino } from 'pino';
 import { Controller } from '../src/controller/controller.ts';
-import { TerminalError, type Reconciler } from '../src/controller/reconcile.ts';
+import { TerminalError } from '../src/errors/terminal-error.ts';
+import type { Reconciler } from '../src/controller/reconcile.ts';
 import type { EventRecorder } from '../src/events/recorder.ts';
 import { RuntimeMetrics } from '../src/metrics/runtime-metrics.ts';
 import { FakeClient } from '../src/testing/fake-client.ts';
-import type { KubeObject, ResourceType } from '../src/client/resource.ts';
+import { Kinds, splitKey, type KubeObject, type ResourceType } from '../src/client/resource.ts';
 import { findCondition, type Condition } from '../src/status/conditions.ts';
 import { readConditions } from '../src/status/shape.ts';
 
@@ -23,6 +24,8 @@ function makeController(reconciler: Reconciler, maxConcurrentReconciles = 1) {
     logger: pino({ level: 'silent' }),
     recorder: noEvents,
     primaryKeys: () => ['ns/a', 'ns/b'],
+    primaryType: Kinds.ConfigMap,
+    primary: () => undefined,
   });
   const stop = new AbortController();
   controller.start(stop.signal);
@@ -143,6 +146,8 @@ describe('controller', () => {
       logger: pino({ level: 'silent' }),
       recorder: { event: (_obj, type, reason, message) => void events.push(`${type} ${reason}: ${message}`), flush: async () => {} },
       primaryKeys: () => [],
+      primaryType: Widget,
+      primary: (key) => fake.cacheReader().get(Widget, splitKey(key).name, splitKey(key).namespace),
     });
     const stop = new AbortController();
     controller.start(stop.signal);
@@ -164,6 +169,33 @@ describe('controller', () => {
     while ((await degraded())?.status !== 'False') await sleep(5);
     assert.equal((await degraded())?.reason, 'ShapeCorrected');
     assert.equal(calls, 2);
+    stop.abort();
+    await controller.stop(1000);
+  });
+
+  it('a Degraded condition another process wrote (before a restart) is cleared by the next successful reconcile here', async () => {
+    const Widget: ResourceType = { group: 'example.com', version: 'v1', kind: 'Widget', plural: 'widgets', namespaced: true };
+    type WidgetObject = KubeObject & { status?: { conditions?: Condition[] } };
+    const fake = new FakeClient();
+    const reported: Condition = { type: 'Degraded', status: 'True', reason: 'UnexpectedShape', message: 'field status.x has an unexpected shape', lastTransitionTime: '2026-01-01T00:00:00Z' };
+    fake.seed(Widget, { metadata: { name: 'a', namespace: 'ns' }, status: { conditions: [reported] } } as KubeObject);
+    const controller = new Controller('widgets', async () => {}, { maxConcurrentReconciles: 1, resyncPeriodMs: 3_600_000 }, {
+      client: fake,
+      cache: fake.cacheReader(),
+      metrics: new RuntimeMetrics(),
+      logger: pino({ level: 'silent' }),
+      recorder: noEvents,
+      primaryKeys: () => [],
+      primaryType: Widget,
+      primary: (key) => fake.cacheReader().get(Widget, splitKey(key).name, splitKey(key).namespace),
+    });
+    const stop = new AbortController();
+    controller.start(stop.signal);
+    controller.enqueue({ namespace: 'ns', name: 'a' });
+    const degraded = async () => findCondition((await fake.get<WidgetObject>(Widget, 'a', 'ns')).status?.conditions ?? [], 'Degraded');
+    for (let i = 0; i < 200 && (await degraded())?.status !== 'False'; i++) await sleep(5);
+    assert.equal((await degraded())?.status, 'False');
+    assert.equal((await degraded())?.reason, 'ShapeCorrected');
     stop.abort();
     await controller.stop(1000);
   });

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Type } from '@sinclair/typebox';
 import type { KubeObject, ResourceType } from '../src/client/resource.ts';
-import { TerminalError } from '../src/controller/reconcile.ts';
+import { TerminalError } from '../src/errors/terminal-error.ts';
 import { UnexpectedShapeError, checkShape, readConditions } from '../src/status/shape.ts';
 
 const Widget: ResourceType = { group: 'example.com', version: 'v1', kind: 'Widget', plural: 'widgets', namespaced: true };

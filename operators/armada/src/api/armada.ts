@@ -40,10 +40,13 @@ const LabelsSchema = Type.Record(Type.String(), Type.String());
 
 export const ChartSourceSchema = Type.Object(
   {
-    type: Type.String({ description: 'local (a directory on the operator\'s filesystem), tar (an http(s) URL of a .tgz chart) or git (a repository URL).' }),
-    location: Type.String({ minLength: 1, description: 'The directory, the .tgz URL or the git repository URL.' }),
-    subpath: Type.Optional(Type.String({ description: 'The chart\'s folder inside the directory or repository (default: its root).' })),
+    type: Type.String({ description: 'local (a directory on the operator\'s filesystem), tar (an http(s) URL of a chart archive, .tgz) or git (a repository URL).' }),
+    location: Type.String({ minLength: 1, description: 'The directory, the archive URL or the git repository URL.' }),
+    subpath: Type.Optional(Type.String({ description: 'The chart\'s folder inside the directory, archive or repository (default: its root; for an archive also its single top folder). A `helm package` archive holds its chart under the chart\'s name.' })),
     reference: Type.Optional(Type.String({ description: 'git only: the branch, tag or commit to check out (default: the remote\'s default branch).' })),
+    interval: Type.Optional(
+      Type.Integer({ minimum: 10, default: 600, description: 'tar and git: seconds between checks for new content at the URL or a moved branch (default 600); a change upgrades the release.' }),
+    ),
   },
   { description: 'Where the chart comes from.' },
 );
@@ -114,6 +117,12 @@ export const ChartSpecSchema = Type.Object(
         { continue_processing: Type.Optional(Type.Boolean()) },
         { description: 'A protected release is never uninstalled or replaced by the operator.' },
       ),
+    ),
+    adopt: Type.Optional(
+      Type.Boolean({
+        default: false,
+        description: 'Take over a release of this name that exists without an owner record (installed by hand or by another tool). Off: such a release is left untouched, and kept when the ArmadaChart is deleted.',
+      }),
     ),
   },
   { description: 'ArmadaChartSpec: one Helm release.' },

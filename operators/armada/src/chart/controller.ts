@@ -74,12 +74,11 @@ import { isDeployed, nextStatus, writeStatus } from '../status.ts';
 import { describeDrift, DRIFT_KINDS, findDrift, manifestObjects, releaseOf } from './drift.ts';
 import { INPUTS_LABEL, inputsDigest, planRelease, type ReleasePlan } from './plan.ts';
 import { WAIT_TYPES, waitForResources } from './readiness.ts';
+import { CHART_NAME_LABEL, CHART_NAMESPACE_LABEL, ownerLabels, releaseOwner } from './release-owner.ts';
 import { SourceError, type ResolvedSource, type SourceResolver } from './source.ts';
 
 export const CHART_FINALIZER = 'armada.airshipit.org/uninstall';
-/** Release labels naming the ArmadaChart that manages the release. */
-export const CHART_NAME_LABEL = 'armada.airshipit.org/chart';
-export const CHART_NAMESPACE_LABEL = 'armada.airshipit.org/chart-namespace';
+export { CHART_NAME_LABEL, CHART_NAMESPACE_LABEL } from './release-owner.ts';
 /** Release label recording the manifest's `release_prefix`. */
 export const RELEASE_PREFIX_LABEL = 'armada.airshipit.org/release-prefix';
 
@@ -113,6 +112,9 @@ export interface ChartControllerOptions {
 
 type Conditions = ConditionUpdate[];
 
+const DEFAULT_SOURCE_INTERVAL_SECONDS = 600;
+const sourceIntervalMs = (chart: ArmadaChartObject) => (chart.spec.source.interval ?? DEFAULT_SOURCE_INTERVAL_SECONDS) * 1000;
+
 /** Install retry delay after `failures` failed installs: 10 s, 20 s, 40 s … at most 5 min. */
 export function installRetryDelayMs(failures: number): number {
   return Math.min(10_000 * 2 ** Math.max(0, failures - 1), 300_000);
@@ -134,8 +136,8 @@ export class ChartReconciler {
   private readonly manifests = new Map<string, KubeObject[]>();
   /** The last drift repaired per chart (uid), to tell a persisting drift from a new one. */
   private readonly repairs = new Map<string, { description: string; at: number }>();
-  /** The resolved source per chart (uid) and generation: git is fetched once per spec change. */
-  private readonly resolved = new Map<string, { generation: number; source: ResolvedSource }>();
+  /** The resolved source per chart (uid) and generation, and when: fetched again after `source.interval`. */
+  private readonly resolved = new Map<string, { generation: number; source: ResolvedSource; at: number }>();
 
   constructor(private readonly options: ChartControllerOptions) {}
 
@@ -158,9 +160,19 @@ export class ChartReconciler {
       return this.report(ctx, chart, 'error', `the release namespace ${namespace} is not watched by the operator (it watches ${watched}): set spec.namespace to ${watched} or run the operator for all namespaces`);
     }
     const history = this.history(ctx, namespace, chart.spec.release);
-    const owner = history.at(-1)?.labels;
-    if (owner?.[CHART_NAME_LABEL] && (owner[CHART_NAME_LABEL] !== chart.metadata.name || owner[CHART_NAMESPACE_LABEL] !== chart.metadata.namespace)) {
-      return this.report(ctx, chart, 'error', `release ${chart.spec.release} in namespace ${namespace} belongs to ArmadaChart ${owner[CHART_NAMESPACE_LABEL]}/${owner[CHART_NAME_LABEL]}: choose another release name`);
+    const owner = releaseOwner(history.at(-1)?.labels, chart);
+    if (owner.kind === 'other-chart') {
+      return this.report(ctx, chart, 'error', `release ${chart.spec.release} in namespace ${namespace} belongs to ArmadaChart ${owner.chart}: left untouched; choose another release name`, {}, [
+        { type: 'Released', status: 'False', reason: 'ForeignRelease', message: `release ${chart.spec.release} belongs to ArmadaChart ${owner.chart}` },
+      ]);
+    }
+    if (owner.kind === 'unrecorded') {
+      if (!chart.spec.adopt) {
+        return this.report(ctx, chart, 'error', `release ${chart.spec.release} in namespace ${namespace} was not installed by this ArmadaChart (it has no owner record: installed by hand or by another tool): left untouched, and kept when this ArmadaChart is deleted; set spec.adopt: true to take it over`, {}, [
+          { type: 'Released', status: 'False', reason: 'ForeignRelease', message: `release ${chart.spec.release} has no owner record; spec.adopt is not set` },
+        ]);
+      }
+      ctx.recorder.event(chart, 'Normal', 'Adopting', `release ${chart.spec.release} in namespace ${namespace} has no owner record; adopting it (spec.adopt: true): its next revision is this ArmadaChart's`);
     }
 
     if (chart.spec.target_state === 'uninitialized') {
@@ -183,7 +195,7 @@ export class ChartReconciler {
       return requeueAfter(RETRY_AFTER_ERROR_MS);
     }
 
-    const labels: Record<string, string> = { [CHART_NAME_LABEL]: chart.metadata.name!, [CHART_NAMESPACE_LABEL]: chart.metadata.namespace! };
+    const labels: Record<string, string> = ownerLabels(chart);
     const prefix = releasePrefix(ctx, chart);
     if (prefix) labels[RELEASE_PREFIX_LABEL] = prefix;
     const values = (chart.spec.values ?? {}) as Record<string, unknown>;
@@ -200,7 +212,9 @@ export class ChartReconciler {
 
     const plan = planRelease(history, digest, chart.status?.failed_inputs, !!chart.spec.protected);
     try {
-      return await this.carryOut(ctx, chart, plan, inputs, digest);
+      const result = await this.carryOut(ctx, chart, plan, inputs, digest);
+      // A tar URL or a git branch may change without the spec: look again after the interval.
+      return result ?? (chart.spec.source.type === 'local' ? undefined : requeueAfter(sourceIntervalMs(chart)));
     } catch (err) {
       if (!(err instanceof HelmError)) throw err;
       // A Helm failure outside the remediated paths (a rollback or uninstall that fails, say).
@@ -273,9 +287,15 @@ export class ChartReconciler {
       if (!(err instanceof HelmError)) throw err;
       const failures = (chart.status?.install_failures ?? 0) + 1;
       // Flux's remediation: a failed install is uninstalled, so that the retry is a clean install.
+      // Only what this install made is removed: a release that existed before it (someone else's) stays.
+      if (this.history(ctx, inputs.namespace, inputs.release).length === 0 && (await this.releaseExists(inputs))) {
+        await this.cacheShows(ctx, inputs.namespace, inputs.release, (h) => h.length > 0);
+      }
       const left = this.history(ctx, inputs.namespace, inputs.release);
-      await this.options.helm.uninstall(inputs.release, inputs.namespace, chart.spec.delete?.timeout ?? DEFAULT_DELETE_SECONDS).catch(() => undefined);
-      if (left.length > 0 || (await this.releaseExists(inputs))) await this.cacheShows(ctx, inputs.namespace, inputs.release, (h) => h.length === 0);
+      if (left.length > 0 && releaseOwner(left.at(-1)!.labels, chart).kind === 'ours') {
+        await this.options.helm.uninstall(inputs.release, inputs.namespace, chart.spec.delete?.timeout ?? DEFAULT_DELETE_SECONDS).catch(() => undefined);
+        await this.cacheShows(ctx, inputs.namespace, inputs.release, (h) => h.length === 0);
+      }
       const delay = installRetryDelayMs(failures);
       await this.report(ctx, chart, 'failed', `helm install failed (attempt ${failures}, retrying in ${delay / 1000} s): ${err.helmMessage}`, { install_failures: failures }, [
         { type: 'Released', status: 'False', reason: 'InstallFailed', message: err.helmMessage },
@@ -357,10 +377,12 @@ export class ChartReconciler {
     if (!hasFinalizer(chart, CHART_FINALIZER)) return;
     const namespace = releaseNamespace(chart);
     const history = isValidChartSpec(chart.spec) ? this.history(ctx, namespace, chart.spec.release) : [];
-    const ours = history.at(-1)?.labels[CHART_NAME_LABEL];
+    const owner = releaseOwner(history.at(-1)?.labels, chart);
     if (chart.spec.protected) {
       ctx.recorder.event(chart, 'Normal', 'Protected', `release ${chart.spec.release} is protected: kept installed`);
-    } else if (history.length > 0 && (!ours || ours === chart.metadata.name)) {
+    } else if (owner.kind === 'unrecorded' || owner.kind === 'other-chart') {
+      ctx.recorder.event(chart, 'Normal', 'ForeignReleaseKept', `release ${chart.spec.release} in namespace ${namespace} was not installed by this ArmadaChart: kept installed`);
+    } else if (owner.kind === 'ours') {
       try {
         await this.options.helm.uninstall(chart.spec.release, namespace, chart.spec.delete?.timeout ?? DEFAULT_DELETE_SECONDS);
       } catch (err) {
@@ -387,13 +409,15 @@ export class ChartReconciler {
     chart.status = written === chart ? next : written.status;
   }
 
+  /** The chart's source, resolved again on a spec change and, for tar and git, every `source.interval`. */
   private async resolve(chart: ArmadaChartObject): Promise<ResolvedSource> {
     const uid = chart.metadata.uid!;
     const generation = chart.metadata.generation ?? 0;
     const known = this.resolved.get(uid);
-    if (known && known.generation === generation) return known.source;
+    const fresh = (at: number) => chart.spec.source.type === 'local' || Date.now() - at < sourceIntervalMs(chart);
+    if (known && known.generation === generation && fresh(known.at)) return known.source;
     const source = await this.options.sources.resolve(chart.spec.source);
-    this.resolved.set(uid, { generation, source });
+    this.resolved.set(uid, { generation, source, at: Date.now() });
     return source;
   }
 

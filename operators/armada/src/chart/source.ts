@@ -4,8 +4,12 @@
  * Guarantees:
  * - `local`: `location` (+ `subpath`) is a directory on the operator's filesystem holding a
  *   Chart.yaml; Helm reads it as is.
- * - `tar`: `location` is an http(s) URL of a packaged chart (.tgz) handed to Helm unchanged
- *   (Helm downloads it); a `subpath` other than the archive's root is refused.
+ * - `tar`: `location` is an http(s) URL of a gzipped tar archive, as Armada reads it: downloaded
+ *   (at most 20 MiB, 120 s), extracted safely (tar-archive.ts: nothing outside the tree, at most
+ *   100 MiB of content) into a directory named by the content's digest, then `subpath` selects
+ *   the chart directory inside it — a `helm package` archive holds its chart under the chart's
+ *   name, so Armada users write `subpath: <chart>`; without a subpath the archive's root, or its
+ *   single top folder, must be the chart. Nothing is handed to Helm from a half-read archive.
  * - `git`: `location` is cloned once per operator process (git CLI) into a private work
  *   directory and fetched again at every resolution; `reference` (branch, tag or commit; default
  *   the remote's default branch) is resolved to a commit, checked out into a directory of its own
@@ -13,17 +17,19 @@
  *   repository are serialised.
  * - Every problem is a `SourceError` whose message says what to fix (unknown type, missing
  *   directory, not a chart, clone failure, unknown reference); nothing else is touched.
- * - `identity` is what makes two resolutions the same chart: the directory or URL, and for git
- *   the resolved commit (so a moved branch counts as a change).
+ * - `identity` is what makes two resolutions the same chart: the directory, for git the resolved
+ *   commit (so a moved branch counts as a change), for tar the archive's content digest (new
+ *   content at the same URL is a change, the same content is not).
  */
 
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { SOURCE_TYPES, type ChartSource } from '../api/armada.ts';
+import { ArchiveError, defaultExtractLimits, extractTarGz } from './tar-archive.ts';
 
 const run = promisify(execFile);
 
@@ -55,7 +61,7 @@ export class SourceResolver {
       case 'local':
         return resolveLocal(source);
       case 'tar':
-        return resolveTar(source);
+        return this.serialised(source.location, () => this.resolveTar(source));
       case 'git':
         return this.serialised(source.location, () => this.resolveGit(source));
       default:
@@ -89,6 +95,30 @@ export class SourceResolver {
     const chart = path.join(checkout, source.subpath || '.');
     requireChartDirectory(chart, `source.subpath "${source.subpath ?? ''}" of ${url} at ${reference}`);
     return { chart, identity: { type: 'git', url, subpath: normalSubpath(source.subpath), commit } };
+  }
+
+  private async resolveTar(source: ChartSource): Promise<ResolvedSource> {
+    let url: URL;
+    try {
+      url = new URL(source.location);
+    } catch {
+      throw new SourceError(`source.location "${source.location}" is not a URL: a tar source is the http(s) URL of a chart archive (.tgz)`);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new SourceError(`source.location ${source.location} must be an http(s) URL of a chart archive (.tgz)`);
+    const archive = await download(url);
+    const digest = createHash('sha256').update(archive).digest('hex');
+    const dir = path.join(this.options.workDir, 'tar', digest.slice(0, 32));
+    if (!existsSync(dir)) {
+      await mkdir(path.dirname(dir), { recursive: true });
+      try {
+        await extractTarGz(archive, dir);
+      } catch (err) {
+        if (err instanceof ArchiveError) throw new SourceError(`source.location ${url}: the archive was refused: ${err.message}`);
+        throw err;
+      }
+    }
+    const chart = await chartInArchive(dir, source.subpath, url.toString());
+    return { chart, identity: { type: 'tar', url: url.toString(), subpath: normalSubpath(source.subpath), digest } };
   }
 
   private async commitOf(bare: string, reference: string): Promise<string | undefined> {
@@ -132,18 +162,38 @@ function resolveLocal(source: ChartSource): ResolvedSource {
   return { chart, identity: { type: 'local', path: chart } };
 }
 
-function resolveTar(source: ChartSource): ResolvedSource {
-  let url: URL;
+/** The archive at `url`, read whole (at most the archive limit) before anything uses it. */
+async function download(url: URL): Promise<Buffer> {
+  const limit = defaultExtractLimits.maxArchiveBytes;
+  let response: Response;
   try {
-    url = new URL(source.location);
-  } catch {
-    throw new SourceError(`source.location "${source.location}" is not a URL: a tar source is the http(s) URL of a packaged chart (.tgz)`);
+    response = await fetch(url, { signal: AbortSignal.timeout(120_000), redirect: 'follow' });
+  } catch (err) {
+    throw new SourceError(`source.location ${url}: cannot download it: ${err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err)}`);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new SourceError(`source.location ${source.location} must be an http(s) URL of a packaged chart (.tgz)`);
-  if (normalSubpath(source.subpath) !== '.') {
-    throw new SourceError(`source.subpath "${source.subpath}" is not supported for tar sources: point source.location at the chart's own .tgz`);
+  if (!response.ok || !response.body) throw new SourceError(`source.location ${url}: the server answered HTTP ${response.status}; check the URL`);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of response.body) {
+    size += chunk.length;
+    if (size > limit) throw new SourceError(`source.location ${url}: the archive is larger than ${limit} bytes`);
+    chunks.push(Buffer.from(chunk));
   }
-  return { chart: url.toString(), identity: { type: 'tar', url: url.toString() } };
+  return Buffer.concat(chunks);
+}
+
+/** The chart directory of an extracted archive: `subpath` inside it, else its root or single top folder. */
+async function chartInArchive(dir: string, subpath: string | undefined, url: string): Promise<string> {
+  if (normalSubpath(subpath) !== '.') {
+    const chart = path.resolve(dir, subpath!);
+    if (!chart.startsWith(dir + path.sep)) throw new SourceError(`source.subpath "${subpath}" points outside the archive of ${url}`);
+    requireChartDirectory(chart, `source.subpath "${subpath}" of the archive ${url}`);
+    return chart;
+  }
+  if (existsSync(path.join(dir, 'Chart.yaml'))) return dir;
+  const top = (await readdir(dir, { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name);
+  if (top.length === 1 && existsSync(path.join(dir, top[0]!, 'Chart.yaml'))) return path.join(dir, top[0]!);
+  throw new SourceError(`the archive ${url} has no Chart.yaml at its root${top.length > 0 ? `: set source.subpath to the chart's folder (${top.join(', ')})` : ''}`);
 }
 
 function requireChartDirectory(dir: string, described: string): void {

@@ -115,7 +115,9 @@ export class Helm {
   async upgrade(inputs: ReleaseInputs, options: UpgradeOptions = {}): Promise<HelmRelease> {
     const extra = [...(options.noHooks ? ['--no-hooks'] : []), ...(options.force ? ['--force'] : [])];
     return this.withValues(inputs.values, async (valuesFile) =>
-      JSON.parse(await this.run(['upgrade', inputs.release, inputs.chart, ...releaseArgs(inputs, valuesFile), ...extra, '--output', 'json'], inputs.timeoutSeconds)) as HelmRelease,
+      // --reset-values: the release gets exactly the spec's values over the chart's defaults (Helm
+      // would otherwise reuse the last release's values when the spec's are empty).
+      JSON.parse(await this.run(['upgrade', inputs.release, inputs.chart, ...releaseArgs(inputs, valuesFile), '--reset-values', ...extra, '--output', 'json'], inputs.timeoutSeconds)) as HelmRelease,
     );
   }
 

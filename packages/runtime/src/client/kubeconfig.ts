@@ -10,10 +10,14 @@
  *   (impersonation). Relative file
  *   paths are resolved against the kubeconfig file that names them.
  * - `credentials.reload()` reads the credentials again from their source (the kubeconfig files,
- *   the token file, the in-cluster token), so rotated tokens are picked up.
+ *   the token file, the in-cluster token), so rotated tokens are picked up; a client certificate
+ *   and key held in files (`client-certificate`, `client-key`) are read again by
+ *   `credentials.reloadClientCertificate()`, so rotated certificates are picked up too.
  * - A user with an `exec` plugin or an `auth-provider` is handed to @kubernetes/client-node,
  *   loaded only then: its exec-plugin and auth-provider code (and its memory) is not paid by an
  *   operator that authenticates with a token or a certificate.
+ * - Without a `proxy-url`, `HTTPS_PROXY` / `HTTP_PROXY` / `NO_PROXY` choose the proxy, as Go's
+ *   http.ProxyFromEnvironment does (proxy-environment.ts), for the in-cluster configuration too.
  * - An unusable configuration fails with an error naming the file and the missing entry.
  */
 import { existsSync, readFileSync } from 'node:fs';
@@ -21,6 +25,7 @@ import type https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
+import { proxyFromEnvironment } from './proxy-environment.ts';
 
 export type Headers = Readonly<Record<string, string>>;
 
@@ -29,6 +34,8 @@ export interface Credentials {
   current(): Promise<Headers>;
   /** Headers read again from their source (files re-read, exec plugins run again). */
   reload(): Promise<Headers>;
+  /** The client certificate and key read again from their files (absent: none, or not from files). */
+  reloadClientCertificate?(): https.AgentOptions;
 }
 
 export interface Connection {
@@ -103,12 +110,20 @@ export async function loadConnection(explicit?: string, env: NodeJS.ProcessEnv =
   }
   const merged = readMerged(files);
   const { cluster, user } = currentEntries(merged);
-  if (user && (user.value.exec !== undefined || user.value['auth-provider'] !== undefined)) return pluginConnection(files, cluster);
+  if (user && (user.value.exec !== undefined || user.value['auth-provider'] !== undefined)) return pluginConnection(files, cluster, env);
   const tls = clusterTls(cluster);
   if (user) Object.assign(tls, clientCertificate(user));
   const userName = user?.name;
-  const credentials = fileCredentials(() => (userName === undefined ? undefined : readMerged(files).users.get(userName)));
-  return { server: cluster.value.server!, tls, proxyUrl: cluster.value['proxy-url'], credentials };
+  const readUser = () => (userName === undefined ? undefined : readMerged(files).users.get(userName));
+  const credentials = fileCredentials(readUser);
+  if (user?.value['client-certificate'] !== undefined || user?.value['client-key'] !== undefined) {
+    credentials.reloadClientCertificate = () => {
+      const current = readUser();
+      return current ? clientCertificate(current) : {};
+    };
+  }
+  const server = cluster.value.server!;
+  return { server, tls, proxyUrl: cluster.value['proxy-url'] ?? proxyFromEnvironment(server, env), credentials };
 }
 
 function readMerged(files: string[]): MergedConfig {
@@ -203,9 +218,11 @@ function inClusterConnection(env: NodeJS.ProcessEnv): Connection {
   const tokenFile = path.join(serviceAccountDir, 'token');
   if (!existsSync(tokenFile)) throw new Error(`in-cluster configuration: ${tokenFile} does not exist (no ServiceAccount token mounted)`);
   const read = async (): Promise<Headers> => ({ Authorization: `Bearer ${readFileSync(tokenFile, 'utf8').trim()}` });
+  const server = `https://${host.includes(':') ? `[${host}]` : host}:${port}`;
   return {
-    server: `https://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    server,
     tls: { ca: readFileSync(path.join(serviceAccountDir, 'ca.crt')) },
+    proxyUrl: proxyFromEnvironment(server, env),
     credentials: { current: read, reload: read },
   };
 }
@@ -214,7 +231,7 @@ function inClusterConnection(env: NodeJS.ProcessEnv): Connection {
  * A user authenticated by an exec plugin or an auth-provider: @kubernetes/client-node runs them
  * (and caches their tokens until expiry); `reload` loads the files anew, which runs them again.
  */
-async function pluginConnection(files: string[], cluster: NamedEntry<ClusterEntry>): Promise<Connection> {
+async function pluginConnection(files: string[], cluster: NamedEntry<ClusterEntry>, env: NodeJS.ProcessEnv): Promise<Connection> {
   // The config module alone: the package's index would load every generated API class too.
   const { KubeConfig } = await import('@kubernetes/client-node/dist/config.js');
   const load = (): InstanceType<typeof KubeConfig> => {
@@ -244,7 +261,7 @@ async function pluginConnection(files: string[], cluster: NamedEntry<ClusterEntr
   return {
     server: cluster.value.server!,
     tls,
-    proxyUrl: cluster.value['proxy-url'],
+    proxyUrl: cluster.value['proxy-url'] ?? proxyFromEnvironment(cluster.value.server!, env),
     credentials: {
       current: async () => (await headersOf(config)).headers,
       reload: async () => {

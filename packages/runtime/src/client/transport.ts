@@ -10,8 +10,9 @@
  * The cluster's `tls-server-name` is the name the server certificate is checked against (and
  * sent as SNI); its `proxy-url` is the HTTP proxy every connection goes through (see proxy.ts).
  * A 401 re-reads the credentials from their source (kubeconfig file, token file, exec plugin,
- * in-cluster token) and, when they changed, sends the request once more with the new ones; a
- * 401 that persists is returned as it is.
+ * in-cluster token, client certificate and key files) and, when they changed, sends the request
+ * once more with the new ones (new connections for a new certificate); a 401 that persists is
+ * returned as it is.
  */
 import http from 'node:http';
 import https from 'node:https';
@@ -52,7 +53,9 @@ const credentialRefreshMs = 60_000;
 
 export class Transport {
   private readonly url: URL;
-  private readonly agent: http.Agent;
+  private agent: http.Agent;
+  private readonly agentOptions: https.AgentOptions;
+  private readonly proxy: URL | undefined;
   /** Set when plain-http requests are forwarded through an HTTP proxy. */
   private readonly forwardProxy: URL | undefined;
   private headers: Headers = {};
@@ -66,14 +69,15 @@ export class Transport {
     proxyUrl: string | undefined,
   ) {
     this.url = new URL(server);
-    const agentOptions = { keepAlive: true, maxSockets: 256, ...tls };
-    const proxy = proxyUrl ? parseProxyUrl(proxyUrl) : undefined;
-    if (this.url.protocol === 'https:') {
-      this.agent = proxy ? new TunnelAgent(proxy, agentOptions) : new https.Agent(agentOptions);
-    } else {
-      this.agent = new http.Agent(agentOptions);
-      this.forwardProxy = proxy;
-    }
+    this.agentOptions = { keepAlive: true, maxSockets: 256, ...tls };
+    this.proxy = proxyUrl ? parseProxyUrl(proxyUrl) : undefined;
+    this.agent = this.newAgent(this.agentOptions);
+    if (this.url.protocol !== 'https:') this.forwardProxy = this.proxy;
+  }
+
+  private newAgent(options: https.AgentOptions): http.Agent {
+    if (this.url.protocol !== 'https:') return new http.Agent(options);
+    return this.proxy ? new TunnelAgent(this.proxy, options) : new https.Agent(options);
   }
 
   /** Loads KUBECONFIG / ~/.kube/config, or the in-cluster ServiceAccount when neither exists. */
@@ -115,9 +119,10 @@ export class Transport {
   /** Sends the request; on a 401 re-reads the credentials and, if they changed, sends it once more. */
   private async open(req: HttpRequest): Promise<http.IncomingMessage> {
     const used = await this.authHeaders();
+    const usedAgent = this.agent;
     const res = await this.request(req, used);
     if (res.statusCode !== 401) return res;
-    const renewed = await this.renewedCredentials(used);
+    const renewed = await this.renewedCredentials(used, usedAgent);
     if (!renewed) return res;
     res.resume();
     return this.request(req, renewed);
@@ -154,23 +159,37 @@ export class Transport {
   }
 
   /**
-   * After a 401 with `used`: credentials that differ from them, re-read from their source unless
-   * a concurrent request already did; undefined when the source still yields the refused ones.
+   * After a 401 with `used` over `usedAgent`: credentials that differ from them (headers, or a
+   * client certificate on new connections), re-read from their source unless a concurrent request
+   * already did; undefined when the source still yields the refused ones.
    */
-  private async renewedCredentials(used: Headers): Promise<Headers | undefined> {
-    if (sameHeaders(this.headers, used)) {
+  private async renewedCredentials(used: Headers, usedAgent: http.Agent): Promise<Headers | undefined> {
+    const unchanged = () => sameHeaders(this.headers, used) && this.agent === usedAgent;
+    if (unchanged()) {
       this.reloading ??= this.reloadCredentials().finally(() => (this.reloading = undefined));
       await this.reloading;
     }
-    return sameHeaders(this.headers, used) ? undefined : this.headers;
+    return unchanged() ? undefined : this.headers;
   }
 
-  /** Fresh credentials: the kubeconfig and token files read again, exec plugins run again. */
+  /** Fresh credentials: the kubeconfig, token and certificate files read again, exec plugins run again. */
   private async reloadCredentials(): Promise<void> {
     try {
       this.storeHeaders(await this.credentials.reload());
     } catch {
       // The source cannot be read now: the request fails with its 401 and the next one tries again.
+    }
+    try {
+      const certificate = this.credentials.reloadClientCertificate?.();
+      if (certificate && !(samePem(certificate.cert, this.agentOptions.cert) && samePem(certificate.key, this.agentOptions.key))) {
+        Object.assign(this.agentOptions, certificate);
+        const previous = this.agent;
+        this.agent = this.newAgent(this.agentOptions);
+        // Requests still on the old connections finish; then they close (watches reconnect with the new certificate).
+        setTimeout(() => previous.destroy(), 60_000).unref();
+      }
+    } catch {
+      // Unreadable certificate files (mid-rotation): the next 401 tries again.
     }
   }
 
@@ -178,6 +197,10 @@ export class Transport {
     this.headers = headers;
     this.headersFetchedAt = Date.now();
   }
+}
+
+function samePem(a: unknown, b: unknown): boolean {
+  return String(a ?? '') === String(b ?? '');
 }
 
 function sameHeaders(a: Headers, b: Headers): boolean {

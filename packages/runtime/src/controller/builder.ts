@@ -17,20 +17,39 @@
  * - Predicates filter events before they reach the queue (`withPredicates` applies to the
  *   primary type; `owns`/`watches` take their own).
  * - `reconcile(fn)` completes the builder, registers the controller with the manager and
- *   returns it.
+ *   returns it. The builder asks of the manager only what `ControllerHost` declares (the
+ *   manager satisfies it), so the controller floor does not depend on the manager's.
  * - The types declared here say what a controller reads and writes; `ExtraPermission` names a
  *   client call beyond them (operator-ts computes an operator's RBAC from both).
  */
+import type { Logger } from 'pino';
+import type { KubeApi } from '../client/client.ts';
 import type { KubeObject, ResourceType } from '../client/resource.ts';
 import { parseApiVersion, typeId } from '../client/resource.ts';
+import type { Cache } from '../cache/cache.ts';
 import type { EventHandler } from '../cache/informer.ts';
+import type { EventRecorder } from '../events/recorder.ts';
+import type { RuntimeMetrics } from '../metrics/runtime-metrics.ts';
 import type { Selection } from '../watch/source.ts';
-import type { Manager } from '../manager/manager.ts';
 import { Controller, defaultControllerOptions, type ControllerOptions } from './controller.ts';
 import type { Predicate } from './predicates.ts';
 import { requestKey, type Reconciler, type Request } from './reconcile.ts';
 
 export type MapFunc = (obj: KubeObject) => Request[];
+
+/**
+ * What runs controllers, as the builder needs it (the Manager is one): what every controller
+ * shares — client, cache, metrics, logger, event recorder — and where a built controller is
+ * registered to be started and stopped with the others.
+ */
+export interface ControllerHost {
+  readonly client: KubeApi;
+  readonly cache: Cache;
+  readonly metrics: RuntimeMetrics;
+  readonly logger: Logger;
+  readonly recorder: EventRecorder;
+  addController(controller: Controller): void;
+}
 
 /**
  * A client call a controller makes beyond what its `for`, `owns` and `watches` imply: the verbs
@@ -69,7 +88,7 @@ export class ControllerBuilder {
   private name: string | undefined;
   private options: ControllerOptions = { ...defaultControllerOptions };
 
-  constructor(private readonly mgr: Manager) {}
+  constructor(private readonly mgr: ControllerHost) {}
 
   named(name: string): this {
     this.name = name;
@@ -128,6 +147,8 @@ export class ControllerBuilder {
       logger: mgr.logger,
       recorder: mgr.recorder,
       primaryKeys: () => primaryInformer.store.keys(),
+      primaryType: primary,
+      primary: (key) => primaryInformer.store.get(key),
     });
     const enqueueSelf: MapFunc = (obj) => [{ namespace: obj.metadata.namespace, name: obj.metadata.name ?? '' }];
     primaryInformer.addHandler(handlerFor(controller, enqueueSelf, this.primaryPredicates));
@@ -144,7 +165,7 @@ export class ControllerBuilder {
   }
 }
 
-export function controller(mgr: Manager): ControllerBuilder {
+export function controller(mgr: ControllerHost): ControllerBuilder {
   return new ControllerBuilder(mgr);
 }
 

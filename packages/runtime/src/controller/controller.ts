@@ -8,8 +8,10 @@
  * - A reconciler that throws, or returns a rejected promise, never kills the process: the error
  *   is logged with the controller, object and reconcile id, counted, and the key retried with
  *   backoff; a `TerminalError` is not retried (guarantees 4 and 5); an `UnexpectedShapeError`
- *   (status/shape.ts) also gets a Warning Event and the object's `Degraded` condition, set back
- *   to False after the object's next successful reconcile in this process.
+ *   (status/shape.ts) also gets a Warning Event and the object's `Degraded` condition, written to
+ *   the object (retried with backoff until the write succeeds) and set back to False after the
+ *   object's next successful reconcile — by whichever process reconciles it: the condition is
+ *   read from the cached object, not remembered in memory, so a restart does not lose it.
  * - Every primary object is re-enqueued every resync period (default 10 h, ±10 % jitter) so
  *   that missed drift is eventually repaired (guarantee 3); `resyncNow` does it at once.
  * - `stop` takes no new work and waits up to the deadline (default 30 s) for in-flight
@@ -22,10 +24,11 @@ import type { CacheReader } from '../cache/cache.ts';
 import type { EventRecorder } from '../events/recorder.ts';
 import type { RuntimeMetrics } from '../metrics/runtime-metrics.ts';
 import { WorkQueue } from '../queue/workqueue.ts';
-import { requestKey, TerminalError, type Reconciler, type Request } from './reconcile.ts';
+import { TerminalError } from '../errors/terminal-error.ts';
+import { requestKey, type Reconciler, type Request } from './reconcile.ts';
 import { splitKey } from '../client/resource.ts';
-import { clearUnexpectedShape, reportUnexpectedShape, UnexpectedShapeError } from '../status/shape.ts';
-import type { ResourceType } from '../client/resource.ts';
+import { clearUnexpectedShape, reportedUnexpectedShape, reportUnexpectedShape, UnexpectedShapeError } from '../status/shape.ts';
+import type { KubeObject, ResourceType } from '../client/resource.ts';
 
 export interface ControllerOptions {
   maxConcurrentReconciles: number;
@@ -41,6 +44,9 @@ export interface ControllerDeps {
   recorder: EventRecorder;
   /** Keys of every primary object currently cached, for resyncs. */
   primaryKeys: () => string[];
+  /** The type of the primary objects and the cached one of a key. */
+  primaryType: ResourceType;
+  primary: (key: string) => KubeObject | undefined;
 }
 
 export const defaultControllerOptions: ControllerOptions = {
@@ -54,8 +60,6 @@ export class Controller {
   private workers: Promise<void>[] = [];
   private resyncTimer: NodeJS.Timeout | undefined;
   private signal: AbortSignal | undefined;
-  /** The object reported as of unexpected shape per key, until a reconcile of the key succeeds. */
-  private readonly degraded = new Map<string, { type: ResourceType; name: string; namespace?: string }>();
 
   constructor(
     readonly name: string,
@@ -135,10 +139,9 @@ export class Controller {
       const result = await this.reconciler(request, { client: this.deps.client, cache: this.deps.cache, log, recorder: this.deps.recorder, signal });
       const after = result?.requeueAfterMs;
       this.queue.forget(key);
-      const degraded = this.degraded.get(key);
-      if (degraded) {
-        this.degraded.delete(key);
-        await clearUnexpectedShape(degraded.type, degraded.name, degraded.namespace, this.deps.client).catch((clearErr: unknown) =>
+      const cached = this.deps.primary(key);
+      if (cached && reportedUnexpectedShape(cached)) {
+        await clearUnexpectedShape(this.deps.primaryType, request.name, request.namespace, this.deps.client).catch((clearErr: unknown) =>
           log.warn({ err: describe(clearErr) }, 'could not clear the Degraded condition of a corrected object'),
         );
       }
@@ -156,10 +159,11 @@ export class Controller {
         this.queue.forget(key);
         log.error({ err: describe(err) }, 'reconcile failed with a terminal error; not retrying');
         if (err instanceof UnexpectedShapeError) {
-          this.degraded.set(key, { type: err.type, name: err.object.metadata.name ?? '', namespace: err.object.metadata.namespace });
-          await reportUnexpectedShape(err, this.deps.client, this.deps.recorder).catch((reportErr: unknown) =>
-            log.warn({ err: describe(reportErr) }, 'could not set the Degraded condition of an object of unexpected shape'),
-          );
+          await reportUnexpectedShape(err, this.deps.client, this.deps.recorder).catch((reportErr: unknown) => {
+            // Not on the object yet: reconciled again with backoff, which reports it again.
+            log.warn({ err: describe(reportErr) }, 'could not set the Degraded condition of an object of unexpected shape; retrying');
+            this.queue.addRateLimited(key);
+          });
         }
       } else {
         metrics.reconcileTotal.inc({ controller: this.name, result: 'error' });

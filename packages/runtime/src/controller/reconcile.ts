@@ -6,7 +6,8 @@
  * - `done()` (or returning nothing): success; the key's failure count is forgotten.
  * - `requeueAfter(ms)`: success, look again after `ms`.
  * - a thrown error: retried with the key's exponential backoff (5 ms → 1000 s).
- * - a thrown `TerminalError`: logged and counted, not retried until the object changes again.
+ * - a thrown `TerminalError` (errors/terminal-error.ts): logged and counted, not retried until the
+ *   object changes again.
  */
 import type { Logger } from 'pino';
 import type { KubeApi } from '../client/client.ts';
@@ -33,11 +34,6 @@ export type Reconciler = (request: Request, ctx: ReconcileContext) => Promise<Re
 
 export const done = (): ReconcileResult => ({});
 export const requeueAfter = (ms: number): ReconcileResult => ({ requeueAfterMs: ms });
-
-/** An error that retrying will not fix: the controller records it and does not retry. */
-export class TerminalError extends Error {
-  override readonly name = 'TerminalError';
-}
 
 export function requestKey(request: Request): string {
   return request.namespace ? `${request.namespace}/${request.name}` : request.name;

@@ -14,7 +14,7 @@ import type { Logger } from 'pino';
 import type { KubeClient } from '../client/client.ts';
 import { isNotFound } from '../client/errors.ts';
 import { Kinds, type KubeObject } from '../client/resource.ts';
-import { kubeTimestamp } from '../status/conditions.ts';
+import { kubeTimestamp } from '../client/timestamp.ts';
 
 export type EventType = 'Normal' | 'Warning';
 

@@ -34,6 +34,7 @@ import type { RateLimit } from '../client/token-bucket.ts';
 import { Kinds, collectionPath, objectPath } from '../client/resource.ts';
 import { isNotFound } from '../client/errors.ts';
 import { Cache, type CacheOptions } from '../cache/cache.ts';
+import type { ControllerHost } from '../controller/builder.ts';
 import type { Controller } from '../controller/controller.ts';
 import { ApiEventRecorder, type EventRecorder } from '../events/recorder.ts';
 import { RuntimeMetrics } from '../metrics/runtime-metrics.ts';
@@ -76,7 +77,7 @@ export interface ManagerOptions {
   shutdownTimeoutMs?: number;
 }
 
-export class Manager {
+export class Manager implements ControllerHost {
   readonly client: KubeClient;
   readonly cache: Cache;
   readonly metrics: RuntimeMetrics;

@@ -6,6 +6,7 @@
  * their order and content; `conditionsEqual` ignores nothing, so a status writer can compare
  * lists to decide whether a write is needed.
  */
+import { kubeTimestamp } from '../client/timestamp.ts';
 
 export type ConditionStatus = 'True' | 'False' | 'Unknown';
 
@@ -20,11 +21,6 @@ export interface Condition {
 
 /** What a caller states about a condition; the transition time is managed here. */
 export type ConditionUpdate = Omit<Condition, 'lastTransitionTime'>;
-
-/** RFC 3339 with second precision, as the API server stores metav1.Time. */
-export function kubeTimestamp(date: Date): string {
-  return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
-}
 
 export function setCondition(
   existing: readonly Condition[] | undefined,

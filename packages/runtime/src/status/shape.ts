@@ -24,7 +24,7 @@ import type { TSchema, Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import type { KubeApi } from '../client/client.ts';
 import type { KubeObject, ResourceType } from '../client/resource.ts';
-import { TerminalError } from '../controller/reconcile.ts';
+import { TerminalError } from '../errors/terminal-error.ts';
 import type { EventRecorder } from '../events/recorder.ts';
 import { setCondition, type Condition } from './conditions.ts';
 
@@ -77,6 +77,12 @@ export function checkShape<S extends TSchema>(type: ResourceType, object: KubeOb
     .map((part) => (/^\d+$/.test(part) ? `[${part}]` : `.${part}`))
     .join('');
   throw new UnexpectedShapeError(type, object, `${field}${below}`, first.message.replace(/^Expected /, '').toLowerCase(), first.value);
+}
+
+/** Whether the object carries the `Degraded` condition of an unexpected shape (reported by any process). */
+export function reportedUnexpectedShape(object: KubeObject): boolean {
+  const conditions = (object as { status?: { conditions?: unknown } }).status?.conditions;
+  return Array.isArray(conditions) && conditions.some((c: unknown) => isObject(c) && c['type'] === 'Degraded' && c['status'] === 'True' && c['reason'] === 'UnexpectedShape');
 }
 
 /** Sets `Degraded` back to False on an object whose shape was reported and has since been reconciled successfully. */

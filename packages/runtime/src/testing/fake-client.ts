@@ -21,7 +21,7 @@ import type { ApplyOptions, DeleteOptions, KubeApi, ListOptions, ObjectList, Pat
 import { objectKey, typeId, type KubeObject, type ResourceType } from '../client/resource.ts';
 import type { CacheListOptions, CacheReader } from '../cache/cache.ts';
 import { matchesSelector, parseSelector } from '../cache/selector.ts';
-import { kubeTimestamp } from '../status/conditions.ts';
+import { kubeTimestamp } from '../client/timestamp.ts';
 import type { ReconcileContext } from '../controller/reconcile.ts';
 
 export interface RecordedWrite {

@@ -57,6 +57,24 @@ after(async () => {
   await env?.uninstallCrd(`gadgets.${group}`);
 });
 
+/** The gadget operator: sets Ready on every Gadget it reconciles, counting reconciles per name. */
+async function startGadgetOperator(ns: string, reconciles: Map<string, number>): Promise<Manager> {
+  const manager = await Manager.create({ name: 'gadget-operator', kubeconfigPath: env.kubeconfigPath, logger: pino({ level: 'silent' }), cache: { defaultNamespace: ns } });
+  controller(manager)
+    .for(Gadget, generationChanged())
+    .reconcile(async (req, ctx) => {
+      reconciles.set(req.name, (reconciles.get(req.name) ?? 0) + 1);
+      const gadget = ctx.cache.get<GadgetObject>(Gadget, req.name, req.namespace);
+      if (!gadget) return;
+      const conditions = readConditions(Gadget, gadget);
+      if (findCondition(conditions, 'Ready')?.status === 'True') return;
+      const next = setCondition(conditions, { type: 'Ready', status: 'True', reason: 'Reconciled', message: `size ${gadget.spec?.size}` });
+      await ctx.client.patchStatus(Gadget, req.name, req.namespace, { status: { conditions: next } });
+    });
+  await manager.start();
+  return manager;
+}
+
 describe('objects of unexpected shape', () => {
   it('a status written under an older CRD degrades only that object: terminal error, Warning Event, Degraded condition naming the field, cleared once it reconciles again', async () => {
     const ns = await env.namespace('fault-shape');
@@ -67,19 +85,7 @@ describe('objects of unexpected shape', () => {
     const startedAt = Date.now();
 
     const reconciles = new Map<string, number>();
-    mgr = await Manager.create({ name: 'gadget-operator', kubeconfigPath: env.kubeconfigPath, logger: pino({ level: 'silent' }), cache: { defaultNamespace: ns } });
-    controller(mgr)
-      .for(Gadget, generationChanged())
-      .reconcile(async (req, ctx) => {
-        reconciles.set(req.name, (reconciles.get(req.name) ?? 0) + 1);
-        const gadget = ctx.cache.get<GadgetObject>(Gadget, req.name, req.namespace);
-        if (!gadget) return;
-        const conditions = readConditions(Gadget, gadget);
-        if (findCondition(conditions, 'Ready')?.status === 'True') return;
-        const next = setCondition(conditions, { type: 'Ready', status: 'True', reason: 'Reconciled', message: `size ${gadget.spec?.size}` });
-        await ctx.client.patchStatus(Gadget, req.name, req.namespace, { status: { conditions: next } });
-      });
-    await mgr.start();
+    mgr = await startGadgetOperator(ns, reconciles);
 
     const status = async (name: string) => (await env.client.get<GadgetObject>(Gadget, name, ns)).status;
     await waitFor('the good Gadget to be Ready', async () => {
@@ -112,7 +118,10 @@ describe('objects of unexpected shape', () => {
       const s = await status('later');
       return { done: findCondition(s?.conditions, 'Ready')?.status === 'True', value: undefined, seen: s };
     });
-    // Once the object changes and reconciles cleanly, Degraded goes back to False.
+    // The condition is on the object, not in the operator's memory: an operator started anew
+    // sets Degraded back to False once the object changes and reconciles cleanly.
+    await mgr.stop();
+    mgr = await startGadgetOperator(ns, reconciles);
     await env.client.patch(Gadget, 'bad', ns, { spec: { size: 3 } });
     await waitFor('the corrected Gadget to be Ready and no longer Degraded', async () => {
       const s = await status('bad');
@@ -122,7 +131,7 @@ describe('objects of unexpected shape', () => {
     await reportFault({
       fault: 'Object of unexpected shape (status written under an older CRD: `conditions: "x"`)',
       injection: 'status written under a permissive CRD, then the CRD tightened (no proxy needed)',
-      behaviour: 'UnexpectedShapeError (terminal, reconciled once), Warning Event `UnexpectedShape`, condition `Degraded=True` naming `status.conditions`; other Gadgets reconciled; after the next change and a clean reconcile, `Degraded=False` (without the check, reading `conditions` as a list throws a TypeError on every retry, with nothing on the object)',
+      behaviour: 'UnexpectedShapeError (terminal, reconciled once), Warning Event `UnexpectedShape`, condition `Degraded=True` naming `status.conditions`; other Gadgets reconciled; after the next change and a clean reconcile — by an operator started anew — `Degraded=False` (without the check, reading `conditions` as a list throws a TypeError on every retry, with nothing on the object)',
       recoveryMs,
       objectsLost: 0,
       test: 'packages/runtime/test/faults/unexpected-shape.e2e.test.ts',
