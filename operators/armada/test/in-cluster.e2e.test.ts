@@ -9,8 +9,8 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
-import { onRealNode, operatorImage, realNode, REAL_NODE_NAME, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { Kinds, type KubeObject } from '@iot-operator/runtime';
+import { deletePodAwaitingHandover, onRealNode, operatorImage, realNode, REAL_NODE_NAME, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { ArmadaChart } from '../src/api/armada.ts';
 import { helm, helmHistory, helmList, installArmadaCrds, waitForChartState } from './e2e-support.ts';
 
@@ -20,7 +20,6 @@ const skip = node.available ? false : node.reason;
 const chart = path.join(repoRoot, 'operators/armada/chart/armada-operator');
 
 type Pod = KubeObject & { spec: { nodeName?: string }; status?: { conditions?: Array<{ type: string; status: string }>; containerStatuses?: Array<{ restartCount: number }> } };
-type Lease = KubeObject & { spec: { holderIdentity?: string } };
 
 let operatorNs = '';
 let ns = '';
@@ -83,20 +82,10 @@ describe('the Armada operator in a real pod', { skip }, () => {
 
   test('SIGTERM: deleting the pod ends it within its grace period, releasing its Lease to the next pod', async () => {
     const pod = await operatorPod();
-    const deleted = Date.now();
-    await env.client.delete(Kinds.Pod, pod.metadata.name!, operatorNs);
-    await waitFor('the pod to be gone', async () => {
-      const p = await env.client.get(Kinds.Pod, pod.metadata.name!, operatorNs).catch((e: unknown) => (isNotFound(e) ? undefined : Promise.reject(e)));
-      return { done: p === undefined, value: undefined, seen: p?.metadata.deletionTimestamp };
-    }, { timeoutMs: 60_000, intervalMs: 200 });
-    const goneSeconds = (Date.now() - deleted) / 1000;
-    const next = await operatorPod();
-    const handover = await waitFor('the next pod to hold the Lease', async () => {
-      // The Lease lives in the watched namespace (POD_NAMESPACE's only when every namespace is watched).
-      const leases = (await env.client.list(Kinds.Lease, { namespace: ns })).items as Lease[];
-      return { done: leases.some((l) => l.spec.holderIdentity?.startsWith(next.metadata.name!)), value: (Date.now() - deleted) / 1000, seen: leases.map((l) => l.spec) };
-    }, { timeoutMs: 60_000 });
-    console.log(`# armada operator pod deleted: gone after ${goneSeconds.toFixed(1)} s, Lease held by the next pod after ${handover.toFixed(1)} s`);
+    // The Lease lives in the watched namespace (POD_NAMESPACE's only when every namespace is watched).
+    const { goneSeconds, handoverSeconds } = await deletePodAwaitingHandover(env, { name: pod.metadata.name!, namespace: operatorNs }, ns);
+    console.log(`# armada operator pod deleted: gone after ${goneSeconds.toFixed(1)} s, Lease held by the next pod after ${handoverSeconds.toFixed(1)} s`);
     assert.ok(goneSeconds < 28, `exited within its 30 s grace period (${goneSeconds} s)`);
+    await operatorPod();
   });
 });

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, customResource, isNotFound, type KubeObject } from '@iot-operator/runtime';
-import { onRealNode, operatorImage, podPeakMemoryBytes, realNode, REAL_NODE_NAME, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { deletePodAwaitingHandover, onRealNode, operatorImage, podPeakMemoryBytes, realNode, REAL_NODE_NAME, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { createPullSecret, iotService, waitForPhase, type IoTObject } from './e2e-support.ts';
 
 const run = promisify(execFile);
@@ -165,19 +165,7 @@ describe('the IoT operator in a real pod, installed with its chart', { skip }, (
     const pods = await operatorPods();
     const leader = pods.find((p) => lease.spec.holderIdentity!.startsWith(p.metadata.name!));
     assert.ok(leader, `the holder ${lease.spec.holderIdentity} is one of the pods ${pods.map((p) => p.metadata.name).join(', ')}`);
-    const deleted = Date.now();
-    await env.client.delete(Kinds.Pod, leader.metadata.name!, landscape);
-    const newHolder = await waitFor('another pod to hold the Lease', async () => {
-      const l = (await env.client.get(Kinds.Lease, leaseName, landscape)) as Lease;
-      const holder = l.spec.holderIdentity ?? '';
-      return { done: holder !== '' && !holder.startsWith(leader.metadata.name!), value: holder, seen: l.spec };
-    }, { timeoutMs: 60_000, intervalMs: 100 });
-    const handoverSeconds = (Date.now() - deleted) / 1000;
-    await waitFor('the old pod to be gone', async () => {
-      const p = await env.client.get(Kinds.Pod, leader.metadata.name!, landscape).catch((e: unknown) => (isNotFound(e) ? undefined : Promise.reject(e)));
-      return { done: p === undefined, value: undefined, seen: p?.metadata.deletionTimestamp };
-    }, { timeoutMs: 60_000, intervalMs: 200 });
-    const goneSeconds = (Date.now() - deleted) / 1000;
+    const { goneSeconds, handoverSeconds, newHolder } = await deletePodAwaitingHandover(env, { name: leader.metadata.name!, namespace: landscape }, landscape, leaseName);
     console.log(`# leader handover after deleting the leader's pod: ${handoverSeconds.toFixed(1)} s (new holder ${newHolder}); old pod gone after ${goneSeconds.toFixed(1)} s`);
     // Released on SIGTERM: faster than waiting out the 15 s lease, and the pod exits well inside its
     // 45 s grace period instead of being killed at its end.

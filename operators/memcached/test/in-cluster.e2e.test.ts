@@ -22,7 +22,7 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { customResource, isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
-import { onRealNode, operatorImage, realNode, REAL_NODE_NAME, tagOnRealNode, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { deletePodAwaitingHandover, onRealNode, operatorImage, realNode, REAL_NODE_NAME, tagOnRealNode, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 
 process.env.CLUSTER_OLM = '1'; // cluster/up.sh (run by testEnv) starts OLM unless it runs
 const run = promisify(execFile);
@@ -37,7 +37,6 @@ const ClusterServiceVersion = customResource('operators.coreos.com', 'v1alpha1',
 const OperatorGroup = customResource('operators.coreos.com', 'v1', 'OperatorGroup', 'operatorgroups');
 
 type Pod = KubeObject & { spec: { nodeName?: string; containers: Array<{ image: string }> }; status?: { conditions?: Array<{ type: string; status: string }>; containerStatuses?: Array<{ restartCount: number }> } };
-type Lease = KubeObject & { spec: { holderIdentity?: string } };
 type MemcachedObject = KubeObject & { spec: { size: number }; status?: { nodes?: string[] } };
 
 /** Puts a pod template on the real node, running an image that is loaded there. */
@@ -116,22 +115,8 @@ describe('the memcached operator in a real pod', { skip }, () => {
 
   test('SIGTERM: deleting the operator pod ends it within its grace period and releases its Lease', async () => {
     const [pod] = await operatorPods(ns);
-    const leases = (await env.client.list(Kinds.Lease, { namespace: ns })).items as Lease[];
-    const lease = leases.find((l) => l.spec.holderIdentity?.startsWith(pod!.metadata.name!));
-    assert.ok(lease, `a Lease held by ${pod!.metadata.name}: ${JSON.stringify(leases.map((l) => [l.metadata.name, l.spec.holderIdentity]))}`);
-    const deleted = Date.now();
-    await env.client.delete(Kinds.Pod, pod!.metadata.name!, ns);
-    await waitFor('the pod to be gone', async () => {
-      const p = await env.client.get(Kinds.Pod, pod!.metadata.name!, ns).catch((e: unknown) => (isNotFound(e) ? undefined : Promise.reject(e)));
-      return { done: p === undefined, value: undefined, seen: p?.metadata.deletionTimestamp };
-    }, { timeoutMs: 60_000, intervalMs: 200 });
-    const goneSeconds = (Date.now() - deleted) / 1000;
-    const next = await waitFor('the next pod to hold the Lease', async () => {
-      const l = (await env.client.get(Kinds.Lease, lease.metadata.name!, ns)) as Lease;
-      const holder = l.spec.holderIdentity ?? '';
-      return { done: holder !== '' && !holder.startsWith(pod!.metadata.name!), value: (Date.now() - deleted) / 1000, seen: l.spec };
-    }, { timeoutMs: 60_000, intervalMs: 200 });
-    console.log(`# memcached operator pod deleted: gone after ${goneSeconds.toFixed(1)} s, Lease held by the next pod after ${next.toFixed(1)} s`);
+    const { goneSeconds, handoverSeconds } = await deletePodAwaitingHandover(env, { name: pod!.metadata.name!, namespace: ns }, ns);
+    console.log(`# memcached operator pod deleted: gone after ${goneSeconds.toFixed(1)} s, Lease held by the next pod after ${handoverSeconds.toFixed(1)} s`);
     assert.ok(goneSeconds < 40, `exited within its 45 s grace period, not killed at its end (${goneSeconds} s)`);
     await readyOperatorPod(ns);
     await env.client.patch(Memcached, 'example-memcached', ns, { spec: { size: 2 } });

@@ -17,7 +17,7 @@ import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
-import { onRealNode, operatorImage, realNode, REAL_NODE_NAME, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { deletePodAwaitingHandover, onRealNode, operatorImage, realNode, REAL_NODE_NAME, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 
 const run = promisify(execFile);
 const env: TestEnv = await testEnv();
@@ -28,7 +28,6 @@ const SYSTEM_NS = 'ptemplate-operator-system';
 const DEPLOYMENT = 'ptemplate-operator-controller-manager';
 
 type Pod = KubeObject & { spec: { nodeName?: string }; status?: { conditions?: Array<{ type: string; status: string }> } };
-type Lease = KubeObject & { spec: { holderIdentity?: string } };
 
 let kubectl = '';
 let image = '';
@@ -75,20 +74,10 @@ describe('the ptemplate operator in a real pod (make deploy)', { skip }, () => {
 
   test('SIGTERM: deleting the pod ends it within its grace period, releasing its Lease to the next pod', async () => {
     const pod = await podOnRealNode();
-    const deleted = Date.now();
-    await env.client.delete(Kinds.Pod, pod.metadata.name!, SYSTEM_NS);
-    await waitFor('the pod to be gone', async () => {
-      const p = await env.client.get(Kinds.Pod, pod.metadata.name!, SYSTEM_NS).catch((e: unknown) => (isNotFound(e) ? undefined : Promise.reject(e)));
-      return { done: p === undefined, value: undefined, seen: p?.metadata.deletionTimestamp };
-    }, { timeoutMs: 60_000, intervalMs: 200 });
-    const goneSeconds = (Date.now() - deleted) / 1000;
-    const next = await podOnRealNode();
-    const holder = await waitFor('the next pod to hold the Lease', async () => {
-      const lease = (await env.client.get(Kinds.Lease, 'ptemplate-operator-leader', SYSTEM_NS)) as Lease;
-      return { done: lease.spec.holderIdentity?.startsWith(next.metadata.name!) === true, value: (Date.now() - deleted) / 1000, seen: lease.spec };
-    }, { timeoutMs: 60_000 });
-    console.log(`# ptemplate operator pod deleted: gone after ${goneSeconds.toFixed(1)} s, Lease held by the next pod after ${holder.toFixed(1)} s`);
+    const { goneSeconds, handoverSeconds } = await deletePodAwaitingHandover(env, { name: pod.metadata.name!, namespace: SYSTEM_NS }, SYSTEM_NS, 'ptemplate-operator-leader');
+    console.log(`# ptemplate operator pod deleted: gone after ${goneSeconds.toFixed(1)} s, Lease held by the next pod after ${handoverSeconds.toFixed(1)} s`);
     assert.ok(goneSeconds < 40, `exited within its 45 s grace period (${goneSeconds} s)`);
+    await podOnRealNode();
   });
 
   test('make undeploy removes the operator', async () => {

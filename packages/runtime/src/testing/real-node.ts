@@ -10,6 +10,8 @@
  * - `onRealNode` is the scheduling a pod needs to land there (node selector and toleration of the
  *   node's taint); charts and manifests take it through their usual values.
  * - `tagOnRealNode` gives such an image another reference (the tags a CSV or a manifest names).
+ * - `deletePodAwaitingHandover` deletes an operator's pod (SIGTERM) and measures when it is gone
+ *   and when another pod holds its Lease.
  * - `podPeakMemoryBytes(uid)` reads a real pod's memory high-water mark from its cgroup.
  * - `operatorImage(name)` builds `operators/<name>/Dockerfile` with `npm run image:build` (which
  *   loads it into the real node's containerd) once per test process and returns its reference.
@@ -18,8 +20,9 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { isNotFound } from '../client/errors.ts';
 import { Kinds, type KubeObject } from '../client/resource.ts';
-import { repoRoot, type TestEnv } from './env.ts';
+import { repoRoot, waitFor, type TestEnv } from './env.ts';
 
 const run = promisify(execFile);
 
@@ -92,4 +95,40 @@ export function podPeakMemoryBytes(podUid: string): number {
     }
   }
   throw new Error(`no memory cgroup for pod ${podUid} under ${kubepods}`);
+}
+
+export interface Handover {
+  /** Seconds from the delete request until the pod object is gone (its containers exited). */
+  goneSeconds: number;
+  /** Seconds from the delete request until another holder has the Lease the pod held. */
+  handoverSeconds: number;
+  newHolder: string;
+}
+
+/**
+ * Deletes an operator's pod — the kubelet sends its containers SIGTERM — and measures when it is
+ * gone and when another pod holds the Lease it held (named, or found in `leaseNamespace` by its
+ * holder). Fails when either takes longer than `timeoutMs`.
+ */
+export async function deletePodAwaitingHandover(env: TestEnv, pod: { name: string; namespace: string }, leaseNamespace: string, leaseName?: string, timeoutMs = 60_000): Promise<Handover> {
+  type Lease = KubeObject & { spec: { holderIdentity?: string } };
+  const heldByPod = (l: Lease) => l.spec.holderIdentity?.startsWith(pod.name) === true;
+  const leases = leaseName ? [(await env.client.get(Kinds.Lease, leaseName, leaseNamespace)) as Lease] : ((await env.client.list(Kinds.Lease, { namespace: leaseNamespace })).items as Lease[]);
+  const lease = leases.find(heldByPod);
+  if (!lease) throw new Error(`no Lease in ${leaseNamespace} is held by pod ${pod.name}: ${JSON.stringify(leases.map((l) => [l.metadata.name, l.spec.holderIdentity]))}`);
+  const deleted = Date.now();
+  await env.client.delete(Kinds.Pod, pod.name, pod.namespace);
+  const seconds = () => (Date.now() - deleted) / 1000;
+  const [goneSeconds, handover] = await Promise.all([
+    waitFor(`pod ${pod.name} to be gone`, async () => {
+      const p = await env.client.get(Kinds.Pod, pod.name, pod.namespace).then((o) => o, (e: unknown) => (isNotFound(e) ? undefined : Promise.reject(e)));
+      return { done: p === undefined, value: seconds(), seen: p?.metadata.deletionTimestamp };
+    }, { timeoutMs, intervalMs: 100 }),
+    waitFor(`another holder of Lease ${lease.metadata.name}`, async () => {
+      const l = (await env.client.get(Kinds.Lease, lease.metadata.name!, leaseNamespace)) as Lease;
+      const holder = l.spec.holderIdentity ?? '';
+      return { done: holder !== '' && !heldByPod(l), value: { handoverSeconds: seconds(), newHolder: holder }, seen: l.spec };
+    }, { timeoutMs, intervalMs: 100 }),
+  ]);
+  return { goneSeconds, ...handover };
 }
