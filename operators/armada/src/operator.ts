@@ -26,6 +26,10 @@ export interface ArmadaOperatorOptions extends OperatorProcessOptions {
   helmBinary?: string;
   /** ArmadaCharts reconciled in parallel (each may wait on Helm for minutes); default 4. */
   maxConcurrentReconciles?: number;
+  /** ServiceAccount (of each chart's namespace) Helm acts as for charts that name none. */
+  defaultServiceAccount?: string;
+  /** Refuse charts that name no ServiceAccount (when there is no default). */
+  requireServiceAccount?: boolean;
 }
 
 export async function createArmadaOperator(options: ArmadaOperatorOptions = {}): Promise<Manager> {
@@ -39,7 +43,14 @@ export async function createArmadaOperator(options: ArmadaOperatorOptions = {}):
       ],
     }),
   );
-  registerControllers(mgr, { helm, sources: new SourceResolver({ workDir }), watchNamespace: options.watchNamespace, maxConcurrentReconciles: options.maxConcurrentReconciles });
+  registerControllers(mgr, {
+    helm,
+    sources: new SourceResolver({ workDir }),
+    watchNamespace: options.watchNamespace,
+    maxConcurrentReconciles: options.maxConcurrentReconciles,
+    defaultServiceAccount: options.defaultServiceAccount,
+    requireServiceAccount: options.requireServiceAccount,
+  });
   mgr.logger.info({ helm: helm.binary }, 'using helm');
   return mgr;
 }
