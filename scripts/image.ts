@@ -70,11 +70,19 @@ export const BUILDERS: Builder[] = [
   },
 ];
 
+/** The `--build-arg` pairs of images/bases.sh's output (its last stdout line). */
+export function parseBaseArgs(stdout: string): string[] {
+  const args = (stdout.trim().split('\n').at(-1) ?? '').split(' ').filter(Boolean);
+  const wellFormed = args.length > 0 && args.length % 2 === 0 && args.every((a, i) => (i % 2 === 0 ? a === '--build-arg' : /^[A-Z_]+=\S+$/.test(a)));
+  if (!wellFormed) throw new Error(`images/bases.sh printed no build arguments (last line: ${JSON.stringify(stdout.trim().split('\n').at(-1) ?? '')})`);
+  return args;
+}
+
 /** `--build-arg` pairs that select the Debian 13 bases made by images/bases.sh (made first if needed). */
 function localBaseArgs(): string[] {
   const result = spawnSync('bash', [path.join(root, 'images/bases.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   if (result.status !== 0) throw new Error('images/bases.sh could not make the base images');
-  return result.stdout.trim().split('\n').at(-1)!.split(' ');
+  return parseBaseArgs(result.stdout);
 }
 
 /** The containerd socket of the local cluster's real node, when it has one. */
@@ -84,20 +92,34 @@ export function realNodeSocket(env: NodeJS.ProcessEnv = process.env): string | u
   return existsSync(socket) ? socket : undefined;
 }
 
-/** Loads a buildah image into the real node's containerd under the same reference. */
-function loadIntoRealNode(image: string, socket: string): boolean {
+/**
+ * The commands that load a buildah image into a containerd (namespace k8s.io, where the kubelet
+ * looks) under the same reference: an OCI archive of it, imported with the reference as the
+ * image's name (`--index-name`; without it ctr would name it after the archive's annotation
+ * only when one is present), then listed by that exact name to check it is there.
+ */
+export function loadCommands(image: string, socket: string, archive: string): string[][] {
+  const ctr = ['ctr', '--address', socket, '-n', 'k8s.io'];
+  return [
+    ['buildah', 'push', '-q', image, `oci-archive:${archive}:${image}`],
+    [...ctr, 'images', 'import', '--index-name', image, archive],
+    [...ctr, 'images', 'ls', '-q', `name==${image}`],
+  ];
+}
+
+/** Loads a buildah image into the real node's containerd under the same reference; why not, when it could not. */
+function loadIntoRealNode(image: string, socket: string): string | undefined {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'image-load-'));
   try {
-    const archive = path.join(dir, 'image.tar');
-    const steps = [
-      ['buildah', 'push', '-q', image, `oci-archive:${archive}:${image}`],
-      ['ctr', '--address', socket, '-n', 'k8s.io', 'images', 'import', '--index-name', image, archive],
-    ];
+    const steps = loadCommands(image, socket, path.join(dir, 'image.tar'));
     for (const [bin, ...args] of steps) {
-      const result = spawnSync(bin!, args, { stdio: ['ignore', 'ignore', 'inherit'] });
-      if (result.status !== 0) return false;
+      const result = spawnSync(bin!, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+      const command = `${bin} ${args.slice(0, 6).join(' ')}`;
+      if (result.error) return `${command}: ${(result.error as NodeJS.ErrnoException).code === 'ENOENT' ? `${bin} is not installed` : result.error.message}`;
+      if (result.status !== 0) return `${command}: ${(result.stderr || result.stdout).trim() || `exit ${result.status}`}`;
+      if (args.includes('ls') && result.stdout.trim().split('\n').every((line) => line.trim() !== image)) return `${image} is not listed by the node's containerd after the import`;
     }
-    return true;
+    return undefined;
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -162,8 +184,9 @@ function main(args: string[]): number {
   console.error(`built ${image} in ${((Date.now() - started) / 1000).toFixed(0)} s`);
   const socket = realNodeSocket();
   if (socket && builder.name === 'buildah') {
-    if (!loadIntoRealNode(image, socket)) {
-      console.error(`could not load ${image} into the real node's containerd (${socket})`);
+    const failure = loadIntoRealNode(image, socket);
+    if (failure) {
+      console.error(`could not load ${image} into the real node's containerd (${socket}): ${failure}`);
       return 1;
     }
     console.error(`loaded ${image} onto the local cluster's real node`);

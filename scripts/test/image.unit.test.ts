@@ -5,12 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { chooseBuilder, imageVersion, type Builder } from '../image.ts';
+import { BUILDERS, chooseBuilder, imageVersion, loadCommands, parseBaseArgs, realNodeSocket, type Builder } from '../image.ts';
 
 const script = fileURLToPath(new URL('../image.ts', import.meta.url));
 const repoRoot = path.resolve(path.dirname(script), '..');
@@ -98,5 +98,47 @@ describe('image build', () => {
     const result = runScript(['build', 'nosuch'], { PATH: pathWithGit() });
     assert.equal(result.status, 1);
     assert.match(result.stderr, /no image for operator "nosuch": operators\/nosuch\/Dockerfile does not exist/);
+  });
+});
+
+describe('buildah from the local bases', () => {
+  it('builds with the host network, chroot isolation and the layer cache, the base arguments before the context', () => {
+    const buildah = BUILDERS.find((b) => b.name === 'buildah')!;
+    assert.equal(buildah.defaultBases, 'local');
+    assert.deepEqual(buildah.buildArgs('operators/iot/Dockerfile', 'r/iot-operator:1', '.', ['--build-arg', 'NODE_IMAGE=localhost/n:1']), [
+      'buildah', 'bud', '--network', 'host', '--isolation', 'chroot', '--layers',
+      '-f', 'operators/iot/Dockerfile', '-t', 'r/iot-operator:1', '--build-arg', 'NODE_IMAGE=localhost/n:1', '.',
+    ]);
+    assert.equal(BUILDERS.find((b) => b.name === 'docker')!.defaultBases, 'public');
+  });
+
+  it('takes the build arguments from the last line images/bases.sh prints', () => {
+    assert.deepEqual(parseBaseArgs('noise\n--build-arg NODE_IMAGE=localhost/a:1 --build-arg GO_IMAGE=localhost/g:2\n'), [
+      '--build-arg', 'NODE_IMAGE=localhost/a:1', '--build-arg', 'GO_IMAGE=localhost/g:2',
+    ]);
+    assert.throws(() => parseBaseArgs(''), /printed no build arguments/);
+    assert.throws(() => parseBaseArgs('--build-arg NODE_IMAGE=a --build-arg'), /printed no build arguments/);
+    assert.throws(() => parseBaseArgs('made localhost/a:1'), /printed no build arguments \(last line: "made localhost\/a:1"\)/);
+  });
+});
+
+describe('loading onto the real node', () => {
+  it('finds the containerd socket of the cluster named by CLUSTER_NAME under KWOK_WORKDIR, only when it exists', () => {
+    const workdir = mkdtempSync(path.join(scratch, 'kwok-'));
+    assert.equal(realNodeSocket({ KWOK_WORKDIR: workdir }), undefined);
+    const dir = path.join(workdir, 'clusters', 'iot-operator', 'real-node', 'containerd');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(path.join(dir, 'containerd.sock'), '');
+    assert.equal(realNodeSocket({ KWOK_WORKDIR: workdir }), path.join(dir, 'containerd.sock'));
+    assert.equal(realNodeSocket({ KWOK_WORKDIR: workdir, CLUSTER_NAME: 'other' }), undefined);
+  });
+
+  it('imports an OCI archive into namespace k8s.io named exactly as the image, then lists that name', () => {
+    const image = 'registry.example.com/iot/iot-operator:20260101-000000.abc1234';
+    assert.deepEqual(loadCommands(image, '/s/c.sock', '/t/i.tar'), [
+      ['buildah', 'push', '-q', image, `oci-archive:/t/i.tar:${image}`],
+      ['ctr', '--address', '/s/c.sock', '-n', 'k8s.io', 'images', 'import', '--index-name', image, '/t/i.tar'],
+      ['ctr', '--address', '/s/c.sock', '-n', 'k8s.io', 'images', 'ls', '-q', `name==${image}`],
+    ]);
   });
 });
