@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { BUILDERS, chooseBuilder, imageVersion, loadCommands, parseBaseArgs, realNodeSocket, type Builder } from '../image.ts';
+import { argsDeclaredBy, BUILDERS, chooseBuilder, containerdReference, imageVersion, loadCommands, parseBaseArgs, realNodeSocket, type Builder } from '../image.ts';
 
 const script = fileURLToPath(new URL('../image.ts', import.meta.url));
 const repoRoot = path.resolve(path.dirname(script), '..');
@@ -78,7 +78,7 @@ describe('image build', () => {
   it('builds operators/<name>/Dockerfile from the repository root, tagged with the version', () => {
     const log = path.join(scratch, 'podman-args');
     const bin = pathWithGit((dir) => {
-      writeFileSync(path.join(dir, 'podman'), `#!/bin/sh\n[ "$1" = --version ] && { echo 'podman version 5'; exit 0; }\necho "$@" > ${log}\n`);
+      writeFileSync(path.join(dir, 'podman'), `#!/bin/sh\n[ "$1" = --version ] && { echo 'podman version 5'; exit 0; }\necho "$@" > ${log}\necho 'STEP 1/1: FROM node'\n`);
       chmodSync(path.join(dir, 'podman'), 0o755);
     });
     const result = runScript(['build', 'iot'], { PATH: bin, IMAGE_BUILDER: 'podman', IMAGE_REGISTRY: 'registry.test/team' });
@@ -86,6 +86,7 @@ describe('image build', () => {
     const image = result.stdout.trim().split('\n').at(-1)!;
     assert.match(image, /^registry\.test\/team\/iot-operator:\d{8}-\d{6}\.[0-9a-f]{7,}$/);
     assert.equal(readFileSync(log, 'utf8').trim(), `build -f operators/iot/Dockerfile -t ${image} .`);
+    assert.equal(result.stdout, `${image}\n`, 'stdout carries the reference alone');
   });
 
   it('exits 1 and says so when no builder is present, building nothing', () => {
@@ -122,6 +123,17 @@ describe('buildah from the local bases', () => {
   });
 });
 
+describe('base arguments', () => {
+  const all = ['--build-arg', 'NODE_IMAGE=localhost/n:1', '--build-arg', 'NODE_BUILD_IMAGE=localhost/b:1', '--build-arg', 'GO_IMAGE=localhost/g:1'];
+  it('passes only the arguments a Dockerfile declares', () => {
+    const iot = readFileSync(path.join(repoRoot, 'operators/iot/Dockerfile'), 'utf8');
+    assert.deepEqual(argsDeclaredBy(iot, all), all.slice(0, 4));
+    const armada = readFileSync(path.join(repoRoot, 'operators/armada/Dockerfile'), 'utf8');
+    assert.deepEqual(argsDeclaredBy(armada, all), all);
+    assert.deepEqual(argsDeclaredBy('FROM scratch\n# ARG GO_IMAGE=x\n', all), []);
+  });
+});
+
 describe('loading onto the real node', () => {
   it('finds the containerd socket of the cluster named by CLUSTER_NAME under KWOK_WORKDIR, only when it exists', () => {
     const workdir = mkdtempSync(path.join(scratch, 'kwok-'));
@@ -137,8 +149,23 @@ describe('loading onto the real node', () => {
     const image = 'registry.example.com/iot/iot-operator:20260101-000000.abc1234';
     assert.deepEqual(loadCommands(image, '/s/c.sock', '/t/i.tar'), [
       ['buildah', 'push', '-q', image, `oci-archive:/t/i.tar:${image}`],
-      ['ctr', '--address', '/s/c.sock', '-n', 'k8s.io', 'images', 'import', '--index-name', image, '/t/i.tar'],
+      ['ctr', '--address', '/s/c.sock', '-n', 'k8s.io', 'images', 'import', '/t/i.tar'],
       ['ctr', '--address', '/s/c.sock', '-n', 'k8s.io', 'images', 'ls', '-q', `name==${image}`],
     ]);
+  });
+
+  it('names a short reference as the kubelet asks containerd for it (Docker normalisation)', () => {
+    assert.equal(containerdReference('ptemplate-operator:latest'), 'docker.io/library/ptemplate-operator:latest');
+    assert.equal(containerdReference('ptemplate-operator'), 'docker.io/library/ptemplate-operator:latest');
+    assert.equal(containerdReference('example/memcached-operator:v0.0.1'), 'docker.io/example/memcached-operator:v0.0.1');
+    assert.equal(containerdReference('index.docker.io/example/x:1'), 'docker.io/example/x:1');
+    assert.equal(containerdReference('quay.io/example/memcached-operator'), 'quay.io/example/memcached-operator:latest');
+    assert.equal(containerdReference('localhost/iot-operator/pause:3.10'), 'localhost/iot-operator/pause:3.10');
+    assert.equal(containerdReference('registry.local:5000/iot-operator:1'), 'registry.local:5000/iot-operator:1');
+    assert.equal(containerdReference('registry.local:5000/iot-operator'), 'registry.local:5000/iot-operator:latest');
+    assert.equal(containerdReference('quay.io/x/y@sha256:abc'), 'quay.io/x/y@sha256:abc');
+    const [push, , list] = loadCommands('ptemplate-operator:latest', '/s', '/t/i.tar');
+    assert.deepEqual(push, ['buildah', 'push', '-q', 'ptemplate-operator:latest', 'oci-archive:/t/i.tar:docker.io/library/ptemplate-operator:latest']);
+    assert.equal(list!.at(-1), 'name==docker.io/library/ptemplate-operator:latest');
   });
 });
