@@ -13,15 +13,21 @@
 # Guarantees: idempotent and cached: the images are made again only when this script or the
 # machine's own CA certificates change (their hash is recorded in
 # $IOT_OPERATOR_CACHE_DIR/images/bases.sha256) or one of them is missing. It installs what it needs
-# (debootstrap, buildah) with apt-get. Nothing is pulled from a registry.
-# The machine's own CA certificates (/usr/local/share/ca-certificates, e.g. a proxy's) are trusted
-# in the bases too, by the system store and by Node.js (NODE_EXTRA_CA_CERTS), so that a build
-# reaches npm, Debian and the Go module proxy the way this machine does.
+# (debootstrap, buildah) with apt-get. Nothing is pulled from a registry: debootstrap fetches
+# Debian's packages from DEBIAN_MIRROR (default http://deb.debian.org/debian), and buildah commits
+# the resulting directories as single-layer images.
+# Slim like Debian's official slim images: no apt lists or caches, docs (copyright files kept), man
+# pages or locales, and apt/dpkg configured to keep it so for packages installed later. No trace of
+# the machine that made them (its resolv.conf and host name), except its own CA certificates
+# (/usr/local/share/ca-certificates, e.g. a proxy's): those are trusted in the bases too, by the
+# system store and by Node.js (NODE_EXTRA_CA_CERTS), so that a build reaches npm, Debian and the Go
+# module proxy the way this machine does.
 set -euo pipefail
 SCRIPT=$(readlink -f "${BASH_SOURCE[0]}")
 CACHE_ROOT=${IOT_OPERATOR_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/iot-operator}
 WORK="$CACHE_ROOT/images"
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+SECURITY_MIRROR=${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 SUITE=trixie
 NODE_IMAGE=localhost/iot-operator/node:20-trixie
 NODE_BUILD_IMAGE=localhost/iot-operator/node-build:20-trixie
@@ -62,6 +68,34 @@ bootstrap() {
     { tail -n 20 "$root.log" >&2; die "debootstrap of $SUITE failed (log: $root.log)"; }
 }
 
+# apt-get ARGS... in ROOT (non-interactive, no pseudo-terminal: the chroot has no /dev/pts).
+apt_in() {
+  local root=$1
+  shift
+  chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get -qq -o Dpkg::Use-Pty=0 "$@" >>"$root.log" 2>&1 ||
+    { tail -n 20 "$root.log" >&2; die "apt-get $* failed in $root (log: $root.log)"; }
+}
+
+# ROOT's package sources as in Debian's official images (the release, its updates and its
+# security updates), and every installed package brought up to date with them.
+sources_and_upgrade() {
+  local root=$1
+  rm -f "$root/etc/apt/sources.list"
+  cat >"$root/etc/apt/sources.list.d/debian.sources" <<SOURCES
+Types: deb
+URIs: $MIRROR
+Suites: $SUITE $SUITE-updates
+Components: main
+
+Types: deb
+URIs: $SECURITY_MIRROR
+Suites: $SUITE-security
+Components: main
+SOURCES
+  apt_in "$root" update
+  apt_in "$root" upgrade -y
+}
+
 # The machine's own CA certificates, trusted in ROOT as on this machine.
 trust_local_cas() {
   local root=$1
@@ -71,11 +105,44 @@ trust_local_cas() {
   chroot "$root" update-ca-certificates >/dev/null 2>&1 || die "update-ca-certificates failed in $root"
 }
 
+# apt and dpkg configured as in Debian's official (slim) images, so that packages installed later
+# (npm in the build base, git in Armada's image) leave no .deb files, package caches, lists,
+# translations, docs, man pages or locales behind either.
+slim_config() {
+  local root=$1
+  cat >"$root/etc/apt/apt.conf.d/docker-clean" <<'CONF'
+DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+Dir::Cache::pkgcache "";
+Dir::Cache::srcpkgcache "";
+CONF
+  cat >"$root/etc/apt/apt.conf.d/docker-no-languages" <<'CONF'
+Acquire::Languages "none";
+CONF
+  cat >"$root/etc/apt/apt.conf.d/docker-gzip-indexes" <<'CONF'
+Acquire::GzipIndexes "true";
+CONF
+  cat >"$root/etc/dpkg/dpkg.cfg.d/docker" <<'CONF'
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/groff/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/linda/*
+path-exclude /usr/share/lintian/*
+path-exclude /usr/share/locale/*
+path-exclude /usr/share/man/*
+CONF
+}
+
+# What the dpkg configuration above excludes, removed from what debootstrap already installed
+# (copyright files stay), and every cache and log.
 trim() {
   local root=$1
-  rm -rf "$root"/var/cache/apt/* "$root"/var/lib/apt/lists/* "$root"/usr/share/doc/* "$root"/usr/share/man/* \
-    "$root"/usr/share/info/* "$root"/var/log/* "$root"/tmp/*
-  find "$root/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name 'locale.alias' -exec rm -rf {} + 2>/dev/null || true
+  rm -rf "$root"/var/cache/apt/* "$root"/var/lib/apt/lists/* "$root"/usr/share/man/* "$root"/usr/share/groff/* \
+    "$root"/usr/share/info/* "$root"/usr/share/lintian/* "$root"/usr/share/locale/* "$root"/var/log/* "$root"/tmp/* \
+    "$root"/var/cache/debconf/*-old "$root"/var/lib/dpkg/*-old
+  find "$root/usr/share/doc" -mindepth 1 ! -type d ! -name copyright -delete 2>/dev/null || true
+  find "$root/usr/share/doc" -mindepth 1 -type d -empty -delete 2>/dev/null || true
 }
 
 # commit ROOT IMAGE CMD: the directory as a one-layer image.
@@ -84,30 +151,38 @@ commit() {
   c=$(buildah from scratch)
   mnt=$(buildah mount "$c")
   cp -a "$root/." "$mnt/"
+  # debootstrap copied this machine's resolver and host name; a container gets its own at run time.
+  rm -f "$mnt/etc/resolv.conf"
+  echo localhost >"$mnt/etc/hostname"
   buildah umount "$c" >/dev/null
   buildah config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --env NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt --cmd "$cmd" \
     --label "org.opencontainers.image.description=made by iot-operator images/bases.sh from Debian $SUITE packages" "$c"
   buildah commit -q --rm "$c" "$image" >/dev/null
-  log "made $image ($(du -sh "$root" | cut -f1))"
+  log "made $image ($(buildah images --format '{{.Size}}' "$image" | head -n 1))"
 }
 
 start=$SECONDS
 node_root="$WORK/node-root"
 bootstrap "$node_root" nodejs,ca-certificates
+slim_config "$node_root"
+sources_and_upgrade "$node_root"
 chroot "$node_root" sh -c 'groupadd --gid 1000 node && useradd --uid 1000 --gid node --shell /bin/sh --create-home node'
 trust_local_cas "$node_root"
 trim "$node_root"
 commit "$node_root" "$NODE_IMAGE" node
+log "Node.js $(chroot "$node_root" node --version) in $NODE_IMAGE"
 
-chroot "$node_root" sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null' ||
-  die "installing npm into the build base failed"
+apt_in "$node_root" update
+apt_in "$node_root" install -y --no-install-recommends npm
 trim "$node_root"
 commit "$node_root" "$NODE_BUILD_IMAGE" node
 rm -rf "$node_root"
 
 go_root="$WORK/go-root"
 bootstrap "$go_root" golang-go,git,ca-certificates
+slim_config "$go_root"
+sources_and_upgrade "$go_root"
 trust_local_cas "$go_root"
 trim "$go_root"
 commit "$go_root" "$GO_IMAGE" bash

@@ -41,7 +41,8 @@ export function dockerfile(operator: OperatorImage): string {
     `#   docker build -f operators/${operator}/Dockerfile -t <registry>/${operator}-operator:<version> .`,
     `# or: npm run image:build -- ${operator}`,
     '# Every base image is a build argument; the defaults are the public images. Without a registry,',
-    '# images/bases.sh makes Debian 13 ones and `npm run image:build` passes them.',
+    '# images/bases.sh makes Debian 13 ones and `npm run image:build` passes them. The defaults are',
+    '# Debian (bookworm) rather than Alpine so that one set of steps (apt) works on both.',
     '# The image runs the operator bundled into JavaScript (no node_modules, no TypeScript loader) as',
     '# uid 1000 and writes nothing outside /tmp: it runs on a read-only root file system.',
     ...(armada

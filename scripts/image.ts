@@ -3,26 +3,31 @@
  * last commit, `yyyyMMdd-HHmmss.<abbreviated commit>` (`git log -1 --format=%cd.%h
  * --date=format:%Y%m%d-%H%M%S`, the commit date in UTC); `npm run image:build [-- <operator>]`
  * builds `operators/<operator>/Dockerfile` (default `iot`) from the repository root as
- * `<registry>/<operator>-operator:<version>` with the first OCI builder that works here.
+ * `<registry>/<operator>-operator:<version>` with the first OCI builder that works here, and prints
+ * that reference alone on stdout (the builder's output goes to stderr).
  *
  * Guarantees: a builder counts only when it can build now (docker needs a reachable engine,
  * podman and buildah need their binary); when none can, the command exits 1 and says what each
  * candidate lacked, and nothing is built. `IMAGE_REGISTRY` sets the registry (default
  * `registry.example.com/iot`, the one deploy/operator.yml names), `IMAGE` the whole reference
- * (`make docker-build IMG=...`); `IMAGE_BUILDER` forces one builder. The last stdout line of a build is the image reference.
+ * (`make docker-build IMG=...`); `IMAGE_BUILDER` forces one builder.
  *
  * Base images: `IMAGE_BASES=public` builds FROM the Dockerfiles' defaults (the public images);
  * `IMAGE_BASES=local` FROM Debian 13 images made here by images/bases.sh (no registry needed). The
  * default is `local` for buildah (what builds on machines without an image registry) and `public`
  * for docker and podman. buildah builds with the host's network (npm, Debian and Go module
- * downloads), chroot isolation (it runs inside a container here) and its layer cache.
+ * downloads; no CNI configuration needed), chroot isolation (RUN steps need no runc, cgroups or
+ * namespaces of their own, so it also builds inside unprivileged CI containers; runc's isolation
+ * works too on this privileged one) and its layer cache. Only the base arguments the Dockerfile
+ * declares are passed.
  *
  * Loading: when the local cluster (`CLUSTER_NAME`, `KWOK_WORKDIR`) has a real node, a buildah
- * build is loaded into that node's containerd (namespace k8s.io) under the same reference, so pods
- * there run it without a registry; otherwise the build says it loaded nothing.
+ * build is loaded into that node's containerd (namespace k8s.io) under the name a pod naming the
+ * reference asks for (the same, or Docker's normalisation of a short one), checked to be listed
+ * there, so pods there run it without a registry; otherwise the build says it loaded nothing.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -70,11 +75,29 @@ export const BUILDERS: Builder[] = [
   },
 ];
 
+/** The `--build-arg` pairs of images/bases.sh's output (its last stdout line). */
+export function parseBaseArgs(stdout: string): string[] {
+  const args = (stdout.trim().split('\n').at(-1) ?? '').split(' ').filter(Boolean);
+  const wellFormed = args.length > 0 && args.length % 2 === 0 && args.every((a, i) => (i % 2 === 0 ? a === '--build-arg' : /^[A-Z_]+=\S+$/.test(a)));
+  if (!wellFormed) throw new Error(`images/bases.sh printed no build arguments (last line: ${JSON.stringify(stdout.trim().split('\n').at(-1) ?? '')})`);
+  return args;
+}
+
+/** The `--build-arg` pairs whose argument the Dockerfile declares (`ARG NAME`), so that none goes unused. */
+export function argsDeclaredBy(dockerfileText: string, buildArgs: string[]): string[] {
+  const declared = new Set([...dockerfileText.matchAll(/^ARG ([A-Za-z_][A-Za-z0-9_]*)/gm)].map((m) => m[1]!));
+  const kept: string[] = [];
+  for (let i = 0; i + 1 < buildArgs.length; i += 2) {
+    if (declared.has(buildArgs[i + 1]!.split('=')[0]!)) kept.push(buildArgs[i]!, buildArgs[i + 1]!);
+  }
+  return kept;
+}
+
 /** `--build-arg` pairs that select the Debian 13 bases made by images/bases.sh (made first if needed). */
 function localBaseArgs(): string[] {
   const result = spawnSync('bash', [path.join(root, 'images/bases.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   if (result.status !== 0) throw new Error('images/bases.sh could not make the base images');
-  return result.stdout.trim().split('\n').at(-1)!.split(' ');
+  return parseBaseArgs(result.stdout);
 }
 
 /** The containerd socket of the local cluster's real node, when it has one. */
@@ -84,20 +107,53 @@ export function realNodeSocket(env: NodeJS.ProcessEnv = process.env): string | u
   return existsSync(socket) ? socket : undefined;
 }
 
-/** Loads a buildah image into the real node's containerd under the same reference. */
-function loadIntoRealNode(image: string, socket: string): boolean {
+/**
+ * The name the kubelet asks containerd for when a pod names `image`: Docker's normalisation, as
+ * the CRI applies it (`ptemplate-operator:latest` -> `docker.io/library/ptemplate-operator:latest`,
+ * `quay.io/x/y` -> `quay.io/x/y:latest`; a first component with a dot or a port, or `localhost`, is
+ * a registry).
+ */
+export function containerdReference(image: string): string {
+  const slash = image.indexOf('/');
+  const first = slash < 0 ? '' : image.slice(0, slash);
+  const hasDomain = first !== '' && (first.includes('.') || first.includes(':') || first === 'localhost');
+  let name = hasDomain ? image : slash < 0 ? `docker.io/library/${image}` : `docker.io/${image}`;
+  if (name.startsWith('index.docker.io/')) name = `docker.io/${name.slice('index.docker.io/'.length)}`;
+  const lastSegment = name.slice(name.lastIndexOf('/') + 1);
+  return name.includes('@') || lastSegment.includes(':') ? name : `${name}:latest`;
+}
+
+/**
+ * The commands that load a buildah image into a containerd (namespace k8s.io, where the kubelet
+ * looks) under the name a pod naming `image` asks for: an OCI archive whose index names it so
+ * (`ctr images import` names each image after that annotation), imported, then listed by that
+ * exact name to check it is there. (`--index-name` would add an index record of the same name; it
+ * fails on a containerd without its CRI plugin, and the annotation alone suffices.)
+ */
+export function loadCommands(image: string, socket: string, archive: string): string[][] {
+  const ref = containerdReference(image);
+  const ctr = ['ctr', '--address', socket, '-n', 'k8s.io'];
+  return [
+    ['buildah', 'push', '-q', image, `oci-archive:${archive}:${ref}`],
+    [...ctr, 'images', 'import', archive],
+    [...ctr, 'images', 'ls', '-q', `name==${ref}`],
+  ];
+}
+
+/** Loads a buildah image into the real node's containerd under the same reference; why not, when it could not. */
+function loadIntoRealNode(image: string, socket: string): string | undefined {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'image-load-'));
   try {
-    const archive = path.join(dir, 'image.tar');
-    const steps = [
-      ['buildah', 'push', '-q', image, `oci-archive:${archive}:${image}`],
-      ['ctr', '--address', socket, '-n', 'k8s.io', 'images', 'import', '--index-name', image, archive],
-    ];
+    const steps = loadCommands(image, socket, path.join(dir, 'image.tar'));
     for (const [bin, ...args] of steps) {
-      const result = spawnSync(bin!, args, { stdio: ['ignore', 'ignore', 'inherit'] });
-      if (result.status !== 0) return false;
+      const result = spawnSync(bin!, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+      const command = `${bin} ${args.slice(0, 6).join(' ')}`;
+      if (result.error) return `${command}: ${(result.error as NodeJS.ErrnoException).code === 'ENOENT' ? `${bin} is not installed` : result.error.message}`;
+      if (result.status !== 0) return `${command}: ${(result.stderr || result.stdout).trim() || `exit ${result.status}`}`;
+      const ref = containerdReference(image);
+      if (args.includes('ls') && result.stdout.trim().split('\n').every((line) => line.trim() !== ref)) return `${ref} is not listed by the node's containerd after the import`;
     }
-    return true;
+    return undefined;
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -146,7 +202,7 @@ function main(args: string[]): number {
   }
   let extra: string[] = [];
   try {
-    if (bases === 'local') extra = localBaseArgs();
+    if (bases === 'local') extra = argsDeclaredBy(readFileSync(path.join(root, dockerfile), 'utf8'), localBaseArgs());
   } catch (err) {
     console.error((err as Error).message);
     return 1;
@@ -154,7 +210,8 @@ function main(args: string[]): number {
   const [bin, ...rest] = builder.buildArgs(dockerfile, image, '.', extra);
   console.error(`building ${image} with ${builder.name} from the ${bases} base images`);
   const started = Date.now();
-  const result = spawnSync(bin!, rest, { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
+  // The builder's output goes to stderr: stdout carries the image reference alone.
+  const result = spawnSync(bin!, rest, { cwd: root, stdio: ['ignore', 2, 'inherit'] });
   if (result.status !== 0) {
     console.error(`${builder.name} build of ${image} failed`);
     return 1;
@@ -162,11 +219,13 @@ function main(args: string[]): number {
   console.error(`built ${image} in ${((Date.now() - started) / 1000).toFixed(0)} s`);
   const socket = realNodeSocket();
   if (socket && builder.name === 'buildah') {
-    if (!loadIntoRealNode(image, socket)) {
-      console.error(`could not load ${image} into the real node's containerd (${socket})`);
+    const failure = loadIntoRealNode(image, socket);
+    if (failure) {
+      console.error(`could not load ${image} into the real node's containerd (${socket}): ${failure}`);
       return 1;
     }
-    console.error(`loaded ${image} onto the local cluster's real node`);
+    const ref = containerdReference(image);
+    console.error(`loaded ${image} onto the local cluster's real node${ref === image ? '' : ` (as ${ref}, the name its kubelet asks for)`}`);
   } else {
     console.error(socket ? `not loaded onto the real node: only buildah builds are loaded (this was ${builder.name})` : 'not loaded: the local cluster has no real node (npm run cluster:up -- --real-node)');
   }

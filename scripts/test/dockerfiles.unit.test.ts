@@ -1,6 +1,7 @@
 // The committed Dockerfiles are the ones scripts/dockerfiles.ts generates from its one template.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { describe, it } from 'node:test';
 import { dockerfile, dockerfilePath, OPERATOR_IMAGES } from '../dockerfiles.ts';
 
@@ -22,5 +23,15 @@ describe('operator Dockerfiles', () => {
     assert.equal(withoutName('memcached'), withoutName('iot'));
     assert.equal(withoutName('ptemplate'), withoutName('iot'));
     assert.match(dockerfile('armada'), /^COPY --from=helm \/out\/helm \/usr\/local\/bin\/helm$/m);
+  });
+
+  it('images/bases.sh provides exactly the base image arguments the Dockerfiles declare', () => {
+    const bases = readFileSync(path.join(path.dirname(dockerfilePath('iot')), '../../images/bases.sh'), 'utf8');
+    const line = /^build_args\(\) \{\n\s*echo "([^"]+)"/m.exec(bases);
+    assert.ok(line, 'bases.sh prints its build arguments from build_args()');
+    const provided = [...line[1]!.matchAll(/--build-arg ([A-Z_]+)=\$([A-Z_]+)/g)].map((m) => m[1]!);
+    const declared = new Set(OPERATOR_IMAGES.flatMap((operator) => [...dockerfile(operator).matchAll(/^ARG ([A-Z_]+_IMAGE)=/gm)].map((m) => m[1]!)));
+    assert.deepEqual([...provided].sort(), [...declared].sort());
+    for (const name of provided) assert.match(bases, new RegExp(`^${name}=localhost/iot-operator/\\S+$`, 'm'), `${name} names a local image`);
   });
 });

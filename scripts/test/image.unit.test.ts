@@ -5,12 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { chooseBuilder, imageVersion, type Builder } from '../image.ts';
+import { argsDeclaredBy, BUILDERS, chooseBuilder, containerdReference, imageVersion, loadCommands, parseBaseArgs, realNodeSocket, type Builder } from '../image.ts';
 
 const script = fileURLToPath(new URL('../image.ts', import.meta.url));
 const repoRoot = path.resolve(path.dirname(script), '..');
@@ -78,7 +78,7 @@ describe('image build', () => {
   it('builds operators/<name>/Dockerfile from the repository root, tagged with the version', () => {
     const log = path.join(scratch, 'podman-args');
     const bin = pathWithGit((dir) => {
-      writeFileSync(path.join(dir, 'podman'), `#!/bin/sh\n[ "$1" = --version ] && { echo 'podman version 5'; exit 0; }\necho "$@" > ${log}\n`);
+      writeFileSync(path.join(dir, 'podman'), `#!/bin/sh\n[ "$1" = --version ] && { echo 'podman version 5'; exit 0; }\necho "$@" > ${log}\necho 'STEP 1/1: FROM node'\n`);
       chmodSync(path.join(dir, 'podman'), 0o755);
     });
     const result = runScript(['build', 'iot'], { PATH: bin, IMAGE_BUILDER: 'podman', IMAGE_REGISTRY: 'registry.test/team' });
@@ -86,6 +86,7 @@ describe('image build', () => {
     const image = result.stdout.trim().split('\n').at(-1)!;
     assert.match(image, /^registry\.test\/team\/iot-operator:\d{8}-\d{6}\.[0-9a-f]{7,}$/);
     assert.equal(readFileSync(log, 'utf8').trim(), `build -f operators/iot/Dockerfile -t ${image} .`);
+    assert.equal(result.stdout, `${image}\n`, 'stdout carries the reference alone');
   });
 
   it('exits 1 and says so when no builder is present, building nothing', () => {
@@ -98,5 +99,73 @@ describe('image build', () => {
     const result = runScript(['build', 'nosuch'], { PATH: pathWithGit() });
     assert.equal(result.status, 1);
     assert.match(result.stderr, /no image for operator "nosuch": operators\/nosuch\/Dockerfile does not exist/);
+  });
+});
+
+describe('buildah from the local bases', () => {
+  it('builds with the host network, chroot isolation and the layer cache, the base arguments before the context', () => {
+    const buildah = BUILDERS.find((b) => b.name === 'buildah')!;
+    assert.equal(buildah.defaultBases, 'local');
+    assert.deepEqual(buildah.buildArgs('operators/iot/Dockerfile', 'r/iot-operator:1', '.', ['--build-arg', 'NODE_IMAGE=localhost/n:1']), [
+      'buildah', 'bud', '--network', 'host', '--isolation', 'chroot', '--layers',
+      '-f', 'operators/iot/Dockerfile', '-t', 'r/iot-operator:1', '--build-arg', 'NODE_IMAGE=localhost/n:1', '.',
+    ]);
+    assert.equal(BUILDERS.find((b) => b.name === 'docker')!.defaultBases, 'public');
+  });
+
+  it('takes the build arguments from the last line images/bases.sh prints', () => {
+    assert.deepEqual(parseBaseArgs('noise\n--build-arg NODE_IMAGE=localhost/a:1 --build-arg GO_IMAGE=localhost/g:2\n'), [
+      '--build-arg', 'NODE_IMAGE=localhost/a:1', '--build-arg', 'GO_IMAGE=localhost/g:2',
+    ]);
+    assert.throws(() => parseBaseArgs(''), /printed no build arguments/);
+    assert.throws(() => parseBaseArgs('--build-arg NODE_IMAGE=a --build-arg'), /printed no build arguments/);
+    assert.throws(() => parseBaseArgs('made localhost/a:1'), /printed no build arguments \(last line: "made localhost\/a:1"\)/);
+  });
+});
+
+describe('base arguments', () => {
+  const all = ['--build-arg', 'NODE_IMAGE=localhost/n:1', '--build-arg', 'NODE_BUILD_IMAGE=localhost/b:1', '--build-arg', 'GO_IMAGE=localhost/g:1'];
+  it('passes only the arguments a Dockerfile declares', () => {
+    const iot = readFileSync(path.join(repoRoot, 'operators/iot/Dockerfile'), 'utf8');
+    assert.deepEqual(argsDeclaredBy(iot, all), all.slice(0, 4));
+    const armada = readFileSync(path.join(repoRoot, 'operators/armada/Dockerfile'), 'utf8');
+    assert.deepEqual(argsDeclaredBy(armada, all), all);
+    assert.deepEqual(argsDeclaredBy('FROM scratch\n# ARG GO_IMAGE=x\n', all), []);
+  });
+});
+
+describe('loading onto the real node', () => {
+  it('finds the containerd socket of the cluster named by CLUSTER_NAME under KWOK_WORKDIR, only when it exists', () => {
+    const workdir = mkdtempSync(path.join(scratch, 'kwok-'));
+    assert.equal(realNodeSocket({ KWOK_WORKDIR: workdir }), undefined);
+    const dir = path.join(workdir, 'clusters', 'iot-operator', 'real-node', 'containerd');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(path.join(dir, 'containerd.sock'), '');
+    assert.equal(realNodeSocket({ KWOK_WORKDIR: workdir }), path.join(dir, 'containerd.sock'));
+    assert.equal(realNodeSocket({ KWOK_WORKDIR: workdir, CLUSTER_NAME: 'other' }), undefined);
+  });
+
+  it('imports an OCI archive into namespace k8s.io named exactly as the image, then lists that name', () => {
+    const image = 'registry.example.com/iot/iot-operator:20260101-000000.abc1234';
+    assert.deepEqual(loadCommands(image, '/s/c.sock', '/t/i.tar'), [
+      ['buildah', 'push', '-q', image, `oci-archive:/t/i.tar:${image}`],
+      ['ctr', '--address', '/s/c.sock', '-n', 'k8s.io', 'images', 'import', '/t/i.tar'],
+      ['ctr', '--address', '/s/c.sock', '-n', 'k8s.io', 'images', 'ls', '-q', `name==${image}`],
+    ]);
+  });
+
+  it('names a short reference as the kubelet asks containerd for it (Docker normalisation)', () => {
+    assert.equal(containerdReference('ptemplate-operator:latest'), 'docker.io/library/ptemplate-operator:latest');
+    assert.equal(containerdReference('ptemplate-operator'), 'docker.io/library/ptemplate-operator:latest');
+    assert.equal(containerdReference('example/memcached-operator:v0.0.1'), 'docker.io/example/memcached-operator:v0.0.1');
+    assert.equal(containerdReference('index.docker.io/example/x:1'), 'docker.io/example/x:1');
+    assert.equal(containerdReference('quay.io/example/memcached-operator'), 'quay.io/example/memcached-operator:latest');
+    assert.equal(containerdReference('localhost/iot-operator/pause:3.10'), 'localhost/iot-operator/pause:3.10');
+    assert.equal(containerdReference('registry.local:5000/iot-operator:1'), 'registry.local:5000/iot-operator:1');
+    assert.equal(containerdReference('registry.local:5000/iot-operator'), 'registry.local:5000/iot-operator:latest');
+    assert.equal(containerdReference('quay.io/x/y@sha256:abc'), 'quay.io/x/y@sha256:abc');
+    const [push, , list] = loadCommands('ptemplate-operator:latest', '/s', '/t/i.tar');
+    assert.deepEqual(push, ['buildah', 'push', '-q', 'ptemplate-operator:latest', 'oci-archive:/t/i.tar:docker.io/library/ptemplate-operator:latest']);
+    assert.equal(list!.at(-1), 'name==docker.io/library/ptemplate-operator:latest');
   });
 });
