@@ -141,7 +141,8 @@ made_by_current_configuration() {
   grep -qF "$BIN_DIR/kube-apiserver" "$CLUSTER_WORKDIR/kwok.yaml" &&
     grep -qF -- "--advertise-address=$REAL_NODE_GATEWAY" "$CLUSTER_WORKDIR/kwok.yaml" &&
     grep -qF -- "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake" "$CLUSTER_WORKDIR/kwok.yaml" &&
-    grep -qF -- "--kubelet-preferred-address-types=InternalIP" "$CLUSTER_WORKDIR/kwok.yaml"
+    grep -qF -- "--kubelet-preferred-address-types=InternalIP" "$CLUSTER_WORKDIR/kwok.yaml" &&
+    grep -qF -- "--service-cluster-ip-range=$SERVICE_CIDR" "$CLUSTER_WORKDIR/kwok.yaml"
 }
 
 if cluster_exists && made_by_current_configuration &&

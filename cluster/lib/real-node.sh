@@ -28,8 +28,8 @@ REAL_NODE_LABEL=node.iot-operator.dev/real
 REAL_NODE_BRIDGE=iotrn0
 REAL_NODE_POD_SUBNET=10.244.0.0/24
 REAL_NODE_GATEWAY=10.244.0.1
-# kube-apiserver's default --service-cluster-ip-range (kwokctl sets none).
-SERVICE_CIDR=10.0.0.0/24
+# kube-apiserver's --service-cluster-ip-range (cluster/kwokctl.yaml).
+SERVICE_CIDR=10.96.0.0/16
 REAL_NODE_CGROUP=iot-operator-real-node
 REAL_NODE_SOCKET="$REAL_NODE_DIR/containerd/containerd.sock"
 PAUSE_IMAGE=localhost/iot-operator/pause:3.10
