@@ -8,9 +8,8 @@
  * every namespace; no metrics Service rules, the chart makes that Service);
  * test/generated.unit.test.ts fails while the committed files differ.
  *
- * Helm runs with the operator's identity unless a chart names a ServiceAccount to act as
- * (impersonation: the operator may impersonate ServiceAccounts), so the operator needs the rights
- * of whatever its charts contain. Declared here: the kinds of the project's test chart (Deployment, Service, the
+ * Helm runs with the operator's identity, so the operator needs the rights of whatever its charts
+ * contain. Declared here: the kinds of the project's test chart (Deployment, Service, the
  * `helm test` Pod) and the everyday workload kinds of charts (StatefulSet, DaemonSet, ConfigMap,
  * Secret, ServiceAccount, Job) — nothing cluster-scoped, no RBAC objects, no CRDs. A chart that
  * needs more fails with Helm's "forbidden" message in the ArmadaChart's status; declare the kind
@@ -39,7 +38,6 @@ export const extraPermissions: ExtraPermission[] = [
   { type: WAIT_TYPES['job']!, verbs: ['get', 'list', 'watch', ...WRITE], reason: 'chart contents and hooks, written by Helm; wait.resources reads and upgrade.pre.delete deletes them' },
   { type: Kinds.Pod, verbs: ['get', 'list', 'watch', 'create', 'delete'], reason: '`helm test` creates its test Pods and waits for them, `helm --wait` and wait.resources read Pods; upgrade.pre.delete and test clean-up delete them' },
   { type: Kinds.ReplicaSet, verbs: ['get', 'list', 'watch'], reason: "`helm --wait` finds a Deployment's current ReplicaSet" },
-  { type: Kinds.ServiceAccount, verbs: ['impersonate'], reason: "Helm acts as an ArmadaChart's spec.service_account_name (or --default-service-account): the release gets only that account's rights" },
 ];
 
 /** Helm on PATH and git checkouts under the system's temporary directory, unless the operator passes its own (operator.ts). */

@@ -21,15 +21,8 @@ const options = parseOperatorCommandLine({
   description: 'Installs and keeps Helm releases declared as ArmadaChart, ArmadaChartGroup and ArmadaManifest objects (armada.airshipit.org/v1alpha1).',
   extraOptions: (program) => {
     program.option('--helm-binary <path>', 'the helm v3 binary (default: $HELM_BINARY, the project\'s build, else helm on PATH)', process.env.HELM_BINARY);
-    program.option('--default-service-account <name>', "ServiceAccount of each ArmadaChart's namespace that Helm acts as when the chart names none (default: the operator's own identity)");
-    program.option('--require-service-account', 'refuse ArmadaCharts that name no spec.service_account_name (unless --default-service-account is set)', false);
   },
 });
-const mgr = await createArmadaOperator({
-  ...options,
-  helmBinary: options.flags['helmBinary'] as string | undefined,
-  defaultServiceAccount: options.flags['defaultServiceAccount'] as string | undefined,
-  requireServiceAccount: options.flags['requireServiceAccount'] as boolean,
-});
+const mgr = await createArmadaOperator({ ...options, helmBinary: options.flags['helmBinary'] as string | undefined });
 mgr.logger.info({ namespace: options.watchNamespace || '<all>', metrics: options.metricsBindAddress }, 'starting armada operator');
 await mgr.runUntilSignal();

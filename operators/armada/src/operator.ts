@@ -26,10 +26,6 @@ export interface ArmadaOperatorOptions extends OperatorProcessOptions {
   helmBinary?: string;
   /** ArmadaCharts reconciled in parallel (each may wait on Helm for minutes); default 4. */
   maxConcurrentReconciles?: number;
-  /** ServiceAccount (of each chart's namespace) Helm acts as for charts that name none. */
-  defaultServiceAccount?: string;
-  /** Refuse charts that name no ServiceAccount (when there is no default). */
-  requireServiceAccount?: boolean;
 }
 
 export async function createArmadaOperator(options: ArmadaOperatorOptions = {}): Promise<Manager> {
@@ -43,14 +39,7 @@ export async function createArmadaOperator(options: ArmadaOperatorOptions = {}):
       ],
     }),
   );
-  registerControllers(mgr, {
-    helm,
-    sources: new SourceResolver({ workDir }),
-    watchNamespace: options.watchNamespace,
-    maxConcurrentReconciles: options.maxConcurrentReconciles,
-    defaultServiceAccount: options.defaultServiceAccount,
-    requireServiceAccount: options.requireServiceAccount,
-  });
+  registerControllers(mgr, { helm, sources: new SourceResolver({ workDir }), watchNamespace: options.watchNamespace, maxConcurrentReconciles: options.maxConcurrentReconciles });
   mgr.logger.info({ helm: helm.binary }, 'using helm');
   return mgr;
 }

@@ -118,12 +118,6 @@ export const ChartSpecSchema = Type.Object(
         { description: 'A protected release is never uninstalled or replaced by the operator.' },
       ),
     ),
-    service_account_name: Type.Optional(
-      Type.String({
-        minLength: 1,
-        description: "A ServiceAccount of this ArmadaChart's namespace whose authority Helm acts with (impersonation, as Flux's serviceAccountName): the release can do only what that account may. Default: the operator's --default-service-account, else the operator's own identity.",
-      }),
-    ),
     adopt: Type.Optional(
       Type.Boolean({
         default: false,

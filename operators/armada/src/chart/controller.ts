@@ -27,10 +27,6 @@
  * - A Helm operation is decided only on the API server's current ArmadaChart (checked with one
  *   GET before it; a stale cache makes the reconcile retry), and status writes are conditional
  *   on the resourceVersion they were computed from.
- * - Authority: with `spec.service_account_name` (or the operator's default), every Helm write
- *   (install, upgrade, rollback, test, uninstall) impersonates that ServiceAccount of the chart's
- *   namespace, so the API server allows the release only what that account may; a refusal is
- *   Helm's "forbidden" message in the status. The operator may require an account.
  * - Bad input (invalid spec, unknown source type, missing directory, not a chart, unknown git
  *   reference, a release namespace the operator does not watch) → `error` with a reason naming
  *   the problem; a Helm failure → `failed` with Helm's message. Nothing else is touched and the
@@ -109,10 +105,6 @@ const REPAIR_QUIET_MS = 60_000;
 export interface ChartControllerOptions {
   helm: Helm;
   sources: SourceResolver;
-  /** The ServiceAccount (of the chart's namespace) Helm acts as for charts naming none; undefined = the operator's identity. */
-  defaultServiceAccount?: string;
-  /** Refuse charts that name no ServiceAccount when there is no default either. */
-  requireServiceAccount?: boolean;
   /** The namespace the operator watches ("" or undefined = all): releases elsewhere are invisible to it. */
   watchNamespace?: string;
   maxConcurrentReconciles?: number;
@@ -161,9 +153,6 @@ export class ChartReconciler {
     }
     if (!isValidChartSpec(chart.spec)) {
       return this.report(ctx, chart, 'error', `the spec is invalid: ${specError(ChartSpecSchema, chart.spec)}`);
-    }
-    if (this.options.requireServiceAccount && !chart.spec.service_account_name && !this.options.defaultServiceAccount) {
-      return this.report(ctx, chart, 'error', `the operator requires spec.service_account_name: name a ServiceAccount of namespace ${chart.metadata.namespace} whose rights Helm may use for this release`);
     }
     const namespace = releaseNamespace(chart);
     const watched = this.options.watchNamespace;
@@ -242,13 +231,13 @@ export class ChartReconciler {
         return this.install(ctx, chart, inputs);
       case 'replace': {
         ctx.recorder.event(chart, 'Warning', 'Replacing', `${plan.why}: uninstalling it to install again`);
-        await this.helmFor(chart).uninstall(inputs.release, namespace, chart.spec.delete?.timeout ?? DEFAULT_DELETE_SECONDS);
+        await this.options.helm.uninstall(inputs.release, namespace, chart.spec.delete?.timeout ?? DEFAULT_DELETE_SECONDS);
         await this.cacheShows(ctx, namespace, inputs.release, (h) => h.length === 0);
         return this.install(ctx, chart, inputs);
       }
       case 'rollback': {
         ctx.recorder.event(chart, 'Warning', 'Recovering', `revision ${plan.revision.revision} was left ${plan.revision.status}; rolling back to revision ${plan.to}`);
-        await this.helmFor(chart).rollback(inputs.release, namespace, plan.to, inputs.timeoutSeconds, inputs.wait);
+        await this.options.helm.rollback(inputs.release, namespace, plan.to, inputs.timeoutSeconds, inputs.wait);
         await this.cacheShows(ctx, namespace, inputs.release, (h) => (h.at(-1)?.revision ?? 0) > plan.revision.revision);
         return; // the release Secret's event brings the chart back for its upgrade
       }
@@ -293,7 +282,7 @@ export class ChartReconciler {
     await this.report(ctx, chart, 'running', `helm install of release ${inputs.release} is running`);
     let release: HelmRelease;
     try {
-      release = await this.helmFor(chart).install(inputs);
+      release = await this.options.helm.install(inputs);
     } catch (err) {
       if (!(err instanceof HelmError)) throw err;
       const failures = (chart.status?.install_failures ?? 0) + 1;
@@ -304,7 +293,7 @@ export class ChartReconciler {
       }
       const left = this.history(ctx, inputs.namespace, inputs.release);
       if (left.length > 0 && releaseOwner(left.at(-1)!.labels, chart).kind === 'ours') {
-        await this.helmFor(chart).uninstall(inputs.release, inputs.namespace, chart.spec.delete?.timeout ?? DEFAULT_DELETE_SECONDS).catch(() => undefined);
+        await this.options.helm.uninstall(inputs.release, inputs.namespace, chart.spec.delete?.timeout ?? DEFAULT_DELETE_SECONDS).catch(() => undefined);
         await this.cacheShows(ctx, inputs.namespace, inputs.release, (h) => h.length === 0);
       }
       const delay = installRetryDelayMs(failures);
@@ -323,7 +312,7 @@ export class ChartReconciler {
     let release: HelmRelease;
     try {
       await this.preUpgradeDelete(ctx, chart, inputs.namespace);
-      release = await this.helmFor(chart).upgrade(inputs, { noHooks: chart.spec.upgrade?.no_hooks, force: chart.spec.upgrade?.options?.force });
+      release = await this.options.helm.upgrade(inputs, { noHooks: chart.spec.upgrade?.no_hooks, force: chart.spec.upgrade?.options?.force });
     } catch (err) {
       if (!(err instanceof HelmError)) throw err;
       const failures = (chart.status?.upgrade_failures ?? 0) + 1;
@@ -334,7 +323,7 @@ export class ChartReconciler {
         const good = history.filter((r) => r.revision < failedRevision.revision && (r.status === 'deployed' || r.status === 'superseded')).at(-1);
         if (good) {
           try {
-            await this.helmFor(chart).rollback(inputs.release, inputs.namespace, good.revision, inputs.timeoutSeconds, inputs.wait);
+            await this.options.helm.rollback(inputs.release, inputs.namespace, good.revision, inputs.timeoutSeconds, inputs.wait);
             await this.cacheShows(ctx, inputs.namespace, inputs.release, (h) => (h.at(-1)?.revision ?? 0) > failedRevision.revision);
             outcome = `rolled back to revision ${good.revision}`;
           } catch (rollbackErr) {
@@ -370,7 +359,7 @@ export class ChartReconciler {
     }
     if (chart.spec.test?.enabled) {
       try {
-        await this.helmFor(chart).test(inputs.release, inputs.namespace, chart.spec.test.timeout ?? DEFAULT_TEST_SECONDS);
+        await this.options.helm.test(inputs.release, inputs.namespace, chart.spec.test.timeout ?? DEFAULT_TEST_SECONDS);
         ctx.recorder.event(chart, 'Normal', 'TestSucceeded', `helm test of release ${inputs.release} succeeded`);
         all.push({ type: 'TestSuccess', status: 'True', reason: 'Succeeded', message: `helm test passed for revision ${release.version}` });
       } catch (err) {
@@ -395,7 +384,7 @@ export class ChartReconciler {
       ctx.recorder.event(chart, 'Normal', 'ForeignReleaseKept', `release ${chart.spec.release} in namespace ${namespace} was not installed by this ArmadaChart: kept installed`);
     } else if (owner.kind === 'ours') {
       try {
-        await this.helmFor(chart).uninstall(chart.spec.release, namespace, chart.spec.delete?.timeout ?? DEFAULT_DELETE_SECONDS);
+        await this.options.helm.uninstall(chart.spec.release, namespace, chart.spec.delete?.timeout ?? DEFAULT_DELETE_SECONDS);
       } catch (err) {
         if (!(err instanceof HelmError) || err.name !== 'ReleaseNotFoundError') {
           ctx.recorder.event(chart, 'Warning', 'UninstallFailed', `helm uninstall of release ${chart.spec.release} failed: ${err instanceof HelmError ? err.helmMessage : String(err)}`);
@@ -421,12 +410,6 @@ export class ChartReconciler {
   }
 
   /** The chart's source, resolved again on a spec change and, for tar and git, every `source.interval`. */
-  /** Helm with the authority of the chart's ServiceAccount (impersonated), or the operator's own when it names none. */
-  private helmFor(chart: ArmadaChartObject): Helm {
-    const account = chart.spec.service_account_name ?? this.options.defaultServiceAccount;
-    return this.options.helm.as(account ? `system:serviceaccount:${chart.metadata.namespace}:${account}` : undefined);
-  }
-
   private async resolve(chart: ArmadaChartObject): Promise<ResolvedSource> {
     const uid = chart.metadata.uid!;
     const generation = chart.metadata.generation ?? 0;

@@ -75,8 +75,6 @@ export interface HelmOptions {
   kubeconfig?: string;
   /** Extra seconds a call may run beyond its Helm timeout before it is killed (default 30). */
   marginSeconds?: number;
-  /** The user Helm impersonates (`--kube-as-user`); undefined = the kubeconfig's own identity. */
-  asUser?: string;
 }
 
 export interface ReleaseInputs {
@@ -103,14 +101,6 @@ export class Helm {
   private homeDir: Promise<string> | undefined;
 
   constructor(private readonly options: HelmOptions) {}
-
-  /** This Helm acting as `user` (impersonation: the API server authorises every call as that user). */
-  as(user: string | undefined): Helm {
-    if (user === this.options.asUser) return this;
-    const other = new Helm({ ...this.options, asUser: user });
-    other.homeDir = this.homeDir;
-    return other;
-  }
 
   get binary(): string {
     return this.options.binary;
@@ -158,7 +148,7 @@ export class Helm {
   /** Runs `helm <args>` and returns its stdout; throws a HelmError on any failure. */
   private async run(args: string[], timeoutSeconds: number): Promise<string> {
     const home = await this.home();
-    const fullArgs = [...args, ...(this.options.kubeconfig ? ['--kubeconfig', this.options.kubeconfig] : []), ...(this.options.asUser ? ['--kube-as-user', this.options.asUser] : [])];
+    const fullArgs = [...args, ...(this.options.kubeconfig ? ['--kubeconfig', this.options.kubeconfig] : [])];
     const command = `helm ${args.slice(0, 2).join(' ')}`;
     const deadlineMs = (timeoutSeconds + (this.options.marginSeconds ?? 30)) * 1000;
     return new Promise<string>((resolve, reject) => {
