@@ -26,6 +26,10 @@
  *   with the same inputs (Helm recreates and patches it; nothing is rendered here), reported by
  *   the `Drifted` condition and an Event. The same drift persisting right after a repair is
  *   reported, not repaired in a loop.
+ * - Ownership (release-owner.ts): only a release whose newest revision records this chart is
+ *   changed; one without an owner record only with `adopt` (Event `Adopting`); one of another
+ *   chart never. A renamed `release` / `namespace` uninstalls the chart's previous release
+ *   before installing the new one (kept when `protected`).
  * - Deleting an ArmadaChart uninstalls its release (finalizer `armada.airshipit.org/uninstall`)
  *   unless `protected`; the release is kept then and the finalizer removed.
  * - A Helm operation is decided only on the API server's current ArmadaChart (checked with one
@@ -80,7 +84,7 @@ import { INPUTS_LABEL, inputsDigest, planRelease, type ReleasePlan } from './pla
 import { authorityOf, describeAuthority, type AuthorityOptions } from './authority.ts';
 import { helmFailureStalls, retryDelayMs, stalledReason } from './failure.ts';
 import { WAIT_TYPES, waitForResources } from './readiness.ts';
-import { CHART_NAME_LABEL, CHART_NAMESPACE_LABEL, ownerLabels, releaseOwner } from './release-owner.ts';
+import { CHART_NAME_LABEL, CHART_NAMESPACE_LABEL, ownerLabels, previousReleases, releaseOwner } from './release-owner.ts';
 import { SourceError, type ResolvedSource, type SourceResolver } from './source.ts';
 
 export const CHART_FINALIZER = 'armada.airshipit.org/uninstall';
@@ -187,6 +191,13 @@ export class ChartReconciler {
       return history.length === 0
         ? this.report(ctx, chart, 'uninitialized', undefined)
         : this.report(ctx, chart, 'deployed', `release ${chart.spec.release} is installed but target_state is uninitialized: delete the ArmadaChart to uninstall it`, { revision: history.at(-1)!.revision });
+    }
+
+    try {
+      await this.retirePrevious(ctx, chart, namespace);
+    } catch (err) {
+      if (!(err instanceof HelmError)) throw err;
+      return this.retryLater(ctx, chart, 'failed', `helm uninstall of the chart's previous release failed: ${err.helmMessage}`);
     }
 
     const waitingFor = (chart.spec.dependencies ?? []).filter((name) => !isDeployed(ctx.cache.get<ArmadaChartObject>(ArmadaChart, name, chart.metadata.namespace)));
@@ -427,6 +438,26 @@ export class ChartReconciler {
     // Later writes in the same reconcile start from what was written (and its resourceVersion).
     chart.metadata = written.metadata;
     chart.status = written === chart ? next : written.status;
+  }
+
+  /**
+   * A renamed `release` or `namespace`: the release this chart made under the old name is
+   * uninstalled before anything is installed under the new one (kept when `protected`), so a
+   * chart never owns two releases. Only a release whose newest revision is still this chart's.
+   */
+  private async retirePrevious(ctx: ReconcileContext, chart: ArmadaChartObject, namespace: string): Promise<void> {
+    for (const old of previousReleases(ctx.cache.list(Kinds.Secret), chart, { release: chart.spec.release, namespace })) {
+      const history = this.history(ctx, old.namespace, old.release);
+      if (history.length === 0 || releaseOwner(history.at(-1)!.labels, chart).kind !== 'ours') continue;
+      if (chart.spec.protected) {
+        ctx.recorder.event(chart, 'Normal', 'PreviousReleaseKept', `release ${old.release} in namespace ${old.namespace} (the chart's previous release name or namespace) is protected: kept installed`);
+        continue;
+      }
+      await requireFresh(ctx, chart);
+      await this.helmOf(chart).uninstall(old.release, old.namespace, chart.spec.delete?.timeout ?? DEFAULT_DELETE_SECONDS);
+      await this.cacheShows(ctx, old.namespace, old.release, (h) => h.length === 0);
+      ctx.recorder.event(chart, 'Normal', 'PreviousReleaseUninstalled', `release ${old.release} in namespace ${old.namespace} uninstalled: spec.release / spec.namespace now name ${chart.spec.release} in ${namespace}`);
+    }
   }
 
   /**
