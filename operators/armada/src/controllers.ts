@@ -8,8 +8,9 @@
  * every namespace; no metrics Service rules, the chart makes that Service);
  * test/generated.unit.test.ts fails while the committed files differ.
  *
- * Helm runs with the operator's identity, so the operator needs the rights of whatever its charts
- * contain. Declared here: the kinds of the project's test chart (Deployment, Service, the
+ * Helm runs with the operator's identity for charts that name no ServiceAccount (and with no
+ * default account), so the operator needs the rights of whatever such charts contain; a chart
+ * naming one has Helm impersonate it (`impersonate` on serviceaccounts below). Declared here: the kinds of the project's test chart (Deployment, Service, the
  * `helm test` Pod) and the everyday workload kinds of charts (StatefulSet, DaemonSet, ConfigMap,
  * Secret, ServiceAccount, Job) — nothing cluster-scoped, no RBAC objects, no CRDs. A chart that
  * needs more fails with Helm's "forbidden" message in the ArmadaChart's status; declare the kind
@@ -38,6 +39,7 @@ export const extraPermissions: ExtraPermission[] = [
   { type: WAIT_TYPES['job']!, verbs: ['get', 'list', 'watch', ...WRITE], reason: 'chart contents and hooks, written by Helm; wait.resources reads and upgrade.pre.delete deletes them' },
   { type: Kinds.Pod, verbs: ['get', 'list', 'watch', 'create', 'delete'], reason: '`helm test` creates its test Pods and waits for them, `helm --wait` and wait.resources read Pods; upgrade.pre.delete and test clean-up delete them' },
   { type: Kinds.ReplicaSet, verbs: ['get', 'list', 'watch'], reason: "`helm --wait` finds a Deployment's current ReplicaSet" },
+  { type: Kinds.ServiceAccount, verbs: ['impersonate'], reason: 'Helm acts as the ServiceAccount an ArmadaChart names (spec.serviceAccountName), with that account\'s rights only' },
 ];
 
 /** Helm on PATH and git checkouts under the system's temporary directory, unless the operator passes its own (operator.ts). */

@@ -6,7 +6,9 @@
  * Guarantees: nothing starts until the caller calls `start()` (or `runUntilSignal()`); two
  * operators can run in one process (each has its own manager, Helm work directory and caches);
  * `watchNamespace` undefined or empty means every namespace. The helm binary is the one given,
- * else found by `findHelmBinary`.
+ * else found by `findHelmBinary`, and is run once before anything starts: one that does not run
+ * fails the creation with an error naming it. Helm acts with each chart's ServiceAccount
+ * (`defaultServiceAccount`, `requireServiceAccount`: chart/authority.ts).
  */
 
 import { mkdtemp } from 'node:fs/promises';
@@ -26,10 +28,15 @@ export interface ArmadaOperatorOptions extends OperatorProcessOptions {
   helmBinary?: string;
   /** ArmadaCharts reconciled in parallel (each may wait on Helm for minutes); default 4. */
   maxConcurrentReconciles?: number;
+  /** The ServiceAccount (of each chart's namespace) Helm acts as for charts naming none (chart/authority.ts). */
+  defaultServiceAccount?: string;
+  /** Refuse charts naming no ServiceAccount when there is no default (Helm never acts as the operator). */
+  requireServiceAccount?: boolean;
 }
 
 export async function createArmadaOperator(options: ArmadaOperatorOptions = {}): Promise<Manager> {
   const helm = new Helm({ binary: await findHelmBinary(options.helmBinary), kubeconfig: options.kubeconfigPath });
+  const helmVersion = await helm.check();
   const workDir = await mkdtemp(path.join(os.tmpdir(), 'armada-sources-'));
   const mgr = await Manager.create(
     operatorManagerOptions(OPERATOR_NAME, options, {
@@ -39,7 +46,14 @@ export async function createArmadaOperator(options: ArmadaOperatorOptions = {}):
       ],
     }),
   );
-  registerControllers(mgr, { helm, sources: new SourceResolver({ workDir }), watchNamespace: options.watchNamespace, maxConcurrentReconciles: options.maxConcurrentReconciles });
-  mgr.logger.info({ helm: helm.binary }, 'using helm');
+  registerControllers(mgr, {
+    helm,
+    sources: new SourceResolver({ workDir }),
+    watchNamespace: options.watchNamespace,
+    maxConcurrentReconciles: options.maxConcurrentReconciles,
+    defaultServiceAccount: options.defaultServiceAccount,
+    requireServiceAccount: options.requireServiceAccount,
+  });
+  mgr.logger.info({ helm: helm.binary, version: helmVersion }, 'using helm');
   return mgr;
 }

@@ -2,11 +2,14 @@
  * Status of the three Armada kinds: building it and writing it only when it changes.
  *
  * Guarantees:
- * - `nextStatus(object, state, reason, conditions)` sets `actual_state`, `satisfied`
- *   (`actual_state == target_state`), `reason` (dropped when satisfied and none is given),
- *   `observedGeneration` and the `Ready` condition (True exactly when satisfied), keeping
- *   every other field and condition of the current status; condition transition times move only
- *   when a condition's status changes.
+ * - `nextStatus(object, state, reason, fields, conditions, stalled)` sets `actual_state`,
+ *   `satisfied` (`actual_state == target_state`), `reason` (dropped when satisfied and none is
+ *   given), `observedGeneration` and the kstatus conditions, each with the generation it was
+ *   computed for: `Ready` (True exactly when satisfied), `Stalled` (True when `stalled` names
+ *   why the object cannot progress until its spec changes) and `Reconciling` (True while it is
+ *   neither satisfied nor stalled: progressing, waiting, or retrying a transient failure) — so
+ *   `kubectl wait --for=condition=Ready` works. Every other field and condition of the current
+ *   status is kept; condition transition times move only when a condition's status changes.
  * - `writeStatus` patches the status subresource only when the new status differs from the
  *   cached one, conditionally on the object's resourceVersion (a status computed from a stale
  *   cache fails with a Conflict and is retried, never clobbering a newer one; an object deleted
@@ -24,15 +27,32 @@ interface ArmadaObject extends KubeObject {
   status?: CommonStatus;
 }
 
-export function nextStatus<S extends CommonStatus>(obj: ArmadaObject & { status?: S }, state: ActualState, reason: string | undefined, fields: Partial<S> = {}, conditions: ConditionUpdate[] = [], now = new Date()): S {
+export function nextStatus<S extends CommonStatus>(
+  obj: ArmadaObject & { status?: S },
+  state: ActualState,
+  reason: string | undefined,
+  fields: Partial<S> = {},
+  conditions: ConditionUpdate[] = [],
+  /** The kstatus reason (e.g. `InvalidValues`) when the object cannot progress until its spec changes. */
+  stalled?: string,
+  now = new Date(),
+): S {
   const target = obj.spec.target_state ?? 'deployed';
   const satisfied = state === target;
   const generation = obj.metadata.generation;
   let list: Condition[] | undefined = obj.status?.conditions;
-  const ready: ConditionUpdate = satisfied
-    ? { type: 'Ready', status: 'True', reason: capitalised(state), message: reason ?? `${state} as requested`, observedGeneration: generation }
-    : { type: 'Ready', status: 'False', reason: capitalised(state), message: reason ?? `${state}; target is ${target}`, observedGeneration: generation };
-  for (const update of [ready, ...conditions]) list = setCondition(list, update, now);
+  const message = reason ?? (satisfied ? `${state} as requested` : `${state}; target is ${target}`);
+  const progressing = !satisfied && !stalled;
+  const kstatus: ConditionUpdate[] = [
+    { type: 'Ready', status: satisfied ? 'True' : 'False', reason: capitalised(state), message, observedGeneration: generation },
+    stalled
+      ? { type: 'Stalled', status: 'True', reason: stalled, message: `${message} (not retried until the spec changes)`, observedGeneration: generation }
+      : { type: 'Stalled', status: 'False', reason: capitalised(state), message: satisfied ? 'nothing to do' : 'progressing or retrying', observedGeneration: generation },
+    progressing
+      ? { type: 'Reconciling', status: 'True', reason: capitalised(state), message, observedGeneration: generation }
+      : { type: 'Reconciling', status: 'False', reason: stalled ? 'Stalled' : capitalised(state), message: stalled ? 'stalled: waiting for a spec change' : 'nothing to do', observedGeneration: generation },
+  ];
+  for (const update of [...kstatus, ...conditions]) list = setCondition(list, update, now);
   const next = { ...obj.status, ...fields, actual_state: state, satisfied, observedGeneration: generation, conditions: list } as S;
   if (reason) next.reason = reason;
   else delete next.reason;

@@ -37,6 +37,15 @@ export async function startOperator(env: TestEnv, namespace: string): Promise<Ma
   return mgr;
 }
 
+let kubectlPath: Promise<string> | undefined;
+
+/** Runs the project's kubectl (cluster/build.sh) against the test cluster; returns stdout. */
+export async function kubectl(env: TestEnv, ...args: string[]): Promise<string> {
+  kubectlPath ??= run('bash', [path.join(repoRoot, 'cluster/build.sh')], { timeout: 900_000, maxBuffer: 16 * 1024 * 1024 }).then(({ stdout }) => path.join(stdout.trim().split('\n').at(-1)!, 'kubectl'));
+  const { stdout } = await run(await kubectlPath, ['--kubeconfig', env.kubeconfigPath, ...args], { timeout: 180_000 });
+  return stdout;
+}
+
 /** Runs helm against the test cluster; returns stdout. */
 export async function helm(env: TestEnv, ...args: string[]): Promise<string> {
   const { stdout } = await run(await helmBinary(), [...args, '--kubeconfig', env.kubeconfigPath], { timeout: 120_000 });

@@ -4,14 +4,23 @@
  * it — not upgraded, not uninstalled when the chart is deleted — unless the chart opts in with
  * `adopt: true` (then an Event says so, and the next revision records the chart as its owner);
  * a values key removed from the spec is removed from the release (the chart's default comes back).
+ * A release of another ArmadaChart is never touched, and kept when a chart naming it is deleted;
+ * renaming `release` or `namespace` uninstalls the old release before installing the new one;
+ * an install that fails because someone installed the same release by hand meanwhile leaves
+ * that release untouched.
  */
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 import { ArmadaChart, type ArmadaChartObject } from '../src/api/armada.ts';
 import { createArmadaOperator } from '../src/operator.ts';
-import { eventsOf, helm, helmBinary, helmHistory, installArmadaCrds, TESTCHART, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
+import { eventsOf, helm, helmBinary, helmHistory, helmList, installArmadaCrds, TESTCHART, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
 
 let env: TestEnv;
 let teamA: string;
@@ -80,5 +89,74 @@ describe('ownership of releases (operator watching all namespaces)', () => {
       const releases = JSON.parse(await helm(env, 'list', '--all', '--namespace', teamB, '--output', 'json')) as unknown[];
       return { done: releases.length === 0, value: undefined, seen: releases };
     }, { timeoutMs: 120_000 });
+  });
+});
+
+describe('ownership between ArmadaCharts, renames, and a release made by hand during an install', () => {
+  let server: http.Server;
+  let release: () => void = () => undefined;
+
+  before(async () => {
+    env = await testEnv();
+    await installArmadaCrds(env);
+    teamA = await env.namespace('armada-owner-a');
+    teamB = await env.namespace('armada-owner-b');
+    mgr = await createArmadaOperator({ ...env.operatorOptions(''), helmBinary: await helmBinary() });
+    await mgr.start();
+  });
+
+  after(async () => {
+    release();
+    server?.close();
+    await mgr?.stop();
+    await env?.cleanup();
+  });
+
+  test('a release of another ArmadaChart is not touched by a chart naming it, and kept when that chart is deleted', async () => {
+    await env.client.create(ArmadaChart, testChart('owner', teamA, { release: 'shared', values: { replicaCount: 2 } }));
+    const owner = await waitForChartState(env, teamA, 'owner', 'deployed');
+    await env.client.create(ArmadaChart, testChart('other', teamB, { release: 'shared', namespace: teamA, values: { replicaCount: 0 } }));
+    const refused = await waitForChartState(env, teamB, 'other', 'error');
+    assert.match(refused.status?.reason ?? '', new RegExp(`release shared in namespace ${teamA} belongs to ArmadaChart ${teamA}/owner: left untouched`));
+    assert.equal(refused.status?.conditions?.find((c) => c.type === 'Stalled')?.reason, 'ForeignRelease');
+    await env.client.delete(ArmadaChart, 'other', teamB);
+    await env.waitFor('chart other gone', async () => ({ done: (await env.client.list(ArmadaChart, { namespace: teamB })).items.length === 0, value: undefined }));
+    assert.deepEqual((await helmHistory(env, teamA, 'shared')).map((r) => [r.revision, r.status]), [[1, 'deployed']], 'still revision 1 of owner');
+    assert.equal((await env.client.get<DeploymentObject>(Kinds.Deployment, 'shared-testchart', teamA)).spec?.replicas, 2);
+    assert.ok((await eventsOf(env, teamB, 'other')).some((e) => e.reason === 'ForeignReleaseKept'));
+    assert.equal(owner.status?.revision, 1);
+  });
+
+  test('renaming the release uninstalls the old one before installing the new: never two releases of one chart', async () => {
+    await env.client.patch(ArmadaChart, 'owner', teamA, { spec: { release: 'renamed' } }, 'merge');
+    await waitForStatus<ArmadaChartObject>(env, ArmadaChart, teamA, 'owner', 'deployed as renamed', (s) => s.actual_state === 'deployed');
+    assert.deepEqual((await helmList(env, teamA)).map((r) => r.name), ['renamed']);
+    assert.ok((await eventsOf(env, teamA, 'owner')).some((e) => e.reason === 'PreviousReleaseUninstalled' && /release shared/.test(e.message)));
+    await env.client.patch(ArmadaChart, 'owner', teamA, { spec: { namespace: teamB } }, 'merge');
+    await waitForStatus<ArmadaChartObject>(env, ArmadaChart, teamA, 'owner', 'deployed in namespace B', (s) => s.actual_state === 'deployed');
+    assert.deepEqual([(await helmList(env, teamA)).map((r) => r.name), (await helmList(env, teamB)).map((r) => r.name)], [[], ['renamed']]);
+  });
+
+  test('a release installed by hand while the chart fetches its source: the failed install leaves it untouched', async () => {
+    await helm(env, 'package', TESTCHART, '--destination', os.tmpdir());
+    const archive = readFileSync(path.join(os.tmpdir(), 'testchart-0.1.0.tgz'));
+    let requested: () => void = () => undefined;
+    const downloadStarted = new Promise<void>((resolve) => (requested = resolve));
+    const held = new Promise<void>((resolve) => (release = resolve));
+    server = http.createServer((_req, res) => {
+      requested();
+      void held.then(() => res.writeHead(200, { 'content-type': 'application/gzip' }).end(archive));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/testchart-0.1.0.tgz`;
+    await env.client.create(ArmadaChart, testChart('racer', teamA, { release: 'raced', source: { type: 'tar', location: url } }));
+    await downloadStarted; // the chart found no release named raced and is fetching its chart
+    await helm(env, 'install', 'raced', TESTCHART, '--namespace', teamA, '--set', 'replicaCount=3');
+    release();
+    const chart = await waitForChartState(env, teamA, 'racer', 'error');
+    assert.match(chart.status?.reason ?? '', /release raced .* was not installed by this ArmadaChart/);
+    assert.ok((await eventsOf(env, teamA, 'racer')).some((e) => /cannot re-use a name that is still in use/.test(e.message)), 'the install was tried and failed');
+    assert.deepEqual((await helmHistory(env, teamA, 'raced')).map((r) => [r.revision, r.status]), [[1, 'deployed']], 'the hand-made release is untouched');
+    assert.equal((await env.client.get<DeploymentObject>(Kinds.Deployment, 'raced-testchart', teamA)).spec?.replicas, 3);
   });
 });

@@ -5,8 +5,8 @@
  * repository on local disk (`git`, branch + subpath), and bad input — an unknown source type, a
  * 404 archive, an archive that is not a tar, a missing git reference, values the chart's schema
  * rejects — each reported `error` or `failed` with a reason naming the problem, no release left
- * behind for it, the operator still working; a failed install is retried with backoff and
- * recovers once its spec is fixed.
+ * behind for it, the operator still working; an install Helm refuses for its values stalls the
+ * chart (`Stalled`, not retried) and recovers once its spec is fixed.
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -129,9 +129,14 @@ describe('chart sources', () => {
     assert.equal(deployment.spec?.replicas, 3, 'the chart of the new commit');
   });
 
-  test('a failed install is retried with backoff and recovers when its spec is fixed', async () => {
-    const retried = await waitForStatus<ArmadaChartObject>(env, ArmadaChart, ns, 'bad-values', 'a second failed install', (s) => (s.install_failures ?? 0) >= 2, 90_000);
-    assert.equal(retried.status?.actual_state, 'failed');
+  test('values the chart rejects stall the chart (Stalled, not retried) until its spec is fixed', async () => {
+    const stalled = await waitForStatus<ArmadaChartObject>(env, ArmadaChart, ns, 'bad-values', 'Stalled', (s) => s.conditions?.some((c) => c.type === 'Stalled' && c.status === 'True') ?? false);
+    const condition = stalled.status?.conditions?.find((c) => c.type === 'Stalled');
+    assert.equal(condition?.reason, 'InvalidValues');
+    assert.equal(condition?.observedGeneration, stalled.metadata.generation);
+    assert.equal(stalled.status?.conditions?.find((c) => c.type === 'Reconciling')?.status, 'False');
+    await new Promise((r) => setTimeout(r, 12_000)); // longer than the first retry delay of a transient failure
+    assert.equal((await env.client.get<ArmadaChartObject>(ArmadaChart, 'bad-values', ns)).status?.install_failures, 1, 'not retried');
     await env.client.patch(ArmadaChart, 'bad-values', ns, { spec: { values: { replicaCount: 2 } } }, 'merge');
     const fixed = await waitForChartState(env, ns, 'bad-values', 'deployed', 120_000);
     assert.equal(fixed.status?.install_failures, 0);

@@ -118,6 +118,12 @@ export const ChartSpecSchema = Type.Object(
         { description: 'A protected release is never uninstalled or replaced by the operator.' },
       ),
     ),
+    serviceAccountName: Type.Optional(
+      Type.String({
+        minLength: 1,
+        description: 'The ServiceAccount of this ArmadaChart\'s namespace whose authority Helm acts with (impersonated): the release can contain only what it may create. Default: the operator\'s default account, else the operator itself (unless the operator requires an account). Named as in Flux.',
+      }),
+    ),
     adopt: Type.Optional(
       Type.Boolean({
         default: false,

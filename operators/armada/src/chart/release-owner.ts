@@ -8,8 +8,11 @@
  * naming another ArmadaChart (another uid, name or namespace) is `other-chart`; one with no owner
  * record (installed with `helm install` by hand, or by another tool) is `unrecorded`; no revision
  * at all is `none`. Only `ours` may be changed; `unrecorded` only when the chart says `adopt`.
+ * `previousReleases` lists the other releases recording this chart's uid on a revision (left
+ * behind by a renamed `release` or `namespace`), each once.
  */
 import type { KubeObject } from '@iot-operator/runtime';
+import { releaseRevision } from '../helm/release-state.ts';
 
 /** Release labels naming the ArmadaChart that manages the release. */
 export const CHART_NAME_LABEL = 'armada.airshipit.org/chart';
@@ -32,4 +35,16 @@ export function releaseOwner(newestRevisionLabels: Readonly<Record<string, strin
 /** The owner record written with every revision the operator makes for `chart`. */
 export function ownerLabels(chart: KubeObject): Record<string, string> {
   return { [CHART_NAME_LABEL]: chart.metadata.name!, [CHART_NAMESPACE_LABEL]: chart.metadata.namespace!, [CHART_UID_LABEL]: chart.metadata.uid! };
+}
+
+/** Releases other than `current` with a revision recording `chart` (by uid) as their owner. */
+export function previousReleases(secrets: readonly KubeObject[], chart: KubeObject, current: { release: string; namespace: string }): Array<{ release: string; namespace: string }> {
+  const found = new Map<string, { release: string; namespace: string }>();
+  for (const secret of secrets) {
+    const revision = releaseRevision(secret);
+    if (!revision || revision.labels[CHART_UID_LABEL] !== chart.metadata.uid) continue;
+    if (revision.release === current.release && revision.namespace === current.namespace) continue;
+    found.set(`${revision.namespace}/${revision.release}`, { release: revision.release, namespace: revision.namespace });
+  }
+  return [...found.values()];
 }

@@ -15,8 +15,10 @@
  *   the remote's default branch) is resolved to a commit, checked out into a directory of its own
  *   (never changed afterwards), and `subpath` must hold a Chart.yaml there. Resolutions of one
  *   repository are serialised.
- * - Every problem is a `SourceError` whose message says what to fix (unknown type, missing
- *   directory, not a chart, clone failure, unknown reference); nothing else is touched.
+ * - Every problem is a `SourceError` whose message names the field and says what to fix (unknown
+ *   type, missing directory, not a chart, clone failure, unknown reference); nothing else is
+ *   touched. It is `transient` when trying again may succeed without a spec change (a download
+ *   or clone that fails on the network, an HTTP 5xx, 408 or 429), else the spec must change.
  * - `identity` is what makes two resolutions the same chart: the directory, for git the resolved
  *   commit (so a moved branch counts as a change), for tar the archive's content digest (new
  *   content at the same URL is a change, the same content is not).
@@ -35,6 +37,13 @@ const run = promisify(execFile);
 
 export class SourceError extends Error {
   override name = 'SourceError';
+  constructor(
+    message: string,
+    /** True when trying again later may succeed (network, a server error); false when the spec must change. */
+    readonly transient = false,
+  ) {
+    super(message);
+  }
 }
 
 export interface ResolvedSource {
@@ -140,7 +149,8 @@ export class SourceResolver {
     } catch (err) {
       const stderr = (err as { stderr?: string }).stderr?.trim();
       const message = stderr ? stderr.split('\n').filter(Boolean).at(-1) : err instanceof Error ? err.message : String(err);
-      throw new SourceError(`${what}: ${message}`);
+      // Clones and fetches cross the network: retried, never taken as a verdict on the spec.
+      throw new SourceError(`${what}: ${message}`, true);
     }
   }
 
@@ -169,7 +179,10 @@ async function download(url: URL): Promise<Buffer> {
   try {
     response = await fetch(url, { signal: AbortSignal.timeout(120_000), redirect: 'follow' });
   } catch (err) {
-    throw new SourceError(`source.location ${url}: cannot download it: ${err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err)}`);
+    throw new SourceError(`source.location ${url}: cannot download it: ${err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err)}`, true);
+  }
+  if (response.status >= 500 || response.status === 429 || response.status === 408) {
+    throw new SourceError(`source.location ${url}: the server answered HTTP ${response.status}; trying again later`, true);
   }
   if (!response.ok || !response.body) throw new SourceError(`source.location ${url}: the server answered HTTP ${response.status}; check the URL`);
   const chunks: Buffer[] = [];

@@ -13,6 +13,11 @@
  * - Values are handed over in a private temporary file (mode 0600) removed after the call.
  * - Helm's cache/config/data directories live in a private temporary directory, so the CLI
  *   works on a read-only root filesystem and never reads a user's repositories or plugins.
+ * - `as(user)` is the same Helm acting with the authority of `user` (`--kube-as-user`, e.g. a
+ *   ServiceAccount's `system:serviceaccount:<namespace>:<name>`): the API server authorizes every
+ *   request of such a call as that user, never as the operator.
+ * - `check()` runs `helm version` and fails with a `HelmNotFoundError` saying which binary could
+ *   not be run and how to name another.
  * - `findHelmBinary` resolves `--helm-binary`, else `$HELM_BINARY`, else the project's build
  *   (`cluster/build-helm.sh`, cached), else `helm` on PATH.
  */
@@ -75,6 +80,8 @@ export interface HelmOptions {
   kubeconfig?: string;
   /** Extra seconds a call may run beyond its Helm timeout before it is killed (default 30). */
   marginSeconds?: number;
+  /** The user every call acts as (`--kube-as-user`); undefined = the kubeconfig's own identity. */
+  impersonate?: string;
 }
 
 export interface ReleaseInputs {
@@ -104,6 +111,23 @@ export class Helm {
 
   get binary(): string {
     return this.options.binary;
+  }
+
+  /** This Helm acting as `user` (same binary, kubeconfig and private directories). */
+  as(user: string): Helm {
+    const other = new Helm({ ...this.options, impersonate: user });
+    other.homeDir = this.home();
+    return other;
+  }
+
+  /** Fails with a clear error when the binary cannot run (checked once at the operator's start). */
+  async check(): Promise<string> {
+    try {
+      return (await this.run(['version', '--short'], readTimeoutSeconds)).trim();
+    } catch (err) {
+      const why = err instanceof HelmError ? err.helmMessage : String(err);
+      throw new HelmNotFoundError('helm version', `the helm binary ${this.options.binary} does not run (${why}): install Helm v3 or name it with --helm-binary / $HELM_BINARY`, null);
+    }
   }
 
   async install(inputs: ReleaseInputs): Promise<HelmRelease> {
@@ -148,7 +172,11 @@ export class Helm {
   /** Runs `helm <args>` and returns its stdout; throws a HelmError on any failure. */
   private async run(args: string[], timeoutSeconds: number): Promise<string> {
     const home = await this.home();
-    const fullArgs = [...args, ...(this.options.kubeconfig ? ['--kubeconfig', this.options.kubeconfig] : [])];
+    const fullArgs = [
+      ...args,
+      ...(this.options.kubeconfig ? ['--kubeconfig', this.options.kubeconfig] : []),
+      ...(this.options.impersonate ? ['--kube-as-user', this.options.impersonate] : []),
+    ];
     const command = `helm ${args.slice(0, 2).join(' ')}`;
     const deadlineMs = (timeoutSeconds + (this.options.marginSeconds ?? 30)) * 1000;
     return new Promise<string>((resolve, reject) => {

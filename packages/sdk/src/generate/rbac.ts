@@ -66,7 +66,8 @@ export interface RbacShape {
   binding: 'RoleBinding' | 'ClusterRoleBinding';
 }
 
-const VERB_ORDER = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete', 'deletecollection'];
+/** Rule verbs in the order a rule lists them; `impersonate` is for users, groups and serviceaccounts. */
+const VERB_ORDER = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete', 'deletecollection', 'impersonate'];
 const READ = ['get', 'list', 'watch'];
 const WRITE = ['create', 'update', 'patch', 'delete'];
 
