@@ -8,6 +8,8 @@
  *   working copy `chart` follows each write, so later writes of the same reconcile start from it.
  * - `helm` acts with the chart's authority (authority.ts: its ServiceAccount, impersonated) and
  *   is the only Helm that changes releases; `reader` (the operator's) only reads release state.
+ *   Both are cancelled with the reconcile (`ctx.signal`: the operator stopping), so a slow
+ *   release holds only its own worker and never outlives the operator.
  * - `requireFresh` fails (the reconcile is retried) unless the chart is the API server's current
  *   one: no Helm operation is decided on a stale status.
  * - `retryLater` reports a transient failure and schedules the next attempt after a growing
@@ -58,6 +60,7 @@ export function forget(memory: ChartMemory, uid: string): void {
 
 export class ChartRun {
   readonly helm: Helm;
+  readonly reader: Helm;
   /** "ServiceAccount a/b" or "the operator": whose authority `helm` acts with. */
   readonly actingAs: string;
   /** The operator requires a ServiceAccount and the chart names none: Helm may not act for it. */
@@ -67,12 +70,13 @@ export class ChartRun {
     readonly ctx: ReconcileContext,
     /** A working copy of the cached chart: status writes of this reconcile update it. */
     readonly chart: ArmadaChartObject,
-    readonly reader: Helm,
+    operatorHelm: Helm,
     authority: AuthorityOptions,
     readonly memory: ChartMemory,
   ) {
     const who = authorityOf(chart, authority);
-    this.helm = who.kind === 'service-account' ? reader.as(who.user) : reader;
+    this.reader = operatorHelm.cancelledBy(ctx.signal);
+    this.helm = who.kind === 'service-account' ? this.reader.as(who.user) : this.reader;
     this.actingAs = describeAuthority(who);
     this.authorityMissing = who.kind === 'none';
   }
