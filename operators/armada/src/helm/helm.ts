@@ -12,7 +12,8 @@
  *   not exist; `HelmNotFoundError` when the binary cannot be run.
  * - Values are handed over in a private temporary file (mode 0600) removed after the call.
  * - Helm's cache/config/data directories live in a private temporary directory, so the CLI
- *   works on a read-only root filesystem and never reads a user's repositories or plugins.
+ *   works on a read-only root filesystem and never reads a user's repositories or plugins;
+ *   `dispose()` removes it.
  * - `as(user)` is the same Helm acting with the authority of `user` (`--kube-as-user`, e.g. a
  *   ServiceAccount's `system:serviceaccount:<namespace>:<name>`): the API server authorizes every
  *   request of such a call as that user, never as the operator.
@@ -136,6 +137,11 @@ export class Helm {
     const other = new Helm({ ...this.options, ...options });
     other.homeDir = this.home();
     return other;
+  }
+
+  /** Removes the private directories (once no call is running: the operator has stopped). */
+  async dispose(): Promise<void> {
+    if (this.homeDir) await rm(await this.homeDir, { recursive: true, force: true });
   }
 
   /** Fails with a clear error when the binary cannot run (checked once at the operator's start). */
