@@ -61,6 +61,8 @@ export function forget(memory: ChartMemory, uid: string): void {
 export class ChartRun {
   readonly helm: Helm;
   readonly reader: Helm;
+  /** The ServiceAccount user Helm acts as (`system:serviceaccount:<ns>:<name>`), if any. */
+  readonly user: string | undefined;
   /** "ServiceAccount a/b" or "the operator": whose authority `helm` acts with. */
   readonly actingAs: string;
   /** The operator requires a ServiceAccount and the chart names none: Helm may not act for it. */
@@ -76,7 +78,8 @@ export class ChartRun {
   ) {
     const who = authorityOf(chart, authority);
     this.reader = operatorHelm.cancelledBy(ctx.signal);
-    this.helm = who.kind === 'service-account' ? this.reader.as(who.user) : this.reader;
+    this.user = who.kind === 'service-account' ? who.user : undefined;
+    this.helm = this.user ? this.reader.as(this.user) : this.reader;
     this.actingAs = describeAuthority(who);
     this.authorityMissing = who.kind === 'none';
   }

@@ -1,18 +1,22 @@
 /**
  * Upgrade: a new revision of a chart's release, and Flux's upgrade remediation.
  *
- * Guarantees: `upgrade` runs `upgrade.pre.delete`, then `helm upgrade --reset-values` with the
+ * Guarantees: `upgrade` runs `upgrade.pre.delete` (for a chart acting as a ServiceAccount, only
+ * what that account may delete: asked with a SubjectAccessReview first, else nothing is deleted
+ * and the upgrade fails saying so), then `helm upgrade --reset-values` with the
  * chart's authority (the release gets exactly the spec's values); a failure rolls back to the
  * newest good revision, records the inputs in `failed_inputs` and stalls the chart until they
  * change. `recover` rolls a release left `pending-*` by an interrupted operator back to its newest
  * good revision. A success goes on to the checks and `helm test` of test.ts.
  */
-import { Kinds, type ReconcileResult, type ResourceType } from '@iot-operator/runtime';
+import { Kinds, type KubeObject, type ReconcileResult, type ResourceType } from '@iot-operator/runtime';
 import { HelmError, type HelmRelease, type ReleaseInputs } from '../../helm/helm.ts';
 import type { ReleaseRevision } from '../../helm/release-state.ts';
 import { WAIT_TYPES } from '../readiness.ts';
 import { afterRelease, chartLabel } from './test.ts';
 import type { ChartRun, Conditions } from './run.ts';
+
+export const SubjectAccessReview: ResourceType = { group: 'authorization.k8s.io', version: 'v1', kind: 'SubjectAccessReview', plural: 'subjectaccessreviews', namespaced: false };
 
 /** `upgrade.pre.delete[].type` → resource type. */
 const PRE_DELETE_TYPES: Record<string, ResourceType> = {
@@ -69,6 +73,9 @@ async function preUpgradeDelete(run: ChartRun, namespace: string): Promise<void>
   for (const entry of chart.spec.upgrade?.pre?.delete ?? []) {
     const type = PRE_DELETE_TYPES[entry.type.toLowerCase()];
     if (!type) throw new HelmError('upgrade.pre.delete', `unknown resource type "${entry.type}": use one of ${Object.keys(PRE_DELETE_TYPES).join(', ')}`, null);
+    if (run.user && !(await mayDelete(run, run.user, type, namespace))) {
+      throw new HelmError('upgrade.pre.delete', `${run.actingAs} may not delete ${type.plural} in namespace ${namespace}: nothing was deleted; grant it or remove the entry`, null);
+    }
     const selector = Object.entries(entry.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(',');
     const found = await ctx.client.list(type, { namespace, labelSelector: selector || undefined });
     for (const obj of found.items) {
@@ -76,6 +83,27 @@ async function preUpgradeDelete(run: ChartRun, namespace: string): Promise<void>
     }
     if (found.items.length > 0) run.event('Normal', 'PreUpgradeDelete', `deleted ${found.items.length} ${type.kind}(s) matching "${selector}" before the upgrade`);
   }
+}
+
+/**
+ * Whether `user` may delete objects of `type` in `namespace` (a SubjectAccessReview): the
+ * operator deletes for `upgrade.pre.delete` with its own client, so it asks first on behalf of the
+ * chart's account. A review the operator may not make counts as a refusal.
+ */
+async function mayDelete(run: ChartRun, user: string, type: ResourceType, namespace: string): Promise<boolean> {
+  const [, saNamespace] = user.split(':');
+  const review = {
+    apiVersion: 'authorization.k8s.io/v1',
+    kind: 'SubjectAccessReview',
+    metadata: {},
+    spec: {
+      user,
+      groups: ['system:serviceaccounts', `system:serviceaccounts:${saNamespace}`, 'system:authenticated'],
+      resourceAttributes: { namespace, verb: 'delete', group: type.group, resource: type.plural },
+    },
+  };
+  const answer = await run.ctx.client.create<KubeObject & { status?: { allowed?: boolean } }>(SubjectAccessReview, review as KubeObject).catch(() => undefined);
+  return answer?.status?.allowed === true;
 }
 
 async function settledHistory(run: ChartRun, namespace: string, release: string, from: number): Promise<ReleaseRevision[]> {
