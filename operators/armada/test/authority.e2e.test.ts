@@ -105,5 +105,6 @@ describe('Helm acts with the ArmadaChart\'s ServiceAccount', () => {
     assert.equal(refused.status?.conditions?.find((c) => c.type === 'Stalled')?.reason, 'ServiceAccountRequired');
     assert.deepEqual(await helmList(env, teamA), []);
     await env.client.delete(ArmadaChart, 'anonymous', teamA);
+    await env.waitFor('chart anonymous gone (its finalizer removed: nothing to uninstall)', async () => ({ done: (await env.client.list(ArmadaChart, { namespace: teamA })).items.length === 0, value: undefined }));
   });
 });

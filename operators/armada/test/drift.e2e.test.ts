@@ -10,7 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 import { ArmadaChart, type ArmadaChartObject } from '../src/api/armada.ts';
-import { eventsOf, installArmadaCrds, kubectl, startOperator, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
+import { deleteCharts, eventsOf, installArmadaCrds, kubectl, startOperator, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
 
 let env: TestEnv;
 let ns: string;
@@ -35,6 +35,7 @@ describe('drift without false drift', () => {
   });
 
   after(async () => {
+    if (ns) await deleteCharts(env, ns).catch(() => undefined); // while the operator still removes their finalizers
     await mgr?.stop();
     await env?.cleanup();
   });
