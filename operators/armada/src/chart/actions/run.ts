@@ -86,7 +86,7 @@ export class ChartRun {
 
   /** " as ServiceAccount a/b" when Helm acts as an account, "" when as the operator: for reasons and Events. */
   get asWho(): string {
-    return this.actingAs === 'the operator' ? '' : ` as ${this.actingAs}`;
+    return this.user ? ` as ${this.actingAs}` : '';
   }
 
   get uid(): string {
