@@ -10,7 +10,10 @@
  *
  * Helm runs with the operator's identity for charts that name no ServiceAccount (and with no
  * default account), so the operator needs the rights of whatever such charts contain; a chart
- * naming one has Helm impersonate it (`impersonate` on serviceaccounts below). Declared here: the kinds of the project's test chart (Deployment, Service, the
+ * naming one has Helm impersonate it (`impersonate` on serviceaccounts below). Not declared, as
+ * it is cluster-scoped and would make every binding cluster-wide: `create` on
+ * subjectaccessreviews, which `upgrade.pre.delete` of such a chart needs (without it the entry is
+ * refused, nothing deleted); an administrator grants it for a cluster-wide install. Declared here: the kinds of the project's test chart (Deployment, Service, the
  * `helm test` Pod) and the everyday workload kinds of charts (StatefulSet, DaemonSet, ConfigMap,
  * Secret, ServiceAccount, Job) — nothing cluster-scoped, no RBAC objects, no CRDs. A chart that
  * needs more fails with Helm's "forbidden" message in the ArmadaChart's status; declare the kind

@@ -8,10 +8,11 @@
  * `watchNamespace` undefined or empty means every namespace. The helm binary is the one given,
  * else found by `findHelmBinary`, and is run once before anything starts: one that does not run
  * fails the creation with an error naming it. Helm acts with each chart's ServiceAccount
- * (`defaultServiceAccount`, `requireServiceAccount`: chart/authority.ts).
+ * (`defaultServiceAccount`, `requireServiceAccount`: chart/authority.ts). Its temporary files
+ * (sources, Helm's private directories) are removed once it has stopped.
  */
 
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { dropManagedFields, Manager, operatorManagerOptions, Kinds, type OperatorProcessOptions } from '@iot-operator/runtime';
@@ -55,5 +56,7 @@ export async function createArmadaOperator(options: ArmadaOperatorOptions = {}):
     requireServiceAccount: options.requireServiceAccount,
   });
   mgr.logger.info({ helm: helm.binary, version: helmVersion }, 'using helm');
+  // Temporary files (git checkouts, extracted archives, Helm's private directories) go with the operator.
+  void mgr.done.then(() => Promise.all([rm(workDir, { recursive: true, force: true }), helm.dispose()])).catch(() => undefined);
   return mgr;
 }

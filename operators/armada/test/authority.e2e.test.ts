@@ -2,7 +2,8 @@
  * Helm acts with the authority of the ArmadaChart's ServiceAccount (spec.serviceAccountName,
  * impersonated), the operator watching every namespace: a chart of namespace A whose account may
  * only touch A cannot install into namespace B, cannot upgrade (even with `adopt: true`) a
- * release of B, and says so in its status; the same account installs, upgrades and uninstalls
+ * release of B — nor have the operator delete B's objects through `upgrade.pre.delete` — and says
+ * so in its status; the same account installs, upgrades and uninstalls
  * in A. An operator that requires an account refuses a chart naming none, installing nothing.
  */
 import assert from 'node:assert/strict';
@@ -66,6 +67,11 @@ describe('Helm acts with the ArmadaChart\'s ServiceAccount', () => {
     await env.client.create(ArmadaChart, testChart('hijack', teamA, { release: 'victim', namespace: teamB, serviceAccountName: 'deployer', adopt: true, values: { replicaCount: 0 } }));
     const refused = await waitForChartState(env, teamA, 'hijack', 'failed');
     assert.match(refused.status?.reason ?? '', /helm upgrade as ServiceAccount .*\/deployer failed .*forbidden/);
+    // upgrade.pre.delete runs with the operator's client: it deletes only what the account may.
+    await env.client.patch(ArmadaChart, 'hijack', teamA, { spec: { values: { replicaCount: 1 }, upgrade: { pre: { delete: [{ type: 'deployment' }] } } } }, 'merge');
+    const predelete = await waitForStatus<ArmadaChartObject>(env, ArmadaChart, teamA, 'hijack', 'pre.delete refused', (s) => /may not delete deployments/.test(s.reason ?? ''));
+    assert.match(predelete.status?.reason ?? '', new RegExp(`ServiceAccount ${teamA}/deployer may not delete deployments in namespace ${teamB}: nothing was deleted`));
+    assert.ok(await env.client.get(Kinds.Deployment, 'victim-testchart', teamB), 'the Deployment of B is still there');
     assert.deepEqual((await helmHistory(env, teamB, 'victim')).map((r) => [r.revision, r.status]), [[1, 'deployed']], 'no new revision of the release in B');
     assert.equal((await env.client.get<KubeObject & { spec?: { replicas?: number } }>(Kinds.Deployment, 'victim-testchart', teamB)).spec?.replicas, 3);
     await env.client.delete(ArmadaChart, 'hijack', teamA);
@@ -74,12 +80,14 @@ describe('Helm acts with the ArmadaChart\'s ServiceAccount', () => {
     assert.equal((await helmList(env, teamB)).length, 1, 'the release of B is still there');
   });
 
-  test('in its own namespace the account installs, upgrades and uninstalls', async () => {
+  test('in its own namespace the account installs, upgrades (with upgrade.pre.delete) and uninstalls', async () => {
     await env.client.create(ArmadaChart, testChart('own', teamA, { serviceAccountName: 'deployer' }));
     await waitForChartState(env, teamA, 'own', 'deployed');
-    await env.client.patch(ArmadaChart, 'own', teamA, { spec: { values: { replicaCount: 2 } } }, 'merge');
+    await env.client.create(Kinds.ConfigMap, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'stale', namespace: teamA, labels: { stale: 'yes' } } });
+    await env.client.patch(ArmadaChart, 'own', teamA, { spec: { values: { replicaCount: 2 }, upgrade: { pre: { delete: [{ type: 'configmap', labels: { stale: 'yes' } }] } } } }, 'merge');
     await waitForStatus<ArmadaChartObject>(env, ArmadaChart, teamA, 'own', 'deployed at revision 2', (s) => s.actual_state === 'deployed' && s.revision === 2);
     assert.equal((await env.client.get<KubeObject & { spec?: { replicas?: number } }>(Kinds.Deployment, 'own-testchart', teamA)).spec?.replicas, 2);
+    assert.equal((await env.client.list(Kinds.ConfigMap, { namespace: teamA, labelSelector: 'stale=yes' })).items.length, 0, 'upgrade.pre.delete of what the account may delete');
     await env.client.delete(ArmadaChart, 'own', teamA);
     await env.waitFor('release own uninstalled', async () => {
       const releases = await helmList(env, teamA);
@@ -97,5 +105,6 @@ describe('Helm acts with the ArmadaChart\'s ServiceAccount', () => {
     assert.equal(refused.status?.conditions?.find((c) => c.type === 'Stalled')?.reason, 'ServiceAccountRequired');
     assert.deepEqual(await helmList(env, teamA), []);
     await env.client.delete(ArmadaChart, 'anonymous', teamA);
+    await env.waitFor('chart anonymous gone (its finalizer removed: nothing to uninstall)', async () => ({ done: (await env.client.list(ArmadaChart, { namespace: teamA })).items.length === 0, value: undefined }));
   });
 });

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
-import { describeDrift, findDrift, manifestObjects, releaseOf } from '../src/chart/drift.ts';
+import { describeDrift, findDrift, formatPath, manifestObjects, ownedByOtherController, parseFormattedPath, pointerPath, quantityValue, releaseOf } from '../src/chart/drift.ts';
 import { helmErrorMessage } from '../src/helm/helm.ts';
 import { lastGoodRevision, releaseHistory, withoutPayload } from '../src/helm/release-state.ts';
 
@@ -60,7 +60,7 @@ test('live objects carrying server defaults are not drift; deleted and edited on
   live.set('Service/blog-2-testchart', { ...service, spec: { ...service.spec, ports: [{ port: 8080, targetPort: 'http', protocol: 'TCP' }] } });
   const drifts = findDrift(objects, lookup);
   assert.deepEqual(drifts, [
-    { object: 'service/blog-2-testchart', change: 'edited', field: '.spec.ports[0].port' },
+    { object: 'service/blog-2-testchart', change: 'edited', fields: ['.spec.ports[0].port'] },
     { object: 'deployment/blog-2-testchart', change: 'deleted' },
   ]);
   assert.equal(describeDrift(drifts), 'service/blog-2-testchart was edited (.spec.ports[0].port); deployment/blog-2-testchart was deleted');
@@ -113,4 +113,37 @@ test('wait.resources: readiness per kind, min_ready, wait.labels merged into eac
   assert.deepEqual(notReady([{ type: 'cronjob' }], {}, list), ['wait.resources type "cronjob" is unknown: use one of deployment, statefulset, daemonset, pod, job']);
   assert.deepEqual(notReady([{ type: 'pod' }], {}, () => []), ['0 of 1 pod(s) ready']);
   assert.equal(selectors[0], 'release=r,app=x');
+});
+
+test('no false drift: quantities written another way, ignored paths; every differing field is named', () => {
+  const desired: KubeObject = { kind: 'Deployment', metadata: { name: 'd', namespace: 'ns1', labels: { a: '1' } }, spec: { replicas: 2, template: { spec: { containers: [{ name: 'c', resources: { limits: { cpu: '0.5', memory: '1Gi' }, requests: { cpu: 1 } } }] } } } };
+  const live: KubeObject = { ...desired, spec: { replicas: 2, template: { spec: { containers: [{ name: 'c', resources: { limits: { cpu: '500m', memory: '1073741824' }, requests: { cpu: '1' } } }] } } } };
+  assert.deepEqual(findDrift([desired], () => live), []);
+  const edited: KubeObject = { ...live, metadata: { ...live.metadata, labels: { a: '2' } }, spec: { ...(live.spec as object), replicas: 5 } };
+  assert.deepEqual(findDrift([desired], () => edited), [{ object: 'deployment/d', change: 'edited', fields: ['.metadata.labels.a', '.spec.replicas'] }]);
+  assert.deepEqual(findDrift([desired], () => edited, [{ paths: ['/spec/replicas'], target: { kind: 'Deployment' } }]), [{ object: 'deployment/d', change: 'edited', fields: ['.metadata.labels.a'] }]);
+  assert.deepEqual(findDrift([desired], () => edited, [{ paths: ['/spec/replicas', '/metadata/labels'], target: { name: 'other' } }]).length, 1, 'a rule for another object does not apply');
+  assert.equal(quantityValue('250m'), 0.25);
+  assert.equal(quantityValue('2Ki'), 2048);
+  assert.equal(quantityValue('1e3'), 1000);
+  assert.equal(quantityValue('nginx'), undefined);
+  assert.deepEqual(pointerPath('/spec/template/spec/containers/0/image'), ['spec', 'template', 'spec', 'containers', 0, 'image']);
+  assert.deepEqual(parseFormattedPath(formatPath(['spec', 'ports', 0, 'port'])), ['spec', 'ports', 0, 'port']);
+});
+
+test("fields another controller owns (an autoscaler through the scale subresource) are told apart from Helm's and a person's", () => {
+  const live: KubeObject = {
+    metadata: {
+      name: 'd',
+      managedFields: [
+        { manager: 'helm', operation: 'Update', fieldsV1: { 'f:spec': { 'f:replicas': {}, 'f:template': {} } } },
+        { manager: 'kube-controller-manager', operation: 'Update', subresource: 'scale', fieldsV1: { 'f:spec': { 'f:replicas': {} } } },
+        { manager: 'kubectl-edit', operation: 'Update', fieldsV1: { 'f:metadata': { 'f:labels': { 'f:a': {} } } } },
+      ],
+    },
+  };
+  const owned = ownedByOtherController(live);
+  assert.equal(owned(['spec', 'replicas']), true);
+  assert.equal(owned(['metadata', 'labels', 'a']), false, 'a hand edit is drift');
+  assert.equal(owned(['spec', 'template', 'spec']), false);
 });

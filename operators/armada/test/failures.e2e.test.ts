@@ -16,7 +16,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Manager } from '@iot-operator/runtime';
 import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 import { ArmadaChart, type ArmadaChartObject } from '../src/api/armada.ts';
-import { helm, installArmadaCrds, kubectl, startOperator, TESTCHART, testChart, waitForStatus } from './e2e-support.ts';
+import { deleteCharts, helm, installArmadaCrds, kubectl, startOperator, TESTCHART, testChart, waitForStatus } from './e2e-support.ts';
 
 let env: TestEnv;
 let ns: string;
@@ -52,6 +52,7 @@ describe('transient and deterministic failures, kstatus conditions', () => {
   });
 
   after(async () => {
+    if (ns) await deleteCharts(env, ns).catch(() => undefined); // while the operator still removes their finalizers
     await mgr?.stop();
     server?.close();
     await env?.cleanup();

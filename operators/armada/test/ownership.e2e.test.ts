@@ -20,7 +20,7 @@ import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 import { ArmadaChart, type ArmadaChartObject } from '../src/api/armada.ts';
 import { createArmadaOperator } from '../src/operator.ts';
-import { eventsOf, helm, helmBinary, helmHistory, helmList, installArmadaCrds, TESTCHART, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
+import { deleteCharts, eventsOf, helm, helmBinary, helmHistory, helmList, installArmadaCrds, TESTCHART, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
 
 let env: TestEnv;
 let teamA: string;
@@ -107,6 +107,7 @@ describe('ownership between ArmadaCharts, renames, and a release made by hand du
 
   after(async () => {
     release();
+    for (const namespace of [teamA, teamB]) if (namespace) await deleteCharts(env, namespace).catch(() => undefined); // while the operator still removes their finalizers
     server?.close();
     await mgr?.stop();
     await env?.cleanup();

@@ -81,7 +81,7 @@ describe('chart sources', () => {
       ['missing-tarball', { source: { type: 'tar', location: `${baseUrl}/charts/missing-0.1.0.tgz` } }, 'error', /source\.location .*missing-0\.1\.0\.tgz: the server answered HTTP 404; check the URL/],
       ['not-a-chart', { source: { type: 'tar', location: `${baseUrl}/charts/not-a-chart.tgz` } }, 'error', /source\.location .*not-a-chart\.tgz: the archive was refused/],
       ['wrong-subpath', { source: { type: 'tar', location: `${baseUrl}/charts/testchart-0.1.0.tgz`, subpath: 'charts/testchart' } }, 'error', /source\.subpath "charts\/testchart" of the archive .* is not a Helm chart/],
-      ['missing-ref', { source: { type: 'git', location: repo, subpath: 'charts/testchart', reference: 'no-such-branch' } }, 'error', /git reference "no-such-branch" not found in .*charts-repo: name an existing branch, tag or commit/],
+      ['missing-ref', { source: { type: 'git', location: repo, subpath: 'charts/testchart', reference: 'no-such-branch' } }, 'error', /source\.reference: git reference "no-such-branch" not found in .*charts-repo: name an existing branch, tag or commit/],
       ['bad-values', { values: { replicaCount: 'two' } }, 'failed', /helm install failed [\s\S]*values don't meet the specifications of the schema[\s\S]*replicaCount/],
     ];
     for (const [name, spec] of bad) await env.client.create(ArmadaChart, testChart(name, ns, spec));

@@ -118,6 +118,27 @@ export const ChartSpecSchema = Type.Object(
         { description: 'A protected release is never uninstalled or replaced by the operator.' },
       ),
     ),
+    drift: Type.Optional(
+      Type.Object(
+        {
+          mode: Type.Optional(
+            Type.Union([Type.Literal('repair'), Type.Literal('warn'), Type.Literal('off')], {
+              default: 'repair',
+              description: 'repair (default): a drifted resource is restored by helm upgrade; warn: reported (Drifted condition, Event), not repaired; off: not checked.',
+            }),
+          ),
+          ignore: Type.Optional(
+            Type.Array(
+              Type.Object({
+                paths: Type.Array(Type.String({ pattern: '^/' }), { description: 'JSON pointers (e.g. /spec/replicas) of fields that are never drift, with everything under them.' }),
+                target: Type.Optional(Type.Object({ kind: Type.Optional(Type.String()), name: Type.Optional(Type.String()) }, { description: 'The objects the rule applies to (default: every object of the release).' })),
+              }),
+            ),
+          ),
+        },
+        { description: 'Drift detection of the release\'s resources (as Flux\'s driftDetection).' },
+      ),
+    ),
     serviceAccountName: Type.Optional(
       Type.String({
         minLength: 1,

@@ -85,13 +85,13 @@ export class SourceResolver {
     if (!existsSync(path.join(bare, 'HEAD'))) {
       await rm(repoDir, { recursive: true, force: true });
       await mkdir(repoDir, { recursive: true });
-      await this.git(['clone', '--quiet', '--mirror', url, bare], `cannot clone ${url}`);
+      await this.git(['clone', '--quiet', '--mirror', url, bare], `source.location: cannot clone ${url} (check the URL and that the operator can reach it)`);
     } else {
-      await this.git(['--git-dir', bare, 'fetch', '--quiet', '--prune', '--force', 'origin'], `cannot fetch ${url}`);
+      await this.git(['--git-dir', bare, 'fetch', '--quiet', '--prune', '--force', 'origin'], `source.location: cannot fetch ${url}`);
     }
     const reference = source.reference || 'HEAD';
     const commit = await this.commitOf(bare, reference);
-    if (!commit) throw new SourceError(`git reference "${reference}" not found in ${url}: name an existing branch, tag or commit`);
+    if (!commit) throw new SourceError(`source.reference: git reference "${reference}" not found in ${url}: name an existing branch, tag or commit`);
     const checkout = path.join(repoDir, 'checkouts', commit);
     if (!existsSync(checkout)) {
       const partial = `${checkout}.partial`;
@@ -166,7 +166,7 @@ export class SourceResolver {
 }
 
 function resolveLocal(source: ChartSource): ResolvedSource {
-  if (!existsSync(source.location)) throw new SourceError(`source.location ${source.location} does not exist on the operator's filesystem`);
+  if (!existsSync(source.location)) throw new SourceError(`source.location ${source.location} does not exist on the operator's filesystem: name a chart directory there`);
   const chart = path.resolve(source.location, source.subpath || '.');
   requireChartDirectory(chart, chart);
   return { chart, identity: { type: 'local', path: chart } };

@@ -17,59 +17,31 @@
  * - A missing chart makes the group `error` with the chart's name in `reason`; the group
  *   recovers when the chart appears. Status: `deployed` once every chart is deployed, `failed`
  *   naming a failed chart, `running` while charts progress.
+ * - The work is the shared reconciler of ordered children (ordered-children.ts), the same as a
+ *   manifest's over its groups.
  */
 
-import {
-  controller,
-  controllerReference,
-  type Controller,
-  type Manager,
-  type MapFunc,
-  type ReconcileContext,
-  type ReconcileResult,
-  type Request,
-} from '@iot-operator/runtime';
+import { controller, type Controller, type Manager, type ReconcileContext, type ReconcileResult, type Request } from '@iot-operator/runtime';
 import { ArmadaChart, ArmadaChartGroup, GroupSpecSchema, isValidGroupSpec, specError, type ArmadaChartGroupObject, type ArmadaChartObject, type CommonStatus } from '../api/armada.ts';
 import { specOrMetadataChanged } from '../chart/controller.ts';
-import { adopt, enable, foreignController } from '../ownership.ts';
-import { isDeployed, nextStatus, writeStatus } from '../status.ts';
+import { parentsOf, reconcileOrderedChildren } from '../ordered-children.ts';
+import { nextStatus, writeStatus } from '../status.ts';
 
 export async function reconcileGroup(req: Request, ctx: ReconcileContext): Promise<ReconcileResult> {
   const group = ctx.cache.get<ArmadaChartGroupObject>(ArmadaChartGroup, req.name, req.namespace);
   if (!group || group.metadata.deletionTimestamp) return;
-  const report = async (state: CommonStatus['actual_state'] & string, reason?: string): Promise<void> => {
-    await writeStatus(ctx, ArmadaChartGroup, group, nextStatus<CommonStatus>(group, state, reason));
-  };
-  if (!isValidGroupSpec(group.spec)) return report('error', `the spec is invalid: ${specError(GroupSpecSchema, group.spec)}`);
-
-  const names = group.spec.chart_group;
-  const charts = names.map((name) => ctx.cache.get<ArmadaChartObject>(ArmadaChart, name, req.namespace));
-  const missing = names.filter((_, i) => !charts[i]);
-  if (missing.length > 0) return report('error', `ArmadaChart ${missing.join(', ')} not found in namespace ${req.namespace}: create it or remove it from chart_group`);
-  const present = charts as ArmadaChartObject[];
-  const taken = present.map((chart) => [chart, foreignController(chart, group)] as const).filter(([, owner]) => owner);
-  if (taken.length > 0) {
-    const [chart, owner] = taken[0]!;
-    return report('error', `ArmadaChart ${chart.metadata.name} is controlled by ${owner!.kind} ${owner!.name}: a chart belongs to one group`);
+  if (!isValidGroupSpec(group.spec)) {
+    await writeStatus(ctx, ArmadaChartGroup, group, nextStatus<CommonStatus>(group, 'error', `the spec is invalid: ${specError(GroupSpecSchema, group.spec)}`, {}, [], 'InvalidSpec'));
+    return;
   }
-  for (const chart of present) await adopt(ctx, ArmadaChart, chart, controllerReference(ArmadaChartGroup, group));
-
-  if ((group.spec.target_state ?? 'deployed') === 'uninitialized') return report('uninitialized');
-
-  for (const chart of present) {
-    if (chart.spec.target_state !== 'deployed') await enable(ctx, ArmadaChart, chart);
-    const state = chart.spec.target_state === 'deployed' ? chart.status?.actual_state : 'uninitialized';
-    if (group.spec.sequenced && !isDeployed(chart)) {
-      if (skippable(chart)) continue;
-      if (state === 'failed' || state === 'error') return report('failed', `ArmadaChart ${chart.metadata.name} is ${state}: ${chart.status?.reason ?? 'see its status'}`);
-      return report('running', `waiting for ArmadaChart ${chart.metadata.name} to be deployed before the next chart of the sequence`);
-    }
-  }
-  const failed = present.find((c) => (c.status?.actual_state === 'failed' || c.status?.actual_state === 'error') && !skippable(c));
-  if (failed) return report('failed', `ArmadaChart ${failed.metadata.name} is ${failed.status!.actual_state}: ${failed.status?.reason ?? 'see its status'}`);
-  const waiting = present.filter((c) => !isDeployed(c) && !skippable(c)).map((c) => c.metadata.name);
-  if (waiting.length > 0) return report('running', `waiting for ArmadaChart ${waiting.join(', ')} to be deployed`);
-  return report('deployed');
+  await reconcileOrderedChildren<ArmadaChartGroupObject, ArmadaChartObject>(ctx, group, {
+    parentType: ArmadaChartGroup,
+    childType: ArmadaChart,
+    names: group.spec.chart_group,
+    field: 'chart_group',
+    sequenced: !!group.spec.sequenced,
+    skippable,
+  });
 }
 
 /** A failed protected chart with `continue_processing` does not hold its group back (Armada's meaning). */
@@ -80,17 +52,9 @@ function skippable(chart: ArmadaChartObject): boolean {
 
 /** Registers the ArmadaChartGroup controller with the manager. */
 export function registerGroupController(mgr: Manager): Controller {
-  const chartToGroups: MapFunc = (chart) => {
-    const owner = chart.metadata.ownerReferences?.find((r) => r.controller && r.kind === ArmadaChartGroup.kind);
-    const naming = mgr.cache
-      .list<ArmadaChartGroupObject>(ArmadaChartGroup, { namespace: chart.metadata.namespace })
-      .filter((g) => g.spec?.chart_group?.includes(chart.metadata.name!))
-      .map((g) => g.metadata.name!);
-    return [...new Set([...(owner ? [owner.name] : []), ...naming])].map((name) => ({ namespace: chart.metadata.namespace, name }));
-  };
   return controller(mgr)
     .named('armadachartgroup')
     .for(ArmadaChartGroup, specOrMetadataChanged)
-    .watches(ArmadaChart, chartToGroups)
+    .watches(ArmadaChart, parentsOf(mgr, ArmadaChartGroup, (g) => (g as ArmadaChartGroupObject).spec?.chart_group))
     .reconcile(reconcileGroup);
 }

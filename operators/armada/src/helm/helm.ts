@@ -12,10 +12,14 @@
  *   not exist; `HelmNotFoundError` when the binary cannot be run.
  * - Values are handed over in a private temporary file (mode 0600) removed after the call.
  * - Helm's cache/config/data directories live in a private temporary directory, so the CLI
- *   works on a read-only root filesystem and never reads a user's repositories or plugins.
+ *   works on a read-only root filesystem and never reads a user's repositories or plugins;
+ *   `dispose()` removes it.
  * - `as(user)` is the same Helm acting with the authority of `user` (`--kube-as-user`, e.g. a
  *   ServiceAccount's `system:serviceaccount:<namespace>:<name>`): the API server authorizes every
  *   request of such a call as that user, never as the operator.
+ * - `cancelledBy(signal)` is the same Helm whose calls are cancellable: when `signal` aborts (the
+ *   operator stops), a running helm is sent SIGTERM (SIGKILL 5 s later) and the call fails with a
+ *   `HelmCancelledError`; a call started after the abort does not run.
  * - `check()` runs `helm version` and fails with a `HelmNotFoundError` saying which binary could
  *   not be run and how to name another.
  * - `findHelmBinary` resolves `--helm-binary`, else `$HELM_BINARY`, else the project's build
@@ -74,6 +78,10 @@ export class HelmNotFoundError extends HelmError {
   override name = 'HelmNotFoundError';
 }
 
+export class HelmCancelledError extends HelmError {
+  override name = 'HelmCancelledError';
+}
+
 export interface HelmOptions {
   binary: string;
   /** Kubeconfig passed to every call; undefined = Helm's own resolution ($KUBECONFIG, in-cluster). */
@@ -82,6 +90,8 @@ export interface HelmOptions {
   marginSeconds?: number;
   /** The user every call acts as (`--kube-as-user`); undefined = the kubeconfig's own identity. */
   impersonate?: string;
+  /** Aborting it cancels running calls (and refuses new ones). */
+  signal?: AbortSignal;
 }
 
 export interface ReleaseInputs {
@@ -115,9 +125,23 @@ export class Helm {
 
   /** This Helm acting as `user` (same binary, kubeconfig and private directories). */
   as(user: string): Helm {
-    const other = new Helm({ ...this.options, impersonate: user });
+    return this.with({ impersonate: user });
+  }
+
+  /** This Helm with calls cancelled when `signal` aborts. */
+  cancelledBy(signal: AbortSignal): Helm {
+    return this.with({ signal });
+  }
+
+  private with(options: Partial<HelmOptions>): Helm {
+    const other = new Helm({ ...this.options, ...options });
     other.homeDir = this.home();
     return other;
+  }
+
+  /** Removes the private directories (once no call is running: the operator has stopped). */
+  async dispose(): Promise<void> {
+    if (this.homeDir) await rm(await this.homeDir, { recursive: true, force: true });
   }
 
   /** Fails with a clear error when the binary cannot run (checked once at the operator's start). */
@@ -179,6 +203,8 @@ export class Helm {
     ];
     const command = `helm ${args.slice(0, 2).join(' ')}`;
     const deadlineMs = (timeoutSeconds + (this.options.marginSeconds ?? 30)) * 1000;
+    const signal = this.options.signal;
+    if (signal?.aborted) throw new HelmCancelledError(command, 'cancelled before it started: the operator is stopping', null);
     return new Promise<string>((resolve, reject) => {
       const child = spawn(this.options.binary, fullArgs, {
         stdio: ['ignore', 'pipe', 'pipe'],
@@ -192,18 +218,28 @@ export class Helm {
       let stdout = '';
       let stderr = '';
       let timedOut = false;
+      let cancelled = false;
       const timer = setTimeout(() => {
         timedOut = true;
         child.kill('SIGKILL');
       }, deadlineMs);
+      const cancel = () => {
+        cancelled = true;
+        child.kill('SIGTERM');
+        setTimeout(() => child.kill('SIGKILL'), 5_000).unref();
+      };
+      signal?.addEventListener('abort', cancel, { once: true });
       child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
       child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
       child.on('error', (err) => {
         clearTimeout(timer);
+        signal?.removeEventListener('abort', cancel);
         reject(new HelmNotFoundError(command, `cannot run ${this.options.binary}: ${err.message}`, null));
       });
       child.on('close', (code) => {
         clearTimeout(timer);
+        signal?.removeEventListener('abort', cancel);
+        if (cancelled) return reject(new HelmCancelledError(command, 'cancelled: the operator is stopping', code));
         if (timedOut) return reject(new HelmTimeoutError(command, `killed after ${deadlineMs / 1000} s without an answer`, code));
         if (code === 0) return resolve(stdout);
         const message = helmErrorMessage(stderr) || `exited with code ${code}`;
