@@ -144,13 +144,6 @@ run_step() {
   STEP_RECORD+=("$id $took")
 }
 
-# Module publication time, used as the reproducible build date (as SOURCE_DATE_EPOCH would be).
-module_time() { # module@version
-  local info
-  info=$(cd "$CLUSTER_DIR/k8s" && go mod download -json "$1" | sed -n 's/^\s*"Info": "\(.*\)",$/\1/p')
-  sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$info" 2>/dev/null || true
-}
-
 download_modules() {
   local m
   for m in k8s etcd kwok; do
@@ -171,18 +164,9 @@ build_kwok() {
 }
 
 build_k8s() {
-  local major minor date ldflags="-s -w" pkg key val
-  major=${K8S_VERSION#v}; major=${major%%.*}
-  minor=${K8S_VERSION#v*.}; minor=${minor%%.*}
-  date=$(module_time "k8s.io/kubernetes@${K8S_VERSION}")
-  [[ -n "$date" ]] || date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-  # Same -X flags as kubernetes' hack/lib/version.sh (without a git commit: the module zip has none).
-  for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
-    for kv in "gitVersion=${K8S_VERSION}" "gitMajor=${major}" "gitMinor=${minor}" "buildDate=${date}" "gitTreeState=clean"; do
-      key=${kv%%=*}; val=${kv#*=}
-      ldflags+=" -X ${pkg}.${key}=${val}"
-    done
-  done
+  # The version stamps of kubernetes' hack/lib/version.sh (lib/common.sh), as build-node.sh uses them.
+  local ldflags
+  ldflags=$(k8s_version_ldflags)
   cd "$CLUSTER_DIR/k8s" && go build -v -p "$GO_P" -trimpath -tags selinux,notest -ldflags "$ldflags" \
     -o "$TMP/bin/" \
     k8s.io/kubernetes/cmd/kube-apiserver \
