@@ -13,7 +13,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
-import { onRealNode, realNode, REAL_NODE_LABEL, REAL_NODE_NAME, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { onRealNode, realNode, realNodeContainerd, REAL_NODE_LABEL, REAL_NODE_NAME, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 
 const run = promisify(execFile);
 const env: TestEnv = await testEnv();
@@ -28,8 +28,7 @@ type Pod = KubeObject & {
 
 /** A busybox image from Debian's busybox-static, loaded into the real node's containerd. */
 async function loadBusybox(): Promise<void> {
-  const socket = path.join(path.dirname(env.kubeconfigPath), 'real-node/containerd/containerd.sock');
-  const ctr = ['--address', socket, '-n', 'k8s.io'];
+  const ctr = ['--address', realNodeContainerd(env), '-n', 'k8s.io'];
   if ((await run('ctr', [...ctr, 'images', 'ls', '-q'])).stdout.split('\n').includes(image)) return;
   if (!existsSync('/bin/busybox')) throw new Error('/bin/busybox is missing: install Debian package busybox-static (.ci/run does)');
   const dir = mkdtempSync(path.join(os.tmpdir(), 'busybox-image-'));

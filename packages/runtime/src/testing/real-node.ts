@@ -78,10 +78,14 @@ export function operatorImage(operator: string): Promise<string> {
   return image;
 }
 
+/** The socket of the real node's containerd (namespace k8s.io holds the kubelet's images). */
+export function realNodeContainerd(env: TestEnv): string {
+  return path.join(path.dirname(env.kubeconfigPath), 'real-node/containerd/containerd.sock');
+}
+
 /** Gives an image loaded onto the real node a second reference (as a registry would serve it under another tag). */
 export async function tagOnRealNode(env: TestEnv, source: string, target: string): Promise<void> {
-  const socket = path.join(path.dirname(env.kubeconfigPath), 'real-node/containerd/containerd.sock');
-  await run('ctr', ['--address', socket, '-n', 'k8s.io', 'images', 'tag', '--force', source, target]);
+  await run('ctr', ['--address', realNodeContainerd(env), '-n', 'k8s.io', 'images', 'tag', '--force', source, target]);
 }
 
 /** The most memory a pod of the real node has used (its cgroup's high-water mark, cgroup v1), in bytes. */
