@@ -31,6 +31,7 @@ export * from './manager/metrics-service.ts';
 export * from './metrics/runtime-metrics.ts';
 export * from './status/conditions.ts';
 export * from './status/shape.ts';
+export * from './sharding/shard.ts';
 export * from './apply/subset.ts';
 export * from './apply/overlay.ts';
 export * from './apply/desired-hash.ts';

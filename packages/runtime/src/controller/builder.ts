@@ -16,6 +16,11 @@
  *   label to the primary its `nameLabel` names, in the object's namespace, and others to nothing.
  * - Predicates filter events before they reach the queue (`withPredicates` applies to the
  *   primary type; `owns`/`watches` take their own).
+ * - On a shard of a ControllerRing (`ControllerHost.shard`) whose ring shards the primary type,
+ *   the reconciler runs only for primaries assigned to this shard and not being drained; a drain
+ *   is acknowledged instead of reconciling (sharding/shard.ts), and events of a primary being
+ *   drained pass whatever the predicates say. An object that left the shard's cache reaches the
+ *   reconciler as gone, so it forgets what it remembered of it.
  * - `reconcile(fn)` completes the builder, registers the controller with the manager and
  *   returns it. The builder asks of the manager only what `ControllerHost` declares (the
  *   manager satisfies it), so the controller floor does not depend on the manager's.
@@ -32,6 +37,8 @@ import type { EventRecorder } from '../events/recorder.ts';
 import type { RuntimeMetrics } from '../metrics/runtime-metrics.ts';
 import type { Selection } from '../watch/source.ts';
 import { Controller, defaultControllerOptions, type ControllerOptions } from './controller.ts';
+import { isSharded, type ShardIdentity } from '../sharding/shard.ts';
+import { passingDrains, shardReconciler } from './sharded.ts';
 import type { Predicate } from './predicates.ts';
 import { requestKey, type Reconciler, type Request } from './reconcile.ts';
 
@@ -48,6 +55,8 @@ export interface ControllerHost {
   readonly metrics: RuntimeMetrics;
   readonly logger: Logger;
   readonly recorder: EventRecorder;
+  /** Set when this process is one shard of a ControllerRing. */
+  readonly shard?: ShardIdentity;
   addController(controller: Controller): void;
 }
 
@@ -140,7 +149,8 @@ export class ControllerBuilder {
     const name = this.name ?? primary.kind.toLowerCase();
     const { mgr } = this;
     const primaryInformer = mgr.cache.informer(primary);
-    const controller = new Controller(name, reconciler, this.options, {
+    const shard = mgr.shard && isSharded(mgr.shard, primary) ? mgr.shard : undefined;
+    const controller = new Controller(name, shard ? shardReconciler(reconciler, shard, primary, (key) => primaryInformer.store.get(key)) : reconciler, this.options, {
       client: mgr.client,
       cache: mgr.cache,
       metrics: mgr.metrics,
@@ -151,7 +161,8 @@ export class ControllerBuilder {
       primary: (key) => primaryInformer.store.get(key),
     });
     const enqueueSelf: MapFunc = (obj) => [{ namespace: obj.metadata.namespace, name: obj.metadata.name ?? '' }];
-    primaryInformer.addHandler(handlerFor(controller, enqueueSelf, this.primaryPredicates));
+    const primaryPredicates = shard ? [passingDrains(this.primaryPredicates, shard.ring)] : this.primaryPredicates;
+    primaryInformer.addHandler(handlerFor(controller, enqueueSelf, primaryPredicates));
     for (const watch of this.watchList) mgr.cache.informer(watch.type, watch.selection).addHandler(handlerFor(controller, watch.map, watch.predicates));
     mgr.addController(controller);
     return controller;

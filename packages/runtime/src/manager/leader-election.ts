@@ -55,6 +55,8 @@ export interface LeaderElectionConfig {
   namespace: string;
   name: string;
   identity: string;
+  /** Labels the Lease carries: set on creation and put back on every write if removed. */
+  labels?: Record<string, string>;
   leaseDurationMs: number;
   renewDeadlineMs: number;
   retryPeriodMs: number;
@@ -203,7 +205,7 @@ export class LeaderElector {
           {
             apiVersion: 'coordination.k8s.io/v1',
             kind: 'Lease',
-            metadata: { name: this.config.name, namespace: this.config.namespace },
+            metadata: { name: this.config.name, namespace: this.config.namespace, labels: this.config.labels },
             spec: { ...desired, acquireTime: microTime(now), leaseTransitions: 0 },
           },
           signal,
@@ -224,6 +226,7 @@ export class LeaderElector {
       const replaced = await this.access.replace(
         {
           ...existing,
+          metadata: this.config.labels ? { ...existing.metadata, labels: { ...existing.metadata.labels, ...this.config.labels } } : existing.metadata,
           spec: {
             ...spec,
             ...desired,

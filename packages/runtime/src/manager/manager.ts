@@ -17,6 +17,12 @@
  *   release the lease and write pending events (at most 5 s), stop the
  *   caches and the HTTP server, exit 0 (guarantee 7).
  * - Logs are pino JSON with controller, object and reconcile id on every reconcile line.
+ * - With `shard` (one shard of a ControllerRing, sharding/shard.ts) instead of leader election:
+ *   the manager keeps its own shard Lease (named as the shard, held by it, labelled with the
+ *   ring) with leader election's timings and rules, so controllers run only while it is held, a
+ *   lost Lease stops them and exits 1, and stop releases it; every default informer of a type
+ *   the ring shards selects only the objects assigned to this shard, so each shard's memory
+ *   holds its own share.
  * - With `secureMetrics`, the HTTP server speaks HTTPS with the given certificate and /metrics
  *   answers only callers the API server authorizes (metrics-auth.ts); /healthz and /readyz stay
  *   open, as kubelet probes carry no token. A certificate that cannot be read fails `start`.
@@ -31,7 +37,7 @@ import os from 'node:os';
 import { pino, type Logger } from 'pino';
 import { clientRateLimitDefaults, KubeClient } from '../client/client.ts';
 import type { RateLimit } from '../client/token-bucket.ts';
-import { Kinds, collectionPath, objectPath } from '../client/resource.ts';
+import { Kinds, collectionPath, objectPath, typeId } from '../client/resource.ts';
 import { isNotFound } from '../client/errors.ts';
 import { Cache, type CacheOptions } from '../cache/cache.ts';
 import type { ControllerHost } from '../controller/builder.ts';
@@ -41,12 +47,23 @@ import { RuntimeMetrics } from '../metrics/runtime-metrics.ts';
 import { realClock } from '../watch/watcher.ts';
 import { LeaderElector, leaderElectionDefaults, type LeaseObject } from './leader-election.ts';
 import { MetricsAuthorizer } from './metrics-auth.ts';
+import { CONTROLLER_RING_LABEL, validateShardIdentity, withShardSelector, type ShardIdentity } from '../sharding/shard.ts';
 
 export interface LeaderElectionOptions {
   namespace: string;
   /** Lease name; defaults to `<manager name>-leader`. */
   name?: string;
   identity?: string;
+  /** Labels the Lease carries (kept on every renewal). */
+  labels?: Record<string, string>;
+  leaseDurationMs?: number;
+  renewDeadlineMs?: number;
+  retryPeriodMs?: number;
+}
+
+/** This process as one shard of a ControllerRing; its Lease lives in `namespace`. */
+export interface ShardOptions extends ShardIdentity {
+  namespace: string;
   leaseDurationMs?: number;
   renewDeadlineMs?: number;
   retryPeriodMs?: number;
@@ -69,6 +86,8 @@ export interface ManagerOptions {
   logLevel?: string;
   cache?: CacheOptions;
   leaderElection?: LeaderElectionOptions;
+  /** Run as one shard of a ControllerRing (exclusive with `leaderElection`). */
+  shard?: ShardOptions;
   /** host:port for /healthz, /readyz and /metrics; port 0 picks a free port; undefined = no server. */
   httpAddress?: string;
   /** Serve over HTTPS with this certificate, /metrics only to callers allowed `get /metrics`. */
@@ -83,6 +102,7 @@ export class Manager implements ControllerHost {
   readonly metrics: RuntimeMetrics;
   readonly logger: Logger;
   readonly recorder: EventRecorder;
+  readonly shard: ShardIdentity | undefined;
   private readonly controllers: Controller[] = [];
   private readonly abort = new AbortController();
   private readonly controllerAbort = new AbortController();
@@ -106,8 +126,9 @@ export class Manager implements ControllerHost {
     this.logger = logger;
     // Every informer's watcher listens on the shutdown signal: no listener limit (and no warning) for many types.
     setMaxListeners(0, this.abort.signal, this.controllerAbort.signal);
+    this.shard = options.shard;
     this.cache = new Cache(client, {
-      ...options.cache,
+      ...shardedCacheOptions(options.cache, options.shard),
       onError: (err, informer) => logger.warn({ informer, err: err instanceof Error ? err.message : String(err) }, 'watch failed; retrying'),
     });
     this.recorder = new ApiEventRecorder(client, options.name, logger);
@@ -115,6 +136,10 @@ export class Manager implements ControllerHost {
   }
 
   static async create(options: ManagerOptions): Promise<Manager> {
+    if (options.shard) {
+      if (options.leaderElection) throw new Error('a manager runs either as one shard of a ControllerRing or under leader election, not both');
+      validateShardIdentity(options.shard);
+    }
     const metrics = new RuntimeMetrics();
     metrics.collectProcessMetrics();
     const logger = options.logger ?? pino({ name: options.name, level: options.logLevel ?? 'info' });
@@ -157,7 +182,7 @@ export class Manager implements ControllerHost {
       throw err;
     }
     this.logger.info('caches synced');
-    const election = this.options.leaderElection;
+    const election = this.options.leaderElection ?? shardLease(this.options.shard);
     if (!election) {
       this.startControllers();
       return;
@@ -294,6 +319,21 @@ export class Manager implements ControllerHost {
     }
     reply(res, 404, 'not found');
   }
+}
+
+/** The shard Lease as the protocol wants it: named as the shard, held by it, labelled with its ring. */
+function shardLease(shard: ShardOptions | undefined): LeaderElectionOptions | undefined {
+  if (!shard) return undefined;
+  const { namespace, name, ring, leaseDurationMs, renewDeadlineMs, retryPeriodMs } = shard;
+  return { namespace, name, identity: name, labels: { [CONTROLLER_RING_LABEL]: ring }, leaseDurationMs, renewDeadlineMs, retryPeriodMs };
+}
+
+/** The cache options with every type the shard's ring shards narrowed to this shard's objects. */
+function shardedCacheOptions(cache: CacheOptions | undefined, shard: ShardIdentity | undefined): CacheOptions | undefined {
+  if (!shard) return cache;
+  const byType = [...(cache?.byType ?? [])];
+  for (const type of shard.types) if (!byType.some((entry) => typeId(entry.type) === typeId(type))) byType.push({ type });
+  return { ...cache, byType: byType.map((entry) => ({ ...entry, labelSelector: withShardSelector(shard, entry.type, entry.labelSelector) })) };
 }
 
 /** How long a shutdown waits for pending events to be written. */
