@@ -46,6 +46,7 @@ import {
   overlay,
   readConditions,
   removeFinalizer,
+  shardLabel,
   type ApiError,
   type KubeObject,
   type Manager,
@@ -92,6 +93,8 @@ export interface IoTControllerConfig extends OperatorConfig {
   /** WATCH_NAMESPACE: '' watches secondary resources cluster-wide; otherwise only that namespace. */
   watchNamespace: string;
   maxConcurrentReconciles: number;
+  /** Set when this process is one shard of a ControllerRing of IoTServices (see SHARDED_TYPES). */
+  shard?: { ring: string; name: string };
 }
 
 /** The resource type of each kind of child, by kind. */
@@ -109,6 +112,15 @@ export const CHILD_TYPES: Readonly<Record<string, ResourceType>> = {
 };
 
 /**
+ * What a shard's caches select by its shard label: IoTServices, which the sharder assigns, and
+ * their children, which carry their instance's shard label (written by this operator: they live
+ * in another namespace, so the sharder cannot follow owner references to them). Pods carry it
+ * only through their templates, where changing it would restart them on every move, so a shard
+ * does not cache pods: it lists an instance's pods when it computes its status.
+ */
+export const SHARDED_TYPES: readonly ResourceType[] = [IoTServiceType, ...Object.values(CHILD_TYPES)];
+
+/**
  * Kinds whose bodies (`data`) the cache never holds: anyone who can create a ConfigMap or Secret
  * somewhere can give it our labels, and up to 1 MiB of data each. Only their metadata is
  * watched; a child of these kinds is read from the API server when its metadata changed.
@@ -124,7 +136,7 @@ const METADATA_ONLY_TYPES: readonly ResourceType[] = [Kinds.ConfigMap, Kinds.Sec
  */
 export function iotCacheOptions(config: IoTControllerConfig) {
   const labelSelector = landscapeSelector(config.operatorName);
-  const secondary = [...Object.values(CHILD_TYPES), Kinds.Pod].map((type) => ({
+  const secondary = watchedTypes(config).map((type) => ({
     type,
     namespace: config.watchNamespace || undefined,
     labelSelector,
@@ -133,6 +145,11 @@ export function iotCacheOptions(config: IoTControllerConfig) {
     transform: onlyInInstanceNamespaces(config.operatorName, type === Kinds.Pod ? leanPod : dropManagedFields),
   }));
   return { byType: [{ type: IoTServiceType, namespace: config.operatorName }, ...secondary] };
+}
+
+/** The secondary types watched: children, and pods unless this process is a shard (see SHARDED_TYPES). */
+function watchedTypes(config: IoTControllerConfig): ResourceType[] {
+  return config.shard ? Object.values(CHILD_TYPES) : [...Object.values(CHILD_TYPES), Kinds.Pod];
 }
 
 /** Of a pod, the status computation (status.ts) reads only these fields. */
@@ -172,7 +189,7 @@ export function registerIoTController(mgr: Manager, config: IoTControllerConfig,
 
   let builder = controller(mgr).named('iotservice').for(IoTServiceType).maxConcurrentReconciles(config.maxConcurrentReconciles);
   if (syncPeriodMs !== undefined) builder = builder.resyncPeriod(syncPeriodMs);
-  for (const type of [...Object.values(CHILD_TYPES), Kinds.Pod]) {
+  for (const type of watchedTypes(config)) {
     // The quota's status moves with every pod of the instance; only its spec is ours.
     builder = type === CHILD_TYPES['ResourceQuota'] ? builder.watches(type, toInstance, specOrMetadataChanged()) : builder.watches(type, toInstance);
   }
@@ -262,7 +279,7 @@ class IoTReconcile {
 
     const rendering = this.memory.rendered.get(keyOf({ namespace: iot.metadata.namespace, name: iot.metadata.name! }), `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}`, () =>
       // Fresh credentials are used only if the credentials Secret does not exist yet.
-      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials() }).children.map(prepareChild),
+      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials() }).children.map((child) => prepareChild(ofShard(child, this.config.shard))),
     );
     let writes = 0;
     for (const stage of rendering.stages) {
@@ -293,7 +310,9 @@ class IoTReconcile {
         await this.ctx.client.create(type, desired);
       } catch (err) {
         if (!isAlreadyExists(err)) throw err;
-        return false;
+        // A shard caches only children carrying its label: this one carries a former shard's.
+        if (!this.config.shard) return false;
+        await this.ctx.client.patch(type, desired.metadata.name!, desired.metadata.namespace, { metadata: { labels: { [shardLabel(this.config.shard.ring)]: this.config.shard.name } } }, 'merge');
       }
       return true;
     }
@@ -372,7 +391,7 @@ class IoTReconcile {
     const inNamespace = <T>(type: ResourceType): T[] =>
       namespace ? (this.ctx.cache.list<T & KubeObject>(type, { namespace, label: { name: INSTANCE_LABEL, value: iot.metadata.name! } }) as T[]) : [];
     const now = new Date();
-    const pods = inNamespace<V1Pod>(Kinds.Pod);
+    const pods = this.config.shard ? await this.listPods(namespace, iot.metadata.name!) : inNamespace<V1Pod>(Kinds.Pod);
     const next = computeStatus({
       instance: { generation: iot.metadata.generation ?? 0, namespace, spec: instance?.spec },
       previous: iot.status,
@@ -393,6 +412,14 @@ class IoTReconcile {
     const stuckAt = msUntilStuckPodFailure(pods, now);
     const recheck = Math.min(next.phase === 'Available' ? Infinity : PROCESSING_RECHECK_MS, stuckAt ?? Infinity, decision.write ? Infinity : (decision.retryAfterMs ?? Infinity));
     return recheck === Infinity ? undefined : { requeueAfterMs: recheck };
+  }
+
+  /** A shard does not cache pods (see SHARDED_TYPES): the instance's pods as the API server has them. */
+  private async listPods(namespace: string | undefined, instanceId: string): Promise<V1Pod[]> {
+    if (!namespace) return [];
+    const selector = `${landscapeSelector(this.config.operatorName)},${INSTANCE_LABEL}=${instanceId}`;
+    const { items } = await this.ctx.client.list(Kinds.Pod, { namespace, labelSelector: selector });
+    return items.map((pod) => leanPod(pod) as V1Pod & KubeObject);
   }
 
   private async writeStatus(iot: IoTService & KubeObject, current: IoTServiceStatus | undefined, status: IoTServiceStatus): Promise<void> {
@@ -451,6 +478,13 @@ class PermissionMissing extends Error {
   ) {
     super(`forbidden: ${request.verb} ${request.resource}`);
   }
+}
+
+/** The child labelled with its instance's shard (this process's, as the instance is assigned to it). */
+function ofShard(child: DesiredChild, shard: IoTControllerConfig['shard']): DesiredChild {
+  if (!shard) return child;
+  const metadata = child.object.metadata as { labels?: Record<string, string> };
+  return { ...child, object: { ...child.object, metadata: { ...metadata, labels: { ...metadata.labels, [shardLabel(shard.ring)]: shard.name } } } as DesiredChild['object'] };
 }
 
 /** The hash stamp makes fields removed from a desired object (a nodeSelector key, say) a

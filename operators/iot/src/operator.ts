@@ -1,11 +1,11 @@
 /**
- * Builds the IoT operator's manager from its options: cache scoping, leader election, HTTP
- * server, and the controllers of controllers.ts (the IoTService controller and the clean-up of
+ * Builds the IoT operator's manager from its options: cache scoping, leader election or one
+ * shard of a ControllerRing, HTTP server, and the controllers of controllers.ts (the IoTService controller and the clean-up of
  * orphaned instance namespaces). Used by the `iot-operator` process and by tests that run the
  * operator in-process.
  */
 import { Manager } from '@iot-operator/runtime';
-import { iotCacheOptions, type IoTControllerConfig } from './controller.ts';
+import { SHARDED_TYPES, iotCacheOptions, type IoTControllerConfig } from './controller.ts';
 import { registerControllers } from './controllers.ts';
 import { iotRateLimitDefaults, type OperatorOptions } from './options.ts';
 
@@ -17,6 +17,7 @@ export async function createIoTOperator(options: OperatorOptions): Promise<Manag
     maxConcurrentReconciles: options.maxConcurrentReconciles,
     tenancy: options.tenancy,
     configMountPath: options.configMountPath,
+    shard: options.shard,
   };
   const mgr = await Manager.create({
     name: 'iot-operator',
@@ -27,6 +28,7 @@ export async function createIoTOperator(options: OperatorOptions): Promise<Manag
     secureMetrics: options.secureMetrics,
     cache: iotCacheOptions(config),
     leaderElection: options.leaderElect ? { namespace: options.operatorName, name: `iot-operator-${options.operatorName}` } : undefined,
+    shard: options.shard ? { ...options.shard, namespace: options.operatorName, types: SHARDED_TYPES } : undefined,
   });
   registerControllers(mgr, config, options.syncPeriodMs);
   return mgr;

@@ -9,9 +9,12 @@
  * `--watch-namespace` kept as an alias (both given and different: an error). The tenant policy flags
  * (allowed registries and Service types, quota defaults and maximum, container defaults) are
  * checked as a whole: an unknown Service type, a malformed quantity or a default quota above the
- * maximum stops the process with an error naming the flag.
+ * maximum stops the process with an error naming the flag. `--shard-ring` runs the process as one
+ * shard of that ControllerRing (docs/scale.md); it excludes `--leader-elect`, and the shard's name
+ * (`--shard-name`, default POD_NAME, else the host name) must be usable as a Lease name.
  */
-import { metricsSecureNeedsCertDir, parseBurst, parseQps, secureMetricsFromCertDir, type RateLimit, type SecureMetricsOptions } from '@iot-operator/runtime';
+import os from 'node:os';
+import { metricsSecureNeedsCertDir, parseBurst, parseQps, secureMetricsFromCertDir, validateShardIdentity, type RateLimit, type SecureMetricsOptions } from '@iot-operator/runtime';
 import { Command, InvalidArgumentError } from 'commander';
 import { SERVICE_TYPES, type GatewayServiceType } from './api/iotservice.ts';
 import { DEFAULT_CONFIG_MOUNT_PATH } from './resources/instance.ts';
@@ -24,6 +27,8 @@ export interface OperatorOptions {
   defaultRegistry: string;
   maxConcurrentReconciles: number;
   leaderElect: boolean;
+  /** One shard of this ControllerRing, named `name` (instead of leader election). */
+  shard?: { ring: string; name: string };
   metricsBindAddress: string;
   /** HTTPS, /metrics only to callers the API server authorizes. */
   secureMetrics?: SecureMetricsOptions;
@@ -69,6 +74,8 @@ export function operatorCommand(): Command {
     .option('--default-registry <registry>', 'image registry/prefix for components when spec.registry is empty (env IOT_DEFAULT_REGISTRY)', process.env.IOT_DEFAULT_REGISTRY ?? 'registry.example.com/iot')
     .option('--max-concurrent-reconciles <n>', 'IoTServices reconciled in parallel', positiveInt, 4)
     .option('--leader-elect', 'elect a leader through a Lease in the landscape namespace (for several replicas)', false)
+    .option('--shard-ring <name>', 'run as one shard of this ControllerRing (kubernetes-controller-sharding): replicas share the IoTServices instead of electing a leader')
+    .option('--shard-name <name>', "this shard's name, its Lease's name in the landscape namespace (default: env POD_NAME, else the host name)")
     .option('--metrics-bind-address <host:port>', 'address of the HTTP server for /metrics, /healthz and /readyz (in a Pod: 0.0.0.0:8080, for the probes)', '127.0.0.1:8080')
     .option('--metrics-secure', 'serve over HTTPS; /metrics only to callers allowed "get /metrics" (TokenReview + SubjectAccessReview)', false)
     .option('--metrics-cert-dir <dir>', 'directory with tls.crt and tls.key for --metrics-secure')
@@ -154,6 +161,8 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
         metricsCertDir?: string;
         kubeApiQps: number;
         kubeApiBurst: number;
+        shardRing?: string;
+        shardName?: string;
       }
   >();
   if (!o.operatorName) command.error('error: OPERATOR_NAME (or --operator-name) must name the landscape namespace');
@@ -167,12 +176,23 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
   if (!/^\/[^:]*[^/]$/.test(configMountPath)) command.error(`error: --config-mount-path "${configMountPath}" must be an absolute file path`);
   if (!/^[^:]*:\d+$/.test(o.metricsBindAddress)) command.error(`error: --metrics-bind-address "${o.metricsBindAddress}" must be host:port`);
   if (o.metricsSecure && !o.metricsCertDir) command.error(`error: ${metricsSecureNeedsCertDir}`);
+  if (o.shardName !== undefined && o.shardRing === undefined) command.error('error: --shard-name needs --shard-ring');
+  if (o.shardRing !== undefined && o.leaderElect) command.error('error: --shard-ring and --leader-elect exclude each other: shards share the work instead of electing a leader');
+  const shard = o.shardRing === undefined ? undefined : { ring: o.shardRing, name: o.shardName ?? process.env.POD_NAME ?? os.hostname() };
+  if (shard) {
+    try {
+      validateShardIdentity({ ...shard, types: [] });
+    } catch (err) {
+      command.error(`error: ${(err as Error).message}`);
+    }
+  }
   return {
     operatorName: o.operatorName,
     watchNamespace: o.namespace ?? o.watchNamespace ?? process.env.WATCH_NAMESPACE ?? '',
     defaultRegistry: o.defaultRegistry,
     maxConcurrentReconciles: o.maxConcurrentReconciles,
     leaderElect: o.leaderElect,
+    shard,
     metricsBindAddress: o.metricsBindAddress,
     secureMetrics: o.metricsSecure && o.metricsCertDir ? secureMetricsFromCertDir(o.metricsCertDir) : undefined,
     rateLimit: { qps: o.kubeApiQps, burst: o.kubeApiBurst },
