@@ -279,12 +279,14 @@ class IoTReconcile {
 
     const rendering = this.memory.rendered.get(keyOf({ namespace: iot.metadata.namespace, name: iot.metadata.name! }), `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}`, () =>
       // Fresh credentials are used only if the credentials Secret does not exist yet.
-      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials() }).children.map((child) => prepareChild(ofShard(child, this.config.shard))),
+      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials() }).children.map((child) => prepareChild(child, this.config.shard)),
     );
     let writes = 0;
+    let relabelled = 0;
     for (const stage of rendering.stages) {
       const results = await Promise.allSettled(stage.map((index) => this.ensureChild(rendering.children[index]!, index, rendering, ownership)));
-      writes += results.filter((r) => r.status === 'fulfilled' && r.value).length;
+      writes += results.filter((r) => r.status === 'fulfilled' && r.value === 'written').length;
+      relabelled += results.filter((r) => r.status === 'fulfilled' && r.value === 'relabelled').length;
       const errors = results.flatMap((r, i) => (r.status === 'rejected' ? [{ err: r.reason as unknown, child: rendering.children[stage[i]!]!.child.object }] : []));
       // A refusal retrying cannot fix is reported; any other error is retried with backoff.
       for (const { err, child } of errors) {
@@ -293,40 +295,53 @@ class IoTReconcile {
       if (errors[0]) throw errors[0].err;
     }
     if (writes > 0) this.ctx.log.info({ writes }, 'children written');
+    // Children that only took this shard's label over match: the instance itself did not change.
+    if (relabelled > 0) this.ctx.log.info({ relabelled, shard: this.config.shard?.name }, 'children moved to this shard');
     return { kind: 'applied', childrenMatched: writes === 0 };
   }
 
-  /** Writes child `index` of the rendering if it is missing or differs; true when it wrote. */
-  private async ensureChild({ child, desired }: PreparedChild, index: number, rendering: Rendering, ownership: 'absent' | 'owned'): Promise<boolean> {
+  /**
+   * Writes child `index` of the rendering if it is missing or differs: 'written'. A child that
+   * differs only in carrying a former shard's label gets this shard's label alone: 'relabelled'.
+   */
+  private async ensureChild({ child, desired }: PreparedChild, index: number, rendering: Rendering, ownership: 'absent' | 'owned'): Promise<ChildWrite> {
     const type = CHILD_TYPES[child.object.kind]!;
     const observed = this.ctx.cache.get(type, desired.metadata.name!, desired.metadata.namespace);
     if (type === Kinds.Namespace && ownership === 'absent' && !observed) {
       await this.createNamespace(desired);
-      return true;
+      return 'written';
     }
     if (child.createOnly) {
-      if (observed) return false;
+      if (observed) return 'unchanged';
       try {
         await this.ctx.client.create(type, desired);
       } catch (err) {
         if (!isAlreadyExists(err)) throw err;
         // A shard caches only children carrying its label: this one carries a former shard's.
-        if (!this.config.shard) return false;
-        await this.ctx.client.patch(type, desired.metadata.name!, desired.metadata.namespace, { metadata: { labels: { [shardLabel(this.config.shard.ring)]: this.config.shard.name } } }, 'merge');
+        if (!this.config.shard) return 'unchanged';
+        await this.relabel(type, desired);
+        return 'relabelled';
       }
-      return true;
+      return 'written';
     }
     let current: KubeObject | undefined = observed;
     if (observed) {
-      if (rendering.matches(index, observed.metadata.resourceVersion)) return false;
+      if (rendering.matches(index, observed.metadata.resourceVersion)) return 'unchanged';
       // The cache holds only the metadata of these kinds: compare with the object as it is.
       if (METADATA_ONLY_TYPES.includes(type)) current = await this.liveObject(type, desired);
+    } else if (this.config.shard) {
+      // Not in a shard's cache: missing, or still labelled for the shard that had the instance before.
+      current = await this.liveObject(type, desired);
+      if (current && firstDifference(withoutShardLabel(desired, this.config.shard), current) === undefined) {
+        rendering.recordMatch(index, (await this.relabel(type, desired)).metadata.resourceVersion);
+        return 'relabelled';
+      }
     }
     if (current) {
       const difference = firstDifference(desired, current);
       if (difference === undefined) {
         rendering.recordMatch(index, current.metadata.resourceVersion);
-        return false;
+        return 'unchanged';
       }
       this.ctx.log.debug({ kind: type.kind, name: desired.metadata.name, field: difference }, 'child differs');
     }
@@ -335,7 +350,7 @@ class IoTReconcile {
       applied = await this.ctx.client.apply(type, desired, { fieldManager: FIELD_MANAGER, force: true });
       if (firstDifference(desired, applied) === undefined) {
         rendering.recordMatch(index, applied.metadata.resourceVersion);
-        return true;
+        return 'written';
       }
     } catch (err) {
       // Apply merges list entries by key: an entry someone else added by hand can make the
@@ -344,7 +359,13 @@ class IoTReconcile {
     }
     // Fields owned by another manager keep apply from converging: replace the object outright.
     await this.ctx.client.replace(type, overlay(applied ?? current!, desired));
-    return true;
+    return 'written';
+  }
+
+  /** Puts this shard's label on a child (a merge patch of that label alone). */
+  private relabel(type: ResourceType, desired: KubeObject): Promise<KubeObject> {
+    const shard = this.config.shard!;
+    return this.ctx.client.patch(type, desired.metadata.name!, desired.metadata.namespace, { metadata: { labels: { [shardLabel(shard.ring)]: shard.name } } }, 'merge');
   }
 
   /** The child as the API server has it now, or undefined when it is gone. */
@@ -480,18 +501,25 @@ class PermissionMissing extends Error {
   }
 }
 
-/** The child labelled with its instance's shard (this process's, as the instance is assigned to it). */
-function ofShard(child: DesiredChild, shard: IoTControllerConfig['shard']): DesiredChild {
-  if (!shard) return child;
-  const metadata = child.object.metadata as { labels?: Record<string, string> };
-  return { ...child, object: { ...child.object, metadata: { ...metadata, labels: { ...metadata.labels, [shardLabel(shard.ring)]: shard.name } } } as DesiredChild['object'] };
+/** What ensureChild did to a child: nothing, a write of its desired form, or only this shard's label put on it. */
+type ChildWrite = 'unchanged' | 'written' | 'relabelled';
+
+/**
+ * The hash stamp makes fields removed from a desired object (a nodeSelector key, say) a
+ * difference too, so they are applied — and server-side apply then drops them. A shard's label
+ * is added after the stamp: moving an instance between shards changes no hash.
+ */
+function prepareChild(child: DesiredChild, shard: IoTControllerConfig['shard']): PreparedChild {
+  const object = child.object as unknown as KubeObject;
+  const stamped = child.createOnly ? object : withDesiredHash(object);
+  if (!shard) return { child, desired: stamped };
+  return { child, desired: { ...stamped, metadata: { ...stamped.metadata, labels: { ...stamped.metadata.labels, [shardLabel(shard.ring)]: shard.name } } } };
 }
 
-/** The hash stamp makes fields removed from a desired object (a nodeSelector key, say) a
- * difference too, so they are applied — and server-side apply then drops them. */
-function prepareChild(child: DesiredChild): PreparedChild {
-  const object = child.object as unknown as KubeObject;
-  return { child, desired: child.createOnly ? object : withDesiredHash(object) };
+/** `desired` without this shard's label: what a child moved from another shard must already match. */
+function withoutShardLabel(desired: KubeObject, shard: NonNullable<IoTControllerConfig['shard']>): KubeObject {
+  const { [shardLabel(shard.ring)]: _ours, ...labels } = desired.metadata.labels ?? {};
+  return { ...desired, metadata: { ...desired.metadata, labels } };
 }
 
 /** 403 and 422: the API server refuses the child as it is; retrying cannot help. */

@@ -109,6 +109,11 @@ export class Cache implements CacheReader {
     await Promise.all(this.running);
   }
 
+  /** How many objects each informer holds, by its description (resource and selection). */
+  *objectCounts(): Iterable<[string, number]> {
+    for (const informer of this.informers.values()) yield [informer.description, informer.store.size];
+  }
+
   get isSynced(): boolean {
     return [...this.informers.values()].every((i) => i.isSynced);
   }

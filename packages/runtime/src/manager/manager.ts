@@ -131,6 +131,7 @@ export class Manager implements ControllerHost {
       ...shardedCacheOptions(options.cache, options.shard),
       onError: (err, informer) => logger.warn({ informer, err: err instanceof Error ? err.message : String(err) }, 'watch failed; retrying'),
     });
+    metrics.trackCache(() => this.cache.objectCounts());
     this.recorder = new ApiEventRecorder(client, options.name, logger);
     this.done = new Promise((resolve) => (this.resolveDone = resolve));
   }
@@ -195,14 +196,14 @@ export class Manager implements ControllerHost {
     this.metrics.leaderStatus.set({ name: config.name }, 0);
     this.electionDone = this.elector.run(this.electionAbort.signal, {
       onStartedLeading: () => {
-        this.logger.info({ lease: config.name, identity }, 'became leader');
+        this.logger.info({ lease: config.name, identity }, this.shard ? 'holding the shard lease' : 'became leader');
         this.metrics.leaderStatus.set({ name: config.name }, 1);
         this.startControllers();
       },
       onStoppedLeading: () => {
         this.metrics.leaderStatus.set({ name: config.name }, 0);
         this.controllersStarted = false;
-        this.logger.error({ lease: config.name, identity }, 'lost leadership; stopping every controller and exiting');
+        this.logger.error({ lease: config.name, identity }, `${this.shard ? 'lost the shard lease' : 'lost leadership'}; stopping every controller and exiting`);
         this.controllerAbort.abort();
         for (const controller of this.controllers) void controller.stop(0);
         // No graceful period after losing the lease: another replica may already be leading.
@@ -324,8 +325,8 @@ export class Manager implements ControllerHost {
 /** The shard Lease as the protocol wants it: named as the shard, held by it, labelled with its ring. */
 function shardLease(shard: ShardOptions | undefined): LeaderElectionOptions | undefined {
   if (!shard) return undefined;
-  const { namespace, name, ring, leaseDurationMs, renewDeadlineMs, retryPeriodMs } = shard;
-  return { namespace, name, identity: name, labels: { [CONTROLLER_RING_LABEL]: ring }, leaseDurationMs, renewDeadlineMs, retryPeriodMs };
+  const { namespace, name, ring, types: _types, ...timings } = shard;
+  return { namespace, name, identity: name, labels: { [CONTROLLER_RING_LABEL]: ring }, ...timings };
 }
 
 /** The cache options with every type the shard's ring shards narrowed to this shard's objects. */

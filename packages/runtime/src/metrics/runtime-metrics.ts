@@ -8,12 +8,16 @@
  * (`process_resident_memory_bytes`, `process_cpu_seconds_total`, `process_open_fds`,
  * `process_start_time_seconds`, ...) to the registry. `workqueue_unfinished_work_seconds` and
  * `workqueue_longest_running_processor_seconds` are computed at scrape time from the keys each
- * registered queue is processing, so they are exact when read.
+ * registered queue is processing, so they are exact when read; so is `cache_objects` (objects held
+ * by each informer of the cache, by resource and selection) from the counter the cache registers.
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** When (performance.now()) each key a queue is processing was handed out. */
 export type InFlightStarts = () => Iterable<number>;
+
+/** The number of objects each informer of a cache holds, by its description (resource and selection). */
+export type CacheObjectCounts = () => Iterable<[informer: string, objects: number]>;
 
 const durationBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const queueBuckets = [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1, 10, 100, 1000];
@@ -36,7 +40,9 @@ export class RuntimeMetrics {
   readonly unfinishedWork: Gauge<'name'>;
   readonly longestRunningProcessor: Gauge<'name'>;
   readonly leaderStatus: Gauge<'name'>;
+  readonly cacheObjects: Gauge<'informer'>;
   private readonly inFlight = new Map<string, InFlightStarts>();
+  private cacheCounts: CacheObjectCounts = () => [];
 
   constructor(readonly registry: Registry = new Registry()) {
     const r = [registry];
@@ -75,12 +81,28 @@ export class RuntimeMetrics {
         for (const [name, starts] of inFlight) this.set({ name }, Math.max(0, ...[...starts()].map((at) => (now - at) / 1000)));
       },
     });
+    const counts = () => this.cacheCounts();
+    this.cacheObjects = new Gauge({
+      name: 'cache_objects',
+      help: 'Number of objects the cache holds, per informer (resource and selection).',
+      labelNames: ['informer'],
+      registers: r,
+      collect() {
+        this.reset();
+        for (const [informer, objects] of counts()) this.set({ informer }, objects);
+      },
+    });
     this.leaderStatus = new Gauge({ name: 'leader_election_master_status', help: 'Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master.', labelNames: ['name'], registers: r });
   }
 
   /** Reports the keys queue `name` is processing in the in-progress work gauges. */
   trackQueue(name: string, starts: InFlightStarts): void {
     this.inFlight.set(name, starts);
+  }
+
+  /** Reports what `counts` says in `cache_objects`. */
+  trackCache(counts: CacheObjectCounts): void {
+    this.cacheCounts = counts;
   }
 
   /** Adds the process metrics (memory, CPU, open file descriptors, start time, ...) to the registry. */

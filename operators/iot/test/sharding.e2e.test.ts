@@ -1,0 +1,228 @@
+/**
+ * The IoT operator sharded across replicas by the Kubernetes controller sharder (run by
+ * cluster/up.sh with CLUSTER_SHARDER=1): three operator processes, each one shard of a
+ * ControllerRing of this landscape's IoTServices, share 300 instances; one is killed, a fourth
+ * joins, all restart one by one. What a user sees is asserted: every instance Available
+ * throughout the moves, each replica holding about its share, children following their instance,
+ * and no instance worked on by two replicas at once (from the replicas' own logs: the replica
+ * giving an instance up logs the drain before the next one touches its children).
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Kinds, customResource, shardLabel, type KubeObject } from '@iot-operator/runtime';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { testEnv } from '@iot-operator/runtime/testing';
+import { IoTServiceType } from '../src/controller.ts';
+import { createLandscape, installIoTCrd, iotService, spawnOperator, type IoTObject } from './e2e-support.ts';
+
+process.env.CLUSTER_SHARDER = '1'; // cluster/up.sh (run by testEnv) starts the sharder unless it runs
+
+const N = Number(process.env.SHARDING_TEST_N ?? 300);
+/** Two pods per instance (broker and database): the moves are what is tested, not pod counts. */
+const LIGHT = { gateway: { replicas: 0 }, core: { replicas: 0 }, processing: { replicas: 0 } };
+const ControllerRingType = customResource('sharding.timebertt.dev', 'v1alpha1', 'ControllerRing', 'controllerrings', false);
+/** The shard Lease's duration: the sharder takes a silent shard's Lease one duration after it expired. */
+const LEASE_DURATION_S = 15;
+
+let env: TestEnv;
+let landscape: string;
+let ring: string;
+const shards = new Map<string, ReturnType<typeof spawnOperator>>();
+
+before(async () => {
+  env = await testEnv();
+  await installIoTCrd(env);
+  landscape = await createLandscape(env);
+  ring = `iot-${landscape}`;
+  await env.client.create(ControllerRingType, {
+    apiVersion: 'sharding.timebertt.dev/v1alpha1',
+    kind: 'ControllerRing',
+    metadata: { name: ring },
+    spec: { resources: [{ group: 'cp.iotservices.io', resource: 'iotservices' }], namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': landscape } } },
+  });
+});
+
+after(async () => {
+  for (const shard of shards.values()) shard.kill('SIGKILL');
+  // Instances are let go without waiting for their namespaces: finalizers removed, landscape deleted.
+  const { items } = await env.client.list<IoTObject>(IoTServiceType, { namespace: landscape }).catch(() => ({ items: [] as IoTObject[] }));
+  await Promise.all(items.map((i) => env.client.patch(IoTServiceType, i.metadata.name!, landscape, { metadata: { finalizers: null } }).catch(() => undefined)));
+  const namespaces = await env.client.list(Kinds.Namespace, { labelSelector: `cp.iotservices.io/landscape=${landscape}` }).catch(() => ({ items: [] as KubeObject[] }));
+  await Promise.all(namespaces.items.map((ns) => env.client.delete(Kinds.Namespace, ns.metadata.name!).catch(() => undefined)));
+  await env.client.delete(ControllerRingType, ring).catch(() => undefined);
+  await env?.cleanup();
+});
+
+function startShard(name: string): ReturnType<typeof spawnOperator> {
+  const shard = spawnOperator(env, landscape, [`--shard-ring=${ring}`, `--shard-name=${name}`]);
+  shards.set(name, shard);
+  return shard;
+}
+
+/** The lines a shard logged (pino JSON) that concern one IoTService. */
+interface LogLine {
+  time: number;
+  msg: string;
+  object?: string;
+}
+function logLines(name: string): LogLine[] {
+  return shards
+    .get(name)!
+    .output()
+    .split('\n')
+    .flatMap((line) => {
+      try {
+        return [JSON.parse(line) as LogLine];
+      } catch {
+        return [];
+      }
+    });
+}
+
+async function instances(): Promise<IoTObject[]> {
+  return (await env.client.list<IoTObject>(IoTServiceType, { namespace: landscape })).items;
+}
+
+const shardOf = (obj: KubeObject) => obj.metadata.labels?.[shardLabel(ring)];
+const available = (i: IoTObject) => i.status?.phase === 'Available' && i.status.observedGeneration === i.metadata.generation;
+
+/** IoTServices per shard. */
+function byShard(items: IoTObject[]): Map<string, string[]> {
+  const result = new Map<string, string[]>();
+  for (const i of items) result.set(shardOf(i) ?? '(none)', [...(result.get(shardOf(i) ?? '(none)') ?? []), i.metadata.name!]);
+  return result;
+}
+
+/** Every instance's children (its namespace and StatefulSets, checked) carry its shard label: it was reconciled where it lives. */
+async function childrenFollowTheirInstance(): Promise<{ done: boolean; seen: unknown }> {
+  const items = await instances();
+  const shardByInstance = new Map(items.map((i) => [i.metadata.name!, shardOf(i)]));
+  const selector = `cp.iotservices.io/landscape=${landscape}`;
+  const children = [...(await env.client.list(Kinds.Namespace, { labelSelector: selector })).items, ...(await env.client.list(Kinds.StatefulSet, { labelSelector: selector })).items];
+  const astray = children.filter((c) => shardOf(c) !== shardByInstance.get(c.metadata.labels?.['cp.iotservices.io/instance'] ?? ''));
+  return { done: astray.length === 0 && children.length === 3 * N, seen: { children: children.length, astray: astray.slice(0, 5).map((c) => `${c.kind} ${c.metadata.namespace ?? ''}/${c.metadata.name} on ${shardOf(c)}`) } };
+}
+
+/** Counts instances that were not Available at some poll while `during` runs. */
+async function availableThroughout(during: () => Promise<void>): Promise<string[]> {
+  const lapses = new Set<string>();
+  let polling = true;
+  const poll = (async () => {
+    while (polling) {
+      for (const i of await instances()) if (!available(i)) lapses.add(`${i.metadata.name}: ${i.status?.phase}`);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  })();
+  try {
+    await during();
+  } finally {
+    polling = false;
+    await poll;
+  }
+  return [...lapses];
+}
+
+/** Objects a shard's cache holds per informer, from its /metrics (cache_objects). */
+async function cachedObjects(name: string): Promise<Map<string, number>> {
+  const address = /serving \/metrics[^\n]*?"address":"(http:\/\/[^"]+)"|"address":"(http:\/\/[^"]+)"[^\n]*serving \/metrics/.exec(shards.get(name)!.output());
+  assert.ok(address, `shard ${name} logged its metrics address`);
+  const text = await (await fetch(`${address[1] ?? address[2]}/metrics`)).text();
+  return new Map([...text.matchAll(/^cache_objects\{informer="([^"]+)"\} (\d+)$/gm)].map((m) => [m[1]!, Number(m[2])]));
+}
+
+/**
+ * For every instance `from` handed back since `since` (ms): `from` did nothing with it after, and
+ * no other shard moved or wrote its children before. Returns how many were handed back.
+ */
+function handedOverInOrder(from: string, others: string[], since: number): number {
+  const drains = logLines(from).filter((l) => l.msg === 'drained: handed back to the sharder' && l.time >= since);
+  for (const drain of drains) {
+    const lastByFrom = logLines(from).filter((l) => l.object === drain.object && l.msg !== 'drained: handed back to the sharder').at(-1);
+    if (lastByFrom) assert.ok(lastByFrom.time <= drain.time, `${from} worked on ${drain.object} after handing it back`);
+    for (const other of others) {
+      const first = logLines(other).find((l) => l.time >= since && l.object === drain.object && /children (moved|written)/.test(l.msg));
+      if (first) assert.ok(first.time >= drain.time, `${other} touched ${drain.object}'s children at ${first.time}, before ${from} handed it back at ${drain.time}`);
+    }
+  }
+  return drains.length;
+}
+
+describe('the IoT operator sharded across replicas', () => {
+  it(`three shards share ${N} instances, each caching about a third, children labelled with their instance's shard`, async () => {
+    for (const name of ['shard-a', 'shard-b', 'shard-c']) startShard(name);
+    await waitFor('the ring to have 3 available shards', async () => {
+      const current = await env.client.get<KubeObject & { status?: { availableShards?: number } }>(ControllerRingType, ring);
+      return { done: current.status?.availableShards === 3, value: undefined, seen: current.status };
+    }, { timeoutMs: 60_000 });
+    for (let i = 0; i < N; i += 25) {
+      await Promise.all(Array.from({ length: Math.min(25, N - i) }, (_, k) => env.client.create(IoTServiceType, iotService(`t-${String(i + k).padStart(3, '0')}`, landscape, LIGHT))));
+    }
+    await waitFor(`all ${N} instances Available`, async () => {
+      const items = await instances();
+      return { done: items.filter(available).length === N, value: undefined, seen: { available: items.filter(available).length, byShard: [...byShard(items)].map(([s, l]) => `${s}: ${l.length}`) } };
+    }, { timeoutMs: 420_000, intervalMs: 2_000 });
+
+    const assigned = byShard(await instances());
+    assert.deepEqual([...assigned.keys()].sort(), ['shard-a', 'shard-b', 'shard-c'], 'every instance is assigned to one of the three shards');
+    for (const [name, owned] of assigned) {
+      assert.ok(owned.length >= N / 6 && owned.length <= N / 2, `${name} holds ${owned.length} of ${N}: about a third`);
+      const cached = await cachedObjects(name);
+      const iotInformer = [...cached].find(([informer]) => informer.includes('/IoTService'));
+      assert.equal(iotInformer?.[1], owned.length, `${name} caches its own IoTServices only`);
+      const namespaces = [...cached].find(([informer]) => informer.startsWith('core/v1/Namespace'));
+      assert.equal(namespaces?.[1], owned.length, `${name} caches the namespaces of its own instances only`);
+      assert.ok(![...cached.keys()].some((informer) => informer.startsWith('core/v1/Pod')), `${name} caches no pods`);
+    }
+    await waitFor('every child to carry its instance’s shard label', async () => ({ ...(await childrenFollowTheirInstance()), value: undefined }), { timeoutMs: 10_000 });
+  });
+
+  it('a killed shard’s instances go to the others once the sharder takes its Lease, and are re-checked there', async () => {
+    const victim = 'shard-a';
+    const victims = byShard(await instances()).get(victim)!;
+    const killedAt = Date.now();
+    shards.get(victim)!.kill('SIGKILL');
+    const lapses = await availableThroughout(async () => {
+      await waitFor(`${victim}'s ${victims.length} instances to be reassigned and their children relabelled`, async () => {
+        const held = byShard(await instances()).get(victim)?.length ?? 0;
+        const children = await childrenFollowTheirInstance();
+        return { done: held === 0 && children.done, value: undefined, seen: { held, children: children.seen } };
+      }, { timeoutMs: (3 * LEASE_DURATION_S + 30) * 1000, intervalMs: 500 });
+    });
+    const movedAfterS = (Date.now() - killedAt) / 1000;
+    console.log(`# ${victims.length} instances of a killed shard moved and re-checked ${movedAfterS.toFixed(1)} s after the kill (lease ${LEASE_DURATION_S} s)`);
+    assert.ok(movedAfterS <= 2 * LEASE_DURATION_S + 15, `moved ${movedAfterS.toFixed(1)} s after the kill: within two lease durations (the sharder takes the Lease one duration after it expired) and 15 s`);
+    assert.deepEqual(lapses, [], 'no instance stopped being Available');
+    const survivors = ['shard-b', 'shard-c'];
+    for (const name of survivors) assert.ok(logLines(name).some((l) => l.msg === 'children moved to this shard' && victims.includes(l.object?.split('/')[1] ?? '')), `${name} took some of ${victim}'s instances`);
+  });
+
+  it('a fourth shard takes its share through drains, never while another shard still works on it; all Available throughout', async () => {
+    const since = Date.now();
+    startShard('shard-d');
+    const lapses = await availableThroughout(async () => {
+      await waitFor('shard-d to hold a share and every child to follow', async () => {
+        const held = byShard(await instances()).get('shard-d')?.length ?? 0;
+        const children = await childrenFollowTheirInstance();
+        return { done: held >= N / 8 && children.done, value: undefined, seen: { held, children: children.seen } };
+      }, { timeoutMs: 90_000, intervalMs: 1000 });
+    });
+    assert.deepEqual(lapses, [], 'no instance stopped being Available');
+    const drained = handedOverInOrder('shard-b', ['shard-c', 'shard-d'], since) + handedOverInOrder('shard-c', ['shard-b', 'shard-d'], since);
+    assert.ok(drained > 0, 'the existing shards handed instances over through drains');
+  });
+
+  it('a rolling restart of every shard keeps every instance Available', async () => {
+    const lapses = await availableThroughout(async () => {
+      for (const name of ['shard-b', 'shard-c', 'shard-d']) {
+        assert.equal(await shards.get(name)!.stop(), 0, `${name} stopped cleanly on SIGTERM`);
+        startShard(name);
+        await waitFor(`${name} back in the ring with its share`, async () => {
+          const held = byShard(await instances()).get(name)?.length ?? 0;
+          const children = await childrenFollowTheirInstance();
+          return { done: held >= N / 8 && children.done, value: undefined, seen: { held, children: children.seen } };
+        }, { timeoutMs: 90_000, intervalMs: 1000 });
+      }
+    });
+    assert.deepEqual(lapses, [], 'no instance stopped being Available');
+  });
+});
