@@ -86,6 +86,8 @@ export const FIELD_MANAGER = 'iot-operator';
 
 /** How often an instance that is not yet Available is looked at again without any event. */
 const PROCESSING_RECHECK_MS = 30_000;
+/** When an instance whose children a shard just moved over is looked at again, at the latest. */
+const MOVED_CHILDREN_RECHECK_MS = 2_000;
 /** How often deletion checks whether the instance namespace is gone. */
 const DELETION_RECHECK_MS = 2_000;
 
@@ -211,6 +213,9 @@ interface ReconcileMemory {
 
 /** One reconcile of one IoTService. */
 class IoTReconcile {
+  /** Children this reconcile moved over from the instance's former shard (only their label written). */
+  private moved = 0;
+
   constructor(
     private readonly config: IoTControllerConfig,
     private readonly ctx: ReconcileContext,
@@ -234,6 +239,9 @@ class IoTReconcile {
       if (!resolved.ok) return await this.report(iot, undefined, { kind: 'failed', failure: resolved.failure }, resolved.namespace);
       const instance = resolved.instance;
       const outcome = await this.realise(iot, instance);
+      // Children just moved over are not in this shard's cache yet: a status computed now would
+      // miss their workloads. Their arrival brings the instance back; the former status stands.
+      if (this.moved > 0) return { requeueAfterMs: MOVED_CHILDREN_RECHECK_MS };
       return await this.report(iot, instance, outcome, instance.namespace);
     } catch (err) {
       // A 403 is reported (Degraded, Warning Event) and looked at again later, never retried silently.
@@ -297,12 +305,15 @@ class IoTReconcile {
     if (writes > 0) this.ctx.log.info({ writes }, 'children written');
     // Children that only took this shard's label over match: the instance itself did not change.
     if (relabelled > 0) this.ctx.log.info({ relabelled, shard: this.config.shard?.name }, 'children moved to this shard');
+    this.moved = relabelled;
     return { kind: 'applied', childrenMatched: writes === 0 };
   }
 
   /**
    * Writes child `index` of the rendering if it is missing or differs: 'written'. A child that
-   * differs only in carrying a former shard's label gets this shard's label alone: 'relabelled'.
+   * differs only in carrying a former shard's label gets this shard's label alone, and one that
+   * carries it but is not in this shard's cache yet is left as it is: both 'relabelled' (moved
+   * over, on its way into the cache).
    */
   private async ensureChild({ child, desired }: PreparedChild, index: number, rendering: Rendering, ownership: 'absent' | 'owned'): Promise<ChildWrite> {
     const type = CHILD_TYPES[child.object.kind]!;
@@ -333,7 +344,9 @@ class IoTReconcile {
       // Not in a shard's cache: missing, or still labelled for the shard that had the instance before.
       current = await this.liveObject(type, desired);
       if (current && firstDifference(withoutShardLabel(desired, this.config.shard), current) === undefined) {
-        rendering.recordMatch(index, (await this.relabel(type, desired)).metadata.resourceVersion);
+        // Labelled already when an earlier reconcile moved it and the cache has not caught up.
+        if (firstDifference(desired, current) !== undefined) current = await this.relabel(type, desired);
+        rendering.recordMatch(index, current.metadata.resourceVersion);
         return 'relabelled';
       }
     }
@@ -501,7 +514,7 @@ class PermissionMissing extends Error {
   }
 }
 
-/** What ensureChild did to a child: nothing, a write of its desired form, or only this shard's label put on it. */
+/** What ensureChild did to a child: nothing, a write of its desired form, or moved it over to this shard. */
 type ChildWrite = 'unchanged' | 'written' | 'relabelled';
 
 /**

@@ -79,6 +79,11 @@ function logLines(name: string): LogLine[] {
     });
 }
 
+/** What every shard logged about one instance (for failure messages). */
+function logsOf(name: string): string[] {
+  return [...shards.keys()].flatMap((shard) => logLines(shard).filter((l) => l.object === `${landscape}/${name}`).map((l) => `${shard} ${l.time} ${l.msg}`));
+}
+
 async function instances(): Promise<IoTObject[]> {
   return (await env.client.list<IoTObject>(IoTServiceType, { namespace: landscape })).items;
 }
@@ -109,7 +114,7 @@ async function availableThroughout(during: () => Promise<void>): Promise<string[
   let polling = true;
   const poll = (async () => {
     while (polling) {
-      for (const i of await instances()) if (!available(i)) lapses.add(`${i.metadata.name}: ${i.status?.phase}`);
+      for (const i of await instances()) if (!available(i)) lapses.add(`${i.metadata.name}: ${i.status?.phase} (${JSON.stringify(i.status?.conditions?.find((c) => c.type === 'Ready'))}) ${JSON.stringify(logsOf(i.metadata.name!))}`);
       await new Promise((r) => setTimeout(r, 500));
     }
   })();
