@@ -32,6 +32,7 @@ import { runLatency } from './scenarios/latency.ts';
 import { MEMCACHED_DEFAULT_COMMAND, runMemcached } from './scenarios/memcached.ts';
 import { runRestart } from './scenarios/restart.ts';
 import { runStart } from './scenarios/start.ts';
+import { PODS_PER_LIGHT_INSTANCE, runSharded } from './scenarios/sharded.ts';
 import { runSteady } from './scenarios/steady.ts';
 import { runThroughput } from './scenarios/throughput.ts';
 import { combinations, parseList } from './lib/throughput.ts';
@@ -46,6 +47,8 @@ interface ScenarioSpec {
   operator?: string;
   /** The operator whose bundle (scripts/bundle.ts) the default command runs; rebuilt before the runs. */
   bundle?: string;
+  /** The scenario needs the Kubernetes controller sharder on the cluster (cluster/up.sh CLUSTER_SHARDER=1). */
+  sharder?: boolean;
 }
 
 const scenarios: Record<string, ScenarioSpec> = {
@@ -57,6 +60,7 @@ const scenarios: Record<string, ScenarioSpec> = {
   memcached: { run: runMemcached, defaults: { n: 1000 }, pods: (o) => o.n, uses: ['n'], operator: MEMCACHED_DEFAULT_COMMAND, bundle: 'memcached' },
   throughput: { run: runThroughput, defaults: { n: 2000 }, pods: () => 0, uses: ['n', 'maxConcurrentReconciles', 'settleS'], operator: MEMCACHED_DEFAULT_COMMAND, bundle: 'memcached' },
   armada: { run: runArmada, defaults: { n: 50 }, pods: (o) => o.n, uses: ['n', 'floor', 'workers'], operator: ARMADA_DEFAULT_COMMAND, bundle: 'armada' },
+  sharded: { run: runSharded, defaults: { n: 2000 }, pods: (o) => o.n * PODS_PER_LIGHT_INSTANCE, uses: ['n', 'shards', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot', sharder: true },
   floor: { run: runFloor, defaults: { n: 100, k: 30 }, pods: (o) => Math.max(o.n, o.k) * PODS_PER_INSTANCE, uses: ['n', 'k'] },
   start: { run: runStart, defaults: {}, pods: () => 0, uses: [] },
 };
@@ -68,7 +72,7 @@ const usage = `usage: npm run bench -- <scenario> [options]
 scenarios: ${Object.keys(scenarios).join(', ')}
 options:
   --n <count>[,<count>]  instances (burst/steady/churn/restart/floor 100, memcached 1000, armada 50,
-                         throughput 2000); a list runs each size, one result file each
+                         throughput and sharded 2000); a list runs each size, one result file each
   --m <minutes>          steady: idle time; churn: duration (default 5)
   --k <count>            latency/floor: instances created one at a time (default 30; floor --k 0 skips)
   --runs <count>         repetitions, each written to its own result file (default 1)
@@ -83,6 +87,7 @@ options:
   --no-floor             burst/latency/churn: skip the operator-free floor measured in the same run
   --period <seconds>     churn: seconds between rounds of changes (default 10)
   --fraction <0..1>      churn: share of instances changed per round (default 0.1)
+  --shards <count>       sharded: replicas of the IoT operator, one shard each (default 3)
   --memory-limit <MiB>   run the operator in a memory cgroup with this limit, as its Pod's
                          memory limit does in a cluster (deploy/operator.yml: 256); needs root
   --timeout <seconds>    give up waiting after this long (default 900)
@@ -113,6 +118,7 @@ async function main(): Promise<number> {
       fraction: { type: 'string' },
       timeout: { type: 'string' },
       'memory-limit': { type: 'string' },
+      shards: { type: 'string' },
       kubeconfig: { type: 'string' },
       out: { type: 'string' },
       doc: { type: 'string' },
@@ -167,11 +173,13 @@ async function main(): Promise<number> {
     floor: !values['no-floor'],
     periodS: num(values.period, 'period') ?? 10,
     fraction: num(values.fraction, 'fraction') ?? 0.1,
+    shards: num(values.shards, 'shards') ?? 3,
     timeoutS: num(values.timeout, 'timeout') ?? 900,
     memoryLimitMiB: num(values['memory-limit'], 'memory-limit'),
     out: path.resolve(values.out ?? path.join(repoRoot, 'bench/results')),
   };
 
+  if (spec.sharder) process.env.CLUSTER_SHARDER = '1';
   const kubeconfig = await ensureBenchCluster(values.kubeconfig ?? process.env.BENCH_KUBECONFIG, spec.pods(options));
   const client = await connect(kubeconfig);
   const capacity = await podCapacity(client);

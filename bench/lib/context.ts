@@ -30,6 +30,8 @@ export interface BenchOptions {
   fraction: number;
   /** Run the operator in a memory cgroup of this many MiB, as a Pod memory limit does; undefined = no limit. */
   memoryLimitMiB?: number;
+  /** sharded: replicas of the IoT operator, each one shard of the ring. */
+  shards: number;
   /** Give up waiting after this many seconds. */
   timeoutS: number;
   out: string;

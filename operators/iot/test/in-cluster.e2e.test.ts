@@ -4,7 +4,9 @@
  * (the IoT services it creates stay on the kwok nodes). Proves the Dockerfile, the in-cluster
  * ServiceAccount token, the kubelet's probes, the read-only root file system, secure metrics
  * through the chart's Service, `helm upgrade`, leader handover between two real pods on SIGTERM,
- * a burst of 100 instances under the chart's memory limit, and `helm uninstall`.
+ * a burst of 100 instances under the chart's memory limit, two pods sharing the instances as
+ * shards of the chart's ControllerRing (the cluster's controller sharder assigns them), and
+ * `helm uninstall`.
  * Reported as not run, with the reason, where the cluster has no real node.
  */
 import assert from 'node:assert/strict';
@@ -13,11 +15,12 @@ import https from 'node:https';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
-import { Kinds, customResource, isNotFound, type KubeObject } from '@iot-operator/runtime';
+import { CONTROLLER_RING_LABEL, Kinds, customResource, isNotFound, shardLabel, type KubeObject } from '@iot-operator/runtime';
 import { deletePodAwaitingHandover, onRealNode, operatorImage, podPeakMemoryBytes, realNode, REAL_NODE_NAME, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { createPullSecret, iotService, waitForPhase, type IoTObject } from './e2e-support.ts';
 
 const run = promisify(execFile);
+process.env.CLUSTER_SHARDER = '1'; // cluster/up.sh (run by testEnv) starts the sharder unless it runs
 const env: TestEnv = await testEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
@@ -196,6 +199,41 @@ describe('the IoT operator in a real pod, installed with its chart', { skip }, (
     const status = pod!.status?.containerStatuses?.[0];
     assert.equal(status?.restartCount, 0, `restarts; last state ${JSON.stringify(status?.lastState)}`);
     assert.notEqual(status?.lastState?.terminated?.reason, 'OOMKilled');
+  });
+
+  test('sharding.enabled: two pods share the instances as shards of the chart’s ring; a deleted pod’s instances move to the pod that replaces it', async () => {
+    await helmRun('upgrade', release, chart, '-n', landscape, ...chartValues(['--set', 'replicas=2', '--set', 'sharding.enabled=true']));
+    const ring = `iot-${landscape}`;
+    const shardOf = (o: KubeObject) => o.metadata.labels?.[shardLabel(ring)];
+    const assignment = async () => {
+      const items = (await env.client.list(IoTServices, { namespace: landscape })).items as IoTObject[];
+      const pods = (await operatorPods()).filter(isReady).map((p) => p.metadata.name!);
+      const byPod = new Map(pods.map((p) => [p, items.filter((o) => shardOf(o) === p).length]));
+      const available = items.filter((o) => o.status?.phase === 'Available' && o.status.observedGeneration === o.metadata.generation).length;
+      return { items, pods, byPod, available, elsewhere: items.filter((o) => !pods.includes(shardOf(o) ?? '')).length };
+    };
+    const shared = await waitFor('every IoTService assigned to one of two Ready pods, each holding some', async () => {
+      const a = await assignment();
+      return { done: a.pods.length === 2 && a.elsewhere === 0 && [...a.byPod.values()].every((n) => n > 0), value: a, seen: { pods: a.pods, byPod: [...a.byPod], elsewhere: a.elsewhere } };
+    }, { timeoutMs: 180_000, intervalMs: 1000 });
+    console.log(`# two sharded operator pods: ${[...shared.byPod].map(([p, n]) => `${p} holds ${n}`).join(', ')}`);
+    for (const pod of shared.pods) {
+      const lease = (await env.client.get(Kinds.Lease, pod, landscape)) as Lease;
+      assert.equal(lease.spec.holderIdentity, pod, `the shard Lease ${pod} is held by its pod`);
+      assert.equal(lease.metadata.labels?.[CONTROLLER_RING_LABEL], ring);
+    }
+    const [gone] = shared.pods;
+    await env.client.delete(Kinds.Pod, gone!, landscape);
+    const moved = await waitFor(`${gone}'s instances on the remaining pods, all Available`, async () => {
+      const a = await assignment();
+      return { done: !a.pods.includes(gone!) && a.pods.length === 2 && a.elsewhere === 0 && a.available === a.items.length, value: a, seen: { pods: a.pods, byPod: [...a.byPod], elsewhere: a.elsewhere, available: a.available } };
+    }, { timeoutMs: 180_000, intervalMs: 1000 });
+    console.log(`# after deleting ${gone}: ${[...moved.byPod].map(([p, n]) => `${p} holds ${n}`).join(', ')}`);
+    await env.client.patch(IoTServices, 'tenant-a', landscape, { spec: { gateway: { replicas: 2 } } });
+    await waitFor('tenant-a’s change reconciled by its shard', async () => {
+      const o = (await env.client.get(IoTServices, 'tenant-a', landscape)) as IoTObject;
+      return { done: o.status?.observedGeneration === o.metadata.generation && o.status?.phase === 'Available', value: o, seen: o.status };
+    }, { timeoutMs: 90_000 });
   });
 
   test('helm uninstall leaves no operator object behind', async () => {
