@@ -48,7 +48,7 @@ type State = NonNullable<CommonStatus['actual_state']>;
 
 export async function reconcileOrderedChildren<P extends ArmadaParent, C extends ArmadaChild>(ctx: ReconcileContext, parent: P, spec: OrderedChildren<C>): Promise<void> {
   const report = async (state: State, reason?: string): Promise<void> => {
-    await writeStatus(ctx, spec.parentType, parent, nextStatus<CommonStatus>(parent, state, reason));
+    await writeStatus(ctx, spec.parentType, parent, nextStatus<CommonStatus>(spec.parentType, parent, state, reason));
   };
   const kind = spec.childType.kind;
   const namespace = parent.metadata.namespace;

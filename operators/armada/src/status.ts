@@ -2,14 +2,17 @@
  * Status of the three Armada kinds: building it and writing it only when it changes.
  *
  * Guarantees:
- * - `nextStatus(object, state, reason, fields, conditions, stalled)` sets `actual_state`,
+ * - `nextStatus(type, object, state, reason, fields, conditions, stalled)` sets `actual_state`,
  *   `satisfied` (`actual_state == target_state`), `reason` (dropped when satisfied and none is
  *   given), `observedGeneration` and the kstatus conditions, each with the generation it was
  *   computed for: `Ready` (True exactly when satisfied), `Stalled` (True when `stalled` names
  *   why the object cannot progress until its spec changes) and `Reconciling` (True while it is
  *   neither satisfied nor stalled: progressing, waiting, or retrying a transient failure) — so
  *   `kubectl wait --for=condition=Ready` works. Every other field and condition of the current
- *   status is kept; condition transition times move only when a condition's status changes.
+ *   status is kept; condition transition times move only when a condition's status changes. A
+ *   `status.conditions` of another shape (written under an older CRD) is an
+ *   `UnexpectedShapeError` naming the field (`type` names the kind), so the runtime marks the
+ *   object `Degraded` instead of a TypeError being retried forever.
  * - `writeStatus` patches the status subresource only when the new status differs from the
  *   cached one, conditionally on the object's resourceVersion (a status computed from a stale
  *   cache fails with a Conflict and is retried, never clobbering a newer one; an object deleted
@@ -18,7 +21,7 @@
  * - `isDeployed(obj)` is true when the object's status is `deployed` for its current generation.
  */
 
-import { isNotFound, setCondition, type Condition, type ConditionUpdate, type KubeObject, type ReconcileContext, type ResourceType } from '@iot-operator/runtime';
+import { isNotFound, readConditions, setCondition, type Condition, type ConditionUpdate, type KubeObject, type ReconcileContext, type ResourceType } from '@iot-operator/runtime';
 import type { ActualState, CommonStatus, TargetState } from './api/armada.ts';
 import { canonicalJson } from './chart/plan.ts';
 
@@ -28,6 +31,7 @@ interface ArmadaObject extends KubeObject {
 }
 
 export function nextStatus<S extends CommonStatus>(
+  type: ResourceType,
   obj: ArmadaObject & { status?: S },
   state: ActualState,
   reason: string | undefined,
@@ -40,7 +44,7 @@ export function nextStatus<S extends CommonStatus>(
   const target = obj.spec.target_state ?? 'deployed';
   const satisfied = state === target;
   const generation = obj.metadata.generation;
-  let list: Condition[] | undefined = obj.status?.conditions;
+  let list: Condition[] = readConditions(type, obj);
   const message = reason ?? (satisfied ? `${state} as requested` : `${state}; target is ${target}`);
   const progressing = !satisfied && !stalled;
   const kstatus: ConditionUpdate[] = [

@@ -9,6 +9,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { isValidChartSpec, isValidGroupSpec, isValidManifestSpec } from '../src/api/armada.ts';
+import { degradedConditionProblem } from '@iot-operator/runtime/testing';
 import { armadaCrds, CRD_FILES, crdYaml } from '../src/api/crd.ts';
 
 test('every committed CRD equals the generated one (run `npm run -w @iot-operator/armada generate` after a schema change)', () => {
@@ -67,4 +68,8 @@ test('the seed\'s objects are valid; a missing required field is not', () => {
   assert.equal(isValidGroupSpec({ chart_group: ['blog-1', 'blog-2'], description: 'Deploys Simple Service', sequenced: false }), true);
   assert.equal(isValidManifestSpec({ chart_groups: ['blog-group'], release_prefix: 'armada' }), true);
   assert.equal(isValidManifestSpec({ chart_groups: ['blog-group'] }), false);
+});
+
+test('every CRD stores the runtime\'s Degraded condition (status.conditions with every condition field, nothing else required)', () => {
+  for (const crd of armadaCrds()) assert.equal(degradedConditionProblem(crd), undefined);
 });

@@ -4,6 +4,7 @@ import { describe, it } from 'node:test';
 import { parse } from 'yaml';
 import { iotServiceCrd, iotServiceCrdYaml } from '../src/api/crd.ts';
 import { validateIoTServiceSpec } from '../src/api/iotservice.ts';
+import { degradedConditionProblem } from '@iot-operator/runtime/testing';
 
 const CRD_FILES = ['../deploy/crds/cp_v1alpha1_iotservice_crd.yml', '../chart/iot-operator/crds/cp_v1alpha1_iotservice_crd.yml'];
 const EXAMPLE_FILE = new URL('../deploy/crds/example-iotservice.yml', import.meta.url);
@@ -34,6 +35,10 @@ function* nodes(node: Node, path = ''): Generator<[string, Node]> {
 }
 
 describe('IoTService CRD', () => {
+  it('stores the runtime\'s Degraded condition (status.conditions with every condition field, nothing else required)', () => {
+    assert.equal(degradedConditionProblem(iotServiceCrd()), undefined);
+  });
+
   it('the committed CRD files (deploy/ and the Helm chart) are what the schema generates', () => {
     for (const file of CRD_FILES) {
       const committed = readFileSync(new URL(file, import.meta.url), 'utf8');

@@ -12,13 +12,15 @@
  *   current DaemonSet. The message reads `<ready>/<desired> consumer pods ready`.
  * - Conditions keep their `lastTransitionTime` unless their status changes, carry the
  *   Ptemplate's generation, and keep a stable order; `sameStatus` compares ignoring key order,
- *   so the controller writes status only when something a user would see changed.
+ *   so the controller writes status only when something a user would see changed. A
+ *   `status.conditions` of another shape (written under an older CRD) is an
+ *   `UnexpectedShapeError` naming the field: the runtime marks the Ptemplate `Degraded`.
  */
 
 import { isDeepStrictEqual } from 'node:util';
 import type { V1PodSpec, V1PodStatus } from '@kubernetes/client-node';
-import { setCondition, type ConditionUpdate, type KubeObject } from '@iot-operator/runtime';
-import type { PtemplateObject, PtemplateStatus } from './api/ptemplate.ts';
+import { readConditions, setCondition, type ConditionUpdate, type KubeObject } from '@iot-operator/runtime';
+import { Ptemplate, type PtemplateObject, type PtemplateStatus } from './api/ptemplate.ts';
 import type { DaemonSetObject } from './resources/daemonset.ts';
 import { MODULE_CRD_NAME } from './resources/module.ts';
 
@@ -76,7 +78,7 @@ export function consumersCondition(ds: DaemonSetObject | undefined, generation: 
 
 export function ptemplateStatus(pt: PtemplateObject, observed: Observed, now: Date = new Date()): PtemplateStatus {
   const generation = pt.metadata.generation;
-  let conditions = setCondition(pt.status?.conditions, kmmCondition(observed.kmm, generation), now);
+  let conditions = setCondition(readConditions(Ptemplate, pt), kmmCondition(observed.kmm, generation), now);
   conditions = setCondition(conditions, consumersCondition(observed.daemonSet, generation), now);
   const consumers = observed.pods.filter(isLivePod).map((pod) => pod.metadata.name ?? '').sort();
   return { consumers, conditions };

@@ -8,7 +8,8 @@ import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
-import { PTEMPLATE_CRD_FILE, ptemplateCrdYaml } from '../src/api/crd.ts';
+import { degradedConditionProblem } from '@iot-operator/runtime/testing';
+import { PTEMPLATE_CRD_FILE, ptemplateCrd, ptemplateCrdYaml } from '../src/api/crd.ts';
 import { isValidPtemplateSpec } from '../src/api/ptemplate.ts';
 
 const committedFile = fileURLToPath(new URL(`../${PTEMPLATE_CRD_FILE}`, import.meta.url));
@@ -56,4 +57,8 @@ test('the operator-side check mirrors the schema and the CEL rule', () => {
   assert.equal(isValidPtemplateSpec({ ...valid, selector: { a: 1 } }), false, 'selector values are strings');
   const { consumerimage: _missing, ...noImage } = valid;
   assert.equal(isValidPtemplateSpec(noImage), false);
+});
+
+test('the CRD stores the runtime\'s Degraded condition (status.conditions with every condition field, nothing else required)', () => {
+  assert.equal(degradedConditionProblem(ptemplateCrd()), undefined);
 });

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { DaemonSetObject } from '../src/resources/daemonset.ts';
+import { UnexpectedShapeError } from '@iot-operator/runtime';
 import { ptemplateStatus, sameStatus, type PodObject } from '../src/status.ts';
 import { example } from './fixtures/example.ts';
 
@@ -69,4 +70,9 @@ test('a condition keeps its transition time until its status changes; equal stat
   const reordered = JSON.parse(JSON.stringify(first, (_k, v) => (v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).reverse()) : v)));
   assert.equal(sameStatus(reordered, again), true);
   assert.equal(sameStatus(undefined, first), false);
+});
+
+test('a status.conditions of another shape is an UnexpectedShapeError naming the field (the runtime marks the Ptemplate Degraded)', () => {
+  const odd = { ...example, status: { conditions: 'x' } } as unknown as typeof example;
+  assert.throws(() => ptemplateStatus(odd, { pods: [], daemonSet: daemonSet(1, 1), kmm: { crd: 'missing' } }, t0), (err: unknown) => err instanceof UnexpectedShapeError && err.field === 'status.conditions');
 });

@@ -31,7 +31,7 @@ export async function reconcileGroup(req: Request, ctx: ReconcileContext): Promi
   const group = ctx.cache.get<ArmadaChartGroupObject>(ArmadaChartGroup, req.name, req.namespace);
   if (!group || group.metadata.deletionTimestamp) return;
   if (!isValidGroupSpec(group.spec)) {
-    await writeStatus(ctx, ArmadaChartGroup, group, nextStatus<CommonStatus>(group, 'error', `the spec is invalid: ${specError(GroupSpecSchema, group.spec)}`, {}, [], 'InvalidSpec'));
+    await writeStatus(ctx, ArmadaChartGroup, group, nextStatus<CommonStatus>(ArmadaChartGroup, group, 'error', `the spec is invalid: ${specError(GroupSpecSchema, group.spec)}`, {}, [], 'InvalidSpec'));
     return;
   }
   await reconcileOrderedChildren<ArmadaChartGroupObject, ArmadaChartObject>(ctx, group, {

@@ -26,7 +26,7 @@ export async function reconcileManifest(req: Request, ctx: ReconcileContext): Pr
   const manifest = ctx.cache.get<ArmadaManifestObject>(ArmadaManifest, req.name, req.namespace);
   if (!manifest || manifest.metadata.deletionTimestamp) return;
   if (!isValidManifestSpec(manifest.spec)) {
-    await writeStatus(ctx, ArmadaManifest, manifest, nextStatus<CommonStatus>(manifest, 'error', `the spec is invalid: ${specError(ManifestSpecSchema, manifest.spec)}`, {}, [], 'InvalidSpec'));
+    await writeStatus(ctx, ArmadaManifest, manifest, nextStatus<CommonStatus>(ArmadaManifest, manifest, 'error', `the spec is invalid: ${specError(ManifestSpecSchema, manifest.spec)}`, {}, [], 'InvalidSpec'));
     return;
   }
   await reconcileOrderedChildren<ArmadaManifestObject, ArmadaChartGroupObject>(ctx, manifest, {

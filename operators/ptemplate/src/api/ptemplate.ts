@@ -99,7 +99,9 @@ export const ConditionSchema = Type.Object({
 
 export const PtemplateStatusSchema = Type.Object(
   {
-    consumers: Type.Array(Type.String(), { description: 'Names of the consumer pods, sorted.' }),
+    // Optional in the schema (the operator always writes it): the runtime's Degraded condition can
+    // then be written to a Ptemplate whose status holds nothing else.
+    consumers: Type.Optional(Type.Array(Type.String(), { description: 'Names of the consumer pods, sorted.' })),
     conditions: Type.Optional(
       Type.Array(ConditionSchema, {
         description: 'KMMAvailable: the KMM Module exists (False with reason ModuleCRDMissing when KMM is not installed); ConsumersReady: every consumer pod is ready.',

@@ -11,3 +11,4 @@ export * from './process.ts';
 export * from './service-account.ts';
 export * from './service-monitor.ts';
 export * from './real-node.ts';
+export * from './crd-conditions.ts';

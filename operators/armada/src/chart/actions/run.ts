@@ -104,7 +104,7 @@ export class ChartRun {
   async report(state: ChartState, reason: string | undefined, fields: Partial<ChartStatus> = {}, conditions: Conditions = [], stalled?: string): Promise<void> {
     const chart = this.chart;
     if (state === 'deployed') this.memory.retries.delete(this.uid);
-    const next = nextStatus<ChartStatus>(chart, state, reason, fields, conditions, stalled);
+    const next = nextStatus<ChartStatus>(ArmadaChart, chart, state, reason, fields, conditions, stalled);
     for (const [key, value] of Object.entries(fields)) if (value === undefined) delete (next as Record<string, unknown>)[key];
     const written = await writeStatus(this.ctx, ArmadaChart, chart, next);
     chart.metadata = written.metadata;
