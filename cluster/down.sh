@@ -8,6 +8,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 source "$CLUSTER_DIR/lib/olm.sh"
 # shellcheck source=lib/real-node.sh
 source "$CLUSTER_DIR/lib/real-node.sh"
+# shellcheck source=lib/sharder.sh
+source "$CLUSTER_DIR/lib/sharder.sh"
 
 lock_cluster 300
 
@@ -17,6 +19,7 @@ if [[ ! -d "$CLUSTER_WORKDIR" ]]; then
 fi
 
 stop_olm
+stop_sharder
 real_node_stop
 
 # Remember the live processes first: the pid files go away with the workdir.

@@ -7,6 +7,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 # shellcheck source=lib/olm.sh
 source "$CLUSTER_DIR/lib/olm.sh"
+# shellcheck source=lib/sharder.sh
+source "$CLUSTER_DIR/lib/sharder.sh"
 # shellcheck source=lib/real-node.sh
 source "$CLUSTER_DIR/lib/real-node.sh"
 
@@ -39,6 +41,14 @@ if olm_enabled; then
     printf '  %-24s pid %-8s rss %-9s from %s\n' olm "$pid" "$(awk '/^VmRSS/ {printf "%d MiB", $2/1024}' "/proc/$pid/status" 2>/dev/null || echo "?")" "$(<"$OLM_DIR_RECORD")"
   else
     printf '  %-24s NOT RUNNING\n' olm
+    healthy=0
+  fi
+fi
+if sharder_enabled; then
+  if pid=$(sharder_pid); then
+    printf '  %-24s pid %-8s rss %-9s webhook https://127.0.0.1:%s\n' sharder "$pid" "$(awk '/^VmRSS/ {printf "%d MiB", $2/1024}' "/proc/$pid/status" 2>/dev/null || echo "?")" "$SHARDER_WEBHOOK_PORT"
+  else
+    printf '  %-24s NOT RUNNING\n' sharder
     healthy=0
   fi
 fi

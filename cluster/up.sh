@@ -12,6 +12,8 @@
 #      KWOK_WORKDIR (default ~/.kwok; the cluster lives in $KWOK_WORKDIR/clusters/$CLUSTER_NAME),
 #      CLUSTER_OLM=1 or --olm (also run the Operator Lifecycle Manager, see lib/olm.sh; binaries
 #      from OLM_DIR, else built by build-olm.sh),
+#      CLUSTER_SHARDER=1 or --sharder (also run the Kubernetes controller sharder, see
+#      lib/sharder.sh; built by build-sharder.sh),
 #      CLUSTER_REAL_NODE=1 or --real-node (also run one real node whose pods really run, see
 #      lib/real-node.sh; fails at once, saying what is missing, where it cannot run);
 #      CLUSTER_REAL_NODE=auto (what `npm test` uses): a real node where one can run, else the
@@ -28,17 +30,22 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 source "$CLUSTER_DIR/lib/olm.sh"
 # shellcheck source=lib/real-node.sh
 source "$CLUSTER_DIR/lib/real-node.sh"
+# shellcheck source=lib/sharder.sh
+source "$CLUSTER_DIR/lib/sharder.sh"
 
 CLUSTER_OLM=${CLUSTER_OLM:-0}
+CLUSTER_SHARDER=${CLUSTER_SHARDER:-0}
 CLUSTER_REAL_NODE=${CLUSTER_REAL_NODE:-0}
 for arg in "$@"; do
   case "$arg" in
     --olm) CLUSTER_OLM=1 ;;
     --real-node) CLUSTER_REAL_NODE=1 ;;
-    *) die "unknown argument '$arg' (known: --olm, --real-node)" ;;
+    --sharder) CLUSTER_SHARDER=1 ;;
+    *) die "unknown argument '$arg' (known: --olm, --real-node, --sharder)" ;;
   esac
 done
 [[ "$CLUSTER_OLM" =~ ^[01]$ ]] || die "CLUSTER_OLM must be 0 or 1, got '$CLUSTER_OLM'"
+[[ "$CLUSTER_SHARDER" =~ ^[01]$ ]] || die "CLUSTER_SHARDER must be 0 or 1, got '$CLUSTER_SHARDER'"
 [[ "$CLUSTER_REAL_NODE" =~ ^(0|1|auto)$ ]] || die "CLUSTER_REAL_NODE must be 0, 1 or auto, got '$CLUSTER_REAL_NODE'"
 if [[ "$CLUSTER_REAL_NODE" == auto && "${CI:-}" == true ]]; then CLUSTER_REAL_NODE=1; fi
 REAL_NODE_UNAVAILABLE=""
@@ -91,6 +98,9 @@ kwok_node_count() {
 
 print_result() {
   if [[ "$CLUSTER_OLM" == 1 ]]; then ensure_olm; elif olm_enabled; then restore_olm; fi
+  if [[ "$CLUSTER_SHARDER" == 1 ]] || sharder_enabled; then
+    if sharder_enabled; then restore_sharder; else ensure_sharder; fi
+  fi
   # A cluster that has a real node keeps it: any later up.sh starts it again.
   if [[ "$CLUSTER_REAL_NODE" == 1 ]] || real_node_enabled && ! real_node_healthy; then real_node_start; fi
   if [[ -n "$REAL_NODE_UNAVAILABLE" ]]; then echo "$REAL_NODE_UNAVAILABLE" >"$CLUSTER_WORKDIR/real-node-unavailable"
@@ -155,7 +165,9 @@ fi
 delete_cluster() {
   if olm_enabled; then CLUSTER_OLM=1; fi # the new cluster gets OLM again
   if real_node_enabled; then CLUSTER_REAL_NODE=1; fi # and its real node
+  if sharder_enabled; then CLUSTER_SHARDER=1; fi # and its sharder
   stop_olm
+  stop_sharder
   real_node_stop
   kwokctl delete cluster --kubeconfig "$KUBECONFIG_PATH" >&2 || true
   rm -rf "$CLUSTER_WORKDIR"
