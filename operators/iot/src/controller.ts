@@ -310,10 +310,9 @@ class IoTReconcile {
   }
 
   /**
-   * Writes child `index` of the rendering if it is missing or differs: 'written'. A child that
-   * differs only in carrying a former shard's label gets this shard's label alone, and one that
-   * carries it but is not in this shard's cache yet is left as it is: both 'relabelled' (moved
-   * over, on its way into the cache).
+   * Writes child `index` of the rendering if it is missing or differs: 'written'. A child of an
+   * existing instance namespace that is not in a shard's cache gets this shard's label (one merge
+   * patch, which also reads it back); if it then matches, it was only moved over: 'relabelled'.
    */
   private async ensureChild({ child, desired }: PreparedChild, index: number, rendering: Rendering, ownership: 'absent' | 'owned'): Promise<ChildWrite> {
     const type = CHILD_TYPES[child.object.kind]!;
@@ -340,12 +339,11 @@ class IoTReconcile {
       if (rendering.matches(index, observed.metadata.resourceVersion)) return 'unchanged';
       // The cache holds only the metadata of these kinds: compare with the object as it is.
       if (METADATA_ONLY_TYPES.includes(type)) current = await this.liveObject(type, desired);
-    } else if (this.config.shard) {
-      // Not in a shard's cache: missing, or still labelled for the shard that had the instance before.
-      current = await this.liveObject(type, desired);
-      if (current && firstDifference(withoutShardLabel(desired, this.config.shard), current) === undefined) {
-        // Labelled already when an earlier reconcile moved it and the cache has not caught up.
-        if (firstDifference(desired, current) !== undefined) current = await this.relabel(type, desired);
+    } else if (this.config.shard && ownership === 'owned') {
+      // Not in a shard's cache, in an existing instance namespace: still labelled for the shard
+      // that had the instance before (or labelled a moment ago, not cached yet), or missing.
+      current = await this.relabel(type, desired).catch((err: unknown) => (isNotFound(err) ? undefined : Promise.reject(err)));
+      if (current && firstDifference(desired, current) === undefined) {
         rendering.recordMatch(index, current.metadata.resourceVersion);
         return 'relabelled';
       }
@@ -527,12 +525,6 @@ function prepareChild(child: DesiredChild, shard: IoTControllerConfig['shard']):
   const stamped = child.createOnly ? object : withDesiredHash(object);
   if (!shard) return { child, desired: stamped };
   return { child, desired: { ...stamped, metadata: { ...stamped.metadata, labels: { ...stamped.metadata.labels, [shardLabel(shard.ring)]: shard.name } } } };
-}
-
-/** `desired` without this shard's label: what a child moved from another shard must already match. */
-function withoutShardLabel(desired: KubeObject, shard: NonNullable<IoTControllerConfig['shard']>): KubeObject {
-  const { [shardLabel(shard.ring)]: _ours, ...labels } = desired.metadata.labels ?? {};
-  return { ...desired, metadata: { ...desired.metadata, labels } };
 }
 
 /** 403 and 422: the API server refuses the child as it is; retrying cannot help. */

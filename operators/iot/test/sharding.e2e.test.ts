@@ -195,7 +195,9 @@ describe('the IoT operator sharded across replicas', () => {
     });
     const movedAfterS = (Date.now() - killedAt) / 1000;
     console.log(`# ${victims.length} instances of a killed shard moved and re-checked ${movedAfterS.toFixed(1)} s after the kill (lease ${LEASE_DURATION_S} s)`);
-    assert.ok(movedAfterS <= 2 * LEASE_DURATION_S + 15, `moved ${movedAfterS.toFixed(1)} s after the kill: within two lease durations (the sharder takes the Lease one duration after it expired) and 15 s`);
+    // The sharder takes a Lease over one lease duration after it expired, then moves the objects;
+    // the shards that receive them relabel their children (one patch each).
+    assert.ok(movedAfterS <= 2 * LEASE_DURATION_S + 30, `moved ${movedAfterS.toFixed(1)} s after the kill: within two lease durations and 30 s`);
     assert.deepEqual(lapses, [], 'no instance stopped being Available');
     const survivors = ['shard-b', 'shard-c'];
     for (const name of survivors) assert.ok(logLines(name).some((l) => l.msg === 'children moved to this shard' && victims.includes(l.object?.split('/')[1] ?? '')), `${name} took some of ${victim}'s instances`);
