@@ -24,6 +24,12 @@
  *   a rollout is written at most every few seconds (status-writes.ts); each meaningful
  *   transition is recorded as an Event on the IoTService. Refusals that retrying cannot fix
  *   (403, 422) become `Failed`; transient errors are retried with backoff and never set `Failed`.
+ * - As one shard of a ControllerRing (`config.shard`, docs/scale.md): the caches hold only this
+ *   shard's IoTServices and the children carrying its label; every child is written with the
+ *   instance's shard label (never a pod template: moves restart no pod); a child of an existing
+ *   instance namespace missing from the cache is moved over with one label patch, and the status
+ *   is left as it is until moved children are cached (a move never shows as Processing); pods
+ *   are listed from the API server when the status is computed, not cached.
  * - A 403 on the IoTService's finalizer or on the instance namespace (get, delete) is reported
  *   as `Failed` with a `Degraded` condition and a Warning Event naming the missing permission
  *   (verb, resource, namespace) and, while the IoTService is being deleted, that its deletion
