@@ -149,11 +149,7 @@ sharder_ready() {
 restore_sharder() {
   local bin=""
   [[ -f "$SHARDER_BINARY_RECORD" ]] && bin=$(<"$SHARDER_BINARY_RECORD")
-  if [[ -z "$bin" ]]; then
-    ensure_sharder
-    rm -f "$SHARDER_LEGACY_RECORD"
-    return
-  fi
+  if [[ -z "$bin" ]]; then ensure_sharder; return; fi
   if [[ ! -x "$bin" ]]; then
     log "WARNING: this cluster ran the sharder $bin, which is gone; not starting it (CLUSTER_SHARDER=1 builds it again)"
     return 0
@@ -187,6 +183,7 @@ ensure_sharder() { # [sharder binary]
     </dev/null >"$SHARDER_LOG" 2>&1 9>&- &
   echo $! >"$SHARDER_PID_FILE"
   echo "$bin" >"$SHARDER_BINARY_RECORD"
+  rm -f "$SHARDER_LEGACY_RECORD"
   local deadline=$((SECONDS + 60))
   until sharder_ready; do
     # (just after the fork /proc/<pid>/exe may still be setsid: alive is what counts here)
