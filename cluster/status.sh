@@ -46,7 +46,9 @@ if olm_enabled; then
 fi
 if sharder_enabled; then
   if pid=$(sharder_pid); then
-    printf '  %-24s pid %-8s rss %-9s webhook https://127.0.0.1:%s\n' sharder "$pid" "$(awk '/^VmRSS/ {printf "%d MiB", $2/1024}' "/proc/$pid/status" 2>/dev/null || echo "?")" "$SHARDER_WEBHOOK_PORT"
+    printf '  %-24s pid %-8s rss %-9s webhook %s, health 127.0.0.1:%s, metrics 127.0.0.1:%s\n' sharder "$pid" \
+      "$(awk '/^VmRSS/ {printf "%d MiB", $2/1024}' "/proc/$pid/status" 2>/dev/null || echo "?")" \
+      "$(sharder_webhook_url || echo "?")" "$(sharder_port health || echo "?")" "$(sharder_port metrics || echo "?")"
   else
     printf '  %-24s NOT RUNNING\n' sharder
     healthy=0

@@ -13,7 +13,7 @@
 #      CLUSTER_OLM=1 or --olm (also run the Operator Lifecycle Manager, see lib/olm.sh; binaries
 #      from OLM_DIR, else built by build-olm.sh),
 #      CLUSTER_SHARDER=1 or --sharder (also run the Kubernetes controller sharder, see
-#      lib/sharder.sh; built by build-sharder.sh),
+#      lib/sharder.sh; built by build-sharder.sh only then; a cluster that has it keeps it),
 #      CLUSTER_REAL_NODE=1 or --real-node (also run one real node whose pods really run, see
 #      lib/real-node.sh; fails at once, saying what is missing, where it cannot run);
 #      CLUSTER_REAL_NODE=auto (what `npm test` uses): a real node where one can run, else the
@@ -98,9 +98,7 @@ kwok_node_count() {
 
 print_result() {
   if [[ "$CLUSTER_OLM" == 1 ]]; then ensure_olm; elif olm_enabled; then restore_olm; fi
-  if [[ "$CLUSTER_SHARDER" == 1 ]] || sharder_enabled; then
-    if sharder_enabled; then restore_sharder; else ensure_sharder; fi
-  fi
+  if [[ "$CLUSTER_SHARDER" == 1 ]]; then ensure_sharder; elif sharder_enabled; then restore_sharder; fi
   # A cluster that has a real node keeps it: any later up.sh starts it again.
   if [[ "$CLUSTER_REAL_NODE" == 1 ]] || real_node_enabled && ! real_node_healthy; then real_node_start; fi
   if [[ -n "$REAL_NODE_UNAVAILABLE" ]]; then echo "$REAL_NODE_UNAVAILABLE" >"$CLUSTER_WORKDIR/real-node-unavailable"

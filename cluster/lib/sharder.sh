@@ -2,29 +2,42 @@
 # shellcheck shell=bash
 #
 # Guarantees:
-# - `ensure_sharder` (idempotent) applies the ControllerRing CRD with server-side apply, creates
-#   the `sharding-system` namespace, makes the webhook's serving certificate (a CA of its own and
-#   a certificate for 127.0.0.1, under <workdir>/pki/sharder; no cert-manager) and starts the
-#   `sharder` against the cluster's kubeconfig unless it already runs; its config (the webhook
-#   URL https://127.0.0.1:9443 with the CA bundle, health on 127.0.0.1:9440, leader election off)
-#   is <workdir>/sharder/config.yaml, its pid in <workdir>/pids/sharder.pid, its log in
-#   <workdir>/logs/sharder.log. It returns once /readyz answers and the webhook accepts TLS.
-# - The directory it ran from is recorded in <workdir>/sharder-dir: later up.sh runs (a restart
-#   after a reboot included) start it again (`restore_sharder`) without building anything.
-# - The webhook's port 9443 is fixed upstream, so one sharder runs per machine: another cluster's
-#   sharder is stopped first (that cluster's next up.sh starts it again).
+# - `ensure_sharder [binary]` (idempotent) applies the ControllerRing CRD with server-side apply,
+#   creates the `sharding-system` namespace, makes the webhook's CA and serving certificate for
+#   127.0.0.1 with openssl (no cert-manager) and starts the `sharder` against the cluster's admin
+#   kubeconfig, unless it already runs from the same binary. Without an argument the binary comes
+#   from cluster/build-sharder.sh (built once, cached). It returns once the sharder's /readyz
+#   answers ok and its webhook completes a TLS handshake with that CA.
+# - Layout: <workdir>/sharder/ holds config.yaml (the SharderConfig), ports (webhook, health and
+#   metrics ports) and certs/ (ca.crt, ca.key, tls.crt, tls.key); pid in <workdir>/pids/sharder.pid,
+#   log in <workdir>/logs/sharder.log (the previous one kept as sharder.previous.log).
+# - Ports: picked at the first start among free ports of 20000-29999 that no other local cluster
+#   has recorded, and kept in <workdir>/sharder/ports; a recorded port that another program has
+#   taken meanwhile is replaced by a free one at the next start (the sharder then rewrites each
+#   ring's webhook URL). So clusters with a sharder each can run side by side. Health and metrics
+#   listen on 127.0.0.1; the webhook on every interface (upstream has no setting for its host).
+# - The binary used is recorded in <workdir>/sharder-binary: a cluster that has the sharder keeps
+#   it, later up.sh runs (a restart after a reboot included) start it again (`restore_sharder`)
+#   without building anything; if that binary is gone it says so and carries on without it.
 # - `stop_sharder` stops it (SIGTERM, SIGKILL after 5 s); down.sh calls it. `sharder_pid` prints
-#   its pid when it runs.
+#   its pid when it runs (checked through /proc/<pid>/exe); `sharder_enabled` says whether this
+#   cluster has the sharder; `sharder_webhook_url` prints the URL the API server calls.
 # Callers hold the cluster lock (lock_cluster).
 
 SHARDER_NAMESPACE=sharding-system
-SHARDER_WEBHOOK_PORT=9443
-SHARDER_HEALTH_ADDRESS=127.0.0.1:9440
+SHARDER_CRD=controllerrings.sharding.timebertt.dev
+SHARDER_CRD_FILE=sharding.timebertt.dev_controllerrings.yaml
+SHARDER_HOME="$CLUSTER_WORKDIR/sharder"
+SHARDER_CONFIG="$SHARDER_HOME/config.yaml"
+SHARDER_PORTS="$SHARDER_HOME/ports"
+SHARDER_CERTS="$SHARDER_HOME/certs"
 SHARDER_PID_FILE="$CLUSTER_WORKDIR/pids/sharder.pid"
 SHARDER_LOG="$CLUSTER_WORKDIR/logs/sharder.log"
-SHARDER_DIR_RECORD="$CLUSTER_WORKDIR/sharder-dir"
+SHARDER_BINARY_RECORD="$CLUSTER_WORKDIR/sharder-binary"
+# Written by an earlier version of these scripts (the directory of an unflagged build).
+SHARDER_LEGACY_RECORD="$CLUSTER_WORKDIR/sharder-dir"
 
-sharder_enabled() { [[ -f "$SHARDER_DIR_RECORD" ]]; }
+sharder_enabled() { [[ -f "$SHARDER_BINARY_RECORD" || -f "$SHARDER_LEGACY_RECORD" ]]; }
 
 sharder_pid() {
   local pid exe
@@ -48,97 +61,135 @@ stop_sharder() {
   rm -f "$SHARDER_PID_FILE"
 }
 
-# The webhook's CA and serving certificate (for 127.0.0.1, where the API server calls it).
-sharder_certificates() {
-  local dir="$CLUSTER_WORKDIR/pki/sharder"
-  if [[ ! -f "$dir/tls.crt" ]]; then
-    mkdir -p "$dir"
-    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=sharder-webhook-ca" \
-      -keyout "$dir/ca.key" -out "$dir/ca.crt" >/dev/null 2>&1 &&
-      openssl req -newkey rsa:2048 -nodes -subj "/CN=sharder-webhook" -keyout "$dir/tls.key" -out "$dir/tls.csr" >/dev/null 2>&1 &&
-      openssl x509 -req -in "$dir/tls.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial -days 3650 \
-        -extfile <(printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n') -out "$dir/tls.crt" >/dev/null 2>&1 ||
-      die "openssl could not make the sharder webhook's certificates"
-    rm -f "$dir/tls.csr"
-  fi
-  echo "$dir"
+sharder_port() { # webhook|health|metrics
+  [[ -f "$SHARDER_PORTS" ]] && sed -n "s/^$1=\([0-9]*\)$/\1/p" "$SHARDER_PORTS"
 }
 
-# Another cluster's sharder holds the fixed webhook port: stop it; anything else there is an error.
-free_sharder_port() {
-  local cmdline pid args other
-  for cmdline in /proc/[0-9]*/cmdline; do
-    pid=${cmdline#/proc/}; pid=${pid%/cmdline}
-    args=$(tr '\0' ' ' <"$cmdline" 2>/dev/null || true)
-    [[ "$args" == *"/clusters/"*"/sharder/config.yaml"* ]] || continue
-    other=$(sed -n 's#.*/clusters/\([^/]*\)/sharder/config.yaml.*#\1#p' <<<"$args")
-    [[ -n "$other" && "$other" != "$CLUSTER_NAME" ]] || continue
-    log "stopping the controller sharder of cluster '$other' (pid $pid): its webhook port $SHARDER_WEBHOOK_PORT is fixed, one sharder per machine"
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+sharder_webhook_url() {
+  local port
+  port=$(sharder_port webhook) && [[ -n "$port" ]] && echo "https://127.0.0.1:$port"
+}
+
+# True if something listens on the TCP port (any address).
+port_listening() { # port
+  ss -Hltn "sport = :$1" 2>/dev/null | grep -q .
+}
+
+# Makes sure <workdir>/sharder/ports names three ports this sharder can bind: the recorded ones
+# while they are free, else new ones. Ports recorded by other local clusters are never chosen.
+sharder_choose_ports() {
+  local name port taken=" " f changed=0 lines=()
+  for f in "$KWOK_WORKDIR"/clusters/*/sharder/ports; do
+    [[ -f "$f" && "$f" != "$SHARDER_PORTS" ]] || continue
+    taken+="$(sed -n 's/^[a-z]*=\([0-9]*\)$/\1/p' "$f" | tr '\n' ' ')"
   done
-  if (exec 3<>"/dev/tcp/127.0.0.1/$SHARDER_WEBHOOK_PORT") 2>/dev/null; then
-    die "port $SHARDER_WEBHOOK_PORT, the sharder webhook's fixed port, is in use by another program; the sharder cannot start"
+  for name in webhook health metrics; do
+    port=$(sharder_port "$name" || true)
+    if [[ -z "$port" ]] || port_listening "$port" || [[ "$taken" == *" $port "* ]]; then
+      [[ -z "$port" ]] || log "the sharder's recorded $name port $port is taken; choosing another"
+      for _ in $(seq 1 200); do
+        port=$((20000 + RANDOM % 10000))
+        [[ "$taken" == *" $port "* ]] || port_listening "$port" || break
+      done
+      changed=1
+    fi
+    taken+="$port "
+    lines+=("$name=$port")
+  done
+  if ((changed)) || [[ ! -f "$SHARDER_PORTS" ]]; then printf '%s\n' "${lines[@]}" >"$SHARDER_PORTS"; fi
+}
+
+# The webhook's CA and its serving certificate for IP 127.0.0.1 (where the API server calls it).
+sharder_certificates() {
+  local dir=$SHARDER_CERTS
+  [[ -f "$dir/tls.crt" && -f "$dir/tls.key" && -f "$dir/ca.crt" ]] && return 0
+  mkdir -p "$dir"
+  if ! {
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=sharder-webhook-ca-$CLUSTER_NAME" \
+      -keyout "$dir/ca.key" -out "$dir/ca.crt" &&
+      openssl req -newkey rsa:2048 -nodes -subj "/CN=sharder-webhook" -keyout "$dir/tls.key" -out "$dir/tls.csr" &&
+      openssl x509 -req -in "$dir/tls.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial -days 3650 \
+        -extfile <(printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n') -out "$dir/tls.crt"
+  } >/dev/null 2>&1; then
+    die "openssl could not make the sharder webhook's certificates in $dir"
   fi
+  rm -f "$dir/tls.csr" "$dir/ca.srl"
 }
 
-# Ready: /readyz answers ok and the webhook completes a TLS handshake with the cluster's CA.
-sharder_ready() { # certificate directory
-  [[ "$(curl -fsS --max-time 2 "http://$SHARDER_HEALTH_ADDRESS/readyz" 2>/dev/null)" == ok ]] &&
-    [[ "$(curl -sS --max-time 2 --cacert "$1/ca.crt" -o /dev/null -w '%{http_code}' "https://127.0.0.1:$SHARDER_WEBHOOK_PORT/" 2>/dev/null)" != 000 ]]
-}
-
-# Starts the sharder when this cluster has it but it does not run; never builds it.
-restore_sharder() {
-  if [[ ! -x "$(<"$SHARDER_DIR_RECORD")/sharder" ]]; then
-    log "WARNING: this cluster ran the sharder from $(<"$SHARDER_DIR_RECORD"), which has no sharder any more; not starting it (CLUSTER_SHARDER=1 builds it again)"
-    return 0
-  fi
-  ensure_sharder "$(<"$SHARDER_DIR_RECORD")"
-}
-
-ensure_sharder() { # [directory holding sharder and crds/]
-  local home=${1:-} certs config
-  if sharder_pid >/dev/null; then return 0; fi
-  [[ -n "$home" ]] || home=$(bash "$CLUSTER_DIR/build-sharder.sh" | tail -n 1)
-  [[ -x "$home/sharder" ]] || die "no sharder binary in '$home'"
-  log "installing the controller sharder from $home (ControllerRing CRD, namespace $SHARDER_NAMESPACE, webhook on 127.0.0.1:$SHARDER_WEBHOOK_PORT)"
-  kctl apply --server-side --force-conflicts --field-manager=iot-operator-cluster -f "$home/crds/" >/dev/null ||
-    die "could not apply the ControllerRing CRD from $home/crds/"
-  kctl wait --for=condition=Established --timeout=60s crd/controllerrings.sharding.timebertt.dev >/dev/null ||
-    die "the ControllerRing CRD did not become Established within 60s"
-  kctl get namespace "$SHARDER_NAMESPACE" >/dev/null 2>&1 || kctl create namespace "$SHARDER_NAMESPACE" >/dev/null
-  certs=$(sharder_certificates)
-  config="$CLUSTER_WORKDIR/sharder/config.yaml"
-  mkdir -p "$(dirname "$config")" "$(dirname "$SHARDER_PID_FILE")" "$(dirname "$SHARDER_LOG")"
-  cat >"$config" <<EOF
+sharder_write_config() {
+  cat >"$SHARDER_CONFIG" <<YAML
 apiVersion: config.sharding.timebertt.dev/v1alpha1
 kind: SharderConfig
+# One process per cluster: no leader election.
 leaderElection:
   leaderElect: false
 health:
-  bindAddress: $SHARDER_HEALTH_ADDRESS
+  bindAddress: 127.0.0.1:$(sharder_port health)
 metrics:
-  bindAddress: "0"
+  bindAddress: 127.0.0.1:$(sharder_port metrics)
 webhook:
   server:
-    certDir: $certs
+    certDir: $SHARDER_CERTS
   config:
     clientConfig:
-      url: https://127.0.0.1:$SHARDER_WEBHOOK_PORT
-      caBundle: $(base64 -w0 "$certs/ca.crt")
-EOF
-  free_sharder_port
+      # The sharder appends each ring's path (/webhooks/sharder/controllerring/<name>).
+      url: $(sharder_webhook_url)
+      caBundle: $(base64 -w0 "$SHARDER_CERTS/ca.crt")
+YAML
+}
+
+# Ready: /readyz answers ok and the webhook completes a TLS handshake with our CA (any HTTP answer).
+sharder_ready() {
+  [[ "$(curl -fsS --max-time 2 "http://127.0.0.1:$(sharder_port health)/readyz" 2>/dev/null)" == ok ]] &&
+    [[ "$(curl -sS --max-time 2 --cacert "$SHARDER_CERTS/ca.crt" -o /dev/null -w '%{http_code}' "$(sharder_webhook_url)/" 2>/dev/null)" != 000 ]]
+}
+
+# Starts the sharder when this cluster has it but it does not run; never builds it (except once
+# for a cluster recorded by an earlier version of these scripts, whose binary lacks --webhook-port).
+restore_sharder() {
+  local bin=""
+  [[ -f "$SHARDER_BINARY_RECORD" ]] && bin=$(<"$SHARDER_BINARY_RECORD")
+  if [[ -z "$bin" ]]; then ensure_sharder; return; fi
+  if [[ ! -x "$bin" ]]; then
+    log "WARNING: this cluster ran the sharder $bin, which is gone; not starting it (CLUSTER_SHARDER=1 builds it again)"
+    return 0
+  fi
+  ensure_sharder "$bin"
+}
+
+ensure_sharder() { # [sharder binary]
+  local bin=${1:-} pid exe
+  [[ -n "$bin" ]] || bin=$(bash "$CLUSTER_DIR/build-sharder.sh" | tail -n 1)
+  [[ -x "$bin" && -f "$(dirname "$bin")/$SHARDER_CRD_FILE" ]] || die "no sharder binary with its CRD file beside it at '$bin'"
+  if pid=$(sharder_pid); then
+    exe=$(readlink -f "/proc/$pid/exe" 2>/dev/null || true)
+    if [[ "$exe" == "$(readlink -f "$bin")" ]]; then return 0; fi
+    log "the sharder runs from $exe, not $bin; restarting it"
+    stop_sharder
+  fi
+  log "installing the controller sharder from $bin (ControllerRing CRD, namespace $SHARDER_NAMESPACE, webhook certificate, sharder)"
+  kctl apply --server-side --force-conflicts --field-manager=iot-operator-cluster -f "$(dirname "$bin")/$SHARDER_CRD_FILE" >/dev/null ||
+    die "could not apply the ControllerRing CRD from $(dirname "$bin")/$SHARDER_CRD_FILE"
+  kctl wait --for=condition=Established --timeout=60s "crd/$SHARDER_CRD" >/dev/null ||
+    die "the ControllerRing CRD did not become Established within 60s"
+  kctl get namespace "$SHARDER_NAMESPACE" >/dev/null 2>&1 || kctl create namespace "$SHARDER_NAMESPACE" >/dev/null
+  mkdir -p "$SHARDER_HOME" "$(dirname "$SHARDER_PID_FILE")" "$(dirname "$SHARDER_LOG")"
+  sharder_certificates
+  sharder_choose_ports
+  sharder_write_config
   [[ -f "$SHARDER_LOG" ]] && mv -f "$SHARDER_LOG" "${SHARDER_LOG%.log}.previous.log"
   # A session of its own (it outlives this script), no stdin, and not our lock on fd 9.
-  KUBECONFIG="$KUBECONFIG_PATH" setsid "$home/sharder" --config="$config" </dev/null >"$SHARDER_LOG" 2>&1 9>&- &
+  KUBECONFIG="$KUBECONFIG_PATH" setsid "$bin" --config="$SHARDER_CONFIG" --webhook-port="$(sharder_port webhook)" \
+    </dev/null >"$SHARDER_LOG" 2>&1 9>&- &
   echo $! >"$SHARDER_PID_FILE"
-  echo "$home" >"$SHARDER_DIR_RECORD"
+  echo "$bin" >"$SHARDER_BINARY_RECORD"
+  rm -f "$SHARDER_LEGACY_RECORD"
   local deadline=$((SECONDS + 60))
-  until sharder_ready "$certs"; do
+  until sharder_ready; do
+    # (just after the fork /proc/<pid>/exe may still be setsid: alive is what counts here)
     process_alive "$(<"$SHARDER_PID_FILE")" || die "the sharder exited at start; the end of $SHARDER_LOG: $(tail -n 5 "$SHARDER_LOG")"
     ((SECONDS < deadline)) || die "the sharder was not ready within 60s (log: $SHARDER_LOG)"
     sleep 0.3
   done
-  log "the controller sharder is running (pid $(<"$SHARDER_PID_FILE"), log $SHARDER_LOG)"
+  log "the controller sharder is running (pid $(<"$SHARDER_PID_FILE"), webhook $(sharder_webhook_url), health 127.0.0.1:$(sharder_port health), log $SHARDER_LOG)"
 }
