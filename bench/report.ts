@@ -176,6 +176,14 @@ export const FIGURES: Record<string, [string, string][]> = {
     ['floor: API server requests (all clients)', 'floor.apiserver.total'],
     ['host CPU utilisation', 'host.utilisation'],
   ],
+  sharded: [
+    ['wall time to all Available (s)', 'wallS'],
+    ['per-instance create → Available p99 (s)', 'availableP99S'],
+    ['largest replica: peak RSS (MiB)', 'totals.maxPeakRssMiB'],
+    ['all replicas: peak RSS (MiB)', 'totals.sumPeakRssMiB'],
+    ['all replicas: CPU (s)', 'totals.cpuS'],
+    ['all replicas: API requests', 'totals.requests'],
+  ],
   start: [
     ['npm start → Available, cluster absent (created from cached binaries) (s)', 'clusterAbsentS'],
     ['npm start → Available, cluster running (the second start in a row) (s)', 'clusterRunningS'],
@@ -195,9 +203,9 @@ function numbersAt(results: readonly BenchResult[], dotted: string): number[] {
   return results.map((r) => get(r.figures, dotted)).filter((v): v is number => typeof v === 'number' && Number.isFinite(v));
 }
 
-/** The options that define a scenario's size, as "n=100 m=5", plus the operator command when it is not the default. */
+/** The options that define a scenario's size, as "n=100 m=5" (sharded: "n=2000 shards=3"), plus the operator command when it is not the default. */
 export function sizeKey(r: BenchResult): string {
-  const keys = ['n', 'k', 'm'].filter((k) => r.options[k] !== undefined);
+  const keys = ['n', 'k', 'm', 'shards'].filter((k) => r.options[k] !== undefined);
   const parts = keys.map((k) => `${k}=${String(r.options[k])}`);
   // churn's rate, when it is not the specified one (10 % every 10 s)
   if (r.options.fraction !== undefined && r.options.fraction !== 0.1) parts.push(`fraction=${String(r.options.fraction)}`);

@@ -140,6 +140,7 @@ describe('markdown and SVG helpers', () => {
   it('names a size by n, k and m, and a churn rate other than the specified one', () => {
     assert.equal(sizeKey(result('churn', { n: 100, m: 5, runs: 3, fraction: 0.1, periodS: 10 }, {})), 'n=100 m=5');
     assert.equal(sizeKey(result('churn', { n: 100, m: 5, fraction: 0.01, periodS: 10 }, {})), 'n=100 m=5 fraction=0.01');
+    assert.equal(sizeKey(result('sharded', { n: 2000, shards: 3 }, {})), 'n=2000 shards=3', 'runs on 1 and on 3 shards are kept apart');
   });
 
   it('judges churn only at the specified rate', () => {
