@@ -122,6 +122,18 @@ export async function deleteAllInstances(env: TestEnv, landscape: string, timeou
   );
 }
 
+/**
+ * Lets a landscape go when no operator may finalize it: every IoTService's finalizers removed and
+ * every instance namespace deleted, without waiting for them to disappear (their pods would
+ * otherwise stay on the shared cluster's nodes).
+ */
+export async function abandonLandscape(env: TestEnv, landscape: string): Promise<void> {
+  const { items } = await env.client.list<IoTObject>(IoTServiceType, { namespace: landscape }).catch(() => ({ items: [] as IoTObject[] }));
+  await Promise.all(items.map((i) => env.client.patch(IoTServiceType, i.metadata.name!, landscape, { metadata: { finalizers: null } }).catch(() => undefined)));
+  const namespaces = await env.client.list(Kinds.Namespace, { labelSelector: `cp.iotservices.io/landscape=${landscape}` }).catch(() => ({ items: [] as KubeObject[] }));
+  await Promise.all(namespaces.items.map((ns) => env.client.delete(Kinds.Namespace, ns.metadata.name!).catch(() => undefined)));
+}
+
 /** Sum of the operator's write requests (POST, PUT, PATCH, DELETE) so far. */
 export async function writeRequests(mgr: Manager): Promise<number> {
   const metric = await mgr.metrics.restRequests.get();

@@ -17,7 +17,7 @@ import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { CONTROLLER_RING_LABEL, Kinds, customResource, isNotFound, shardLabel, type KubeObject } from '@iot-operator/runtime';
 import { deletePodAwaitingHandover, onRealNode, operatorImage, podPeakMemoryBytes, realNode, REAL_NODE_NAME, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { createPullSecret, iotService, waitForPhase, type IoTObject } from './e2e-support.ts';
+import { abandonLandscape, createPullSecret, iotService, waitForPhase, type IoTObject } from './e2e-support.ts';
 
 const run = promisify(execFile);
 process.env.CLUSTER_SHARDER = '1'; // cluster/up.sh (run by testEnv) starts the sharder unless it runs
@@ -101,6 +101,8 @@ before(async () => {
 
 after(async () => {
   if (landscape) await helmRun('uninstall', release, '-n', landscape, '--wait').catch(() => undefined);
+  // The operator is gone: its 100 instances' namespaces (700 pods) would stay on the cluster.
+  if (landscape) await abandonLandscape(env, landscape);
   await env.cleanup();
 });
 

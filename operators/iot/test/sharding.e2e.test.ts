@@ -13,7 +13,7 @@ import { Kinds, customResource, shardLabel, type KubeObject } from '@iot-operato
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { testEnv } from '@iot-operator/runtime/testing';
 import { IoTServiceType } from '../src/controller.ts';
-import { createLandscape, installIoTCrd, iotService, spawnOperator, type IoTObject } from './e2e-support.ts';
+import { abandonLandscape, createLandscape, installIoTCrd, iotService, spawnOperator, type IoTObject } from './e2e-support.ts';
 
 process.env.CLUSTER_SHARDER = '1'; // cluster/up.sh (run by testEnv) starts the sharder unless it runs
 
@@ -44,11 +44,7 @@ before(async () => {
 
 after(async () => {
   for (const shard of shards.values()) shard.kill('SIGKILL');
-  // Instances are let go without waiting for their namespaces: finalizers removed, landscape deleted.
-  const { items } = await env.client.list<IoTObject>(IoTServiceType, { namespace: landscape }).catch(() => ({ items: [] as IoTObject[] }));
-  await Promise.all(items.map((i) => env.client.patch(IoTServiceType, i.metadata.name!, landscape, { metadata: { finalizers: null } }).catch(() => undefined)));
-  const namespaces = await env.client.list(Kinds.Namespace, { labelSelector: `cp.iotservices.io/landscape=${landscape}` }).catch(() => ({ items: [] as KubeObject[] }));
-  await Promise.all(namespaces.items.map((ns) => env.client.delete(Kinds.Namespace, ns.metadata.name!).catch(() => undefined)));
+  await abandonLandscape(env, landscape);
   await env.client.delete(ControllerRingType, ring).catch(() => undefined);
   await env?.cleanup();
 });
