@@ -42,17 +42,22 @@ COMPONENTS=(etcd:etcd kube-apiserver:kube-apiserver kube-controller-manager:kube
 
 cluster_exists() { [[ -f "$CLUSTER_WORKDIR/kwok.yaml" ]]; }
 
-# Prints the pid of a component if its process is alive and really runs our binary (a pid file
-# left over from before a reboot may name an unrelated process).
-component_pid() { # "component:binary"
-  local comp=${1%%:*} bin=${1#*:} pid exe
-  local pidf="$CLUSTER_WORKDIR/pids/$comp.pid"
-  [[ -f "$pidf" ]] || return 1
-  pid=$(<"$pidf")
+# Prints the pid recorded in a pid file if that process is alive and really runs `binary` (a pid
+# file left over from before a reboot may name an unrelated process).
+recorded_pid() { # pid-file binary
+  local pid exe
+  [[ -f "$1" ]] || return 1
+  pid=$(<"$1")
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
   exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
-  [[ "$(basename "$exe")" == "$bin" ]] || return 1
+  [[ "$(basename "$exe")" == "$2" ]] || return 1
+  process_alive "$pid" || return 1
   echo "$pid"
+}
+
+# The pid of a component of kwokctl's (its pid file under <workdir>/pids), as recorded_pid.
+component_pid() { # "component:binary"
+  recorded_pid "$CLUSTER_WORKDIR/pids/${1%%:*}.pid" "${1#*:}"
 }
 
 # Runs kwokctl for our cluster. fd 9 (our lock) is closed for it: the components it forks would
@@ -106,18 +111,21 @@ component_healthy() { # port
 # True while a process exists and is not a zombie (a killed component waits to be reaped by init).
 process_alive() { local st; st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) && [[ -n "$st" && "$st" != Z ]]; }
 
+# Stops a process: SIGTERM, SIGKILL after `grace` seconds, then waits (at most 5 s) until it is gone.
+terminate_process() { # pid grace-seconds
+  kill -TERM "$1" 2>/dev/null || true
+  for _ in $(seq 1 $(($2 * 10))); do process_alive "$1" || break; sleep 0.1; done
+  if process_alive "$1"; then
+    kill -KILL "$1" 2>/dev/null || true
+    for _ in $(seq 1 50); do process_alive "$1" || break; sleep 0.1; done
+  fi
+}
+
 # Stops a component (SIGTERM, SIGKILL after $2 seconds), drops its pid file and keeps its log as
 # <component>.previous.log (kwokctl truncates the log when it starts the component again).
 stop_component() { # "component:binary" grace-seconds
   local comp=${1%%:*} pid
-  if pid=$(component_pid "$1"); then
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 $(($2 * 10))); do process_alive "$pid" || break; sleep 0.1; done
-    if process_alive "$pid"; then
-      kill -KILL "$pid" 2>/dev/null || true
-      for _ in $(seq 1 50); do process_alive "$pid" || break; sleep 0.1; done
-    fi
-  fi
+  if pid=$(component_pid "$1"); then terminate_process "$pid" "$2"; fi
   rm -f "$CLUSTER_WORKDIR/pids/$comp.pid"
   cp -f "$CLUSTER_WORKDIR/logs/$comp.log" "$CLUSTER_WORKDIR/logs/$comp.previous.log" 2>/dev/null || true
 }

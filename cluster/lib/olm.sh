@@ -26,24 +26,13 @@ OLM_DIR_RECORD="$CLUSTER_WORKDIR/olm-dir"
 
 olm_enabled() { [[ -f "$OLM_DIR_RECORD" ]]; }
 
-olm_pid() {
-  local pid exe
-  [[ -f "$OLM_PID_FILE" ]] || return 1
-  pid=$(<"$OLM_PID_FILE")
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
-  [[ "$(basename "$exe")" == olm ]] || return 1
-  process_alive "$pid" || return 1
-  echo "$pid"
-}
+olm_pid() { recorded_pid "$OLM_PID_FILE" olm; }
 
 stop_olm() {
   local pid
   if pid=$(olm_pid); then
     log "stopping olm (pid $pid)"
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do process_alive "$pid" || break; sleep 0.1; done
-    if process_alive "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
+    terminate_process "$pid" 5
   fi
   rm -f "$OLM_PID_FILE"
 }

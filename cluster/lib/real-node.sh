@@ -70,15 +70,7 @@ real_node_install_packages() {
     die "apt-get install ${missing[*]} failed"
 }
 
-real_node_pid() { # name:binary
-  local name=${1%%:*} bin=${1#*:} pid exe
-  [[ -f "$REAL_NODE_DIR/pids/$name.pid" ]] || return 1
-  pid=$(<"$REAL_NODE_DIR/pids/$name.pid")
-  [[ "$pid" =~ ^[0-9]+$ ]] && process_alive "$pid" || return 1
-  exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
-  [[ "$(basename "$exe")" == "$bin" ]] || return 1
-  echo "$pid"
-}
+real_node_pid() { recorded_pid "$REAL_NODE_DIR/pids/${1%%:*}.pid" "${1#*:}"; } # name:binary
 
 real_node_processes_running() {
   local p
@@ -363,11 +355,7 @@ real_node_stop() { # [quiet]
   if [[ -n "$shims" ]]; then kill -KILL $shims 2>/dev/null || true; fi
   for p in "${REAL_NODE_PROCESSES[@]}"; do
     name=${p%%:*}
-    if pid=$(real_node_pid "$p"); then
-      kill -TERM "$pid" 2>/dev/null || true
-      for _ in $(seq 1 30); do process_alive "$pid" || break; sleep 0.1; done
-      if process_alive "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
-    fi
+    if pid=$(real_node_pid "$p"); then terminate_process "$pid" 3; fi
     rm -f "$REAL_NODE_DIR/pids/$name.pid"
   done
   local node_bin="$BUILD_ROOT/node-bin"

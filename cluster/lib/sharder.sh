@@ -39,24 +39,13 @@ SHARDER_LEGACY_RECORD="$CLUSTER_WORKDIR/sharder-dir"
 
 sharder_enabled() { [[ -f "$SHARDER_BINARY_RECORD" || -f "$SHARDER_LEGACY_RECORD" ]]; }
 
-sharder_pid() {
-  local pid exe
-  [[ -f "$SHARDER_PID_FILE" ]] || return 1
-  pid=$(<"$SHARDER_PID_FILE")
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
-  [[ "$(basename "$exe")" == sharder ]] || return 1
-  process_alive "$pid" || return 1
-  echo "$pid"
-}
+sharder_pid() { recorded_pid "$SHARDER_PID_FILE" sharder; }
 
 stop_sharder() {
   local pid
   if pid=$(sharder_pid); then
     log "stopping the controller sharder (pid $pid)"
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do process_alive "$pid" || break; sleep 0.1; done
-    if process_alive "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
+    terminate_process "$pid" 5
   fi
   rm -f "$SHARDER_PID_FILE"
 }
