@@ -44,8 +44,9 @@ export function instanceName(i: number): string {
   return `iot-${String(i).padStart(4, '0')}`;
 }
 
-export function iotService(name: string, landscape: string, version = DEFAULT_VERSION): KubeObject {
-  return { apiVersion: 'cp.iotservices.io/v1alpha1', kind: 'IoTService', metadata: { name, namespace: landscape }, spec: { version } };
+/** An IoTService of `version`; `spec` adds to (or overrides) the default spec. */
+export function iotService(name: string, landscape: string, version = DEFAULT_VERSION, spec: Record<string, unknown> = {}): KubeObject {
+  return { apiVersion: 'cp.iotservices.io/v1alpha1', kind: 'IoTService', metadata: { name, namespace: landscape }, spec: { version, ...spec } };
 }
 
 export interface IoTOperatorOptions {
@@ -152,12 +153,12 @@ export class AvailabilityTracker {
   }
 }
 
-/** Creates IoTServices concurrently; returns name → monotonic time its create request was sent. */
-export async function createInstances(client: KubeClient, landscape: string, names: readonly string[], concurrency = names.length): Promise<Map<string, number>> {
+/** Creates IoTServices concurrently (`spec` added to the default); returns name → monotonic time its create request was sent. */
+export async function createInstances(client: KubeClient, landscape: string, names: readonly string[], concurrency = names.length, spec: Record<string, unknown> = {}): Promise<Map<string, number>> {
   const sentAt = new Map<string, number>();
   await mapLimit(names, Math.max(1, concurrency), async (name) => {
     sentAt.set(name, now());
-    await client.create(IoTServiceType, iotService(name, landscape));
+    await client.create(IoTServiceType, iotService(name, landscape, DEFAULT_VERSION, spec));
   });
   return sentAt;
 }

@@ -18,15 +18,15 @@
 import { customResource, shardLabel, type KubeObject } from '@iot-operator/runtime';
 import path from 'node:path';
 import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
-import { AvailabilityTracker, IOT_DEFAULT_COMMAND, IoTServiceType, instanceName, startIoTOperator, teardownLandscape } from '../lib/iot.ts';
-import { createLandscape, log, mapLimit, now, sleep, uniqueName } from '../lib/kube.ts';
+import { AvailabilityTracker, IOT_DEFAULT_COMMAND, IoTServiceType, createInstances, instanceName, startIoTOperator, teardownLandscape } from '../lib/iot.ts';
+import { createLandscape, log, now, sleep, uniqueName } from '../lib/kube.ts';
 import type { OperatorProcess } from '../lib/operator.ts';
 import { MiB } from '../lib/proc.ts';
 import { sumBy } from '../lib/prom.ts';
 import { round, summarize } from '../lib/stats.ts';
 
 export const PODS_PER_LIGHT_INSTANCE = 2;
-const LIGHT_SPEC = { version: '2.4.1', gateway: { replicas: 0 }, core: { replicas: 0 }, processing: { replicas: 0 } };
+const LIGHT_SPEC = { gateway: { replicas: 0 }, core: { replicas: 0 }, processing: { replicas: 0 } };
 const ControllerRingType = customResource('sharding.timebertt.dev', 'v1alpha1', 'ControllerRing', 'controllerrings', false);
 
 /** Per replica, what the burst cost it. */
@@ -51,7 +51,8 @@ export function shardTotals(replicas: Record<string, ReplicaFigures>): { instanc
 
 export async function runSharded(ctx: BenchContext): Promise<ScenarioOutput> {
   const { n, shards } = ctx.options;
-  const landscape = await createLandscape(ctx.client, uniqueName('shard')).then((secret) => secret.metadata.namespace!);
+  const landscape = uniqueName('shard');
+  await createLandscape(ctx.client, landscape);
   const ring = `iot-${landscape}`;
   await ctx.client.create(ControllerRingType, {
     apiVersion: 'sharding.timebertt.dev/v1alpha1',
@@ -75,11 +76,7 @@ export async function runSharded(ctx: BenchContext): Promise<ScenarioOutput> {
     const before = new Map(await Promise.all([...replicas].map(async ([name, r]) => [name, { cpuS: (r.sampler.sample(), r.sampler.lastCpuS ?? 0), requests: await requestsOf(r) }] as const)));
     log(`sharded: creating ${n} IoTServices on ${shards} shard(s)`);
     const t0 = now();
-    const sentAt = new Map<string, number>();
-    await mapLimit(names, 50, async (name) => {
-      sentAt.set(name, now());
-      await ctx.client.create(IoTServiceType, { apiVersion: 'cp.iotservices.io/v1alpha1', kind: 'IoTService', metadata: { name, namespace: landscape }, spec: LIGHT_SPEC });
-    });
+    const sentAt = await createInstances(ctx.client, landscape, names, 50, LIGHT_SPEC);
     await tracker.waitAll('sharded', n, t0, ctx.options.timeoutS * 1000);
     const last = Math.max(...tracker.availableAt.values());
     await tracker.stop();

@@ -10,8 +10,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, customResource, shardLabel, type KubeObject } from '@iot-operator/runtime';
-import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { testEnv } from '@iot-operator/runtime/testing';
+import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { IoTServiceType } from '../src/controller.ts';
 import { abandonLandscape, createLandscape, installIoTCrd, iotService, spawnOperator, type IoTObject } from './e2e-support.ts';
 
@@ -104,7 +103,7 @@ async function childrenFollowTheirInstance(): Promise<{ done: boolean; seen: unk
   return { done: astray.length === 0 && children.length === 3 * N, seen: { children: children.length, astray: astray.slice(0, 5).map((c) => `${c.kind} ${c.metadata.namespace ?? ''}/${c.metadata.name} on ${shardOf(c)}`) } };
 }
 
-/** Counts instances that were not Available at some poll while `during` runs. */
+/** The instances that were not Available at some poll while `during` runs (with their status and logs). */
 async function availableThroughout(during: () => Promise<void>): Promise<string[]> {
   const lapses = new Set<string>();
   let polling = true;
