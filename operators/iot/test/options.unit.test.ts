@@ -1,14 +1,49 @@
 // The IoT operator's command line: /metrics bound to loopback unless told otherwise, its own client
 // budget (200 / 400) unless --kube-api-qps / --kube-api-burst say otherwise, secure metrics from a
 // certificate directory, --namespace with its alias --watch-namespace, the config mount path and
-// the tenant policy flags.
+// the tenant policy flags, and the sharding flags (refused, with the flag named, when they cannot work).
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { iotRateLimitDefaults, parseOperatorOptions } from '../src/options.ts';
 
 const parse = (...args: string[]) => parseOperatorOptions(['--operator-name', 'devawsk8s', ...args]);
 
+/** The operator started with `args`: its exit code and what it wrote to stderr. */
+function start(...args: string[]): { status: number | null; stderr: string } {
+  const bin = path.join(path.dirname(fileURLToPath(import.meta.url)), '../bin/iot-operator.js');
+  const { status, stderr } = spawnSync(process.execPath, [bin, '--operator-name', 'devawsk8s', ...args], { encoding: 'utf8', timeout: 30_000 });
+  return { status, stderr };
+}
+
 describe('IoT operator options', () => {
+  it('--shard-ring runs the operator as one shard, named --shard-name, else POD_NAME', () => {
+    assert.equal(parse().shard, undefined);
+    assert.deepEqual(parse('--shard-ring', 'iot-devawsk8s', '--shard-name', 'iot-operator-0').shard, { ring: 'iot-devawsk8s', name: 'iot-operator-0' });
+    const before = process.env.POD_NAME;
+    process.env.POD_NAME = 'iot-operator-7d9c-x2k4p';
+    try {
+      assert.deepEqual(parse('--shard-ring', 'iot-devawsk8s').shard, { ring: 'iot-devawsk8s', name: 'iot-operator-7d9c-x2k4p' });
+    } finally {
+      if (before === undefined) delete process.env.POD_NAME;
+      else process.env.POD_NAME = before;
+    }
+  });
+
+  it('refuses sharding flags that cannot work, naming the flag, before connecting anywhere', () => {
+    const both = start('--shard-ring', 'iot-devawsk8s', '--leader-elect');
+    assert.equal(both.status, 1);
+    assert.match(both.stderr, /--shard-ring and --leader-elect exclude each other/);
+    const nameOnly = start('--shard-name', 'iot-operator-0');
+    assert.equal(nameOnly.status, 1);
+    assert.match(nameOnly.stderr, /--shard-name needs --shard-ring/);
+    const badName = start('--shard-ring', 'iot-devawsk8s', '--shard-name', 'Operator_0');
+    assert.equal(badName.status, 1);
+    assert.match(badName.stderr, /shard name "Operator_0" must be a lower-case DNS name/);
+  });
+
   it('defaults: loopback metrics, the IoT client budget, plain HTTP', () => {
     const options = parse();
     assert.equal(options.metricsBindAddress, '127.0.0.1:8080');
