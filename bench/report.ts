@@ -212,6 +212,7 @@ export function sizeKey(r: BenchResult): string {
   if (r.options.periodS !== undefined && r.options.periodS !== 10) parts.push(`period=${String(r.options.periodS)}s`);
   if (r.options.maxConcurrentReconciles !== undefined) parts.push(`concurrency=${String(r.options.maxConcurrentReconciles)}`);
   if (r.options.controllerManagerQps !== undefined) parts.push(`controller-manager QPS ${String(r.options.controllerManagerQps)}`);
+  if (r.options.schedulerQps !== undefined) parts.push(`scheduler QPS ${String(r.options.schedulerQps)}`);
   if (r.options.operatorMemoryLimitMiB !== undefined) parts.push(`operator memory limit ${String(r.options.operatorMemoryLimitMiB)} MiB`);
   const size = parts.join(' ');
   return r.options.operatorCmd ? `${size}; operator: \`${String(r.options.operatorCmd)}\`` : size;
@@ -219,7 +220,7 @@ export function sizeKey(r: BenchResult): string {
 
 /** Runs of the operator as shipped (no --operator-cmd, no --memory-limit) on a default cluster: the ones targets are judged on. */
 function asSpecified(r: BenchResult): boolean {
-  return r.options.operatorCmd === undefined && r.options.operatorMemoryLimitMiB === undefined && r.options.controllerManagerQps === undefined;
+  return r.options.operatorCmd === undefined && r.options.operatorMemoryLimitMiB === undefined && r.options.controllerManagerQps === undefined && r.options.schedulerQps === undefined;
 }
 
 /** A Markdown table; `align` gives 'l' or 'r' per column (default: first left, the others right). */

@@ -31,6 +31,7 @@ import { runFloor } from './scenarios/floor.ts';
 import { runLatency } from './scenarios/latency.ts';
 import { MEMCACHED_DEFAULT_COMMAND, runMemcached } from './scenarios/memcached.ts';
 import { runRestart } from './scenarios/restart.ts';
+import { runScale } from './scenarios/scale.ts';
 import { runStart } from './scenarios/start.ts';
 import { PODS_PER_LIGHT_INSTANCE, runSharded } from './scenarios/sharded.ts';
 import { runSteady } from './scenarios/steady.ts';
@@ -61,6 +62,7 @@ const scenarios: Record<string, ScenarioSpec> = {
   throughput: { run: runThroughput, defaults: { n: 2000 }, pods: () => 0, uses: ['n', 'maxConcurrentReconciles', 'settleS'], operator: MEMCACHED_DEFAULT_COMMAND, bundle: 'memcached' },
   armada: { run: runArmada, defaults: { n: 50 }, pods: (o) => o.n, uses: ['n', 'floor', 'workers'], operator: ARMADA_DEFAULT_COMMAND, bundle: 'armada' },
   sharded: { run: runSharded, defaults: { n: 2000 }, pods: (o) => o.n * PODS_PER_LIGHT_INSTANCE, uses: ['n', 'shards', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot', sharder: true },
+  scale: { run: runScale, defaults: { n: 1000, m: 5, fraction: 0.01 }, pods: (o) => Math.ceil(o.n * PODS_PER_INSTANCE * 1.5), uses: ['n', 'm', 'periodS', 'fraction', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot' },
   floor: { run: runFloor, defaults: { n: 100, k: 30 }, pods: (o) => Math.max(o.n, o.k) * PODS_PER_INSTANCE, uses: ['n', 'k'] },
   start: { run: runStart, defaults: {}, pods: () => 0, uses: [] },
 };
@@ -72,8 +74,8 @@ const usage = `usage: npm run bench -- <scenario> [options]
 scenarios: ${Object.keys(scenarios).join(', ')}
 options:
   --n <count>[,<count>]  instances (burst/steady/churn/restart/floor 100, memcached 1000, armada 50,
-                         throughput and sharded 2000); a list runs each size, one result file each
-  --m <minutes>          steady: idle time; churn: duration (default 5)
+                         throughput and sharded 2000, scale 1000); a list runs each size, one result file each
+  --m <minutes>          steady: idle time; churn: duration; scale: both (default 5)
   --k <count>            latency/floor: instances created one at a time (default 30; floor --k 0 skips)
   --runs <count>         repetitions, each written to its own result file (default 1)
   --operator-cmd "<cmd>" operator under test (default: the scenario's operator, bundled as the image ships it)
@@ -84,9 +86,9 @@ options:
                          runs each value, one result file each (e.g. 1,4,16)
   --settle <seconds>     throughput: idle time before the RSS-at-idle sample (default 20; 0 = skip
                          the memory figure and the wait for the controller-manager)
-  --no-floor             burst/latency/churn: skip the operator-free floor measured in the same run
-  --period <seconds>     churn: seconds between rounds of changes (default 10)
-  --fraction <0..1>      churn: share of instances changed per round (default 0.1)
+  --no-floor             burst/latency/churn/scale: skip the operator-free floor measured in the same run
+  --period <seconds>     churn/scale: seconds between rounds of changes (default 10)
+  --fraction <0..1>      churn/scale: share of instances changed per round (default 0.1; scale 0.01)
   --shards <count>       sharded: replicas of the IoT operator, one shard each (default 3)
   --memory-limit <MiB>   run the operator in a memory cgroup with this limit, as its Pod's
                          memory limit does in a cluster (deploy/operator.yml: 256); needs root
@@ -172,7 +174,7 @@ async function main(): Promise<number> {
     settleS: num(values.settle, 'settle') ?? 20,
     floor: !values['no-floor'],
     periodS: num(values.period, 'period') ?? 10,
-    fraction: num(values.fraction, 'fraction') ?? 0.1,
+    fraction: num(values.fraction, 'fraction') ?? spec.defaults.fraction ?? 0.1,
     shards: num(values.shards, 'shards') ?? 3,
     timeoutS: num(values.timeout, 'timeout') ?? 900,
     memoryLimitMiB: num(values['memory-limit'], 'memory-limit'),
@@ -195,9 +197,11 @@ async function main(): Promise<number> {
   const base: Record<string, unknown> = { runs: options.runs, timeoutS: options.timeoutS };
   if (options.operatorCmd) base.operatorCmd = options.operatorCmd;
   if (options.memoryLimitMiB !== undefined && spec.operator) base.operatorMemoryLimitMiB = options.memoryLimitMiB;
-  // A cluster made with CLUSTER_CONTROLLER_MANAGER_QPS: its results are kept apart from the default's.
+  // A cluster made with CLUSTER_CONTROLLER_MANAGER_QPS or CLUSTER_SCHEDULER_QPS: its results are kept apart from the default's.
   const controllerManagerQps = componentFlag(ctx.clusterDir, 'kube-controller-manager', 'kube-api-qps');
   if (controllerManagerQps !== undefined) base.controllerManagerQps = Number(controllerManagerQps);
+  const schedulerQps = componentFlag(ctx.clusterDir, 'kube-scheduler', 'kube-api-qps');
+  if (schedulerQps !== undefined) base.schedulerQps = Number(schedulerQps);
 
   if (spec.bundle && !options.operatorCmd) log(`bundled ${path.relative(repoRoot, await bundleOperator(spec.bundle))}`);
 

@@ -8,7 +8,7 @@
 # Env: CLUSTER_NAME (default iot-operator), CLUSTER_NODES (default 2), CLUSTER_NODE_PODS (pods per
 #      node, default 1000), CLUSTER_CONTROLLER_MANAGER_QPS (the controller-manager's client rate
 #      limit, --kube-api-qps with a burst of twice that; default: Kubernetes' 20; applies when the
-#      cluster is created),
+#      cluster is created), CLUSTER_SCHEDULER_QPS (the same for the scheduler; default: its 50),
 #      KWOK_WORKDIR (default ~/.kwok; the cluster lives in $KWOK_WORKDIR/clusters/$CLUSTER_NAME),
 #      CLUSTER_OLM=1 or --olm (also run the Operator Lifecycle Manager, see lib/olm.sh; binaries
 #      from OLM_DIR, else built by build-olm.sh),
@@ -67,6 +67,9 @@ CLUSTER_NODE_PODS=${CLUSTER_NODE_PODS:-1000}
 CLUSTER_CONTROLLER_MANAGER_QPS=${CLUSTER_CONTROLLER_MANAGER_QPS:-}
 [[ -z "$CLUSTER_CONTROLLER_MANAGER_QPS" || "$CLUSTER_CONTROLLER_MANAGER_QPS" =~ ^[0-9]+$ ]] ||
   die "CLUSTER_CONTROLLER_MANAGER_QPS must be a number, got '$CLUSTER_CONTROLLER_MANAGER_QPS'"
+CLUSTER_SCHEDULER_QPS=${CLUSTER_SCHEDULER_QPS:-}
+[[ -z "$CLUSTER_SCHEDULER_QPS" || "$CLUSTER_SCHEDULER_QPS" =~ ^[0-9]+$ ]] ||
+  die "CLUSTER_SCHEDULER_QPS must be a number, got '$CLUSTER_SCHEDULER_QPS'"
 T0=$SECONDS
 
 BIN_DIR=$(bash "$CLUSTER_DIR/build.sh" | tail -n 1)
@@ -171,25 +174,29 @@ delete_cluster() {
   rm -rf "$CLUSTER_WORKDIR"
 }
 
-# kwokctl.yaml with the cluster's directory filled in, and the controller-manager's client rate
-# limit added when one is asked for.
+# kwokctl.yaml with the cluster's directory filled in, and the controller-manager's and the
+# scheduler's client rate limits added when they are asked for.
 kwokctl_config() {
   local config
   config=$(mktemp "${TMPDIR:-/tmp}/kwokctl-$CLUSTER_NAME-XXXXXX.yaml")
-  awk -v qps="$CLUSTER_CONTROLLER_MANAGER_QPS" -v workdir="$CLUSTER_WORKDIR" '
+  awk -v kcm="$CLUSTER_CONTROLLER_MANAGER_QPS" -v sched="$CLUSTER_SCHEDULER_QPS" -v workdir="$CLUSTER_WORKDIR" '
     { gsub(/@CLUSTER_WORKDIR@/, workdir); print }
-    qps != "" && /^  - name: kube-controller-manager$/ { in_kcm = 1 }
-    in_kcm && /^    extraArgs:$/ {
+    /^  - name: kube-controller-manager$/ { qps = kcm }
+    /^  - name: kube-scheduler$/ { qps = sched }
+    qps != "" && /^    extraArgs:$/ {
       printf "      - key: kube-api-qps\n        value: \"%d\"\n      - key: kube-api-burst\n        value: \"%d\"\n", qps, 2 * qps
-      in_kcm = 0
+      qps = ""
     }' "$CLUSTER_DIR/kwokctl.yaml" >"$config"
-  [[ -z "$CLUSTER_CONTROLLER_MANAGER_QPS" ]] || grep -q 'kube-api-qps' "$config" ||
-    die "could not add the controller-manager rate limit to kwokctl.yaml"
+  local want=0
+  [[ -z "$CLUSTER_CONTROLLER_MANAGER_QPS" ]] || want=$((want + 1))
+  [[ -z "$CLUSTER_SCHEDULER_QPS" ]] || want=$((want + 1))
+  (($(grep -c 'kube-api-qps' "$config") == want)) ||
+    die "could not add the client rate limits to kwokctl.yaml"
   echo "$config"
 }
 
 create_cluster() {
-  log "creating cluster '$CLUSTER_NAME' (kwokctl binary runtime, $BUILD_KEY${CLUSTER_CONTROLLER_MANAGER_QPS:+, controller-manager QPS $CLUSTER_CONTROLLER_MANAGER_QPS})"
+  log "creating cluster '$CLUSTER_NAME' (kwokctl binary runtime, $BUILD_KEY${CLUSTER_CONTROLLER_MANAGER_QPS:+, controller-manager QPS $CLUSTER_CONTROLLER_MANAGER_QPS}${CLUSTER_SCHEDULER_QPS:+, scheduler QPS $CLUSTER_SCHEDULER_QPS})"
   local config created=0
   config=$(kwokctl_config)
   kwokctl create cluster --config "$config" "${KWOKCTL_BINARY_FLAGS[@]}" --kubeconfig "" --timeout 5m >&2 && created=1

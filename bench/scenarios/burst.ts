@@ -49,8 +49,8 @@ export async function openSession(ctx: BenchContext, prefix: string): Promise<Io
   return { landscape, pullSecret, operator, command, startToReadyS: round((readyAt - operator.startedAt) / 1000) };
 }
 
-export async function closeSession(ctx: BenchContext, s: IoTSession, operator = s.operator): Promise<void> {
-  await teardownLandscape(ctx.client, s.landscape, operator, ctx.options.timeoutS * 1000);
+export async function closeSession(ctx: BenchContext, s: IoTSession): Promise<void> {
+  await teardownLandscape(ctx.client, s.landscape, s.operator, ctx.options.timeoutS * 1000);
 }
 
 export interface BurstPhase {

@@ -15,7 +15,8 @@ import { CHILD_TYPES, INSTANCE_LABEL, landscapeSelector } from '@iot-operator/io
 import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
 import { instanceName } from '../lib/iot.ts';
 import { InstanceTracker, createRendered, renderInstance, type RenderedInstance } from '../lib/instances.ts';
-import { createLandscape, deleteNamespaceAndWait, deleteNamespacesBySelector, log, mapLimit, now, sleep, uniqueName, watchObjects } from '../lib/kube.ts';
+import { createLandscape, log, mapLimit, now, sleep, uniqueName, watchObjects } from '../lib/kube.ts';
+import { teardownFloor, type FloorPopulation } from './floor.ts';
 import { PhaseProbe } from '../lib/probe.ts';
 import { workloadReady, type WorkloadLike } from '../lib/readiness.ts';
 import { round, summarize } from '../lib/stats.ts';
@@ -27,22 +28,29 @@ function firstImage(obj: KubeObject): string {
   return (obj.spec as { template?: { spec?: { containers?: { image?: string }[] } } } | undefined)?.template?.spec?.containers?.[0]?.image ?? '';
 }
 
-export async function churnFloor(ctx: BenchContext): Promise<ScenarioOutput> {
+/**
+ * The churn floor on a landscape of its own, or on a ready floor population (`floorBurst` with
+ * `keep`), which it then tears down.
+ */
+export async function churnFloor(ctx: BenchContext, population?: FloorPopulation): Promise<ScenarioOutput> {
   const { n, m, periodS, fraction } = ctx.options;
-  const landscape = uniqueName('fc');
-  const secret = await createLandscape(ctx.client, landscape);
+  const landscape = population?.landscape ?? uniqueName('fc');
+  const secret = population?.pullSecret ?? (await createLandscape(ctx.client, landscape));
   const rendered = new Map<string, RenderedInstance>();
-  for (let i = 0; i < n; i++) rendered.set(instanceName(i), renderInstance(landscape, instanceName(i), secret, VERSIONS[0]));
+  if (population) for (const r of population.rendered) rendered.set(r.id, r);
+  else for (let i = 0; i < n; i++) rendered.set(instanceName(i), renderInstance(landscape, instanceName(i), secret, VERSIONS[0]));
   const setup = new InstanceTracker(ctx.client, landscape, ['workloads']);
   const abort = new AbortController();
   try {
-    await setup.start();
-    for (const r of rendered.values()) setup.expect(r);
-    const t0 = now();
-    log(`churn floor: creating ${n} instances without an operator`);
-    await mapLimit([...rendered.values()], n, (r) => createRendered(ctx.client, r));
-    await setup.waitAll('churn floor/setup', ['workloads'], t0, ctx.options.timeoutS * 1000);
-    await setup.stop();
+    if (!population) {
+      await setup.start();
+      for (const r of rendered.values()) setup.expect(r);
+      const t0 = now();
+      log(`churn floor: creating ${n} instances without an operator`);
+      await mapLimit([...rendered.values()], n, (r) => createRendered(ctx.client, r));
+      await setup.waitAll('churn floor/setup', ['workloads'], t0, ctx.options.timeoutS * 1000);
+      await setup.stop();
+    }
 
     // Per instance: workload key -> image and readiness, and the change being waited for.
     const workloads = new Map<string, Map<string, { image: string; ready: boolean }>>();
@@ -113,9 +121,6 @@ export async function churnFloor(ctx: BenchContext): Promise<ScenarioOutput> {
   } finally {
     abort.abort();
     await setup.stop();
-    const t = now();
-    await deleteNamespacesBySelector(ctx.client, landscapeSelector(landscape));
-    await deleteNamespaceAndWait(ctx.client, landscape);
-    log(`churn floor landscape ${landscape} removed (${((now() - t) / 1000).toFixed(0)} s)`);
+    await teardownFloor(ctx, landscape);
   }
 }

@@ -15,25 +15,39 @@
 import { landscapeSelector } from '@iot-operator/iot';
 import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
 import { instanceName } from '../lib/iot.ts';
-import { InstanceTracker, createRendered, renderInstance } from '../lib/instances.ts';
+import type { KubeObject } from '@iot-operator/runtime';
+import { InstanceTracker, createRendered, renderInstance, type RenderedInstance } from '../lib/instances.ts';
 import { createLandscape, deleteNamespaceAndWait, deleteNamespacesBySelector, log, mapLimit, now, sleep, uniqueName } from '../lib/kube.ts';
 import { PhaseProbe } from '../lib/probe.ts';
 import { round, summarize } from '../lib/stats.ts';
 
 const seconds = (ms: number): number => round(ms / 1000);
 
-async function teardownFloor(ctx: BenchContext, landscape: string): Promise<void> {
+export async function teardownFloor(ctx: BenchContext, landscape: string): Promise<void> {
   const t0 = now();
   await deleteNamespacesBySelector(ctx.client, landscapeSelector(landscape));
   await deleteNamespaceAndWait(ctx.client, landscape);
   log(`floor landscape ${landscape} removed (${((now() - t0) / 1000).toFixed(0)} s)`);
 }
 
-export async function floorBurst(ctx: BenchContext, n: number): Promise<ScenarioOutput> {
+/** The children of N instances created without an operator, all ready. */
+export interface FloorPopulation {
+  landscape: string;
+  pullSecret: KubeObject;
+  rendered: RenderedInstance[];
+}
+
+/**
+ * The floor of a burst. The landscape is torn down at the end unless `keep` is set, in which case
+ * a ready population is returned for a further floor phase (which then tears it down,
+ * `teardownFloor`); a failed phase always tears down what it made.
+ */
+export async function floorBurst(ctx: BenchContext, n: number, keep = false): Promise<ScenarioOutput & { population?: FloorPopulation }> {
   const landscape = uniqueName('fl');
   const secret = await createLandscape(ctx.client, landscape);
   const rendered = Array.from({ length: n }, (_, i) => renderInstance(landscape, instanceName(i), secret));
   const tracker = new InstanceTracker(ctx.client, landscape, ['workloads', 'pods']);
+  let kept = false;
   try {
     await tracker.start();
     for (const r of rendered) tracker.expect(r);
@@ -54,7 +68,7 @@ export async function floorBurst(ctx: BenchContext, n: number): Promise<Scenario
     const perPods = rendered.map((r) => seconds(tracker.at.pods.get(r.id)! - sentAt.get(r.id)!));
     const wl = summarize(perWorkloads);
     const pods = summarize(perPods);
-    return {
+    const result = {
       figures: {
         n,
         objects: rendered.reduce((s, r) => s + r.children.length, 0),
@@ -69,10 +83,13 @@ export async function floorBurst(ctx: BenchContext, n: number): Promise<Scenario
         host: phase.host,
       },
       samples: { readyS: perWorkloads, podsReadyS: perPods },
+      ...(keep ? { population: { landscape, pullSecret: secret, rendered } } : {}),
     };
+    kept = keep;
+    return result;
   } finally {
     await tracker.stop();
-    await teardownFloor(ctx, landscape);
+    if (!kept) await teardownFloor(ctx, landscape);
   }
 }
 

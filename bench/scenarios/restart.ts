@@ -18,68 +18,74 @@ import { log, now, sleep } from '../lib/kube.ts';
 import { operatorRequestFigures, reconcileCount } from '../lib/probe.ts';
 import { MiB } from '../lib/proc.ts';
 import { round } from '../lib/stats.ts';
-import { burstPhase, closeSession, openSession } from './burst.ts';
+import { burstPhase, closeSession, openSession, type IoTSession } from './burst.ts';
 import { waitQuiet } from './steady.ts';
+
+/**
+ * Kills the session's idle operator with SIGKILL and starts it again with the same command (the
+ * session then holds the new process); measured until it has verified every instance.
+ */
+export async function restartPhase(ctx: BenchContext, s: IoTSession, n: number): Promise<Record<string, unknown>> {
+  await waitQuiet(s.operator, 120_000);
+  await sleep(2000);
+  log(`restart: kill -9 operator pid ${s.operator.pid}`);
+  const tKill = now();
+  await s.operator.kill9();
+  const op = await startIoTOperator({
+    command: s.command,
+    kubeconfig: ctx.kubeconfig,
+    landscape: s.landscape,
+    workers: ctx.options.workers,
+    memoryLimitMiB: ctx.options.memoryLimitMiB,
+    logFile: path.join(ctx.logDir, `operator-${s.landscape}-restarted.log`),
+  });
+  s.operator = op;
+  const readyAt = await op.waitReady(ctx.options.timeoutS * 1000, 20);
+  log(`restart: ready after ${((readyAt - tKill) / 1000).toFixed(2)} s`);
+  const deadline = now() + ctx.options.timeoutS * 1000;
+  let verifiedAt: number;
+  for (;;) {
+    const count = reconcileCount(await op.metrics(['controller_runtime_reconcile_total']));
+    if (count >= n) {
+      verifiedAt = now();
+      break;
+    }
+    if (now() > deadline) throw new Error(`restart: only ${count} of ${n} reconciles after ${ctx.options.timeoutS} s`);
+    await sleep(100);
+  }
+  await waitQuiet(op, 120_000);
+  await sleep(5000);
+  const after = await op.metrics(['rest_client_requests_total', 'controller_runtime_reconcile_total']);
+  op.sampler.sample();
+  const requests = operatorRequestFigures([], after);
+  const settleS = (now() - op.startedAt) / 1000;
+  return {
+    killToReadyS: round((readyAt - tKill) / 1000),
+    startToReadyS: round((readyAt - op.startedAt) / 1000),
+    killToVerifiedS: round((verifiedAt - tKill) / 1000),
+    readyToVerifiedS: round((verifiedAt - readyAt) / 1000),
+    writes: requests.writes,
+    requests: requests.total,
+    requestsByVerbCode: requests.byVerbCode,
+    reconciles: reconcileCount(after),
+    settleS: round(settleS, 1),
+    cpuS: round(op.sampler.lastCpuS ?? 0, 2),
+    peakRssMiB: round(op.sampler.peakRssBytes / MiB, 1),
+  };
+}
 
 export async function runRestart(ctx: BenchContext): Promise<ScenarioOutput> {
   const { n } = ctx.options;
   const s = await openSession(ctx, 're');
-  let current = s.operator;
   try {
     const burst = await burstPhase(ctx, s, n, 'restart/burst');
-    await waitQuiet(s.operator, 120_000);
-    await sleep(2000);
-    log(`restart: kill -9 operator pid ${s.operator.pid}`);
-    const tKill = now();
-    await s.operator.kill9();
-    const op = await startIoTOperator({
-      command: s.command,
-      kubeconfig: ctx.kubeconfig,
-      landscape: s.landscape,
-      workers: ctx.options.workers,
-      memoryLimitMiB: ctx.options.memoryLimitMiB,
-      logFile: path.join(ctx.logDir, `operator-${s.landscape}-restarted.log`),
-    });
-    current = op;
-    const readyAt = await op.waitReady(ctx.options.timeoutS * 1000, 20);
-    log(`restart: ready after ${((readyAt - tKill) / 1000).toFixed(2)} s`);
-    const deadline = now() + ctx.options.timeoutS * 1000;
-    let verifiedAt: number;
-    for (;;) {
-      const count = reconcileCount(await op.metrics(['controller_runtime_reconcile_total']));
-      if (count >= n) {
-        verifiedAt = now();
-        break;
-      }
-      if (now() > deadline) throw new Error(`restart: only ${count} of ${n} reconciles after ${ctx.options.timeoutS} s`);
-      await sleep(100);
-    }
-    await waitQuiet(op, 120_000);
-    await sleep(5000);
-    const after = await op.metrics(['rest_client_requests_total', 'controller_runtime_reconcile_total']);
-    op.sampler.sample();
-    const requests = operatorRequestFigures([], after);
-    const settleS = (now() - op.startedAt) / 1000;
+    const restart = await restartPhase(ctx, s, n);
     return {
-      figures: {
-        n,
-        killToReadyS: round((readyAt - tKill) / 1000),
-        startToReadyS: round((readyAt - op.startedAt) / 1000),
-        killToVerifiedS: round((verifiedAt - tKill) / 1000),
-        readyToVerifiedS: round((verifiedAt - readyAt) / 1000),
-        writes: requests.writes,
-        requests: requests.total,
-        requestsByVerbCode: requests.byVerbCode,
-        reconciles: reconcileCount(after),
-        settleS: round(settleS, 1),
-        cpuS: round(op.sampler.lastCpuS ?? 0, 2),
-        peakRssMiB: round(op.sampler.peakRssBytes / MiB, 1),
-        burst: { wallS: burst.figures.wallS, available: burst.figures.available },
-      },
+      figures: { n, ...restart, burst: { wallS: burst.figures.wallS, available: burst.figures.available } },
       samples: { burstAvailableS: burst.availableS },
       operatorCommand: s.command,
     };
   } finally {
-    await closeSession(ctx, s, current);
+    await closeSession(ctx, s);
   }
 }
