@@ -24,7 +24,7 @@ import { median } from './lib/stats.ts';
 import { rssSlope } from './lib/throughput.ts';
 import { cdfSvg, type Series } from './lib/svg.ts';
 
-export const SCENARIO_ORDER = ['burst', 'floor', 'steady', 'latency', 'churn', 'restart', 'memcached', 'throughput', 'armada', 'start'];
+export const SCENARIO_ORDER = ['burst', 'floor', 'steady', 'latency', 'churn', 'restart', 'scale', 'memcached', 'throughput', 'armada', 'start'];
 
 /** Figures shown per scenario: [label, dotted path]; a path ending in `.*` expands to every key found. */
 export const FIGURES: Record<string, [string, string][]> = {
@@ -184,6 +184,41 @@ export const FIGURES: Record<string, [string, string][]> = {
     ['all replicas: CPU (s)', 'totals.cpuS'],
     ['all replicas: API requests', 'totals.requests'],
   ],
+  scale: [
+    ['burst: wall time to all Available (s)', 'burst.wallS'],
+    ['floor (same run): wall time to all workloads ready (s)', 'floor.wallS'],
+    ['burst wall / floor wall (same run)', 'ratioWallToFloor'],
+    ['burst: per-instance create → Available p99 (s)', 'burst.available.p99S'],
+    ['burst: operator requests per instance', 'perInstance.requests'],
+    ['burst: operator writes per instance', 'perInstance.writes'],
+    ['burst: operator reconciles per instance', 'perInstance.reconciles'],
+    ['burst: operator CPU per instance (ms)', 'perInstance.cpuMs'],
+    ['burst: operator CPU (s)', 'burst.operator.cpuS'],
+    ['burst: operator peak RSS (MiB)', 'burst.operator.peakRssMiB'],
+    ['burst: controller-manager rate-limiter wait (s, summed)', 'burst.controlPlaneClients.kube-controller-manager.rateLimiterWaitS'],
+    ['burst: scheduler rate-limiter wait (s, summed)', 'burst.controlPlaneClients.kube-scheduler.rateLimiterWaitS'],
+    ['burst: host CPU utilisation', 'burst.host.utilisation'],
+    ['steady: writes per minute (idle)', 'steady.idle.writesPerMin'],
+    ['steady: requests per minute (idle)', 'steady.idle.requestsPerMin'],
+    ['steady: RSS after the idle minutes (MiB)', 'steady.rss.idleEndMiB'],
+    ['steady: forced resync: time to every instance reconciled (s)', 'steady.resync.allReconciledS'],
+    ['steady: forced resync: requests', 'steady.resync.requests'],
+    ['steady: forced resync: writes', 'steady.resync.writes'],
+    ['steady: forced resync: operator CPU (s)', 'steady.resync.cpuS'],
+    ['churn: changes', 'churn.changes'],
+    ['churn: change → Available p99 (s)', 'churn.changeToAvailable.p99S'],
+    ['churn floor (same run): change → ready p99 (s)', 'churnFloor.changeToReady.p99S'],
+    ['churn: p99 − floor p99 (s)', 'churnP99OverFloorS'],
+    ['churn: work queue wait p99 (s)', 'churn.queueDuration.p99S'],
+    ['churn: operator writes per change', 'churn.operator.writesPerChange'],
+    ['churn: operator peak RSS (MiB)', 'churn.operator.peakRssMiB'],
+    ['restart: kill → caches synced (s)', 'restart.killToReadyS'],
+    ['restart: kill → every instance re-checked (s)', 'restart.killToVerifiedS'],
+    ['restart: writes after restart', 'restart.writes'],
+    ['restart: requests after restart', 'restart.requests'],
+    ['restart: CPU of the new process (s)', 'restart.cpuS'],
+    ['restart: peak RSS of the new process (MiB)', 'restart.peakRssMiB'],
+  ],
   start: [
     ['npm start → Available, cluster absent (created from cached binaries) (s)', 'clusterAbsentS'],
     ['npm start → Available, cluster running (the second start in a row) (s)', 'clusterRunningS'],
@@ -278,12 +313,12 @@ export function evaluateTargets(results: readonly BenchResult[]): TargetRow[] {
   const bursts = byScenario(results, 'burst', 100);
   const paired = numbersAt(bursts, 'ratioWallToFloor');
   if (paired.length > 0) {
-    rows.push(judge('burst wall time ≤ 1.25 × floor (N = 100)', paired, (v) => v <= 1.25, ' ×', 'median of burst/floor ratios measured in the same run'));
+    rows.push(judge('burst wall time ≤ 1.05 × floor (N = 100)', paired, (v) => v <= 1.05, ' ×', 'median of burst/floor ratios measured in the same run'));
   } else {
     const floors = numbersAt(byScenario(results, 'floor', 100), 'wallS');
     const walls = numbersAt(bursts, 'wallS');
     const ratio = floors.length && walls.length ? [median(walls) / median(floors)] : [];
-    rows.push(judge('burst wall time ≤ 1.25 × floor (N = 100)', ratio, (v) => v <= 1.25, ' ×', 'median burst wall / median floor wall (separate runs)'));
+    rows.push(judge('burst wall time ≤ 1.05 × floor (N = 100)', ratio, (v) => v <= 1.05, ' ×', 'median burst wall / median floor wall (separate runs)'));
   }
 
   const steady = byScenario(results, 'steady', 100);
@@ -293,10 +328,11 @@ export function evaluateTargets(results: readonly BenchResult[]): TargetRow[] {
   rows.push(judge('latency: create → Available p99 within 1 s of the floor', numbersAt(latency, 'availableP99MinusFloorS'), (v) => v <= 1, ' s', 'median of (p99 − floor p99) measured in the same run'));
 
   const rss = numbersAt(bursts, 'operator.peakRssMiB');
-  rows.push(judge('IoT operator peak RSS ≤ 100 MiB (burst, N = 100)', rss, (v) => v <= 100, ' MiB', 'median peak RSS over burst runs, no memory limit'));
+  rows.push(judge('IoT operator peak RSS ≤ 90 MiB (burst, N = 100)', rss, (v) => v <= 90, ' MiB', 'median peak RSS over burst runs, no memory limit'));
 
-  const memcachedRss = numbersAt(byScenario(results, 'memcached', 500), 'operator.peakRssMiB');
-  rows.push(judge('Memcached operator peak RSS ≤ 80 MiB (N = 500, size 1)', memcachedRss, (v) => v <= 80, ' MiB', 'median peak RSS over memcached runs, no memory limit'));
+  const memcached = byScenario(results, 'memcached', 500);
+  rows.push(judge('Memcached operator peak RSS ≤ 60 MiB (N = 500, size 1)', numbersAt(memcached, 'operator.peakRssMiB'), (v) => v <= 60, ' MiB', 'median peak RSS over memcached runs, no memory limit'));
+  rows.push(judge('Memcached operator CPU ≤ 4.2 s (N = 500, size 1)', numbersAt(memcached, 'operator.cpuS'), (v) => v <= 4.2, ' s', 'median operator CPU over memcached runs'));
 
   const start = byScenario(results, 'start');
   const slowestStart = start.map((r) => Math.max(Number(get(r.figures, 'clusterAbsentS')), Number(get(r.figures, 'clusterRunningS'))));
@@ -323,7 +359,56 @@ export function evaluateTargets(results: readonly BenchResult[]): TargetRow[] {
 
   const restart = byScenario(results, 'restart', 100);
   rows.push(judge('restart: writes after restart = 0', numbersAt(restart, 'writes'), (v) => v === 0, '', 'largest over runs', (v) => Math.max(...v)));
+
+  // N = 1,000 full instances: judged on the scale scenario's cluster, whose controller-manager and
+  // scheduler limits are raised so that the operator, not their pacing, is what is measured.
+  const scale = scaleRuns(results).filter((r) => r.options.n === 1000);
+  const basis = (what: string) => `${what}; controller-manager and scheduler at ${[...new Set(scale.map(controlPlaneQps))].join(', ') || '?'}`;
+  rows.push(judge('scale N = 1,000: burst wall ≤ 1.1 × floor', numbersAt(scale, 'ratioWallToFloor'), (v) => v <= 1.1, ' ×', basis('median of burst/floor ratios measured in the same run')));
+  rows.push(judge('scale N = 1,000: operator peak RSS ≤ 150 MiB (no memory limit)', numbersAt(scale, 'burst.operator.peakRssMiB'), (v) => v <= 150, ' MiB', basis('median burst peak RSS')));
+  rows.push(judge('scale N = 1,000: restart → every instance re-checked ≤ 15 s', numbersAt(scale, 'restart.killToVerifiedS'), (v) => v <= 15, ' s', basis('median from kill -9')));
+  rows.push(judge('scale N = 1,000: writes after restart and in steady state = 0', [...numbersAt(scale, 'restart.writes'), ...numbersAt(scale, 'steady.idle.writesPerMin'), ...numbersAt(scale, 'steady.resync.writes')], (v) => v === 0, '', basis('largest over restarts, idle windows and resyncs'), (v) => Math.max(...v), scale.length));
+  rows.push(judge('scale N = 1,000: churn change → Available p99 within 1 s of the floor', numbersAt(scale, 'churnP99OverFloorS'), (v) => v <= 1, ' s', basis('median of (p99 − floor p99) measured in the same run')));
   return rows;
+}
+
+/** Scale runs of the operator as shipped (any control-plane limits: the scenario raises them on purpose). */
+function scaleRuns(results: readonly BenchResult[]): BenchResult[] {
+  return results.filter((r) => r.ok && r.scenario === 'scale' && r.options.operatorCmd === undefined && r.options.operatorMemoryLimitMiB === undefined);
+}
+
+function controlPlaneQps(r: BenchResult): string {
+  return `QPS ${String(r.options.controllerManagerQps ?? 20)} / ${String(r.options.schedulerQps ?? 50)}`;
+}
+
+/** The columns of the growth table: [header, dotted path into a scale result's figures]. */
+const GROWTH_COLUMNS: [string, string][] = [
+  ['burst wall (s)', 'burst.wallS'],
+  ['burst / floor', 'ratioWallToFloor'],
+  ['peak RSS (MiB)', 'burst.operator.peakRssMiB'],
+  ['RSS after 5 idle min (MiB)', 'steady.rss.idleEndMiB'],
+  ['CPU per instance (ms)', 'perInstance.cpuMs'],
+  ['requests per instance', 'perInstance.requests'],
+  ['reconciles per instance', 'perInstance.reconciles'],
+  ['idle writes / min', 'steady.idle.writesPerMin'],
+  ['resync: requests', 'steady.resync.requests'],
+  ['resync: all reconciled (s)', 'steady.resync.allReconciledS'],
+  ['churn p99 − floor (s)', 'churnP99OverFloorS'],
+  ['restart → synced (s)', 'restart.killToReadyS'],
+  ['restart → all re-checked (s)', 'restart.killToVerifiedS'],
+  ['writes after restart', 'restart.writes'],
+];
+
+/** One row per N of the scale runs (medians), the smallest N first: how each figure grows with N. */
+export function scaleGrowthTable(results: readonly BenchResult[]): string {
+  const runs = scaleRuns(results);
+  const sizes = [...new Set(runs.map((r) => Number(r.options.n)))].sort((a, b) => a - b);
+  if (sizes.length === 0) return '';
+  const rows = sizes.map((n) => {
+    const atN = runs.filter((r) => r.options.n === n);
+    return [String(n), String(atN.length), ...GROWTH_COLUMNS.map(([, dotted]) => medianShown(atN, dotted))];
+  });
+  return markdownTable(['N', 'runs', ...GROWTH_COLUMNS.map(([header]) => header)], rows);
 }
 
 export function burstChart(results: readonly BenchResult[]): string {
@@ -499,6 +584,12 @@ export function buildReport({ results, notes, svgName }: ReportInput): { markdow
       out.push('');
       out.push('### throughput: the operator as the bottleneck');
       out.push(...throughputTables(runs));
+    }
+    if (scenario === 'scale') {
+      out.push('');
+      out.push('### scale: how the figures grow with N (medians)');
+      out.push('');
+      out.push(scaleGrowthTable(runs));
     }
     for (const key of keys) {
       const group = groups.get(key)!;

@@ -47,10 +47,10 @@ describe('figureRows', () => {
 
 describe('evaluateTargets', () => {
   it('judges burst on ratios measured in the same run, at N = 100 only', () => {
-    const rows = evaluateTargets([burst(10, 1.1, 100, {}), burst(12, 1.2, 100, {}), burst(11, 1.4, 100, {}), result('burst', { n: 5 }, { ratioWallToFloor: 9 })]);
+    const rows = evaluateTargets([burst(10, 1.02, 100, {}), burst(12, 1.04, 100, {}), burst(11, 1.4, 100, {}), result('burst', { n: 5 }, { ratioWallToFloor: 9 })]);
     const t = rows.find((r) => r.target.startsWith('burst'))!;
     assert.equal(t.verdict, 'holds');
-    assert.equal(t.figure, '1.20 ×');
+    assert.equal(t.figure, '1.04 ×');
     assert.match(t.basis, /3 runs/);
   });
 
@@ -62,14 +62,17 @@ describe('evaluateTargets', () => {
   });
 
   it('judges memory on the IoT burst at N = 100 and the Memcached operator at N = 500', () => {
-    const mc = (n: number, rss: number) => result('memcached', { n }, { operator: { peakRssMiB: rss } });
-    const rows = evaluateTargets([burst(10, 1, 96, {}), burst(10, 1, 104, {}), burst(10, 1, 98, {}), mc(500, 79), mc(500, 82), mc(1000, 70)]);
+    const mc = (n: number, rss: number, cpu: number) => result('memcached', { n }, { operator: { peakRssMiB: rss, cpuS: cpu } });
+    const rows = evaluateTargets([burst(10, 1, 86, {}), burst(10, 1, 94, {}), burst(10, 1, 88, {}), mc(500, 59, 4.1), mc(500, 62, 4.5), mc(1000, 50, 1)]);
     const iot = rows.find((r) => r.target.startsWith('IoT operator peak RSS'))!;
-    assert.equal(iot.figure, '98 MiB');
+    assert.equal(iot.figure, '88 MiB');
     assert.equal(iot.verdict, 'holds');
     const memcached = rows.find((r) => r.target.startsWith('Memcached operator peak RSS'))!;
-    assert.equal(memcached.verdict, 'misses', 'the median of 79 and 82 is over 80; the N = 1000 run does not count');
+    assert.equal(memcached.verdict, 'misses', 'the median of 59 and 62 is over 60; the N = 1000 run does not count');
     assert.match(memcached.basis, /2 runs/);
+    const cpu = rows.find((r) => r.target.startsWith('Memcached operator CPU'))!;
+    assert.equal(cpu.figure, '4.30 s');
+    assert.equal(cpu.verdict, 'misses');
   });
 
   it('judges the warm start on the slower of its two starts', () => {
