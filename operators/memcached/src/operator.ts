@@ -11,6 +11,7 @@
 
 import { Kinds, Manager, keepFields, operatorManagerOptions, type OperatorProcessOptions, type RateLimit } from '@iot-operator/runtime';
 import { OPERATOR_NAME, POD_CACHE_SELECTOR, type MemcachedControllerOptions } from './controller.ts';
+import { INSTANCE_LABEL } from './resources/deployment.ts';
 import { registerControllers } from './controllers.ts';
 
 /** Kubeconfig, watched namespace (undefined or "" = all), HTTP address, leader election, logging; Memcacheds reconciled in parallel. */
@@ -31,7 +32,8 @@ export const memcachedRateLimitDefaults: RateLimit = { qps: 0, burst: 30 };
 
 export async function createMemcachedOperator(options: MemcachedOperatorOptions = {}): Promise<Manager> {
   // Of a pod, status.nodes needs its name, deletion mark and phase: the cache keeps no more.
-  const podCache = { type: Kinds.Pod, labelSelector: POD_CACHE_SELECTOR, transform: keepFields('status.phase') };
+  // Indexed by the Memcached it belongs to, so a reconcile reads its own pods, not the namespace's.
+  const podCache = { type: Kinds.Pod, labelSelector: POD_CACHE_SELECTOR, indexLabels: [INSTANCE_LABEL], transform: keepFields('status.phase') };
   const rateLimit = options.rateLimit ?? memcachedRateLimitDefaults;
   const mgr = await Manager.create(operatorManagerOptions(OPERATOR_NAME, { ...options, rateLimit }, { byType: [podCache] }));
   registerControllers(mgr, { maxConcurrentReconciles: options.maxConcurrentReconciles });

@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --import tsx --max-semi-space-size=2 --heap-growing-percent=20
+#!/usr/bin/env -S node --import tsx --max-semi-space-size=2 --heap-growing-percent=20 --no-opt --single-threaded
 /**
  * The ptemplate operator process: flags and environment → a running manager.
  *

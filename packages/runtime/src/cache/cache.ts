@@ -20,7 +20,7 @@ import { clientSource, type Selection } from '../watch/source.ts';
 import { Informer, type Transform } from './informer.ts';
 import { metadataSource } from './metadata-source.ts';
 import type { WatcherConfig } from '../watch/watcher.ts';
-import { matchesSelector, parseSelector } from './selector.ts';
+import { matchesSelector, parseSelector, type LabelSelector } from './selector.ts';
 import { byLabel, byNamespace, byOwnerUid, labelIndex, namespaceIndex, ownerUidIndex, type IndexFunc } from './store.ts';
 
 export interface TypeCacheOptions extends Selection {
@@ -45,7 +45,7 @@ export interface CacheListOptions {
   selection?: Selection;
   namespace?: string;
   labelSelector?: string | Record<string, string>;
-  /** Use an index: a label configured in `indexLabels`, or the owner UID. */
+  /** Use an index: a label configured in `indexLabels`, or the owner UID. A `labelSelector` term `label=value` on an indexed label uses its index too. */
   label?: { name: string; value: string };
   ownerUid?: string;
 }
@@ -148,16 +148,26 @@ export class Cache implements CacheReader {
 
   list<T extends KubeObject = KubeObject>(type: ResourceType, options: CacheListOptions = {}): T[] {
     const store = this.informer<T>(type, options.selection).store;
+    const selector = options.labelSelector === undefined ? undefined : parseSelector(options.labelSelector);
+    // A selector term `label=value` on an indexed label is answered from the index, so listing
+    // one instance's objects does not scan every object of the namespace.
+    const label = options.label ?? (selector && indexedEquality(selector, (name) => store.hasIndex(labelIndex(name))));
     let items: T[];
-    if (options.label) items = store.byIndex(labelIndex(options.label.name), options.label.value);
+    if (label) items = store.byIndex(labelIndex(label.name), label.value);
     else if (options.ownerUid) items = store.byIndex(ownerUidIndex, options.ownerUid);
     else if (options.namespace) items = store.byIndex(namespaceIndex, options.namespace);
     else items = store.list();
-    if (options.namespace && (options.label || options.ownerUid)) items = items.filter((o) => o.metadata.namespace === options.namespace);
-    if (options.labelSelector !== undefined) {
-      const selector = parseSelector(options.labelSelector);
-      items = items.filter((o) => matchesSelector(o.metadata.labels, selector));
-    }
+    if (options.namespace && (label || options.ownerUid)) items = items.filter((o) => o.metadata.namespace === options.namespace);
+    if (selector) items = items.filter((o) => matchesSelector(o.metadata.labels, selector));
     return items;
   }
+
+}
+
+/** The first `label=value` term of a selector whose label is indexed. */
+function indexedEquality(selector: LabelSelector, indexed: (label: string) => boolean): { name: string; value: string } | undefined {
+  for (const term of selector) {
+    if (term.op === 'in' && term.values.length === 1 && indexed(term.key)) return { name: term.key, value: term.values[0]! };
+  }
+  return undefined;
 }

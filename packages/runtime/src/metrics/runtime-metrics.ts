@@ -4,14 +4,15 @@
  *
  * Guarantees: every metric lives in the registry passed in (nothing global), so two managers in
  * one process keep separate figures; names and label sets are those listed in the runtime
- * guarantees (row 9). `collectProcessMetrics()` adds prom-client's default process metrics
+ * guarantees (row 9). `collectProcessMetrics()` adds the process metrics
  * (`process_resident_memory_bytes`, `process_cpu_seconds_total`, `process_open_fds`,
- * `process_start_time_seconds`, ...) to the registry. `workqueue_unfinished_work_seconds` and
+ * `process_start_time_seconds`, ...; process-metrics.ts) to the registry. `workqueue_unfinished_work_seconds` and
  * `workqueue_longest_running_processor_seconds` are computed at scrape time from the keys each
  * registered queue is processing, so they are exact when read; so is `cache_objects` (objects held
  * by each informer of the cache, by resource and selection) from the counter the cache registers.
  */
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { registerProcessMetrics } from './process-metrics.ts';
 
 /** When (performance.now()) each key a queue is processing was handed out. */
 export type InFlightStarts = () => Iterable<number>;
@@ -105,9 +106,9 @@ export class RuntimeMetrics {
     this.cacheCounts = counts;
   }
 
-  /** Adds the process metrics (memory, CPU, open file descriptors, start time, ...) to the registry. */
+  /** Adds the process metrics (memory, CPU, open file descriptors, start time, ...) to the registry, computed when scraped. */
   collectProcessMetrics(): void {
-    collectDefaultMetrics({ register: this.registry });
+    registerProcessMetrics(this.registry);
   }
 }
 
