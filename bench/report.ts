@@ -214,6 +214,7 @@ export const FIGURES: Record<string, [string, string][]> = {
     ['churn: operator peak RSS (MiB)', 'churn.operator.peakRssMiB'],
     ['restart: kill → caches synced (s)', 'restart.killToReadyS'],
     ['restart: kill → every instance re-checked (s)', 'restart.killToVerifiedS'],
+    ['restart: kill → work queues empty (s)', 'restart.killToQuietS'],
     ['restart: writes after restart', 'restart.writes'],
     ['restart: requests after restart', 'restart.requests'],
     ['restart: CPU of the new process (s)', 'restart.cpuS'],
@@ -396,6 +397,7 @@ const GROWTH_COLUMNS: [string, string][] = [
   ['churn p99 − floor (s)', 'churnP99OverFloorS'],
   ['restart → synced (s)', 'restart.killToReadyS'],
   ['restart → all re-checked (s)', 'restart.killToVerifiedS'],
+  ['restart → queues empty (s)', 'restart.killToQuietS'],
   ['writes after restart', 'restart.writes'],
 ];
 

@@ -3,8 +3,9 @@
  * killed with SIGKILL and started again with the same command.
  *
  * Figures: time from the restart to caches synced (/readyz 200), both from the kill and from
- * the new process's spawn; time until it has verified every instance (at least N reconciles in
- * `controller_runtime_reconcile_total`); the writes it made (must be 0: nothing changed while it
+ * the new process's spawn; time until it has verified every instance (at least N reconciles of
+ * the IoTService controller in `controller_runtime_reconcile_total`) and until its work queues are
+ * empty and its workers idle (every follow-up read done); the writes it made (must be 0: nothing changed while it
  * was down) and its requests by verb, counted over its first `settle` seconds (default: until
  * verified plus 5 s); its CPU seconds and peak RSS over that time.
  *
@@ -16,6 +17,7 @@ import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
 import { startIoTOperator } from '../lib/iot.ts';
 import { log, now, sleep } from '../lib/kube.ts';
 import { operatorRequestFigures, reconcileCount } from '../lib/probe.ts';
+import { sumWhere } from '../lib/prom.ts';
 import { MiB } from '../lib/proc.ts';
 import { round } from '../lib/stats.ts';
 import { burstPhase, closeSession, openSession, type IoTSession } from './burst.ts';
@@ -25,6 +27,9 @@ import { waitQuiet } from './steady.ts';
  * Kills the session's idle operator with SIGKILL and starts it again with the same command (the
  * session then holds the new process); measured until it has verified every instance.
  */
+/** The IoT operator's controller of IoTServices (its other controller looks after namespaces). */
+const PRIMARY_CONTROLLER = 'iotservice';
+
 export async function restartPhase(ctx: BenchContext, s: IoTSession, n: number): Promise<Record<string, unknown>> {
   await waitQuiet(s.operator, 120_000);
   await sleep(2000);
@@ -45,7 +50,7 @@ export async function restartPhase(ctx: BenchContext, s: IoTSession, n: number):
   const deadline = now() + ctx.options.timeoutS * 1000;
   let verifiedAt: number;
   for (;;) {
-    const count = reconcileCount(await op.metrics(['controller_runtime_reconcile_total']));
+    const count = sumWhere(await op.metrics(['controller_runtime_reconcile_total']), 'controller_runtime_reconcile_total', { controller: PRIMARY_CONTROLLER });
     if (count >= n) {
       verifiedAt = now();
       break;
@@ -53,7 +58,9 @@ export async function restartPhase(ctx: BenchContext, s: IoTSession, n: number):
     if (now() > deadline) throw new Error(`restart: only ${count} of ${n} reconciles after ${ctx.options.timeoutS} s`);
     await sleep(100);
   }
-  await waitQuiet(op, 120_000);
+  const quietMs = 1000;
+  await waitQuiet(op, 120_000, quietMs);
+  const quietAt = now() - quietMs;
   await sleep(5000);
   const after = await op.metrics(['rest_client_requests_total', 'controller_runtime_reconcile_total']);
   op.sampler.sample();
@@ -64,6 +71,7 @@ export async function restartPhase(ctx: BenchContext, s: IoTSession, n: number):
     startToReadyS: round((readyAt - op.startedAt) / 1000),
     killToVerifiedS: round((verifiedAt - tKill) / 1000),
     readyToVerifiedS: round((verifiedAt - readyAt) / 1000),
+    killToQuietS: round((quietAt - tKill) / 1000),
     writes: requests.writes,
     requests: requests.total,
     requestsByVerbCode: requests.byVerbCode,
