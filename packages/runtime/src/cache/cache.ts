@@ -161,7 +161,6 @@ export class Cache implements CacheReader {
     if (selector) items = items.filter((o) => matchesSelector(o.metadata.labels, selector));
     return items;
   }
-
 }
 
 /** The first `label=value` term of a selector whose label is indexed. */

@@ -57,13 +57,14 @@ export function registerProcessMetrics(registry: Registry): void {
   new Gauge({ name: 'process_start_time_seconds', help: 'Start time of the process since unix epoch in seconds.', registers, collect() {
     this.set(startedAt);
   } });
-  const memory = (name: string, help: string, of: (m: ReturnType<typeof procStatusMemory>) => number | undefined) =>
+  /** A size from /proc/self/status; `fallback` where there is no /proc. */
+  const memory = (name: string, help: string, of: (m: ReturnType<typeof procStatusMemory>) => number | undefined, fallback?: () => number) =>
     new Gauge({ name, help, registers, collect() {
       const status = readProc('/proc/self/status');
-      const value = status === undefined ? (name === 'process_resident_memory_bytes' ? process.memoryUsage.rss() : undefined) : of(procStatusMemory(status));
+      const value = status === undefined ? fallback?.() : of(procStatusMemory(status));
       if (value !== undefined) this.set(value);
     } });
-  memory('process_resident_memory_bytes', 'Resident memory size in bytes.', (m) => m.rss);
+  memory('process_resident_memory_bytes', 'Resident memory size in bytes.', (m) => m.rss, () => process.memoryUsage.rss());
   memory('process_virtual_memory_bytes', 'Virtual memory size in bytes.', (m) => m.virtual);
   memory('process_heap_bytes', 'Process heap size in bytes.', (m) => m.data);
   new Gauge({ name: 'process_open_fds', help: 'Number of open file descriptors.', registers, collect() {
