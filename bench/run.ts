@@ -18,7 +18,7 @@ import { parseArgs } from 'node:util';
 import type { BenchContext, BenchOptions, Scenario } from './lib/context.ts';
 import { summarizeProfile, type CpuProfile } from './lib/cpuprofile.ts';
 import { IOT_DEFAULT_COMMAND, PODS_PER_INSTANCE, installIoTCrd, removeLeftovers } from './lib/iot.ts';
-import { clusterDirOf, connect, ensureBenchCluster, kubernetesVersion, log, podCapacity, repoRoot } from './lib/kube.ts';
+import { BENCH_CLUSTER, clusterDirOf, connect, ensureBenchCluster, kubernetesVersion, log, podCapacity, repoRoot } from './lib/kube.ts';
 import { OperatorProcess } from './lib/operator.ts';
 import { componentFlag } from './lib/proc.ts';
 import { flatten, formatTable, gitInfo, machineInfo, writeResult, type BenchResult } from './lib/results.ts';
@@ -50,6 +50,8 @@ interface ScenarioSpec {
   bundle?: string;
   /** The scenario needs the Kubernetes controller sharder on the cluster (cluster/up.sh CLUSTER_SHARDER=1). */
   sharder?: boolean;
+  /** The controller-manager's and scheduler's client QPS a new bench cluster gets, so that neither paces the scenario. */
+  controlPlaneQps?: number;
 }
 
 const scenarios: Record<string, ScenarioSpec> = {
@@ -62,7 +64,7 @@ const scenarios: Record<string, ScenarioSpec> = {
   throughput: { run: runThroughput, defaults: { n: 2000 }, pods: () => 0, uses: ['n', 'maxConcurrentReconciles', 'settleS'], operator: MEMCACHED_DEFAULT_COMMAND, bundle: 'memcached' },
   armada: { run: runArmada, defaults: { n: 50 }, pods: (o) => o.n, uses: ['n', 'floor', 'workers'], operator: ARMADA_DEFAULT_COMMAND, bundle: 'armada' },
   sharded: { run: runSharded, defaults: { n: 2000 }, pods: (o) => o.n * PODS_PER_LIGHT_INSTANCE, uses: ['n', 'shards', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot', sharder: true },
-  scale: { run: runScale, defaults: { n: 1000, m: 5, fraction: 0.01 }, pods: (o) => Math.ceil(o.n * PODS_PER_INSTANCE * 1.5), uses: ['n', 'm', 'periodS', 'fraction', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot' },
+  scale: { run: runScale, defaults: { n: 1000, m: 5, fraction: 0.01 }, pods: (o) => Math.ceil(o.n * PODS_PER_INSTANCE * 1.5), uses: ['n', 'm', 'periodS', 'fraction', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot', controlPlaneQps: 200 },
   floor: { run: runFloor, defaults: { n: 100, k: 30 }, pods: (o) => Math.max(o.n, o.k) * PODS_PER_INSTANCE, uses: ['n', 'k'] },
   start: { run: runStart, defaults: {}, pods: () => 0, uses: [] },
 };
@@ -182,6 +184,10 @@ async function main(): Promise<number> {
   };
 
   if (spec.sharder) process.env.CLUSTER_SHARDER = '1';
+  if (spec.controlPlaneQps) {
+    process.env.CLUSTER_CONTROLLER_MANAGER_QPS ??= String(spec.controlPlaneQps);
+    process.env.CLUSTER_SCHEDULER_QPS ??= String(spec.controlPlaneQps);
+  }
   const kubeconfig = await ensureBenchCluster(values.kubeconfig ?? process.env.BENCH_KUBECONFIG, spec.pods(options));
   const client = await connect(kubeconfig);
   const capacity = await podCapacity(client);
@@ -202,6 +208,9 @@ async function main(): Promise<number> {
   if (controllerManagerQps !== undefined) base.controllerManagerQps = Number(controllerManagerQps);
   const schedulerQps = componentFlag(ctx.clusterDir, 'kube-scheduler', 'kube-api-qps');
   if (schedulerQps !== undefined) base.schedulerQps = Number(schedulerQps);
+  if (spec.controlPlaneQps && (controllerManagerQps === undefined || schedulerQps === undefined)) {
+    log(`${name}: the bench cluster was made without raised controller-manager and scheduler limits, which may pace this scenario; recreate it: CLUSTER_NAME=${BENCH_CLUSTER} bash cluster/down.sh`);
+  }
 
   if (spec.bundle && !options.operatorCmd) log(`bundled ${path.relative(repoRoot, await bundleOperator(spec.bundle))}`);
 
