@@ -10,7 +10,8 @@
  * a time (the per-object floor that `latency` is compared with).
  *
  * Guarantees: nothing of a floor landscape survives the phase (all its namespaces are deleted
- * and waited for), so the operator phase that may follow in the same run starts clean.
+ * and waited for), so the operator phase that may follow in the same run starts clean — unless
+ * the caller keeps the population for a further floor phase, which then removes it.
  */
 import { landscapeSelector } from '@iot-operator/iot';
 import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
