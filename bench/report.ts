@@ -254,9 +254,14 @@ export function sizeKey(r: BenchResult): string {
   return r.options.operatorCmd ? `${size}; operator: \`${String(r.options.operatorCmd)}\`` : size;
 }
 
-/** Runs of the operator as shipped (no --operator-cmd, no --memory-limit) on a default cluster: the ones targets are judged on. */
+/** Runs of the operator as shipped: its default command, no --memory-limit. */
+function shippedOperator(r: BenchResult): boolean {
+  return r.options.operatorCmd === undefined && r.options.operatorMemoryLimitMiB === undefined;
+}
+
+/** Runs of the operator as shipped on a default cluster: the ones targets are judged on. */
 function asSpecified(r: BenchResult): boolean {
-  return r.options.operatorCmd === undefined && r.options.operatorMemoryLimitMiB === undefined && r.options.controllerManagerQps === undefined && r.options.schedulerQps === undefined;
+  return shippedOperator(r) && r.options.controllerManagerQps === undefined && r.options.schedulerQps === undefined;
 }
 
 /** A Markdown table; `align` gives 'l' or 'r' per column (default: first left, the others right). */
@@ -349,7 +354,7 @@ export function evaluateTargets(results: readonly BenchResult[]): TargetRow[] {
   // Runs on a controller-manager with a raised rate limit are no basis for the verdict, but they
   // show what the operator achieves once the default limit no longer queues the rollouts.
   const raised = results.filter(
-    (r) => r.ok && r.options.operatorCmd === undefined && r.options.operatorMemoryLimitMiB === undefined && r.options.controllerManagerQps !== undefined && churnAtSpecifiedRate(r),
+    (r) => r.ok && shippedOperator(r) && r.options.controllerManagerQps !== undefined && churnAtSpecifiedRate(r),
   );
   const raisedNote = [...new Set(raised.map((r) => Number(r.options.controllerManagerQps)))].map((qps) => {
     const runs = raised.filter((r) => Number(r.options.controllerManagerQps) === qps);
@@ -375,7 +380,7 @@ export function evaluateTargets(results: readonly BenchResult[]): TargetRow[] {
 
 /** Scale runs of the operator as shipped (any control-plane limits: the scenario raises them on purpose). */
 function scaleRuns(results: readonly BenchResult[]): BenchResult[] {
-  return results.filter((r) => r.ok && r.scenario === 'scale' && r.options.operatorCmd === undefined && r.options.operatorMemoryLimitMiB === undefined);
+  return results.filter((r) => r.ok && r.scenario === 'scale' && shippedOperator(r));
 }
 
 function controlPlaneQps(r: BenchResult): string {

@@ -65,11 +65,10 @@ fi
 CLUSTER_NODE_PODS=${CLUSTER_NODE_PODS:-1000}
 [[ "$CLUSTER_NODE_PODS" =~ ^[0-9]+$ ]] || die "CLUSTER_NODE_PODS must be a number, got '$CLUSTER_NODE_PODS'"
 CLUSTER_CONTROLLER_MANAGER_QPS=${CLUSTER_CONTROLLER_MANAGER_QPS:-}
-[[ -z "$CLUSTER_CONTROLLER_MANAGER_QPS" || "$CLUSTER_CONTROLLER_MANAGER_QPS" =~ ^[0-9]+$ ]] ||
-  die "CLUSTER_CONTROLLER_MANAGER_QPS must be a number, got '$CLUSTER_CONTROLLER_MANAGER_QPS'"
 CLUSTER_SCHEDULER_QPS=${CLUSTER_SCHEDULER_QPS:-}
-[[ -z "$CLUSTER_SCHEDULER_QPS" || "$CLUSTER_SCHEDULER_QPS" =~ ^[0-9]+$ ]] ||
-  die "CLUSTER_SCHEDULER_QPS must be a number, got '$CLUSTER_SCHEDULER_QPS'"
+for qps_var in CLUSTER_CONTROLLER_MANAGER_QPS CLUSTER_SCHEDULER_QPS; do
+  [[ -z "${!qps_var}" || "${!qps_var}" =~ ^[0-9]+$ ]] || die "$qps_var must be a number, got '${!qps_var}'"
+done
 T0=$SECONDS
 
 BIN_DIR=$(bash "$CLUSTER_DIR/build.sh" | tail -n 1)

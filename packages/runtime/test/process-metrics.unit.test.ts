@@ -25,6 +25,9 @@ describe('process metrics', () => {
     const registry = new Registry();
     registerProcessMetrics(registry);
     const first = await registry.metrics();
+    for (const name of ['process_resident_memory_bytes', 'process_virtual_memory_bytes', 'process_heap_bytes', 'nodejs_heap_size_total_bytes', 'nodejs_heap_size_used_bytes', 'nodejs_external_memory_bytes']) {
+      assert.ok(value(first, name)! > 0, `${name} has its value at the first scrape`);
+    }
     let spin = 0;
     for (let i = 0; i < 2e6; i++) spin += Math.sqrt(i);
     assert.ok(spin > 0);

@@ -57,16 +57,18 @@ export function registerProcessMetrics(registry: Registry): void {
   new Gauge({ name: 'process_start_time_seconds', help: 'Start time of the process since unix epoch in seconds.', registers, collect() {
     this.set(startedAt);
   } });
-  /** A size from /proc/self/status; `fallback` where there is no /proc. */
-  const memory = (name: string, help: string, of: (m: ReturnType<typeof procStatusMemory>) => number | undefined, fallback?: () => number) =>
-    new Gauge({ name, help, registers, collect() {
-      const status = readProc('/proc/self/status');
-      const value = status === undefined ? fallback?.() : of(procStatusMemory(status));
-      if (value !== undefined) this.set(value);
-    } });
-  memory('process_resident_memory_bytes', 'Resident memory size in bytes.', (m) => m.rss, () => process.memoryUsage.rss());
-  memory('process_virtual_memory_bytes', 'Virtual memory size in bytes.', (m) => m.virtual);
-  memory('process_heap_bytes', 'Process heap size in bytes.', (m) => m.data);
+  // /proc/self/status is read once per scrape: the resident size's gauge, registered (and so
+  // collected) before the other two, sets them as well, as prom-client's own collector does.
+  new Gauge({ name: 'process_resident_memory_bytes', help: 'Resident memory size in bytes.', registers, collect() {
+    const status = readProc('/proc/self/status');
+    if (status === undefined) return this.set(process.memoryUsage.rss());
+    const sizes = procStatusMemory(status);
+    if (sizes.rss !== undefined) this.set(sizes.rss);
+    if (sizes.virtual !== undefined) virtualMemory.set(sizes.virtual);
+    if (sizes.data !== undefined) dataMemory.set(sizes.data);
+  } });
+  const virtualMemory = new Gauge({ name: 'process_virtual_memory_bytes', help: 'Virtual memory size in bytes.', registers });
+  const dataMemory = new Gauge({ name: 'process_heap_bytes', help: 'Process heap size in bytes.', registers });
   new Gauge({ name: 'process_open_fds', help: 'Number of open file descriptors.', registers, collect() {
     try {
       this.set(readdirSync('/proc/self/fd').length - 1); // less the descriptor of the listing itself
@@ -80,13 +82,15 @@ export function registerProcessMetrics(registry: Registry): void {
     if (max !== undefined) this.set(max);
   } });
 
-  const heap = (name: string, help: string, of: (m: NodeJS.MemoryUsage) => number) =>
-    new Gauge({ name, help, registers, collect() {
-      this.set(of(process.memoryUsage()));
-    } });
-  heap('nodejs_heap_size_total_bytes', 'Process heap size from Node.js in bytes.', (m) => m.heapTotal);
-  heap('nodejs_heap_size_used_bytes', 'Process heap size used from Node.js in bytes.', (m) => m.heapUsed);
-  heap('nodejs_external_memory_bytes', 'Node.js external memory size in bytes.', (m) => m.external);
+  // One process.memoryUsage() per scrape, likewise.
+  new Gauge({ name: 'nodejs_heap_size_total_bytes', help: 'Process heap size from Node.js in bytes.', registers, collect() {
+    const usage = process.memoryUsage();
+    this.set(usage.heapTotal);
+    heapUsed.set(usage.heapUsed);
+    external.set(usage.external);
+  } });
+  const heapUsed = new Gauge({ name: 'nodejs_heap_size_used_bytes', help: 'Process heap size used from Node.js in bytes.', registers });
+  const external = new Gauge({ name: 'nodejs_external_memory_bytes', help: 'Node.js external memory size in bytes.', registers });
   const [major, minor, patch] = process.versions.node.split('.').map(Number);
   new Gauge({ name: 'nodejs_version_info', help: 'Node.js version info.', labelNames: ['version', 'major', 'minor', 'patch'], registers })
     .labels({ version: process.version, major: String(major), minor: String(minor), patch: String(patch) })
