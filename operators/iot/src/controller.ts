@@ -160,15 +160,13 @@ function watchedTypes(config: IoTControllerConfig): ResourceType[] {
   return config.shard ? Object.values(CHILD_TYPES) : [...Object.values(CHILD_TYPES), Kinds.Pod];
 }
 
-/** Of a pod, the status computation (status.ts) reads only these fields. */
+/** Of a pod, the status computation (status.ts) reads only these fields (and its metadata). */
 const leanPod = keepFields<KubeObject>(
-  'spec.containers',
-  'spec.initContainers',
+  ...['spec.containers[]', 'spec.initContainers[]'].flatMap((list) => [`${list}.name`, `${list}.image`]),
   'status.phase',
-  'status.conditions',
   'status.startTime',
-  'status.containerStatuses',
-  'status.initContainerStatuses',
+  ...['type', 'status', 'lastTransitionTime'].map((field) => `status.conditions[].${field}`),
+  ...['status.containerStatuses[]', 'status.initContainerStatuses[]'].flatMap((list) => [`${list}.name`, `${list}.image`, `${list}.state.waiting.reason`]),
 );
 
 /** Keeps objects of this landscape's instance namespaces (as `keep` makes them); reduces any other to its identity. */
@@ -298,16 +296,17 @@ class IoTReconcile {
     let writes = 0;
     let relabelled = 0;
     for (const stage of rendering.stages) {
-      const results = await Promise.allSettled(stage.map((index) => this.ensureChild(rendering.children[index]!, index, rendering, ownership)));
+      const results = await Promise.allSettled(stage.map((index) => this.ensureChild(index, rendering, ownership)));
       writes += results.filter((r) => r.status === 'fulfilled' && r.value === 'written').length;
       relabelled += results.filter((r) => r.status === 'fulfilled' && r.value === 'relabelled').length;
-      const errors = results.flatMap((r, i) => (r.status === 'rejected' ? [{ err: r.reason as unknown, child: rendering.children[stage[i]!]!.child.object }] : []));
+      const errors = results.flatMap((r, i) => (r.status === 'rejected' ? [{ err: r.reason as unknown, child: rendering.ids[stage[i]!]! }] : []));
       // A refusal retrying cannot fix is reported; any other error is retried with backoff.
       for (const { err, child } of errors) {
-        if (isRefusal(err)) return failed(apiRefusedFailure(err.reason, { kind: child.kind, name: child.metadata.name, namespace: child.metadata.namespace }, err.message));
+        if (isRefusal(err)) return failed(apiRefusedFailure(err.reason, { kind: child.kind, name: child.name, namespace: child.namespace }, err.message));
       }
       if (errors[0]) throw errors[0].err;
     }
+    rendering.releaseIfAllMatched();
     if (writes > 0) this.ctx.log.info({ writes }, 'children written');
     // Children that only took this shard's label over match: the instance itself did not change.
     if (relabelled > 0) this.ctx.log.info({ relabelled, shard: this.config.shard?.name }, 'children moved to this shard');
@@ -320,15 +319,17 @@ class IoTReconcile {
    * existing instance namespace that is not in a shard's cache gets this shard's label (one merge
    * patch, which also reads it back); if it then matches, it was only moved over: 'relabelled'.
    */
-  private async ensureChild({ child, desired }: PreparedChild, index: number, rendering: Rendering, ownership: 'absent' | 'owned'): Promise<ChildWrite> {
-    const type = CHILD_TYPES[child.object.kind]!;
-    const observed = this.ctx.cache.get(type, desired.metadata.name!, desired.metadata.namespace);
+  private async ensureChild(index: number, rendering: Rendering, ownership: 'absent' | 'owned'): Promise<ChildWrite> {
+    const id = rendering.ids[index]!;
+    const type = CHILD_TYPES[id.kind]!;
+    const observed = this.ctx.cache.get(type, id.name, id.namespace);
+    if (observed && (id.createOnly || rendering.matches(index, observed))) return 'unchanged';
+    const { desired } = rendering.child(index);
     if (type === Kinds.Namespace && ownership === 'absent' && !observed) {
       await this.createNamespace(desired);
       return 'written';
     }
-    if (child.createOnly) {
-      if (observed) return 'unchanged';
+    if (id.createOnly) {
       try {
         await this.ctx.client.create(type, desired);
       } catch (err) {
@@ -342,7 +343,6 @@ class IoTReconcile {
     }
     let current: KubeObject | undefined = observed;
     if (observed) {
-      if (rendering.matches(index, observed.metadata.resourceVersion)) return 'unchanged';
       // The cache holds only the metadata of these kinds: compare with the object as it is.
       if (METADATA_ONLY_TYPES.includes(type)) current = await this.liveObject(type, desired);
     } else if (this.config.shard && ownership === 'owned') {
@@ -350,14 +350,14 @@ class IoTReconcile {
       // that had the instance before (or labelled a moment ago, not cached yet), or missing.
       current = await this.relabel(type, desired).catch((err: unknown) => (isNotFound(err) ? undefined : Promise.reject(err)));
       if (current && firstDifference(desired, current) === undefined) {
-        rendering.recordMatch(index, current.metadata.resourceVersion);
+        rendering.recordMatch(index, current);
         return 'relabelled';
       }
     }
     if (current) {
       const difference = firstDifference(desired, current);
       if (difference === undefined) {
-        rendering.recordMatch(index, current.metadata.resourceVersion);
+        rendering.recordMatch(index, current);
         return 'unchanged';
       }
       this.ctx.log.debug({ kind: type.kind, name: desired.metadata.name, field: difference }, 'child differs');
@@ -366,7 +366,7 @@ class IoTReconcile {
     try {
       applied = await this.ctx.client.apply(type, desired, { fieldManager: FIELD_MANAGER, force: true });
       if (firstDifference(desired, applied) === undefined) {
-        rendering.recordMatch(index, applied.metadata.resourceVersion);
+        rendering.recordMatch(index, applied);
         return 'written';
       }
     } catch (err) {

@@ -1,17 +1,23 @@
 /**
  * Per instance, its desired children as last rendered and which observed versions matched them.
  *
- * Guarantees (both are shortcuts whose results equal doing the work again):
+ * Guarantees (each is a shortcut whose results equal doing the work again):
  * - An instance's children are rendered, stamped with their desired hash and grouped into their
  *   write stages once per rendering key (the caller's: the IoTService's uid and generation and the
  *   version of the image-pull-secret they are built from); a reconcile with the same key reuses
  *   them.
- * - A child whose observed object still has the resourceVersion that was found to match the same
- *   rendering is not compared again: an unchanged object against an unchanged desired form
- *   cannot differ.
+ * - A child found to match its desired form is not compared again while its observed object
+ *   keeps that resourceVersion, or changes only in its status: an object unchanged outside its
+ *   status (its content fingerprint) against an unchanged desired form cannot differ, and no
+ *   desired child has a status. So the status updates of a rolling workload cost no comparison.
+ * - Once every compared child matches (`releaseIfAllMatched`), the desired objects are let go and
+ *   only the children's names and fingerprints are kept: an instance at rest costs a few hundred
+ *   bytes, not its rendered children. They are rendered again, identically for the same key,
+ *   when a child has to be compared or written (`child`).
  * A new rendering key starts afresh; `forget` drops an instance (deleted or gone).
  */
-import type { KubeObject } from '@iot-operator/runtime';
+import { createHash } from 'node:crypto';
+import { canonicalJson, type KubeObject } from '@iot-operator/runtime';
 import { writeStages, type DesiredChild } from './resources/index.ts';
 
 export interface PreparedChild {
@@ -20,28 +26,71 @@ export interface PreparedChild {
   desired: KubeObject;
 }
 
+/** What identifies a child without its desired form. */
+export interface ChildId {
+  kind: string;
+  name: string;
+  namespace: string | undefined;
+  createOnly: boolean;
+}
+
+interface Match {
+  resourceVersion: string;
+  fingerprint: string;
+}
+
 export class Rendering {
-  private readonly matched = new Map<number, string>();
-  /** Indexes of `children` by write stage, earliest first (`writeStages`). */
+  private readonly matched = new Map<number, Match>();
+  private prepared: readonly PreparedChild[] | undefined;
+  /** Indexes of the children by write stage, earliest first (`writeStages`). */
   readonly stages: readonly number[][];
+  readonly ids: readonly ChildId[];
 
   constructor(
     readonly key: string,
-    readonly children: readonly PreparedChild[],
+    private readonly render: () => PreparedChild[],
   ) {
-    this.stages = writeStages(children.map((prepared) => prepared.child));
+    const prepared = render();
+    this.prepared = prepared;
+    this.stages = writeStages(prepared.map((p) => p.child));
+    this.ids = prepared.map(({ child, desired }) => ({ kind: desired.kind!, name: desired.metadata.name!, namespace: desired.metadata.namespace, createOnly: child.createOnly }));
   }
 
-  /** True when child `index` was found to match its desired form at this resourceVersion. */
-  matches(index: number, resourceVersion: string | undefined): boolean {
-    return resourceVersion !== undefined && this.matched.get(index) === resourceVersion;
+  /** Child `index` with its desired form, rendered again if it was let go. */
+  child(index: number): PreparedChild {
+    this.prepared ??= this.render();
+    return this.prepared[index]!;
   }
 
-  /** Records that child `index` at `resourceVersion` matches its desired form. */
-  recordMatch(index: number, resourceVersion: string | undefined): void {
+  /** True when child `index`, as observed now, is known to match its desired form. */
+  matches(index: number, observed: KubeObject): boolean {
+    const match = this.matched.get(index);
+    const resourceVersion = observed.metadata.resourceVersion;
+    if (!match || resourceVersion === undefined) return false;
+    if (match.resourceVersion === resourceVersion) return true;
+    if (match.fingerprint !== contentFingerprint(observed)) return false;
+    match.resourceVersion = resourceVersion;
+    return true;
+  }
+
+  /** Records that child `index`, as `observed`, matches its desired form. */
+  recordMatch(index: number, observed: KubeObject): void {
+    const resourceVersion = observed.metadata.resourceVersion;
     if (resourceVersion === undefined) this.matched.delete(index);
-    else this.matched.set(index, resourceVersion);
+    else this.matched.set(index, { resourceVersion, fingerprint: contentFingerprint(observed) });
   }
+
+  /** Lets the desired objects go when every child that is compared has been found to match. */
+  releaseIfAllMatched(): void {
+    if (this.ids.every((id, index) => id.createOnly || this.matched.has(index))) this.prepared = undefined;
+  }
+}
+
+/** A hash of everything of an object but its status, resourceVersion and managedFields. */
+export function contentFingerprint(obj: KubeObject): string {
+  const { status: _status, ...rest } = obj as KubeObject & { status?: unknown };
+  const { resourceVersion: _rv, managedFields: _managed, ...metadata } = obj.metadata;
+  return createHash('sha256').update(canonicalJson({ ...rest, metadata })).digest('base64url').slice(0, 22);
 }
 
 export class RenderedChildren {
@@ -51,7 +100,7 @@ export class RenderedChildren {
   get(instanceKey: string, key: string, render: () => PreparedChild[]): Rendering {
     const current = this.byInstance.get(instanceKey);
     if (current?.key === key) return current;
-    const rendering = new Rendering(key, render());
+    const rendering = new Rendering(key, render);
     this.byInstance.set(instanceKey, rendering);
     return rendering;
   }
