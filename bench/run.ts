@@ -188,7 +188,8 @@ async function main(): Promise<number> {
     process.env.CLUSTER_CONTROLLER_MANAGER_QPS ??= String(spec.controlPlaneQps);
     process.env.CLUSTER_SCHEDULER_QPS ??= String(spec.controlPlaneQps);
   }
-  const kubeconfig = await ensureBenchCluster(values.kubeconfig ?? process.env.BENCH_KUBECONFIG, spec.pods(options));
+  const givenKubeconfig = values.kubeconfig ?? process.env.BENCH_KUBECONFIG;
+  const kubeconfig = await ensureBenchCluster(givenKubeconfig, spec.pods(options));
   const client = await connect(kubeconfig);
   const capacity = await podCapacity(client);
   if (capacity < spec.pods(options)) {
@@ -196,7 +197,7 @@ async function main(): Promise<number> {
   }
   const logDir = path.join(os.tmpdir(), 'iot-bench-logs');
   mkdirSync(logDir, { recursive: true });
-  const ctx: BenchContext = { kubeconfig, client, clusterDir: clusterDirOf(kubeconfig), options, logDir };
+  const ctx: BenchContext = { kubeconfig, client, clusterDir: clusterDirOf(kubeconfig), options, logDir, benchCluster: givenKubeconfig ? undefined : BENCH_CLUSTER };
   const k8s = await kubernetesVersion(client);
   await installIoTCrd(kubeconfig, client);
 
@@ -222,7 +223,7 @@ async function main(): Promise<number> {
       ctx.options = { ...options, n, maxConcurrentReconciles };
       const recorded: Record<string, unknown> = { ...base };
       for (const key of spec.uses) if (ctx.options[key] !== undefined) recorded[key] = ctx.options[key];
-      await removeLeftovers(client);
+      await removeLeftovers(ctx.client);
       const git = gitInfo();
       const result: BenchResult = {
         scenario: name,
@@ -254,7 +255,7 @@ async function main(): Promise<number> {
       console.log(`result: ${path.relative(process.cwd(), file)}\n`);
     }
   }
-  client.close();
+  ctx.client.close();
   return failures > 0 ? 1 : 0;
 }
 

@@ -39,7 +39,10 @@ export interface BenchOptions {
 
 export interface BenchContext {
   kubeconfig: string;
+  /** The cluster's client; a scenario that recreates the bench cluster replaces it (lib/recreate.ts). */
   client: KubeClient;
+  /** The runner's own cluster (`iot-bench`, made by cluster/up.sh); undefined with --kubeconfig / BENCH_KUBECONFIG. */
+  benchCluster?: string;
   clusterDir: string;
   options: BenchOptions;
   /** Directory for operator logs (outside the repository). */

@@ -8,7 +8,8 @@
  * new image (the same end state `churn` waits for, minus the operator), p50/p99.
  *
  * Guarantees: the rounds, the fraction and the rule "an instance still rolling out is not
- * picked again" are those of `churn`; the landscape is deleted (and waited for) at the end.
+ * picked again" are those of `churn`; the landscape is deleted (and waited for) at the end, or
+ * removed by the caller's `teardown`.
  */
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { CHILD_TYPES, INSTANCE_LABEL, landscapeSelector } from '@iot-operator/iot';
@@ -30,9 +31,9 @@ function firstImage(obj: KubeObject): string {
 
 /**
  * The churn floor on a landscape of its own, or on a ready floor population (`floorBurst` with
- * `keep`), which it then tears down.
+ * `keep`), which it then tears down: with `teardown` if given, else through the API (`teardownFloor`).
  */
-export async function churnFloor(ctx: BenchContext, population?: FloorPopulation): Promise<ScenarioOutput> {
+export async function churnFloor(ctx: BenchContext, population?: FloorPopulation, teardown: (ctx: BenchContext, landscape: string) => Promise<void> = teardownFloor): Promise<ScenarioOutput> {
   const { n, m, periodS, fraction } = ctx.options;
   const landscape = population?.landscape ?? uniqueName('fc');
   const secret = population?.pullSecret ?? (await createLandscape(ctx.client, landscape));
@@ -121,6 +122,6 @@ export async function churnFloor(ctx: BenchContext, population?: FloorPopulation
   } finally {
     abort.abort();
     await setup.stop();
-    await teardownFloor(ctx, landscape);
+    await teardown(ctx, landscape);
   }
 }

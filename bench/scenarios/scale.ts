@@ -16,9 +16,15 @@
  *
  * Guarantees: each operator phase starts only when the previous one has settled (queue empty);
  * the ratios compare phases of the same run; the landscape is torn down at the end, failed or not.
+ * Teardowns are not measured. On the runner's own bench cluster each one (the floor's, the
+ * landscape's at the end) stops what uses the cluster (the operator with SIGTERM) and recreates
+ * the cluster with the same shape (lib/recreate.ts): seconds, where deleting 1,000 instance
+ * namespaces through the API takes ≈10 minutes. On a cluster given with --kubeconfig everything
+ * is deleted through the API, the instances through the operator, as the other scenarios do.
  */
 import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
 import { log } from '../lib/kube.ts';
+import { recreatableShape, recreateBenchCluster } from '../lib/recreate.ts';
 import { round } from '../lib/stats.ts';
 import { burstPhase, closeSession, openSession } from './burst.ts';
 import { churnFloor } from './churn-floor.ts';
@@ -47,8 +53,10 @@ export function perInstanceCost(n: number, operator: { requests: { total: number
 
 export async function runScale(ctx: BenchContext): Promise<ScenarioOutput> {
   const { n, m } = ctx.options;
+  const shape = await recreatableShape(ctx);
   const floor = ctx.options.floor ? await floorBurst(ctx, n, true) : undefined;
-  const churnFloorOut = floor?.population ? await churnFloor(ctx, floor.population) : undefined;
+  const floorTeardown = shape && ((c: BenchContext, landscape: string) => recreateBenchCluster(c, shape, `floor landscape ${landscape}`));
+  const churnFloorOut = floor?.population ? await churnFloor(ctx, floor.population, floorTeardown) : undefined;
 
   const s = await openSession(ctx, 'sc');
   try {
@@ -76,6 +84,11 @@ export async function runScale(ctx: BenchContext): Promise<ScenarioOutput> {
       operatorCommand: s.command,
     };
   } finally {
-    await closeSession(ctx, s);
+    if (shape) {
+      await s.operator.stop();
+      await recreateBenchCluster(ctx, shape, `landscape ${s.landscape}`);
+    } else {
+      await closeSession(ctx, s);
+    }
   }
 }
