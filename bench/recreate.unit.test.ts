@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { KubeObject } from '@iot-operator/runtime';
-import { kwokNodes, upEnvironment, wholeQuantity } from './lib/recreate.ts';
+import { wholeQuantity } from './lib/kube.ts';
+import { kwokNodes, upEnvironment } from './lib/recreate.ts';
 
 function node(name: string, pods: string | undefined, kwok = true): KubeObject {
   return {

@@ -77,9 +77,17 @@ export async function connect(kubeconfigPath: string): Promise<KubeClient> {
   return KubeClient.fromKubeconfig({ kubeconfigPath });
 }
 
+/** Pods the cluster's nodes take in all (their allocatable pods; a count that is not a whole quantity counts 0). */
 export async function podCapacity(client: KubeClient): Promise<number> {
   const nodes = await client.list<KubeObject & { status?: { allocatable?: Record<string, string> } }>(Kinds.Node);
-  return nodes.items.reduce((sum, n) => sum + Number(n.status?.allocatable?.pods ?? 0), 0);
+  return nodes.items.reduce((sum, n) => sum + (wholeQuantity(n.status?.allocatable?.pods ?? '0') || 0), 0);
+}
+
+/** A whole number written as a Kubernetes quantity ("110", "1k": node allocatable pods); NaN for any other form. */
+export function wholeQuantity(quantity: string): number {
+  const match = /^([0-9]+)([kMGTPE]?)$/.exec(quantity);
+  if (!match) return Number.NaN;
+  return Number(match[1]) * 1000 ** (match[2] ? 'kMGTPE'.indexOf(match[2]) + 1 : 0);
 }
 
 export async function kubernetesVersion(client: KubeClient): Promise<string> {

@@ -25,7 +25,7 @@ import path from 'node:path';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import type { BenchContext } from './context.ts';
 import { installIoTCrd } from './iot.ts';
-import { clusterDown, clusterUp, connect, log, now } from './kube.ts';
+import { clusterDown, clusterUp, connect, log, now, wholeQuantity } from './kube.ts';
 import { componentFlag } from './proc.ts';
 
 export interface ClusterShape {
@@ -37,13 +37,6 @@ export interface ClusterShape {
   controllerManagerQps?: string;
   schedulerQps?: string;
   sharder: boolean;
-}
-
-/** A whole number written as a Kubernetes quantity ("110", "1k": node allocatable pods); NaN for any other form. */
-export function wholeQuantity(quantity: string): number {
-  const match = /^([0-9]+)([kMGTPE]?)$/.exec(quantity);
-  if (!match) return Number.NaN;
-  return Number(match[1]) * 1000 ** (match[2] ? 'kMGTPE'.indexOf(match[2]) + 1 : 0);
 }
 
 /** How many of `nodes` are kwok's (annotation kwok.x-k8s.io/node=fake), and the most pods one of them takes. */
