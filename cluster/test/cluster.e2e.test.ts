@@ -349,6 +349,22 @@ describe("local control plane", { timeout: 15 * 60_000 }, () => {
     });
   });
 
+  test("up.sh restarts a component that died and keeps the cluster's objects", async () => {
+    await withNamespace("revive", async (ns) => {
+      await apply({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "survivor", namespace: ns }, data: { k: "v" } });
+      const pidFile = path.join(path.dirname(kubeconfig), "pids", "kube-scheduler.pid");
+      const pid = Number(readFileSync(pidFile, "utf8").trim());
+      process.kill(pid, "SIGKILL");
+      await runScript("up.sh");
+      const revived = Number(readFileSync(pidFile, "utf8").trim());
+      assert.notEqual(revived, pid, "a new scheduler runs");
+      const cm = await kubectlJson<{ data: Record<string, string> }>(["get", "configmap", "survivor", "-n", ns]);
+      assert.deepEqual(cm.data, { k: "v" }, "the cluster was restarted, not made again");
+      await apply(deployment(ns, "after-revive", 1));
+      await waitPodsRunningReady(ns, "app=after-revive", 1);
+    });
+  });
+
   test("a StatefulSet's volumeClaimTemplate binds a pre-created PersistentVolume", async () => {
     const suffix = Date.now().toString(36);
     const storageClass = `e2e-manual-${suffix}`;
