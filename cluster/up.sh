@@ -227,8 +227,7 @@ if cluster_exists; then
     done
     # A component whose port another process took meanwhile (e.g. a cluster created while this
     # one was stopped) never comes up, and kwokctl waits for it without end: bound the wait.
-    # (`timeout` runs a program, not the kwokctl function: the cluster name is passed here.)
-    if ! timeout 120 env KWOK_KUBECTL_BINARY="$BIN_DIR/kubectl" "$BIN_DIR/kwokctl" --name "$CLUSTER_NAME" start cluster >&2 9>&- || ! wait_apiserver_ready 60; then
+    if ! KWOKCTL_TIMEOUT=120 kwokctl start cluster >&2 || ! wait_apiserver_ready 60; then
       log "could not restart the existing cluster; deleting and recreating it"
       delete_cluster
     else

@@ -61,8 +61,13 @@ component_pid() { # "component:binary"
 }
 
 # Runs kwokctl for our cluster. fd 9 (our lock) is closed for it: the components it forks would
-# otherwise inherit the lock and hold it for as long as the cluster runs.
-kwokctl() { KWOK_KUBECTL_BINARY="$BIN_DIR/kubectl" "$BIN_DIR/kwokctl" --name "$CLUSTER_NAME" "$@" 9>&-; }
+# otherwise inherit the lock and hold it for as long as the cluster runs. With KWOKCTL_TIMEOUT
+# (seconds) set, the call is stopped after that long; only calls that set it run under `timeout`,
+# which puts kwokctl in a process group of its own (Ctrl-C at the terminal no longer reaches it).
+kwokctl() {
+  KWOK_KUBECTL_BINARY="$BIN_DIR/kubectl" ${KWOKCTL_TIMEOUT:+timeout "$KWOKCTL_TIMEOUT"} \
+    "$BIN_DIR/kwokctl" --name "$CLUSTER_NAME" "$@" 9>&-
+}
 
 kctl() { "$BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
 
