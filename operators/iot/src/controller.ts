@@ -83,6 +83,7 @@ import {
   type OperatorConfig,
 } from './resources/index.ts';
 import { RenderedChildren, type PreparedChild, type Rendering } from './rendered-children.ts';
+import { ResolvedInstances } from './resolved-instances.ts';
 import { StatusWrites } from './status-writes.ts';
 import { computeStatus, msUntilStuckPodFailure, statusTransitionEvent, type ReconcileOutcome } from './status.ts';
 
@@ -205,7 +206,7 @@ export function registerIoTController(mgr: Manager, config: IoTControllerConfig,
 
 /** The reconcile step, with the memory its shortcuts keep between runs of one controller. */
 export function iotReconciler(config: IoTControllerConfig): Reconciler {
-  const memory: ReconcileMemory = { statusWrites: new StatusWrites(), rendered: new RenderedChildren() };
+  const memory: ReconcileMemory = { statusWrites: new StatusWrites(), rendered: new RenderedChildren(), resolved: new ResolvedInstances(config) };
   return (request, ctx) => new IoTReconcile(config, ctx, memory).run(request);
 }
 
@@ -213,6 +214,7 @@ export function iotReconciler(config: IoTControllerConfig): Reconciler {
 interface ReconcileMemory {
   statusWrites: StatusWrites;
   rendered: RenderedChildren;
+  resolved: ResolvedInstances;
 }
 
 /** One reconcile of one IoTService. */
@@ -239,7 +241,7 @@ class IoTReconcile {
       readConditions(IoTServiceType, cached);
       const iot = await this.permitted(this.iotServicePatch(cached, 'add its cleanup finalizer to the IoTService'), () => addFinalizer(this.ctx.client, IoTServiceType, cached, FINALIZER));
 
-      const resolved = resolveInstance(iot, this.config);
+      const resolved = this.memory.resolved.resolve(keyOf(request), iot);
       if (!resolved.ok) return await this.report(iot, undefined, { kind: 'failed', failure: resolved.failure }, resolved.namespace);
       const instance = resolved.instance;
       const outcome = await this.realise(iot, instance);
@@ -499,6 +501,7 @@ class IoTReconcile {
   private forget(request: Request): void {
     this.memory.statusWrites.forget(keyOf(request));
     this.memory.rendered.forget(keyOf(request));
+    this.memory.resolved.forget(keyOf(request));
   }
 }
 
