@@ -8,7 +8,8 @@
  * - Every informer is scoped by the type's configured namespace, label selector and field
  *   selector (or the cache-wide default namespace), so memory holds only what is selected
  *   (guarantee 10); each informer indexes by namespace, owner UID and the configured labels.
- *   A type configured `metadataOnly` receives and holds only object metadata.
+ *   A type configured `metadataOnly` receives and holds only object metadata. Cached objects
+ *   of every type share one copy of each repeated string value (shared-strings.ts).
  * - `waitForSync` resolves when every informer has listed once, and fails with an error naming
  *   the types still unsynced when the timeout passes; it returns at once when its signal aborts
  *   (a shutdown during start-up does not wait for the sync timeout).
@@ -19,6 +20,7 @@ import { objectKey, typeId, type KubeObject, type ResourceType } from '../client
 import { clientSource, type Selection } from '../watch/source.ts';
 import { Informer, type Transform } from './informer.ts';
 import { metadataSource } from './metadata-source.ts';
+import { SharedStrings } from './shared-strings.ts';
 import type { WatcherConfig } from '../watch/watcher.ts';
 import { matchesSelector, parseSelector, type LabelSelector } from './selector.ts';
 import { byLabel, byNamespace, byOwnerUid, labelIndex, namespaceIndex, ownerUidIndex, type IndexFunc } from './store.ts';
@@ -58,6 +60,7 @@ export interface CacheReader {
 
 export class Cache implements CacheReader {
   private readonly informers = new Map<string, Informer<KubeObject>>();
+  private readonly strings = new SharedStrings();
   private started: AbortSignal | undefined;
   private readonly running: Promise<void>[] = [];
 
@@ -90,6 +93,7 @@ export class Cache implements CacheReader {
       informer = new Informer(source, {
         indexers,
         transform: typeOptions?.transform,
+        strings: this.strings,
         watcherConfig: this.options.watcher,
         onError: (err) => this.options.onError?.(err, source.description),
       });

@@ -8,13 +8,15 @@
  *   get an add for new objects, an update for changed ones (resourceVersion differs) and a
  *   delete for every object that vanished while the watch was down.
  * - The transform runs once per received object before it is stored (by default it drops
- *   `metadata.managedFields`, which is often the largest part of an object).
+ *   `metadata.managedFields`, which is often the largest part of an object); with `strings`,
+ *   the stored object then refers to their shared copies of its string values.
  * - Handlers receive the stored object itself (no copy); they must not mutate it. A handler
  *   that throws is reported and does not stop the informer.
  */
 import { objectKey, type KubeObject } from '../client/resource.ts';
 import type { ListWatchSource } from '../watch/source.ts';
 import { Watcher, type WatcherConfig, type WatcherClock, type WatcherEvent } from '../watch/watcher.ts';
+import type { SharedStrings } from './shared-strings.ts';
 import { Store, type IndexFunc } from './store.ts';
 
 export interface EventHandler<T extends KubeObject> {
@@ -34,6 +36,8 @@ export function dropManagedFields<T extends KubeObject>(obj: T): T {
 
 export interface InformerOptions<T extends KubeObject> {
   transform?: Transform<T>;
+  /** Where stored objects take their string values from (one per cache, shared by its informers). */
+  strings?: SharedStrings;
   indexers?: ReadonlyMap<string, IndexFunc<T>>;
   watcherConfig?: Partial<WatcherConfig>;
   clock?: WatcherClock;
@@ -80,7 +84,7 @@ export class Informer<T extends KubeObject> {
         this.relistBuffer = new Map();
         return;
       case 'InitApply': {
-        const obj = this.transform(event.object);
+        const obj = this.toStore(event.object);
         this.relistBuffer?.set(objectKey(obj), obj);
         return;
       }
@@ -88,7 +92,7 @@ export class Informer<T extends KubeObject> {
         this.swapInRelist();
         return;
       case 'Apply': {
-        const obj = this.transform(event.object);
+        const obj = this.toStore(event.object);
         const previous = this.store.upsert(obj);
         if (previous) this.emit((h) => h.onUpdate?.(previous, obj));
         else this.emit((h) => h.onAdd?.(obj));
@@ -101,6 +105,12 @@ export class Informer<T extends KubeObject> {
         return;
       }
     }
+  }
+
+  /** A received object as it is stored: transformed, its string values shared. */
+  private toStore(received: T): T {
+    const obj = this.transform(received);
+    return this.options.strings ? this.options.strings.share(obj) : obj;
   }
 
   private swapInRelist(): void {

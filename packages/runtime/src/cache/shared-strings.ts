@@ -1,0 +1,68 @@
+/**
+ * One copy of each repeated string value among cached objects.
+ *
+ * Every watch event and list response is parsed afresh, so each cached object holds its own copy
+ * of values that thousands of objects share: label values, image names, condition reasons,
+ * namespace names, timestamps of the same second. `share` replaces, in place, each string value
+ * of a freshly received object with the copy already held for that value, so the cache keeps one.
+ *
+ * Guarantees:
+ * - Values are unchanged: only which copy of an equal string an object refers to changes, which
+ *   JavaScript cannot observe. Arrays keep their order and length; keys are left alone (the JSON
+ *   parser already keeps one copy of each key). A frozen object is not touched.
+ * - Bounded: at most 2 × `capacity` strings are remembered (the current generation and the one
+ *   before; a value seen again is carried into the current one), each at most
+ *   `MAX_SHARED_LENGTH` characters long, so values seen once (pod IPs, generated names) pass
+ *   through without accumulating. `uid` and `resourceVersion` values, unique by definition, are
+ *   not looked up.
+ */
+
+/** Longer values are rarely repeated (messages, serialised configuration) and are left alone. */
+export const MAX_SHARED_LENGTH = 256;
+
+/** Fields whose values the API server makes unique per object or per version. */
+const UNIQUE_FIELDS: ReadonlySet<string> = new Set(['uid', 'resourceVersion']);
+
+export class SharedStrings {
+  private current = new Map<string, string>();
+  private previous = new Map<string, string>();
+
+  constructor(private readonly capacity = 8192) {}
+
+  /** Replaces every string value inside `value` (objects and arrays, nested) by its shared copy; returns `value`. */
+  share<T>(value: T): T {
+    if (value !== null && typeof value === 'object') this.shareIn(value as Record<string, unknown>);
+    return value;
+  }
+
+  /** The shared copy of `s` (`s` itself the first time it is seen). */
+  copyOf(s: string): string {
+    if (s.length > MAX_SHARED_LENGTH) return s;
+    const held = this.current.get(s);
+    if (held !== undefined) return held;
+    const shared = this.previous.get(s) ?? s;
+    if (this.current.size >= this.capacity) {
+      this.previous = this.current;
+      this.current = new Map();
+    }
+    this.current.set(shared, shared);
+    return shared;
+  }
+
+  private shareIn(node: Record<string, unknown> | unknown[]): void {
+    if (Object.isFrozen(node)) return;
+    if (Array.isArray(node)) {
+      for (let i = 0; i < node.length; i++) node[i] = this.shared(node[i]);
+      return;
+    }
+    for (const key of Object.keys(node)) {
+      if (!UNIQUE_FIELDS.has(key)) node[key] = this.shared(node[key]);
+    }
+  }
+
+  private shared(value: unknown): unknown {
+    if (typeof value === 'string') return this.copyOf(value);
+    if (value !== null && typeof value === 'object') this.shareIn(value as Record<string, unknown>);
+    return value;
+  }
+}
