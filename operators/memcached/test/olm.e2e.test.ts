@@ -73,6 +73,9 @@ async function csv(name: string, namespace = ns): Promise<Csv | undefined> {
   }
 }
 
+/** Pending past OLM's first step, which says `RequirementsUnknown` until it has checked the requirements. */
+const pendingChecked = (c: Csv | undefined): boolean => c?.status?.phase === 'Pending' && c.status.reason !== 'RequirementsUnknown';
+
 async function waitForCsv(name: string, expected: string, done: (c: Csv | undefined) => boolean, namespace = ns): Promise<Csv | undefined> {
   return env.waitFor(expected, async () => {
     const current = await csv(name, namespace);
@@ -134,7 +137,7 @@ describe('memcached operator on OLM (seed 002, second half)', () => {
   test('a CSV owning a CRD that does not exist waits in Pending with RequirementsNotMet', async () => {
     await env.client.create(OperatorGroup, { metadata: { name: 'broken-group', namespace: brokenNs }, spec: { targetNamespaces: [brokenNs] } });
     await env.client.create(ClusterServiceVersion, csvOwningAMissingCrd());
-    const pending = await waitForCsv('memcachedcluster-operator.v0.0.1', 'the CSV owning a missing CRD to be Pending', (c) => c?.status?.phase === 'Pending', brokenNs);
+    const pending = await waitForCsv('memcachedcluster-operator.v0.0.1', 'the CSV owning a missing CRD to be Pending, its requirements checked', pendingChecked, brokenNs);
     assert.equal(pending!.status!.reason, 'RequirementsNotMet');
     assert.equal(pending!.status!.message, 'one or more requirements couldn\'t be found');
     const crdRequirement = pending!.status!.requirementStatus!.find((r) => r.kind === 'CustomResourceDefinition');
@@ -154,7 +157,7 @@ spec:
   - $NS
 EOF`);
     await walkthrough('kubectl apply -n $NS -f operators/memcached/bundle/0.0.1/manifests/memcachedoperator.clusterserviceversion.yaml');
-    const pending = await waitForCsv('memcachedoperator.v0.0.1', 'CSV 0.0.1 to be Pending', (c) => c?.status?.phase === 'Pending');
+    const pending = await waitForCsv('memcachedoperator.v0.0.1', 'CSV 0.0.1 to be Pending, its requirements checked', pendingChecked);
     assert.equal(pending!.status!.reason, 'RequirementsNotMet');
     const account = pending!.status!.requirementStatus!.find((r) => r.kind === 'ServiceAccount');
     assert.deepEqual({ name: account?.name, status: account?.status }, { name: 'memcached-operator', status: 'NotPresent' });
