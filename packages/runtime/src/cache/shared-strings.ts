@@ -36,7 +36,7 @@ export class SharedStrings {
   }
 
   /** The shared copy of `s` (`s` itself the first time it is seen). */
-  copyOf(s: string): string {
+  private copyOf(s: string): string {
     if (s.length > MAX_SHARED_LENGTH) return s;
     const held = this.current.get(s);
     if (held !== undefined) return held;
