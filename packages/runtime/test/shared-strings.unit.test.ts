@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { getHeapSnapshot } from 'node:v8';
-import { MAX_SHARED_LENGTH, SharedStrings } from '../src/cache/shared-strings.ts';
+import { MAX_SHARED_LENGTH, PARSER_SHARED_LENGTH, SharedStrings } from '../src/cache/shared-strings.ts';
 
 /** How many strings equal to each of `values` the heap holds after a full collection (the caller's own copy is one). */
 async function copiesInHeap(...values: string[]): Promise<number[]> {
@@ -48,6 +48,19 @@ describe('SharedStrings', () => {
     assert.deepEqual(await copiesInHeap(value), [2], "the test's own value and the one shared copy");
     // Read after the snapshot, so the 50 objects were alive in it: their copies would have been counted.
     assert.ok(objects.every((obj) => JSON.stringify(obj).split(value).length === 5), 'each object still carries the value four times');
+  });
+
+  it('leaves values of up to PARSER_SHARED_LENGTH characters to the JSON parser, which already holds one copy of each, and shares longer ones', async () => {
+    const atLimit = parsedCarrying(50, (v) => ({ reason: v.slice(-PARSER_SHARED_LENGTH) }));
+    const shortValue = (atLimit.objects[0] as { reason: string }).reason;
+    const overLimit = parsedCarrying(50, (v) => ({ reason: v.slice(-PARSER_SHARED_LENGTH - 1) }));
+    const longerValue = (overLimit.objects[0] as { reason: string }).reason;
+    assert.deepEqual(await copiesInHeap(shortValue), [1], 'this V8 parses one copy of a short value for all objects; if not, lower PARSER_SHARED_LENGTH');
+    shareAll(new SharedStrings(), overLimit.objects);
+    assert.deepEqual(await copiesInHeap(longerValue), [1], 'one character longer, the pool leaves one copy');
+    // Read after the snapshots, so the objects were alive in them.
+    assert.ok(atLimit.objects.every((obj) => (obj as { reason: string }).reason === shortValue));
+    assert.ok(overLimit.objects.every((obj) => (obj as { reason: string }).reason === longerValue));
   });
 
   it('changes no value: keys, order, lengths, numbers, booleans and null stay as received; a frozen object is left alone', () => {

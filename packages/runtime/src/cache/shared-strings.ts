@@ -14,11 +14,19 @@
  *   before; a value seen again is carried into the current one), each at most
  *   `MAX_SHARED_LENGTH` characters long, so values seen once (pod IPs, generated names) pass
  *   through without accumulating. `uid` and `resourceVersion` values, unique by definition, are
- *   not looked up.
+ *   not looked up, nor values of at most `PARSER_SHARED_LENGTH` characters, which V8's JSON
+ *   parser already keeps one copy of (`True`, `Running`, `apps/v1`: about half of the values).
  */
 
 /** Longer values are rarely repeated (messages, serialised configuration) and are left alone. */
 export const MAX_SHARED_LENGTH = 256;
+
+/**
+ * V8's JSON parser internalizes string values up to this length (its string table keeps one
+ * copy of each), so looking them up here would only cost time. The unit test checks this of the
+ * running V8.
+ */
+export const PARSER_SHARED_LENGTH = 10;
 
 /** Fields whose values the API server makes unique per object or per version. */
 const UNIQUE_FIELDS: ReadonlySet<string> = new Set(['uid', 'resourceVersion']);
@@ -37,7 +45,7 @@ export class SharedStrings {
 
   /** The shared copy of `s` (`s` itself the first time it is seen). */
   private copyOf(s: string): string {
-    if (s.length > MAX_SHARED_LENGTH) return s;
+    if (s.length <= PARSER_SHARED_LENGTH || s.length > MAX_SHARED_LENGTH) return s;
     const held = this.current.get(s);
     if (held !== undefined) return held;
     const shared = this.previous.get(s) ?? s;
