@@ -43,9 +43,8 @@ export class SharedStrings {
     return value;
   }
 
-  /** The shared copy of `s` (`s` itself the first time it is seen). */
+  /** The shared copy of `s` (`s` itself the first time it is seen); `s` is of a length worth sharing. */
   private copyOf(s: string): string {
-    if (s.length <= PARSER_SHARED_LENGTH || s.length > MAX_SHARED_LENGTH) return s;
     const held = this.current.get(s);
     if (held !== undefined) return held;
     const shared = this.previous.get(s) ?? s;
@@ -57,20 +56,17 @@ export class SharedStrings {
     return shared;
   }
 
+  /** One loop for objects and arrays alike (for...in gives an array's indexes; JSON has no inherited keys). */
   private shareIn(node: Record<string, unknown> | unknown[]): void {
     if (Object.isFrozen(node)) return;
-    if (Array.isArray(node)) {
-      for (let i = 0; i < node.length; i++) node[i] = this.shared(node[i]);
-      return;
+    const fields = node as Record<string, unknown>;
+    for (const key in fields) {
+      const value = fields[key];
+      if (typeof value === 'string') {
+        if (value.length > PARSER_SHARED_LENGTH && value.length <= MAX_SHARED_LENGTH && !UNIQUE_FIELDS.has(key)) fields[key] = this.copyOf(value);
+      } else if (value !== null && typeof value === 'object') {
+        this.shareIn(value as Record<string, unknown>);
+      }
     }
-    for (const key of Object.keys(node)) {
-      if (!UNIQUE_FIELDS.has(key)) node[key] = this.shared(node[key]);
-    }
-  }
-
-  private shared(value: unknown): unknown {
-    if (typeof value === 'string') return this.copyOf(value);
-    if (value !== null && typeof value === 'object') this.shareIn(value as Record<string, unknown>);
-    return value;
   }
 }
