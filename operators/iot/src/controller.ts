@@ -48,7 +48,6 @@ import {
   isAlreadyExists,
   isApiError,
   isNotFound,
-  keepFields,
   overlay,
   readConditions,
   removeFinalizer,
@@ -82,6 +81,7 @@ import {
   type Instance,
   type OperatorConfig,
 } from './resources/index.ts';
+import { leanPod } from './pod-view.ts';
 import { RenderedChildren, type PreparedChild, type Rendering } from './rendered-children.ts';
 import { ResolvedInstances } from './resolved-instances.ts';
 import { StatusWrites } from './status-writes.ts';
@@ -160,15 +160,6 @@ export function iotCacheOptions(config: IoTControllerConfig) {
 function watchedTypes(config: IoTControllerConfig): ResourceType[] {
   return config.shard ? Object.values(CHILD_TYPES) : [...Object.values(CHILD_TYPES), Kinds.Pod];
 }
-
-/** Of a pod, the status computation (status.ts) reads only these fields (and its metadata). */
-const leanPod = keepFields<KubeObject>(
-  ...['spec.containers[]', 'spec.initContainers[]'].flatMap((list) => [`${list}.name`, `${list}.image`]),
-  'status.phase',
-  'status.startTime',
-  ...['type', 'status', 'lastTransitionTime'].map((field) => `status.conditions[].${field}`),
-  ...['status.containerStatuses[]', 'status.initContainerStatuses[]'].flatMap((list) => [`${list}.name`, `${list}.image`, `${list}.state.waiting.reason`]),
-);
 
 /** Keeps objects of this landscape's instance namespaces (as `keep` makes them); reduces any other to its identity. */
 function onlyInInstanceNamespaces(landscape: string, keep: Transform<KubeObject>): Transform<KubeObject> {

@@ -1,0 +1,55 @@
+/**
+ * What the IoT operator keeps of a pod: the cache transform of its pod informer, also applied to
+ * pods a shard lists.
+ *
+ * Guarantees: the kept pod carries exactly what the status computation (status.ts) reads, so
+ * `computeStatus` and `msUntilStuckPodFailure` give the same result for the kept pod as for the
+ * pod as received:
+ * - of its metadata: name, namespace, uid, resourceVersion, creation and deletion times, and the
+ *   labels that tie it to its landscape and instance (the cache's label index and selectors read
+ *   no other);
+ * - its phase (which pods are Running);
+ * - only while its Ready condition is not True: its start time, its conditions' type, status and
+ *   transition time, and of each container (init containers too) its name, image and waiting
+ *   reason. A Ready pod has no container waiting, so it is neither stuck nor on its way to being
+ *   stuck, and most pods of an instance at rest are Ready: they cost their identity and phase.
+ * Every event brings the whole pod again, so a pod that stops being Ready is kept in full detail
+ * from that event on.
+ */
+import { keepFields, type KubeObject, type ObjectMeta } from '@iot-operator/runtime';
+import { INSTANCE_LABEL, LANDSCAPE_LABEL, MANAGED_BY_LABEL } from './resources/index.ts';
+
+const KEPT_LABELS = [MANAGED_BY_LABEL, LANDSCAPE_LABEL, INSTANCE_LABEL] as const;
+
+const readyPodFields = keepFields<KubeObject>('status.phase');
+
+const notReadyPodFields = keepFields<KubeObject>(
+  ...['spec.containers[]', 'spec.initContainers[]'].flatMap((list) => [`${list}.name`, `${list}.image`]),
+  'status.phase',
+  'status.startTime',
+  ...['type', 'status', 'lastTransitionTime'].map((field) => `status.conditions[].${field}`),
+  ...['status.containerStatuses[]', 'status.initContainerStatuses[]'].flatMap((list) => [`${list}.name`, `${list}.image`, `${list}.state.waiting.reason`]),
+);
+
+interface PodConditions {
+  status?: { conditions?: readonly { type?: string; status?: string }[] };
+}
+
+/** True when the pod's Ready condition is True. */
+function isReady(pod: KubeObject): boolean {
+  return (pod as PodConditions).status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+}
+
+export function leanPod(pod: KubeObject): KubeObject {
+  const kept = isReady(pod) ? readyPodFields(pod) : notReadyPodFields(pod);
+  const { name, namespace, uid, resourceVersion, creationTimestamp, deletionTimestamp, labels } = pod.metadata;
+  const keptLabels: Record<string, string> = {};
+  for (const label of KEPT_LABELS) {
+    const value = labels?.[label];
+    if (value !== undefined) keptLabels[label] = value;
+  }
+  const metadata: ObjectMeta = { name, namespace, uid, resourceVersion, labels: keptLabels };
+  if (creationTimestamp !== undefined) metadata.creationTimestamp = creationTimestamp;
+  if (deletionTimestamp !== undefined) metadata.deletionTimestamp = deletionTimestamp;
+  return { ...kept, metadata };
+}

@@ -1,0 +1,162 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { V1Pod } from '@kubernetes/client-node';
+import type { KubeObject } from '@iot-operator/runtime';
+import { leanPod } from '../src/pod-view.ts';
+import { computeStatus, msUntilStuckPodFailure } from '../src/status.ts';
+import { testInstance } from './fixtures.ts';
+
+const NS = 'devawsk8s-tenant-a';
+const T0 = new Date('2026-01-01T10:00:00Z');
+const at = (minutes: number) => new Date(T0.getTime() + minutes * 60_000).toISOString();
+
+interface PodState {
+  phase: string;
+  ready: boolean;
+  /** Waiting reason of the main container. */
+  waiting?: string;
+  /** Waiting reason of the init container. */
+  initWaiting?: string;
+  /** When the containers stopped being ready (minutes after T0). */
+  sinceMinute?: number;
+  deleting?: boolean;
+}
+
+/** A pod as the API server sends it: every metadata field and container detail a kubelet fills in. */
+function fullPod(name: string, state: PodState): KubeObject {
+  const transition = at(state.sinceMinute ?? 0);
+  const container = (containerName: string, image: string, waiting: string | undefined, ready: boolean) => ({
+    name: containerName,
+    image,
+    imageID: `${image}@sha256:0123`,
+    containerID: 'containerd://abc',
+    ready,
+    restartCount: waiting === 'CrashLoopBackOff' ? 4 : 0,
+    started: ready,
+    state: waiting ? { waiting: { reason: waiting, message: 'details vary' } } : { running: { startedAt: at(0) } },
+  });
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name,
+      generateName: 'gateway-7c9f-',
+      namespace: NS,
+      uid: `uid-${name}`,
+      resourceVersion: '4711',
+      creationTimestamp: at(-1),
+      ...(state.deleting ? { deletionTimestamp: at(1), deletionGracePeriodSeconds: 30 } : {}),
+      labels: {
+        'app.kubernetes.io/managed-by': 'iot-operator',
+        'cp.iotservices.io/landscape': 'devawsk8s',
+        'cp.iotservices.io/instance': 'tenant-a',
+        'app.kubernetes.io/name': 'iot-gateway',
+        'app.kubernetes.io/component': 'gateway',
+        'pod-template-hash': '7c9f',
+      },
+      annotations: { 'kubernetes.io/limit-ranger': 'LimitRanger plugin set: cpu, memory request for container gateway' },
+      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'gateway-7c9f', uid: 'rs-uid', controller: true, blockOwnerDeletion: true }],
+    },
+    spec: {
+      initContainers: [{ name: 'wait-for-broker', image: 'registry.example.com/iot/iot-init:2.4.1', command: ['sh', '-c', 'true'] }],
+      containers: [
+        {
+          name: 'gateway',
+          image: 'registry.example.com/iot/iot-gateway:2.4.1',
+          env: [{ name: 'BROKER_PASSWORD', valueFrom: { secretKeyRef: { name: 'iot-credentials', key: 'brokerPassword' } } }],
+          ports: [{ containerPort: 1883, protocol: 'TCP' }],
+          resources: { requests: { cpu: '100m', memory: '128Mi' } },
+        },
+      ],
+      nodeName: 'kwok-node-0',
+    },
+    status: {
+      phase: state.phase,
+      startTime: at(0),
+      podIP: '10.0.0.7',
+      qosClass: 'Burstable',
+      conditions: [
+        { type: 'PodScheduled', status: 'True', lastTransitionTime: at(-1) },
+        { type: 'Initialized', status: state.initWaiting ? 'False' : 'True', lastTransitionTime: transition },
+        { type: 'ContainersReady', status: state.ready ? 'True' : 'False', lastTransitionTime: transition },
+        { type: 'Ready', status: state.ready ? 'True' : 'False', lastTransitionTime: transition },
+      ],
+      initContainerStatuses: [container('wait-for-broker', 'registry.example.com/iot/iot-init:2.4.1', state.initWaiting, !state.initWaiting)],
+      containerStatuses: [container('gateway', 'registry.example.com/iot/iot-gateway:2.4.1', state.waiting, state.ready)],
+    },
+  };
+}
+
+const PODS: Record<string, PodState> = {
+  ready: { phase: 'Running', ready: true },
+  starting: { phase: 'Pending', ready: false, waiting: 'ContainerCreating' },
+  imagePullFailing: { phase: 'Pending', ready: false, waiting: 'ImagePullBackOff', sinceMinute: 0 },
+  crashLooping: { phase: 'Running', ready: false, waiting: 'CrashLoopBackOff', sinceMinute: 3 },
+  initImageFailing: { phase: 'Pending', ready: false, initWaiting: 'ErrImagePull', sinceMinute: 1 },
+  readyBeingDeleted: { phase: 'Running', ready: true, deleting: true },
+  failingBeingDeleted: { phase: 'Running', ready: false, waiting: 'CrashLoopBackOff', deleting: true },
+};
+
+const instance = testInstance();
+
+function statusOf(pods: KubeObject[], nowMinute: number) {
+  return computeStatus({
+    instance: { generation: 1, namespace: NS, spec: instance.spec },
+    previous: undefined,
+    outcome: { kind: 'applied', childrenMatched: true },
+    observed: { deployments: [], statefulSets: [], pods: pods as unknown as V1Pod[] },
+    now: new Date(at(nowMinute)),
+  });
+}
+
+describe('leanPod', () => {
+  it('gives the status computation the same result as the pod as received, in every state, at every time', () => {
+    const entries = Object.entries(PODS);
+    const full = entries.map(([name, state]) => fullPod(name, state));
+    // Each pod alone, and all together; before, near and after the five-minute rule of each.
+    for (const nowMinute of [0, 2, 4.5, 6, 9]) {
+      for (const pods of [...full.map((p) => [p]), full]) {
+        const lean = pods.map(leanPod);
+        const label = `${pods.map((p) => p.metadata.name).join('+')} at minute ${nowMinute}`;
+        assert.deepEqual(statusOf(lean, nowMinute), statusOf(pods, nowMinute), label);
+        assert.equal(msUntilStuckPodFailure(lean as unknown as V1Pod[], new Date(at(nowMinute))), msUntilStuckPodFailure(pods as unknown as V1Pod[], new Date(at(nowMinute))), label);
+      }
+    }
+    // The states above do reach every outcome, so the equality is not of empty statuses.
+    const reasons = [6, 9].map((m) => statusOf(full, m).reason);
+    assert.match(reasons[0]!, /has not been able to pull image registry\.example\.com\/iot\/iot-gateway:2\.4\.1/);
+    assert.match(statusOf([full[3]!], 9).reason!, /Container gateway of pod crashLooping has been crashing/);
+    assert.match(statusOf([full[4]!], 7).reason!, /pull image registry\.example\.com\/iot\/iot-init:2\.4\.1/);
+    assert.deepEqual(statusOf(full, 0).pods, ['crashLooping', 'ready']);
+  });
+
+  it('keeps of a Ready pod its identity, phase and the labels that tie it to its instance', () => {
+    assert.deepEqual(leanPod(fullPod('ready', PODS['ready']!)), {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: {
+        name: 'ready',
+        namespace: NS,
+        uid: 'uid-ready',
+        resourceVersion: '4711',
+        creationTimestamp: at(-1),
+        labels: { 'app.kubernetes.io/managed-by': 'iot-operator', 'cp.iotservices.io/landscape': 'devawsk8s', 'cp.iotservices.io/instance': 'tenant-a' },
+      },
+      status: { phase: 'Running' },
+    });
+    assert.equal(leanPod(fullPod('gone', PODS['readyBeingDeleted']!)).metadata.deletionTimestamp, at(1));
+  });
+
+  it('keeps of a pod that is not Ready its start, conditions and each container image and waiting reason', () => {
+    const lean = leanPod(fullPod('imagePullFailing', PODS['imagePullFailing']!)) as unknown as V1Pod;
+    assert.deepEqual(lean.spec, {
+      initContainers: [{ name: 'wait-for-broker', image: 'registry.example.com/iot/iot-init:2.4.1' }],
+      containers: [{ name: 'gateway', image: 'registry.example.com/iot/iot-gateway:2.4.1' }],
+    });
+    assert.equal(lean.status?.startTime, at(0));
+    assert.deepEqual(lean.status?.containerStatuses, [{ name: 'gateway', image: 'registry.example.com/iot/iot-gateway:2.4.1', state: { waiting: { reason: 'ImagePullBackOff' } } }]);
+    assert.deepEqual(lean.status?.conditions?.map((c) => `${c.type}=${c.status}`), ['PodScheduled=True', 'Initialized=True', 'ContainersReady=False', 'Ready=False']);
+    assert.equal(lean.metadata?.annotations, undefined);
+    assert.equal(lean.metadata?.ownerReferences, undefined);
+  });
+});
