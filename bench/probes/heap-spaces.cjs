@@ -1,0 +1,23 @@
+/**
+ * A probe to preload into an operator under test (`node --require bench/probes/heap-spaces.cjs`,
+ * e.g. in `--operator-cmd`): once a second it appends one JSON line to $HEAPLOG (default
+ * /tmp/heaplog-<pid>.jsonl) with the seconds since start, the RSS, V8's committed and used heap,
+ * external and malloced memory (MiB), and each V8 heap space as [committed, used] MiB.
+ *
+ * Guarantees: it only reads; its timer does not keep the process alive; one line costs a few
+ * hundred bytes of garbage a second, nothing that stays.
+ */
+const v8 = require('node:v8');
+const fs = require('node:fs');
+
+const file = process.env.HEAPLOG || `/tmp/heaplog-${process.pid}.jsonl`;
+const started = Date.now();
+const mib = (bytes) => Math.round(bytes / 104857.6) / 10;
+
+setInterval(() => {
+  const memory = process.memoryUsage();
+  const heap = v8.getHeapStatistics();
+  const spaces = Object.fromEntries(v8.getHeapSpaceStatistics().map((s) => [s.space_name.replace(/_space$/, ''), [mib(s.space_size), mib(s.space_used_size)]]));
+  const line = { t: (Date.now() - started) / 1000, rss: mib(memory.rss), total: mib(heap.total_heap_size), used: mib(heap.used_heap_size), ext: mib(memory.external), malloced: mib(heap.malloced_memory), spaces };
+  fs.appendFileSync(file, `${JSON.stringify(line)}\n`);
+}, 1000).unref();
