@@ -41,7 +41,6 @@ function isReady(pod: KubeObject): boolean {
 }
 
 export function leanPod(pod: KubeObject): KubeObject {
-  const kept = isReady(pod) ? readyPodFields(pod) : notReadyPodFields(pod);
   const { name, namespace, uid, resourceVersion, creationTimestamp, deletionTimestamp, labels } = pod.metadata;
   const keptLabels: Record<string, string> = {};
   for (const label of KEPT_LABELS) {
@@ -51,5 +50,7 @@ export function leanPod(pod: KubeObject): KubeObject {
   const metadata: ObjectMeta = { name, namespace, uid, resourceVersion, labels: keptLabels };
   if (creationTimestamp !== undefined) metadata.creationTimestamp = creationTimestamp;
   if (deletionTimestamp !== undefined) metadata.deletionTimestamp = deletionTimestamp;
-  return { ...kept, metadata };
+  // keepFields keeps the metadata it is given: the lean one, not a copy of the received one.
+  const withLeanMetadata = { ...pod, metadata };
+  return isReady(pod) ? readyPodFields(withLeanMetadata) : notReadyPodFields(withLeanMetadata);
 }

@@ -123,8 +123,7 @@ describe('leanPod', () => {
       }
     }
     // The states above do reach every outcome, so the equality is not of empty statuses.
-    const reasons = [6, 9].map((m) => statusOf(full, m).reason);
-    assert.match(reasons[0]!, /has not been able to pull image registry\.example\.com\/iot\/iot-gateway:2\.4\.1/);
+    assert.match(statusOf(full, 6).reason!, /has not been able to pull image registry\.example\.com\/iot\/iot-gateway:2\.4\.1/);
     assert.match(statusOf([full[3]!], 9).reason!, /Container gateway of pod crashLooping has been crashing/);
     assert.match(statusOf([full[4]!], 7).reason!, /pull image registry\.example\.com\/iot\/iot-init:2\.4\.1/);
     assert.deepEqual(statusOf(full, 0).pods, ['crashLooping', 'ready']);
