@@ -75,6 +75,25 @@ describe('evaluateTargets', () => {
     assert.equal(cpu.verdict, 'misses');
   });
 
+  it("judges the Memcached operator against operator-sdk's Go sample run beside it", () => {
+    const mc = (n: number, rss: number, cpu: number, goSample?: string, ok = true) =>
+      result('memcached', { n, ...(goSample && { goSample, operatorCmd: `${goSample}/bin/manager` }) }, { operator: { peakRssMiB: rss, cpuS: cpu } }, {}, ok);
+    const go = '/tmp/memcached-operator';
+    const runs = [mc(500, 63, 5), mc(500, 64, 6), mc(500, 62, 7, go), mc(500, 62.4, 7.4, go), mc(1000, 40, 1, go), mc(500, 1, 1, go, false)];
+    const rows = evaluateTargets(runs);
+    const rss = rows.find((r) => r.target.startsWith("Memcached operator peak RSS below the Go sample's"))!;
+    assert.equal(rss.figure, '1.02 ×', '63.5 / 62.2: the N = 1000 run and the failed one are not the Go sample at N = 500');
+    assert.equal(rss.verdict, 'misses');
+    assert.match(rss.basis, /4 runs/);
+    const cpu = rows.find((r) => r.target.startsWith("Memcached operator CPU ≤ 0.8 × the Go sample's"))!;
+    assert.equal(cpu.figure, '0.764 ×');
+    assert.equal(cpu.verdict, 'holds');
+    assert.equal(rows.find((r) => r.target.startsWith('Memcached operator CPU ≤ 4.2 s'))!.figure, '5.50 s', "the Go sample's runs are not ours");
+    const alone = evaluateTargets([mc(500, 63, 5)]).find((r) => r.target.startsWith("Memcached operator CPU ≤ 0.8 × the Go sample's"))!;
+    assert.equal(alone.verdict, 'not measured');
+    assert.equal(sizeKey(runs[2]!), "n=500; operator: operator-sdk's Go sample");
+  });
+
   it('judges the warm start on the slower of its two starts', () => {
     const start = (absent: number, running: number) => result('start', {}, { clusterAbsentS: absent, clusterRunningS: running });
     const row = evaluateTargets([start(22, 11), start(31, 12), start(25, 10)]).find((r) => r.target.startsWith('warm npm start'))!;

@@ -29,7 +29,7 @@ import { runBurst } from './scenarios/burst.ts';
 import { runChurn } from './scenarios/churn.ts';
 import { runFloor } from './scenarios/floor.ts';
 import { runLatency } from './scenarios/latency.ts';
-import { MEMCACHED_DEFAULT_COMMAND, runMemcached } from './scenarios/memcached.ts';
+import { MEMCACHED_DEFAULT_COMMAND, goSampleCommand, runMemcached } from './scenarios/memcached.ts';
 import { runRestart } from './scenarios/restart.ts';
 import { runScale } from './scenarios/scale.ts';
 import { runStart } from './scenarios/start.ts';
@@ -60,7 +60,7 @@ const scenarios: Record<string, ScenarioSpec> = {
   latency: { run: runLatency, defaults: { k: 30 }, pods: (o) => o.k * PODS_PER_INSTANCE, uses: ['k', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot' },
   churn: { run: runChurn, defaults: { n: 100, m: 5 }, pods: (o) => Math.ceil(o.n * PODS_PER_INSTANCE * 1.5), uses: ['n', 'm', 'periodS', 'fraction', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot' },
   restart: { run: runRestart, defaults: { n: 100 }, pods: (o) => o.n * PODS_PER_INSTANCE, uses: ['n', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot' },
-  memcached: { run: runMemcached, defaults: { n: 1000 }, pods: (o) => o.n, uses: ['n'], operator: MEMCACHED_DEFAULT_COMMAND, bundle: 'memcached' },
+  memcached: { run: runMemcached, defaults: { n: 1000 }, pods: (o) => o.n, uses: ['n', 'goSample'], operator: MEMCACHED_DEFAULT_COMMAND, bundle: 'memcached' },
   throughput: { run: runThroughput, defaults: { n: 2000 }, pods: () => 0, uses: ['n', 'maxConcurrentReconciles', 'settleS'], operator: MEMCACHED_DEFAULT_COMMAND, bundle: 'memcached' },
   armada: { run: runArmada, defaults: { n: 50 }, pods: (o) => o.n, uses: ['n', 'floor', 'workers'], operator: ARMADA_DEFAULT_COMMAND, bundle: 'armada' },
   sharded: { run: runSharded, defaults: { n: 2000 }, pods: (o) => o.n * PODS_PER_LIGHT_INSTANCE, uses: ['n', 'shards', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot', sharder: true },
@@ -89,6 +89,9 @@ options:
   --settle <seconds>     throughput: idle time before the RSS-at-idle sample (default 20; 0 = skip
                          the memory figure and the wait for the controller-manager)
   --no-floor             burst/latency/churn/scale: skip the operator-free floor measured in the same run
+  --go-sample <dir>      memcached: run operator-sdk's Go Memcached sample (a checkout of
+                         testdata/go/v4/memcached-operator, built to <dir>/bin/manager) with its CRD and
+                         its sample's spec instead of our operator; done when every Deployment is ready
   --period <seconds>     churn/scale: seconds between rounds of changes (default 10)
   --fraction <0..1>      churn/scale: share of instances changed per round (default 0.1; scale 0.01)
   --shards <count>       sharded: replicas of the IoT operator, one shard each (default 3)
@@ -118,6 +121,7 @@ async function main(): Promise<number> {
       'max-concurrent-reconciles': { type: 'string' },
       settle: { type: 'string' },
       'no-floor': { type: 'boolean' },
+      'go-sample': { type: 'string' },
       period: { type: 'string' },
       fraction: { type: 'string' },
       timeout: { type: 'string' },
@@ -171,10 +175,11 @@ async function main(): Promise<number> {
     m: num(values.m, 'm') ?? spec.defaults.m ?? 5,
     k: num(values.k, 'k') ?? spec.defaults.k ?? 30,
     runs: num(values.runs, 'runs') ?? 1,
-    operatorCmd: values['operator-cmd'],
+    operatorCmd: values['operator-cmd'] ?? (values['go-sample'] === undefined ? undefined : goSampleCommand(path.resolve(values['go-sample']))),
     workers: num(values.workers, 'workers'),
     settleS: num(values.settle, 'settle') ?? 20,
     floor: !values['no-floor'],
+    goSample: values['go-sample'] === undefined ? undefined : path.resolve(values['go-sample']),
     periodS: num(values.period, 'period') ?? 10,
     fraction: num(values.fraction, 'fraction') ?? spec.defaults.fraction ?? 0.1,
     shards: num(values.shards, 'shards') ?? 3,

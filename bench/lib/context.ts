@@ -25,6 +25,8 @@ export interface BenchOptions {
   settleS: number;
   /** Also measure the operator-free floor in the same run (burst, latency). */
   floor: boolean;
+  /** memcached: a checkout of operator-sdk's Go Memcached sample to run instead of our operator (scenarios/memcached.ts). */
+  goSample?: string;
   /** churn: seconds between rounds of spec changes, and the fraction of instances changed per round. */
   periodS: number;
   fraction: number;

@@ -96,7 +96,7 @@ export async function kubernetesVersion(client: KubeClient): Promise<string> {
 }
 
 export async function installCrd(kubeconfigPath: string, client: KubeClient, file: string): Promise<void> {
-  await new TestEnv(kubeconfigPath, client, new RuntimeMetrics()).installCrd(path.join(repoRoot, file), { timeoutMs: 60_000 });
+  await new TestEnv(kubeconfigPath, client, new RuntimeMetrics()).installCrd(path.resolve(repoRoot, file), { timeoutMs: 60_000 });
 }
 
 export function uniqueName(prefix: string): string {

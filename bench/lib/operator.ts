@@ -11,7 +11,9 @@
  *   `--metrics-bind-address 127.0.0.1:<port>` unless the command contains `{metricsAddress}`,
  *   which is then replaced.
  * - `waitReady` resolves when /readyz answers 200 and fails early, with the tail of the
- *   operator's log, if the process exits first.
+ *   operator's log, if the process exits first. /readyz is asked on the metrics address, or, when
+ *   the command contains `{healthAddress}`, on a second free loopback port put there (for an
+ *   operator serving its probes apart from its metrics, as controller-runtime's do).
  * - `stop` sends SIGTERM and, after a grace period, SIGKILL; it resolves once the process is gone.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -71,6 +73,7 @@ export class OperatorProcess {
   private constructor(
     private readonly child: ChildProcess,
     readonly port: number,
+    private readonly healthPort: number,
     readonly startedAt: number,
     readonly logFile: string,
   ) {
@@ -87,9 +90,12 @@ export class OperatorProcess {
   static async start(options: OperatorStart): Promise<OperatorProcess> {
     const port = await freePort();
     const address = `127.0.0.1:${port}`;
-    const command = options.command.includes('{metricsAddress}')
+    const withMetrics = options.command.includes('{metricsAddress}')
       ? options.command.replaceAll('{metricsAddress}', address)
       : `${options.command} --metrics-bind-address ${address}`;
+    let healthPort = port;
+    while (withMetrics.includes('{healthAddress}') && healthPort === port) healthPort = await freePort();
+    const command = withMetrics.replaceAll('{healthAddress}', `127.0.0.1:${healthPort}`);
     const cgroup = options.memoryLimitMiB === undefined ? undefined : createMemoryCgroup(`iot-bench-${port}`, options.memoryLimitMiB);
     const fd = openSync(options.logFile, 'a');
     const startedAt = now();
@@ -104,7 +110,7 @@ export class OperatorProcess {
       throw new Error(`could not start the operator: ${command}`);
     }
     if (cgroup) child.once('exit', () => cgroup.remove());
-    return new OperatorProcess(child, port, startedAt, options.logFile);
+    return new OperatorProcess(child, port, healthPort, startedAt, options.logFile);
   }
 
   get pid(): number {
@@ -133,7 +139,7 @@ export class OperatorProcess {
     while (now() < deadline) {
       if (!this.running) throw new Error(`the operator exited (${JSON.stringify(this.exitInfo)}) before it was ready; log:\n${this.logTail()}`);
       try {
-        const r = await httpGet(`${this.url}/readyz`, 2000);
+        const r = await httpGet(`http://127.0.0.1:${this.healthPort}/readyz`, 2000);
         if (r.code === 200) return now();
       } catch {
         // not listening yet

@@ -62,7 +62,7 @@ export async function runThroughput(ctx: BenchContext): Promise<ScenarioOutput> 
     const clientBefore = await op.metrics(CLIENT_METRICS);
     const probe = await PhaseProbe.begin(ctx.client, ctx.clusterDir, op);
     log(`throughput: creating ${n} Memcached objects (size ${SIZE}), operator concurrency ${maxConcurrentReconciles ?? 'default'}`);
-    const { t0, sentAt, createdAt } = await createMemcachedsAndWait(ctx, 'throughput', namespace, names, SIZE, deploymentsAt, statusAt);
+    const { t0, sentAt, createdAt } = await createMemcachedsAndWait(ctx, 'throughput', namespace, names, { size: SIZE }, deploymentsAt, statusAt);
     const lastDeployment = Math.max(...deploymentsAt.values());
     const lastStatus = Math.max(...statusAt.values());
     const phase = await probe.end(Math.max(lastDeployment, lastStatus));
