@@ -337,19 +337,23 @@ export function evaluateTargets(results: readonly BenchResult[]): TargetRow[] {
   const rss = numbersAt(bursts, 'operator.peakRssMiB');
   rows.push(judge('IoT operator peak RSS ≤ 90 MiB (burst, N = 100)', rss, (v) => v <= 90, ' MiB', 'median peak RSS over burst runs, no memory limit'));
 
+  // Below a Go operator's: operator-sdk's controller-runtime sample, measured on the same cluster
+  // (absolute seconds and MiB differ from machine to machine; the ratio is what the aim is about).
   const memcached = byScenario(results, 'memcached', 500);
-  rows.push(judge('Memcached operator peak RSS ≤ 60 MiB (N = 500, size 1)', numbersAt(memcached, 'operator.peakRssMiB'), (v) => v <= 60, ' MiB', 'median peak RSS over memcached runs, no memory limit'));
-  rows.push(judge('Memcached operator CPU ≤ 4.2 s (N = 500, size 1)', numbersAt(memcached, 'operator.cpuS'), (v) => v <= 4.2, ' s', 'median operator CPU over memcached runs'));
-  // The two above are the Go sample's figures on another machine (60.6 MiB, 5.2 s) less a margin; measured beside it, the same aim is a ratio.
   const goSample = results.filter((r) => r.ok && r.scenario === 'memcached' && r.options.n === 500 && r.options.goSample !== undefined && r.options.controllerManagerQps === undefined);
   const againstGo = (figure: string): number[] => {
     const ours = numbersAt(memcached, figure);
     const theirs = numbersAt(goSample, figure);
     return ours.length && theirs.length ? [median(ours) / median(theirs)] : [];
   };
-  const sideBySide = "median of ours / median of the Go sample's, runs alternating on one cluster (N = 500, size 1)";
-  rows.push(judge("Memcached operator peak RSS below the Go sample's (operator-sdk, controller-runtime)", againstGo('operator.peakRssMiB'), (v) => v < 1, ' ×', sideBySide, median, memcached.length + goSample.length));
-  rows.push(judge("Memcached operator CPU ≤ 0.8 × the Go sample's", againstGo('operator.cpuS'), (v) => v <= 0.8, ' ×', sideBySide, median, memcached.length + goSample.length));
+  const sideBySide = (figure: string, unit: string) => {
+    const [ours, theirs] = [numbersAt(memcached, figure), numbersAt(goSample, figure)];
+    const medians = ours.length && theirs.length ? `: ${show(median(ours))} against ${show(median(theirs))}${unit}` : '';
+    return `median of ours / median of the Go sample's${medians}, runs alternating on one cluster, no memory limit`;
+  };
+  const runs = memcached.length + goSample.length;
+  rows.push(judge("Memcached operator peak RSS < the Go sample's (operator-sdk, N = 500, size 1)", againstGo('operator.peakRssMiB'), (v) => v < 1, ' ×', sideBySide('operator.peakRssMiB', ' MiB'), median, runs));
+  rows.push(judge("Memcached operator CPU ≤ 0.8 × the Go sample's (N = 500, size 1)", againstGo('operator.cpuS'), (v) => v <= 0.8, ' ×', sideBySide('operator.cpuS', ' s'), median, runs));
 
   const start = byScenario(results, 'start');
   const slowestStart = start.map((r) => Math.max(Number(get(r.figures, 'clusterAbsentS')), Number(get(r.figures, 'clusterRunningS'))));

@@ -61,34 +61,26 @@ describe('evaluateTargets', () => {
     assert.equal(t.verdict, 'misses');
   });
 
-  it('judges memory on the IoT burst at N = 100 and the Memcached operator at N = 500', () => {
-    const mc = (n: number, rss: number, cpu: number) => result('memcached', { n }, { operator: { peakRssMiB: rss, cpuS: cpu } });
-    const rows = evaluateTargets([burst(10, 1, 86, {}), burst(10, 1, 94, {}), burst(10, 1, 88, {}), mc(500, 59, 4.1), mc(500, 62, 4.5), mc(1000, 50, 1)]);
+  it('judges memory on the IoT burst at N = 100', () => {
+    const rows = evaluateTargets([burst(10, 1, 86, {}), burst(10, 1, 94, {}), burst(10, 1, 88, {})]);
     const iot = rows.find((r) => r.target.startsWith('IoT operator peak RSS'))!;
     assert.equal(iot.figure, '88 MiB');
     assert.equal(iot.verdict, 'holds');
-    const memcached = rows.find((r) => r.target.startsWith('Memcached operator peak RSS'))!;
-    assert.equal(memcached.verdict, 'misses', 'the median of 59 and 62 is over 60; the N = 1000 run does not count');
-    assert.match(memcached.basis, /2 runs/);
-    const cpu = rows.find((r) => r.target.startsWith('Memcached operator CPU'))!;
-    assert.equal(cpu.figure, '4.30 s');
-    assert.equal(cpu.verdict, 'misses');
   });
 
   it("judges the Memcached operator against operator-sdk's Go sample run beside it", () => {
     const mc = (n: number, rss: number, cpu: number, goSample?: string, ok = true) =>
       result('memcached', { n, ...(goSample && { goSample, operatorCmd: `${goSample}/bin/manager` }) }, { operator: { peakRssMiB: rss, cpuS: cpu } }, {}, ok);
     const go = '/tmp/memcached-operator';
-    const runs = [mc(500, 63, 5), mc(500, 64, 6), mc(500, 62, 7, go), mc(500, 62.4, 7.4, go), mc(1000, 40, 1, go), mc(500, 1, 1, go, false)];
+    const runs = [mc(500, 63, 5), mc(500, 64, 6), mc(500, 62, 7, go), mc(500, 62.4, 7.4, go), mc(1000, 40, 1), mc(1000, 40, 1, go), mc(500, 1, 1, go, false)];
     const rows = evaluateTargets(runs);
-    const rss = rows.find((r) => r.target.startsWith("Memcached operator peak RSS below the Go sample's"))!;
-    assert.equal(rss.figure, '1.02 ×', '63.5 / 62.2: the N = 1000 run and the failed one are not the Go sample at N = 500');
+    const rss = rows.find((r) => r.target.startsWith("Memcached operator peak RSS < the Go sample's"))!;
+    assert.equal(rss.figure, '1.02 ×', '63.5 / 62.2: the N = 1000 runs and the failed one are not counted');
     assert.equal(rss.verdict, 'misses');
-    assert.match(rss.basis, /4 runs/);
+    assert.match(rss.basis, /63\.5 against 62\.2 MiB.*; 4 runs/);
     const cpu = rows.find((r) => r.target.startsWith("Memcached operator CPU ≤ 0.8 × the Go sample's"))!;
-    assert.equal(cpu.figure, '0.764 ×');
+    assert.equal(cpu.figure, '0.764 ×', "5.5 / 7.2: the Go sample's runs are not counted as ours");
     assert.equal(cpu.verdict, 'holds');
-    assert.equal(rows.find((r) => r.target.startsWith('Memcached operator CPU ≤ 4.2 s'))!.figure, '5.50 s', "the Go sample's runs are not ours");
     const alone = evaluateTargets([mc(500, 63, 5)]).find((r) => r.target.startsWith("Memcached operator CPU ≤ 0.8 × the Go sample's"))!;
     assert.equal(alone.verdict, 'not measured');
     assert.equal(sizeKey(runs[2]!), "n=500; operator: operator-sdk's Go sample");
