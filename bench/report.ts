@@ -341,19 +341,15 @@ export function evaluateTargets(results: readonly BenchResult[]): TargetRow[] {
   // (absolute seconds and MiB differ from machine to machine; the ratio is what the aim is about).
   const memcached = byScenario(results, 'memcached', 500);
   const goSample = results.filter((r) => r.ok && r.scenario === 'memcached' && r.options.n === 500 && r.options.goSample !== undefined && r.options.controllerManagerQps === undefined);
-  const againstGo = (figure: string): number[] => {
-    const ours = numbersAt(memcached, figure);
-    const theirs = numbersAt(goSample, figure);
-    return ours.length && theirs.length ? [median(ours) / median(theirs)] : [];
-  };
-  const sideBySide = (figure: string, unit: string) => {
+  const againstGo = (target: string, figure: string, unit: string, ok: (ratio: number) => boolean): TargetRow => {
     const [ours, theirs] = [numbersAt(memcached, figure), numbersAt(goSample, figure)];
-    const medians = ours.length && theirs.length ? `: ${show(median(ours))} against ${show(median(theirs))}${unit}` : '';
-    return `median of ours / median of the Go sample's${medians}, runs alternating on one cluster, no memory limit`;
+    const measured = ours.length > 0 && theirs.length > 0;
+    const medians = measured ? `: ${show(median(ours))} against ${show(median(theirs))}${unit}` : '';
+    const basis = `median of ours / median of the Go sample's${medians}, runs alternating on one cluster, no memory limit`;
+    return judge(target, measured ? [median(ours) / median(theirs)] : [], ok, ' ×', basis, median, memcached.length + goSample.length);
   };
-  const runs = memcached.length + goSample.length;
-  rows.push(judge("Memcached operator peak RSS < the Go sample's (operator-sdk, N = 500, size 1)", againstGo('operator.peakRssMiB'), (v) => v < 1, ' ×', sideBySide('operator.peakRssMiB', ' MiB'), median, runs));
-  rows.push(judge("Memcached operator CPU ≤ 0.8 × the Go sample's (N = 500, size 1)", againstGo('operator.cpuS'), (v) => v <= 0.8, ' ×', sideBySide('operator.cpuS', ' s'), median, runs));
+  rows.push(againstGo("Memcached operator peak RSS < the Go sample's (operator-sdk, N = 500, size 1)", 'operator.peakRssMiB', ' MiB', (v) => v < 1));
+  rows.push(againstGo("Memcached operator CPU ≤ 0.8 × the Go sample's (N = 500, size 1)", 'operator.cpuS', ' s', (v) => v <= 0.8));
 
   const start = byScenario(results, 'start');
   const slowestStart = start.map((r) => Math.max(Number(get(r.figures, 'clusterAbsentS')), Number(get(r.figures, 'clusterRunningS'))));

@@ -169,17 +169,18 @@ async function main(): Promise<number> {
     return 2;
   }
   const sizes = parseList(values.n, 'n') ?? [spec.defaults.n ?? 100];
+  const goSample = values['go-sample'] === undefined ? undefined : path.resolve(values['go-sample']);
   const concurrencies: (number | undefined)[] = parseList(values['max-concurrent-reconciles'], 'max-concurrent-reconciles') ?? [undefined];
   const options: BenchOptions = {
     n: Math.max(...sizes),
     m: num(values.m, 'm') ?? spec.defaults.m ?? 5,
     k: num(values.k, 'k') ?? spec.defaults.k ?? 30,
     runs: num(values.runs, 'runs') ?? 1,
-    operatorCmd: values['operator-cmd'] ?? (values['go-sample'] === undefined ? undefined : goSampleCommand(path.resolve(values['go-sample']))),
+    operatorCmd: values['operator-cmd'] ?? (goSample === undefined ? undefined : goSampleCommand(goSample)),
     workers: num(values.workers, 'workers'),
     settleS: num(values.settle, 'settle') ?? 20,
     floor: !values['no-floor'],
-    goSample: values['go-sample'] === undefined ? undefined : path.resolve(values['go-sample']),
+    goSample,
     periodS: num(values.period, 'period') ?? 10,
     fraction: num(values.fraction, 'fraction') ?? spec.defaults.fraction ?? 0.1,
     shards: num(values.shards, 'shards') ?? 3,

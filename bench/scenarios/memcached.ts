@@ -87,9 +87,9 @@ export async function runMemcached(ctx: BenchContext): Promise<ScenarioOutput> {
     const lastStatus = waitForStatus ? Math.max(...statusAt.values()) : lastDeployment;
     const phase = await probe.end(Math.max(lastDeployment, lastStatus));
     const perDeployment = names.map((name) => round((deploymentsAt.get(name)! - sentAt.get(name)!) / 1000));
-    const perStatus = waitForStatus ? names.map((name) => round((statusAt.get(name)! - sentAt.get(name)!) / 1000)) : [];
+    const perStatus = waitForStatus ? names.map((name) => round((statusAt.get(name)! - sentAt.get(name)!) / 1000)) : undefined;
     const d = summarize(perDeployment);
-    const st = waitForStatus ? summarize(perStatus) : undefined;
+    const st = perStatus && summarize(perStatus);
     const { operatorAfter: _omit, ...figures } = phase;
     return {
       figures: {
@@ -101,7 +101,7 @@ export async function runMemcached(ctx: BenchContext): Promise<ScenarioOutput> {
         ...(st && { statusFilled: { p50S: round(st.p50), p99S: round(st.p99) } }),
         ...figures,
       },
-      samples: { deploymentReadyS: perDeployment, ...(st && { statusFilledS: perStatus }) },
+      samples: { deploymentReadyS: perDeployment, ...(perStatus && { statusFilledS: perStatus }) },
       operatorCommand: command,
     };
   } finally {
