@@ -9,17 +9,16 @@
  *
  * `--go-sample <dir>` runs the controller-runtime Memcached operator of operator-sdk's samples
  * (testdata/go/v4/memcached-operator, built with `go build -o bin/manager ./cmd/main.go`) on the
- * same cluster as ours:
- * its CRD, Memcacheds with its sample's spec (size set to the scenario's), done when every
- * Deployment is ready (its status holds conditions, no nodes); its webhook off, its metrics on
- * plain HTTP and its log at error level, as ours runs at warn.
+ * same cluster as ours: its CRD, Memcacheds with its sample's spec (size set to the scenario's),
+ * done when every Deployment is ready (its status holds conditions, no nodes); its webhook off,
+ * its metrics on plain HTTP and its log at error level, as ours runs at warn.
  *
  * Figures: wall time to both criteria, per-object time (p50/p99), the operator's requests by
  * verb, its CPU seconds and peak RSS, the API server's requests by verb.
  *
- * The operator command defaults to our Memcached operator
- * (`node --import tsx operators/memcached/src/main.ts`); it receives KUBECONFIG and
- * WATCH_NAMESPACE (the benchmark namespace) by environment.
+ * The operator command defaults to our Memcached operator as its image runs it (the bundle, with
+ * the image's V8 flags); it receives KUBECONFIG and WATCH_NAMESPACE (the benchmark namespace) by
+ * environment.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
