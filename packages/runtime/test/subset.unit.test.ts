@@ -61,6 +61,23 @@ describe('desired hash', () => {
     assert.deepEqual(reordered.metadata.annotations, before.metadata.annotations);
     assert.deepEqual(withDesiredHash(before).metadata.annotations, before.metadata.annotations, 'stamping twice changes nothing');
   });
+
+  it('stamps the hash earlier releases stamped, so an upgraded operator re-applies no child', async () => {
+    const { DESIRED_HASH_ANNOTATION, canonicalJson, withDesiredHash } = await import('../src/apply/desired-hash.ts');
+    const child: KubeObject = {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'd', namespace: 'n', labels: { b: '2', a: '1' }, annotations: { z: 'y' } },
+      spec: { replicas: 2, paused: undefined, template: { spec: { containers: [{ name: 'c', args: ['-v', '10'], env: [{ name: 'É', value: 'x' }] }] } }, '10': true, '9': null },
+    };
+    assert.equal(
+      canonicalJson(child),
+      '{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"annotations":{"z":"y"},"labels":{"a":"1","b":"2"},"name":"d","namespace":"n"},' +
+        '"spec":{"10":true,"9":null,"replicas":2,"template":{"spec":{"containers":[{"args":["-v","10"],"env":[{"name":"É","value":"x"}],"name":"c"}]}}}}',
+    );
+    assert.equal(withDesiredHash(child).metadata.annotations?.[DESIRED_HASH_ANNOTATION], '8e4984013e0f310ebc22946245bdb2d0');
+    assert.equal(canonicalJson([1, undefined, { a: [] }]), '[1,,{"a":[]}]', 'an undefined entry is written as before: nothing');
+  });
 });
 
 describe('child difference', () => {
