@@ -43,12 +43,12 @@ export const OPERATOR_NODE_FLAGS = ['--max-semi-space-size=2', '--heap-growing-p
 /**
  * The IoT operator caches the children of every tenant (tens of MiB at a thousand), and a burst
  * leaves its old generation fragmented: pages kept committed for the few cache objects promoted
- * among the garbage (at N = 500, 70 MiB committed for 36 MiB in use after a full collection). `--optimize-for-size`
- * puts V8's collector in its memory-saving mode: a full collection compacts fragmented pages
- * instead of keeping them, and each half of the young generation holds 1 MiB (it replaces
- * `--max-semi-space-size=2`). At N = 500: peak RSS 129 → 116 MiB, for ≈ 13 % more CPU. The other
- * operators' heaps are a few MiB: there it gave the Memcached operator 0.3–0.8 MiB for 6–13 % more
- * CPU, so they keep the shared flags (docs/performance.md, round 8).
+ * among the garbage (at N = 500, 70 MiB committed for 36 MiB in use after a full collection).
+ * `--optimize-for-size` puts V8's collector in its memory-saving mode: a full collection compacts
+ * fragmented pages instead of keeping them, and each half of the young generation holds 1 MiB (it
+ * replaces `--max-semi-space-size=2`). At N = 500: peak RSS 129 → 116 MiB, for ≈ 13 % more CPU.
+ * The other operators' heaps are a few MiB: there it gave the Memcached operator 0.3–0.8 MiB for
+ * 6–13 % more CPU, so they keep the shared flags (docs/performance.md, round 8).
  */
 const IOT_NODE_FLAGS = ['--optimize-for-size', ...OPERATOR_NODE_FLAGS.filter((flag) => !flag.startsWith('--max-semi-space-size='))] as const;
 
