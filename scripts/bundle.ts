@@ -8,8 +8,8 @@
  * reaches, and code behind a dynamic import (the exec-plugin and auth-provider support of
  * @kubernetes/client-node) sits in a chunk that is read only by a process that uses it. The
  * output is not minified, so stack traces keep function names. The entry file is executable and
- * its hashbang runs Node.js with the operator's V8 flags (`operatorNodeFlags`). A build error
- * names the operator and exits non-zero.
+ * its hashbang runs Node.js with OPERATOR_NODE_FLAGS. A build error names the operator and exits
+ * non-zero.
  */
 import { build } from 'esbuild';
 import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -20,9 +20,9 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const OPERATORS = ['iot', 'memcached', 'ptemplate', 'armada'] as const;
 
 /**
- * V8 flags each bundled operator runs with (the bundle's hashbang, the images' ENTRYPOINT, the
- * package bins, the benchmarks' default commands), sized for an operator: a small live set (its
- * caches) and a high rate of short-lived garbage (the JSON of every event and request).
+ * V8 flags every bundled operator runs with (the bundle's hashbang, the images' ENTRYPOINT, the
+ * benchmarks' default commands), sized for an operator: a small live set (its caches) and a high
+ * rate of short-lived garbage (the JSON of every event and request).
  * - `--max-semi-space-size=2`: each half of the young generation holds at most 2 MiB instead of
  *   16, so up to 28 MiB less garbage waits between scavenges; scavenges come more often and each
  *   is short.
@@ -39,23 +39,6 @@ export const OPERATORS = ['iot', 'memcached', 'ptemplate', 'armada'] as const;
  * 5–8 % more CPU.
  */
 export const OPERATOR_NODE_FLAGS = ['--max-semi-space-size=2', '--heap-growing-percent=20', '--no-opt', '--single-threaded'] as const;
-
-/**
- * The IoT operator caches the children of every tenant (tens of MiB at a thousand), and a burst
- * leaves its old generation fragmented: pages kept committed for the few cache objects promoted
- * among the garbage (at N = 500, 70 MiB committed for 36 MiB in use after a full collection).
- * `--optimize-for-size` puts V8's collector in its memory-saving mode: a full collection compacts
- * fragmented pages instead of keeping them, and each half of the young generation holds 1 MiB (it
- * replaces `--max-semi-space-size=2`). At N = 500: peak RSS 129 → 116 MiB, for ≈ 13 % more CPU.
- * The other operators' heaps are a few MiB: there it gave the Memcached operator 0.3–0.8 MiB for
- * 6–13 % more CPU, so they keep the shared flags (docs/performance.md, round 8).
- */
-const IOT_NODE_FLAGS = ['--optimize-for-size', ...OPERATOR_NODE_FLAGS.filter((flag) => !flag.startsWith('--max-semi-space-size='))] as const;
-
-/** The V8 flags operator `name` runs with. */
-export function operatorNodeFlags(name: string): readonly string[] {
-  return name === 'iot' ? IOT_NODE_FLAGS : OPERATOR_NODE_FLAGS;
-}
 
 /** Bundled CommonJS dependencies call require(); an ES module has to make one. */
 const requireShim = "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);";
@@ -81,7 +64,7 @@ export async function bundleOperator(name: string, outdir = path.join(root, 'ope
   const entryFile = path.join(outdir, `${name}-operator.mjs`);
   const code = readFileSync(entryFile, 'utf8');
   const withoutHashbang = code.startsWith('#!') ? code.slice(code.indexOf('\n') + 1) : code;
-  writeFileSync(entryFile, `#!/usr/bin/env -S node ${operatorNodeFlags(name).join(' ')}\n${withoutHashbang}`);
+  writeFileSync(entryFile, `#!/usr/bin/env -S node ${OPERATOR_NODE_FLAGS.join(' ')}\n${withoutHashbang}`);
   chmodSync(entryFile, 0o755);
   return entryFile;
 }

@@ -24,11 +24,11 @@ import { repoRoot, sleep, now } from './kube.ts';
 import { parseMetrics, type Sample } from './prom.ts';
 import { ProcSampler } from './proc.ts';
 import { createMemoryCgroup, enterCommand } from './cgroup.ts';
-import { operatorNodeFlags } from '../../scripts/bundle.ts';
+import { OPERATOR_NODE_FLAGS } from '../../scripts/bundle.ts';
 
 /** The command that runs operator `name` as its image does: the bundle, with the image's V8 flags. */
 export function bundledOperatorCommand(name: string): string {
-  return `node ${operatorNodeFlags(name).join(' ')} operators/${name}/dist/${name}-operator.mjs --log-level warn`;
+  return `node ${OPERATOR_NODE_FLAGS.join(' ')} operators/${name}/dist/${name}-operator.mjs --log-level warn`;
 }
 
 export interface OperatorStart {
