@@ -5,8 +5,8 @@
  * RSS and peak RSS (VmHWM, the figure the bench reports), V8's committed and used heap, external
  * memory (MiB), and each V8 heap space as [committed, used] MiB.
  *
- * Guarantees: it only reads; its timer does not keep the process alive; one line costs a few
- * hundred bytes of garbage a second, nothing that stays.
+ * Guarantees: it only reads; its timer does not keep the process alive; a line costs a few KiB of
+ * garbage a second (the line and /proc/self/status), nothing that stays.
  */
 const v8 = require('node:v8');
 const fs = require('node:fs');

@@ -25,9 +25,9 @@ export function withDesiredHash<T extends KubeObject>(obj: T): T {
 
 /**
  * JSON with object keys sorted and undefined fields dropped: equal for equal values, whatever the key
- * order. Keys sort by UTF-16 code units (`Array.prototype.sort`'s default for strings); strings are
- * built by appending, which costs a quarter of mapping entries through arrays (every reconcile that
- * compares a child stamps its desired form).
+ * order. Keys sort by UTF-16 code units (`Array.prototype.sort`'s default for strings). The string
+ * is built by appending, in less than half the time of mapping entries through arrays: every
+ * reconcile that compares a child stamps its desired form.
  */
 export function canonicalJson(value: unknown): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value);
