@@ -9,8 +9,9 @@
  * same run and `ratioWallToFloor` compares the two.
  *
  * Guarantees: the operator has synced its caches (/readyz 200) before the clock starts, so
- * start-up is not counted; the landscape is torn down after the phase (instances deleted through
- * the operator, namespaces waited for) so the next run starts clean.
+ * start-up is not counted; the landscape is torn down after the phase so the next run starts
+ * clean: on the runner's own bench cluster by recreating it (lib/recreate.ts), elsewhere through
+ * the API (instances deleted through the operator, namespaces waited for).
  */
 import type { KubeObject } from '@iot-operator/runtime';
 import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
@@ -19,6 +20,7 @@ import { createLandscape, log, now, uniqueName } from '../lib/kube.ts';
 import type { OperatorProcess } from '../lib/operator.ts';
 import { PhaseProbe, type PhaseFigures } from '../lib/probe.ts';
 import { round, summarize } from '../lib/stats.ts';
+import { recreatableShape, recreateBenchCluster, type ClusterShape } from '../lib/recreate.ts';
 import { floorBurst } from './floor.ts';
 import path from 'node:path';
 
@@ -51,6 +53,17 @@ export async function openSession(ctx: BenchContext, prefix: string): Promise<Io
 
 export async function closeSession(ctx: BenchContext, s: IoTSession): Promise<void> {
   await teardownLandscape(ctx.client, s.landscape, s.operator, ctx.options.timeoutS * 1000);
+}
+
+/**
+ * Ends a session on a cluster of `shape` (`recreatableShape`): the operator is stopped and the
+ * cluster made again, seconds where deleting the landscape through the API waits for the namespace
+ * controller (≈ 4 min at N = 500). Without a shape, as `closeSession`.
+ */
+export async function endSession(ctx: BenchContext, s: IoTSession, shape: ClusterShape | undefined): Promise<void> {
+  if (!shape) return closeSession(ctx, s);
+  await s.operator.stop();
+  await recreateBenchCluster(ctx, shape, `landscape ${s.landscape}`);
 }
 
 export interface BurstPhase {
@@ -96,13 +109,15 @@ export async function burstPhase(ctx: BenchContext, s: IoTSession, n: number, la
 
 export async function runBurst(ctx: BenchContext): Promise<ScenarioOutput> {
   const n = ctx.options.n;
-  const floor = ctx.options.floor ? await floorBurst(ctx, n) : undefined;
+  const shape = await recreatableShape(ctx);
+  const floor = ctx.options.floor ? await floorBurst(ctx, n, shape !== undefined) : undefined;
+  if (shape && floor?.population) await recreateBenchCluster(ctx, shape, `floor landscape ${floor.population.landscape}`);
   const s = await openSession(ctx, 'bu');
   let burst: BurstPhase;
   try {
     burst = await burstPhase(ctx, s, n);
   } finally {
-    await closeSession(ctx, s);
+    await endSession(ctx, s, shape);
   }
   const figures: Record<string, unknown> = { ...burst.figures };
   const samples: Record<string, number[]> = { availableS: burst.availableS };

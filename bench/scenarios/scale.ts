@@ -26,7 +26,7 @@ import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
 import { log } from '../lib/kube.ts';
 import { recreatableShape, recreateBenchCluster } from '../lib/recreate.ts';
 import { round } from '../lib/stats.ts';
-import { burstPhase, closeSession, openSession } from './burst.ts';
+import { burstPhase, endSession, openSession } from './burst.ts';
 import { churnFloor } from './churn-floor.ts';
 import { churnPhase } from './churn.ts';
 import { floorBurst } from './floor.ts';
@@ -84,11 +84,6 @@ export async function runScale(ctx: BenchContext): Promise<ScenarioOutput> {
       operatorCommand: s.command,
     };
   } finally {
-    if (shape) {
-      await s.operator.stop();
-      await recreateBenchCluster(ctx, shape, `landscape ${s.landscape}`);
-    } else {
-      await closeSession(ctx, s);
-    }
+    await endSession(ctx, s, shape);
   }
 }
