@@ -86,6 +86,19 @@ describe('evaluateTargets', () => {
     assert.equal(sizeKey(runs[2]!), "n=500; operator: operator-sdk's Go sample");
   });
 
+  it('judges the N = 1,000 peak against the Go cache run beside it, and keeps such runs out of the others', () => {
+    const scale = (ours: number, theirs?: number, n = 1000) =>
+      result('scale', { n, ...(theirs !== undefined && { companionCmd: '/tmp/iot-cache-go -lean-pods' }) }, { burst: { operator: { peakRssMiB: ours }, ...(theirs !== undefined && { companion: { peakRssMiB: theirs } }) } });
+    const rows = evaluateTargets([scale(190, 250), scale(200, 230), scale(180, 120, 500), scale(300)]);
+    const beside = rows.find((r) => r.target.includes('controller-runtime cache'))!;
+    assert.equal(beside.figure, '0.815 ×', 'median of 190 / 250 and 200 / 230; the N = 500 run is not counted');
+    assert.equal(beside.verdict, 'holds');
+    assert.match(beside.basis, /195 against 240 MiB.*; 2 runs/);
+    const alone = rows.find((r) => r.target.startsWith('scale N = 1,000: operator peak RSS ≤ 150'))!;
+    assert.equal(alone.figure, '300 MiB', 'runs with a companion beside the operator are not judged as shipped');
+    assert.equal(evaluateTargets([scale(300)]).find((r) => r.target.includes('controller-runtime cache'))!.verdict, 'not measured');
+  });
+
   it('judges the warm start on the slower of its two starts', () => {
     const start = (absent: number, running: number) => result('start', {}, { clusterAbsentS: absent, clusterRunningS: running });
     const row = evaluateTargets([start(22, 11), start(31, 12), start(25, 10)]).find((r) => r.target.startsWith('warm npm start'))!;

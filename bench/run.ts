@@ -55,7 +55,7 @@ interface ScenarioSpec {
 }
 
 const scenarios: Record<string, ScenarioSpec> = {
-  burst: { run: runBurst, defaults: { n: 100 }, pods: (o) => o.n * PODS_PER_INSTANCE, uses: ['n', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot' },
+  burst: { run: runBurst, defaults: { n: 100 }, pods: (o) => o.n * PODS_PER_INSTANCE, uses: ['n', 'floor', 'workers', 'companionCmd'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot' },
   steady: { run: runSteady, defaults: { n: 100, m: 5 }, pods: (o) => o.n * PODS_PER_INSTANCE, uses: ['n', 'm', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot' },
   latency: { run: runLatency, defaults: { k: 30 }, pods: (o) => o.k * PODS_PER_INSTANCE, uses: ['k', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot' },
   churn: { run: runChurn, defaults: { n: 100, m: 5 }, pods: (o) => Math.ceil(o.n * PODS_PER_INSTANCE * 1.5), uses: ['n', 'm', 'periodS', 'fraction', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot' },
@@ -64,7 +64,7 @@ const scenarios: Record<string, ScenarioSpec> = {
   throughput: { run: runThroughput, defaults: { n: 2000 }, pods: () => 0, uses: ['n', 'maxConcurrentReconciles', 'settleS'], operator: MEMCACHED_DEFAULT_COMMAND, bundle: 'memcached' },
   armada: { run: runArmada, defaults: { n: 50 }, pods: (o) => o.n, uses: ['n', 'floor', 'workers'], operator: ARMADA_DEFAULT_COMMAND, bundle: 'armada' },
   sharded: { run: runSharded, defaults: { n: 2000 }, pods: (o) => o.n * PODS_PER_LIGHT_INSTANCE, uses: ['n', 'shards', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot', sharder: true },
-  scale: { run: runScale, defaults: { n: 1000, m: 5, fraction: 0.01 }, pods: (o) => Math.ceil(o.n * PODS_PER_INSTANCE * 1.5), uses: ['n', 'm', 'periodS', 'fraction', 'floor', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot', controlPlaneQps: 200 },
+  scale: { run: runScale, defaults: { n: 1000, m: 5, fraction: 0.01 }, pods: (o) => Math.ceil(o.n * PODS_PER_INSTANCE * 1.5), uses: ['n', 'm', 'periodS', 'fraction', 'floor', 'workers', 'companionCmd'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot', controlPlaneQps: 200 },
   floor: { run: runFloor, defaults: { n: 100, k: 30 }, pods: (o) => Math.max(o.n, o.k) * PODS_PER_INSTANCE, uses: ['n', 'k'] },
   start: { run: runStart, defaults: {}, pods: () => 0, uses: [] },
 };
@@ -81,6 +81,10 @@ options:
   --k <count>            latency/floor: instances created one at a time (default 30; floor --k 0 skips)
   --runs <count>         repetitions, each written to its own result file (default 1)
   --operator-cmd "<cmd>" operator under test (default: the scenario's operator, bundled as the image ships it)
+  --companion-cmd "<cmd>"
+                         burst/scale: also run this beside the IoT operator, with its environment,
+                         and report its peak RSS, CPU and requests over the burst (\`companion\`);
+                         e.g. the IoT watches in controller-runtime, bench/go-cache (see bench/README.md)
   --workers <count>      --max-concurrent-reconciles passed to the IoT operator; armada: the
                          operator's concurrent chart reconciles and the floor's parallel helm installs (default 4)
   --max-concurrent-reconciles <c>[,<c>]
@@ -117,6 +121,7 @@ async function main(): Promise<number> {
       k: { type: 'string' },
       runs: { type: 'string' },
       'operator-cmd': { type: 'string' },
+      'companion-cmd': { type: 'string' },
       workers: { type: 'string' },
       'max-concurrent-reconciles': { type: 'string' },
       settle: { type: 'string' },
@@ -177,6 +182,7 @@ async function main(): Promise<number> {
     k: num(values.k, 'k') ?? spec.defaults.k ?? 30,
     runs: num(values.runs, 'runs') ?? 1,
     operatorCmd: values['operator-cmd'] ?? (goSample === undefined ? undefined : goSampleCommand(goSample)),
+    companionCmd: values['companion-cmd'],
     workers: num(values.workers, 'workers'),
     settleS: num(values.settle, 'settle') ?? 20,
     floor: !values['no-floor'],

@@ -17,6 +17,8 @@ export interface BenchOptions {
   runs: number;
   /** Operator command; undefined = the scenario's default operator. */
   operatorCmd?: string;
+  /** IoT scenarios: a second process started beside the operator, with its environment, and measured over the same burst. */
+  companionCmd?: string;
   /** --max-concurrent-reconciles for the IoT operator; undefined = the operator's default. */
   workers?: number;
   /** throughput: --max-concurrent-reconciles for the Memcached operator; undefined = the operator's default. */

@@ -2,8 +2,9 @@
  * A probe to preload into an operator under test (`node --require bench/probes/heap-spaces.cjs`,
  * e.g. in `--operator-cmd`): once a second it appends one JSON line to $HEAPLOG (default
  * /tmp/heaplog-<pid>.jsonl) with the seconds since start, the process's CPU seconds so far, its
- * RSS and peak RSS (VmHWM, the figure the bench reports), V8's committed and used heap, external
- * memory (MiB), and each V8 heap space as [committed, used] MiB.
+ * RSS, its peak (VmHWM, the figure the bench reports) and its anonymous and file-backed parts
+ * (RssAnon: V8's heap and malloc's; RssFile: the executable's pages), V8's committed and used heap,
+ * external memory (MiB), and each V8 heap space as [committed, used] MiB.
  *
  * Guarantees: it only reads; its timer does not keep the process alive; a line costs a few KiB of
  * garbage a second (the line and /proc/self/status), nothing that stays.
@@ -19,13 +20,16 @@ setInterval(() => {
   const memory = process.memoryUsage();
   const heap = v8.getHeapStatistics();
   const cpu = process.cpuUsage();
-  const peakKiB = Number(/^VmHWM:\s+(\d+) kB$/m.exec(fs.readFileSync('/proc/self/status', 'utf8'))?.[1] ?? NaN);
+  const status = fs.readFileSync('/proc/self/status', 'utf8');
+  const statusMiB = (field) => mib(Number(new RegExp(`^${field}:\\s+(\\d+) kB$`, 'm').exec(status)?.[1] ?? NaN) * 1024);
   const spaces = Object.fromEntries(v8.getHeapSpaceStatistics().map((s) => [s.space_name.replace(/_space$/, ''), [mib(s.space_size), mib(s.space_used_size)]]));
   const line = {
     t: (Date.now() - started) / 1000,
     cpu: Math.round((cpu.user + cpu.system) / 1e4) / 100,
     rss: mib(memory.rss),
-    hwm: mib(peakKiB * 1024),
+    hwm: statusMiB('VmHWM'),
+    anon: statusMiB('RssAnon'),
+    file: statusMiB('RssFile'),
     total: mib(heap.total_heap_size),
     used: mib(heap.used_heap_size),
     ext: mib(memory.external),

@@ -6,7 +6,9 @@
  * create request to Available (p50/p95/p99); the operator's API requests by verb and code, its
  * reconciles, CPU seconds and peak RSS; the API server's requests by verb; CPU seconds of every
  * control-plane component. Unless `--no-floor`, the operator-free floor is measured first in the
- * same run and `ratioWallToFloor` compares the two.
+ * same run and `ratioWallToFloor` compares the two. With `--companion-cmd`, a second process runs
+ * beside the operator from the session's start (same environment, caches synced before the clock
+ * starts) and its requests, CPU and peak RSS over the burst are `companion`.
  *
  * Guarantees: the operator has synced its caches (/readyz 200) before the clock starts, so
  * start-up is not counted; the landscape is torn down after the phase so the next run starts
@@ -31,6 +33,8 @@ export interface IoTSession {
   command: string;
   /** Seconds from spawning the operator to /readyz 200. */
   startToReadyS: number;
+  /** `--companion-cmd`'s process, running beside the operator. */
+  companion?: OperatorProcess;
 }
 
 /** A fresh landscape with a started, cache-synced IoT operator. */
@@ -38,20 +42,29 @@ export async function openSession(ctx: BenchContext, prefix: string): Promise<Io
   const landscape = uniqueName(prefix);
   const pullSecret = await createLandscape(ctx.client, landscape);
   const command = ctx.options.operatorCmd ?? IOT_DEFAULT_COMMAND;
-  const operator = await startIoTOperator({
-    command,
-    kubeconfig: ctx.kubeconfig,
-    landscape,
-    workers: ctx.options.workers,
-    memoryLimitMiB: ctx.options.memoryLimitMiB,
-    logFile: path.join(ctx.logDir, `operator-${landscape}.log`),
-  });
+  const start = (command: string, role: string) =>
+    startIoTOperator({
+      command,
+      kubeconfig: ctx.kubeconfig,
+      landscape,
+      workers: ctx.options.workers,
+      memoryLimitMiB: ctx.options.memoryLimitMiB,
+      logFile: path.join(ctx.logDir, `${role}-${landscape}.log`),
+    });
+  const operator = await start(command, 'operator');
   const readyAt = await operator.waitReady();
   log(`operator pid ${operator.pid} ready for landscape ${landscape} in ${((readyAt - operator.startedAt) / 1000).toFixed(2)} s (log ${operator.logFile})`);
-  return { landscape, pullSecret, operator, command, startToReadyS: round((readyAt - operator.startedAt) / 1000) };
+  const session: IoTSession = { landscape, pullSecret, operator, command, startToReadyS: round((readyAt - operator.startedAt) / 1000) };
+  if (ctx.options.companionCmd) {
+    session.companion = await start(ctx.options.companionCmd, 'companion');
+    await session.companion.waitReady();
+    log(`companion pid ${session.companion.pid} ready (log ${session.companion.logFile})`);
+  }
+  return session;
 }
 
 export async function closeSession(ctx: BenchContext, s: IoTSession): Promise<void> {
+  await s.companion?.stop();
   await teardownLandscape(ctx.client, s.landscape, s.operator, ctx.options.timeoutS * 1000);
 }
 
@@ -62,7 +75,7 @@ export async function closeSession(ctx: BenchContext, s: IoTSession): Promise<vo
  */
 export async function endSession(ctx: BenchContext, s: IoTSession, shape: ClusterShape | undefined): Promise<void> {
   if (!shape) return closeSession(ctx, s);
-  await s.operator.stop();
+  await Promise.all([s.operator.stop(), s.companion?.stop()]);
   await recreateBenchCluster(ctx, shape, `landscape ${s.landscape}`);
 }
 
@@ -80,6 +93,7 @@ export async function burstPhase(ctx: BenchContext, s: IoTSession, n: number, la
     const names = Array.from({ length: n }, (_, i) => instanceName(i));
     for (const name of names) tracker.expect(name, 1);
     const probe = await PhaseProbe.begin(ctx.client, ctx.clusterDir, s.operator);
+    const companionProbe = s.companion && (await PhaseProbe.begin(ctx.client, ctx.clusterDir, s.companion));
     log(`${label}: creating ${n} IoTServices`);
     const t0 = now();
     const sentAt = await createInstances(ctx.client, s.landscape, names);
@@ -87,6 +101,7 @@ export async function burstPhase(ctx: BenchContext, s: IoTSession, n: number, la
     await tracker.waitAll(label, n, t0, ctx.options.timeoutS * 1000);
     const last = Math.max(...tracker.availableAt.values());
     const phase = await probe.end(last);
+    const companion = (await companionProbe?.end(last))?.operator;
     const availableS = names.map((name) => round((tracker.availableAt.get(name)! - sentAt.get(name)!) / 1000));
     const a = summarize(availableS);
     const { operatorAfter: _omit, ...phaseFigures } = phase;
@@ -100,6 +115,7 @@ export async function burstPhase(ctx: BenchContext, s: IoTSession, n: number, la
         available: { p50S: round(a.p50), p95S: round(a.p95), p99S: round(a.p99), maxS: round(a.max) },
         operatorStartToReadyS: s.startToReadyS,
         ...phaseFigures,
+        ...(companion && { companion: { command: ctx.options.companionCmd, ...companion } }),
       },
     };
   } finally {
