@@ -173,6 +173,10 @@ async function main(): Promise<number> {
     console.error(`unknown scenario "${name}"\n${usage}`);
     return 2;
   }
+  if (values['companion-cmd'] !== undefined && !spec.uses.includes('companionCmd')) {
+    console.error(`--companion-cmd is measured by ${Object.keys(scenarios).filter((s) => scenarios[s]!.uses.includes('companionCmd')).join(' and ')}, not ${name}`);
+    return 2;
+  }
   const sizes = parseList(values.n, 'n') ?? [spec.defaults.n ?? 100];
   const goSample = values['go-sample'] === undefined ? undefined : path.resolve(values['go-sample']);
   const concurrencies: (number | undefined)[] = parseList(values['max-concurrent-reconciles'], 'max-concurrent-reconciles') ?? [undefined];
