@@ -42,6 +42,8 @@ export const FIGURES: Record<string, [string, string][]> = {
     ['operator reconciles', 'operator.reconciles'],
     ['operator CPU (s)', 'operator.cpuS'],
     ['operator peak RSS (MiB)', 'operator.peakRssMiB'],
+    ['beside it (--companion-cmd): CPU (s)', 'companion.cpuS'],
+    ['beside it (--companion-cmd): peak RSS (MiB)', 'companion.peakRssMiB'],
     ['API server requests (all clients)', 'apiserver.total'],
     ['API server requests by verb: ', 'apiserver.byVerb.*'],
     ['CPU (s) of ', 'componentsCpuS.*'],
@@ -195,6 +197,8 @@ export const FIGURES: Record<string, [string, string][]> = {
     ['burst: operator CPU per instance (ms)', 'perInstance.cpuMs'],
     ['burst: operator CPU (s)', 'burst.operator.cpuS'],
     ['burst: operator peak RSS (MiB)', 'burst.operator.peakRssMiB'],
+    ['burst: beside it (--companion-cmd): CPU (s)', 'burst.companion.cpuS'],
+    ['burst: beside it (--companion-cmd): peak RSS (MiB)', 'burst.companion.peakRssMiB'],
     ['burst: controller-manager rate-limiter wait (s, summed)', 'burst.controlPlaneClients.kube-controller-manager.rateLimiterWaitS'],
     ['burst: scheduler rate-limiter wait (s, summed)', 'burst.controlPlaneClients.kube-scheduler.rateLimiterWaitS'],
     ['burst: host CPU utilisation', 'burst.host.utilisation'],
@@ -250,6 +254,7 @@ export function sizeKey(r: BenchResult): string {
   if (r.options.controllerManagerQps !== undefined) parts.push(`controller-manager QPS ${String(r.options.controllerManagerQps)}`);
   if (r.options.schedulerQps !== undefined) parts.push(`scheduler QPS ${String(r.options.schedulerQps)}`);
   if (r.options.operatorMemoryLimitMiB !== undefined) parts.push(`operator memory limit ${String(r.options.operatorMemoryLimitMiB)} MiB`);
+  if (r.options.companionCmd !== undefined) parts.push(`beside: \`${String(r.options.companionCmd)}\``);
   const size = parts.join(' ');
   if (r.options.goSample !== undefined) return `${size}; operator: operator-sdk's Go sample`;
   return r.options.operatorCmd ? `${size}; operator: \`${String(r.options.operatorCmd)}\`` : size;

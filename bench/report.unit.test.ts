@@ -97,6 +97,7 @@ describe('evaluateTargets', () => {
     const alone = rows.find((r) => r.target.startsWith('scale N = 1,000: operator peak RSS ≤ 150'))!;
     assert.equal(alone.figure, '300 MiB', 'runs with a companion beside the operator are not judged as shipped');
     assert.equal(evaluateTargets([scale(300)]).find((r) => r.target.includes('controller-runtime cache'))!.verdict, 'not measured');
+    assert.equal(sizeKey(scale(190, 250)), 'n=1000 beside: `/tmp/iot-cache-go -lean-pods`', 'its figures are tabled apart from the shipped runs');
   });
 
   it('judges the warm start on the slower of its two starts', () => {
