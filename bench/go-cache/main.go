@@ -1,10 +1,12 @@
 // iot-cache-go: the IoT operator's watches, cache and work queue written as an operator-sdk Go
 // user writes them (controller-runtime, typed objects), without its writes. It measures what a Go
 // operator of the same design holds before it does any work of its own: the bench runs it beside
-// the IoT operator (`npm run bench -- burst --companion go-cache`) and reports both processes'
+// the IoT operator (`npm run bench -- scale --companion-cmd "<binary> -lean-pods
+// -health-probe-bind-address {healthAddress}"`, bench/README.md) and reports both processes'
 // peak RSS and CPU over the same burst.
 //
-// Guarantees: it only reads (list, watch, and gets from its cache); it caches what the IoT
+// Guarantees: it only reads (list, watch, and gets from its cache); /readyz answers 200 once every
+// informer has synced; /metrics serves controller-runtime's metrics; it caches what the IoT
 // operator caches — IoTServices of the landscape namespace; of the landscape's labelled children,
 // Namespaces, NetworkPolicies, ResourceQuotas, LimitRanges, Services, StatefulSets, Deployments
 // and Pods whole, ConfigMaps and Secrets as metadata only — with managedFields stripped

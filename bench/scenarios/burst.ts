@@ -7,8 +7,9 @@
  * reconciles, CPU seconds and peak RSS; the API server's requests by verb; CPU seconds of every
  * control-plane component. Unless `--no-floor`, the operator-free floor is measured first in the
  * same run and `ratioWallToFloor` compares the two. With `--companion-cmd`, a second process runs
- * beside the operator from the session's start (same environment, caches synced before the clock
- * starts) and its requests, CPU and peak RSS over the burst are `companion`.
+ * beside the operator from the session's start (the operator's environment, appended flags and
+ * memory limit; caches synced before the clock starts) and its requests, CPU and peak RSS over the
+ * burst are `companion`.
  *
  * Guarantees: the operator has synced its caches (/readyz 200) before the clock starts, so
  * start-up is not counted; the landscape is torn down after the phase so the next run starts
