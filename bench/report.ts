@@ -320,6 +320,11 @@ function byScenario(results: readonly BenchResult[], scenario: string, n?: numbe
   return results.filter((r) => r.ok && conditions(r) && r.scenario === scenario && (n === undefined || r.options.n === n));
 }
 
+/** Runs of the operator's default command with a companion process beside it (`--companion-cmd`). */
+function shippedBesideCompanion(r: BenchResult): boolean {
+  return r.options.operatorCmd === undefined && r.options.companionCmd !== undefined;
+}
+
 /** Runs of operator-sdk's Go sample under the conditions ours are judged in: a default cluster, no memory limit. */
 function goSampleAsSpecified(r: BenchResult): boolean {
   return r.options.goSample !== undefined && r.options.operatorMemoryLimitMiB === undefined && defaultCluster(r);
@@ -401,7 +406,7 @@ export function evaluateTargets(results: readonly BenchResult[]): TargetRow[] {
   rows.push(judge('scale N = 1,000: operator peak RSS ≤ 150 MiB (no memory limit)', numbersAt(scale, 'burst.operator.peakRssMiB'), (v) => v <= 150, ' MiB', basis('median burst peak RSS')));
   // The same objects cached by controller-runtime (bench/go-cache), run beside the operator in
   // the same burst: what a Go operator of this design holds before doing any work of its own.
-  const besideGoCache = results.filter((r) => r.ok && r.scenario === 'scale' && r.options.n === 1000 && r.options.operatorCmd === undefined && r.options.companionCmd !== undefined);
+  const besideGoCache = byScenario(results, 'scale', 1000, shippedBesideCompanion);
   const ratios = besideGoCache.map((r) => Number(get(r.figures, 'burst.operator.peakRssMiB')) / Number(get(r.figures, 'burst.companion.peakRssMiB')));
   const peaks = (dotted: string) => show(median(numbersAt(besideGoCache, dotted)));
   const goCacheBasis = ratios.length > 0 ? `: ${peaks('burst.operator.peakRssMiB')} against ${peaks('burst.companion.peakRssMiB')} MiB` : '';
