@@ -7,8 +7,9 @@
  *
  * Guarantees: every figure is a difference between a scrape at `begin` and one at `end`, so
  * counters accumulated before the phase (cache sync, an earlier phase) never leak into it. The
- * operator part is present only when an operator runs; a failed API server scrape is recorded
- * as absent rather than failing the run.
+ * operator part is present only when an operator runs (and a companion's, measured the same way,
+ * only when one runs beside it); a failed API server scrape is recorded as absent rather than
+ * failing the run.
  */
 import https from 'node:https';
 import type { KubeClient } from '@iot-operator/runtime';
@@ -72,15 +73,20 @@ export function clientFigures(before: Sample[], after: Sample[]): ClientFigures 
   };
 }
 
+/** A process's own figures over a phase: its requests and reconciles (its /metrics), CPU and RSS (/proc). */
+export interface ProcessFigures {
+  requests: OperatorRequestFigures;
+  reconciles: number;
+  cpuS: number;
+  peakRssMiB: number;
+  rssEndMiB: number;
+}
+
 export interface PhaseFigures {
   durationS: number;
-  operator?: {
-    requests: OperatorRequestFigures;
-    reconciles: number;
-    cpuS: number;
-    peakRssMiB: number;
-    rssEndMiB: number;
-  };
+  operator?: ProcessFigures;
+  /** The process run beside the operator (`--companion-cmd`), measured as the operator is. */
+  companion?: ProcessFigures;
   apiserver?: RequestFigures;
   componentsCpuS: Record<string, number>;
   /** Per rate-limited control-plane component: its requests and its time waiting in the client-side rate limiter. */
@@ -99,37 +105,87 @@ export function reconcileCount(samples: Sample[]): number {
   return total(sumBy(samples, 'controller_runtime_reconcile_total'));
 }
 
+/** One process over a phase: its metrics and CPU at the start, read again at the end. */
+class ProcessPhase {
+  private cpuBefore = 0;
+
+  private constructor(
+    private readonly process: OperatorProcess,
+    readonly before: Sample[],
+  ) {}
+
+  /** Scrapes its metrics; `start` then reads the CPU to count from. */
+  static async begin(process: OperatorProcess): Promise<ProcessPhase> {
+    return new ProcessPhase(process, await process.metrics(OPERATOR_METRICS));
+  }
+
+  start(): void {
+    this.process.sampler.sample();
+    this.cpuBefore = this.process.sampler.lastCpuS ?? 0;
+  }
+
+  /** Reads /proc at the end of the phase (its metrics are scraped after, by `end`). */
+  sample(): void {
+    this.process.sampler.sample();
+  }
+
+  /** Its figures over the phase and its metrics at the end, or undefined when it has exited. */
+  async end(): Promise<{ figures: ProcessFigures; after: Sample[] } | undefined> {
+    if (!this.process.running) return undefined;
+    const after = await this.process.metrics(OPERATOR_METRICS);
+    const s = this.process.sampler;
+    return {
+      after,
+      figures: {
+        requests: operatorRequestFigures(this.before, after),
+        reconciles: reconcileCount(after) - reconcileCount(this.before),
+        cpuS: round((s.lastCpuS ?? 0) - this.cpuBefore, 2),
+        peakRssMiB: round(s.peakRssBytes / MiB, 1),
+        rssEndMiB: round((s.lastRssBytes ?? 0) / MiB, 1),
+      },
+    };
+  }
+}
+
 export class PhaseProbe {
   private constructor(
     private readonly client: KubeClient,
     private readonly clusterDir: string,
-    private readonly operator: OperatorProcess | undefined,
+    private readonly operator: ProcessPhase | undefined,
+    private readonly companion: ProcessPhase | undefined,
     private readonly startedAt: number,
-    readonly operatorBefore: Sample[] | undefined,
     private readonly apiserverBefore: Sample[] | undefined,
     private readonly componentsBefore: Record<string, number>,
     private readonly hostBefore: { busyS: number; totalS: number },
-    private readonly cpuBefore: number,
     private readonly clientsBefore: Record<string, Sample[] | undefined>,
   ) {}
 
-  static async begin(client: KubeClient, clusterDir: string, operator?: OperatorProcess): Promise<PhaseProbe> {
-    const [operatorBefore, apiserverBefore, clientsBefore] = await Promise.all([
-      operator?.metrics(OPERATOR_METRICS),
+  /** The operator's metrics when the phase began. */
+  get operatorBefore(): Sample[] | undefined {
+    return this.operator?.before;
+  }
+
+  static async begin(client: KubeClient, clusterDir: string, operator?: OperatorProcess, companion?: OperatorProcess): Promise<PhaseProbe> {
+    const [operatorPhase, companionPhase, apiserverBefore, clientsBefore] = await Promise.all([
+      operator && ProcessPhase.begin(operator),
+      companion && ProcessPhase.begin(companion),
       scrapeApiserver(client).catch(() => undefined),
       scrapeComponents(clusterDir),
     ]);
-    operator?.sampler.sample();
-    return new PhaseProbe(client, clusterDir, operator, now(), operatorBefore, apiserverBefore, readComponentsCpu(clusterDir), readHostCpu(), operator?.sampler.lastCpuS ?? 0, clientsBefore);
+    operatorPhase?.start();
+    companionPhase?.start();
+    return new PhaseProbe(client, clusterDir, operatorPhase, companionPhase, now(), apiserverBefore, readComponentsCpu(clusterDir), readHostCpu(), clientsBefore);
   }
 
   /** Ends the phase: `endedAt` (monotonic ms) defaults to now; scrapes happen after it. */
   async end(endedAt = now()): Promise<PhaseFigures & { operatorAfter?: Sample[] }> {
     const host = readHostCpu();
     const components = readComponentsCpu(this.clusterDir);
-    this.operator?.sampler.sample();
-    const [operatorAfter, apiserverAfter, clientsAfter] = await Promise.all([
-      this.operator?.running ? this.operator.metrics(OPERATOR_METRICS) : undefined,
+    this.operator?.sample();
+    this.companion?.sample();
+    const [operatorEnd, companionEnd, apiserverAfter, clientsAfter] = await Promise.all([
+      this.operator?.end(),
+      this.companion?.end(),
       scrapeApiserver(this.client).catch(() => undefined),
       scrapeComponents(this.clusterDir),
     ]);
@@ -153,17 +209,11 @@ export class PhaseProbe {
       const byVerb = deltaBy(apiserverRequestsByVerb(this.apiserverBefore), apiserverRequestsByVerb(apiserverAfter));
       figures.apiserver = { byVerb, total: total(byVerb) };
     }
-    if (this.operator && this.operatorBefore && operatorAfter) {
-      const s = this.operator.sampler;
-      figures.operator = {
-        requests: operatorRequestFigures(this.operatorBefore, operatorAfter),
-        reconciles: reconcileCount(operatorAfter) - reconcileCount(this.operatorBefore),
-        cpuS: round((s.lastCpuS ?? 0) - this.cpuBefore, 2),
-        peakRssMiB: round(s.peakRssBytes / MiB, 1),
-        rssEndMiB: round((s.lastRssBytes ?? 0) / MiB, 1),
-      };
-      figures.operatorAfter = operatorAfter;
+    if (operatorEnd) {
+      figures.operator = operatorEnd.figures;
+      figures.operatorAfter = operatorEnd.after;
     }
+    if (companionEnd) figures.companion = companionEnd.figures;
     return figures;
   }
 }

@@ -93,8 +93,7 @@ export async function burstPhase(ctx: BenchContext, s: IoTSession, n: number, la
   try {
     const names = Array.from({ length: n }, (_, i) => instanceName(i));
     for (const name of names) tracker.expect(name, 1);
-    const probe = await PhaseProbe.begin(ctx.client, ctx.clusterDir, s.operator);
-    const companionProbe = s.companion && (await PhaseProbe.begin(ctx.client, ctx.clusterDir, s.companion));
+    const probe = await PhaseProbe.begin(ctx.client, ctx.clusterDir, s.operator, s.companion);
     log(`${label}: creating ${n} IoTServices`);
     const t0 = now();
     const sentAt = await createInstances(ctx.client, s.landscape, names);
@@ -102,7 +101,6 @@ export async function burstPhase(ctx: BenchContext, s: IoTSession, n: number, la
     await tracker.waitAll(label, n, t0, ctx.options.timeoutS * 1000);
     const last = Math.max(...tracker.availableAt.values());
     const phase = await probe.end(last);
-    const companion = (await companionProbe?.end(last))?.operator;
     const availableS = names.map((name) => round((tracker.availableAt.get(name)! - sentAt.get(name)!) / 1000));
     const a = summarize(availableS);
     const { operatorAfter: _omit, ...phaseFigures } = phase;
@@ -116,7 +114,7 @@ export async function burstPhase(ctx: BenchContext, s: IoTSession, n: number, la
         available: { p50S: round(a.p50), p95S: round(a.p95), p99S: round(a.p99), maxS: round(a.max) },
         operatorStartToReadyS: s.startToReadyS,
         ...phaseFigures,
-        ...(companion && { companion: { command: ctx.options.companionCmd, ...companion } }),
+        ...(phase.companion && { companion: { command: ctx.options.companionCmd, ...phase.companion } }),
       },
     };
   } finally {
