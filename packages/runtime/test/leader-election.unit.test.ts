@@ -114,6 +114,26 @@ describe('leader election', () => {
     assert.equal(await b.tryAcquireOrRenew(), true, 'a successor takes the released lease at once');
   });
 
+  it('stopped while a renewal is in flight that the API server still applies, it releases the lease all the same', async () => {
+    const store = new LeaseStore();
+    const clock = new FakeClock();
+    const stop = new AbortController();
+    const access = store.access();
+    let leading = false;
+    const stoppedMidRenewal: LeaseAccess = {
+      ...access,
+      // The shutdown signal arrives while the renewal's write is on its way; the server applies it.
+      replace: async (lease, signal) => {
+        if (leading && lease.spec?.holderIdentity === 'a') stop.abort();
+        return access.replace(lease, signal);
+      },
+    };
+    const leader = new LeaderElector(config('a'), stoppedMidRenewal, clock);
+    await leader.run(stop.signal, { onStartedLeading: () => (leading = true), onStoppedLeading: () => {} }, { releaseOnCancel: true });
+    assert.equal(store.lease?.spec?.holderIdentity, null, 'released although the renewal it cancelled moved the resourceVersion on');
+    assert.equal(await new LeaderElector(config('b'), store.access(), clock).tryAcquireOrRenew(), true, 'a successor takes the lease at once');
+  });
+
   it('a renewal that hangs is cancelled at the renew deadline and leadership ends there', async () => {
     const store = new LeaseStore();
     let hang = false;

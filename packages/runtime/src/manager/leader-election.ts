@@ -21,6 +21,7 @@
  *   the lease for a lease duration plus 20 s (client-go's leader-election healthz adaptor), so
  *   /healthz fails when the elector is stuck.
  */
+import { isConflict } from '../client/errors.ts';
 import type { KubeObject } from '../client/resource.ts';
 
 export interface LeaseSpec {
@@ -167,17 +168,30 @@ export class LeaderElector {
     }
   }
 
-  /** Gives the lease up so that another candidate can take it at once; waits at most 5 s (or the renew deadline, if shorter). */
+  /**
+   * Gives the lease up so that another candidate can take it at once; waits at most 5 s (or the
+   * renew deadline, if shorter). Works on the Lease as it is now, not as last seen: a renewal
+   * cancelled by the shutdown may still have been applied and moved its resourceVersion on.
+   */
   private async release(): Promise<void> {
     if (!this.leading || !this.current) return;
     this.leading = false;
     const cancel = new AbortController();
     const timer = setTimeout(() => cancel.abort(), Math.min(this.config.renewDeadlineMs, releaseDeadlineMs));
     try {
-      await this.access.replace(
-        { ...this.current, spec: { ...this.current.spec, holderIdentity: null, leaseDurationSeconds: 1, acquireTime: null, renewTime: microTime(this.clock.now()) } },
-        cancel.signal,
-      );
+      for (;;) {
+        const lease = await this.access.get(cancel.signal);
+        if (lease?.spec?.holderIdentity !== this.config.identity) return;
+        try {
+          await this.access.replace(
+            { ...lease, spec: { ...lease.spec, holderIdentity: null, leaseDurationSeconds: 1, acquireTime: null, renewTime: microTime(this.clock.now()) } },
+            cancel.signal,
+          );
+          return;
+        } catch (err) {
+          if (!isConflict(err) || cancel.signal.aborted) throw err;
+        }
+      }
     } catch (err) {
       // Best effort: the lease expires by itself otherwise.
       this.onError?.(err);
