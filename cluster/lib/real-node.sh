@@ -83,6 +83,14 @@ real_node_ready() {
 
 real_node_healthy() { real_node_processes_running && real_node_ready; }
 
+# Ready as posted by a kubelet that heartbeat at or after SINCE (RFC 3339, UTC, seconds): the Node
+# of a restarted kubelet still shows the last Ready of the one before until the new one posts.
+real_node_ready_since() { # since
+  local status
+  status=$(kctl get node "$REAL_NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].lastHeartbeatTime}' --request-timeout=5s 2>/dev/null) || return 1
+  [[ "${status%% *}" == True && ! "${status#* }" < "$1" ]]
+}
+
 # Starts NAME from BINARY ARGS... in a session of its own, output to logs/NAME.log (the previous
 # log kept as NAME.previous.log), pid in pids/NAME.pid.
 real_node_spawn() { # name binary args...
@@ -279,7 +287,7 @@ real_node_pause_image() { # node-bin-dir
 
 # --- lifecycle ---------------------------------------------------------------------------------
 real_node_start() {
-  local missing owner node_bin port
+  local missing owner node_bin port kubelet_started
   missing=$(real_node_missing)
   [[ -z "$missing" ]] || die "a real node cannot run here: $(echo "$missing" | paste -sd ';' | sed 's/;/; /g')"
   mkdir -p "$(dirname "$REAL_NODE_OWNER_FILE")"
@@ -307,12 +315,13 @@ real_node_start() {
   real_node_wait 30 "containerd answers on $REAL_NODE_SOCKET" ctr --address "$REAL_NODE_SOCKET" version ||
     die "containerd did not start (log: $REAL_NODE_DIR/logs/containerd.log): $(tail -n 5 "$REAL_NODE_DIR/logs/containerd.log")"
   real_node_pause_image "$node_bin"
+  kubelet_started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   real_node_spawn kubelet "$node_bin/kubelet" --config "$REAL_NODE_DIR/kubelet.yaml" \
     --kubeconfig "$REAL_NODE_DIR/kubelet.kubeconfig" --hostname-override "$REAL_NODE_NAME" \
     --node-ip "$REAL_NODE_GATEWAY" --root-dir "$REAL_NODE_DIR/kubelet" --cert-dir "$REAL_NODE_DIR/kubelet-pki" \
     --node-labels "$REAL_NODE_LABEL=true"
   real_node_spawn kube-proxy "$node_bin/kube-proxy" --config "$REAL_NODE_DIR/kube-proxy.yaml"
-  if ! real_node_wait 120 "node $REAL_NODE_NAME is Ready" real_node_ready; then
+  if ! real_node_wait 120 "node $REAL_NODE_NAME is Ready" real_node_ready_since "$kubelet_started"; then
     tail -n 20 "$REAL_NODE_DIR/logs/kubelet.log" >&2
     die "node $REAL_NODE_NAME did not become Ready within 120 s (logs: $REAL_NODE_DIR/logs)"
   fi
