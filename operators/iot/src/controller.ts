@@ -52,6 +52,7 @@ import {
   readConditions,
   removeFinalizer,
   shardLabel,
+  shardSelector,
   type ApiError,
   type KubeObject,
   type Manager,
@@ -68,6 +69,7 @@ import {
 import { API_GROUP, API_VERSION, IOTSERVICE_KIND, IOTSERVICE_PLURAL, type IoTService, type IoTServiceStatus } from './api/iotservice.ts';
 import { apiRefusedFailure, imagePullSecretMissingFailure, namespaceNotOwnedFailure, permissionMissingFailure, type Failure, type RefusedRequest } from './failure.ts';
 import {
+  CREDENTIALS_SECRET_NAME,
   IMAGE_PULL_SECRET_NAME,
   INSTANCE_LABEL,
   desiredChildren,
@@ -81,6 +83,7 @@ import {
   type Instance,
   type OperatorConfig,
 } from './resources/index.ts';
+import { ChildBodies } from './child-bodies.ts';
 import { leanPod } from './pod-view.ts';
 import { RenderedChildren, type PreparedChild, type Rendering } from './rendered-children.ts';
 import { ResolvedInstances } from './resolved-instances.ts';
@@ -132,7 +135,8 @@ export const SHARDED_TYPES: readonly ResourceType[] = [IoTServiceType, ...Object
 /**
  * Kinds whose bodies (`data`) the cache never holds: anyone who can create a ConfigMap or Secret
  * somewhere can give it our labels, and up to 1 MiB of data each. Only their metadata is
- * watched; a child of these kinds is read from the API server when its metadata changed.
+ * watched; a child of these kinds is read from the API server when its metadata changed
+ * (child-bodies.ts: after a start, listed in pages rather than got one by one).
  */
 const METADATA_ONLY_TYPES: readonly ResourceType[] = [Kinds.ConfigMap, Kinds.Secret];
 
@@ -161,15 +165,33 @@ function watchedTypes(config: IoTControllerConfig): ResourceType[] {
   return config.shard ? Object.values(CHILD_TYPES) : [...Object.values(CHILD_TYPES), Kinds.Pod];
 }
 
+/** True for an object of one of this landscape's instance namespaces (labelled for the instance whose namespace it is in). */
+function inInstanceNamespace(landscape: string, obj: KubeObject): boolean {
+  const id = instanceIdOf(obj.metadata.labels, landscape);
+  const namespace = obj.kind === 'Namespace' ? obj.metadata.name : obj.metadata.namespace;
+  return id !== undefined && namespace === `${landscape}-${id}`;
+}
+
 /** Keeps objects of this landscape's instance namespaces (as `keep` makes them); reduces any other to its identity. */
 function onlyInInstanceNamespaces(landscape: string, keep: Transform<KubeObject>): Transform<KubeObject> {
   return (obj) => {
-    const id = instanceIdOf(obj.metadata.labels, landscape);
-    const namespace = obj.kind === 'Namespace' ? obj.metadata.name : obj.metadata.namespace;
-    if (id !== undefined && namespace === `${landscape}-${id}`) return keep(obj);
-    const { name, namespace: objectNamespace, uid, resourceVersion } = obj.metadata;
-    return { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name, namespace: objectNamespace, uid, resourceVersion } };
+    if (inInstanceNamespace(landscape, obj)) return keep(obj);
+    const { name, namespace, uid, resourceVersion } = obj.metadata;
+    return { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name, namespace, uid, resourceVersion } };
   };
+}
+
+/**
+ * Where the bodies of metadata-only children are read from: this landscape's (and shard's)
+ * children in instance namespaces, except the credentials, which are created once and never
+ * compared.
+ */
+function childBodies(config: IoTControllerConfig): ChildBodies {
+  const labelSelector = config.shard ? `${landscapeSelector(config.operatorName)},${shardSelector(config.shard)}` : landscapeSelector(config.operatorName);
+  return new ChildBodies(
+    { namespace: config.watchNamespace || undefined, labelSelector },
+    (type, obj) => inInstanceNamespace(config.operatorName, obj) && !(type === Kinds.Secret && obj.metadata.name === CREDENTIALS_SECRET_NAME),
+  );
 }
 
 /** The landscape's image-pull-secret, watched on its own informer (it carries none of our labels). */
@@ -197,7 +219,7 @@ export function registerIoTController(mgr: Manager, config: IoTControllerConfig,
 
 /** The reconcile step, with the memory its shortcuts keep between runs of one controller. */
 export function iotReconciler(config: IoTControllerConfig): Reconciler {
-  const memory: ReconcileMemory = { statusWrites: new StatusWrites(), rendered: new RenderedChildren(), resolved: new ResolvedInstances(config) };
+  const memory: ReconcileMemory = { statusWrites: new StatusWrites(), rendered: new RenderedChildren(), resolved: new ResolvedInstances(config), bodies: childBodies(config) };
   return (request, ctx) => new IoTReconcile(config, ctx, memory).run(request);
 }
 
@@ -206,6 +228,7 @@ interface ReconcileMemory {
   statusWrites: StatusWrites;
   rendered: RenderedChildren;
   resolved: ResolvedInstances;
+  bodies: ChildBodies;
 }
 
 /** One reconcile of one IoTService. */
@@ -337,7 +360,7 @@ class IoTReconcile {
     let current: KubeObject | undefined = observed;
     if (observed) {
       // The cache holds only the metadata of these kinds: compare with the object as it is.
-      if (METADATA_ONLY_TYPES.includes(type)) current = await this.liveObject(type, desired);
+      if (METADATA_ONLY_TYPES.includes(type)) current = await this.memory.bodies.read(this.ctx.client, type, observed);
     } else if (this.config.shard && ownership === 'owned') {
       // Not in a shard's cache, in an existing instance namespace: still labelled for the shard
       // that had the instance before (or labelled a moment ago, not cached yet), or missing.
@@ -376,16 +399,6 @@ class IoTReconcile {
   private relabel(type: ResourceType, desired: KubeObject): Promise<KubeObject> {
     const shard = this.config.shard!;
     return this.ctx.client.patch(type, desired.metadata.name!, desired.metadata.namespace, { metadata: { labels: { [shardLabel(shard.ring)]: shard.name } } }, 'merge');
-  }
-
-  /** The child as the API server has it now, or undefined when it is gone. */
-  private async liveObject(type: ResourceType, desired: KubeObject): Promise<KubeObject | undefined> {
-    try {
-      return await this.ctx.client.get(type, desired.metadata.name!, desired.metadata.namespace);
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
   }
 
   /** Creates (never applies) the instance namespace, so an existing foreign one is never adopted. */

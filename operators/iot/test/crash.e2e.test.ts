@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
+import { isDeepStrictEqual } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { IoTServiceType } from '../src/controller.ts';
+import { IMAGE_PULL_SECRET_NAME } from '../src/resources/index.ts';
 import { createLandscape, deleteAllInstances, installIoTCrd, iotService, spawnOperator, type IoTObject } from './e2e-support.ts';
 
 const instances = Array.from({ length: 20 }, (_, i) => `crash-${String(i).padStart(2, '0')}`);
@@ -70,5 +72,37 @@ describe('the operator SIGKILLed during a rollout', () => {
       assert.equal(await count(Kinds.NetworkPolicy), 3, `${ns}: NetworkPolicies (isolation, gateway devices, egress)`);
       assert.equal(await count(Kinds.Pod), 7, `${ns}: Pods`);
     }
+  });
+
+  it('restarted after a ConfigMap and a Secret were edited while it was down: both repaired, no other written, bodies not got one by one', async () => {
+    operator!.kill('SIGKILL');
+    await new Promise((resolve) => operator!.once('exit', resolve));
+    type WithData = KubeObject & { data: Record<string, string> };
+    const configOf = (name: string) => env.client.get<WithData>(Kinds.ConfigMap, 'iot-config', `${landscape}-${name}`);
+    const secretOf = (name: string) => env.client.get<WithData>(Kinds.Secret, IMAGE_PULL_SECRET_NAME, `${landscape}-${name}`);
+    const [configEdited, secretEdited, ...untouched] = instances as [string, string, ...string[]];
+    const config = await configOf(configEdited);
+    const secret = await secretOf(secretEdited);
+    await env.client.replace(Kinds.ConfigMap, { ...config, data: Object.fromEntries(Object.keys(config.data).map((k) => [k, 'edited'])) });
+    await env.client.replace(Kinds.Secret, { ...secret, data: { ...secret.data, '.dockerconfigjson': Buffer.from('{"auths":{}}').toString('base64') } });
+    const versions = async () => (await Promise.all(untouched.flatMap((name) => [configOf(name), secretOf(name)]))).map((o) => `${o.metadata.namespace}/${o.kind}/${o.metadata.resourceVersion}`);
+    const untouchedBefore = await versions();
+
+    operator = spawnOperator(env, landscape);
+    const port = await waitFor('the operator to serve its metrics', async () => {
+      const match = /"address":"[^"]*:(\d+)"/.exec(operator!.output());
+      return { done: !!match, value: Number(match?.[1]), seen: operator!.output().slice(-800) };
+    });
+    const metric = (metrics: string, pattern: RegExp) => Number(pattern.exec(metrics)?.[1] ?? 0);
+    const metrics = await waitFor('every instance reconciled once, both edits repaired', async () => {
+      const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      const reconciled = metric(text, /controller_runtime_reconcile_total\{(?=[^}]*controller="iotservice")(?=[^}]*result="success")[^}]*\} (\d+)/);
+      const repaired = isDeepStrictEqual((await configOf(configEdited)).data, config.data) && isDeepStrictEqual((await secretOf(secretEdited)).data, secret.data);
+      return { done: reconciled >= instances.length && repaired, value: text, seen: { reconciled, repaired } };
+    }, { timeoutMs: 60_000, intervalMs: 500 });
+    assert.deepEqual(await versions(), untouchedBefore, 'the ConfigMaps and Secrets of the other instances were not written');
+    const gets = [...metrics.matchAll(/rest_client_requests_total\{[^}]*method="GET"[^}]*\} (\d+)/g)].reduce((sum, m) => sum + Number(m[1]), 0);
+    // Lists count as GETs too: the caches' own, and those of the bodies.
+    assert.ok(gets < 2 * instances.length, `${gets} GETs after the restart, for ${2 * instances.length} bodies compared: they were not got one by one`);
   });
 });
