@@ -69,7 +69,6 @@ import {
 import { API_GROUP, API_VERSION, IOTSERVICE_KIND, IOTSERVICE_PLURAL, type IoTService, type IoTServiceStatus } from './api/iotservice.ts';
 import { apiRefusedFailure, imagePullSecretMissingFailure, namespaceNotOwnedFailure, permissionMissingFailure, type Failure, type RefusedRequest } from './failure.ts';
 import {
-  CREDENTIALS_SECRET_NAME,
   IMAGE_PULL_SECRET_NAME,
   INSTANCE_LABEL,
   desiredChildren,
@@ -181,17 +180,10 @@ function onlyInInstanceNamespaces(landscape: string, keep: Transform<KubeObject>
   };
 }
 
-/**
- * Where the bodies of metadata-only children are read from: this landscape's (and shard's)
- * children in instance namespaces, except the credentials, which are created once and never
- * compared.
- */
+/** Where the bodies of metadata-only children are read from: this landscape's (and shard's) children in instance namespaces. */
 function childBodies(config: IoTControllerConfig): ChildBodies {
   const labelSelector = config.shard ? `${landscapeSelector(config.operatorName)},${shardSelector(config.shard)}` : landscapeSelector(config.operatorName);
-  return new ChildBodies(
-    { namespace: config.watchNamespace || undefined, labelSelector },
-    (type, obj) => inInstanceNamespace(config.operatorName, obj) && !(type === Kinds.Secret && obj.metadata.name === CREDENTIALS_SECRET_NAME),
-  );
+  return new ChildBodies({ namespace: config.watchNamespace || undefined, labelSelector }, (obj) => inInstanceNamespace(config.operatorName, obj));
 }
 
 /** The landscape's image-pull-secret, watched on its own informer (it carries none of our labels). */

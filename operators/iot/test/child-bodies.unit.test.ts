@@ -5,33 +5,36 @@ import { FakeClient } from '@iot-operator/runtime/testing';
 import { ChildBodies } from '../src/child-bodies.ts';
 
 const selection = { labelSelector: 'landscape=ls' };
-const inInstanceNamespace = (_type: ResourceType, obj: KubeObject) => obj.metadata.namespace!.startsWith('ls-');
+const inInstanceNamespace = (obj: KubeObject) => obj.metadata.namespace!.startsWith('ls-');
 
-function configMap(namespace: string, value: string): KubeObject {
-  return { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'iot-config', namespace, labels: { landscape: 'ls' } }, data: { value } } as KubeObject;
+function configMap(namespace: string, value: string, name = 'iot-config'): KubeObject {
+  return { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace, labels: { landscape: 'ls' } }, data: { value } } as KubeObject;
 }
 
-/** The fake behind a client that pages lists as the API server does (limit, continue) and counts requests. */
+/** The fake behind a client that selects and pages lists as the API server does (metadata.name, limit, continue) and counts requests. */
 function countingClient(fake: FakeClient, options: { failLists?: boolean } = {}) {
   const requests = { get: 0, list: 0 };
+  const listedNames: string[] = [];
   const client: KubeApi = Object.assign(Object.create(fake) as KubeApi, {
     get: (type: ResourceType, name: string, namespace?: string) => (requests.get++, fake.get(type, name, namespace)),
     list: async (type: ResourceType, list: ListOptions = {}) => {
       requests.list++;
       if (options.failLists) throw new ApiError(503, 'ServiceUnavailable', 'the server is currently unable to handle the request');
-      const all = await fake.list(type, list);
+      const name = /^metadata\.name=(.+)$/.exec(list.fieldSelector ?? '')?.[1];
+      if (list.continue === undefined) listedNames.push(name ?? '*');
+      const all = (await fake.list(type, list)).items.filter((o) => name === undefined || o.metadata.name === name);
       const start = Number(list.continue ?? 0);
-      const end = start + (list.limit ?? all.items.length);
+      const end = start + (list.limit ?? all.length);
       // Items of a list response carry no apiVersion and kind.
-      const items = all.items.slice(start, end).map(({ apiVersion: _a, kind: _k, ...item }) => item as KubeObject);
-      return { items, metadata: { resourceVersion: all.metadata.resourceVersion, continue: end < all.items.length ? String(end) : undefined } };
+      const items = all.slice(start, end).map(({ apiVersion: _a, kind: _k, ...item }) => item as KubeObject);
+      return { items, metadata: { continue: end < all.length ? String(end) : undefined } };
     },
   });
-  return { client, requests };
+  return { client, requests, listedNames };
 }
 
-const cachedForm = async (fake: FakeClient, namespace: string) => {
-  const { data: _data, ...metadataOnly } = (await fake.get(Kinds.ConfigMap, 'iot-config', namespace)) as KubeObject & { data?: unknown };
+const cachedForm = async (fake: FakeClient, namespace: string, name = 'iot-config') => {
+  const { data: _data, ...metadataOnly } = (await fake.get(Kinds.ConfigMap, name, namespace)) as KubeObject & { data?: unknown };
   return metadataOnly as KubeObject;
 };
 
@@ -65,6 +68,18 @@ describe('bodies of metadata-only children', () => {
     assert.equal(requests.get, 2, 'a listed body is used once');
     await bodies.read(client, Kinds.ConfigMap, await cachedForm(fake, 'elsewhere'));
     assert.deepEqual(requests, { get: 3, list: 1 }, 'an object outside the instance namespaces was not held');
+  });
+
+  it('children of another name are listed apart, so objects of other names are never listed', async () => {
+    const fake = new FakeClient();
+    fake.seed(Kinds.ConfigMap, configMap('ls-a', 'a'), configMap('ls-a', 'other', 'another-child'), configMap('ls-b', 'planted', 'planted-0'));
+    const { client, requests, listedNames } = countingClient(fake);
+    const bodies = new ChildBodies(selection, inInstanceNamespace);
+    await bodies.read(client, Kinds.ConfigMap, await cachedForm(fake, 'ls-a'));
+    const other = await bodies.read(client, Kinds.ConfigMap, await cachedForm(fake, 'ls-a', 'another-child'));
+    assert.equal((other as KubeObject & { data: { value: string } }).data.value, 'other');
+    assert.deepEqual(listedNames, ['iot-config', 'another-child']);
+    assert.deepEqual(requests, { get: 0, list: 2 });
   });
 
   it('a child gone since it was cached reads as undefined', async () => {
