@@ -77,19 +77,18 @@ real_node_processes_running() {
   for p in "${REAL_NODE_PROCESSES[@]}"; do real_node_pid "$p" >/dev/null || return 1; done
 }
 
-real_node_ready() {
-  [[ "$(kctl get node "$REAL_NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' --request-timeout=5s 2>/dev/null)" == True ]]
-}
-
-real_node_healthy() { real_node_processes_running && real_node_ready; }
-
-# Ready as posted by a kubelet that heartbeat at or after SINCE (RFC 3339, UTC, seconds): the Node
-# of a restarted kubelet still shows the last Ready of the one before until the new one posts.
+# Ready as posted by a kubelet that heartbeat at or after SINCE (RFC 3339, UTC, seconds; empty:
+# any time): the Node of a restarted kubelet still shows the last Ready of the one before until
+# the new one posts.
 real_node_ready_since() { # since
   local status
   status=$(kctl get node "$REAL_NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].lastHeartbeatTime}' --request-timeout=5s 2>/dev/null) || return 1
   [[ "${status%% *}" == True && ! "${status#* }" < "$1" ]]
 }
+
+real_node_ready() { real_node_ready_since ''; }
+
+real_node_healthy() { real_node_processes_running && real_node_ready; }
 
 # Starts NAME from BINARY ARGS... in a session of its own, output to logs/NAME.log (the previous
 # log kept as NAME.previous.log), pid in pids/NAME.pid.

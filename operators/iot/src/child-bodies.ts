@@ -17,7 +17,7 @@
  * - Any other read, a body listed at another resourceVersion than the cache's, and every read
  *   after a failed list are one GET each.
  */
-import { dropManagedFields, isNotFound, type KubeApi, type KubeObject, type ResourceType } from '@iot-operator/runtime';
+import { apiVersionOf, dropManagedFields, isNotFound, type KubeApi, type KubeObject, type ResourceType } from '@iot-operator/runtime';
 
 const PAGE_SIZE = 50;
 const LISTED_BODIES_KEPT_MS = 60_000;
@@ -66,7 +66,7 @@ export class ChildBodies {
 
   private async list(client: KubeApi, type: ResourceType, name: string): Promise<Map<string | undefined, KubeObject>> {
     const bodies = new Map<string | undefined, KubeObject>();
-    const apiVersion = type.group ? `${type.group}/${type.version}` : type.version;
+    const apiVersion = apiVersionOf(type);
     let continueToken: string | undefined;
     do {
       const page = await client.list(type, { ...this.selection, fieldSelector: `metadata.name=${name}`, limit: PAGE_SIZE, continue: continueToken });

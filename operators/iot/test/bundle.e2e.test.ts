@@ -8,10 +8,10 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { spawnOperator, testEnv, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
+import { spawnOperator, testEnv, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
 import { bundleOperator } from '../../../scripts/bundle.ts';
 import { IoTServiceType } from '../src/controller.ts';
-import { createLandscape, deleteAllInstances, installIoTCrd, iotService, waitForPhase } from './e2e-support.ts';
+import { createLandscape, deleteAllInstances, installIoTCrd, iotService, metricsPort, waitForPhase } from './e2e-support.ts';
 
 let env: TestEnv;
 let landscape: string;
@@ -40,10 +40,7 @@ describe('the bundled operator', () => {
     assert.deepEqual(readdirSync(dir).sort(), ['chunks', 'iot-operator.mjs']);
 
     operator = spawnOperator([file, '--metrics-bind-address=127.0.0.1:0', '--log-level=info'], { KUBECONFIG: env.kubeconfigPath, OPERATOR_NAME: landscape, WATCH_NAMESPACE: '' }, { output: 'all' });
-    const port = await waitFor('the bundled operator to serve its metrics', async () => {
-      const match = /"address":"[^"]*:(\d+)"/.exec(operator!.output());
-      return { done: !!match, value: Number(match?.[1]), seen: operator!.output().slice(-800) };
-    });
+    const port = await metricsPort(operator);
 
     await env.client.create(IoTServiceType, iotService('bundled', landscape));
     const iot = await waitForPhase(env, landscape, 'bundled', 'Available');

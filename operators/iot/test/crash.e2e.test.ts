@@ -5,7 +5,7 @@ import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { IoTServiceType } from '../src/controller.ts';
 import { IMAGE_PULL_SECRET_NAME } from '../src/resources/index.ts';
-import { createLandscape, deleteAllInstances, installIoTCrd, iotService, spawnOperator, type IoTObject } from './e2e-support.ts';
+import { createLandscape, deleteAllInstances, installIoTCrd, iotService, metricsPort, spawnOperator, type IoTObject } from './e2e-support.ts';
 
 const instances = Array.from({ length: 20 }, (_, i) => `crash-${String(i).padStart(2, '0')}`);
 
@@ -89,14 +89,10 @@ describe('the operator SIGKILLed during a rollout', () => {
     const untouchedBefore = await versions();
 
     operator = spawnOperator(env, landscape);
-    const port = await waitFor('the operator to serve its metrics', async () => {
-      const match = /"address":"[^"]*:(\d+)"/.exec(operator!.output());
-      return { done: !!match, value: Number(match?.[1]), seen: operator!.output().slice(-800) };
-    });
-    const metric = (metrics: string, pattern: RegExp) => Number(pattern.exec(metrics)?.[1] ?? 0);
+    const port = await metricsPort(operator!);
     const metrics = await waitFor('every instance reconciled once, both edits repaired', async () => {
       const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-      const reconciled = metric(text, /controller_runtime_reconcile_total\{(?=[^}]*controller="iotservice")(?=[^}]*result="success")[^}]*\} (\d+)/);
+      const reconciled = Number(/controller_runtime_reconcile_total\{(?=[^}]*controller="iotservice")(?=[^}]*result="success")[^}]*\} (\d+)/.exec(text)?.[1] ?? 0);
       const repaired = isDeepStrictEqual((await configOf(configEdited)).data, config.data) && isDeepStrictEqual((await secretOf(secretEdited)).data, secret.data);
       return { done: reconciled >= instances.length && repaired, value: text, seen: { reconciled, repaired } };
     }, { timeoutMs: 60_000, intervalMs: 500 });

@@ -68,6 +68,14 @@ export function spawnOperator(env: TestEnv, operatorName: string, args: string[]
   );
 }
 
+/** The port of an operator process's metrics endpoint (`--metrics-bind-address=127.0.0.1:0`), read from its log once it serves. */
+export function metricsPort(operator: OperatorProcess): Promise<number> {
+  return waitFor('the operator to serve its metrics', async () => {
+    const match = /"address":"[^"]*:(\d+)"/.exec(operator.output());
+    return { done: !!match, value: Number(match?.[1]), seen: operator.output().slice(-800) };
+  });
+}
+
 export function iotService(name: string, landscape: string, spec: Partial<IoTServiceSpec> = {}): IoTObject {
   return {
     apiVersion: 'cp.iotservices.io/v1alpha1',
