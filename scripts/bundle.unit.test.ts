@@ -1,10 +1,13 @@
-// Every operator image, and every operator's package bin, runs with the V8 flags the bundle's hashbang carries.
+// Every operator image, and every operator's package bin, runs with the V8 flags the bundle's hashbang
+// carries; a bundle loads only the Node.js modules its operator uses.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { OPERATOR_NODE_FLAGS, OPERATORS } from './bundle.ts';
+import { bundleOperator, OPERATOR_NODE_FLAGS, OPERATORS } from './bundle.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -29,6 +32,35 @@ describe('operator commands', () => {
       const hashbang = readFileSync(path.join(root, 'operators', name, bin), 'utf8').split('\n')[0]!;
       assert.match(hashbang, /^#!\/usr\/bin\/env -S node /);
       for (const flag of OPERATOR_NODE_FLAGS) assert.ok(hashbang.split(' ').includes(flag), `${hashbang} lacks ${flag}`);
+    });
+  }
+});
+
+// Node.js modules that a dependency's entry would load although no operator uses them: prom-client's
+// default metrics (perf_hooks, v8), its Pushgateway (zlib) and its cluster aggregator. Each one
+// loaded costs resident memory in every operator process.
+const UNUSED_NODE_MODULES = ['perf_hooks', 'v8', 'zlib', 'cluster'];
+/** Of those, the ones an operator uses itself: Armada unpacks chart archives with zlib. */
+const USED_BY: Partial<Record<(typeof OPERATORS)[number], string[]>> = { armada: ['zlib'] };
+
+describe('operator bundles', () => {
+  for (const name of OPERATORS) {
+    const unused = UNUSED_NODE_MODULES.filter((m) => !USED_BY[name]?.includes(m));
+    it(`${name}: loading the bundle loads none of ${unused.join(', ')}`, async () => {
+      const outdir = mkdtempSync(path.join(tmpdir(), `${name}-bundle-`));
+      try {
+        const entry = await bundleOperator(name, outdir);
+        // `--help` evaluates every module of the entry file, then exits; the list is Node.js's own.
+        const listModules = "process.on('exit', () => process.stderr.write('modules: ' + JSON.stringify(process.moduleLoadList) + '\\n'))";
+        const { stderr } = spawnSync(process.execPath, [...OPERATOR_NODE_FLAGS, '--import', `data:text/javascript,${encodeURIComponent(listModules)}`, entry, '--help'], { encoding: 'utf8', stdio: ['ignore', 'ignore', 'pipe'] });
+        const line = stderr.split('\n').find((l) => l.startsWith('modules: '));
+        assert.ok(line, `the module list is written at exit: ${stderr}`);
+        const loaded = (JSON.parse(line.slice('modules: '.length)) as string[]).filter((m) => m.startsWith('NativeModule ')).map((m) => m.slice('NativeModule '.length));
+        assert.ok(loaded.includes('https'), `the list is the operator's (it loads https): ${loaded.join(' ')}`);
+        assert.deepEqual(unused.filter((m) => loaded.includes(m)), []);
+      } finally {
+        rmSync(outdir, { recursive: true, force: true });
+      }
     });
   }
 });

@@ -14,7 +14,7 @@
  * as 0.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from './prom-client.ts';
 
 /** `VmRSS`, `VmSize` and `VmData` of /proc/self/status, in bytes; undefined without /proc. */
 export function procStatusMemory(status: string): { rss?: number; virtual?: number; data?: number } {

@@ -11,7 +11,7 @@
  * registered queue is processing, so they are exact when read; so is `cache_objects` (objects held
  * by each informer of the cache, by resource and selection) from the counter the cache registers.
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from './prom-client.ts';
 import { registerProcessMetrics } from './process-metrics.ts';
 
 /** When (performance.now()) each key a queue is processing was handed out. */
