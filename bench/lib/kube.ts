@@ -119,10 +119,10 @@ export async function createLandscape(client: KubeClient, name: string): Promise
   });
 }
 
-/** Scrapes the API server's /metrics and keeps `apiserver_request_total`. */
+/** Scrapes the API server's /metrics and keeps `apiserver_request_total` and `apiserver_terminated_watchers_total`. */
 export async function scrapeApiserver(client: KubeClient): Promise<Sample[]> {
   const text = await client.raw<string>({ method: 'GET', path: '/metrics', timeoutMs: 60_000 });
-  return parseMetrics(typeof text === 'string' ? text : '', ['apiserver_request_total']);
+  return parseMetrics(typeof text === 'string' ? text : '', ['apiserver_request_total', 'apiserver_terminated_watchers_total']);
 }
 
 export function apiserverRequestsByVerb(samples: Sample[]): Record<string, number> {

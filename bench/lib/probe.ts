@@ -1,9 +1,11 @@
 /**
  * Before/after measurement of one phase of a scenario: the operator's own request counters
  * (`rest_client_requests_total`), reconciles and CPU; the API server's `apiserver_request_total`
- * by verb (every client, the control plane's own controllers included); CPU seconds of each
- * control-plane component and of the whole host (to tell operator cost from cluster cost and to
- * show machine noise).
+ * by verb (every client, the control plane's own controllers included), its lists and watches by
+ * resource, and the watches it closed on a client too slow to take their events
+ * (`apiserver_terminated_watchers_total`: the client then watches again, or lists again); CPU
+ * seconds of each control-plane component and of the whole host (to tell operator cost from
+ * cluster cost and to show machine noise).
  *
  * Guarantees: every figure is a difference between a scrape at `begin` and one at `end`, so
  * counters accumulated before the phase (cache sync, an earlier phase) never leak into it. The
@@ -25,6 +27,13 @@ const OPERATOR_METRICS = ['rest_client_requests_total', 'controller_runtime_reco
 export interface RequestFigures {
   byVerb: Record<string, number>;
   total: number;
+}
+
+export interface ApiserverFigures extends RequestFigures {
+  listsByResource: Record<string, number>;
+  watchesByResource: Record<string, number>;
+  /** Watches the API server closed because their client fell behind, by resource. */
+  terminatedWatchersByResource: Record<string, number>;
 }
 
 export interface OperatorRequestFigures extends RequestFigures {
@@ -87,7 +96,7 @@ export interface PhaseFigures {
   operator?: ProcessFigures;
   /** The process run beside the operator (`--companion-cmd`), measured as the operator is. */
   companion?: ProcessFigures;
-  apiserver?: RequestFigures;
+  apiserver?: ApiserverFigures;
   componentsCpuS: Record<string, number>;
   /** Per rate-limited control-plane component: its requests and its time waiting in the client-side rate limiter. */
   controlPlaneClients?: Record<string, ClientFigures>;
@@ -99,6 +108,16 @@ export function operatorRequestFigures(before: Sample[], after: Sample[]): Opera
   const byVerb = deltaBy(sumBy(before, 'rest_client_requests_total', ['method']), sumBy(after, 'rest_client_requests_total', ['method']));
   const writes = WRITE_METHODS.reduce((s, m) => s + (byVerb[m] ?? 0), 0);
   return { byVerb, byVerbCode, total: total(byVerb), writes };
+}
+
+/** The API server's requests over a phase (all clients), and the watches it closed on slow clients. */
+export function apiserverFigures(before: Sample[], after: Sample[]): ApiserverFigures {
+  const byVerb = deltaBy(apiserverRequestsByVerb(before), apiserverRequestsByVerb(after));
+  const byVerbResource = deltaBy(sumBy(before, 'apiserver_request_total', ['verb', 'resource']), sumBy(after, 'apiserver_request_total', ['verb', 'resource']));
+  const ofVerb = (verb: string): Record<string, number> =>
+    Object.fromEntries(Object.entries(byVerbResource).filter(([key]) => key.startsWith(`${verb} `)).map(([key, n]) => [key.slice(verb.length + 1), n]));
+  const terminatedWatchersByResource = deltaBy(sumBy(before, 'apiserver_terminated_watchers_total', ['resource']), sumBy(after, 'apiserver_terminated_watchers_total', ['resource']));
+  return { byVerb, total: total(byVerb), listsByResource: ofVerb('LIST'), watchesByResource: ofVerb('WATCH'), terminatedWatchersByResource };
 }
 
 export function reconcileCount(samples: Sample[]): number {
@@ -206,8 +225,7 @@ export class PhaseProbe {
     }
     if (Object.keys(clients).length > 0) figures.controlPlaneClients = clients;
     if (this.apiserverBefore && apiserverAfter) {
-      const byVerb = deltaBy(apiserverRequestsByVerb(this.apiserverBefore), apiserverRequestsByVerb(apiserverAfter));
-      figures.apiserver = { byVerb, total: total(byVerb) };
+      figures.apiserver = apiserverFigures(this.apiserverBefore, apiserverAfter);
     }
     if (operatorEnd) {
       figures.operator = operatorEnd.figures;
