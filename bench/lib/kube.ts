@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Kinds, KubeClient, RuntimeMetrics, isApiError, isNotFound, type KubeObject, type ResourceType } from '@iot-operator/runtime';
 import { TestEnv } from '@iot-operator/runtime/testing';
-import { parseMetrics, sumBy, type Sample } from './prom.ts';
+import { parseMetrics, type Sample } from './prom.ts';
 
 const run = promisify(execFile);
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -123,10 +123,6 @@ export async function createLandscape(client: KubeClient, name: string): Promise
 export async function scrapeApiserver(client: KubeClient): Promise<Sample[]> {
   const text = await client.raw<string>({ method: 'GET', path: '/metrics', timeoutMs: 60_000 });
   return parseMetrics(typeof text === 'string' ? text : '', ['apiserver_request_total', 'apiserver_terminated_watchers_total']);
-}
-
-export function apiserverRequestsByVerb(samples: Sample[]): Record<string, number> {
-  return sumBy(samples, 'apiserver_request_total', ['verb']);
 }
 
 export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED';

@@ -15,7 +15,7 @@
  */
 import https from 'node:https';
 import type { KubeClient } from '@iot-operator/runtime';
-import { apiserverRequestsByVerb, now, scrapeApiserver } from './kube.ts';
+import { now, scrapeApiserver } from './kube.ts';
 import type { OperatorProcess } from './operator.ts';
 import { deltaBy, parseMetrics, sumBy, total, type Sample } from './prom.ts';
 import { MiB, componentFlag, readComponentsCpu, readHostCpu } from './proc.ts';
@@ -112,12 +112,17 @@ export function operatorRequestFigures(before: Sample[], after: Sample[]): Opera
 
 /** The API server's requests over a phase (all clients), and the watches it closed on slow clients. */
 export function apiserverFigures(before: Sample[], after: Sample[]): ApiserverFigures {
-  const byVerb = deltaBy(apiserverRequestsByVerb(before), apiserverRequestsByVerb(after));
-  const byVerbResource = deltaBy(sumBy(before, 'apiserver_request_total', ['verb', 'resource']), sumBy(after, 'apiserver_request_total', ['verb', 'resource']));
-  const ofVerb = (verb: string): Record<string, number> =>
-    Object.fromEntries(Object.entries(byVerbResource).filter(([key]) => key.startsWith(`${verb} `)).map(([key, n]) => [key.slice(verb.length + 1), n]));
-  const terminatedWatchersByResource = deltaBy(sumBy(before, 'apiserver_terminated_watchers_total', ['resource']), sumBy(after, 'apiserver_terminated_watchers_total', ['resource']));
-  return { byVerb, total: total(byVerb), listsByResource: ofVerb('LIST'), watchesByResource: ofVerb('WATCH'), terminatedWatchersByResource };
+  const delta = (name: string, by: string[], keep: (s: Sample) => boolean = () => true) =>
+    deltaBy(sumBy(before.filter(keep), name, by), sumBy(after.filter(keep), name, by));
+  const byVerb = delta('apiserver_request_total', ['verb']);
+  const ofVerb = (verb: string) => delta('apiserver_request_total', ['resource'], (s) => s.labels.verb === verb);
+  return {
+    byVerb,
+    total: total(byVerb),
+    listsByResource: ofVerb('LIST'),
+    watchesByResource: ofVerb('WATCH'),
+    terminatedWatchersByResource: delta('apiserver_terminated_watchers_total', ['resource']),
+  };
 }
 
 export function reconcileCount(samples: Sample[]): number {
