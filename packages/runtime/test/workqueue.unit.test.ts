@@ -13,6 +13,49 @@ describe('work queue', () => {
     assert.deepEqual([await q.get(), await q.get(), await q.get()], ['a', 'b', 'c']);
   });
 
+  it('low-priority keys wait behind normal ones, the two alternating while both wait, FIFO within each', async () => {
+    const q = new WorkQueue('t');
+    for (const key of ['new-1', 'new-2', 'new-3', 'new-4']) q.add(key, 'low');
+    assert.equal(await q.get(), 'new-1', 'with nothing else waiting a low key is handed out at once');
+    for (const key of ['follow-a', 'follow-b']) q.add(key);
+    assert.equal(q.length, 5);
+    const order = [];
+    for (let i = 0; i < 5; i++) order.push(await q.get());
+    assert.deepEqual(order, ['follow-a', 'new-2', 'follow-b', 'new-3', 'new-4']);
+  });
+
+  it('a waiting low key added at normal priority moves to the normal keys, once', async () => {
+    const q = new WorkQueue('t');
+    for (const key of ['a', 'b', 'c']) q.add(key, 'low');
+    q.add('n');
+    q.add('c');
+    q.add('c', 'low');
+    assert.equal(q.length, 4, 'the raised key is held once');
+    const order = [];
+    for (let i = 0; i < 4; i++) order.push(await q.get());
+    assert.deepEqual(order, ['n', 'a', 'c', 'b']);
+    assert.equal(q.length, 0, 'the raised key left no second entry behind');
+  });
+
+  it('a key added while processing comes back at the highest priority it was added with meanwhile', async () => {
+    const q = new WorkQueue('t');
+    q.add('low-only');
+    q.add('raised');
+    assert.deepEqual([await q.get(), await q.get()], ['low-only', 'raised']);
+    q.add('low-only', 'low');
+    q.add('raised', 'low');
+    q.add('raised');
+    q.add('earlier-normal');
+    q.add('earlier-low', 'low');
+    q.done('raised');
+    q.done('low-only');
+    const order = [];
+    for (let i = 0; i < 4; i++) order.push(await q.get());
+    // Normal keys: earlier-normal, raised; low ones: earlier-low, low-only; a low one goes first
+    // because the last key handed out was a normal one.
+    assert.deepEqual(order, ['earlier-low', 'earlier-normal', 'low-only', 'raised']);
+  });
+
   it('never hands out a key that is being processed; an add during processing runs once more after done', async () => {
     const q = new WorkQueue('t');
     q.add('a');

@@ -6,7 +6,9 @@
  *     .maxConcurrentReconciles(2).reconcile(fn)
  *
  * Guarantees:
- * - `for(type)`: every event of a primary object enqueues its own key.
+ * - `for(type)`: every event of a primary object enqueues its own key; its add (a new object, or
+ *   the initial list) at low priority, so events of objects already being worked on go first
+ *   (queue/workqueue.ts), as controller-runtime's priority queue does with its initial list.
  * - `owns(type)`: an event of a child enqueues the owner named by its *controller*
  *   ownerReference when that owner is of the primary type (Kubernetes forbids cross-namespace
  *   owners, so the owner lives in the child's namespace).
@@ -37,6 +39,7 @@ import type { EventRecorder } from '../events/recorder.ts';
 import type { RuntimeMetrics } from '../metrics/runtime-metrics.ts';
 import type { Selection } from '../watch/source.ts';
 import { Controller, defaultControllerOptions, type ControllerOptions } from './controller.ts';
+import type { Priority } from '../queue/workqueue.ts';
 import { isSharded, type ShardIdentity } from '../sharding/shard.ts';
 import { passingDrains, shardReconciler } from './sharded.ts';
 import type { Predicate } from './predicates.ts';
@@ -162,7 +165,7 @@ export class ControllerBuilder {
     });
     const enqueueSelf: MapFunc = (obj) => [{ namespace: obj.metadata.namespace, name: obj.metadata.name ?? '' }];
     const primaryPredicates = shard ? [passingDrains(this.primaryPredicates, shard.ring)] : this.primaryPredicates;
-    primaryInformer.addHandler(handlerFor(controller, enqueueSelf, primaryPredicates));
+    primaryInformer.addHandler(handlerFor(controller, enqueueSelf, primaryPredicates, 'low'));
     for (const watch of this.watchList) mgr.cache.informer(watch.type, watch.selection).addHandler(handlerFor(controller, watch.map, watch.predicates));
     mgr.addController(controller);
     return controller;
@@ -180,20 +183,21 @@ export function controller(mgr: ControllerHost): ControllerBuilder {
   return new ControllerBuilder(mgr);
 }
 
-function handlerFor(controller: Controller, map: MapFunc, predicates: Predicate[]): EventHandler<KubeObject> {
-  const enqueue = (objects: KubeObject[]) => {
+/** Enqueues what `map` names for each event passing `predicates`; adds get `addPriority`, the rest normal. */
+function handlerFor(controller: Controller, map: MapFunc, predicates: Predicate[], addPriority: Priority = 'normal'): EventHandler<KubeObject> {
+  const enqueue = (objects: KubeObject[], priority: Priority = 'normal') => {
     const seen = new Set<string>();
     for (const obj of objects) {
       for (const request of map(obj)) {
         const key = requestKey(request);
         if (seen.has(key)) continue;
         seen.add(key);
-        controller.enqueue(request);
+        controller.enqueue(request, priority);
       }
     }
   };
   return {
-    onAdd: (obj) => predicates.every((p) => p.create?.(obj) ?? true) && enqueue([obj]),
+    onAdd: (obj) => predicates.every((p) => p.create?.(obj) ?? true) && enqueue([obj], addPriority),
     onUpdate: (oldObj, newObj) => predicates.every((p) => p.update?.(oldObj, newObj) ?? true) && enqueue([oldObj, newObj]),
     onDelete: (obj) => predicates.every((p) => p.delete?.(obj) ?? true) && enqueue([obj]),
   };

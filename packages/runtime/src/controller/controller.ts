@@ -13,7 +13,8 @@
  *   object's next successful reconcile — by whichever process reconciles it: the condition is
  *   read from the cached object, not remembered in memory, so a restart does not lose it.
  * - Every primary object is re-enqueued every resync period (default 10 h, ±10 % jitter) so
- *   that missed drift is eventually repaired (guarantee 3); `resyncNow` does it at once.
+ *   that missed drift is eventually repaired (guarantee 3); `resyncNow` does it at once. Resyncs
+ *   are low-priority adds: events of objects already being worked on go first (queue/workqueue.ts).
  * - `stop` takes no new work and waits up to the deadline (default 30 s) for in-flight
  *   reconciles (guarantee 7).
  */
@@ -23,7 +24,7 @@ import type { KubeApi } from '../client/client.ts';
 import type { CacheReader } from '../cache/cache.ts';
 import type { EventRecorder } from '../events/recorder.ts';
 import type { RuntimeMetrics } from '../metrics/runtime-metrics.ts';
-import { WorkQueue } from '../queue/workqueue.ts';
+import { WorkQueue, type Priority } from '../queue/workqueue.ts';
 import { TerminalError } from '../errors/terminal-error.ts';
 import { requestKey, type Reconciler, type Request } from './reconcile.ts';
 import { splitKey } from '../client/resource.ts';
@@ -71,8 +72,8 @@ export class Controller {
     this.log = deps.logger.child({ controller: name });
   }
 
-  enqueue(request: Request): void {
-    this.queue.add(requestKey(request));
+  enqueue(request: Request, priority: Priority = 'normal'): void {
+    this.queue.add(requestKey(request), priority);
   }
 
   get isRunning(): boolean {
@@ -94,7 +95,7 @@ export class Controller {
   }
 
   resyncNow(): void {
-    for (const key of this.deps.primaryKeys()) this.queue.add(key);
+    for (const key of this.deps.primaryKeys()) this.queue.add(key, 'low');
   }
 
   /** Stops taking work and waits for in-flight reconciles, at most `deadlineMs`. */

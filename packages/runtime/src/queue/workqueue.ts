@@ -5,7 +5,13 @@
  * - Dedup: a key waiting in the queue is held once, however often it is added.
  * - One worker per key: a key handed out by `get` is not handed out again until `done`; a key
  *   added while it is being processed is queued again once at `done` (dirty + processing sets).
- * - FIFO among distinct keys.
+ * - Two priorities, as controller-runtime's priority queue has: `add(key, 'low')` is for work that
+ *   can wait (a primary object's first appearance, a periodic resync), any other add is normal.
+ *   FIFO within each priority; while keys of both wait, they are handed out alternately, so
+ *   follow-up work of keys already started is not held behind a backlog of new keys and new keys
+ *   still get at least every other turn. A waiting key added again at normal priority moves to
+ *   the normal keys; a key added while being processed is queued again with the highest priority
+ *   it was added with meanwhile.
  * - `addAfter` delays an add; several delayed adds of one key keep the earliest deadline.
  * - `addRateLimited` delays by the longer of the key's own exponential backoff (5 ms ×
  *   2^failures, capped at 1000 s; `forget` resets it after a success) and the queue's overall
@@ -50,9 +56,19 @@ interface Waiter {
   resolve(key: string | undefined): void;
 }
 
+/** How urgent an add is: 'low' for work that can wait behind follow-ups of work already started. */
+export type Priority = 'normal' | 'low';
+
 export class WorkQueue {
   private readonly queue: string[] = [];
+  /** Low-priority keys in arrival order; an entry counts only while its key is in `queuedLow`. */
+  private readonly lowQueue: string[] = [];
+  private readonly queuedLow = new Set<string>();
+  /** Whether the last key handed out was a low-priority one (the other priority goes next; normal first). */
+  private lastTurnLow = true;
   private readonly dirty = new Set<string>();
+  /** Keys added while being processed, only at low priority: queued low again at `done`. */
+  private readonly dirtyLow = new Set<string>();
   private readonly processing = new Set<string>();
   private readonly addedAt = new Map<string, number>();
   private readonly startedAt = new Map<string, number>();
@@ -75,20 +91,27 @@ export class WorkQueue {
   }
 
   get length(): number {
-    return this.queue.length;
+    return this.queue.length + this.queuedLow.size;
   }
 
   get isShuttingDown(): boolean {
     return this.shuttingDown;
   }
 
-  add(key: string): void {
-    if (this.shuttingDown || this.dirty.has(key)) return;
+  add(key: string, priority: Priority = 'normal'): void {
+    if (this.shuttingDown) return;
+    if (this.dirty.has(key)) {
+      if (priority === 'normal') this.raise(key);
+      return;
+    }
     this.metrics?.queueAdds.inc({ name: this.name });
     this.dirty.add(key);
     if (!this.addedAt.has(key)) this.addedAt.set(key, performance.now());
-    if (this.processing.has(key)) return;
-    this.enqueue(key);
+    if (this.processing.has(key)) {
+      if (priority === 'low') this.dirtyLow.add(key);
+      return;
+    }
+    this.enqueue(key, priority);
   }
 
   addAfter(key: string, delayMs: number): void {
@@ -129,7 +152,7 @@ export class WorkQueue {
       this.metrics?.workDuration.observe({ name: this.name }, (performance.now() - started) / 1000);
       this.startedAt.delete(key);
     }
-    if (this.dirty.has(key)) this.enqueue(key);
+    if (this.dirty.has(key)) this.enqueue(key, this.dirtyLow.delete(key) ? 'low' : 'normal');
     else if (this.processing.size === 0) this.notifyDrained();
   }
 
@@ -138,7 +161,10 @@ export class WorkQueue {
     for (const { timer } of this.delayed.values()) clearTimeout(timer);
     this.delayed.clear();
     this.queue.length = 0;
+    this.lowQueue.length = 0;
+    this.queuedLow.clear();
     this.dirty.clear();
+    this.dirtyLow.clear();
     this.setDepth();
     for (const waiter of this.waiters.splice(0)) waiter.resolve(undefined);
     if (this.processing.size === 0) this.notifyDrained();
@@ -150,20 +176,30 @@ export class WorkQueue {
     return new Promise((resolve) => this.drainWaiters.push(resolve));
   }
 
-  private enqueue(key: string): void {
-    const waiter = this.waiters.shift();
-    if (waiter) {
+  private enqueue(key: string, priority: Priority): void {
+    if (priority === 'low') {
+      this.lowQueue.push(key);
+      this.queuedLow.add(key);
+    } else {
       this.queue.push(key);
-      waiter.resolve(this.take());
-      return;
     }
+    const waiter = this.waiters.shift();
+    if (waiter) waiter.resolve(this.take());
+    else this.setDepth();
+  }
+
+  /** A key waiting (or due again after processing) at low priority becomes normal. */
+  private raise(key: string): void {
+    this.dirtyLow.delete(key);
+    if (!this.queuedLow.delete(key)) return;
     this.queue.push(key);
-    this.setDepth();
   }
 
   private take(): string | undefined {
-    const key = this.queue.shift();
+    const takeLow = this.queuedLow.size > 0 && (this.queue.length === 0 || !this.lastTurnLow);
+    const key = takeLow ? this.nextLow() : this.queue.shift();
     if (key === undefined) return undefined;
+    this.lastTurnLow = takeLow;
     this.setDepth();
     this.dirty.delete(key);
     this.processing.add(key);
@@ -176,8 +212,16 @@ export class WorkQueue {
     return key;
   }
 
+  /** The first low-priority entry whose key still waits at low priority (raised keys left stale entries). */
+  private nextLow(): string | undefined {
+    for (let key = this.lowQueue.shift(); key !== undefined; key = this.lowQueue.shift()) {
+      if (this.queuedLow.delete(key)) return key;
+    }
+    return undefined;
+  }
+
   private setDepth(): void {
-    this.metrics?.queueDepth.set({ name: this.name }, this.queue.length);
+    this.metrics?.queueDepth.set({ name: this.name }, this.length);
   }
 
   private notifyDrained(): void {
