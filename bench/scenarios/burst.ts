@@ -23,6 +23,7 @@ import { createLandscape, log, now, uniqueName } from '../lib/kube.ts';
 import type { OperatorProcess } from '../lib/operator.ts';
 import { PhaseProbe, type PhaseFigures } from '../lib/probe.ts';
 import { round, summarize } from '../lib/stats.ts';
+import { withTeardown } from '../lib/teardown.ts';
 import { recreatableShape, recreateBenchCluster, type ClusterShape } from '../lib/recreate.ts';
 import { floorBurst } from './floor.ts';
 import path from 'node:path';
@@ -128,12 +129,7 @@ export async function runBurst(ctx: BenchContext): Promise<ScenarioOutput> {
   const floor = ctx.options.floor ? await floorBurst(ctx, n, shape !== undefined) : undefined;
   if (shape && floor?.population) await recreateBenchCluster(ctx, shape, `floor landscape ${floor.population.landscape}`);
   const s = await openSession(ctx, 'bu');
-  let burst: BurstPhase;
-  try {
-    burst = await burstPhase(ctx, s, n);
-  } finally {
-    await endSession(ctx, s, shape);
-  }
+  const burst = await withTeardown(() => burstPhase(ctx, s, n), () => endSession(ctx, s, shape), log);
   const figures: Record<string, unknown> = { ...burst.figures };
   const samples: Record<string, number[]> = { availableS: burst.availableS };
   if (floor) {

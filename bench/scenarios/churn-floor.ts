@@ -21,6 +21,7 @@ import { teardownFloor, type FloorPopulation } from './floor.ts';
 import { PhaseProbe } from '../lib/probe.ts';
 import { workloadReady, type WorkloadLike } from '../lib/readiness.ts';
 import { round, summarize } from '../lib/stats.ts';
+import { withTeardown } from '../lib/teardown.ts';
 
 const VERSIONS = ['2.4.1', '2.4.2'] as const;
 const CHANGEABLE = new Set(['ConfigMap', 'Service', 'NetworkPolicy', 'StatefulSet', 'Deployment']);
@@ -42,7 +43,7 @@ export async function churnFloor(ctx: BenchContext, population?: FloorPopulation
   else for (let i = 0; i < n; i++) rendered.set(instanceName(i), renderInstance(landscape, instanceName(i), secret, VERSIONS[0]));
   const setup = new InstanceTracker(ctx.client, landscape, ['workloads']);
   const abort = new AbortController();
-  try {
+  return withTeardown(async () => {
     if (!population) {
       await setup.start();
       for (const r of rendered.values()) setup.expect(r);
@@ -119,9 +120,9 @@ export async function churnFloor(ctx: BenchContext, population?: FloorPopulation
       },
       samples: { floorChangeToReadyS: latencies },
     };
-  } finally {
+  }, async () => {
     abort.abort();
     await setup.stop();
     await teardown(ctx, landscape);
-  }
+  }, log);
 }

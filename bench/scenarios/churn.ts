@@ -24,6 +24,7 @@ import { log, now, sleep, watchObjects } from '../lib/kube.ts';
 import { PhaseProbe } from '../lib/probe.ts';
 import { bucketDelta, histogramBuckets, histogramQuantile } from '../lib/prom.ts';
 import { round, summarize } from '../lib/stats.ts';
+import { withTeardown } from '../lib/teardown.ts';
 import { burstPhase, closeSession, openSession, type IoTSession } from './burst.ts';
 import { waitQuiet } from './steady.ts';
 import { churnFloor } from './churn-floor.ts';
@@ -34,7 +35,7 @@ export async function runChurn(ctx: BenchContext): Promise<ScenarioOutput> {
   const { n } = ctx.options;
   const floor = ctx.options.floor ? await churnFloor(ctx) : undefined;
   const s = await openSession(ctx, 'ch');
-  try {
+  return withTeardown(async () => {
     const burst = await burstPhase(ctx, s, n, 'churn/burst');
     const churn = await churnPhase(ctx, s, n);
     return {
@@ -42,9 +43,7 @@ export async function runChurn(ctx: BenchContext): Promise<ScenarioOutput> {
       samples: { ...churn.samples, burstAvailableS: burst.availableS, ...(floor?.samples ?? {}) },
       operatorCommand: s.command,
     };
-  } finally {
-    await closeSession(ctx, s);
-  }
+  }, () => closeSession(ctx, s), log);
 }
 
 /** M minutes of version changes on a settled landscape of N instances, until every change is Available. */

@@ -21,6 +21,7 @@ import { InstanceTracker, createRendered, renderInstance, type RenderedInstance 
 import { createLandscape, deleteNamespaceAndWait, deleteNamespacesBySelector, log, mapLimit, now, sleep, uniqueName } from '../lib/kube.ts';
 import { PhaseProbe } from '../lib/probe.ts';
 import { round, summarize } from '../lib/stats.ts';
+import { withTeardown } from '../lib/teardown.ts';
 
 const seconds = (ms: number): number => round(ms / 1000);
 
@@ -49,7 +50,7 @@ export async function floorBurst(ctx: BenchContext, n: number, keep = false): Pr
   const rendered = Array.from({ length: n }, (_, i) => renderInstance(landscape, instanceName(i), secret));
   const tracker = new InstanceTracker(ctx.client, landscape, ['workloads', 'pods']);
   let kept = false;
-  try {
+  return withTeardown(async () => {
     await tracker.start();
     for (const r of rendered) tracker.expect(r);
     const probe = await PhaseProbe.begin(ctx.client, ctx.clusterDir);
@@ -88,17 +89,17 @@ export async function floorBurst(ctx: BenchContext, n: number, keep = false): Pr
     };
     kept = keep;
     return result;
-  } finally {
+  }, async () => {
     await tracker.stop();
     if (!kept) await teardownFloor(ctx, landscape);
-  }
+  }, log);
 }
 
 export async function floorSequential(ctx: BenchContext, k: number): Promise<ScenarioOutput> {
   const landscape = uniqueName('fs');
   const secret = await createLandscape(ctx.client, landscape);
   const tracker = new InstanceTracker(ctx.client, landscape, ['children', 'workloads', 'pods']);
-  try {
+  return withTeardown(async () => {
     await tracker.start();
     const created: number[] = [];
     const ready: number[] = [];
@@ -134,10 +135,10 @@ export async function floorSequential(ctx: BenchContext, k: number): Promise<Sce
       },
       samples: { seqCreatedS: created, seqReadyS: ready, seqPodsReadyS: podsReady },
     };
-  } finally {
+  }, async () => {
     await tracker.stop();
     await teardownFloor(ctx, landscape);
-  }
+  }, log);
 }
 
 export async function runFloor(ctx: BenchContext): Promise<ScenarioOutput> {

@@ -17,6 +17,7 @@ import { InstanceTracker, renderInstance } from '../lib/instances.ts';
 import { log, now, sleep } from '../lib/kube.ts';
 import { PhaseProbe } from '../lib/probe.ts';
 import { round, summarize } from '../lib/stats.ts';
+import { withTeardown } from '../lib/teardown.ts';
 import { closeSession, openSession } from './burst.ts';
 import { floorSequential } from './floor.ts';
 
@@ -26,7 +27,7 @@ export async function runLatency(ctx: BenchContext): Promise<ScenarioOutput> {
   const s = await openSession(ctx, 'la');
   const available = new AvailabilityTracker(ctx.client, s.landscape);
   const children = new InstanceTracker(ctx.client, s.landscape, ['children']);
-  try {
+  return withTeardown(async () => {
     await Promise.all([available.start(), children.start()]);
     const probe = await PhaseProbe.begin(ctx.client, ctx.clusterDir, s.operator);
     const childrenS: number[] = [];
@@ -69,8 +70,8 @@ export async function runLatency(ctx: BenchContext): Promise<ScenarioOutput> {
       Object.assign(samples, floor.samples);
     }
     return { figures, samples, operatorCommand: s.command };
-  } finally {
+  }, async () => {
     await Promise.all([available.stop(), children.stop()]);
     await closeSession(ctx, s);
-  }
+  }, log);
 }

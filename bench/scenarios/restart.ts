@@ -20,6 +20,7 @@ import { operatorRequestFigures, reconcileCount } from '../lib/probe.ts';
 import { sumWhere } from '../lib/prom.ts';
 import { MiB } from '../lib/proc.ts';
 import { round } from '../lib/stats.ts';
+import { withTeardown } from '../lib/teardown.ts';
 import { burstPhase, closeSession, openSession, type IoTSession } from './burst.ts';
 import { waitQuiet } from './steady.ts';
 
@@ -85,7 +86,7 @@ export async function restartPhase(ctx: BenchContext, s: IoTSession, n: number):
 export async function runRestart(ctx: BenchContext): Promise<ScenarioOutput> {
   const { n } = ctx.options;
   const s = await openSession(ctx, 're');
-  try {
+  return withTeardown(async () => {
     const burst = await burstPhase(ctx, s, n, 'restart/burst');
     const restart = await restartPhase(ctx, s, n);
     return {
@@ -93,7 +94,5 @@ export async function runRestart(ctx: BenchContext): Promise<ScenarioOutput> {
       samples: { burstAvailableS: burst.availableS },
       operatorCommand: s.command,
     };
-  } finally {
-    await closeSession(ctx, s);
-  }
+  }, () => closeSession(ctx, s), log);
 }

@@ -26,6 +26,7 @@ import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
 import { log } from '../lib/kube.ts';
 import { recreatableShape, recreateBenchCluster } from '../lib/recreate.ts';
 import { round } from '../lib/stats.ts';
+import { withTeardown } from '../lib/teardown.ts';
 import { burstPhase, endSession, openSession } from './burst.ts';
 import { churnFloor } from './churn-floor.ts';
 import { churnPhase } from './churn.ts';
@@ -59,7 +60,7 @@ export async function runScale(ctx: BenchContext): Promise<ScenarioOutput> {
   const churnFloorOut = floor?.population ? await churnFloor(ctx, floor.population, floorTeardown) : undefined;
 
   const s = await openSession(ctx, 'sc');
-  try {
+  return withTeardown(async () => {
     const burst = await burstPhase(ctx, s, n, 'scale/burst');
     log(`scale: burst done in ${burst.figures.wallS} s; steady for ${m} min`);
     const steady = await steadyPhase(ctx, s, n, m);
@@ -83,7 +84,5 @@ export async function runScale(ctx: BenchContext): Promise<ScenarioOutput> {
       samples: { availableS: burst.availableS, ...churn.samples, ...(floor?.samples ?? {}), ...(churnFloorOut?.samples ?? {}) },
       operatorCommand: s.command,
     };
-  } finally {
-    await endSession(ctx, s, shape);
-  }
+  }, () => endSession(ctx, s, shape), log);
 }
