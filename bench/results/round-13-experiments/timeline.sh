@@ -1,5 +1,6 @@
 #!/bin/bash
-# Every 10 s: the API server's request counts for the objects of a burst, and kwok's CPU seconds.
+# Every 10 s: the API server's request counts for the objects of a burst, and kwok's CPU seconds,
+# one line each into $1 (default timeline.tsv) until killed; run beside a bench run.
 K=~/.cache/iot-operator/k8s-v1.33.13-etcd-v3.5.21-kwok-v0.7.0/bin/kubectl
 KC=~/.kwok/clusters/iot-bench/kubeconfig.yaml
 out=${1:-timeline.tsv}
