@@ -260,7 +260,7 @@ if ((nodes < CLUSTER_NODES)); then
   kwokctl scale node --replicas "$CLUSTER_NODES" --param ".allocatable.pods=$CLUSTER_NODE_PODS" >&2
 fi
 if ((CLUSTER_NODES > 0)); then
-  kctl wait --for=condition=Ready nodes --all --timeout=120s >/dev/null ||
+  wait_condition Ready 120 nodes --all ||
     die "nodes did not become Ready within 120s: $(kctl get nodes 2>&1)"
 fi
 # The controller-manager is working once it has created the default ServiceAccount.

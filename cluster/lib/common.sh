@@ -85,6 +85,21 @@ wait_apiserver_ready() { # timeout-seconds
   done
 }
 
+# kubectl wait --for=condition=X, asked again until the deadline: kubectl gives up at once, instead
+# of waiting, on an object whose status has no conditions yet (a CRD or node just created:
+# ".status.conditions accessor error: <nil> is of the type <nil>").
+wait_condition() { # condition timeout-seconds object...
+  local condition=$1 deadline=$((SECONDS + $2)) answer
+  shift 2
+  until answer=$(kctl wait --for="condition=$condition" --timeout=5s "$@" 2>&1); do
+    if ((SECONDS >= deadline)); then
+      log "kubectl wait --for=condition=$condition, last answer: ${answer##*$'\n'}"
+      return 1
+    fi
+    sleep 1
+  done
+}
+
 # Serialises up/down/restart of one cluster. The components never inherit the lock (see kwokctl
 # above); should the lock still be held for long, say by whom instead of hanging.
 lock_cluster() {

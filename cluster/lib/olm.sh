@@ -102,8 +102,8 @@ ensure_olm() {
   log "installing OLM from $home (CRDs, namespace $OLM_NAMESPACE, olm operator)"
   kctl apply --server-side --force-conflicts --field-manager=iot-operator-cluster -f "$home/crds/" >/dev/null ||
     die "could not apply OLM's CRDs from $home/crds/"
-  kctl wait --for=condition=Established --timeout=60s \
-    $(sed -n 's/^  name: \(.*\.operators\.coreos\.com\)$/crd\/\1/p' "$home"/crds/*.yaml) >/dev/null ||
+  # shellcheck disable=SC2046 # one argument per CRD name
+  wait_condition Established 60 $(sed -n 's/^  name: \(.*\.operators\.coreos\.com\)$/crd\/\1/p' "$home"/crds/*.yaml) ||
     die "OLM's CRDs did not become Established within 60s"
   kctl get namespace "$OLM_NAMESPACE" >/dev/null 2>&1 || kctl create namespace "$OLM_NAMESPACE" >/dev/null
   cert=$(olm_serving_certificate)

@@ -159,7 +159,7 @@ ensure_sharder() { # [sharder binary]
   log "installing the controller sharder from $bin (ControllerRing CRD, namespace $SHARDER_NAMESPACE, webhook certificate, sharder)"
   kctl apply --server-side --force-conflicts --field-manager=iot-operator-cluster -f "$(dirname "$bin")/$SHARDER_CRD_FILE" >/dev/null ||
     die "could not apply the ControllerRing CRD from $(dirname "$bin")/$SHARDER_CRD_FILE"
-  kctl wait --for=condition=Established --timeout=60s "crd/$SHARDER_CRD" >/dev/null ||
+  wait_condition Established 60 "crd/$SHARDER_CRD" ||
     die "the ControllerRing CRD did not become Established within 60s"
   kctl get namespace "$SHARDER_NAMESPACE" >/dev/null 2>&1 || kctl create namespace "$SHARDER_NAMESPACE" >/dev/null
   mkdir -p "$SHARDER_HOME" "$(dirname "$SHARDER_PID_FILE")" "$(dirname "$SHARDER_LOG")"
