@@ -57,7 +57,7 @@ fi
 
 if real_node_enabled; then
   real_node_status_lines
-  real_node_processes_running || healthy=0
+  real_node_processes_running && real_node_parts_running || healthy=0
 fi
 
 if binaries_complete && apiserver_ready; then

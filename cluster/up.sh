@@ -102,7 +102,8 @@ print_result() {
   if [[ "$CLUSTER_OLM" == 1 ]]; then ensure_olm; elif olm_enabled; then restore_olm; fi
   if [[ "$CLUSTER_SHARDER" == 1 ]]; then ensure_sharder; elif sharder_enabled; then restore_sharder; fi
   # A cluster that has a real node keeps it: any later up.sh starts it again.
-  if [[ "$CLUSTER_REAL_NODE" == 1 ]] || real_node_enabled && ! real_node_healthy; then real_node_start; fi
+  if [[ "$CLUSTER_REAL_NODE" == 1 ]] || real_node_enabled && ! real_node_healthy; then real_node_start
+  elif real_node_enabled; then real_node_parts_ensure; fi
   if [[ -n "$REAL_NODE_UNAVAILABLE" ]]; then echo "$REAL_NODE_UNAVAILABLE" >"$CLUSTER_WORKDIR/real-node-unavailable"
   else rm -f "$CLUSTER_WORKDIR/real-node-unavailable"; fi
   log "cluster '$CLUSTER_NAME' is up ($((SECONDS - T0))s)"

@@ -32,6 +32,10 @@ REAL_NODE_GATEWAY=10.244.0.1
 SERVICE_CIDR=10.96.0.0/16
 REAL_NODE_CGROUP=iot-operator-real-node
 REAL_NODE_SOCKET="$REAL_NODE_DIR/containerd/containerd.sock"
+REAL_NODE_REGISTRY_HOSTS_DIR="$REAL_NODE_DIR/containerd/certs.d"
+# The kube-dns Service's address (in SERVICE_CIDR) and the cluster's domain, as kubeadm and kind set them.
+CLUSTER_DNS_IP=10.96.0.10
+CLUSTER_DOMAIN=cluster.local
 PAUSE_IMAGE=localhost/iot-operator/pause:3.10
 REAL_NODE_PACKAGES=(containerd runc containernetworking-plugins iptables conntrack buildah socat)
 # One real node per machine: its bridge, subnet and ports are fixed. The owning cluster is recorded here.
@@ -39,7 +43,31 @@ REAL_NODE_OWNER_FILE="$KWOK_WORKDIR/iot-operator-locks/real-node.owner"
 # Processes of the real node, in start order: "name:binary".
 REAL_NODE_PROCESSES=(apiserver-forward:socat containerd:containerd kubelet:kubelet kube-proxy:kube-proxy)
 
+# The parts every user's cluster has, run for the real node, each in a file of its own that
+# defines <part>_ensure (start it unless it runs; called after the node is Ready, and by every
+# up.sh of a cluster that has the node), <part>_stop (called by real_node_stop),
+# <part>_running and <part>_status_lines (for status.sh). In start order:
+REAL_NODE_PARTS=(network_policy registry cluster_dns local_path)
+# shellcheck source=network-policy.sh
+source "$CLUSTER_DIR/lib/network-policy.sh"
+# shellcheck source=registry.sh
+source "$CLUSTER_DIR/lib/registry.sh"
+# shellcheck source=cluster-dns.sh
+source "$CLUSTER_DIR/lib/cluster-dns.sh"
+# shellcheck source=local-path.sh
+source "$CLUSTER_DIR/lib/local-path.sh"
+
 real_node_enabled() { [[ -f "$REAL_NODE_DIR/enabled" ]]; }
+
+real_node_parts_ensure() {
+  local part
+  for part in "${REAL_NODE_PARTS[@]}"; do "${part}_ensure"; done
+}
+
+real_node_parts_running() {
+  local part
+  for part in "${REAL_NODE_PARTS[@]}"; do "${part}_running" || return 1; done
+}
 
 # Prints what keeps a real node from running here, one reason a line; nothing when it can run.
 real_node_missing() {
@@ -167,6 +195,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$dir/cni/net.d"
+  # Per-registry hosts.toml (endpoint, CA): the cluster's registry writes its own (lib/registry.sh).
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$REAL_NODE_REGISTRY_HOSTS_DIR"
 EOF
   cat >"$dir/cni/net.d/10-real-node.conflist" <<EOF
 {
@@ -234,6 +265,11 @@ evictionHard: { memory.available: "100Mi", nodefs.available: "1%", nodefs.inodes
 registerWithTaints:
 - { key: "$REAL_NODE_LABEL", value: "true", effect: NoSchedule }
 maxPods: 60
+# Cluster DNS (lib/cluster-dns.sh): pods with dnsPolicy ClusterFirst ask the kube-dns Service. The
+# host's resolv.conf is never given to pods (its servers are off this machine).
+clusterDNS: ["$CLUSTER_DNS_IP"]
+clusterDomain: $CLUSTER_DOMAIN
+resolvConf: ""
 podLogsDir: "$dir/pod-logs"
 serializeImagePulls: false
 EOF
@@ -267,21 +303,26 @@ real_node_cgroups() {
   done
 }
 
-# The sandbox image: cluster/pause in an image of its own, loaded into the node's containerd.
-real_node_pause_image() { # node-bin-dir
-  local ctr=(ctr --address "$REAL_NODE_SOCKET" -n k8s.io) archive="$BUILD_ROOT/pause-image.tar" c
-  "${ctr[@]}" images ls -q | grep -qxF "$PAUSE_IMAGE" && return 0
-  if [[ ! -f "$archive" || "$archive" -ot "$1/pause" ]]; then
+# Loads IMAGE into the node's containerd unless it is there: an image of one static BINARY (at
+# /BINARY's name, its entrypoint, run as USER), made with buildah from scratch and kept as an OCI
+# archive in the build cache until BINARY changes.
+real_node_binary_image() { # image binary user
+  local ctr=(ctr --address "$REAL_NODE_SOCKET" -n k8s.io) image=$1 binary=$2 name archive c
+  name=$(basename "$binary")
+  archive="$BUILD_ROOT/images/$(echo "$image" | tr '/:' '__').tar"
+  "${ctr[@]}" images ls -q | grep -qxF "$image" && return 0
+  if [[ ! -f "$archive" || "$archive" -ot "$binary" ]]; then
+    mkdir -p "$(dirname "$archive")"
     c=$(buildah from scratch)
-    buildah copy "$c" "$1/pause" /pause >/dev/null
-    buildah config --entrypoint '["/pause"]' --user 65535:65535 "$c"
-    buildah commit -q "$c" "$PAUSE_IMAGE" >/dev/null
+    buildah copy "$c" "$binary" "/$name" >/dev/null
+    buildah config --entrypoint "[\"/$name\"]" --user "$3" "$c"
+    buildah commit -q "$c" "$image" >/dev/null
     buildah rm "$c" >/dev/null
     rm -f "$archive.tmp"
-    buildah push -q "$PAUSE_IMAGE" "oci-archive:$archive.tmp:$PAUSE_IMAGE" >&2 && mv -f "$archive.tmp" "$archive" ||
-      die "could not build the sandbox image $PAUSE_IMAGE"
+    buildah push -q "$image" "oci-archive:$archive.tmp:$image" >&2 && mv -f "$archive.tmp" "$archive" ||
+      die "could not build the image $image"
   fi
-  "${ctr[@]}" images import --index-name "$PAUSE_IMAGE" "$archive" >&2 || die "could not load $PAUSE_IMAGE into the real node's containerd"
+  "${ctr[@]}" images import --index-name "$image" "$archive" >&2 || die "could not load $image into the real node's containerd"
 }
 
 # --- lifecycle ---------------------------------------------------------------------------------
@@ -313,7 +354,7 @@ real_node_start() {
   real_node_spawn containerd containerd --config "$REAL_NODE_DIR/containerd/config.toml"
   real_node_wait 30 "containerd answers on $REAL_NODE_SOCKET" ctr --address "$REAL_NODE_SOCKET" version ||
     die "containerd did not start (log: $REAL_NODE_DIR/logs/containerd.log): $(tail -n 5 "$REAL_NODE_DIR/logs/containerd.log")"
-  real_node_pause_image "$node_bin"
+  real_node_binary_image "$PAUSE_IMAGE" "$node_bin/pause" 65535:65535
   kubelet_started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   real_node_spawn kubelet "$node_bin/kubelet" --config "$REAL_NODE_DIR/kubelet.yaml" \
     --kubeconfig "$REAL_NODE_DIR/kubelet.kubeconfig" --hostname-override "$REAL_NODE_NAME" \
@@ -325,6 +366,7 @@ real_node_start() {
     die "node $REAL_NODE_NAME did not become Ready within 120 s (logs: $REAL_NODE_DIR/logs)"
   fi
   real_node_processes_running || die "a process of the real node exited (logs: $REAL_NODE_DIR/logs)"
+  real_node_parts_ensure
 }
 
 # Unmounts everything under DIR, deepest first.
@@ -354,7 +396,8 @@ real_node_kill_pods() {
 real_node_stop() { # [quiet]
   [[ -d "$REAL_NODE_DIR" ]] || return 0
   [[ "${1:-}" == quiet ]] || log "stopping the real node $REAL_NODE_NAME"
-  local p pid name shims
+  local p pid name shims part
+  for ((part = ${#REAL_NODE_PARTS[@]} - 1; part >= 0; part--)); do "${REAL_NODE_PARTS[part]}_stop"; done
   for p in kubelet:kubelet kube-proxy:kube-proxy; do
     if pid=$(real_node_pid "$p"); then kill -TERM "$pid" 2>/dev/null || true; fi
   done
@@ -386,4 +429,5 @@ real_node_status_lines() {
       printf '  %-28s NOT RUNNING (log %s)\n' "real-node/${p%%:*}" "$REAL_NODE_DIR/logs/${p%%:*}.log"
     fi
   done
+  for p in "${REAL_NODE_PARTS[@]}"; do "${p}_status_lines"; done
 }

@@ -15,9 +15,13 @@
  * - `podPeakMemoryBytes(uid)` reads a real pod's memory high-water mark from its cgroup.
  * - `operatorImage(name)` builds `operators/<name>/Dockerfile` with `npm run image:build` (which
  *   loads it into the real node's containerd) once per test process and returns its reference.
+ * - `busyboxImage(env)` is a small image made here from Debian's busybox-static, every applet
+ *   installed (sh, wget, nc, nslookup, httpd, ...), loaded into the real node's containerd once:
+ *   what test pods run to listen, dial and resolve.
  */
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { isNotFound } from '../client/errors.ts';
@@ -81,6 +85,36 @@ export function operatorImage(operator: string): Promise<string> {
 /** The socket of the real node's containerd (namespace k8s.io holds the kubelet's images). */
 export function realNodeContainerd(env: TestEnv): string {
   return path.join(path.dirname(env.kubeconfigPath), 'real-node/containerd/containerd.sock');
+}
+
+export const BUSYBOX_IMAGE = 'localhost/iot-operator-test/busybox:2';
+let busybox: Promise<string> | undefined;
+
+/** The test image of busybox-static (every applet under /bin), loaded into the real node's containerd; its reference. */
+export function busyboxImage(env: TestEnv): Promise<string> {
+  busybox ??= loadBusybox(env).catch((e: unknown) => {
+    busybox = undefined;
+    throw e;
+  });
+  return busybox;
+}
+
+async function loadBusybox(env: TestEnv): Promise<string> {
+  const ctr = ['--address', realNodeContainerd(env), '-n', 'k8s.io'];
+  if ((await run('ctr', [...ctr, 'images', 'ls', '-q'])).stdout.split('\n').includes(BUSYBOX_IMAGE)) return BUSYBOX_IMAGE;
+  if (!existsSync('/bin/busybox')) throw new Error('/bin/busybox is missing: install Debian package busybox-static (.ci/run does)');
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'busybox-image-'));
+  try {
+    const container = (await run('buildah', ['from', 'scratch'])).stdout.trim();
+    await run('buildah', ['copy', container, '/bin/busybox', '/bin/busybox']);
+    await run('buildah', ['run', '--isolation', 'chroot', container, '/bin/busybox', '--install', '-s', '/bin']);
+    await run('buildah', ['commit', '-q', '--rm', container, BUSYBOX_IMAGE]);
+    await run('buildah', ['push', '-q', BUSYBOX_IMAGE, `oci-archive:${dir}/image.tar:${BUSYBOX_IMAGE}`]);
+    await run('ctr', [...ctr, 'images', 'import', '--index-name', BUSYBOX_IMAGE, `${dir}/image.tar`]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return BUSYBOX_IMAGE;
 }
 
 /** Gives an image loaded onto the real node a second reference (as a registry would serve it under another tag). */
