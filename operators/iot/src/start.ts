@@ -12,7 +12,8 @@
  * of it, the operator) and exits within 5 s — with 128 + the signal's number before the example is
  * Available, with 0 when it stops the operator as the last line invites. The cluster itself is
  * left running (later runs reuse it).
- * Flags: --local (always use the embedded cluster), --exit-when-available (stop once Available).
+ * Flags: --local (always use the embedded cluster), --exit-when-available (stop once Available);
+ * any other argument is refused with the list of known flags (exit 2) before anything starts.
  */
 import { constants } from 'node:os';
 import path from 'node:path';
@@ -28,7 +29,13 @@ const operatorDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '
 const repoDir = path.resolve(operatorDir, '../..');
 const deployFile = (name: string) => path.join(operatorDir, 'deploy', name);
 
+const KNOWN_FLAGS = ['--local', '--exit-when-available'];
 const args = new Set(process.argv.slice(2));
+const unknown = [...args].filter((arg) => !KNOWN_FLAGS.includes(arg));
+if (unknown.length > 0) {
+  console.error(`[iot-operator] unknown argument${unknown.length > 1 ? 's' : ''} ${unknown.map((a) => `'${a}'`).join(', ')} (known: ${KNOWN_FLAGS.join(', ')})`);
+  process.exit(2);
+}
 const landscape = process.env.OPERATOR_NAME || 'devawsk8s';
 const say = (text: string) => console.log(`[iot-operator] ${text}`);
 

@@ -23,6 +23,17 @@ after(async () => {
 });
 
 describe('npm start (the README’s first command)', () => {
+  it('refuses an unknown flag with the list of known ones, before it starts anything', async () => {
+    const failure = await run(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'operators/iot/src/start.ts'), '--locla'], { cwd: repoRoot, env: { ...process.env, OPERATOR_NAME: landscape } }).then(
+      () => assert.fail('npm start accepted --locla'),
+      (e: { code?: number; stdout: string; stderr: string }) => e,
+    );
+    assert.equal(failure.code, 2);
+    assert.match(failure.stderr, /unknown argument '--locla' \(known: --local, --exit-when-available\)/);
+    assert.equal(failure.stdout, '', 'nothing was started');
+    assert.equal(await env.client.get(Kinds.Namespace, landscape).catch(() => undefined), undefined, 'no landscape was created');
+  });
+
   it('on the embedded cluster: installs the CRD and landscape, runs the operator and brings the example to Available', async () => {
     const { KUBECONFIG: _unused, ...withoutKubeconfig } = process.env;
     const { stdout } = await run(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'operators/iot/src/start.ts'), '--local', '--exit-when-available'], {
