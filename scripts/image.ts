@@ -8,9 +8,10 @@
  *
  * Guarantees: a builder counts only when it can build now (docker needs a reachable engine,
  * podman and buildah need their binary); when none can, the command exits 1 and says what each
- * candidate lacked, and nothing is built. `IMAGE_REGISTRY` sets the registry (default
- * `registry.example.com/iot`, the one deploy/operator.yml names), `IMAGE` the whole reference
- * (`make docker-build IMG=...`); `IMAGE_BUILDER` forces one builder.
+ * candidate lacked, and nothing is built. `IMAGE_REGISTRY` sets the registry, `IMAGE` the whole
+ * reference (`make docker-build IMG=...`); `IMAGE_BUILDER` forces one builder. The default
+ * registry is the local cluster's own (`<host:port>/iot-operator`, see below) when it has one,
+ * else `registry.example.com/iot` (the one deploy/operator.yml names).
  *
  * Base images: `IMAGE_BASES=public` builds FROM the Dockerfiles' defaults (the public images);
  * `IMAGE_BASES=local` FROM Debian 13 images made here by images/bases.sh (no registry needed). The
@@ -21,10 +22,15 @@
  * works too on this privileged one) and its layer cache. Only the base arguments the Dockerfile
  * declares are passed.
  *
- * Loading: when the local cluster (`CLUSTER_NAME`, `KWOK_WORKDIR`) has a real node, a buildah
- * build is loaded into that node's containerd (namespace k8s.io) under the name a pod naming the
- * reference asks for (the same, or Docker's normalisation of a short one), checked to be listed
- * there, so pods there run it without a registry; otherwise the build says it loaded nothing.
+ * Pushing: when the local cluster (`CLUSTER_NAME`, `KWOK_WORKDIR`) has a real node, it has a
+ * private registry (cluster/lib/registry.sh: htpasswd, TLS with the cluster's own CA). A reference
+ * in that registry is pushed as `docker push` would after `docker login`: buildah or podman with
+ * the credentials the cluster keeps (`<workdir>/registry/auth/auth.json`) and TLS verified with
+ * its CA (`--cert-dir <workdir>/registry/certs`); the pushed digest goes to stderr. The kubelet
+ * then pulls it with a pod's imagePullSecrets. Nothing is loaded into a containerd by hand. A
+ * reference elsewhere, or no local registry, is built only, and the build says it pushed nothing;
+ * a docker build for the local registry fails (docker's engine trusts registries through
+ * /etc/docker/certs.d, which nothing here changes).
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -100,60 +106,54 @@ function localBaseArgs(): string[] {
   return parseBaseArgs(result.stdout);
 }
 
-/** The containerd socket of the local cluster's real node, when it has one. */
-export function realNodeSocket(env: NodeJS.ProcessEnv = process.env): string | undefined {
+/** The local cluster's registry: the address image references name, the client's credentials and CA directory. */
+export interface LocalRegistry {
+  address: string;
+  authFile: string;
+  certDir: string;
+}
+
+/** The registry of the local cluster named by CLUSTER_NAME under KWOK_WORKDIR, when it has one. */
+export function localRegistry(env: NodeJS.ProcessEnv = process.env): LocalRegistry | undefined {
   const workdir = env.KWOK_WORKDIR || path.join(os.homedir(), '.kwok');
-  const socket = path.join(workdir, 'clusters', env.CLUSTER_NAME || 'iot-operator', 'real-node/containerd/containerd.sock');
-  return existsSync(socket) ? socket : undefined;
+  const dir = path.join(workdir, 'clusters', env.CLUSTER_NAME || 'iot-operator', 'registry');
+  let address: string;
+  try {
+    address = readFileSync(path.join(dir, 'address'), 'utf8').trim();
+  } catch {
+    return undefined;
+  }
+  const registry = { address, authFile: path.join(dir, 'auth/auth.json'), certDir: path.join(dir, 'certs') };
+  return address && existsSync(registry.authFile) && existsSync(path.join(registry.certDir, 'ca.crt')) ? registry : undefined;
 }
 
 /**
- * The name the kubelet asks containerd for when a pod names `image`: Docker's normalisation, as
- * the CRI applies it (`ptemplate-operator:latest` -> `docker.io/library/ptemplate-operator:latest`,
- * `quay.io/x/y` -> `quay.io/x/y:latest`; a first component with a dot or a port, or `localhost`, is
- * a registry).
+ * The registry host of an image reference, as Docker reads it: the first component when it has a
+ * dot or a port or is `localhost`, else `docker.io`.
  */
-export function containerdReference(image: string): string {
+export function registryHost(image: string): string {
   const slash = image.indexOf('/');
   const first = slash < 0 ? '' : image.slice(0, slash);
-  const hasDomain = first !== '' && (first.includes('.') || first.includes(':') || first === 'localhost');
-  let name = hasDomain ? image : slash < 0 ? `docker.io/library/${image}` : `docker.io/${image}`;
-  if (name.startsWith('index.docker.io/')) name = `docker.io/${name.slice('index.docker.io/'.length)}`;
-  const lastSegment = name.slice(name.lastIndexOf('/') + 1);
-  return name.includes('@') || lastSegment.includes(':') ? name : `${name}:latest`;
+  return first !== '' && (first.includes('.') || first.includes(':') || first === 'localhost') ? first : 'docker.io';
 }
 
-/**
- * The commands that load a buildah image into a containerd (namespace k8s.io, where the kubelet
- * looks) under the name a pod naming `image` asks for: an OCI archive whose index names it so
- * (`ctr images import` names each image after that annotation), imported, then listed by that
- * exact name to check it is there. (`--index-name` would add an index record of the same name; it
- * fails on a containerd without its CRI plugin, and the annotation alone suffices.)
- */
-export function loadCommands(image: string, socket: string, archive: string): string[][] {
-  const ref = containerdReference(image);
-  const ctr = ['ctr', '--address', socket, '-n', 'k8s.io'];
-  return [
-    ['buildah', 'push', '-q', image, `oci-archive:${archive}:${ref}`],
-    [...ctr, 'images', 'import', archive],
-    [...ctr, 'images', 'ls', '-q', `name==${ref}`],
-  ];
+/** The push of `image` to the local registry with its credentials and CA, writing the pushed digest to `digestFile`. */
+export function pushCommand(builder: 'buildah' | 'podman', image: string, registry: LocalRegistry, digestFile: string): string[] {
+  return [builder, 'push', '--authfile', registry.authFile, '--cert-dir', registry.certDir, '--digestfile', digestFile, image, `docker://${image}`];
 }
 
-/** Loads a buildah image into the real node's containerd under the same reference; why not, when it could not. */
-function loadIntoRealNode(image: string, socket: string): string | undefined {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'image-load-'));
+/** Pushes `image` to the local registry; its digest, or why it could not. */
+function pushToRegistry(builder: string, image: string, registry: LocalRegistry): { digest: string } | { failure: string } {
+  if (builder !== 'buildah' && builder !== 'podman') {
+    return { failure: `${builder} cannot push to ${registry.address}: its engine trusts a registry's CA only through /etc/docker/certs.d; build with IMAGE_BUILDER=buildah` };
+  }
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'image-push-'));
   try {
-    const steps = loadCommands(image, socket, path.join(dir, 'image.tar'));
-    for (const [bin, ...args] of steps) {
-      const result = spawnSync(bin!, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-      const command = `${bin} ${args.slice(0, 6).join(' ')}`;
-      if (result.error) return `${command}: ${(result.error as NodeJS.ErrnoException).code === 'ENOENT' ? `${bin} is not installed` : result.error.message}`;
-      if (result.status !== 0) return `${command}: ${(result.stderr || result.stdout).trim() || `exit ${result.status}`}`;
-      const ref = containerdReference(image);
-      if (args.includes('ls') && result.stdout.trim().split('\n').every((line) => line.trim() !== ref)) return `${ref} is not listed by the node's containerd after the import`;
-    }
-    return undefined;
+    const [bin, ...args] = pushCommand(builder, image, registry, path.join(dir, 'digest'));
+    const result = spawnSync(bin!, args, { encoding: 'utf8', stdio: ['ignore', 2, 'pipe'] });
+    if (result.error) return { failure: result.error.message };
+    if (result.status !== 0) return { failure: result.stderr.trim() || `exit ${result.status}` };
+    return { digest: readFileSync(path.join(dir, 'digest'), 'utf8').trim() };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -187,7 +187,9 @@ function main(args: string[]): number {
     console.error(`no image for operator "${operator}": ${dockerfile} does not exist`);
     return 1;
   }
-  const image = process.env.IMAGE || `${process.env.IMAGE_REGISTRY || DEFAULT_REGISTRY}/${operator}-operator:${imageVersion()}`;
+  const registry = localRegistry();
+  const defaultRegistry = registry ? `${registry.address}/iot-operator` : DEFAULT_REGISTRY;
+  const image = process.env.IMAGE || `${process.env.IMAGE_REGISTRY || defaultRegistry}/${operator}-operator:${imageVersion()}`;
   let builder: Builder;
   try {
     builder = chooseBuilder(BUILDERS, process.env.IMAGE_BUILDER || undefined);
@@ -217,17 +219,15 @@ function main(args: string[]): number {
     return 1;
   }
   console.error(`built ${image} in ${((Date.now() - started) / 1000).toFixed(0)} s`);
-  const socket = realNodeSocket();
-  if (socket && builder.name === 'buildah') {
-    const failure = loadIntoRealNode(image, socket);
-    if (failure) {
-      console.error(`could not load ${image} into the real node's containerd (${socket}): ${failure}`);
+  if (registry && registryHost(image) === registry.address) {
+    const pushed = pushToRegistry(builder.name, image, registry);
+    if ('failure' in pushed) {
+      console.error(`could not push ${image} to the local cluster's registry: ${pushed.failure}`);
       return 1;
     }
-    const ref = containerdReference(image);
-    console.error(`loaded ${image} onto the local cluster's real node${ref === image ? '' : ` (as ${ref}, the name its kubelet asks for)`}`);
+    console.error(`pushed ${image} (${pushed.digest}) to the local cluster's registry`);
   } else {
-    console.error(socket ? `not loaded onto the real node: only buildah builds are loaded (this was ${builder.name})` : 'not loaded: the local cluster has no real node (npm run cluster:up -- --real-node)');
+    console.error(registry ? `not pushed: ${registryHost(image)} is not the local cluster's registry (${registry.address})` : 'not pushed: the local cluster has no registry (npm run cluster:up -- --real-node)');
   }
   console.log(image);
   return 0;

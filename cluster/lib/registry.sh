@@ -1,6 +1,169 @@
+# The real node's private image registry: distribution's `registry` with htpasswd authentication
+# and TLS, as users' clusters pull from. Source it after real-node.sh; do not run it.
 # shellcheck shell=bash
-# (placeholder: filled in by the registry part of the real node)
-registry_ensure() { :; }
-registry_stop() { :; }
-registry_running() { :; }
-registry_status_lines() { :; }
+#
+# Guarantees:
+# - `registry_ensure` (idempotent; ≈0.1 s when it already runs from the pinned binary) builds the
+#   binary once (cluster/build-registry.sh), makes what the registry needs and starts it as a host
+#   process of the real node listening on $REGISTRY_ADDRESS (127.0.0.1:5443) only, then returns
+#   once it answers over TLS. containerd pulls from the host's network namespace, and the registry
+#   must run before anything can be pulled: it is not a pod.
+# - Layout under $REGISTRY_HOME (<workdir>/registry, removed by down.sh with the workdir):
+#   address (host:port, what image references name), certs/ca.crt (the registry's CA: what a
+#   client trusts; buildah's --cert-dir), pki/ (that CA's key and the serving certificate for IP
+#   127.0.0.1, made with openssl), auth/ (root only: htpasswd with bcrypt, password, auth.json —
+#   the credentials as `docker login` writes them), config.yml, data/ (the images; kept across
+#   node restarts). Pid and log: <workdir>/real-node/{pids,logs}/registry.*.
+# - Anonymous requests are refused (401); one user, $REGISTRY_USER, whose password is generated
+#   per cluster. `registry_rotate_password` gives it a new one (htpasswd, password, auth.json);
+#   the registry reads the new htpasswd on the next request, no restart.
+# - containerd trusts the CA through $REAL_NODE_REGISTRY_HOSTS_DIR/<address>/hosts.toml; the
+#   kubelet pulls with the credentials of a pod's imagePullSecrets. Nothing under /etc changes.
+# - The registry sends nothing anywhere: no proxy, no notifications, no redis, tracing exporter
+#   off (OTEL_TRACES_EXPORTER=none); its log goes to its log file.
+# - `registry_stop` stops the process (images, credentials and certificates stay).
+
+REGISTRY_HOME="$CLUSTER_WORKDIR/registry"
+REGISTRY_ADDRESS=127.0.0.1:5443
+REGISTRY_USER=iot-operator
+REGISTRY_PROCESS=registry:registry
+# htpasswd -B makes the bcrypt entries, the only scheme distribution accepts.
+REAL_NODE_PACKAGES+=(apache2-utils)
+
+registry_pid() { real_node_pid "$REGISTRY_PROCESS"; }
+
+# The registry answers over TLS with our CA, refusing the anonymous request (401).
+registry_answers() {
+  [[ "$(curl -sS --max-time 2 --cacert "$REGISTRY_HOME/certs/ca.crt" -o /dev/null -w '%{http_code}' \
+    "https://$REGISTRY_ADDRESS/v2/" 2>/dev/null)" == 401 ]]
+}
+
+registry_running() { registry_pid >/dev/null && registry_answers; }
+
+# The registry's own CA and a serving certificate for the address's IP.
+registry_certificates() {
+  local pki="$REGISTRY_HOME/pki" certs="$REGISTRY_HOME/certs"
+  [[ -f "$pki/tls.crt" && -f "$pki/tls.key" && -f "$certs/ca.crt" ]] && return 0
+  mkdir -p "$pki" "$certs"
+  chmod 700 "$pki"
+  if ! {
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=iot-operator-registry-ca-$CLUSTER_NAME" \
+      -keyout "$pki/ca.key" -out "$certs/ca.crt" &&
+      openssl req -newkey rsa:2048 -nodes -subj "/CN=$REGISTRY_ADDRESS" -keyout "$pki/tls.key" -out "$pki/tls.csr" &&
+      openssl x509 -req -in "$pki/tls.csr" -CA "$certs/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial -days 3650 \
+        -extfile <(printf 'subjectAltName=IP:%s\nextendedKeyUsage=serverAuth\n' "${REGISTRY_ADDRESS%:*}") -out "$pki/tls.crt"
+  } >/dev/null 2>&1; then
+    die "openssl could not make the registry's certificates in $pki"
+  fi
+  rm -f "$pki/tls.csr" "$certs/ca.srl" "$pki/ca.srl"
+}
+
+# Writes PASSWORD as the user's: htpasswd first (what the registry checks), then the files clients read.
+registry_set_password() { # password
+  local auth="$REGISTRY_HOME/auth" mask
+  mask=$(umask)
+  umask 077
+  mkdir -p "$auth"
+  if ! htpasswd -Bbn "$REGISTRY_USER" "$1" >"$auth/htpasswd.tmp" 2>/dev/null; then
+    umask "$mask"
+    die "htpasswd could not hash the registry's password"
+  fi
+  mv -f "$auth/htpasswd.tmp" "$auth/htpasswd"
+  printf '%s\n' "$1" >"$auth/password.tmp"
+  mv -f "$auth/password.tmp" "$auth/password"
+  printf '{"auths":{"%s":{"auth":"%s"}}}\n' "$REGISTRY_ADDRESS" "$(printf '%s:%s' "$REGISTRY_USER" "$1" | base64 -w0)" >"$auth/auth.json.tmp"
+  mv -f "$auth/auth.json.tmp" "$auth/auth.json"
+  umask "$mask"
+}
+
+registry_new_password() { openssl rand -hex 24; }
+
+registry_credentials() {
+  [[ -s "$REGISTRY_HOME/auth/htpasswd" && -s "$REGISTRY_HOME/auth/password" && -s "$REGISTRY_HOME/auth/auth.json" ]] ||
+    registry_set_password "$(registry_new_password)"
+}
+
+# A new password for the user; prints it.
+registry_rotate_password() {
+  local password
+  password=$(registry_new_password)
+  registry_set_password "$password"
+  echo "$password"
+}
+
+registry_write_config() {
+  cat >"$REGISTRY_HOME/config.yml.tmp" <<EOF
+# distribution's configuration, written by cluster/lib/registry.sh.
+version: 0.1
+log:
+  level: info
+  formatter: text
+storage:
+  filesystem:
+    rootdirectory: $REGISTRY_HOME/data
+  delete:
+    enabled: true
+http:
+  addr: $REGISTRY_ADDRESS
+  secret: $(openssl rand -hex 16)
+  tls:
+    certificate: $REGISTRY_HOME/pki/tls.crt
+    key: $REGISTRY_HOME/pki/tls.key
+  headers:
+    X-Content-Type-Options: [nosniff]
+auth:
+  htpasswd:
+    realm: iot-operator-registry
+    path: $REGISTRY_HOME/auth/htpasswd
+EOF
+  mv -f "$REGISTRY_HOME/config.yml.tmp" "$REGISTRY_HOME/config.yml"
+  echo "$REGISTRY_ADDRESS" >"$REGISTRY_HOME/address"
+}
+
+# containerd's per-registry configuration: the endpoint and the CA that signs its certificate.
+registry_write_hosts_toml() {
+  local dir="$REAL_NODE_REGISTRY_HOSTS_DIR/$REGISTRY_ADDRESS"
+  mkdir -p "$dir"
+  cat >"$dir/hosts.toml.tmp" <<EOF
+# The cluster's registry (cluster/lib/registry.sh): TLS with the cluster's own CA.
+server = "https://$REGISTRY_ADDRESS"
+[host."https://$REGISTRY_ADDRESS"]
+  capabilities = ["pull", "resolve"]
+  ca = "$REGISTRY_HOME/certs/ca.crt"
+EOF
+  mv -f "$dir/hosts.toml.tmp" "$dir/hosts.toml"
+}
+
+registry_ensure() {
+  local bin pid
+  bin=$(bash "$CLUSTER_DIR/build-registry.sh" | tail -n 1)
+  [[ -x "$bin" ]] || die "build-registry.sh did not produce the registry ('$bin')"
+  registry_write_hosts_toml
+  if pid=$(registry_pid) && [[ "$(readlink "/proc/$pid/exe")" == "$bin" ]] && registry_answers; then return 0; fi
+  registry_stop
+  real_node_install_packages
+  log "starting the registry on $REGISTRY_ADDRESS (htpasswd, TLS; data in $REGISTRY_HOME/data)"
+  mkdir -p "$REGISTRY_HOME/data"
+  registry_certificates
+  registry_credentials
+  registry_write_config
+  real_node_spawn registry env OTEL_TRACES_EXPORTER=none "$bin" serve "$REGISTRY_HOME/config.yml"
+  real_node_wait 30 "the registry answers on https://$REGISTRY_ADDRESS" registry_running ||
+    die "the registry did not start (log: $REAL_NODE_DIR/logs/registry.log): $(tail -n 5 "$REAL_NODE_DIR/logs/registry.log")"
+}
+
+registry_stop() {
+  local pid
+  if pid=$(registry_pid); then terminate_process "$pid" 5; fi
+  rm -f "$REAL_NODE_DIR/pids/registry.pid"
+}
+
+registry_status_lines() {
+  local pid rss log="$REAL_NODE_DIR/logs/registry.log"
+  if pid=$(registry_pid); then
+    rss=$(awk '/^VmRSS/ {printf "%d MiB", $2/1024}' "/proc/$pid/status" 2>/dev/null || echo "?")
+    printf '  %-28s pid %-8s rss %-9s log %s\n' "real-node/registry" "$pid" "$rss" "$log"
+  else
+    printf '  %-28s NOT RUNNING (log %s)\n' "real-node/registry" "$log"
+  fi
+}

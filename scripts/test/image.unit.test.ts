@@ -1,7 +1,8 @@
 /**
  * `npm run image:tag` / `image:build`: the seed's version format from a real git commit, the
- * choice of an OCI builder, and the build command a builder is given (a stand-in `podman` on
- * PATH records its arguments; no image is built by these tests).
+ * choice of an OCI builder, the build command a builder is given and the push to the local
+ * cluster's registry (a stand-in `podman` or `docker` on PATH records its arguments; no image is
+ * built or pushed by these tests).
  */
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -10,7 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { argsDeclaredBy, BUILDERS, chooseBuilder, containerdReference, imageVersion, loadCommands, parseBaseArgs, realNodeSocket, type Builder } from '../image.ts';
+import { argsDeclaredBy, BUILDERS, chooseBuilder, imageVersion, localRegistry, parseBaseArgs, pushCommand, registryHost, type Builder } from '../image.ts';
 
 const script = fileURLToPath(new URL('../image.ts', import.meta.url));
 const repoRoot = path.resolve(path.dirname(script), '..');
@@ -29,8 +30,30 @@ function pathWithGit(extra: (dir: string) => void = () => {}): string {
   return dir;
 }
 
+/** A KWOK_WORKDIR whose cluster has no registry, unless `env` names another. */
+const noCluster = mkdtempSync(path.join(scratch, 'no-cluster-'));
+
 function runScript(args: string[], env: Record<string, string>) {
-  return spawnSync(process.execPath, ['--import', 'tsx', script, ...args], { cwd: repoRoot, encoding: 'utf8', env: { ...process.env, ...env } });
+  return spawnSync(process.execPath, ['--import', 'tsx', script, ...args], { cwd: repoRoot, encoding: 'utf8', env: { ...process.env, KWOK_WORKDIR: noCluster, ...env } });
+}
+
+/** A KWOK_WORKDIR whose cluster `iot-operator` has a registry at `address` (its files as cluster/lib/registry.sh lays them). */
+function workdirWithRegistry(address: string): string {
+  const workdir = mkdtempSync(path.join(scratch, 'kwok-'));
+  const dir = path.join(workdir, 'clusters', 'iot-operator', 'registry');
+  mkdirSync(path.join(dir, 'auth'), { recursive: true });
+  mkdirSync(path.join(dir, 'certs'));
+  writeFileSync(path.join(dir, 'address'), `${address}\n`);
+  writeFileSync(path.join(dir, 'auth/auth.json'), '{"auths":{}}');
+  writeFileSync(path.join(dir, 'certs/ca.crt'), '');
+  return workdir;
+}
+
+/** A stand-in builder that records each call's arguments in `log` and writes a digest where --digestfile says. */
+function stubBuilder(dir: string, name: string, log: string): void {
+  const version = name === 'docker' ? '[ "$1" = info ] && { echo 27.0.0; exit 0; }' : `[ "$1" = --version ] && { echo '${name} version 5'; exit 0; }`;
+  writeFileSync(path.join(dir, name), `#!/bin/sh\n${version}\necho "$@" >> ${log}\nwhile [ $# -gt 0 ]; do [ "$1" = --digestfile ] && echo sha256:0123abcd > "$2"; shift; done\nexit 0\n`);
+  chmodSync(path.join(dir, name), 0o755);
 }
 
 describe('image version', () => {
@@ -134,38 +157,60 @@ describe('base arguments', () => {
   });
 });
 
-describe('loading onto the real node', () => {
-  it('finds the containerd socket of the cluster named by CLUSTER_NAME under KWOK_WORKDIR, only when it exists', () => {
-    const workdir = mkdtempSync(path.join(scratch, 'kwok-'));
-    assert.equal(realNodeSocket({ KWOK_WORKDIR: workdir }), undefined);
-    const dir = path.join(workdir, 'clusters', 'iot-operator', 'real-node', 'containerd');
-    mkdirSync(dir, { recursive: true });
-    writeFileSync(path.join(dir, 'containerd.sock'), '');
-    assert.equal(realNodeSocket({ KWOK_WORKDIR: workdir }), path.join(dir, 'containerd.sock'));
-    assert.equal(realNodeSocket({ KWOK_WORKDIR: workdir, CLUSTER_NAME: 'other' }), undefined);
+describe('pushing to the local cluster\'s registry', () => {
+  it('finds the registry of the cluster named by CLUSTER_NAME under KWOK_WORKDIR, only when its files exist', () => {
+    assert.equal(localRegistry({ KWOK_WORKDIR: noCluster }), undefined);
+    const workdir = workdirWithRegistry('127.0.0.1:5443');
+    const dir = path.join(workdir, 'clusters', 'iot-operator', 'registry');
+    assert.deepEqual(localRegistry({ KWOK_WORKDIR: workdir }), { address: '127.0.0.1:5443', authFile: path.join(dir, 'auth/auth.json'), certDir: path.join(dir, 'certs') });
+    assert.equal(localRegistry({ KWOK_WORKDIR: workdir, CLUSTER_NAME: 'other' }), undefined);
+    rmSync(path.join(dir, 'auth/auth.json'));
+    assert.equal(localRegistry({ KWOK_WORKDIR: workdir }), undefined, 'no credentials, no registry to push to');
   });
 
-  it('imports an OCI archive into namespace k8s.io named exactly as the image, then lists that name', () => {
-    const image = 'registry.example.com/iot/iot-operator:20260101-000000.abc1234';
-    assert.deepEqual(loadCommands(image, '/s/c.sock', '/t/i.tar'), [
-      ['buildah', 'push', '-q', image, `oci-archive:/t/i.tar:${image}`],
-      ['ctr', '--address', '/s/c.sock', '-n', 'k8s.io', 'images', 'import', '/t/i.tar'],
-      ['ctr', '--address', '/s/c.sock', '-n', 'k8s.io', 'images', 'ls', '-q', `name==${image}`],
+  it('reads the registry host of a reference as Docker does', () => {
+    assert.equal(registryHost('127.0.0.1:5443/iot-operator/iot-operator:1'), '127.0.0.1:5443');
+    assert.equal(registryHost('localhost/iot-operator/pause:3.10'), 'localhost');
+    assert.equal(registryHost('quay.io/example/memcached-operator'), 'quay.io');
+    assert.equal(registryHost('example/memcached-operator:v0.0.1'), 'docker.io');
+    assert.equal(registryHost('ptemplate-operator:latest'), 'docker.io');
+  });
+
+  it('pushes with the cluster\'s credentials and CA, as docker push after docker login', () => {
+    const registry = { address: '127.0.0.1:5443', authFile: '/w/auth.json', certDir: '/w/certs' };
+    assert.deepEqual(pushCommand('buildah', '127.0.0.1:5443/iot-operator/x:1', registry, '/t/d'), [
+      'buildah', 'push', '--authfile', '/w/auth.json', '--cert-dir', '/w/certs', '--digestfile', '/t/d', '127.0.0.1:5443/iot-operator/x:1', 'docker://127.0.0.1:5443/iot-operator/x:1',
     ]);
   });
 
-  it('names a short reference as the kubelet asks containerd for it (Docker normalisation)', () => {
-    assert.equal(containerdReference('ptemplate-operator:latest'), 'docker.io/library/ptemplate-operator:latest');
-    assert.equal(containerdReference('ptemplate-operator'), 'docker.io/library/ptemplate-operator:latest');
-    assert.equal(containerdReference('example/memcached-operator:v0.0.1'), 'docker.io/example/memcached-operator:v0.0.1');
-    assert.equal(containerdReference('index.docker.io/example/x:1'), 'docker.io/example/x:1');
-    assert.equal(containerdReference('quay.io/example/memcached-operator'), 'quay.io/example/memcached-operator:latest');
-    assert.equal(containerdReference('localhost/iot-operator/pause:3.10'), 'localhost/iot-operator/pause:3.10');
-    assert.equal(containerdReference('registry.local:5000/iot-operator:1'), 'registry.local:5000/iot-operator:1');
-    assert.equal(containerdReference('registry.local:5000/iot-operator'), 'registry.local:5000/iot-operator:latest');
-    assert.equal(containerdReference('quay.io/x/y@sha256:abc'), 'quay.io/x/y@sha256:abc');
-    const [push, , list] = loadCommands('ptemplate-operator:latest', '/s', '/t/i.tar');
-    assert.deepEqual(push, ['buildah', 'push', '-q', 'ptemplate-operator:latest', 'oci-archive:/t/i.tar:docker.io/library/ptemplate-operator:latest']);
-    assert.equal(list!.at(-1), 'name==docker.io/library/ptemplate-operator:latest');
+  it('builds into the local registry by default and pushes there, the reference alone on stdout', () => {
+    const log = path.join(scratch, 'podman-push-args');
+    const workdir = workdirWithRegistry('127.0.0.1:5443');
+    const result = runScript(['build', 'memcached'], { PATH: pathWithGit((dir) => stubBuilder(dir, 'podman', log)), IMAGE_BUILDER: 'podman', KWOK_WORKDIR: workdir });
+    assert.equal(result.status, 0, result.stderr);
+    const image = result.stdout.trim();
+    assert.match(image, /^127\.0\.0\.1:5443\/iot-operator\/memcached-operator:\d{8}-\d{6}\.[0-9a-f]{7,}$/);
+    const registry = path.join(workdir, 'clusters/iot-operator/registry');
+    const [build, push] = readFileSync(log, 'utf8').trim().split('\n');
+    assert.equal(build, `build -f operators/memcached/Dockerfile -t ${image} .`);
+    assert.match(push!, new RegExp(`^push --authfile ${registry}/auth/auth.json --cert-dir ${registry}/certs --digestfile \\S+ ${image.replace(/\./g, '\\.')} docker://`));
+    assert.match(result.stderr, /pushed .* \(sha256:0123abcd\) to the local cluster's registry/);
+  });
+
+  it('pushes nothing for a reference in another registry, and says so', () => {
+    const log = path.join(scratch, 'podman-elsewhere-args');
+    const result = runScript(['build', 'iot'], { PATH: pathWithGit((dir) => stubBuilder(dir, 'podman', log)), IMAGE_BUILDER: 'podman', IMAGE: 'quay.io/team/iot-operator:1', KWOK_WORKDIR: workdirWithRegistry('127.0.0.1:5443') });
+    assert.equal(result.status, 0, result.stderr);
+    assert.equal(result.stdout, 'quay.io/team/iot-operator:1\n');
+    assert.equal(readFileSync(log, 'utf8').trim().split('\n').length, 1, 'built, not pushed');
+    assert.match(result.stderr, /not pushed: quay\.io is not the local cluster's registry \(127\.0\.0\.1:5443\)/);
+  });
+
+  it('fails when docker built an image for the local registry, whose CA its engine does not trust', () => {
+    const log = path.join(scratch, 'docker-args');
+    const result = runScript(['build', 'iot'], { PATH: pathWithGit((dir) => stubBuilder(dir, 'docker', log)), IMAGE_BUILDER: 'docker', KWOK_WORKDIR: workdirWithRegistry('127.0.0.1:5443') });
+    assert.equal(result.status, 1);
+    assert.equal(result.stdout, '');
+    assert.match(result.stderr, /docker cannot push to 127\.0\.0\.1:5443: .*IMAGE_BUILDER=buildah/);
   });
 });
