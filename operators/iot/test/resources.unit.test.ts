@@ -328,6 +328,13 @@ describe('pods', () => {
     assert.equal(gateway.nodeSelector, undefined);
   });
 
+  it('take tolerations from the spec, per component', () => {
+    const toleration = { key: 'dedicated', operator: 'Equal' as const, value: 'iot', effect: 'NoSchedule' as const };
+    const all = children({ broker: { tolerations: [toleration] } });
+    assert.deepEqual(find<V1StatefulSet>(all, 'StatefulSet', 'broker').spec!.template.spec!.tolerations, [toleration]);
+    assert.equal(find<V1Deployment>(all, 'Deployment', 'gateway').spec!.template.spec!.tolerations, undefined);
+  });
+
   it('run the replicas of the spec', () => {
     const all = children({ gateway: { replicas: 5 }, core: { replicas: 0 }, broker: { replicas: 3 } });
     assert.equal(find<V1Deployment>(all, 'Deployment', 'gateway').spec?.replicas, 5);

@@ -186,6 +186,23 @@ function replicas(component: ComponentName) {
   });
 }
 
+/** core/v1 Toleration: which taint a component's pods tolerate. */
+export const TolerationSchema = Type.Object(
+  {
+    key: Type.Optional(Type.String({ maxLength: 316, description: 'Taint key; empty with operator Exists: every taint.' })),
+    operator: Type.Optional(Type.Union([Type.Literal('Exists'), Type.Literal('Equal')], { description: 'Exists or Equal (default).', errorMessage: 'must be Exists or Equal' })),
+    value: Type.Optional(Type.String({ maxLength: 63, description: 'Taint value (operator Equal).' })),
+    effect: Type.Optional(
+      Type.Union([Type.Literal('NoSchedule'), Type.Literal('PreferNoSchedule'), Type.Literal('NoExecute')], {
+        description: 'Taint effect; empty: every effect.',
+        errorMessage: 'must be NoSchedule, PreferNoSchedule or NoExecute',
+      }),
+    ),
+    tolerationSeconds: Type.Optional(Type.Integer({ format: 'int64', description: 'How long a NoExecute taint is tolerated.' })),
+  },
+  { additionalProperties: false, description: 'A taint the pods tolerate (core/v1 Toleration).' },
+);
+
 /** Fields every component accepts. */
 function commonComponentFields(component: ComponentName) {
   return {
@@ -201,6 +218,9 @@ function commonComponentFields(component: ComponentName) {
     ),
     resources: Type.Optional(ResourceRequirementsSchema),
     nodeSelector: Type.Optional(StringMap(`Node labels the ${component} pods must be scheduled on.`)),
+    tolerations: Type.Optional(
+      Type.Array(TolerationSchema, { maxItems: 16, description: `Taints the ${component} pods tolerate (core/v1 Toleration), e.g. a dedicated node's.` }),
+    ),
   };
 }
 

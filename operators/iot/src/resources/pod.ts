@@ -177,6 +177,7 @@ export function desiredPodTemplate(
         seccompProfile: { type: 'RuntimeDefault' },
       },
       ...(nodeSelector ? { nodeSelector } : {}),
+      ...(spec.tolerations && spec.tolerations.length > 0 ? { tolerations: spec.tolerations.map((t) => ({ ...t })) } : {}),
       containers: [container],
       volumes,
     },
