@@ -1,6 +1,108 @@
+# The real node's volumes: rancher/local-path-provisioner, and the cluster's default StorageClass
+# `standard` (as kind ships it). Sourced by real-node.sh; do not run it.
 # shellcheck shell=bash
-# (placeholder: filled in by the local-path part of the real node)
-local_path_ensure() { :; }
+#
+# Guarantees:
+# - Only a cluster with a real node gets them (local_path_ensure is called for the real node
+#   only): the default cluster has no StorageClass and builds nothing more.
+# - The provisioner runs as upstream runs it, a Deployment in namespace local-path-storage, its
+#   pod on the real node, from an image of the binary built by cluster/build-local-path-provisioner.sh;
+#   its helper pods run an image of Debian's busybox-static. Both images are made here and loaded
+#   into the node's containerd (nothing is pulled).
+# - A claim binds when its first pod is scheduled (WaitForFirstConsumer) to a directory under
+#   $REAL_NODE_DIR/local-path/ on the real node, kept across node restarts like a disk, removed
+#   when the claim is deleted (reclaimPolicy Delete) and with the whole cluster by down.sh.
+#   Claims of pods on kwok nodes bind too (cluster/kwok-stages/local-path-helper-pod.yaml), to a
+#   directory that exists on no disk.
+# - local_path_ensure is idempotent: when the provisioner is available and the applied manifest
+#   is the current one it returns after one query; otherwise it applies the manifest server-side
+#   and waits (bounded) until the provisioner's pod is available.
+
+LOCAL_PATH_VERSION=v0.0.30
+LOCAL_PATH_NAMESPACE=local-path-storage
+LOCAL_PATH_DATA_DIR="$REAL_NODE_DIR/local-path"
+LOCAL_PATH_IMAGE=localhost/iot-operator/local-path-provisioner:$LOCAL_PATH_VERSION
+LOCAL_PATH_MANIFEST="$CLUSTER_DIR/local-path-provisioner/local-path-storage.yaml"
+# The manifest as last applied (placeholders filled in): a differing one is applied again.
+LOCAL_PATH_APPLIED="$REAL_NODE_DIR/local-path-storage.applied.yaml"
+# The helper pods' image: busybox-static from Debian, every applet under /bin.
+REAL_NODE_PACKAGES+=(busybox-static)
+
+# Tag of the helper image: the installed busybox-static's version (e.g. 1.35.0-4-deb12u1-b1).
+local_path_helper_image() {
+  local version
+  version=$(dpkg-query -W -f '${Version}' busybox-static) || die "busybox-static is not installed"
+  version=${version#*:}
+  echo "localhost/iot-operator/local-path-helper:${version//[^A-Za-z0-9_.-]/-}"
+}
+
+# Loads the helper image into the node's containerd unless it is there (archive kept in the build
+# cache, made again when the package changes).
+local_path_helper_image_load() { # image
+  local ctr=(ctr --address "$REAL_NODE_SOCKET" -n k8s.io) image=$1 archive c
+  "${ctr[@]}" images ls -q | grep -qxF "$image" && return 0
+  archive="$BUILD_ROOT/images/$(echo "$image" | tr '/:' '__').tar"
+  if [[ ! -f "$archive" ]]; then
+    mkdir -p "$(dirname "$archive")"
+    c=$(buildah from scratch)
+    buildah copy "$c" /bin/busybox /bin/busybox >/dev/null
+    buildah run --isolation chroot "$c" /bin/busybox --install -s /bin
+    buildah commit -q --rm "$c" "$image" >/dev/null
+    rm -f "$archive.tmp"
+    buildah push -q "$image" "oci-archive:$archive.tmp:$image" >&2 && mv -f "$archive.tmp" "$archive" ||
+      die "could not build the image $image"
+  fi
+  "${ctr[@]}" images import --index-name "$image" "$archive" >&2 || die "could not load $image into the real node's containerd"
+}
+
+local_path_rendered_manifest() { # helper-image
+  sed -e "s|@DATA_DIR@|$LOCAL_PATH_DATA_DIR|g" -e "s|@PROVISIONER_IMAGE@|$LOCAL_PATH_IMAGE|g" \
+    -e "s|@HELPER_IMAGE@|$1|g" -e "s|@REAL_NODE_LABEL@|$REAL_NODE_LABEL|g" "$LOCAL_PATH_MANIFEST"
+}
+
+local_path_running() {
+  [[ "$(kctl -n "$LOCAL_PATH_NAMESPACE" get deployment local-path-provisioner -o jsonpath='{.status.availableReplicas}' --request-timeout=5s 2>/dev/null)" == 1 ]]
+}
+
+local_path_ensure() {
+  local binary helper manifest
+  if [[ -f "$LOCAL_PATH_APPLIED" ]] && local_path_running && dpkg -s busybox-static >/dev/null 2>&1 &&
+    local_path_rendered_manifest "$(local_path_helper_image)" | cmp -s - "$LOCAL_PATH_APPLIED"; then
+    return 0
+  fi
+  log "starting the real node's volume provisioner (local-path-provisioner $LOCAL_PATH_VERSION, default StorageClass standard)"
+  real_node_install_packages
+  binary=$(bash "$CLUSTER_DIR/build-local-path-provisioner.sh" | tail -n 1)
+  [[ -x "$binary" ]] || die "build-local-path-provisioner.sh did not produce a binary ('$binary')"
+  real_node_binary_image "$LOCAL_PATH_IMAGE" "$binary" 65532:65532
+  helper=$(local_path_helper_image)
+  local_path_helper_image_load "$helper"
+  mkdir -p "$LOCAL_PATH_DATA_DIR"
+  manifest=$(local_path_rendered_manifest "$helper")
+  echo "$manifest" | kctl apply --server-side --force-conflicts --field-manager=iot-operator-cluster -f - >/dev/null ||
+    die "could not apply $LOCAL_PATH_MANIFEST"
+  if ! real_node_wait 120 "local-path-provisioner is available" local_path_running; then
+    kctl -n "$LOCAL_PATH_NAMESPACE" get pods -o wide >&2 || true
+    die "local-path-provisioner did not become available within 120 s (kubectl -n $LOCAL_PATH_NAMESPACE logs deploy/local-path-provisioner)"
+  fi
+  echo "$manifest" >"$LOCAL_PATH_APPLIED"
+}
+
+# The provisioner is a pod of the node: it stops with the node's pods. The volumes' data stays
+# (their PersistentVolumes still name it), as does the applied manifest: after a node restart the
+# Deployment's pod comes back by itself.
 local_path_stop() { :; }
-local_path_running() { :; }
-local_path_status_lines() { :; }
+
+# For status.sh: the provisioner's pods.
+local_path_status_lines() {
+  local lines
+  lines=$(kctl -n "$LOCAL_PATH_NAMESPACE" get pods -l app=local-path-provisioner --request-timeout=5s \
+    -o jsonpath='{range .items[*]}{.metadata.name} {.status.phase} {.spec.nodeName}{"\n"}{end}' 2>/dev/null) || lines=""
+  if [[ -z "$lines" ]]; then
+    printf '  %-28s NOT RUNNING (kubectl -n %s describe deployment local-path-provisioner)\n' local-path/provisioner "$LOCAL_PATH_NAMESPACE"
+    return 0
+  fi
+  while read -r name phase node; do
+    printf '  %-28s pod %s %s on %s, volumes in %s\n' local-path/provisioner "$name" "$phase" "$node" "$LOCAL_PATH_DATA_DIR"
+  done <<<"$lines"
+}
