@@ -13,14 +13,20 @@
  * - `deletePodAwaitingHandover` deletes an operator's pod (SIGTERM) and measures when it is gone
  *   and when another pod holds its Lease.
  * - `podPeakMemoryBytes(uid)` reads a real pod's memory high-water mark from its cgroup.
- * - `operatorImage(name)` builds `operators/<name>/Dockerfile` with `npm run image:build` (which
- *   loads it into the real node's containerd) once per test process and returns its reference.
+ * - `operatorImage(name)` builds `operators/<name>/Dockerfile` with `npm run image:build` once per
+ *   test process and returns its reference: with a real node, in the cluster's private registry
+ *   (pushed there), and pulled from it onto the node with the registry's credentials, so pods that
+ *   name it without a pull secret (imagePullPolicy IfNotPresent) find it too.
+ * - `localRegistry(env)` reads where the cluster's registry is and its credentials (the files
+ *   cluster/lib/registry.sh keeps in the cluster's workdir); `registryPullSecret` makes a
+ *   `kubernetes.io/dockerconfigjson` Secret of them in a namespace; `pushTestImage` pushes a
+ *   busybox image holding a file of the caller's content there (a new digest per content).
  * - `busyboxImage(env)` is a small image made here from Debian's busybox-static, every applet
  *   installed (sh, wget, nc, nslookup, httpd, ...), loaded into the real node's containerd once:
  *   what test pods run to listen, dial and resolve.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -68,7 +74,12 @@ export async function realNode(env: TestEnv): Promise<RealNode> {
 
 const images = new Map<string, Promise<string>>();
 
-/** Builds operators/<operator>/Dockerfile and loads it onto the real node (once per process); its reference. */
+/** The local cluster's directory (as scripts/image.ts finds it: CLUSTER_NAME under KWOK_WORKDIR). */
+function localClusterDir(): string {
+  return path.join(process.env.KWOK_WORKDIR || path.join(os.homedir(), '.kwok'), 'clusters', process.env.CLUSTER_NAME || 'iot-operator');
+}
+
+/** Builds operators/<operator>/Dockerfile, pushed to the cluster's registry and pulled onto the real node when it has one (once per process); its reference. */
 export function operatorImage(operator: string): Promise<string> {
   let image = images.get(operator);
   if (!image) {
@@ -76,10 +87,95 @@ export function operatorImage(operator: string): Promise<string> {
       cwd: repoRoot,
       maxBuffer: 64 * 1024 * 1024,
       timeout: 30 * 60 * 1000,
-    }).then(({ stdout }) => stdout.trim().split('\n').at(-1)!);
+    }).then(async ({ stdout }) => {
+      const ref = stdout.trim().split('\n').at(-1)!;
+      const clusterDir = localClusterDir();
+      if (existsSync(path.join(clusterDir, 'registry/address')) && ref.startsWith(`${registryFiles(clusterDir).address}/`)) await pullOntoRealNode(clusterDir, ref);
+      return ref;
+    });
     images.set(operator, image);
   }
   return image;
+}
+
+/** The cluster's registry: the address image references name, its user and password, the CA directory and the authfile clients use. */
+export interface LocalRegistry {
+  address: string;
+  user: string;
+  password: string;
+  certDir: string;
+  authFile: string;
+}
+
+const REGISTRY_USER = 'iot-operator';
+
+function registryFiles(clusterDir: string): LocalRegistry {
+  const dir = path.join(clusterDir, 'registry');
+  return {
+    address: readFileSync(path.join(dir, 'address'), 'utf8').trim(),
+    user: REGISTRY_USER,
+    password: readFileSync(path.join(dir, 'auth/password'), 'utf8').trim(),
+    certDir: path.join(dir, 'certs'),
+    authFile: path.join(dir, 'auth/auth.json'),
+  };
+}
+
+/** The local cluster's registry and its current credentials (read anew at each call: the password can be rotated). */
+export function localRegistry(env: TestEnv): LocalRegistry {
+  return registryFiles(path.dirname(env.kubeconfigPath));
+}
+
+/** The `.dockerconfigjson` of a pull secret for `address` (what `kubectl create secret docker-registry` writes). */
+export function dockerConfigJson(address: string, user: string, password: string): string {
+  return JSON.stringify({ auths: { [address]: { username: user, password, auth: Buffer.from(`${user}:${password}`).toString('base64') } } });
+}
+
+/**
+ * Creates (or updates) a `kubernetes.io/dockerconfigjson` Secret in `namespace` holding the
+ * registry's credentials — or `password` instead of the current one; returns its name.
+ */
+export async function registryPullSecret(env: TestEnv, namespace: string, name = 'registry-pull-secret', password?: string): Promise<string> {
+  const registry = localRegistry(env);
+  const secret = {
+    metadata: { name, namespace },
+    type: 'kubernetes.io/dockerconfigjson',
+    data: { '.dockerconfigjson': Buffer.from(dockerConfigJson(registry.address, registry.user, password ?? registry.password)).toString('base64') },
+  };
+  const existing = await env.client.get(Kinds.Secret, name, namespace).catch((e: unknown) => (isNotFound(e) ? undefined : Promise.reject(e)));
+  if (existing) await env.client.replace(Kinds.Secret, { ...secret, metadata: { ...secret.metadata, resourceVersion: existing.metadata.resourceVersion } });
+  else await env.client.create(Kinds.Secret, secret);
+  return name;
+}
+
+/**
+ * Pushes `<registry>/<repository>` (e.g. `iot-operator-test/app:1`): busybox-static with every
+ * applet under /bin and a file /content holding `content`, so each content has its own digest.
+ * Returns the reference and the pushed manifest's digest.
+ */
+export async function pushTestImage(env: TestEnv, repository: string, content: string): Promise<{ image: string; digest: string }> {
+  if (!existsSync('/bin/busybox')) throw new Error('/bin/busybox is missing: install Debian package busybox-static (.ci/run does)');
+  const registry = localRegistry(env);
+  const image = `${registry.address}/${repository}`;
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'test-image-'));
+  try {
+    writeFileSync(path.join(dir, 'content'), content);
+    const container = (await run('buildah', ['from', 'scratch'])).stdout.trim();
+    await run('buildah', ['copy', container, '/bin/busybox', '/bin/busybox']);
+    await run('buildah', ['run', '--isolation', 'chroot', container, '/bin/busybox', '--install', '-s', '/bin']);
+    await run('buildah', ['copy', container, path.join(dir, 'content'), '/content']);
+    await run('buildah', ['commit', '-q', '--rm', container, image]);
+    await run('buildah', ['push', '-q', '--authfile', registry.authFile, '--cert-dir', registry.certDir, '--digestfile', path.join(dir, 'digest'), image, `docker://${image}`]);
+    await run('buildah', ['rmi', image]);
+    return { image, digest: readFileSync(path.join(dir, 'digest'), 'utf8').trim() };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Pulls `image` from the cluster's registry into the real node's containerd, as its kubelet would with the registry's credentials. */
+async function pullOntoRealNode(clusterDir: string, image: string): Promise<void> {
+  const registry = registryFiles(clusterDir);
+  await run('ctr', ['--address', path.join(clusterDir, 'real-node/containerd/containerd.sock'), '-n', 'k8s.io', 'images', 'pull', '--hosts-dir', path.join(clusterDir, 'real-node/containerd/certs.d'), '--user', `${registry.user}:${registry.password}`, image], { maxBuffer: 16 * 1024 * 1024 });
 }
 
 /** The socket of the real node's containerd (namespace k8s.io holds the kubelet's images). */
