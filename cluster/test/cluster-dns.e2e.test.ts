@@ -1,0 +1,153 @@
+// End-to-end tests of the real node's cluster DNS (cluster/lib/cluster-dns.sh): pods of the real
+// node resolve and connect to a Service by its full name, by <svc>.<ns>.svc and by its short name
+// through their search path, to a StatefulSet pod by its name under a headless Service, and to the
+// API server as `kubernetes.default`; a name outside the cluster domain gets NXDOMAIN at once (no
+// query goes further); CoreDNS answers from a kube-system pod on port 53, behind the kube-dns
+// Service at the address the kubelet hands pods. Reported as not run, with the reason, where a
+// real node cannot run.
+//
+//   node --import tsx --test cluster/test/cluster-dns.e2e.test.ts
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { after, before, describe, test } from 'node:test';
+import { Kinds, type KubeObject } from '@iot-operator/runtime';
+import { busyboxImage, onRealNode, realNode, REAL_NODE_NAME, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+
+const run = promisify(execFile);
+const env: TestEnv = await testEnv();
+const node = await realNode(env);
+const skip = node.available ? false : node.reason;
+const CLUSTER_DNS_IP = '10.96.0.10';
+let image = '';
+let namespace = '';
+
+type Pod = KubeObject & {
+  spec: { nodeName?: string; containers: Array<{ ports?: Array<{ containerPort: number; protocol?: string }> }> };
+  status?: { phase?: string; podIP?: string; containerStatuses?: Array<{ ready?: boolean }> };
+};
+
+async function podLogs(name: string): Promise<string> {
+  const kubectl = path.join((await run('bash', ['cluster/build.sh'])).stdout.trim().split('\n').at(-1)!, 'kubectl');
+  return (await run(kubectl, ['--kubeconfig', env.kubeconfigPath, 'logs', '-n', namespace, name])).stdout;
+}
+
+/** Runs SCRIPT in a busybox pod on the real node (dnsPolicy ClusterFirst, the default) and returns its output. */
+async function probe(name: string, script: string): Promise<string> {
+  await env.client.create(Kinds.Pod, {
+    metadata: { name, namespace },
+    spec: { ...onRealNode, restartPolicy: 'Never', containers: [{ name: 'probe', image, imagePullPolicy: 'Never', command: ['/bin/sh', '-c', script] }] },
+  });
+  await waitFor(`probe pod ${name} to finish`, async () => {
+    const p = (await env.client.get(Kinds.Pod, name, namespace)) as Pod;
+    return { done: p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed', value: p, seen: p.status };
+  }, { timeoutMs: 120_000 });
+  return podLogs(name);
+}
+
+/** A shell line that fetches URL with wget, up to 20 times a second apart, and prints LABEL: and the body. */
+const fetchAs = (label: string, url: string) =>
+  `for i in $(seq 20); do out=$(wget -q -T 3 -O- ${url} 2>&1) && break; sleep 1; done; echo "${label}: $out"`;
+
+before(async () => {
+  if (skip) return;
+  image = await busyboxImage(env);
+  namespace = await env.namespace('cluster-dns');
+  // A StatefulSet `web` whose pods serve their own name over HTTP, under the headless Service `web`
+  // (pod names) and the ClusterIP Service `hello` (a Service address).
+  const labels = { app: 'web' };
+  await env.client.create(Kinds.Service, { metadata: { name: 'web', namespace }, spec: { clusterIP: 'None', selector: labels, ports: [{ name: 'http', port: 8080 }] } });
+  await env.client.create(Kinds.Service, { metadata: { name: 'hello', namespace }, spec: { selector: labels, ports: [{ name: 'http', port: 80, targetPort: 8080 }] } });
+  await env.client.create(Kinds.StatefulSet, {
+    metadata: { name: 'web', namespace },
+    spec: {
+      serviceName: 'web',
+      replicas: 1,
+      selector: { matchLabels: labels },
+      template: {
+        metadata: { labels },
+        spec: {
+          ...onRealNode,
+          containers: [{
+            name: 'httpd',
+            image,
+            imagePullPolicy: 'Never',
+            command: ['/bin/sh', '-c', 'mkdir -p /tmp/www && echo "served by $(hostname)" >/tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www'],
+            ports: [{ containerPort: 8080 }],
+            readinessProbe: { tcpSocket: { port: 8080 }, periodSeconds: 1 },
+          }],
+        },
+      },
+    },
+  });
+  await waitFor('web-0 to be ready', async () => {
+    const p = (await env.client.get(Kinds.Pod, 'web-0', namespace)) as Pod;
+    return { done: p.status?.containerStatuses?.[0]?.ready === true, value: p, seen: p.status };
+  }, { timeoutMs: 120_000 });
+});
+after(() => env.cleanup());
+
+describe('cluster DNS on the real node', { skip }, () => {
+  test('CoreDNS answers from a kube-system pod on the real node, port 53, behind kube-dns at the address pods are given', async () => {
+    const service = (await env.client.get(Kinds.Service, 'kube-dns', 'kube-system')) as KubeObject & { spec: { clusterIP: string; ports: Array<{ port: number; protocol: string }> } };
+    assert.equal(service.spec.clusterIP, CLUSTER_DNS_IP);
+    assert.deepEqual(service.spec.ports.filter((p) => p.port === 53).map((p) => p.protocol).sort(), ['TCP', 'UDP']);
+    const pods = (await env.client.list(Kinds.Pod, { namespace: 'kube-system', labelSelector: 'k8s-app=kube-dns' })).items as Pod[];
+    const serving = pods.filter((p) => p.status?.containerStatuses?.[0]?.ready);
+    assert.equal(serving.length, 1, `one ready CoreDNS pod: ${JSON.stringify(pods.map((p) => [p.metadata.name, p.status]))}`);
+    assert.equal(serving[0]!.spec.nodeName, REAL_NODE_NAME);
+    assert.deepEqual(serving[0]!.spec.containers[0]!.ports?.filter((p) => p.containerPort === 53).map((p) => p.protocol).sort(), ['TCP', 'UDP']);
+    const resolvConf = await probe('resolv-conf', 'cat /etc/resolv.conf');
+    assert.match(resolvConf, new RegExp(`^nameserver ${CLUSTER_DNS_IP.replaceAll('.', '\\.')}$`, 'm'));
+    assert.match(resolvConf, new RegExp(`^search ${namespace}\\.svc\\.cluster\\.local svc\\.cluster\\.local cluster\\.local$`, 'm'));
+  });
+
+  test('a pod resolves a Service and connects to it by its full name, by <svc>.<ns>.svc and by its short name', async () => {
+    const logs = await probe('by-service', [
+      fetchAs('fqdn', `http://hello.${namespace}.svc.cluster.local/`),
+      fetchAs('svc', `http://hello.${namespace}.svc/`),
+      fetchAs('short', 'http://hello/'),
+    ].join('\n'));
+    assert.match(logs, /^fqdn: served by web-0$/m, logs);
+    assert.match(logs, /^svc: served by web-0$/m, logs);
+    assert.match(logs, /^short: served by web-0$/m, logs);
+  });
+
+  test('a pod reaches a StatefulSet pod by its name through the headless Service', async () => {
+    const web0 = (await env.client.get(Kinds.Pod, 'web-0', namespace)) as Pod;
+    const logs = await probe('by-pod-name', [
+      `nslookup web-0.web.${namespace}.svc.cluster.local | sed -n 's/^Address: /address: /p'`,
+      fetchAs('pod', `http://web-0.web.${namespace}.svc:8080/`),
+      fetchAs('pod-short', 'http://web-0.web:8080/'),
+    ].join('\n'));
+    assert.match(logs, new RegExp(`^address: ${web0.status!.podIP!.replaceAll('.', '\\.')}$`, 'm'), `the pod's own address: ${logs}`);
+    assert.match(logs, /^pod: served by web-0$/m, logs);
+    assert.match(logs, /^pod-short: served by web-0$/m, logs);
+  });
+
+  test('kubernetes.default resolves through the search path to the API server, which answers there', async () => {
+    const kubernetes = (await env.client.get(Kinds.Service, 'kubernetes', 'default')) as KubeObject & { spec: { clusterIP: string } };
+    const logs = await probe('kubernetes-default', [
+      'nslookup kubernetes.default | sed -n "/^Name:/,\\$ s/^Address: /address: /p"',
+      // No token: the API server answers 401 or 403, which is all this needs to show.
+      'wget -q -T 5 --no-check-certificate -O- https://kubernetes.default/version 2>&1 | sed "s/^/api: /"',
+    ].join('\n'));
+    assert.match(logs, new RegExp(`^address: ${kubernetes.spec.clusterIP.replaceAll('.', '\\.')}$`, 'm'), logs);
+    assert.match(logs, /^api: .*(401|403)/m, `the API server answered at kubernetes.default: ${logs}`);
+  });
+
+  test('a name outside the cluster domain gets NXDOMAIN at once: nothing is forwarded', async () => {
+    const logs = await probe('outside', [
+      'start=$(date +%s)',
+      'nslookup registry.npmjs.org 2>&1 | sed "s/^/lookup: /"',
+      'wget -q -T 5 -O- http://registry.npmjs.org/ 2>&1 | sed "s/^/wget: /"',
+      'echo "seconds: $(( $(date +%s) - start ))"',
+    ].join('\n'));
+    assert.match(logs, /^lookup: .*can't find registry\.npmjs\.org.*NXDOMAIN/m, `the cluster DNS answered NXDOMAIN: ${logs}`);
+    assert.doesNotMatch(logs, /^lookup: Address: /m, logs);
+    assert.match(logs, /^wget: .*bad address 'registry\.npmjs\.org'/m, logs);
+    const seconds = Number(/^seconds: (\d+)$/m.exec(logs)?.[1]);
+    assert.ok(seconds <= 2, `answered at once, not after a resolver timeout (${seconds} s): ${logs}`);
+  });
+});
