@@ -1,27 +1,45 @@
 /**
- * Network isolation on the real cluster, as `kubectl get networkpolicy -o yaml` shows it (the
- * local cluster runs no network plugin, so the policies the API server accepted are what is
- * checked): pods accept traffic only from their own instance; device traffic reaches the gateway
- * only from the sources the spec names, and stops when they are removed; egress is denied except
- * to the instance itself, DNS in kube-system and declared destinations.
+ * Network isolation with real packets: two IoT instances whose component pods run on the local
+ * cluster's real node, where kube-router enforces NetworkPolicies (cluster/lib/network-policy.sh).
+ * Each component runs a small image made here (busybox listening on the ports the component
+ * declares, answering its probes), loaded onto the node under the name the operator gives it.
+ * Checked: pods of an instance reach its broker and database, another instance's pods and an
+ * outside pod of the project do not; device traffic reaches the gateway's device ports only from
+ * `spec.gateway.deviceSources` and stops when the source is removed; connections out of the
+ * instance to an undeclared destination fail, a declared one (`spec.egress`) is reached. Every
+ * address dialled is a pod of the test. The API server rejecting a non-CIDR source or destination
+ * is checked on any cluster; the packet tests are reported as not run, with the reason, where the
+ * cluster has no real node.
  */
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { ApiError, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { busyboxImage, onRealNode, realNode, realNodeContainerd, repoRoot, tagOnRealNode, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { COMPONENTS, type ComponentName } from '../src/api/iotservice.ts';
 import { IoTServiceType } from '../src/controller.ts';
-import type { NetworkPolicy } from '../src/resources/network-policies.ts';
+import { PORTS } from '../src/resources/ports.ts';
 import { createLandscape, deleteAllInstances, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
 
-let env: TestEnv;
+const run = promisify(execFile);
+const env: TestEnv = await testEnv();
+const node = await realNode(env);
+const skip = node.available ? false : node.reason;
+const REGISTRY = 'registry.example.com/iot';
+const VERSION = '2.4.1';
+
 let landscape: string;
 let mgr: Manager | undefined;
+let kubectl = '';
 
 before(async () => {
-  env = await testEnv();
   await installIoTCrd(env);
   landscape = await createLandscape(env);
-  mgr = await startOperator(env, landscape);
+  mgr = await startOperator(env, landscape, { defaultRegistry: REGISTRY });
 });
 
 after(async () => {
@@ -29,53 +47,140 @@ after(async () => {
     await deleteAllInstances(env, landscape).catch(() => undefined);
     await mgr.stop();
   }
-  await env?.cleanup();
+  await env.cleanup();
 });
 
-async function policies(namespace: string): Promise<Map<string, NetworkPolicy['spec']>> {
-  const list = await env.client.list<NetworkPolicy & KubeObject>(Kinds.NetworkPolicy, { namespace });
-  return new Map(list.items.map((p) => [p.metadata.name!, p.spec]));
+// Which ports each component listens on, as the operator declares them (ports.ts).
+const LISTEN: Readonly<Record<ComponentName, number[]>> = {
+  gateway: [PORTS.mqtt, PORTS.http, PORTS.health],
+  core: [PORTS.http, PORTS.health],
+  processing: [PORTS.health],
+  broker: [PORTS.amqp, PORTS.mqtt],
+  database: [PORTS.database],
+};
+
+/**
+ * One image for every component, tagged `<registry>/iot-<component>:<version>` on the real node:
+ * busybox's httpd on each port of the component its pod's name starts with (/readyz, /healthz and
+ * / answer "ok"), as the non-root user and on the read-only root file system the operator gives it.
+ */
+async function loadComponentImages(): Promise<void> {
+  await busyboxImage(env);
+  const source = `localhost/iot-operator-test/iot-component:${VERSION}`;
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'iot-component-'));
+  try {
+    const cases = COMPONENTS.map((c) => `  ${c}-*) ports="${LISTEN[c].join(' ')}" ;;`).join('\n');
+    writeFileSync(path.join(dir, 'serve'), `#!/bin/sh\ncase "$(hostname)" in\n${cases}\nesac\nfor p in $ports; do httpd -p "$p" -h /www; done\nexec sleep 2147483647\n`, { mode: 0o755 });
+    const container = (await run('buildah', ['from', 'scratch'])).stdout.trim();
+    await run('buildah', ['copy', container, '/bin/busybox', '/bin/busybox']);
+    await run('buildah', ['run', '--isolation', 'chroot', container, '/bin/busybox', '--install', '-s', '/bin']);
+    await run('buildah', ['run', '--isolation', 'chroot', container, '/bin/sh', '-c', 'mkdir -p /www && for f in index.html readyz healthz; do echo ok >/www/$f; done']);
+    await run('buildah', ['copy', container, path.join(dir, 'serve'), '/serve']);
+    await run('buildah', ['config', '--entrypoint', '["/serve"]', container]);
+    await run('buildah', ['commit', '-q', '--rm', container, source]);
+    await run('buildah', ['push', '-q', source, `oci-archive:${dir}/image.tar:${source}`]);
+    await run('ctr', ['--address', realNodeContainerd(env), '-n', 'k8s.io', 'images', 'import', '--index-name', source, `${dir}/image.tar`]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  for (const c of COMPONENTS) await tagOnRealNode(env, source, `${REGISTRY}/iot-${c}:${VERSION}`);
 }
 
-const instanceSelector = (id: string) => ({ matchLabels: { 'app.kubernetes.io/managed-by': 'iot-operator', 'cp.iotservices.io/landscape': landscape, 'cp.iotservices.io/instance': id } });
-const dnsRule = { to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } } }], ports: [{ protocol: 'UDP', port: 53 }, { protocol: 'TCP', port: 53 }] };
+/** Every component of the instance on the real node, one replica each. */
+const onTheRealNode = Object.fromEntries(COMPONENTS.map((c) => [c, { replicas: 1, nodeSelector: onRealNode.nodeSelector, tolerations: onRealNode.tolerations }]));
 
-describe('network isolation', () => {
-  it('by default: ingress only from the instance, no device traffic, egress only to the instance and DNS', async () => {
-    await env.client.create(IoTServiceType, iotService('closed', landscape));
-    await waitForPhase(env, landscape, 'closed', 'Available');
-    const found = await policies(`${landscape}-closed`);
-    assert.deepEqual([...found.keys()].sort(), ['gateway-devices', 'instance-egress', 'instance-isolation']);
-    assert.deepEqual(found.get('instance-isolation'), { podSelector: instanceSelector('closed'), policyTypes: ['Ingress'], ingress: [{ from: [{ podSelector: instanceSelector('closed') }] }] });
-    const devices = found.get('gateway-devices')!;
-    assert.deepEqual(devices.policyTypes, ['Ingress']);
-    assert.equal(devices.ingress, undefined, 'the gateway admits no device traffic');
-    assert.deepEqual(found.get('instance-egress'), { podSelector: instanceSelector('closed'), policyTypes: ['Egress'], egress: [{ to: [{ podSelector: instanceSelector('closed') }] }, dnsRule] });
-  });
+type Pod = KubeObject & { status?: { podIP?: string; conditions?: Array<{ type: string; status: string }> } };
 
-  it('device sources and egress destinations open exactly what the spec names, and close again when removed', async () => {
-    await env.client.create(IoTServiceType, iotService('open', landscape, { gateway: { deviceSources: ['203.0.113.0/24'] }, egress: [{ cidr: '198.51.100.0/24', ports: [443] }] }));
-    await waitForPhase(env, landscape, 'open', 'Available');
-    const namespace = `${landscape}-open`;
-    const found = await policies(namespace);
-    assert.deepEqual(found.get('gateway-devices')?.ingress, [
-      {
-        from: [{ ipBlock: { cidr: '203.0.113.0/24' } }],
-        ports: [
-          { protocol: 'TCP', port: 1883 },
-          { protocol: 'TCP', port: 8080 },
-        ],
+/** The pod name and IP of each component of an instance. */
+async function componentPods(instance: string): Promise<Record<ComponentName, { name: string; ip: string }>> {
+  const { items } = await env.client.list<Pod>(Kinds.Pod, { namespace: `${landscape}-${instance}` });
+  const pods = Object.fromEntries(items.filter((p) => !p.metadata.deletionTimestamp).map((p) => [p.metadata.labels?.['app.kubernetes.io/component'], { name: p.metadata.name!, ip: p.status?.podIP ?? '' }]));
+  for (const c of COMPONENTS) assert.ok(pods[c]?.ip, `${instance} has a running ${c} pod: ${JSON.stringify(pods)}`);
+  return pods as Record<ComponentName, { name: string; ip: string }>;
+}
+
+/** Whether an HTTP request from the pod to address:port is answered "ok" (3 s to connect). */
+async function reaches(namespace: string, pod: string, address: string, port: number): Promise<boolean> {
+  try {
+    const { stdout } = await run(kubectl, ['--kubeconfig', env.kubeconfigPath, 'exec', '-n', namespace, pod, '--', 'wget', '-q', '-T', '3', '-O-', `http://${address}:${port}/`], { timeout: 20_000 });
+    return stdout.trim() === 'ok';
+  } catch {
+    return false;
+  }
+}
+
+async function expectReach(namespace: string, pod: string, address: string, port: number, expected: boolean): Promise<void> {
+  await waitFor(`${namespace}/${pod} → ${address}:${port} to be ${expected ? 'answered' : 'blocked'}`, async () => {
+    const now = await reaches(namespace, pod, address, port);
+    return { done: now === expected, value: undefined, seen: now };
+  }, { timeoutMs: 45_000, intervalMs: 500 });
+}
+
+describe('network isolation with real packets', { skip }, () => {
+  let outsideNs = '';
+  let outside = ''; // a pod of the project outside both instances, listening on 8080
+  let alpha: Record<ComponentName, { name: string; ip: string }>;
+  let beta: Record<ComponentName, { name: string; ip: string }>;
+  const alphaNs = () => `${landscape}-alpha`;
+  const betaNs = () => `${landscape}-beta`;
+
+  before(async () => {
+    kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/build.sh')])).stdout.trim().split('\n').at(-1)!, 'kubectl');
+    await loadComponentImages();
+    outsideNs = await env.namespace('iso-outside');
+    await env.client.create(Kinds.Pod, {
+      metadata: { name: 'outside', namespace: outsideNs },
+      spec: {
+        ...onRealNode,
+        terminationGracePeriodSeconds: 0,
+        containers: [{ name: 'c', image: await busyboxImage(env), imagePullPolicy: 'Never', command: ['/bin/sh', '-c', 'mkdir -p /tmp/www && echo ok >/tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www'] }],
       },
-    ]);
-    assert.deepEqual(found.get('instance-egress')?.egress?.slice(1), [dnsRule, { to: [{ ipBlock: { cidr: '198.51.100.0/24' } }], ports: [{ protocol: 'TCP', port: 443 }] }]);
-
-    await env.client.patch(IoTServiceType, 'open', landscape, { spec: { gateway: { deviceSources: null }, egress: null } }, 'merge');
-    await waitFor('the gateway to admit no device traffic and egress to be DNS and the instance only', async () => {
-      const now = await policies(namespace);
-      return { done: now.get('gateway-devices')?.ingress === undefined && now.get('instance-egress')?.egress?.length === 2, value: undefined, seen: Object.fromEntries(now) };
     });
+    await env.client.create(IoTServiceType, iotService('alpha', landscape, onTheRealNode));
+    await env.client.create(IoTServiceType, iotService('beta', landscape, onTheRealNode));
+    await waitForPhase(env, landscape, 'alpha', 'Available', 180_000);
+    await waitForPhase(env, landscape, 'beta', 'Available', 180_000);
+    [alpha, beta] = await Promise.all([componentPods('alpha'), componentPods('beta')]);
+    outside = await waitFor('the outside pod to run', async () => {
+      const p = (await env.client.get(Kinds.Pod, 'outside', outsideNs)) as Pod;
+      const ready = p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
+      return { done: ready, value: p.status?.podIP ?? '', seen: p.status };
+    }, { timeoutMs: 90_000 });
   });
 
+  it('pods of an instance reach its broker and database; another instance’s pods and an outside pod do not', async () => {
+    for (const port of LISTEN.broker) assert.ok(await reaches(alphaNs(), alpha.core.name, alpha.broker.ip, port), `alpha core → alpha broker:${port}`);
+    assert.ok(await reaches(alphaNs(), alpha.processing.name, alpha.database.ip, PORTS.database), 'alpha processing → alpha database');
+    for (const [target, port] of [[alpha.broker.ip, PORTS.amqp], [alpha.broker.ip, PORTS.mqtt], [alpha.database.ip, PORTS.database]] as const) {
+      assert.equal(await reaches(betaNs(), beta.core.name, target, port), false, `beta core → alpha ${target}:${port}`);
+      assert.equal(await reaches(outsideNs, 'outside', target, port), false, `outside pod → alpha ${target}:${port}`);
+    }
+    assert.ok(await reaches(betaNs(), beta.core.name, beta.database.ip, PORTS.database), 'beta reaches its own database');
+  });
+
+  it('device traffic reaches the gateway only from spec.gateway.deviceSources, on the device ports, and stops when the source is removed', async () => {
+    assert.equal(await reaches(outsideNs, 'outside', alpha.gateway.ip, PORTS.mqtt), false, 'no device source yet');
+    await env.client.patch(IoTServiceType, 'alpha', landscape, { spec: { gateway: { deviceSources: [`${outside}/32`] } } }, 'merge');
+    await expectReach(outsideNs, 'outside', alpha.gateway.ip, PORTS.mqtt, true);
+    assert.ok(await reaches(outsideNs, 'outside', alpha.gateway.ip, PORTS.http), 'the http device port');
+    assert.equal(await reaches(outsideNs, 'outside', alpha.gateway.ip, PORTS.health), false, 'the health port is no device port');
+    assert.equal(await reaches(outsideNs, 'outside', alpha.core.ip, PORTS.http), false, 'only the gateway takes device traffic');
+    assert.equal(await reaches(outsideNs, 'outside', beta.gateway.ip, PORTS.mqtt), false, 'the other instance’s gateway names no sources');
+    await env.client.patch(IoTServiceType, 'alpha', landscape, { spec: { gateway: { deviceSources: null } } }, 'merge');
+    await expectReach(outsideNs, 'outside', alpha.gateway.ip, PORTS.mqtt, false);
+  });
+
+  it('connections out of the instance fail unless spec.egress declares the destination', async () => {
+    assert.equal(await reaches(alphaNs(), alpha.core.name, outside, 8080), false, 'an undeclared destination');
+    assert.equal(await reaches(alphaNs(), alpha.core.name, beta.core.ip, PORTS.http), false, 'the other instance');
+    await env.client.patch(IoTServiceType, 'alpha', landscape, { spec: { egress: [{ cidr: `${outside}/32`, ports: [8080] }] } }, 'merge');
+    await expectReach(alphaNs(), alpha.core.name, outside, 8080, true);
+    await env.client.patch(IoTServiceType, 'alpha', landscape, { spec: { egress: null } }, 'merge');
+    await expectReach(alphaNs(), alpha.core.name, outside, 8080, false);
+  });
+});
+
+describe('network isolation in the API', () => {
   it('a device source or egress destination that is not a CIDR is rejected by the API server', async () => {
     for (const spec of [{ gateway: { deviceSources: ['0.0.0.0'] } }, { egress: [{ cidr: 'example.com/24' }] }]) {
       await assert.rejects(env.client.create(IoTServiceType, iotService('bad-cidr', landscape, spec)), (err: unknown) => {
