@@ -64,6 +64,7 @@ registry_set_password() { # password
   mask=$(umask)
   umask 077
   mkdir -p "$auth"
+  # htpasswd's default bcrypt cost (5): each request is checked, and the password is 192 random bits.
   if ! htpasswd -Bbn "$REGISTRY_USER" "$1" >"$auth/htpasswd.tmp" 2>/dev/null; then
     umask "$mask"
     die "htpasswd could not hash the registry's password"
@@ -92,7 +93,8 @@ registry_rotate_password() {
 }
 
 registry_write_config() {
-  cat >"$REGISTRY_HOME/config.yml.tmp" <<EOF
+  # It holds the secret that signs upload state: root only.
+  (umask 077 && cat >"$REGISTRY_HOME/config.yml.tmp") <<EOF
 # distribution's configuration, written by cluster/lib/registry.sh.
 version: 0.1
 log:
