@@ -18,8 +18,8 @@
 # - Pods reach the API server through the `kubernetes` Service: the API server advertises the
 #   bridge's gateway address (kwokctl.yaml), kube-proxy sends the Service there, and a forwarder
 #   listening on that address only passes the connection to the API server on 127.0.0.1.
-# - Images are never pulled (no registry is reachable): the sandbox image is built here from
-#   cluster/pause, operator images are loaded with `npm run image:build` (scripts/image.ts).
+# - Images are pulled only from the cluster's own registry (lib/registry.sh), where `npm run
+#   image:build` pushes operator images; the sandbox image is built here from cluster/pause and loaded.
 # - Where a real node cannot run, real_node_missing says what is missing before anything starts.
 
 REAL_NODE_DIR="$CLUSTER_WORKDIR/real-node"
