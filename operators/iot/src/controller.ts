@@ -87,7 +87,7 @@ import { leanPod } from './pod-view.ts';
 import { RenderedChildren, type PreparedChild, type Rendering } from './rendered-children.ts';
 import { ResolvedInstances } from './resolved-instances.ts';
 import { StatusWrites } from './status-writes.ts';
-import { computeStatus, msUntilStuckPodFailure, statusTransitionEvent, type ReconcileOutcome } from './status.ts';
+import { computeStatus, msUntilStuckPodFailure, statusTransitionEvent, STORAGE_COMPONENTS, unboundClaims, type ReconcileOutcome } from './status.ts';
 
 export const IoTServiceType = customResource(API_GROUP, API_VERSION, IOTSERVICE_KIND, IOTSERVICE_PLURAL);
 export const FINALIZER = 'cp.iotservices.io/cleanup';
@@ -129,6 +129,9 @@ export const CHILD_TYPES: Readonly<Record<string, ResourceType>> = {
  * only through their templates, where changing it would restart them on every move, so a shard
  * does not cache pods: it lists an instance's pods when it computes its status.
  */
+/** StorageClasses are only looked up by name, never watched (see `missingStorageClasses`). */
+export const StorageClassType: ResourceType = Object.freeze({ group: 'storage.k8s.io', version: 'v1', kind: 'StorageClass', plural: 'storageclasses', namespaced: false });
+
 export const SHARDED_TYPES: readonly ResourceType[] = [IoTServiceType, ...Object.values(CHILD_TYPES)];
 
 /**
@@ -428,11 +431,12 @@ class IoTReconcile {
       namespace ? (this.ctx.cache.list<T & KubeObject>(type, { namespace, label: { name: INSTANCE_LABEL, value: iot.metadata.name! } }) as T[]) : [];
     const now = new Date();
     const pods = this.config.shard ? await this.listPods(namespace, iot.metadata.name!) : inNamespace<V1Pod>(Kinds.Pod);
+    const missingStorageClasses = await this.missingStorageClasses(instance, pods);
     const next = computeStatus({
       instance: { generation: iot.metadata.generation ?? 0, namespace, spec: instance?.spec },
       previous: iot.status,
       outcome,
-      observed: { deployments: inNamespace<V1Deployment>(Kinds.Deployment), statefulSets: inNamespace<V1StatefulSet>(Kinds.StatefulSet), pods },
+      observed: { deployments: inNamespace<V1Deployment>(Kinds.Deployment), statefulSets: inNamespace<V1StatefulSet>(Kinds.StatefulSet), pods, missingStorageClasses },
       now,
     });
     const key = keyOf({ namespace: iot.metadata.namespace, name: iot.metadata.name! });
@@ -448,6 +452,25 @@ class IoTReconcile {
     const stuckAt = msUntilStuckPodFailure(pods, now);
     const recheck = Math.min(next.phase === 'Available' ? Infinity : PROCESSING_RECHECK_MS, stuckAt ?? Infinity, decision.write ? Infinity : (decision.retryAfterMs ?? Infinity));
     return recheck === Infinity ? undefined : { requeueAfterMs: recheck };
+  }
+
+  /**
+   * The StorageClasses the spec names (spec.<component>.storageClassName) that do not exist, looked
+   * up (one GET each) only while a pod of the instance cannot be scheduled because of unbound
+   * claims. A lookup that fails otherwise (a 403 where the RBAC lacks it) reports nothing: the
+   * five-minute rule of status.ts applies then.
+   */
+  private async missingStorageClasses(instance: Instance | undefined, pods: readonly V1Pod[]): Promise<string[]> {
+    const spec = instance?.spec;
+    if (!spec || !pods.some((pod) => unboundClaims(pod))) return [];
+    const named = new Set(STORAGE_COMPONENTS.map((c) => spec[c].storageClassName).filter((name): name is string => !!name));
+    const missing: string[] = [];
+    for (const name of named) {
+      await this.ctx.client.get(StorageClassType, name).catch((err: unknown) => {
+        if (isNotFound(err)) missing.push(name);
+      });
+    }
+    return missing;
   }
 
   /** A shard does not cache pods (see SHARDED_TYPES): the instance's pods as the API server has them. */

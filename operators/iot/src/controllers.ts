@@ -11,7 +11,7 @@
  * and declared here cannot be missing from the RBAC.
  */
 import { Kinds, type ExtraPermission, type Manager } from '@iot-operator/runtime';
-import { CHILD_TYPES, IoTServiceType, registerIoTController, type IoTControllerConfig } from './controller.ts';
+import { CHILD_TYPES, IoTServiceType, registerIoTController, StorageClassType, type IoTControllerConfig } from './controller.ts';
 import { registerOrphanedNamespaceCleanup } from './orphaned-namespaces.ts';
 
 export const extraPermissions: ExtraPermission[] = [
@@ -28,6 +28,11 @@ export const extraPermissions: ExtraPermission[] = [
       verbs: ['create', 'update', 'patch'],
       reason: 'children in instance namespaces: server-side applied, replaced when apply cannot converge; the credentials Secret created once',
     })),
+  {
+    type: StorageClassType,
+    verbs: ['get'],
+    reason: "the StorageClass a pod's unbound claim names, looked up to report one that does not exist",
+  },
 ];
 
 export function registerControllers(mgr: Manager, config: IoTControllerConfig, syncPeriodMs?: number): void {

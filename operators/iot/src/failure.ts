@@ -31,7 +31,11 @@ export type FailureReason =
   /** A pod cannot pull its image for more than five minutes. */
   | 'ImagePullFailing'
   /** A container keeps crashing for more than five minutes. */
-  | 'CrashLooping';
+  | 'CrashLooping'
+  /** A pod's volume claim names a StorageClass (spec.<component>.storageClassName) that does not exist. */
+  | 'StorageClassNotFound'
+  /** A pod cannot be scheduled for more than five minutes because its volume claim is not bound. */
+  | 'VolumeNotBound';
 
 export interface Failure {
   reason: FailureReason;

@@ -9,10 +9,11 @@
  *   labels that tie it to its landscape and instance (the cache's label index and selectors read
  *   no other);
  * - its phase (which pods are Running);
- * - only while its Ready condition is not True: its start time, its conditions' type, status and
- *   transition time, and of each container (init containers too) its name, image and waiting
- *   reason. A Ready pod has no container waiting, so it is neither stuck nor on its way to being
- *   stuck, and most pods of an instance at rest are Ready: they cost their identity and phase.
+ * - only while its Ready condition is not True: its start time, its conditions' type, status,
+ *   transition time and message (the scheduler's, naming unbound claims), the claim name of each
+ *   volume, and of each container (init containers too) its name, image and waiting reason. A
+ *   Ready pod has no container waiting and no unbound claim, so it is neither stuck nor on its way
+ *   to being stuck, and most pods of an instance at rest are Ready: they cost their identity and phase.
  * Every event brings the whole pod again, so a pod that stops being Ready is kept in full detail
  * from that event on.
  */
@@ -26,8 +27,9 @@ const readyPodFields = keepFields<KubeObject>('status.phase');
 const notReadyPodFields = keepFields<KubeObject>(
   ...['spec.containers[]', 'spec.initContainers[]'].flatMap((list) => [`${list}.name`, `${list}.image`]),
   'status.phase',
+  'spec.volumes[].persistentVolumeClaim.claimName',
   'status.startTime',
-  ...['type', 'status', 'lastTransitionTime'].map((field) => `status.conditions[].${field}`),
+  ...['type', 'status', 'lastTransitionTime', 'message'].map((field) => `status.conditions[].${field}`),
   ...['status.containerStatuses[]', 'status.initContainerStatuses[]'].flatMap((list) => [`${list}.name`, `${list}.image`, `${list}.state.waiting.reason`]),
 );
 

@@ -3,8 +3,11 @@
  *
  * Guarantees: `computeStatus` is a pure function of its input. The phase is
  *   - Failed when the reconcile failed in a way retrying will not fix, when a Deployment of the
- *     instance reports ProgressDeadlineExceeded, or when a pod of the instance has been stuck in
- *     CrashLoopBackOff / ImagePullBackOff / ErrImagePull for more than five minutes;
+ *     instance reports ProgressDeadlineExceeded, when a pod of the instance has been stuck in
+ *     CrashLoopBackOff / ImagePullBackOff / ErrImagePull for more than five minutes, or when a pod
+ *     cannot be scheduled because its volume claim is unbound: at once when the claim's
+ *     StorageClass (spec.<component>.storageClassName) was looked up and does not exist (that
+ *     does not fix itself), otherwise after five minutes (a provisioner may be slow);
  *   - Processing when a child was missing or differed (the reconcile just wrote it), or any
  *     workload is missing, not fully rolled out or not ready;
  *   - Available otherwise.
@@ -24,6 +27,10 @@
  * probes keep a crash-looping container not ready between restarts). A pod is stuck when one of
  * its containers (init containers included) is waiting with one of those reasons and that time is
  * more than five minutes ago. Pods being deleted are ignored.
+ *
+ * A pod's claims are unbound when its PodScheduled condition is False with the scheduler's
+ * "unbound immediate PersistentVolumeClaims"; the time is that condition's lastTransitionTime. The
+ * failure names the first such claim of the pod (spec.volumes) and what to fix.
  */
 
 import type { V1Deployment, V1Pod, V1StatefulSet } from '@kubernetes/client-node';
@@ -47,6 +54,8 @@ export const CONDITION_DEGRADED = 'Degraded';
 
 const IMAGE_PULL_REASONS = new Set(['ImagePullBackOff', 'ErrImagePull']);
 const CRASH_LOOP_REASON = 'CrashLoopBackOff';
+/** What the scheduler says of a pod whose claims are neither bound nor waiting for it (VolumeBinding plugin). */
+const UNBOUND_CLAIMS_MESSAGE = 'unbound immediate PersistentVolumeClaims';
 
 /** What the reconcile did (or could not do) this time. */
 export type ReconcileOutcome =
@@ -72,6 +81,8 @@ export interface StatusInput {
     deployments: readonly V1Deployment[];
     statefulSets: readonly V1StatefulSet[];
     pods: readonly V1Pod[];
+    /** StorageClasses named in the spec that were looked up and do not exist. */
+    missingStorageClasses?: readonly string[];
   };
   now: Date;
 }
@@ -101,7 +112,9 @@ export function computeStatus(input: StatusInput): IoTServiceStatus {
   const failure =
     outcome.kind === 'failed'
       ? outcome.failure
-      : (progressDeadlineFailure(observed.deployments) ?? stuckPodFailure(observed.pods, instance.namespace, now));
+      : (progressDeadlineFailure(observed.deployments) ??
+        stuckPodFailure(observed.pods, instance.namespace, now) ??
+        unboundClaimFailure(observed.pods, instance, observed.missingStorageClasses ?? [], now));
 
   const childrenDiffered = outcome.kind !== 'failed' && outcome.childrenMatched === false;
   const pending = workloads.filter((w) => !w.rolledOut);
@@ -249,10 +262,65 @@ function stuckPodFailure(pods: readonly V1Pod[], namespace: string | undefined, 
   return undefined;
 }
 
+/** A pod the scheduler cannot place because of unbound claims: the claims and since when (ms). */
+export function unboundClaims(pod: V1Pod): { claims: string[]; since: number | undefined } | undefined {
+  if (pod.metadata?.deletionTimestamp) return undefined;
+  const scheduled = pod.status?.conditions?.find((c) => c.type === 'PodScheduled');
+  if (scheduled?.status !== 'False' || !scheduled.message?.includes(UNBOUND_CLAIMS_MESSAGE)) return undefined;
+  const claims = (pod.spec?.volumes ?? []).flatMap((v) => (v.persistentVolumeClaim?.claimName ? [v.persistentVolumeClaim.claimName] : []));
+  return { claims, since: timeOf(scheduled.lastTransitionTime) ?? timeOf(pod.metadata?.creationTimestamp) };
+}
+
+/** The components that may have volume claims (spec.<component>.storage): the StatefulSets. */
+export const STORAGE_COMPONENTS = ['broker', 'database'] as const satisfies readonly ComponentName[];
+type StorageComponent = (typeof STORAGE_COMPONENTS)[number];
+
+/** The StatefulSet component a pod belongs to, by its name (`<component>-<ordinal>`). */
+function componentOfPod(pod: V1Pod): StorageComponent | undefined {
+  const match = /^([a-z]+)-\d+$/.exec(pod.metadata?.name ?? '');
+  return STORAGE_COMPONENTS.find((c) => c === match?.[1]);
+}
+
+function unboundClaimFailure(
+  pods: readonly V1Pod[],
+  instance: StatusInput['instance'],
+  missingStorageClasses: readonly string[],
+  now: Date,
+): Failure | undefined {
+  for (const pod of [...pods].sort(byName)) {
+    const unbound = unboundClaims(pod);
+    if (!unbound) continue;
+    const podName = pod.metadata?.name ?? '?';
+    const component = componentOfPod(pod);
+    const className = component ? instance.spec?.[component].storageClassName : undefined;
+    const claim = unbound.claims[0] ? `PersistentVolumeClaim ${unbound.claims[0]}` : `The volume claim of pod ${podName}`;
+    const ns = instance.namespace ?? pod.metadata?.namespace ?? '';
+    if (component && className && missingStorageClasses.includes(className)) {
+      return {
+        reason: 'StorageClassNotFound',
+        message:
+          `${claim} cannot be provisioned: StorageClass ${className} (spec.${component}.storageClassName) does not exist. ` +
+          `Create it, or recreate the IoTService with a StorageClass that exists (kubectl get storageclass); storage settings cannot be changed in place.`,
+      };
+    }
+    if (unbound.since === undefined || now.getTime() - unbound.since <= STUCK_POD_THRESHOLD_MS) continue;
+    const whose = className ? `StorageClass ${className}` : "the cluster's default StorageClass";
+    const target = unbound.claims[0] ? `kubectl describe pvc -n ${ns} ${unbound.claims[0]}` : `kubectl describe pod -n ${ns} ${podName}`;
+    return {
+      reason: 'VolumeNotBound',
+      message:
+        `${claim} of pod ${podName} has not been bound for more than 5 minutes, so the pod cannot be scheduled; ` +
+        `check that ${whose} exists and that its provisioner runs (${target}).`,
+    };
+  }
+  return undefined;
+}
+
 /**
- * Milliseconds until a pod that is now in a failing container state (but not yet for five
- * minutes) would make the instance Failed; undefined when no pod is on its way there. Time passing
- * is not an event, so the controller requeues the instance after this long.
+ * Milliseconds until a pod that is now in a failing container state, or unschedulable because of
+ * unbound claims (but not yet for five minutes), would make the instance Failed; undefined when no
+ * pod is on its way there. Time passing is not an event, so the controller requeues the instance
+ * after this long.
  */
 export function msUntilStuckPodFailure(pods: readonly V1Pod[], now: Date): number | undefined {
   let soonest: number | undefined;
@@ -263,7 +331,7 @@ export function msUntilStuckPodFailure(pods: readonly V1Pod[], now: Date): numbe
       const reason = c.state?.waiting?.reason;
       return reason !== undefined && (IMAGE_PULL_REASONS.has(reason) || reason === CRASH_LOOP_REASON);
     });
-    const since = failing ? notReadySince(pod) : undefined;
+    const since = failing ? notReadySince(pod) : unboundClaims(pod)?.since;
     if (since === undefined) continue;
     const remaining = since + STUCK_POD_THRESHOLD_MS - now.getTime();
     if (remaining >= 0 && (soonest === undefined || remaining < soonest)) soonest = remaining + 1;

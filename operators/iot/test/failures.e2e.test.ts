@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ApiError, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceType } from '../src/controller.ts';
+import { IoTServiceType, StorageClassType } from '../src/controller.ts';
 import { createLandscape, createPullSecret, deleteAllInstances, getIoT, getOrUndefined, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
 
 let env: TestEnv;
@@ -72,6 +72,26 @@ describe('bad input on the real cluster', () => {
     await createPullSecret(env, landscape);
     const recovered = await waitForPhase(env, landscape, 'tenant-s', 'Available');
     assert.equal(recovered.status?.reason, undefined, 'reason is cleared when no longer Failed');
+  });
+
+  it('a database claim naming a StorageClass that does not exist: Failed at once naming the claim and the class; Processing again once the class exists', async () => {
+    const landscape = await landscapeWithOperator();
+    const className = `no-such-class-${landscape}`;
+    await env.client.create(IoTServiceType, iotService('tenant-v', landscape, { database: { replicas: 1, storage: '1Gi', storageClassName: className } }));
+    const failed = await waitForPhase(env, landscape, 'tenant-v', 'Failed', 120_000);
+    assert.match(
+      failed.status?.reason ?? '',
+      new RegExp(`^PersistentVolumeClaim data-database-0 cannot be provisioned: StorageClass ${className} \\(spec\\.database\\.storageClassName\\) does not exist`),
+    );
+    assert.equal(failed.status?.conditions?.find((c) => c.type === 'Degraded')?.reason, 'StorageClassNotFound');
+    // Created, the class is found: the claim waits for a volume (none is offered), no longer Failed.
+    await env.client.create(StorageClassType, { metadata: { name: className }, provisioner: 'kubernetes.io/no-provisioner', volumeBindingMode: 'WaitForFirstConsumer' });
+    try {
+      const processing = await waitForPhase(env, landscape, 'tenant-v', 'Processing', 120_000);
+      assert.equal(processing.status?.reason, undefined);
+    } finally {
+      await env.client.delete(StorageClassType, className);
+    }
   });
 
   it('a foreign namespace of the same name: Failed, never adopted or deleted; recovers once it is gone', async () => {

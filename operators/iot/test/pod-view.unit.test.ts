@@ -20,6 +20,8 @@ interface PodState {
   /** When the containers stopped being ready (minutes after T0). */
   sinceMinute?: number;
   deleting?: boolean;
+  /** Not scheduled: the scheduler's message. */
+  unschedulable?: string;
 }
 
 /** A pod as the API server sends it: every metadata field and container detail a kubelet fills in. */
@@ -68,7 +70,11 @@ function fullPod(name: string, state: PodState): KubeObject {
           resources: { requests: { cpu: '100m', memory: '128Mi' } },
         },
       ],
-      nodeName: 'kwok-node-0',
+      volumes: [
+        { name: 'data', persistentVolumeClaim: { claimName: `data-${name}` } },
+        { name: 'config', configMap: { name: 'iot-config', defaultMode: 420 } },
+      ],
+      ...(state.unschedulable ? {} : { nodeName: 'kwok-node-0' }),
     },
     status: {
       phase: state.phase,
@@ -76,7 +82,9 @@ function fullPod(name: string, state: PodState): KubeObject {
       podIP: '10.0.0.7',
       qosClass: 'Burstable',
       conditions: [
-        { type: 'PodScheduled', status: 'True', lastTransitionTime: at(-1) },
+        state.unschedulable
+          ? { type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: state.unschedulable, lastTransitionTime: transition }
+          : { type: 'PodScheduled', status: 'True', lastTransitionTime: at(-1) },
         { type: 'Initialized', status: state.initWaiting ? 'False' : 'True', lastTransitionTime: transition },
         { type: 'ContainersReady', status: state.ready ? 'True' : 'False', lastTransitionTime: transition },
         { type: 'Ready', status: state.ready ? 'True' : 'False', lastTransitionTime: transition },
@@ -95,6 +103,12 @@ const PODS: Record<string, PodState> = {
   initImageFailing: { phase: 'Pending', ready: false, initWaiting: 'ErrImagePull', sinceMinute: 1 },
   readyBeingDeleted: { phase: 'Running', ready: true, deleting: true },
   failingBeingDeleted: { phase: 'Running', ready: false, waiting: 'CrashLoopBackOff', deleting: true },
+  'database-0': {
+    phase: 'Pending',
+    ready: false,
+    sinceMinute: 2,
+    unschedulable: '0/5 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/5 nodes are available: 5 Preemption is not helpful for scheduling.',
+  },
 };
 
 const instance = testInstance();
@@ -126,6 +140,7 @@ describe('leanPod', () => {
     assert.match(statusOf(full, 6).reason!, /has not been able to pull image registry\.example\.com\/iot\/iot-gateway:2\.4\.1/);
     assert.match(statusOf([full[3]!], 9).reason!, /Container gateway of pod crashLooping has been crashing/);
     assert.match(statusOf([full[4]!], 7).reason!, /pull image registry\.example\.com\/iot\/iot-init:2\.4\.1/);
+    assert.match(statusOf([full[7]!], 9).reason!, /PersistentVolumeClaim data-database-0 of pod database-0 has not been bound for more than 5 minutes/);
     assert.deepEqual(statusOf(full, 0).pods, ['crashLooping', 'ready']);
   });
 
@@ -151,6 +166,7 @@ describe('leanPod', () => {
     assert.deepEqual(lean.spec, {
       initContainers: [{ name: 'wait-for-broker', image: 'registry.example.com/iot/iot-init:2.4.1' }],
       containers: [{ name: 'gateway', image: 'registry.example.com/iot/iot-gateway:2.4.1' }],
+      volumes: [{ persistentVolumeClaim: { claimName: 'data-imagePullFailing' } }, {}],
     });
     assert.equal(lean.status?.startTime, at(0));
     assert.deepEqual(lean.status?.containerStatuses, [{ name: 'gateway', image: 'registry.example.com/iot/iot-gateway:2.4.1', state: { waiting: { reason: 'ImagePullBackOff' } } }]);

@@ -287,6 +287,69 @@ describe('status phase', () => {
     assert.equal(msUntilStuckPodFailure([pod('core-a', { waiting: 'CrashLoopBackOff', notReadySince: T0 })], minutes(9)), undefined);
   });
 
+  /** A StatefulSet pod the scheduler cannot place: its claim is unbound (as kube-scheduler 1.33 says it). */
+  function unschedulable(name: string, since: Date): V1Pod {
+    return {
+      metadata: { name, namespace: NS, creationTimestamp: since.toISOString() as unknown as Date },
+      spec: {
+        containers: [{ name: 'database', image: 'registry.example.com/iot/iot-database:2.4.1' }],
+        volumes: [{ name: 'data', persistentVolumeClaim: { claimName: `data-${name}` } }, { name: 'config', configMap: { name: 'iot-config' } }],
+      },
+      status: {
+        phase: 'Pending',
+        conditions: [
+          {
+            type: 'PodScheduled',
+            status: 'False',
+            reason: 'Unschedulable',
+            lastTransitionTime: since.toISOString() as unknown as Date,
+            message: '0/5 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/5 nodes are available: 5 Preemption is not helpful for scheduling.',
+          },
+        ],
+      },
+    };
+  }
+  const withStorage = testInstance({ database: { storage: '1Gi', storageClassName: 'no-such-class' } });
+  const databaseUnschedulable = (since: Date) => {
+    const observed = allReady();
+    observed.statefulSets[1] = statefulSet('database', { replicas: 1, ready: 0 });
+    observed.pods[6] = unschedulable('database-0', since);
+    return observed;
+  };
+
+  it('is Failed at once, naming the claim and the StorageClass, when the claim names a StorageClass that does not exist', () => {
+    const observed = { ...databaseUnschedulable(T0), missingStorageClasses: ['no-such-class'] };
+    const failed = status({ instance: { generation: 3, namespace: NS, spec: withStorage.spec }, observed, now: T0 });
+    assert.equal(failed.phase, 'Failed');
+    assert.equal(condition(failed, 'Degraded')?.reason, 'StorageClassNotFound');
+    assert.match(failed.reason ?? '', /^PersistentVolumeClaim data-database-0 cannot be provisioned: StorageClass no-such-class \(spec\.database\.storageClassName\) does not exist/);
+    assert.match(failed.reason ?? '', /kubectl get storageclass/);
+    const later = status({ instance: { generation: 3, namespace: NS, spec: withStorage.spec }, observed, now: minutes(1) });
+    assert.equal(later.reason, failed.reason, 'the message does not change while the failure persists');
+  });
+
+  it('waits 5 minutes for an unbound claim whose StorageClass exists (or was not looked up), then says what to check', () => {
+    const observed = databaseUnschedulable(T0);
+    const spec = withStorage.spec;
+    assert.equal(status({ instance: { generation: 3, namespace: NS, spec }, observed, now: minutes(4) }).phase, 'Processing');
+    const failed = status({ instance: { generation: 3, namespace: NS, spec }, observed, now: minutes(6) });
+    assert.equal(failed.phase, 'Failed');
+    assert.equal(condition(failed, 'Degraded')?.reason, 'VolumeNotBound');
+    assert.match(failed.reason ?? '', /PersistentVolumeClaim data-database-0 of pod database-0 has not been bound for more than 5 minutes/);
+    assert.match(failed.reason ?? '', new RegExp(`StorageClass no-such-class exists.*kubectl describe pvc -n ${NS} data-database-0`));
+    const defaultClass = status({ observed, now: minutes(6) });
+    assert.match(defaultClass.reason ?? '', /the cluster's default StorageClass/, 'no storageClassName: the default class is to check');
+    assert.equal(msUntilStuckPodFailure(observed.pods, minutes(2)), 3 * 60_000 + 1, 'the controller looks again when the 5 minutes are over');
+  });
+
+  it('does not fail a pod that is unschedulable for another reason, or whose claims are bound', () => {
+    const observed = databaseUnschedulable(T0);
+    const other = observed.pods[6]!;
+    other.status!.conditions![0]!.message = '0/5 nodes are available: 5 Insufficient memory.';
+    assert.equal(status({ observed: { ...observed, missingStorageClasses: ['no-such-class'] }, instance: { generation: 3, namespace: NS, spec: withStorage.spec }, now: minutes(10) }).phase, 'Processing');
+    assert.equal(msUntilStuckPodFailure(observed.pods, minutes(1)), undefined);
+  });
+
   it('ignores a failing pod that is being deleted', () => {
     const observed = allReady();
     observed.pods.push(pod('gateway-old', { waiting: 'CrashLoopBackOff', notReadySince: T0, deleting: true }));
