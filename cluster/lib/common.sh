@@ -64,9 +64,26 @@ component_pid() { # "component:binary"
 # otherwise inherit the lock and hold it for as long as the cluster runs. With KWOKCTL_TIMEOUT
 # (seconds) set, the call is stopped after that long; only calls that set it run under `timeout`,
 # which puts kwokctl in a process group of its own (Ctrl-C at the terminal no longer reaches it).
+# kwokctl logs JSON lines when its stderr is not a terminal (and it is not, here): they are told
+# as the scripts' own `[cluster …]` lines; its stdout is left as it is.
 kwokctl() {
-  KWOK_KUBECTL_BINARY="$BIN_DIR/kubectl" ${KWOKCTL_TIMEOUT:+timeout "$KWOKCTL_TIMEOUT"} \
-    "$BIN_DIR/kwokctl" --name "$CLUSTER_NAME" "$@" 9>&-
+  { KWOK_KUBECTL_BINARY="$BIN_DIR/kubectl" ${KWOKCTL_TIMEOUT:+timeout "$KWOKCTL_TIMEOUT"} \
+    "$BIN_DIR/kwokctl" --name "$CLUSTER_NAME" "$@" 2>&1 1>&3 3>&- 9>&- | kwokctl_log_lines >&2; } 3>&1
+}
+
+# One `[cluster HH:MM:SS] kwokctl: <message> (<elapsed>; <error>)` line per JSON log line of
+# kwokctl's; any other line passes unchanged.
+kwokctl_log_lines() {
+  local line msg level extra
+  while IFS= read -r line; do
+    if [[ "$line" != '{'*'"msg":"'* ]]; then printf '%s\n' "$line"; continue; fi
+    msg=$(sed -n 's/.*"msg":"\(\([^"\\]\|\\.\)*\)".*/\1/p' <<<"$line")
+    level=$(sed -n 's/.*"level":"\([A-Z]*\)".*/\1/p' <<<"$line")
+    extra=$(sed -n 's/.*"elapsed":{[^}]*"human":"\([^"]*\)"}.*/\1/p' <<<"$line")
+    extra+=$(sed -n 's/.*"err":"\(\([^"\\]\|\\.\)*\)".*/; \1/p' <<<"$line")
+    [[ "$level" == INFO || -z "$level" ]] && level="" || level+=": "
+    log "kwokctl: $level$msg${extra:+ (${extra#; })}"
+  done
 }
 
 kctl() { "$BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
