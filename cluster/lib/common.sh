@@ -68,7 +68,8 @@ component_pid() { # "component:binary"
 # as the scripts' own `[cluster …]` lines; its stdout is left as it is.
 kwokctl() {
   { KWOK_KUBECTL_BINARY="$BIN_DIR/kubectl" ${KWOKCTL_TIMEOUT:+timeout "$KWOKCTL_TIMEOUT"} \
-    "$BIN_DIR/kwokctl" --name "$CLUSTER_NAME" "$@" 2>&1 1>&3 3>&- 9>&- | kwokctl_log_lines >&2; } 3>&1
+    "$BIN_DIR/kwokctl" --name "$CLUSTER_NAME" "$@" 2>&1 1>&3 3>&- 9>&- | kwokctl_log_lines >&2
+    return "${PIPESTATUS[0]}"; } 3>&1
 }
 
 # One `[cluster HH:MM:SS] kwokctl: <message> (<elapsed>; <error>)` line per JSON log line of
