@@ -159,6 +159,27 @@ describe('volumes on the real node', { skip }, () => {
     assert.equal(await logs(), `again, first was ${written}\n`);
   });
 
+  test('a claim of a pod on a kwok node binds too, to a volume whose directory is on no disk, deleted with the claim', async () => {
+    await env.client.create(Kinds.PersistentVolumeClaim, claim('simulated'));
+    await env.client.create(Kinds.Pod, {
+      metadata: { name: 'on-kwok', namespace },
+      spec: { containers: [{ name: 'c', image: 'registry.example.com/none:1' }], volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'simulated' } }] },
+    });
+    const pod = await waitFor('pod on-kwok Running', async () => {
+      const p = (await env.client.get(Kinds.Pod, 'on-kwok', namespace)) as Pod;
+      return { done: p.status?.phase === 'Running', value: p, seen: p.status };
+    }, { timeoutMs: 90_000 });
+    assert.notEqual(pod.spec.nodeName, REAL_NODE_NAME);
+    const bound = (await env.client.get(Kinds.PersistentVolumeClaim, 'simulated', namespace)) as Pvc;
+    assert.equal(bound.status?.phase, 'Bound');
+    const pv = (await env.client.get(Kinds.PersistentVolume, bound.spec.volumeName!)) as Pv;
+    assert.equal(existsSync(volumePath(pv)), false, 'nothing is made on this machine for a kwok node');
+    await env.client.delete(Kinds.Pod, 'on-kwok', namespace);
+    await gone(Kinds.Pod, 'on-kwok', namespace);
+    await env.client.delete(Kinds.PersistentVolumeClaim, 'simulated', namespace);
+    await gone(Kinds.PersistentVolume, pv.metadata.name!);
+  });
+
   test('a claim naming a StorageClass that does not exist keeps its pod Pending, and the events say why', async () => {
     await env.client.create(Kinds.PersistentVolumeClaim, claim('nowhere', 'no-such-class'));
     await env.client.create(Kinds.Pod, podWithClaim('stuck', 'nowhere', 'true'));
