@@ -58,9 +58,9 @@ async function inPod(namespace: string, pod: string, command: string): Promise<s
   }
 }
 
-/** Whether an HTTP request from the pod to address:port is answered (3 s to connect). */
+/** Whether an HTTP request from the pod to address:port is answered within 5 s (busybox 1.35's `wget -T` crashes: `timeout` bounds it). */
 async function reaches(namespace: string, pod: string, address: string, port: number): Promise<boolean> {
-  return (await inPod(namespace, pod, `wget -q -T 3 -O- http://${address}:${port}/`))?.trim() === 'ok';
+  return (await inPod(namespace, pod, `timeout 5 wget -q -O- http://${address}:${port}/`))?.trim() === 'ok';
 }
 
 /** Waits until the connection's fate is `expected` (policies take effect within kube-router's sync). */
@@ -98,7 +98,7 @@ describe('NetworkPolicy on the real node', { skip }, () => {
       assert.ok(await reaches(ns, pod, server, 8080), `${ns}/${pod} → server:8080`);
     }
     assert.ok(await reaches(clientNs, 'client', serverService, 80), 'client → the server’s Service');
-    const api = await inPod(clientNs, 'client', 'wget -T 3 -O- --no-check-certificate https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/version 2>&1; true');
+    const api = await inPod(clientNs, 'client', 'timeout 5 wget -O- --no-check-certificate https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT/version 2>&1; true');
     assert.match(api ?? '', /gitVersion|401|403/, `the API server answers through the kubernetes Service: ${api}`);
   });
 

@@ -99,10 +99,10 @@ async function componentPods(instance: string): Promise<Record<ComponentName, { 
   return pods as Record<ComponentName, { name: string; ip: string }>;
 }
 
-/** Whether an HTTP request from the pod to address:port is answered "ok" (3 s to connect). */
+/** Whether an HTTP request from the pod to address:port is answered "ok" within 5 s (busybox 1.35's `wget -T` crashes: `timeout` bounds it). */
 async function reaches(namespace: string, pod: string, address: string, port: number): Promise<boolean> {
   try {
-    const { stdout } = await run(kubectl, ['--kubeconfig', env.kubeconfigPath, 'exec', '-n', namespace, pod, '--', 'wget', '-q', '-T', '3', '-O-', `http://${address}:${port}/`], { timeout: 20_000 });
+    const { stdout } = await run(kubectl, ['--kubeconfig', env.kubeconfigPath, 'exec', '-n', namespace, pod, '--', 'timeout', '5', 'wget', '-q', '-O-', `http://${address}:${port}/`], { timeout: 20_000 });
     return stdout.trim() === 'ok';
   } catch {
     return false;
