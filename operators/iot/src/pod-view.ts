@@ -13,7 +13,8 @@
  *   transition time and message (the scheduler's, naming unbound claims), the claim name of each
  *   volume, and of each container (init containers too) its name, image and waiting reason. A
  *   Ready pod has no container waiting and no unbound claim, so it is neither stuck nor on its way
- *   to being stuck, and most pods of an instance at rest are Ready: they cost their identity and phase.
+ *   to being stuck, and most pods of an instance at rest are Ready: they cost their identity and
+ *   phase.
  * Every event brings the whole pod again, so a pod that stops being Ready is kept in full detail
  * from that event on.
  */
