@@ -76,16 +76,17 @@ cluster_dns_stop() { :; }
 
 cluster_dns_running() { cluster_dns_answers; }
 
-# For status.sh: one line per CoreDNS pod (phase, ready, address, log).
+# For status.sh: one line per CoreDNS pod (phase, or Terminating; ready; address; log).
 cluster_dns_status_lines() {
   local pods name phase ready ip
   pods=$(kctl -n kube-system get pods -l k8s-app=kube-dns --request-timeout=5s \
-    -o jsonpath='{range .items[*]}{.metadata.name} {.status.phase} {.status.containerStatuses[0].ready} {.status.podIP}{"\n"}{end}' 2>/dev/null) || pods=""
+    -o jsonpath='{range .items[*]}{.metadata.name} {.status.phase}{.metadata.deletionTimestamp} {.status.containerStatuses[0].ready} {.status.podIP}{"\n"}{end}' 2>/dev/null) || pods=""
   if [[ -z "$pods" ]]; then
     printf '  %-28s NOT RUNNING (no pod k8s-app=kube-dns in kube-system)\n' "cluster-dns/coredns"
     return 0
   fi
   while read -r name phase ready ip; do
+    [[ "$phase" != Running?* ]] || phase=Terminating
     printf '  %-28s %-8s ready %-5s ip %-12s log kubectl -n kube-system logs %s\n' "cluster-dns/coredns" "$phase" "$ready" "$ip" "$name"
   done <<<"$pods"
 }

@@ -46,9 +46,15 @@ async function probe(name: string, script: string): Promise<string> {
   return podLogs(name);
 }
 
-/** A shell line that fetches URL with wget, up to 20 times a second apart, and prints LABEL: and the body. */
+/**
+ * A shell line that fetches URL with wget (which names the address it connects to), up to 20 times
+ * a second apart, and prints its output with LABEL: before each line (`timeout`: busybox 1.35's
+ * `wget -T` crashes).
+ */
 const fetchAs = (label: string, url: string) =>
-  `for i in $(seq 20); do out=$(wget -q -T 3 -O- ${url} 2>&1) && break; sleep 1; done; echo "${label}: $out"`;
+  `for i in $(seq 20); do out=$(timeout 5 wget -O- ${url} 2>&1) && break; sleep 1; done; echo "$out" | sed "s/^/${label}: /"`;
+
+const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 before(async () => {
   if (skip) return;
@@ -99,49 +105,43 @@ describe('cluster DNS on the real node', { skip }, () => {
     assert.equal(serving[0]!.spec.nodeName, REAL_NODE_NAME);
     assert.deepEqual(serving[0]!.spec.containers[0]!.ports?.filter((p) => p.containerPort === 53).map((p) => p.protocol).sort(), ['TCP', 'UDP']);
     const resolvConf = await probe('resolv-conf', 'cat /etc/resolv.conf');
-    assert.match(resolvConf, new RegExp(`^nameserver ${CLUSTER_DNS_IP.replaceAll('.', '\\.')}$`, 'm'));
+    assert.match(resolvConf, new RegExp(`^nameserver ${escape(CLUSTER_DNS_IP)}$`, 'm'));
     assert.match(resolvConf, new RegExp(`^search ${namespace}\\.svc\\.cluster\\.local svc\\.cluster\\.local cluster\\.local$`, 'm'));
   });
 
   test('a pod resolves a Service and connects to it by its full name, by <svc>.<ns>.svc and by its short name', async () => {
-    const logs = await probe('by-service', [
-      fetchAs('fqdn', `http://hello.${namespace}.svc.cluster.local/`),
-      fetchAs('svc', `http://hello.${namespace}.svc/`),
-      fetchAs('short', 'http://hello/'),
-    ].join('\n'));
-    assert.match(logs, /^fqdn: served by web-0$/m, logs);
-    assert.match(logs, /^svc: served by web-0$/m, logs);
-    assert.match(logs, /^short: served by web-0$/m, logs);
+    const hello = (await env.client.get(Kinds.Service, 'hello', namespace)) as KubeObject & { spec: { clusterIP: string } };
+    const names = { fqdn: `hello.${namespace}.svc.cluster.local`, svc: `hello.${namespace}.svc`, short: 'hello' };
+    const logs = await probe('by-service', Object.entries(names).map(([label, name]) => fetchAs(label, `http://${name}/`)).join('\n'));
+    for (const [label, name] of Object.entries(names)) {
+      assert.match(logs, new RegExp(`^${label}: Connecting to ${escape(name)} \\(${escape(hello.spec.clusterIP)}:80\\)$`, 'm'), `${name} is the Service's address: ${logs}`);
+      assert.match(logs, new RegExp(`^${label}: served by web-0$`, 'm'), logs);
+    }
   });
 
   test('a pod reaches a StatefulSet pod by its name through the headless Service', async () => {
     const web0 = (await env.client.get(Kinds.Pod, 'web-0', namespace)) as Pod;
-    const logs = await probe('by-pod-name', [
-      `nslookup web-0.web.${namespace}.svc.cluster.local | sed -n 's/^Address: /address: /p'`,
-      fetchAs('pod', `http://web-0.web.${namespace}.svc:8080/`),
-      fetchAs('pod-short', 'http://web-0.web:8080/'),
-    ].join('\n'));
-    assert.match(logs, new RegExp(`^address: ${web0.status!.podIP!.replaceAll('.', '\\.')}$`, 'm'), `the pod's own address: ${logs}`);
-    assert.match(logs, /^pod: served by web-0$/m, logs);
-    assert.match(logs, /^pod-short: served by web-0$/m, logs);
+    const names = { pod: `web-0.web.${namespace}.svc.cluster.local`, 'pod-short': 'web-0.web' };
+    const logs = await probe('by-pod-name', Object.entries(names).map(([label, name]) => fetchAs(label, `http://${name}:8080/`)).join('\n'));
+    for (const [label, name] of Object.entries(names)) {
+      assert.match(logs, new RegExp(`^${label}: Connecting to ${escape(name)}:8080 \\(${escape(web0.status!.podIP!)}:8080\\)$`, 'm'), `${name} is the pod's own address: ${logs}`);
+      assert.match(logs, new RegExp(`^${label}: served by web-0$`, 'm'), logs);
+    }
   });
 
   test('kubernetes.default resolves through the search path to the API server, which answers there', async () => {
     const kubernetes = (await env.client.get(Kinds.Service, 'kubernetes', 'default')) as KubeObject & { spec: { clusterIP: string } };
-    const logs = await probe('kubernetes-default', [
-      'nslookup kubernetes.default | sed -n "/^Name:/,\\$ s/^Address: /address: /p"',
-      // No token: the API server answers 401 or 403, which is all this needs to show.
-      'wget -q -T 5 --no-check-certificate -O- https://kubernetes.default/version 2>&1 | sed "s/^/api: /"',
-    ].join('\n'));
-    assert.match(logs, new RegExp(`^address: ${kubernetes.spec.clusterIP.replaceAll('.', '\\.')}$`, 'm'), logs);
-    assert.match(logs, /^api: .*(401|403)/m, `the API server answered at kubernetes.default: ${logs}`);
+    // Without a token: its version where anonymous requests may read it, else 401 or 403; an answer is all this needs.
+    const logs = await probe('kubernetes-default', 'timeout 5 wget --no-check-certificate -O- https://kubernetes.default/version 2>&1 | sed "s/^/api: /"');
+    assert.match(logs, new RegExp(`^api: Connecting to kubernetes\\.default \\(${escape(kubernetes.spec.clusterIP)}:443\\)$`, 'm'), logs);
+    assert.match(logs, /^api: .*("gitVersion"|401|403)/m, `the API server answered at kubernetes.default: ${logs}`);
   });
 
   test('a name outside the cluster domain gets NXDOMAIN at once: nothing is forwarded', async () => {
     const logs = await probe('outside', [
       'start=$(date +%s)',
       'nslookup registry.npmjs.org 2>&1 | sed "s/^/lookup: /"',
-      'wget -q -T 5 -O- http://registry.npmjs.org/ 2>&1 | sed "s/^/wget: /"',
+      'timeout 5 wget -q -O- http://registry.npmjs.org/ 2>&1 | sed "s/^/wget: /"',
       'echo "seconds: $(( $(date +%s) - start ))"',
     ].join('\n'));
     assert.match(logs, /^lookup: .*can't find registry\.npmjs\.org.*NXDOMAIN/m, `the cluster DNS answered NXDOMAIN: ${logs}`);
