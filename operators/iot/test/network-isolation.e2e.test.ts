@@ -6,7 +6,8 @@
  * Checked: pods of an instance reach its broker and database, another instance's pods and an
  * outside pod of the project do not; device traffic reaches the gateway's device ports only from
  * `spec.gateway.deviceSources` and stops when the source is removed; connections out of the
- * instance to an undeclared destination fail, a declared one (`spec.egress`) is reached. Every
+ * instance to an undeclared destination fail, a declared one (`spec.egress`) is reached, and the
+ * instance's own names resolve through cluster DNS in kube-system. Every
  * address dialled is a pod of the test. The API server rejecting a non-CIDR source or destination
  * is checked on any cluster; the packet tests are reported as not run, with the reason, where the
  * cluster has no real node.
@@ -170,13 +171,19 @@ describe('network isolation with real packets', { skip }, () => {
     await expectReach(outsideNs, 'outside', alpha.gateway.ip, PORTS.mqtt, false);
   });
 
-  it('connections out of the instance fail unless spec.egress declares the destination', async () => {
+  it('connections out of the instance fail unless spec.egress declares the destination; cluster DNS still answers', async (t) => {
     assert.equal(await reaches(alphaNs(), alpha.core.name, outside, 8080), false, 'an undeclared destination');
     assert.equal(await reaches(alphaNs(), alpha.core.name, beta.core.ip, PORTS.http), false, 'the other instance');
     await env.client.patch(IoTServiceType, 'alpha', landscape, { spec: { egress: [{ cidr: `${outside}/32`, ports: [8080] }] } }, 'merge');
     await expectReach(alphaNs(), alpha.core.name, outside, 8080, true);
     await env.client.patch(IoTServiceType, 'alpha', landscape, { spec: { egress: null } }, 'merge');
     await expectReach(alphaNs(), alpha.core.name, outside, 8080, false);
+    if (!(await env.client.get(Kinds.Service, 'kube-dns', 'kube-system').catch(() => undefined))) {
+      t.skip('cluster DNS (Service kube-system/kube-dns) is not installed on this cluster');
+      return;
+    }
+    const { stdout } = await run(kubectl, ['--kubeconfig', env.kubeconfigPath, 'exec', '-n', alphaNs(), alpha.core.name, '--', 'nslookup', `broker.${alphaNs()}.svc.cluster.local`], { timeout: 20_000 });
+    assert.match(stdout, new RegExp(`Address:? *${alpha.broker.ip.replaceAll('.', '\\.')}`), `the instance's DNS lookups pass its egress policy: ${stdout}`);
   });
 });
 
