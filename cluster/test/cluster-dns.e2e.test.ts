@@ -3,7 +3,8 @@
 // through their search path, to a StatefulSet pod by its name under a headless Service, and to the
 // API server as `kubernetes.default`; a name outside the cluster domain gets NXDOMAIN at once (no
 // query goes further); CoreDNS answers from a kube-system pod on port 53, behind the kube-dns
-// Service at the address the kubelet hands pods. Reported as not run, with the reason, where a
+// Service at the address the kubelet hands pods, so a pod whose egress admits only DNS to
+// kube-system on port 53 still resolves. Reported as not run, with the reason, where a
 // real node cannot run.
 //
 //   node --import tsx --test cluster/test/cluster-dns.e2e.test.ts
@@ -33,10 +34,10 @@ async function podLogs(name: string): Promise<string> {
   return (await run(kubectl, ['--kubeconfig', env.kubeconfigPath, 'logs', '-n', namespace, name])).stdout;
 }
 
-/** Runs SCRIPT in a busybox pod on the real node (dnsPolicy ClusterFirst, the default) and returns its output. */
-async function probe(name: string, script: string): Promise<string> {
+/** Runs SCRIPT in a busybox pod on the real node (dnsPolicy ClusterFirst, the default), labelled LABELS, and returns its output. */
+async function probe(name: string, script: string, labels: Record<string, string> = {}): Promise<string> {
   await env.client.create(Kinds.Pod, {
-    metadata: { name, namespace },
+    metadata: { name, namespace, labels },
     spec: { ...onRealNode, restartPolicy: 'Never', containers: [{ name: 'probe', image, imagePullPolicy: 'Never', command: ['/bin/sh', '-c', script] }] },
   });
   await waitFor(`probe pod ${name} to finish`, async () => {
@@ -53,6 +54,13 @@ async function probe(name: string, script: string): Promise<string> {
  */
 const fetchAs = (label: string, url: string) =>
   `for i in $(seq 20); do out=$(timeout 5 wget -O- ${url} 2>&1) && break; sleep 1; done; echo "$out" | sed "s/^/${label}: /"`;
+
+/** A printf format of a DNS query (length-prefixed, as over TCP) for NAME's A record. */
+function dnsTcpQuery(name: string): string {
+  const labels = name.split('.').flatMap((label) => [label.length, ...Buffer.from(label)]);
+  const message = [0x12, 0x34, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, ...labels, 0, 0, 1, 0, 1];
+  return [message.length >> 8, message.length & 255, ...message].map((b) => `\\${b.toString(8).padStart(3, '0')}`).join('');
+}
 
 const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
@@ -135,6 +143,31 @@ describe('cluster DNS on the real node', { skip }, () => {
     const logs = await probe('kubernetes-default', 'timeout 5 wget --no-check-certificate -O- https://kubernetes.default/version 2>&1 | sed "s/^/api: /"');
     assert.match(logs, new RegExp(`^api: Connecting to kubernetes\\.default \\(${escape(kubernetes.spec.clusterIP)}:443\\)$`, 'm'), logs);
     assert.match(logs, /^api: .*("gitVersion"|401|403)/m, `the API server answered at kubernetes.default: ${logs}`);
+  });
+
+  test('a pod whose egress is denied but for DNS to kube-system on port 53 (the IoT operator\'s rule) resolves names, and connects nowhere else', async () => {
+    const web0 = (await env.client.get(Kinds.Pod, 'web-0', namespace)) as Pod;
+    // The rule of operators/iot/src/resources/network-policies.ts (instance-egress) and nothing else.
+    await env.client.create(Kinds.NetworkPolicy, {
+      metadata: { name: 'dns-only', namespace },
+      spec: {
+        podSelector: { matchLabels: { egress: 'dns-only' } },
+        policyTypes: ['Egress'],
+        egress: [{ to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } } }], ports: [{ protocol: 'UDP', port: 53 }, { protocol: 'TCP', port: 53 }] }],
+      },
+    });
+    const logs = await probe('dns-only', [
+      // The firewall takes the new policy in a moment: the questions are asked once it holds.
+      'for i in $(seq 30); do timeout 3 wget -O- http://hello/ >/dev/null 2>&1 || break; sleep 1; done',
+      'timeout 3 wget -O- http://hello/ >/dev/null 2>&1 && echo "http: connected" || echo "http: blocked"',
+      `nslookup web-0.web.${namespace}.svc.cluster.local | sed -n '/^Name:/,$ s/^Address: /udp: /p'`,
+      // The same question over TCP (a truncated answer's retry; busybox's nslookup asks over UDP only).
+      `printf '${dnsTcpQuery(`web-0.web.${namespace}.svc.cluster.local`)}' | nc -w 3 ${CLUSTER_DNS_IP} 53 | od -An -tx1 | tr -d ' \\n' | sed 's/^/tcp: /'; echo`,
+    ].join('\n'), { egress: 'dns-only' });
+    assert.match(logs, new RegExp(`^udp: ${escape(web0.status!.podIP!)}$`, 'm'), logs);
+    const tcp = /^tcp: ([0-9a-f]*)$/m.exec(logs)?.[1] ?? '';
+    assert.ok(tcp.endsWith(web0.status!.podIP!.split('.').map((b) => Number(b).toString(16).padStart(2, '0')).join('')), `an answer over TCP ending in the pod's address: ${logs}`);
+    assert.match(logs, /^http: blocked$/m, `the policy holds for this pod: ${logs}`);
   });
 
   test('a name outside the cluster domain gets NXDOMAIN at once: nothing is forwarded', async () => {
