@@ -50,7 +50,16 @@ async function pullWithCopiedSecret(namespace: string, name: string): Promise<st
       ...onRealNode,
       restartPolicy: 'Never',
       imagePullSecrets: [{ name: IMAGE_PULL_SECRET_NAME }],
-      containers: [{ name: 'app', image, imagePullPolicy: 'Always', command: ['/bin/sh', '-c', 'cat /content > /dev/termination-log'], resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '100m', memory: '32Mi' } } }],
+      // Instance namespaces enforce the restricted Pod Security Standard.
+      securityContext: { runAsNonRoot: true, runAsUser: 65534, seccompProfile: { type: 'RuntimeDefault' } },
+      containers: [{
+        name: 'app',
+        image,
+        imagePullPolicy: 'Always',
+        command: ['/bin/sh', '-c', 'cat /content > /dev/termination-log'],
+        securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+        resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '100m', memory: '32Mi' } },
+      }],
     },
   });
   return waitFor(`pod ${namespace}/${name} to pull and run`, async () => {
