@@ -6,7 +6,7 @@
 # - cluster_dns_ensure builds CoreDNS (cluster/build-coredns.sh, cached), loads its image into the
 #   node's containerd and applies cluster/manifests/cluster-dns.yaml server-side (Deployment
 #   `coredns` on the real node, Service `kube-dns` at $CLUSTER_DNS_IP, its ServiceAccount, RBAC and
-#   Corefile), then waits, bounded, until the Deployment is available and the Service answers a
+#   Corefile), then waits, bounded, until the Deployment has rolled out and the Service answers a
 #   query from this host. When all that already holds for the same manifest it only checks (one
 #   kubectl call and one query) and returns.
 # - Names under $CLUSTER_DOMAIN resolve; every other name gets NXDOMAIN at once: no query leaves
