@@ -122,6 +122,9 @@ export const CHILD_TYPES: Readonly<Record<string, ResourceType>> = {
   Deployment: Kinds.Deployment,
 };
 
+/** StorageClasses are only looked up by name, never watched (see `missingStorageClasses`). */
+export const StorageClassType: ResourceType = Object.freeze({ group: 'storage.k8s.io', version: 'v1', kind: 'StorageClass', plural: 'storageclasses', namespaced: false });
+
 /**
  * What a shard's caches select by its shard label: IoTServices, which the sharder assigns, and
  * their children, which carry their instance's shard label (written by this operator: they live
@@ -129,9 +132,6 @@ export const CHILD_TYPES: Readonly<Record<string, ResourceType>> = {
  * only through their templates, where changing it would restart them on every move, so a shard
  * does not cache pods: it lists an instance's pods when it computes its status.
  */
-/** StorageClasses are only looked up by name, never watched (see `missingStorageClasses`). */
-export const StorageClassType: ResourceType = Object.freeze({ group: 'storage.k8s.io', version: 'v1', kind: 'StorageClass', plural: 'storageclasses', namespaced: false });
-
 export const SHARDED_TYPES: readonly ResourceType[] = [IoTServiceType, ...Object.values(CHILD_TYPES)];
 
 /**
