@@ -48,12 +48,6 @@ cluster_dns_serving() { cluster_dns_rolled_out "$1" && cluster_dns_answers; }
 
 cluster_dns_ensure() {
   local binary image manifest sha
-  command -v busybox >/dev/null || {
-    log "installing Debian's busybox-static (its nslookup checks the cluster DNS)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends busybox-static >&2 ||
-      { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends busybox-static >&2; } ||
-      die "apt-get install busybox-static failed"
-  }
   binary=$(bash "$CLUSTER_DIR/build-coredns.sh" | tail -n 1)
   [[ -x "$binary" ]] || die "build-coredns.sh did not produce a binary ('$binary')"
   image=$(cluster_dns_image "$binary")

@@ -25,8 +25,6 @@ LOCAL_PATH_IMAGE=localhost/iot-operator/local-path-provisioner:$LOCAL_PATH_VERSI
 LOCAL_PATH_MANIFEST="$CLUSTER_DIR/local-path-provisioner/local-path-storage.yaml"
 # The manifest as last applied (placeholders filled in): a differing one is applied again.
 LOCAL_PATH_APPLIED="$REAL_NODE_DIR/local-path-storage.applied.yaml"
-# The helper pods' image: busybox-static from Debian, every applet under /bin.
-REAL_NODE_PACKAGES+=(busybox-static)
 
 # Tag of the helper image: the installed busybox-static's version (e.g. 1.35.0-4-deb12u1-b1).
 local_path_helper_image() {
@@ -34,25 +32,6 @@ local_path_helper_image() {
   version=$(dpkg-query -W -f '${Version}' busybox-static) || die "busybox-static is not installed"
   version=${version#*:}
   echo "localhost/iot-operator/local-path-helper:${version//[^A-Za-z0-9_.-]/-}"
-}
-
-# Loads the helper image into the node's containerd unless it is there (archive kept in the build
-# cache, made again when the package changes).
-local_path_helper_image_load() { # image
-  local ctr=(ctr --address "$REAL_NODE_SOCKET" -n k8s.io) image=$1 archive c
-  "${ctr[@]}" images ls -q | grep -qxF "$image" && return 0
-  archive="$BUILD_ROOT/images/$(echo "$image" | tr '/:' '__').tar"
-  if [[ ! -f "$archive" ]]; then
-    mkdir -p "$(dirname "$archive")"
-    c=$(buildah from scratch)
-    buildah copy "$c" /bin/busybox /bin/busybox >/dev/null
-    buildah run --isolation chroot "$c" /bin/busybox --install -s /bin
-    buildah commit -q --rm "$c" "$image" >/dev/null
-    rm -f "$archive.tmp"
-    buildah push -q "$image" "oci-archive:$archive.tmp:$image" >&2 && mv -f "$archive.tmp" "$archive" ||
-      die "could not build the image $image"
-  fi
-  "${ctr[@]}" images import --index-name "$image" "$archive" >&2 || die "could not load $image into the real node's containerd"
 }
 
 local_path_rendered_manifest() { # helper-image
@@ -76,7 +55,7 @@ local_path_ensure() {
   [[ -x "$binary" ]] || die "build-local-path-provisioner.sh did not produce a binary ('$binary')"
   real_node_binary_image "$LOCAL_PATH_IMAGE" "$binary" 65532:65532
   helper=$(local_path_helper_image)
-  local_path_helper_image_load "$helper"
+  real_node_image "$helper" /bin/busybox 0:0 real_node_busybox_layer
   mkdir -p "$LOCAL_PATH_DATA_DIR"
   manifest=$(local_path_rendered_manifest "$helper")
   echo "$manifest" | kctl apply --server-side --force-conflicts --field-manager=iot-operator-cluster -f - >/dev/null ||

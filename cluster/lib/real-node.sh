@@ -37,7 +37,8 @@ REAL_NODE_REGISTRY_HOSTS_DIR="$REAL_NODE_DIR/containerd/certs.d"
 CLUSTER_DNS_IP=10.96.0.10
 CLUSTER_DOMAIN=cluster.local
 PAUSE_IMAGE=localhost/iot-operator/pause:3.10
-REAL_NODE_PACKAGES=(containerd runc containernetworking-plugins iptables conntrack buildah socat)
+# busybox-static: the volume provisioner's helper image, and nslookup for cluster DNS's check.
+REAL_NODE_PACKAGES=(containerd runc containernetworking-plugins iptables conntrack buildah socat busybox-static)
 # One real node per machine: its bridge, subnet and ports are fixed. The owning cluster is recorded here.
 REAL_NODE_OWNER_FILE="$KWOK_WORKDIR/iot-operator-locks/real-node.owner"
 # Processes of the real node, in start order: "name:binary".
@@ -303,27 +304,38 @@ real_node_cgroups() {
   done
 }
 
-# Loads IMAGE into the node's containerd unless it is there: an image of one static BINARY (at
-# /BINARY's name, its entrypoint, run as USER), made with buildah from scratch and kept as an OCI
-# archive in the build cache until BINARY changes.
-real_node_binary_image() { # image binary user
-  local ctr=(ctr --address "$REAL_NODE_SOCKET" -n k8s.io) image=$1 binary=$2 name archive c
-  name=$(basename "$binary")
+# Loads IMAGE into the node's containerd unless it is there, from an OCI archive kept in the build
+# cache and made again when SOURCE is newer: a `buildah from scratch` container that LAYER (a
+# function: container source) fills, run as USER.
+real_node_image() { # image source user layer
+  local ctr=(ctr --address "$REAL_NODE_SOCKET" -n k8s.io) image=$1 archive c
   archive="$BUILD_ROOT/images/$(echo "$image" | tr '/:' '__').tar"
   "${ctr[@]}" images ls -q | grep -qxF "$image" && return 0
-  if [[ ! -f "$archive" || "$archive" -ot "$binary" ]]; then
+  if [[ ! -f "$archive" || "$archive" -ot "$2" ]]; then
     mkdir -p "$(dirname "$archive")"
     c=$(buildah from scratch)
-    buildah copy "$c" "$binary" "/$name" >/dev/null
-    buildah config --entrypoint "[\"/$name\"]" --user "$3" "$c"
-    buildah commit -q "$c" "$image" >/dev/null
-    buildah rm "$c" >/dev/null
+    "$4" "$c" "$2"
+    buildah config --user "$3" "$c"
+    buildah commit -q --rm "$c" "$image" >/dev/null
     rm -f "$archive.tmp"
     buildah push -q "$image" "oci-archive:$archive.tmp:$image" >&2 && mv -f "$archive.tmp" "$archive" ||
       die "could not build the image $image"
   fi
-  "${ctr[@]}" images import --index-name "$image" "$archive" >&2 || die "could not load $image into the real node's containerd"
+  "${ctr[@]}" images import --index-name "$image" "$archive" >/dev/null || die "could not load $image into the real node's containerd"
 }
+
+# Layers for real_node_image: one static binary at /<its name>, its entrypoint; Debian's
+# busybox-static with every applet under /bin.
+real_node_binary_layer() { # container binary
+  buildah copy "$1" "$2" "/$(basename "$2")" >/dev/null
+  buildah config --entrypoint "[\"/$(basename "$2")\"]" "$1"
+}
+real_node_busybox_layer() { # container /bin/busybox
+  buildah copy "$1" "$2" /bin/busybox >/dev/null
+  buildah run --isolation chroot "$1" /bin/busybox --install -s /bin
+}
+
+real_node_binary_image() { real_node_image "$1" "$2" "$3" real_node_binary_layer; } # image binary user
 
 # --- lifecycle ---------------------------------------------------------------------------------
 real_node_start() {
