@@ -1,4 +1,4 @@
-// Wrapper module that pins CoreDNS for the real node's cluster DNS (cluster/build-coredns.sh).
+// Wrapper module that pins CoreDNS for the real node's cluster DNS (cluster/build-engine.sh coredns).
 module iot-operator/cluster/coredns
 
 go 1.26.0

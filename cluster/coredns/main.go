@@ -1,4 +1,4 @@
-// CoreDNS for the local cluster's real node (cluster/build-coredns.sh): upstream's coremain with
+// CoreDNS for the local cluster's real node (cluster/build-engine.sh coredns): upstream's coremain with
 // only the plugins the cluster's Corefile (cluster/manifests/cluster-dns.yaml) uses, in upstream's
 // order. Guarantees: no plugin that sends queries elsewhere (forward, grpc, etcd, cloud zones) is
 // in the binary, so no Corefile can make it resolve a name off this machine; `-plugins` lists

@@ -3,7 +3,7 @@
 # shellcheck shell=bash
 #
 # Guarantees:
-# - cluster_dns_ensure builds CoreDNS (cluster/build-coredns.sh, cached), loads its image into the
+# - cluster_dns_ensure builds CoreDNS (cluster/build-engine.sh coredns, cached), loads its image into the
 #   node's containerd and applies cluster/manifests/cluster-dns.yaml server-side (Deployment
 #   `coredns` on the real node, Service `kube-dns` at $CLUSTER_DNS_IP, its ServiceAccount, RBAC and
 #   Corefile), then waits, bounded, until the Deployment has rolled out and the Service answers a
@@ -48,8 +48,8 @@ cluster_dns_serving() { cluster_dns_rolled_out "$1" && cluster_dns_answers; }
 
 cluster_dns_ensure() {
   local binary image manifest sha
-  binary=$(bash "$CLUSTER_DIR/build-coredns.sh" | tail -n 1)
-  [[ -x "$binary" ]] || die "build-coredns.sh did not produce a binary ('$binary')"
+  binary=$(bash "$CLUSTER_DIR/build-engine.sh" coredns | tail -n 1)
+  [[ -x "$binary" ]] || die "build-engine.sh coredns did not produce a binary ('$binary')"
   image=$(cluster_dns_image "$binary")
   manifest=$(cluster_dns_manifest "$image")
   sha=$(sed -n 's/^ *iot-operator.dev\/manifest-sha256: "\(.*\)"$/\1/p' <<<"$manifest" | head -n 1)

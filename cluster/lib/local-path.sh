@@ -6,7 +6,7 @@
 # - Only a cluster with a real node gets them (local_path_ensure is called for the real node
 #   only): the default cluster has no StorageClass and builds nothing more.
 # - The provisioner runs as upstream runs it, a Deployment in namespace local-path-storage, its
-#   pod on the real node, from an image of the binary built by cluster/build-local-path-provisioner.sh;
+#   pod on the real node, from an image of the binary built by cluster/build-engine.sh local-path-provisioner;
 #   its helper pods run an image of Debian's busybox-static. Both images are made here and loaded
 #   into the node's containerd (nothing is pulled).
 # - A claim binds when its first pod is scheduled (WaitForFirstConsumer) to a directory under
@@ -51,8 +51,8 @@ local_path_ensure() {
   fi
   log "starting the real node's volume provisioner (local-path-provisioner $LOCAL_PATH_VERSION, default StorageClass standard)"
   real_node_install_packages
-  binary=$(bash "$CLUSTER_DIR/build-local-path-provisioner.sh" | tail -n 1)
-  [[ -x "$binary" ]] || die "build-local-path-provisioner.sh did not produce a binary ('$binary')"
+  binary=$(bash "$CLUSTER_DIR/build-engine.sh" local-path-provisioner | tail -n 1)
+  [[ -x "$binary" ]] || die "build-engine.sh local-path-provisioner did not produce a binary ('$binary')"
   real_node_binary_image "$LOCAL_PATH_IMAGE" "$binary" 65532:65532
   helper=$(local_path_helper_image)
   real_node_image "$helper" /bin/busybox 0:0 real_node_busybox_layer

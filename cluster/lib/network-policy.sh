@@ -5,7 +5,7 @@
 #
 # Guarantees:
 # - `network_policy_ensure` (idempotent; ≈0 s when kube-router already runs) builds kube-router
-#   once (cluster/build-kube-router.sh), gives it a kubeconfig of its own (a client certificate for
+#   once (cluster/build-engine.sh kube-router), gives it a kubeconfig of its own (a client certificate for
 #   user iot-operator:kube-router, bound to a ClusterRole that may only get, list and watch pods,
 #   namespaces, nodes, services, endpoints, endpointslices and networkpolicies) and starts it as a
 #   host process of the real node: it writes the host's iptables filter rules and ipsets, so it
@@ -98,8 +98,8 @@ network_policy_ensure() {
   fi
   command -v ipset >/dev/null || real_node_install_packages
   local binary
-  binary=$(bash "$CLUSTER_DIR/build-kube-router.sh" | tail -n 1)
-  [[ -x "$binary" ]] || die "build-kube-router.sh did not produce a binary ('$binary')"
+  binary=$(bash "$CLUSTER_DIR/build-engine.sh" kube-router | tail -n 1)
+  [[ -x "$binary" ]] || die "build-engine.sh kube-router did not produce a binary ('$binary')"
   network_policy_stop
   network_policy_credentials
   network_policy_guard -I

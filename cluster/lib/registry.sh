@@ -4,7 +4,7 @@
 #
 # Guarantees:
 # - `registry_ensure` (idempotent; ≈0.1 s when it already runs from the pinned binary) builds the
-#   binary once (cluster/build-registry.sh), makes what the registry needs and starts it as a host
+#   binary once (cluster/build-engine.sh registry), makes what the registry needs and starts it as a host
 #   process of the real node listening on $REGISTRY_ADDRESS (127.0.0.1:5443) only, then returns
 #   once it answers over TLS. containerd pulls from the host's network namespace, and the registry
 #   must run before anything can be pulled: it is not a pod.
@@ -138,8 +138,8 @@ EOF
 
 registry_ensure() {
   local bin pid
-  bin=$(bash "$CLUSTER_DIR/build-registry.sh" | tail -n 1)
-  [[ -x "$bin" ]] || die "build-registry.sh did not produce the registry ('$bin')"
+  bin=$(bash "$CLUSTER_DIR/build-engine.sh" registry | tail -n 1)
+  [[ -x "$bin" ]] || die "build-engine.sh registry did not produce the registry ('$bin')"
   registry_write_hosts_toml
   if pid=$(registry_pid) && [[ "$(readlink "/proc/$pid/exe")" == "$bin" ]] && registry_answers; then return 0; fi
   registry_stop

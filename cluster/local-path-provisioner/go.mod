@@ -1,5 +1,5 @@
 // Wrapper module that pins rancher/local-path-provisioner (the real node's volume provisioner),
-// built by cluster/build-local-path-provisioner.sh.
+// built by cluster/build-engine.sh local-path-provisioner.
 module iot-operator/cluster/local-path-provisioner
 
 go 1.24.0

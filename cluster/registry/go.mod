@@ -1,5 +1,5 @@
 // Wrapper module that pins the container registry of the real node (distribution's cmd/registry),
-// built by cluster/build-registry.sh: `go build -o <dir>/registry github.com/distribution/distribution/v3/cmd/registry`.
+// built by cluster/build-engine.sh registry: `go build -o <dir>/registry github.com/distribution/distribution/v3/cmd/registry`.
 module iot-operator/cluster/registry
 
 go 1.26.0
