@@ -108,8 +108,9 @@ describe('cluster DNS on the real node', { skip }, () => {
     assert.equal(service.spec.clusterIP, CLUSTER_DNS_IP);
     assert.deepEqual(service.spec.ports.filter((p) => p.port === 53).map((p) => p.protocol).sort(), ['TCP', 'UDP']);
     const pods = (await env.client.list(Kinds.Pod, { namespace: 'kube-system', labelSelector: 'k8s-app=kube-dns' })).items as Pod[];
-    const serving = pods.filter((p) => p.status?.containerStatuses?.[0]?.ready);
-    assert.equal(serving.length, 1, `one ready CoreDNS pod: ${JSON.stringify(pods.map((p) => [p.metadata.name, p.status]))}`);
+    // A pod of an earlier rollout may still be terminating.
+    const serving = pods.filter((p) => p.status?.containerStatuses?.[0]?.ready && !p.metadata.deletionTimestamp);
+    assert.equal(serving.length, 1, `one ready CoreDNS pod not being deleted: ${JSON.stringify(pods.map((p) => [p.metadata.name, p.status]))}`);
     assert.equal(serving[0]!.spec.nodeName, REAL_NODE_NAME);
     assert.deepEqual(serving[0]!.spec.containers[0]!.ports?.filter((p) => p.containerPort === 53).map((p) => p.protocol).sort(), ['TCP', 'UDP']);
     const resolvConf = await probe('resolv-conf', 'cat /etc/resolv.conf');
