@@ -1,16 +1,21 @@
 /**
  * The memcached operator as seed 002 deploys it, in a real pod on the local cluster's real node:
- * its image (operators/memcached/Dockerfile, built and loaded by `npm run image:build`), the
- * seed's manifests (ServiceAccount, Role, RoleBinding, operator.yaml with REPLACE_IMAGE replaced),
- * then the OLM lifecycle with the CSV's Deployment really running: 0.0.1, then 0.0.2 replacing its
- * pod while the Memcached objects keep working. The memcached Deployments it creates stay on the
- * kwok nodes.
+ * its image (operators/memcached/Dockerfile, built and pushed to the cluster's private registry by
+ * `npm run image:build`), the seed's manifests (ServiceAccount, Role, RoleBinding, operator.yaml
+ * with REPLACE_IMAGE replaced, `imagePullPolicy: Always` as written), then the OLM lifecycle with
+ * the CSV's Deployment really running: 0.0.1, then 0.0.2 replacing its pod while the Memcached
+ * objects keep working. The memcached Deployments it creates stay on the kwok nodes.
  *
- * How the operator's pod is placed on the real node: the seed's operator.yaml (and the CSV's
- * Deployment) get the node selector and toleration of `onRealNode` — what a kustomize patch, or a
- * Subscription's `config` with OLM's catalog operator, adds in a user's cluster — and
- * `imagePullPolicy: IfNotPresent` instead of the seed's `Always`: the image is loaded onto the
- * node, and no registry is reachable to pull it again.
+ * Pulling: the ServiceAccount gets the registry's pull secret in its imagePullSecrets (what a user
+ * does for a private registry), and each operator pod's container reports the imageID of the
+ * registry's digest: the kubelet pulled it with that secret. The CSVs name the image in the
+ * cluster's registry (`<registry>/iot-operator/memcached-operator:v0.0.1` and `:v0.0.2`, the same
+ * image pushed under both tags) instead of registry.example.com, as a bundle built for a user's
+ * registry does.
+ *
+ * Placement: the seed's operator.yaml (and the CSV's Deployment) get the node selector and
+ * toleration of `onRealNode` — what a kustomize patch, or a Subscription's `config` with OLM's
+ * catalog operator, adds in a user's cluster.
  * Reported as not run, with the reason, where the cluster has no real node.
  */
 import assert from 'node:assert/strict';
@@ -22,7 +27,7 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { customResource, isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
-import { deletePodAwaitingHandover, onRealNode, operatorImage, realNode, REAL_NODE_NAME, tagOnRealNode, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { deletePodAwaitingHandover, localRegistry, onRealNode, operatorImage, pushUnderTag, realNode, REAL_NODE_NAME, registryImageId, registryPullSecret, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 
 process.env.CLUSTER_OLM = '1'; // cluster/up.sh (run by testEnv) starts OLM unless it runs
 const run = promisify(execFile);
@@ -36,14 +41,20 @@ const Memcached = customResource('cache.example.com', 'v1alpha1', 'Memcached', '
 const ClusterServiceVersion = customResource('operators.coreos.com', 'v1alpha1', 'ClusterServiceVersion', 'clusterserviceversions');
 const OperatorGroup = customResource('operators.coreos.com', 'v1', 'OperatorGroup', 'operatorgroups');
 
-type Pod = KubeObject & { spec: { nodeName?: string; containers: Array<{ image: string }> }; status?: { conditions?: Array<{ type: string; status: string }>; containerStatuses?: Array<{ restartCount: number }> } };
+type Pod = KubeObject & { spec: { nodeName?: string; containers: Array<{ image: string; imagePullPolicy?: string }> }; status?: { conditions?: Array<{ type: string; status: string }>; containerStatuses?: Array<{ restartCount: number; imageID: string }> } };
 type MemcachedObject = KubeObject & { spec: { size: number }; status?: { nodes?: string[] } };
 
-/** Puts a pod template on the real node, running an image that is loaded there. */
+/** Puts a pod template on the real node. */
 function placeOnRealNode(podSpec: Record<string, any>): void {
   podSpec.nodeSelector = onRealNode.nodeSelector;
   podSpec.tolerations = onRealNode.tolerations;
-  for (const container of podSpec.containers) container.imagePullPolicy = 'IfNotPresent';
+}
+
+/** The pod runs `image` as the manifests say (pulled Always), pulled by the kubelet from the cluster's registry. */
+async function assertPulledFromRegistry(pod: Pod, image: string): Promise<void> {
+  assert.equal(pod.spec.containers[0]!.image, image);
+  assert.equal(pod.spec.containers[0]!.imagePullPolicy, 'Always');
+  assert.equal(pod.status?.containerStatuses?.[0]?.imageID, await registryImageId(env, image));
 }
 
 const isReady = (p: Pod) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true && !p.metadata.deletionTimestamp;
@@ -69,11 +80,14 @@ async function memcachedServed(namespace: string, name: string, size: number): P
   }, { timeoutMs: 90_000 });
 }
 
+/** The seed's ServiceAccount, Role and RoleBinding; the ServiceAccount pulls with the registry's pull secret. */
 async function applyRbac(namespace: string): Promise<void> {
+  const pullSecret = await registryPullSecret(env, namespace);
   for (const file of ['service_account.yaml', 'role.yaml', 'role_binding.yaml']) {
     const object = manifest(path.join('deploy', file));
     object.metadata.namespace = namespace;
     for (const subject of object['subjects'] ?? []) subject.namespace = namespace;
+    if (object.kind === 'ServiceAccount') object['imagePullSecrets'] = [{ name: pullSecret }];
     await env.client.create(typeOf(object.kind!), object);
   }
 }
@@ -106,6 +120,7 @@ describe('the memcached operator in a real pod', { skip }, () => {
     await env.client.create(Kinds.Deployment, deployment);
     const pod = await readyOperatorPod(ns);
     assert.equal(pod.spec.nodeName, REAL_NODE_NAME);
+    await assertPulledFromRegistry(pod, image);
     await env.client.create(Memcached, { apiVersion: 'cache.example.com/v1alpha1', kind: 'Memcached', metadata: { name: 'example-memcached', namespace: ns }, spec: { size: 3 } });
     const served = await memcachedServed(ns, 'example-memcached', 3);
     assert.equal(served.status?.nodes?.length, 3);
@@ -125,26 +140,32 @@ describe('the memcached operator in a real pod', { skip }, () => {
 
   test('OLM: CSV 0.0.1 runs the operator on the real node, 0.0.2 replaces its pod, the Memcached keeps working', async () => {
     const olmNs = await env.namespace('memcached-olm');
-    for (const version of ['v0.0.1', 'v0.0.2']) await tagOnRealNode(env, image, `registry.example.com/memcached-operator:${version}`);
+    const bundleImage = (version: string) => `${localRegistry(env).address}/iot-operator/memcached-operator:v${version}`;
+    for (const version of ['0.0.1', '0.0.2']) await pushUnderTag(env, image, bundleImage(version));
     await env.client.create(OperatorGroup, { metadata: { name: 'memcached-operator-group', namespace: olmNs }, spec: { targetNamespaces: [olmNs] } });
     await applyRbac(olmNs);
     const csv = (version: string) => {
       const object = manifest(`bundle/${version}/manifests/memcachedoperator.clusterserviceversion.yaml`);
       object.metadata = { name: `memcachedoperator.v${version}`, namespace: olmNs };
-      placeOnRealNode(object['spec'].install.spec.deployments[0].spec.template.spec);
+      const podSpec = object['spec'].install.spec.deployments[0].spec.template.spec;
+      assert.equal(podSpec.containers[0].image, `registry.example.com/memcached-operator:v${version}`);
+      podSpec.containers[0].image = bundleImage(version);
+      placeOnRealNode(podSpec);
       return object;
     };
     await env.client.create(ClusterServiceVersion, csv('0.0.1'));
-    const first = await readyOperatorPod(olmNs, 'registry.example.com/memcached-operator:v0.0.1');
+    const first = await readyOperatorPod(olmNs, bundleImage('0.0.1'));
     assert.equal(first.spec.nodeName, REAL_NODE_NAME);
+    await assertPulledFromRegistry(first, bundleImage('0.0.1'));
     await env.client.create(Memcached, { apiVersion: 'cache.example.com/v1alpha1', kind: 'Memcached', metadata: { name: 'memcached-for-wordpress', namespace: olmNs }, spec: { size: 3 } });
     const before = await memcachedServed(olmNs, 'memcached-for-wordpress', 3);
     const deploymentUid = (await env.client.get(Kinds.Deployment, 'memcached-for-wordpress', olmNs)).metadata.uid;
 
     await env.client.create(ClusterServiceVersion, csv('0.0.2'));
-    const second = await readyOperatorPod(olmNs, 'registry.example.com/memcached-operator:v0.0.2');
+    const second = await readyOperatorPod(olmNs, bundleImage('0.0.2'));
     assert.notEqual(second.metadata.name, first.metadata.name);
     assert.equal(second.spec.nodeName, REAL_NODE_NAME);
+    await assertPulledFromRegistry(second, bundleImage('0.0.2'));
     await waitFor('CSV 0.0.1 to be replaced', async () => {
       const old = await env.client.get(ClusterServiceVersion, 'memcachedoperator.v0.0.1', olmNs).catch((e: unknown) => (isNotFound(e) ? undefined : Promise.reject(e)));
       return { done: old === undefined, value: undefined, seen: (old as { status?: { phase?: string } } | undefined)?.status?.phase };

@@ -9,14 +9,16 @@
  *   never silently passed; `scripts/run-tests.mjs` repeats it on the last lines of the run.
  * - `onRealNode` is the scheduling a pod needs to land there (node selector and toleration of the
  *   node's taint); charts and manifests take it through their usual values.
- * - `tagOnRealNode` gives such an image another reference (the tags a CSV or a manifest names).
+ * - `tagOnRealNode` gives an image loaded onto the real node another reference.
  * - `deletePodAwaitingHandover` deletes an operator's pod (SIGTERM) and measures when it is gone
  *   and when another pod holds its Lease.
  * - `podPeakMemoryBytes(uid)` reads a real pod's memory high-water mark from its cgroup.
  * - `operatorImage(name)` builds `operators/<name>/Dockerfile` with `npm run image:build` once per
  *   test process and returns its reference: with a real node, in the cluster's private registry
- *   (pushed there), and pulled from it onto the node with the registry's credentials, so pods that
- *   name it without a pull secret (imagePullPolicy IfNotPresent) find it too.
+ *   (pushed there, nothing loaded onto the node), so only a pod with a pull secret runs it.
+ *   `pushUnderTag` pushes such an image under another reference (the tags a CSV names);
+ *   `registryImageId(env, image)` is the imageID a container reports when the kubelet pulled that
+ *   reference from the registry (`<repository>@<digest the registry serves>`).
  * - `localRegistry(env)` reads where the cluster's registry is and its credentials (the files
  *   cluster/lib/registry.sh keeps in the cluster's workdir); `registryPullSecret` makes a
  *   `kubernetes.io/dockerconfigjson` Secret of them in a namespace; `pushTestImage` pushes a
@@ -27,6 +29,7 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -74,12 +77,7 @@ export async function realNode(env: TestEnv): Promise<RealNode> {
 
 const images = new Map<string, Promise<string>>();
 
-/** The local cluster's directory (as scripts/image.ts finds it: CLUSTER_NAME under KWOK_WORKDIR). */
-function localClusterDir(): string {
-  return path.join(process.env.KWOK_WORKDIR || path.join(os.homedir(), '.kwok'), 'clusters', process.env.CLUSTER_NAME || 'iot-operator');
-}
-
-/** Builds operators/<operator>/Dockerfile, pushed to the cluster's registry and pulled onto the real node when it has one (once per process); its reference. */
+/** Builds operators/<operator>/Dockerfile, pushed to the cluster's registry when it has one (once per process); its reference. */
 export function operatorImage(operator: string): Promise<string> {
   let image = images.get(operator);
   if (!image) {
@@ -87,12 +85,7 @@ export function operatorImage(operator: string): Promise<string> {
       cwd: repoRoot,
       maxBuffer: 64 * 1024 * 1024,
       timeout: 30 * 60 * 1000,
-    }).then(async ({ stdout }) => {
-      const ref = stdout.trim().split('\n').at(-1)!;
-      const clusterDir = localClusterDir();
-      if (existsSync(path.join(clusterDir, 'registry/address')) && ref.startsWith(`${registryFiles(clusterDir).address}/`)) await pullOntoRealNode(clusterDir, ref);
-      return ref;
-    });
+    }).then(({ stdout }) => stdout.trim().split('\n').at(-1)!);
     images.set(operator, image);
   }
   return image;
@@ -172,10 +165,50 @@ export async function pushTestImage(env: TestEnv, repository: string, content: s
   }
 }
 
-/** Pulls `image` from the cluster's registry into the real node's containerd, as its kubelet would with the registry's credentials. */
-async function pullOntoRealNode(clusterDir: string, image: string): Promise<void> {
-  const registry = registryFiles(clusterDir);
-  await run('ctr', ['--address', path.join(clusterDir, 'real-node/containerd/containerd.sock'), '-n', 'k8s.io', 'images', 'pull', '--hosts-dir', path.join(clusterDir, 'real-node/containerd/certs.d'), '--user', `${registry.user}:${registry.password}`, image], { maxBuffer: 16 * 1024 * 1024 });
+/** Pushes `image` (built here, as `operatorImage` builds) to the cluster's registry under the reference `target` too. */
+export async function pushUnderTag(env: TestEnv, image: string, target: string): Promise<void> {
+  const registry = localRegistry(env);
+  if (!target.startsWith(`${registry.address}/`)) throw new Error(`${target} is not in the cluster's registry ${registry.address}`);
+  await run('buildah', ['push', '-q', '--authfile', registry.authFile, '--cert-dir', registry.certDir, image, `docker://${target}`], { maxBuffer: 16 * 1024 * 1024 });
+}
+
+const MANIFEST_TYPES = [
+  'application/vnd.oci.image.index.v1+json',
+  'application/vnd.oci.image.manifest.v1+json',
+  'application/vnd.docker.distribution.manifest.list.v2+json',
+  'application/vnd.docker.distribution.manifest.v2+json',
+];
+
+/**
+ * What a container's `status.imageID` says when the kubelet pulled `image` (a tag in the cluster's
+ * registry) from the registry: `<registry>/<repository>@<digest>`, the digest the registry serves
+ * for the tag now (asked with the registry's credentials). An image imported into containerd
+ * instead reports its config's `sha256:` ID.
+ */
+export async function registryImageId(env: TestEnv, image: string): Promise<string> {
+  const registry = localRegistry(env);
+  if (!image.startsWith(`${registry.address}/`)) throw new Error(`${image} is not in the cluster's registry ${registry.address}`);
+  const name = image.slice(registry.address.length + 1);
+  const repository = name.slice(0, name.lastIndexOf(':'));
+  const tag = name.slice(name.lastIndexOf(':') + 1);
+  const [host, port] = registry.address.split(':');
+  const digest = await new Promise<string>((resolve, reject) => {
+    const req = https.request(
+      {
+        method: 'HEAD', host, port: Number(port), path: `/v2/${repository}/manifests/${tag}`,
+        ca: readFileSync(path.join(registry.certDir, 'ca.crt')), auth: `${registry.user}:${registry.password}`,
+        headers: { Accept: MANIFEST_TYPES.join(', ') }, timeout: 10_000,
+      },
+      (res) => {
+        res.resume();
+        const found = res.headers['docker-content-digest'];
+        if (res.statusCode === 200 && typeof found === 'string') resolve(found);
+        else reject(new Error(`the registry answered ${res.statusCode} for ${image}'s manifest`));
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`the registry did not answer for ${image} within 10 s`))).on('error', reject).end();
+  });
+  return `${registry.address}/${repository}@${digest}`;
 }
 
 /** The socket of the real node's containerd (namespace k8s.io holds the kubelet's images). */
