@@ -1,0 +1,56 @@
+/**
+ * How a component ends: SIGTERM (or SIGINT) → readiness off, then an orderly stop, then exit.
+ *
+ * Guarantees: on the first signal `stop` runs once; the process exits 0 when it completes and 1
+ * when it fails or takes longer than `graceMs` (default 20 s, inside Kubernetes' default 30 s
+ * termination grace period), each outcome logged as one line; a second signal changes nothing.
+ * `startComponent` logs a line with the component's version, runs `start`, logs `started`, and
+ * exits 1 with the error logged when starting fails.
+ */
+
+import type { Logger } from './log.ts';
+
+export const DEFAULT_GRACE_MS = 20_000;
+
+export interface Running {
+  /** Stops serving and releases connections; resolves when done. */
+  stop(): Promise<void>;
+}
+
+export function stopOnSignal(log: Logger, running: Running, graceMs = DEFAULT_GRACE_MS): void {
+  let stopping = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    log.info('stopping', { signal, graceMs });
+    const deadline = setTimeout(() => {
+      log.error('stop did not complete within the grace period; exiting', { graceMs });
+      process.exit(1);
+    }, graceMs);
+    deadline.unref();
+    running.stop().then(
+      () => {
+        log.info('stopped');
+        process.exit(0);
+      },
+      (error: unknown) => {
+        log.error('stop failed', { error });
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+}
+
+export async function startComponent(log: Logger, version: string, start: () => Promise<Running>): Promise<void> {
+  log.info('starting', { version, pid: process.pid, node: process.version });
+  try {
+    const running = await start();
+    log.info('started', { version });
+    stopOnSignal(log, running);
+  } catch (error) {
+    log.error('start failed', { error, version });
+    process.exit(1);
+  }
+}

@@ -1,0 +1,121 @@
+/**
+ * Where devices and telemetry live: the store interfaces core and processing work against, and
+ * their PostgreSQL implementation.
+ *
+ * Guarantees: `ensureSchema` creates the tables and index if missing and is safe to run from any
+ * number of processes at once (serialised by a transaction-scoped advisory lock); running it again
+ * changes nothing. A telemetry row's key is (device id, message id): `insertTelemetry` of a key
+ * already stored changes nothing and returns false, so a redelivered message is stored exactly
+ * once, and one device's message ids cannot shadow another's. `createDevice` of an existing id
+ * returns false and leaves the device unchanged. `telemetry` lists newest first (receivedAt, then
+ * message id, descending) and returns undefined for an unknown device. Only password hashes are
+ * stored. Every statement is parameterised.
+ */
+
+import pg from 'pg';
+import { DATABASE_NAME, SERVICE_USER, type Endpoint } from './config.ts';
+import type { Logger } from './log.ts';
+import type { Payload, TelemetryEnvelope } from './telemetry.ts';
+
+export interface TelemetryRecord {
+  messageId: string;
+  receivedAt: string;
+  payload: Payload;
+}
+
+/** What core needs. */
+export interface DeviceStore {
+  createDevice(id: string, passwordHash: string): Promise<boolean>;
+  passwordHash(id: string): Promise<string | undefined>;
+  telemetry(deviceId: string, limit: number): Promise<TelemetryRecord[] | undefined>;
+}
+
+/** What processing needs. */
+export interface TelemetryStore {
+  /** Stores the message unless its (device id, message id) is stored already; true when this call stored it. */
+  insertTelemetry(envelope: TelemetryEnvelope): Promise<boolean>;
+}
+
+/** Any number to identify this schema's advisory lock. */
+const SCHEMA_LOCK = 4_300_001;
+
+const SCHEMA = [
+  `CREATE TABLE IF NOT EXISTS devices (
+     id text PRIMARY KEY,
+     password_hash text NOT NULL,
+     created_at timestamptz NOT NULL DEFAULT now())`,
+  `CREATE TABLE IF NOT EXISTS telemetry (
+     device_id text NOT NULL,
+     message_id text NOT NULL,
+     received_at timestamptz NOT NULL,
+     payload jsonb NOT NULL,
+     stored_at timestamptz NOT NULL DEFAULT now(),
+     PRIMARY KEY (device_id, message_id))`,
+  `CREATE INDEX IF NOT EXISTS telemetry_newest ON telemetry (device_id, received_at DESC, message_id DESC)`,
+];
+
+export function createPool(endpoint: Endpoint, password: string, log: Logger): pg.Pool {
+  const pool = new pg.Pool({
+    host: endpoint.host,
+    port: endpoint.port,
+    user: SERVICE_USER,
+    database: DATABASE_NAME,
+    password,
+    max: 5,
+    connectionTimeoutMillis: 5_000,
+    idleTimeoutMillis: 30_000,
+  });
+  // An idle client's connection error would otherwise be an unhandled 'error' event.
+  pool.on('error', (error) => log.warn('database connection lost', { error }));
+  return pool;
+}
+
+export async function ensureSchema(pool: pg.Pool): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('SELECT pg_advisory_xact_lock($1)', [SCHEMA_LOCK]);
+    for (const statement of SCHEMA) await client.query(statement);
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+export class PostgresStore implements DeviceStore, TelemetryStore {
+  constructor(private readonly pool: pg.Pool) {}
+
+  async ping(): Promise<void> {
+    await this.pool.query('SELECT 1');
+  }
+
+  async createDevice(id: string, passwordHash: string): Promise<boolean> {
+    const result = await this.pool.query('INSERT INTO devices (id, password_hash) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING', [id, passwordHash]);
+    return result.rowCount === 1;
+  }
+
+  async passwordHash(id: string): Promise<string | undefined> {
+    const result = await this.pool.query<{ password_hash: string }>('SELECT password_hash FROM devices WHERE id = $1', [id]);
+    return result.rows[0]?.password_hash;
+  }
+
+  async telemetry(deviceId: string, limit: number): Promise<TelemetryRecord[] | undefined> {
+    if ((await this.passwordHash(deviceId)) === undefined) return undefined;
+    const result = await this.pool.query<{ message_id: string; received_at: Date; payload: Payload }>(
+      'SELECT message_id, received_at, payload FROM telemetry WHERE device_id = $1 ORDER BY received_at DESC, message_id DESC LIMIT $2',
+      [deviceId, limit],
+    );
+    return result.rows.map((row) => ({ messageId: row.message_id, receivedAt: row.received_at.toISOString(), payload: row.payload }));
+  }
+
+  async insertTelemetry(envelope: TelemetryEnvelope): Promise<boolean> {
+    const result = await this.pool.query(
+      'INSERT INTO telemetry (device_id, message_id, received_at, payload) VALUES ($1, $2, $3, $4) ON CONFLICT (device_id, message_id) DO NOTHING',
+      [envelope.deviceId, envelope.messageId, envelope.receivedAt, JSON.stringify(envelope.payload)],
+    );
+    return result.rowCount === 1;
+  }
+}

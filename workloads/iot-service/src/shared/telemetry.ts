@@ -1,0 +1,71 @@
+/**
+ * Device ids, message ids, topics and the envelope a message travels in from gateway to processing.
+ *
+ * Guarantees: a valid device id (1–128 of `A-Z a-z 0-9 . _ : -`) is one MQTT topic level, so
+ * `telemetry/<device id>` names exactly one device; a valid message id is 1–128 printable ASCII
+ * characters without spaces. `decodeEnvelope` returns an envelope only for a JSON object with a
+ * valid `messageId` and `deviceId`, an ISO 8601 `receivedAt` and a JSON object or array `payload`,
+ * and throws naming the first defect otherwise, so processing stores nothing malformed.
+ * `encodeEnvelope`/`decodeEnvelope` round-trip.
+ */
+
+import { randomUUID } from 'node:crypto';
+
+export const TELEMETRY_TOPIC_PREFIX = 'telemetry/';
+/** What processing subscribes to on the broker. */
+export const TELEMETRY_SUBSCRIPTION = 'telemetry/+';
+
+const DEVICE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const MESSAGE_ID = /^[\x21-\x7e]{1,128}$/;
+
+export function isDeviceId(value: unknown): value is string {
+  return typeof value === 'string' && DEVICE_ID.test(value);
+}
+
+export function isMessageId(value: unknown): value is string {
+  return typeof value === 'string' && MESSAGE_ID.test(value);
+}
+
+/** A message id assigned at the gateway when the device gives none. */
+export function newMessageId(): string {
+  return randomUUID();
+}
+
+export function telemetryTopic(deviceId: string): string {
+  return `${TELEMETRY_TOPIC_PREFIX}${deviceId}`;
+}
+
+/** A device's telemetry: a JSON object or array (what a device publishes or posts). */
+export type Payload = Record<string, unknown> | unknown[];
+
+export function isPayload(value: unknown): value is Payload {
+  return typeof value === 'object' && value !== null;
+}
+
+export interface TelemetryEnvelope {
+  messageId: string;
+  deviceId: string;
+  /** When the gateway received the message (ISO 8601). */
+  receivedAt: string;
+  payload: Payload;
+}
+
+export function encodeEnvelope(envelope: TelemetryEnvelope): Buffer {
+  return Buffer.from(JSON.stringify(envelope));
+}
+
+export function decodeEnvelope(bytes: Buffer | string): TelemetryEnvelope {
+  let value: unknown;
+  try {
+    value = JSON.parse(bytes.toString());
+  } catch {
+    throw new Error('envelope is not JSON');
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error('envelope is not a JSON object');
+  const { messageId, deviceId, receivedAt, payload } = value as Record<string, unknown>;
+  if (!isMessageId(messageId)) throw new Error('envelope: messageId missing or malformed');
+  if (!isDeviceId(deviceId)) throw new Error('envelope: deviceId missing or malformed');
+  if (typeof receivedAt !== 'string' || Number.isNaN(Date.parse(receivedAt))) throw new Error('envelope: receivedAt is not a time');
+  if (!isPayload(payload)) throw new Error('envelope: payload is not a JSON object or array');
+  return { messageId, deviceId, receivedAt, payload };
+}
