@@ -8,6 +8,12 @@
  * How the pod is placed on the real node: after `make deploy`, a strategic merge patch adds the
  * node selector and toleration of `onRealNode` to the Deployment (what a kustomize patch in
  * config/ does in a user's cluster); the Deployment rolls its pod there.
+ *
+ * Pulling: the image is pushed to the cluster's private registry; before that patch the deployed
+ * ServiceAccount gets a pull secret with the registry's credentials in its imagePullSecrets (what
+ * a user does for a private registry), and the patch sets `imagePullPolicy: Always` (the tag is
+ * the commit's version: a rebuild reuses it), so the kubelet resolves the tag in the registry with
+ * that secret on every pod start. The pod's imageID is the registry's digest.
  * Reported as not run, with the reason, where the cluster has no real node.
  */
 import assert from 'node:assert/strict';
@@ -17,7 +23,7 @@ import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
-import { deletePodAwaitingHandover, onRealNode, operatorImage, realNode, REAL_NODE_NAME, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { deletePodAwaitingHandover, onRealNode, operatorImage, realNode, REAL_NODE_NAME, registryImageId, registryPullSecret, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 
 const run = promisify(execFile);
 const env: TestEnv = await testEnv();
@@ -26,8 +32,9 @@ const skip = node.available ? false : node.reason;
 const operatorDir = fileURLToPath(new URL('..', import.meta.url));
 const SYSTEM_NS = 'ptemplate-operator-system';
 const DEPLOYMENT = 'ptemplate-operator-controller-manager';
+const SERVICE_ACCOUNT = 'ptemplate-operator-controller-manager';
 
-type Pod = KubeObject & { spec: { nodeName?: string }; status?: { conditions?: Array<{ type: string; status: string }> } };
+type Pod = KubeObject & { spec: { nodeName?: string }; status?: { conditions?: Array<{ type: string; status: string }>; containerStatuses?: Array<{ imageID: string }> } };
 
 let kubectl = '';
 let image = '';
@@ -58,11 +65,14 @@ after(async () => {
 });
 
 describe('the ptemplate operator in a real pod (make deploy)', { skip }, () => {
-  test('make deploy IMG=<image>: the pod runs on the real node as the deployed ServiceAccount and serves example.yaml', async () => {
+  test('make deploy IMG=<image>: the pod, pulled from the registry with the ServiceAccount’s pull secret, runs on the real node as that ServiceAccount and serves example.yaml', async () => {
     await make('install');
     await make('deploy', `IMG=${image}`);
-    await env.client.patch(Kinds.Deployment, DEPLOYMENT, SYSTEM_NS, { spec: { template: { spec: onRealNode } } }, 'strategic');
-    await podOnRealNode();
+    const pullSecret = await registryPullSecret(env, SYSTEM_NS);
+    await env.client.patch(Kinds.ServiceAccount, SERVICE_ACCOUNT, SYSTEM_NS, { imagePullSecrets: [{ name: pullSecret }] }, 'strategic');
+    await env.client.patch(Kinds.Deployment, DEPLOYMENT, SYSTEM_NS, { spec: { template: { spec: { ...onRealNode, containers: [{ name: 'manager', imagePullPolicy: 'Always' }] } } } }, 'strategic');
+    const pod = await podOnRealNode();
+    assert.equal(pod.status?.containerStatuses?.[0]?.imageID, await registryImageId(env, image));
     const ns = await env.namespace('pt-pod');
     await run(kubectl, ['--kubeconfig', env.kubeconfigPath, 'apply', '-n', ns, '-f', path.join(operatorDir, 'deploy/crds/pt_v1alpha1_ptemplate_cr.yml')]);
     const daemonSet = await waitFor('DaemonSet consumer-pod-consumer made by the operator in the pod', async () => {
