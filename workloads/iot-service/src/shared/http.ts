@@ -68,7 +68,7 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
 }
 
 /** Answers an error thrown by a handler: its HttpError status, else 500 (the message is then not exposed). */
-export function sendError(res: ServerResponse, error: unknown): void {
-  if (error instanceof HttpError) sendJson(res, error.status, { error: error.message });
+export function sendError(res: ServerResponse, error: unknown, headers: Record<string, string> = {}): void {
+  if (error instanceof HttpError) sendJson(res, error.status, { error: error.message }, headers);
   else sendJson(res, 500, { error: 'internal error' });
 }

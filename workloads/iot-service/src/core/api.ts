@@ -1,0 +1,117 @@
+/**
+ * core's HTTP API (port 8080): the device registry, the telemetry query and the gateway's
+ * credential check.
+ *
+ * Guarantees: every route requires `Authorization: Bearer <api token>` (the instance's api-token
+ * of iot-credentials; compared in constant time) and answers 401 without it or with another token,
+ * before reading the body.
+ * - `POST /v1/devices` `{"id"}` → 201 `{"id","password"}` (a fresh password, stored only hashed);
+ *   the same id again → 409; a malformed id → 400.
+ * - `GET /v1/devices/<id>/telemetry?limit=N` → 200 array of `{"messageId","receivedAt","payload"}`
+ *   newest first, N in 1..1000 (default 100, else 400); unknown device → 404.
+ * - `POST /v1/internal/device-auth` `{"id","password"}` → 200 `{"authenticated": true|false}`:
+ *   the check the gateway makes for each device it has not cached; it tells nothing more than
+ *   whether this pair is valid.
+ * Anything else → 404 (405 for a known path with another method). Errors of the store → 500
+ * without detail in the response (logged).
+ */
+
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { HttpError, parseBearer, readJson, sameSecret, sendError, sendJson } from '../shared/http.ts';
+import type { Logger } from '../shared/log.ts';
+import type { DeviceStore } from '../shared/store.ts';
+import { isDeviceId } from '../shared/telemetry.ts';
+import { generatePassword, hashPassword, verifyPassword } from './passwords.ts';
+
+export const DEFAULT_TELEMETRY_LIMIT = 100;
+export const MAX_TELEMETRY_LIMIT = 1000;
+
+export interface CoreApiOptions {
+  store: DeviceStore;
+  apiToken: string;
+  log: Logger;
+}
+
+function parseLimit(value: string | null): number {
+  if (value === null) return DEFAULT_TELEMETRY_LIMIT;
+  const limit = Number(value);
+  if (!/^\d+$/.test(value) || limit < 1 || limit > MAX_TELEMETRY_LIMIT) {
+    throw new HttpError(400, `limit must be an integer from 1 to ${MAX_TELEMETRY_LIMIT}`);
+  }
+  return limit;
+}
+
+/** A percent-decoded path segment; a malformed encoding yields '' (no device has that id). */
+function decodePathSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return '';
+  }
+}
+
+async function bodyObject(req: IncomingMessage): Promise<Record<string, unknown>> {
+  const body = await readJson(req);
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError(400, 'body must be a JSON object');
+  return body as Record<string, unknown>;
+}
+
+export function createCoreApi(options: CoreApiOptions): RequestListener {
+  const { store, apiToken, log } = options;
+
+  async function registerDevice(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const { id } = await bodyObject(req);
+    if (!isDeviceId(id)) throw new HttpError(400, 'id must be 1-128 characters of A-Z a-z 0-9 . _ : -');
+    const password = generatePassword();
+    if (!(await store.createDevice(id, await hashPassword(password)))) throw new HttpError(409, `device ${id} exists`);
+    log.info('device registered', { device: id });
+    sendJson(res, 201, { id, password });
+  }
+
+  async function deviceTelemetry(deviceId: string, url: URL, res: ServerResponse): Promise<void> {
+    const limit = parseLimit(url.searchParams.get('limit'));
+    const records = isDeviceId(deviceId) ? await store.telemetry(deviceId, limit) : undefined;
+    if (!records) throw new HttpError(404, `no device ${deviceId}`);
+    sendJson(res, 200, records);
+  }
+
+  async function authenticateDevice(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const { id, password } = await bodyObject(req);
+    if (typeof id !== 'string' || typeof password !== 'string') throw new HttpError(400, 'id and password must be strings');
+    const hash = isDeviceId(id) ? await store.passwordHash(id) : undefined;
+    sendJson(res, 200, { authenticated: hash !== undefined && (await verifyPassword(password, hash)) });
+  }
+
+  async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://core');
+    const token = parseBearer(req.headers.authorization);
+    if (token === undefined || !sameSecret(token, apiToken)) {
+      throw new HttpError(401, 'a valid Authorization: Bearer <api token> is required');
+    }
+    const method = req.method ?? 'GET';
+    const only = (allowed: string) => {
+      if (method !== allowed) throw new HttpError(405, `use ${allowed}`);
+    };
+    if (url.pathname === '/v1/devices') {
+      only('POST');
+      return registerDevice(req, res);
+    }
+    if (url.pathname === '/v1/internal/device-auth') {
+      only('POST');
+      return authenticateDevice(req, res);
+    }
+    const telemetry = /^\/v1\/devices\/([^/]+)\/telemetry$/.exec(url.pathname);
+    if (telemetry?.[1]) {
+      only('GET');
+      return deviceTelemetry(decodePathSegment(telemetry[1]), url, res);
+    }
+    throw new HttpError(404, 'not found');
+  }
+
+  return (req, res) => {
+    route(req, res).catch((error: unknown) => {
+      if (!(error instanceof HttpError)) log.error('request failed', { method: req.method, path: req.url?.split('?')[0], error });
+      sendError(res, error);
+    });
+  };
+}

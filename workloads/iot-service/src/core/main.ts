@@ -1,0 +1,71 @@
+/**
+ * core's entry point: `node --import tsx src/core/main.ts` (in the image: `node dist/core.mjs`).
+ *
+ * Guarantees: reads config.yml and IOT_API_TOKEN and IOT_DATABASE_PASSWORD; serves /healthz and
+ * /readyz on 8081 at once (ready = the schema is in place and the database answers); creates the
+ * schema, retrying until the database accepts it, and only then serves the API on 8080. On SIGTERM
+ * it turns unready, stops accepting, finishes open requests and closes the database pool.
+ */
+
+import { createServer } from 'node:http';
+import { credential, loadConfig } from '../shared/config.ts';
+import { startHealthServer } from '../shared/health.ts';
+import { startComponent } from '../shared/lifecycle.ts';
+import { createLogger } from '../shared/log.ts';
+import { closeServer, listenOn } from '../shared/net.ts';
+import { retry } from '../shared/retry.ts';
+import { createPool, ensureSchema, PostgresStore } from '../shared/store.ts';
+import { serviceVersion } from '../shared/version.ts';
+import { createCoreApi } from './api.ts';
+import { CORE_API_PORT, HEALTH_PORT, LISTEN_HOST } from '../shared/ports.ts';
+
+const log = createLogger('core');
+const version = serviceVersion();
+
+await startComponent(log, version, async () => {
+  const config = loadConfig();
+  const apiToken = credential('IOT_API_TOKEN');
+  const pool = createPool(config.endpoints.database, credential('IOT_DATABASE_PASSWORD'), log);
+  const store = new PostgresStore(pool);
+  const stopping = new AbortController();
+  let schemaReady = false;
+
+  const health = await startHealthServer(
+    {
+      component: 'core',
+      version,
+      checks: {
+        schema: async () => {
+          if (!schemaReady) throw new Error('schema not yet created');
+        },
+        database: () => store.ping(),
+      },
+    },
+    { host: LISTEN_HOST, port: HEALTH_PORT },
+  );
+  const api = createServer(createCoreApi({ store, apiToken, log }));
+
+  const serving = retry(() => ensureSchema(pool), {
+    signal: stopping.signal,
+    onFailure: (error, failures) => log.warn('database not ready for the schema; retrying', { error, failures }),
+  }).then(async () => {
+    schemaReady = true;
+    await listenOn(api, { host: LISTEN_HOST, port: CORE_API_PORT });
+    log.info('serving the API', { port: CORE_API_PORT, instance: config.instance, configVersion: config.version });
+  });
+  serving.catch((error: unknown) => {
+    if (stopping.signal.aborted) return;
+    log.error('cannot serve the API', { error });
+    process.exit(1);
+  });
+
+  return {
+    stop: async () => {
+      health.stopping();
+      stopping.abort(new Error('stopping'));
+      if (api.listening) await closeServer(api);
+      await pool.end();
+      await health.close();
+    },
+  };
+});
