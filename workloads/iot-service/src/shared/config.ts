@@ -42,9 +42,9 @@ export function parseEndpoint(text: string, key: string): Endpoint {
   return { host: match[1].replace(/^\[(.*)\]$/, '$1'), port };
 }
 
-function stringAt(document: Record<string, unknown>, key: string): string {
+function stringAt(document: Record<string, unknown>, key: string, prefix = ''): string {
   const value = document[key];
-  if (typeof value !== 'string' || value === '') throw new Error(`config.yml: ${key} must be a non-empty string`);
+  if (typeof value !== 'string' || value === '') throw new Error(`config.yml: ${prefix}${key} must be a non-empty string`);
   return value;
 }
 
@@ -56,7 +56,7 @@ export function parseConfig(text: string): ServiceConfig {
   if (typeof endpoints !== 'object' || endpoints === null || Array.isArray(endpoints)) {
     throw new Error('config.yml: endpoints must be a mapping');
   }
-  const at = (key: string) => parseEndpoint(stringAt(endpoints as Record<string, unknown>, key), `endpoints.${key}`);
+  const at = (key: string) => parseEndpoint(stringAt(endpoints as Record<string, unknown>, key, 'endpoints.'), `endpoints.${key}`);
   return {
     instance: stringAt(root, 'instance'),
     landscape: stringAt(root, 'landscape'),

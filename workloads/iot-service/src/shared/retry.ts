@@ -24,7 +24,7 @@ export async function retry<T>(
     } catch (error) {
       options.signal.throwIfAborted();
       options.onFailure(error, failures);
-      await sleep(delayMs(failures), undefined, { signal: options.signal });
+      await sleep(delayMs(failures), undefined, { signal: options.signal }).catch(() => options.signal.throwIfAborted());
     }
   }
 }

@@ -1,0 +1,76 @@
+/**
+ * config.yml as the operator renders it, the ports the operator opens, credentials, the version
+ * and the gateway's protocols: the components read what the operator gives them.
+ */
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { renderConfigYaml } from '../../../operators/iot/src/resources/configmap.ts';
+import { resolveInstance } from '../../../operators/iot/src/resources/instance.ts';
+import { PORTS } from '../../../operators/iot/src/resources/ports.ts';
+import { credential, parseConfig, parseEndpoint } from '../src/shared/config.ts';
+import { CORE_API_PORT, GATEWAY_HTTP_PORT, GATEWAY_MQTT_PORT, HEALTH_PORT } from '../src/shared/ports.ts';
+import { serviceVersion } from '../src/shared/version.ts';
+import { gatewayProtocols } from '../src/gateway/protocols.ts';
+import packageJson from '../package.json' with { type: 'json' };
+
+test('parseConfig reads the config.yml the operator renders, spec.config entries included', () => {
+  const resolved = resolveInstance(
+    { metadata: { name: 'plant-7', uid: 'u-1' }, spec: { version: '2.4.1', config: { 'log.level': 'debug', yes: 'no' } } },
+    { operatorName: 'landscape', defaultRegistry: 'registry.local/iot' },
+  );
+  assert.ok(resolved.ok);
+  const config = parseConfig(renderConfigYaml(resolved.instance));
+  assert.deepEqual(config, {
+    instance: 'plant-7',
+    landscape: 'landscape',
+    namespace: 'landscape-plant-7',
+    version: '2.4.1',
+    endpoints: {
+      brokerMqtt: { host: 'broker.landscape-plant-7.svc', port: 1883 },
+      database: { host: 'database.landscape-plant-7.svc', port: 5432 },
+      core: { host: 'core.landscape-plant-7.svc', port: 8080 },
+    },
+  });
+});
+
+test('parseConfig names the missing or malformed key', () => {
+  assert.throws(() => parseConfig('- a list'), /not a mapping/);
+  assert.throws(() => parseConfig('instance: a\nlandscape: l\nnamespace: n\nversion: "1"\n'), /endpoints must be a mapping/);
+  const base = 'instance: a\nlandscape: l\nnamespace: n\nversion: "1"\nendpoints:\n  brokerMqtt: "b:1883"\n  database: "d:5432"\n';
+  assert.throws(() => parseConfig(base), /endpoints\.core must be a non-empty string/);
+  assert.throws(() => parseConfig(`${base}  core: "c:99999"\n`), /endpoints\.core must be host:port/);
+  assert.throws(() => parseConfig(base.replace('version: "1"', 'version: ""') + '  core: "c:8080"\n'), /version must be a non-empty string/);
+});
+
+test('parseEndpoint splits host and port, IPv6 in brackets', () => {
+  assert.deepEqual(parseEndpoint('core.ns.svc:8080', 'k'), { host: 'core.ns.svc', port: 8080 });
+  assert.deepEqual(parseEndpoint('[::1]:5432', 'k'), { host: '::1', port: 5432 });
+  for (const bad of ['core', 'core:', ':80', 'core:0', 'a b:1']) assert.throws(() => parseEndpoint(bad, 'k'), /k must be host:port/);
+});
+
+test('the components listen where the operator points Services and probes', () => {
+  assert.equal(CORE_API_PORT, PORTS.http);
+  assert.equal(GATEWAY_HTTP_PORT, PORTS.http);
+  assert.equal(GATEWAY_MQTT_PORT, PORTS.mqtt);
+  assert.equal(HEALTH_PORT, PORTS.health);
+});
+
+test('credential returns the variable or names the missing one', () => {
+  assert.equal(credential('IOT_API_TOKEN', { IOT_API_TOKEN: 't' }), 't');
+  assert.throws(() => credential('IOT_BROKER_PASSWORD', { IOT_BROKER_PASSWORD: '' }), /IOT_BROKER_PASSWORD \(from Secret iot-credentials\) is not set/);
+});
+
+test('serviceVersion: IOT_SERVICE_VERSION, else package.json', () => {
+  assert.equal(serviceVersion({ IOT_SERVICE_VERSION: '2.4.1' }), '2.4.1');
+  assert.equal(serviceVersion({}), packageJson.version);
+});
+
+test('gatewayProtocols: mqtt and http by default; unknown or unserved protocols refused by name', () => {
+  assert.deepEqual([...gatewayProtocols({})], ['mqtt', 'http']);
+  assert.deepEqual([...gatewayProtocols({ IOT_GATEWAY_PROTOCOLS: 'http' })], ['http']);
+  assert.deepEqual([...gatewayProtocols({ IOT_GATEWAY_PROTOCOLS: ' http , mqtt ' })], ['http', 'mqtt']);
+  assert.throws(() => gatewayProtocols({ IOT_GATEWAY_PROTOCOLS: ',' }), /names no protocol/);
+  assert.throws(() => gatewayProtocols({ IOT_GATEWAY_PROTOCOLS: 'mqtt,amqp' }), /unknown protocol "amqp"/);
+  assert.throws(() => gatewayProtocols({ IOT_GATEWAY_PROTOCOLS: 'mqtt,coap' }), /does not serve coap/);
+});
