@@ -1,0 +1,103 @@
+/**
+ * core's API on 127.0.0.1 over the in-memory store: registration, tokens, the telemetry query and
+ * the gateway's device check.
+ */
+
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, test } from 'node:test';
+import { createCoreApi } from '../src/core/api.ts';
+import { closeServer, listenOn } from '../src/shared/net.ts';
+import { API_TOKEN, captureLog, HOST } from './harness.ts';
+import { MemoryStore } from './memory-store.ts';
+
+const store = new MemoryStore();
+let server: Server;
+let base: string;
+
+before(async () => {
+  server = createServer(createCoreApi({ store, apiToken: API_TOKEN, log: captureLog('core').log }));
+  await listenOn(server, { host: HOST, port: 0 });
+  base = `http://${HOST}:${(server.address() as AddressInfo).port}`;
+});
+after(() => closeServer(server));
+
+function call(path: string, init: { method?: string; token?: string | null; body?: unknown; contentType?: string } = {}) {
+  const headers: Record<string, string> = {};
+  if (init.token !== null) headers.Authorization = `Bearer ${init.token ?? API_TOKEN}`;
+  if (init.body !== undefined) headers['Content-Type'] = init.contentType ?? 'application/json';
+  return fetch(`${base}${path}`, {
+    method: init.method ?? (init.body !== undefined ? 'POST' : 'GET'),
+    headers,
+    body: init.body === undefined ? undefined : typeof init.body === 'string' ? init.body : JSON.stringify(init.body),
+  });
+}
+
+test('POST /v1/devices: 201 with a password stored only hashed; the same id again 409', async () => {
+  const created = await call('/v1/devices', { body: { id: 'dev-1' } });
+  assert.equal(created.status, 201);
+  const body = (await created.json()) as { id: string; password: string };
+  assert.equal(body.id, 'dev-1');
+  assert.ok(body.password.length >= 32);
+  assert.match(store.devices.get('dev-1') ?? '', /^scrypt\$/);
+  assert.ok(!(store.devices.get('dev-1') ?? '').includes(body.password));
+
+  const again = await call('/v1/devices', { body: { id: 'dev-1' } });
+  assert.equal(again.status, 409);
+});
+
+test('no token, a wrong token or another scheme: 401 on every route', async () => {
+  for (const token of [null, 'wrong', '']) {
+    assert.equal((await call('/v1/devices', { token, body: { id: 'dev-x' } })).status, 401);
+    assert.equal((await call('/v1/devices/dev-1/telemetry', { token })).status, 401);
+    assert.equal((await call('/v1/internal/device-auth', { token, body: { id: 'dev-1', password: 'x' } })).status, 401);
+  }
+  const basic = await fetch(`${base}/v1/devices/dev-1/telemetry`, { headers: { Authorization: `Basic ${Buffer.from(`x:${API_TOKEN}`).toString('base64')}` } });
+  assert.equal(basic.status, 401);
+  assert.equal(store.devices.has('dev-x'), false);
+});
+
+test('malformed requests: 400, 415, 404, 405', async () => {
+  assert.equal((await call('/v1/devices', { body: { id: 'a/b' } })).status, 400);
+  assert.equal((await call('/v1/devices', { body: {} })).status, 400);
+  assert.equal((await call('/v1/devices', { body: '{oops' })).status, 400);
+  assert.equal((await call('/v1/devices', { body: [1] })).status, 400);
+  assert.equal((await call('/v1/devices', { body: 'id=x', contentType: 'text/plain' })).status, 415);
+  assert.equal((await call('/v1/devices')).status, 405);
+  assert.equal((await call('/v1/nothing')).status, 404);
+  assert.equal((await call('/v1/devices/dev-1/telemetry?limit=0')).status, 400);
+  assert.equal((await call('/v1/devices/dev-1/telemetry?limit=1001')).status, 400);
+  assert.equal((await call('/v1/devices/dev-1/telemetry?limit=2.5')).status, 400);
+  assert.equal((await call('/v1/devices/unknown/telemetry')).status, 404);
+  assert.equal((await call('/v1/devices/%E0%A4%A/telemetry')).status, 404);
+});
+
+test('GET telemetry: newest first, at most limit, only the device\'s own', async () => {
+  await store.createDevice('dev-2', 'unused');
+  const at = (s: number) => new Date(Date.UTC(2025, 0, 1, 0, 0, s)).toISOString();
+  for (const [deviceId, messageId, s] of [['dev-1', 'a', 1], ['dev-1', 'b', 3], ['dev-1', 'c', 2], ['dev-2', 'z', 9]] as const) {
+    await store.insertTelemetry({ deviceId, messageId, receivedAt: at(s), payload: { s } });
+  }
+  const response = await call('/v1/devices/dev-1/telemetry?limit=2');
+  assert.equal(response.status, 200);
+  assert.deepEqual(await response.json(), [
+    { messageId: 'b', receivedAt: at(3), payload: { s: 3 } },
+    { messageId: 'c', receivedAt: at(2), payload: { s: 2 } },
+  ]);
+  assert.equal(((await (await call('/v1/devices/dev-1/telemetry')).json()) as unknown[]).length, 3);
+});
+
+test('the device check says only whether the pair is valid', async () => {
+  const created = (await (await call('/v1/devices', { body: { id: 'dev-3' } })).json()) as { password: string };
+  const check = async (id: unknown, password: unknown) => {
+    const response = await call('/v1/internal/device-auth', { body: { id, password } });
+    assert.equal(response.status, 200);
+    return ((await response.json()) as { authenticated: boolean }).authenticated;
+  };
+  assert.equal(await check('dev-3', created.password), true);
+  assert.equal(await check('dev-3', 'wrong'), false);
+  assert.equal(await check('nobody', created.password), false);
+  assert.equal(await check('a/b', 'x'), false);
+  assert.equal((await call('/v1/internal/device-auth', { body: { id: 'dev-3' } })).status, 400);
+});

@@ -1,0 +1,150 @@
+/**
+ * The gateway on 127.0.0.1, between a device, core (on the in-memory store) and an in-process
+ * aedes standing in for Mosquitto: who is admitted, what is forwarded, and that a device's
+ * acknowledgement waits for the broker's.
+ */
+
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import mqtt from 'mqtt';
+import { decodeEnvelope } from '../src/shared/telemetry.ts';
+import { postHttp, registerDevice, type DeviceCredentials } from '../src/simulator/index.ts';
+import { API_TOKEN, startService, waitFor, type Service } from './harness.ts';
+
+let service: Service;
+let device: DeviceCredentials;
+
+before(async () => {
+  service = await startService({ processing: false });
+  device = await registerDevice({ coreUrl: service.coreUrl, apiToken: API_TOKEN }, 'dev-1');
+});
+after(() => service.close());
+
+const connectDevice = (username: string, password: string) =>
+  mqtt.connectAsync(service.gatewayMqttUrl, { username, password, reconnectPeriod: 0, connectTimeout: 3_000 });
+
+function basic(id: string, password: string) {
+  return `Basic ${Buffer.from(`${id}:${password}`).toString('base64')}`;
+}
+
+test('MQTT: a registered device publishes; the broker gets an envelope with a fresh message id', async () => {
+  const client = await connectDevice(device.id, device.password);
+  await client.publishAsync('telemetry/dev-1', JSON.stringify({ t: 21.5 }), { qos: 1 });
+  await client.endAsync();
+  const packet = service.upstream.published.at(-1);
+  assert.equal(packet?.topic, 'telemetry/dev-1');
+  assert.equal(packet?.qos, 1);
+  const envelope = decodeEnvelope(Buffer.from(packet?.payload ?? ''));
+  assert.equal(envelope.deviceId, 'dev-1');
+  assert.deepEqual(envelope.payload, { t: 21.5 });
+  assert.match(envelope.messageId, /^[0-9a-f-]{36}$/);
+});
+
+test('MQTT: a wrong password, an unknown device or no credentials are refused at CONNECT', async () => {
+  for (const [username, password] of [[device.id, 'wrong'], ['nobody', device.password], ['', '']] as const) {
+    await assert.rejects(connectDevice(username, password), /Bad username or password|Not authorized/, `${username}/${password}`);
+  }
+});
+
+test('MQTT: publishing to another device\'s topic closes the connection unacknowledged and forwards nothing', async () => {
+  await registerDevice({ coreUrl: service.coreUrl, apiToken: API_TOKEN }, 'dev-2');
+  const before = service.upstream.published.length;
+  const client = await connectDevice(device.id, device.password);
+  const closed = new Promise<void>((resolve) => client.once('close', () => resolve()));
+  const acked = client.publishAsync('telemetry/dev-2', JSON.stringify({ forged: true }), { qos: 1 }).then(() => 'acked');
+  await closed;
+  const outcome = await Promise.race([acked, new Promise((resolve) => setTimeout(() => resolve('no puback'), 200))]);
+  assert.equal(outcome, 'no puback');
+  await client.endAsync(true);
+  assert.equal(service.upstream.published.length, before);
+  assert.ok(service.logs.gateway.lines.some((l) => l.msg === 'mqtt publish refused' && l.topic === 'telemetry/dev-2'));
+});
+
+test('MQTT: a payload that is not JSON, and subscriptions, are refused', async () => {
+  const client = await connectDevice(device.id, device.password);
+  await assert.rejects(client.subscribeAsync('telemetry/#', { qos: 1 }), /Subscribe error/);
+  const closed = new Promise<void>((resolve) => client.once('close', () => resolve()));
+  void client.publishAsync('telemetry/dev-1', 'not json', { qos: 1 }).catch(() => undefined);
+  await closed;
+  await client.endAsync(true);
+});
+
+test('MQTT: the device\'s PUBACK waits for the broker\'s', async () => {
+  const client = await connectDevice(device.id, device.password);
+  const held = service.upstream.hold();
+  let acked = false;
+  const publish = client.publishAsync('telemetry/dev-1', JSON.stringify({ n: 1 }), { qos: 1 }).then(() => {
+    acked = true;
+  });
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.equal(acked, false, 'no PUBACK while the broker holds its acknowledgement');
+  held.release();
+  await publish;
+  assert.equal(acked, true);
+  await client.endAsync();
+});
+
+test('HTTP: 202 only once the broker accepted; the given Message-Id is carried', async () => {
+  const held = service.upstream.hold();
+  let answered = false;
+  const post = postHttp(service.gatewayHttpUrl, device, { t: 1 }, 'msg-given-1').then((id) => {
+    answered = true;
+    return id;
+  });
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.equal(answered, false, 'no 202 while the broker holds its acknowledgement');
+  held.release();
+  assert.equal(await post, 'msg-given-1');
+  const envelope = decodeEnvelope(Buffer.from(service.upstream.published.at(-1)?.payload ?? ''));
+  assert.equal(envelope.messageId, 'msg-given-1');
+  assert.equal(envelope.deviceId, 'dev-1');
+  assert.match(await postHttp(service.gatewayHttpUrl, device, [1, 2]), /^[0-9a-f-]{36}$/, 'assigned when not given');
+});
+
+test('HTTP: wrong or missing credentials 401 with WWW-Authenticate; bad input 400/415; other paths 404/405', async () => {
+  const post = (headers: Record<string, string>, body = '{"t":1}', path = '/v1/telemetry', method = 'POST') =>
+    fetch(`${service.gatewayHttpUrl}${path}`, { method, headers: { 'Content-Type': 'application/json', ...headers }, body: method === 'GET' ? undefined : body });
+  const wrong = await post({ Authorization: basic(device.id, 'wrong') });
+  assert.equal(wrong.status, 401);
+  assert.match(wrong.headers.get('www-authenticate') ?? '', /^Basic /);
+  assert.equal((await post({})).status, 401);
+  assert.equal((await post({ Authorization: `Bearer ${API_TOKEN}` })).status, 401);
+  const auth = { Authorization: basic(device.id, device.password) };
+  assert.equal((await post(auth, 'oops')).status, 400);
+  assert.equal((await post(auth, '42')).status, 400);
+  assert.equal((await post({ ...auth, 'Message-Id': 'has space' })).status, 400);
+  assert.equal((await post({ ...auth, 'Content-Type': 'text/plain' })).status, 415);
+  assert.equal((await post(auth, '{}', '/v1/other')).status, 404);
+  assert.equal((await post(auth, '', '/v1/telemetry', 'GET')).status, 405);
+});
+
+test('a device registered after the gateway refused it is admitted without a restart', async () => {
+  await assert.rejects(connectDevice('dev-late', 'whatever'));
+  const late = await registerDevice({ coreUrl: service.coreUrl, apiToken: API_TOKEN }, 'dev-late');
+  const client = await connectDevice(late.id, late.password);
+  await client.publishAsync('telemetry/dev-late', '{"hello":1}', { qos: 1 });
+  await client.endAsync();
+  assert.match(await postHttp(service.gatewayHttpUrl, late, { hello: 2 }), /.+/);
+});
+
+test('with the broker gone, HTTP answers 503 and an MQTT device gets no PUBACK', async () => {
+  const isolated = await startService({ processing: false });
+  try {
+    const dev = await registerDevice({ coreUrl: isolated.coreUrl, apiToken: API_TOKEN }, 'dev-9');
+    const device9 = await mqtt.connectAsync(isolated.gatewayMqttUrl, { username: dev.id, password: dev.password, reconnectPeriod: 0 });
+    await isolated.upstream.close();
+    await waitFor(() => !isolated.brokerLink.connected(), 'the gateway to see the broker gone');
+    const response = await fetch(`${isolated.gatewayHttpUrl}/v1/telemetry`, {
+      method: 'POST',
+      headers: { Authorization: basic(dev.id, dev.password), 'Content-Type': 'application/json' },
+      body: '{"t":1}',
+    });
+    assert.equal(response.status, 503);
+    const closed = new Promise<void>((resolve) => device9.once('close', () => resolve()));
+    void device9.publishAsync('telemetry/dev-9', '{"t":2}', { qos: 1 }).catch(() => undefined);
+    await closed;
+    await device9.endAsync(true);
+  } finally {
+    await isolated.close().catch(() => undefined);
+  }
+});
