@@ -7,6 +7,12 @@
  * a burst of 100 instances under the chart's memory limit, two pods sharing the instances as
  * shards of the chart's ControllerRing (the cluster's controller sharder assigns them), and
  * `helm uninstall`.
+ *
+ * Pulling: the image is pushed to the cluster's private registry, the landscape's
+ * image-pull-secret holds the registry's credentials (the chart's pod and ServiceAccount name it),
+ * and the chart's `image.pullPolicy=Always` makes the kubelet resolve the tag in the registry with
+ * that secret on every pod start (the tag is the commit's version: a rebuild reuses it). The pod's
+ * imageID is the registry's digest.
  * Reported as not run, with the reason, where the cluster has no real node.
  */
 import assert from 'node:assert/strict';
@@ -16,8 +22,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { CONTROLLER_RING_LABEL, Kinds, customResource, isNotFound, shardLabel, type KubeObject } from '@iot-operator/runtime';
-import { deletePodAwaitingHandover, onRealNode, operatorImage, podPeakMemoryBytes, realNode, REAL_NODE_NAME, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { abandonLandscape, createPullSecret, iotService, waitForPhase, type IoTObject } from './e2e-support.ts';
+import { deletePodAwaitingHandover, onRealNode, operatorImage, podPeakMemoryBytes, realNode, REAL_NODE_NAME, registryImageId, registryPullSecret, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { abandonLandscape, iotService, waitForPhase, type IoTObject } from './e2e-support.ts';
 
 const run = promisify(execFile);
 process.env.CLUSTER_SHARDER = '1'; // cluster/up.sh (run by testEnv) starts the sharder unless it runs
@@ -29,7 +35,7 @@ const IoTServices = customResource('cp.iotservices.io', 'v1alpha1', 'IoTService'
 
 type Pod = KubeObject & {
   spec: { nodeName?: string };
-  status?: { phase?: string; conditions?: Array<{ type: string; status: string }>; containerStatuses?: Array<{ restartCount: number; lastState?: { terminated?: { reason?: string } } }> };
+  status?: { phase?: string; conditions?: Array<{ type: string; status: string }>; containerStatuses?: Array<{ restartCount: number; imageID: string; lastState?: { terminated?: { reason?: string } } }> };
 };
 type Lease = KubeObject & { spec: { holderIdentity?: string } };
 
@@ -45,7 +51,7 @@ async function helmRun(...args: string[]): Promise<string> {
 function chartValues(extra: string[] = []): string[] {
   const [repository, tag] = [imageRef.slice(0, imageRef.lastIndexOf(':')), imageRef.slice(imageRef.lastIndexOf(':') + 1)];
   return [
-    '--set', `image.repository=${repository}`, '--set', `image.tag=${tag}`,
+    '--set', `image.repository=${repository}`, '--set', `image.tag=${tag}`, '--set', 'image.pullPolicy=Always',
     '--set-json', `nodeSelector=${JSON.stringify(onRealNode.nodeSelector)}`,
     '--set-json', `tolerations=${JSON.stringify(onRealNode.tolerations)}`,
     ...extra,
@@ -95,7 +101,7 @@ before(async () => {
   helm = (await run('bash', [path.join(repoRoot, 'cluster/build-helm.sh')], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
   imageRef = await operatorImage('iot');
   landscape = await env.namespace('ls-pod', { 'pod-security.kubernetes.io/enforce': 'restricted', 'pod-security.kubernetes.io/enforce-version': 'latest' });
-  await createPullSecret(env, landscape);
+  await registryPullSecret(env, landscape, 'image-pull-secret');
   release = `iot-${landscape.slice(-6)}`;
 });
 
@@ -107,12 +113,13 @@ after(async () => {
 });
 
 describe('the IoT operator in a real pod, installed with its chart', { skip }, () => {
-  test('helm install: the pod passes PSA restricted, becomes Ready through its probes on the real node, and makes an IoTService Available', async () => {
+  test('helm install: the pod, pulled from the registry with the landscape’s image-pull-secret, passes PSA restricted, becomes Ready through its probes on the real node, and makes an IoTService Available', async () => {
     const started = Date.now();
     await helmRun('install', release, chart, '-n', landscape, ...chartValues());
     const [pod] = await waitForReadyPods(1);
     console.log(`# install → operator pod Ready: ${((Date.now() - started) / 1000).toFixed(1)} s`);
     assert.equal(pod!.spec.nodeName, REAL_NODE_NAME);
+    assert.equal(pod!.status?.containerStatuses?.[0]?.imageID, await registryImageId(env, imageRef));
     await env.client.create(IoTServices, iotService('tenant-a', landscape));
     const iot = await waitForPhase(env, landscape, 'tenant-a', 'Available', 120_000);
     assert.equal(iot.status?.ready, '7/7');
