@@ -18,7 +18,7 @@ import { coreDeviceCheck, DeviceAuthenticator } from '../src/gateway/devices.ts'
 import { connectBroker, type BrokerLink } from '../src/gateway/forwarder.ts';
 import { createHttpAdapter } from '../src/gateway/http-adapter.ts';
 import { startMqttAdapter, type MqttAdapter } from '../src/gateway/mqtt-adapter.ts';
-import { createAckHandler } from '../src/processing/writer.ts';
+import { createMessageHandler } from '../src/processing/writer.ts';
 import { SERVICE_USER } from '../src/shared/config.ts';
 import { createLogger, type Logger } from '../src/shared/log.ts';
 import { closeServer, listenOn } from '../src/shared/net.ts';
@@ -126,15 +126,21 @@ export async function startService(options: { processing?: boolean } = {}): Prom
   let processing: { client: mqtt.MqttClient; stop: AbortController } | undefined;
   const startProcessing = async () => {
     const stop = new AbortController();
-    const client = await mqtt.connectAsync(upstream.url, {
+    const client = mqtt.connect(upstream.url, {
       username: SERVICE_USER,
       password: BROKER_PASSWORD,
       clientId: 'iot-processing',
       clean: false,
       reconnectPeriod: 0,
-      customHandleAcks: createAckHandler({ store, log: logs.processing.log, signal: stop.signal, delayMs: () => 5 }),
+      manualConnect: true,
     });
-    client.on('error', () => undefined); // a withheld acknowledgement at stop is reported here
+    // Set before connecting: messages waiting in the session arrive right after CONNACK.
+    client.handleMessage = createMessageHandler({ store, log: logs.processing.log, signal: stop.signal, delayMs: () => 5 });
+    client.connect();
+    await new Promise<void>((resolve, reject) => {
+      client.once('connect', () => resolve());
+      client.once('error', reject);
+    });
     await client.subscribeAsync('telemetry/+', { qos: 1 });
     processing = { client, stop };
   };

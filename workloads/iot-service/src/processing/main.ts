@@ -21,7 +21,7 @@ import { retry } from '../shared/retry.ts';
 import { createPool, ensureSchema, PostgresStore } from '../shared/store.ts';
 import { TELEMETRY_SUBSCRIPTION } from '../shared/telemetry.ts';
 import { serviceVersion } from '../shared/version.ts';
-import { createAckHandler } from './writer.ts';
+import { createMessageHandler } from './writer.ts';
 
 /** One session for the whole instance: the broker keeps its messages while processing restarts. */
 const PROCESSING_CLIENT_ID = 'iot-processing';
@@ -66,8 +66,8 @@ await startComponent(log, version, async () => {
       clean: false,
       reconnectPeriod: 1_000,
       connectTimeout: 5_000,
-      customHandleAcks: createAckHandler({ store, log, signal: stopping.signal }),
     });
+    session.handleMessage = createMessageHandler({ store, log, signal: stopping.signal });
     client = session;
     session.on('connect', (connack) => {
       session.subscribe(TELEMETRY_SUBSCRIPTION, { qos: 1 }, (error) => {

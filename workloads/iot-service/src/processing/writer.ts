@@ -2,17 +2,19 @@
  * processing's core: each message from the broker is written to the database once, and
  * acknowledged only after the write committed.
  *
- * Guarantees: `createAckHandler` is an mqtt.js `customHandleAcks` handler: for a message it decodes
- * the envelope and inserts it keyed by (device id, message id), retrying a failing write until it
- * succeeds, and only then acknowledges (PUBACK); a message stored before (a redelivery) is
+ * Guarantees: `createMessageHandler` is an mqtt.js `MqttClient#handleMessage` (mqtt.js sends the
+ * PUBACK of a QoS 1 message only after it called back without error, in every protocol version;
+ * its `customHandleAcks` option works only with MQTT 5): for a message it decodes the envelope
+ * and inserts it keyed by (device id, message id), retrying a failing write until it succeeds,
+ * and only then calls back, so the PUBACK follows the commit; a message stored before (a redelivery) is
  * acknowledged without a second row. Once `signal` aborts it acknowledges nothing more: a message
  * in retry or arriving later stays unacknowledged and the broker delivers it again to the
  * persistent session. A message that is not a valid envelope can never be stored: it is logged
  * and acknowledged, so it cannot block the messages behind it. mqtt.js hands over the next message
- * only after this one is acknowledged or given up, so writes happen in the broker's order.
+ * only after this handler called back, so writes happen in the broker's order.
  */
 
-import type { AckHandler } from 'mqtt';
+import type { MqttClient } from 'mqtt';
 import type { Logger } from '../shared/log.ts';
 import { retry } from '../shared/retry.ts';
 import type { TelemetryStore } from '../shared/store.ts';
@@ -46,11 +48,11 @@ export async function writeMessage(message: Buffer, options: WriterOptions): Pro
   return stored ? 'stored' : 'duplicate';
 }
 
-export function createAckHandler(options: WriterOptions): AckHandler {
-  return (_topic, message, _packet, done) => {
-    writeMessage(message, options).then(
-      () => done(0),
-      (error: unknown) => done(error instanceof Error ? error : new Error(String(error))),
+export function createMessageHandler(options: WriterOptions): MqttClient['handleMessage'] {
+  return (packet, callback) => {
+    writeMessage(Buffer.from(packet.payload), options).then(
+      () => callback(),
+      (error: unknown) => callback(error instanceof Error ? error : new Error(String(error))),
     );
   };
 }

@@ -1,0 +1,40 @@
+/**
+ * The device simulator against the whole service in one process on 127.0.0.1: everything sent
+ * over MQTT and HTTP is read back from core, and refusals reach the caller.
+ */
+
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { HttpStatusError, postHttp, publishMqtt, readTelemetry, registerDevice, simulateDevice } from '../src/simulator/index.ts';
+import { API_TOKEN, startService, type Service } from './harness.ts';
+
+let service: Service;
+before(async () => {
+  service = await startService();
+});
+after(() => service.close());
+
+test('M messages over MQTT and M over HTTP are all stored, newest first, each once', async () => {
+  const addresses = { coreUrl: service.coreUrl, gatewayHttpUrl: service.gatewayHttpUrl, gatewayMqttUrl: service.gatewayMqttUrl, apiToken: API_TOKEN };
+  const report = await simulateDevice(addresses, { deviceId: 'sim-1', messages: 5, timeoutMs: 10_000, pollMs: 20 });
+  assert.deepEqual(report.sent, { mqtt: 5, http: 5, total: 10 });
+  assert.equal(report.stored, 10);
+  const records = await readTelemetry(addresses, 'sim-1', 100);
+  assert.equal(records.length, 10);
+  const times = records.map((r) => r.receivedAt);
+  assert.deepEqual(times, [...times].sort().reverse());
+  assert.deepEqual(
+    records.map((r) => (r.payload as { via: string }).via).sort(),
+    ['http', 'http', 'http', 'http', 'http', 'mqtt', 'mqtt', 'mqtt', 'mqtt', 'mqtt'],
+  );
+});
+
+test('a wrong device password is refused on both protocols, a wrong token with 401', async () => {
+  const device = await registerDevice({ coreUrl: service.coreUrl, apiToken: API_TOKEN }, 'sim-2');
+  const wrong = { id: device.id, password: 'wrong' };
+  await assert.rejects(publishMqtt(service.gatewayMqttUrl, wrong, [{ x: 1 }]), /Bad username or password/);
+  await assert.rejects(postHttp(service.gatewayHttpUrl, wrong, { x: 1 }), (e: unknown) => e instanceof HttpStatusError && e.status === 401);
+  await assert.rejects(registerDevice({ coreUrl: service.coreUrl, apiToken: 'wrong' }, 'sim-3'), (e: unknown) => e instanceof HttpStatusError && e.status === 401);
+  await assert.rejects(readTelemetry({ coreUrl: service.coreUrl, apiToken: 'wrong' }, 'sim-2', 10), (e: unknown) => e instanceof HttpStatusError && e.status === 401);
+  await assert.rejects(registerDevice({ coreUrl: service.coreUrl, apiToken: API_TOKEN }, 'sim-2'), (e: unknown) => e instanceof HttpStatusError && e.status === 409);
+});
