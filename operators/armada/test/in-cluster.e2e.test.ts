@@ -4,13 +4,17 @@
  * pod on the local cluster's real node (in a namespace of its own, watching another) with a read-only root file system (helm's cache, config
  * and fetched charts in the /tmp emptyDir). helm inside the image installs, upgrades and
  * uninstalls a release; deleting the pod ends it within its grace period and releases its Lease.
+ * Pulling: the image is pushed to the cluster's private registry and the chart's
+ * `imagePullSecrets` names a Secret with the registry's credentials; `image.pullPolicy=Always`
+ * (the tag is the commit's version: a rebuild reuses it) makes the kubelet resolve the tag in the
+ * registry with it on every pod start. The pod's imageID is the registry's digest.
  * Reported as not run, with the reason, where the cluster has no real node.
  */
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
-import { deletePodAwaitingHandover, onRealNode, operatorImage, realNode, REAL_NODE_NAME, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { deletePodAwaitingHandover, onRealNode, operatorImage, realNode, REAL_NODE_NAME, registryImageId, registryPullSecret, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { ArmadaChart } from '../src/api/armada.ts';
 import { helm, helmHistory, helmList, installArmadaCrds, waitForChartState } from './e2e-support.ts';
 
@@ -19,8 +23,9 @@ const node = await realNode(env);
 const skip = node.available ? false : node.reason;
 const chart = path.join(repoRoot, 'operators/armada/chart/armada-operator');
 
-type Pod = KubeObject & { spec: { nodeName?: string }; status?: { conditions?: Array<{ type: string; status: string }>; containerStatuses?: Array<{ restartCount: number }> } };
+type Pod = KubeObject & { spec: { nodeName?: string }; status?: { conditions?: Array<{ type: string; status: string }>; containerStatuses?: Array<{ restartCount: number; imageID: string }> } };
 
+let image = '';
 let operatorNs = '';
 let ns = '';
 const isReady = (p: Pod) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true && !p.metadata.deletionTimestamp;
@@ -45,12 +50,14 @@ function exampleChart(values: Record<string, unknown>): KubeObject & Record<stri
 
 before(async () => {
   if (skip) return;
-  const image = await operatorImage('armada');
+  image = await operatorImage('armada');
   await installArmadaCrds(env);
   operatorNs = await env.namespace('armada-operator');
   ns = await env.namespace('armada-charts');
+  const pullSecret = await registryPullSecret(env, operatorNs, 'image-pull-secret');
   const [repository, tag] = [image.slice(0, image.lastIndexOf(':')), image.slice(image.lastIndexOf(':') + 1)];
-  await helm(env, 'install', 'armada-operator', chart, '-n', operatorNs, '--skip-crds', '--set', `image.repository=${repository}`, '--set', `image.tag=${tag}`, '--set', `watchNamespace=${ns}`,
+  await helm(env, 'install', 'armada-operator', chart, '-n', operatorNs, '--skip-crds', '--set', `image.repository=${repository}`, '--set', `image.tag=${tag}`, '--set', 'image.pullPolicy=Always',
+    '--set-json', `imagePullSecrets=${JSON.stringify([{ name: pullSecret }])}`, '--set', `watchNamespace=${ns}`,
     '--set-json', `nodeSelector=${JSON.stringify(onRealNode.nodeSelector)}`, '--set-json', `tolerations=${JSON.stringify(onRealNode.tolerations)}`);
 });
 after(async () => {
@@ -59,6 +66,11 @@ after(async () => {
 });
 
 describe('the Armada operator in a real pod', { skip }, () => {
+  test('the pod runs the image the kubelet pulled from the registry with the chart’s imagePullSecrets', async () => {
+    const pod = await operatorPod();
+    assert.equal(pod.status?.containerStatuses?.[0]?.imageID, await registryImageId(env, image));
+  });
+
   test('helm inside the image installs, upgrades and uninstalls a release, on a read-only root file system', async () => {
     await operatorPod();
     await env.client.create(ArmadaChart, exampleChart({ conf: { foo1: 'bar1' } }));
