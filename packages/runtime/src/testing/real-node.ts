@@ -15,7 +15,7 @@
  * - `podPeakMemoryBytes(uid)` reads a real pod's memory high-water mark from its cgroup.
  * - `operatorImage(name)` builds `operators/<name>/Dockerfile` with `npm run image:build` once per
  *   test process and returns its reference: with a real node, in the cluster's private registry
- *   (pushed there, nothing loaded onto the node), so only a pod with a pull secret runs it.
+ *   (pushed there, nothing loaded onto the node): a pod pulls it with a pull secret.
  *   `pushUnderTag` pushes such an image under another reference (the tags a CSV names);
  *   `registryImageId(env, image)` is the imageID a container reports when the kubelet pulled that
  *   reference from the registry (`<repository>@<digest the registry serves>`).
