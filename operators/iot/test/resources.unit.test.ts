@@ -309,6 +309,9 @@ describe('pods', () => {
     const core = onlyContainer(podSpecs(children()).find(([n]) => n === 'core')![1]);
     const fromSecret = (core.env ?? []).filter((e) => e.valueFrom?.secretKeyRef?.name === 'iot-credentials');
     assert.deepEqual(fromSecret.map((e) => e.valueFrom?.secretKeyRef?.key).sort(), ['api-token', 'broker-password', 'database-password']);
+    const gateway = onlyContainer(podSpecs(children()).find(([n]) => n === 'gateway')![1]);
+    const gatewaySecrets = (gateway.env ?? []).filter((e) => e.valueFrom?.secretKeyRef?.name === 'iot-credentials');
+    assert.deepEqual(gatewaySecrets.map((e) => `${e.name}=${e.valueFrom?.secretKeyRef?.key}`), ['IOT_API_TOKEN=api-token', 'IOT_BROKER_PASSWORD=broker-password']);
     for (const [, spec] of podSpecs(children())) {
       for (const env of onlyContainer(spec).env ?? []) {
         assert.ok(!Object.values(CREDENTIALS).includes(env.value ?? ''), 'no credential as a literal env value');
@@ -354,7 +357,6 @@ describe('config map and checksum', () => {
     assert.equal(config['landscape'], 'devawsk8s');
     assert.equal(config['version'], '2.4.1');
     assert.deepEqual(config['endpoints'], {
-      broker: 'broker.devawsk8s-tenant-a.svc:5672',
       brokerMqtt: 'broker.devawsk8s-tenant-a.svc:1883',
       database: 'database.devawsk8s-tenant-a.svc:5432',
       core: 'core.devawsk8s-tenant-a.svc:8080',
@@ -453,6 +455,22 @@ describe('services', () => {
     );
   });
 
+  it('gateway is told its enabled protocols in IOT_GATEWAY_PROTOCOLS, in the order mqtt, mqtts, http, coap', () => {
+    const protocolsOf = (protocols: ('mqtt' | 'mqtts' | 'http' | 'coap')[]) =>
+      onlyContainer(desiredGatewayDeployment(testInstance({ gateway: { protocols } }), 'x').spec!.template.spec!).env?.find(
+        (e) => e.name === 'IOT_GATEWAY_PROTOCOLS',
+      )?.value;
+    assert.equal(protocolsOf(['http', 'mqtt']), 'mqtt,http');
+    assert.equal(protocolsOf(['coap', 'mqtts']), 'mqtts,coap');
+  });
+
+  it('the broker speaks MQTT only: its probes check 1883, never AMQP 5672', () => {
+    const broker = onlyContainer(find<V1StatefulSet>(children(), 'StatefulSet', 'broker').spec!.template.spec!);
+    assert.deepEqual(broker.readinessProbe?.tcpSocket, { port: 1883 });
+    assert.deepEqual(broker.livenessProbe?.tcpSocket, { port: 1883 });
+    assert.deepEqual(broker.ports?.map((p) => p.containerPort), [1883]);
+  });
+
   it('gateway Service type comes from spec.gateway.serviceType', () => {
     assert.equal(desiredGatewayService(testInstance()).spec?.type, 'ClusterIP');
     assert.equal(desiredGatewayService(testInstance({ gateway: { serviceType: 'LoadBalancer' } }, PERMISSIVE_CONFIG)).spec?.type, 'LoadBalancer');
@@ -463,7 +481,7 @@ describe('services', () => {
     assert.deepEqual(ports(find<V1Service>(all, 'Service', 'core')), ['http:8080/TCP->8080']);
     const broker = desiredBrokerService(testInstance());
     assert.equal(broker.spec?.clusterIP, 'None');
-    assert.deepEqual(ports(broker), ['amqp:5672/TCP->5672', 'mqtt:1883/TCP->1883']);
+    assert.deepEqual(ports(broker), ['mqtt:1883/TCP->1883']);
     const database = find<V1Service>(all, 'Service', 'database');
     assert.equal(database.spec?.clusterIP, 'None');
     assert.deepEqual(ports(database), ['database:5432/TCP->5432']);

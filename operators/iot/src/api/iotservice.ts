@@ -10,7 +10,9 @@
  * accepted here too (the operator's check is at most stricter; see `validateIoTServiceSpec`).
  *
  * Replica ranges (chosen, documented in the CRD descriptions):
- *   gateway 0..50 (default 2), core 0..20 (default 2), processing 0..50 (default 1),
+ *   gateway 0..50 (default 2), core 0..20 (default 2), processing 0..1 (default 1: processing
+ *   holds the instance's one persistent broker session, so that messages published while it is
+ *   away wait at the broker; a second replica would take that session over from the first),
  *   broker 1..7 (default 1; an odd count keeps a quorum), database 1..5 (default 1).
  * core and processing may be scaled to 0 to stop an instance's API or pipeline without deleting
  * it; broker and database hold the instance's data and always run at least one replica.
@@ -78,7 +80,7 @@ export type ComponentName = (typeof COMPONENTS)[number];
 export const REPLICA_RANGES: Readonly<Record<ComponentName, { min: number; max: number; default: number }>> = {
   gateway: { min: 0, max: 50, default: 2 },
   core: { min: 0, max: 20, default: 2 },
-  processing: { min: 0, max: 50, default: 1 },
+  processing: { min: 0, max: 1, default: 1 },
   broker: { min: 1, max: 7, default: 1 },
   database: { min: 1, max: 5, default: 1 },
 };
@@ -247,7 +249,7 @@ const componentDescription: Readonly<Record<ComponentName, string>> = {
   gateway: 'Device-facing ingestion: a Deployment and a Service with one port per protocol.',
   core: 'Device registry and management API: a Deployment and a Service on port 8080.',
   processing: 'Message processing pipeline: a Deployment without a Service.',
-  broker: 'Message broker: a StatefulSet and a headless Service (5672 AMQP, 1883 MQTT).',
+  broker: 'Message broker: a StatefulSet and a headless Service (1883 MQTT).',
   database: 'Time-series store: a StatefulSet and a headless Service (5432).',
 };
 

@@ -23,8 +23,7 @@ export const CONFIG_FILE_KEY = 'config.yml';
 export const CONFIG_CHECKSUM_ANNOTATION = 'cp.iotservices.io/config-checksum';
 
 export interface InstanceEndpoints {
-  /** AMQP endpoint of the broker. */
-  broker: string;
+  /** MQTT endpoint of the broker (the reference broker speaks MQTT only). */
   brokerMqtt: string;
   database: string;
   core: string;
@@ -34,7 +33,6 @@ export interface InstanceEndpoints {
 export function instanceEndpoints(instance: Instance): InstanceEndpoints {
   const host = (service: string) => `${service}.${instance.namespace}.svc`;
   return {
-    broker: `${host('broker')}:${PORTS.amqp}`,
     brokerMqtt: `${host('broker')}:${PORTS.mqtt}`,
     database: `${host('database')}:${PORTS.database}`,
     core: `${host('core')}:${PORTS.http}`,

@@ -5,10 +5,13 @@
  * replicas of the spec, an immutable selector (instance + component), the shared hardened pod
  * template (pod.ts) and an explicit 600 s progress deadline (after which the Deployment reports
  * ProgressDeadlineExceeded and the instance goes Failed). The gateway exposes exactly the ports of
- * its enabled protocols plus the health port.
+ * its enabled protocols plus the health port, is told those protocols in IOT_GATEWAY_PROTOCOLS and
+ * gets the API token to check devices against core. Components know the broker and the database
+ * as user `iot`, which the reference images fix (iot-credentials holds only passwords).
  */
 
 import type { V1Deployment } from '@kubernetes/client-node';
+import { GATEWAY_PROTOCOLS } from '../api/iotservice.ts';
 import type { Instance } from './instance.ts';
 import { componentLabels, componentSelector } from './labels.ts';
 import { desiredPodTemplate, httpProbe, type ContainerRuntime } from './pod.ts';
@@ -17,14 +20,23 @@ import { CORE_API_PORT, HEALTH_PORT, gatewayPorts, PORTS } from './ports.ts';
 export type DeploymentComponent = 'gateway' | 'core' | 'processing';
 export const DEPLOYMENT_COMPONENTS: readonly DeploymentComponent[] = ['gateway', 'core', 'processing'];
 export const PROGRESS_DEADLINE_SECONDS = 600;
+/** The gateway's enabled protocols, comma-separated in the order mqtt, mqtts, http, coap. */
+export const GATEWAY_PROTOCOLS_ENV = 'IOT_GATEWAY_PROTOCOLS';
 
 const healthProbes = {
   readinessProbe: httpProbe('/readyz', PORTS.health, 'readiness'),
   livenessProbe: httpProbe('/healthz', PORTS.health, 'liveness'),
 };
 
+/** The gateway checks devices against core with the API token and serves the protocols of IOT_GATEWAY_PROTOCOLS. */
 export function gatewayRuntime(instance: Instance): ContainerRuntime {
-  return { ports: [...gatewayPorts(instance.spec.gateway.protocols), HEALTH_PORT], ...healthProbes, credentials: ['brokerPassword'] };
+  const enabled = instance.spec.gateway.protocols;
+  return {
+    ports: [...gatewayPorts(enabled), HEALTH_PORT],
+    ...healthProbes,
+    credentials: ['apiToken', 'brokerPassword'],
+    environment: [{ name: GATEWAY_PROTOCOLS_ENV, value: GATEWAY_PROTOCOLS.filter((p) => enabled.includes(p)).join(',') }],
+  };
 }
 
 export const CORE_RUNTIME: ContainerRuntime = {

@@ -50,6 +50,8 @@ export interface ContainerRuntime {
   readinessProbe: V1Probe;
   livenessProbe: V1Probe;
   credentials: readonly CredentialName[];
+  /** Further environment variables, after IOT_CONFIG_FILE and the credentials. */
+  environment?: readonly V1EnvVar[];
   /** Writable data directory (StatefulSets), mounted from volume `data`. */
   dataPath?: string;
 }
@@ -103,13 +105,14 @@ function containerPorts(ports: readonly NamedPort[]): V1ContainerPort[] {
   return ports.map((p) => ({ name: p.name, containerPort: p.port, protocol: p.protocol }));
 }
 
-function environment(configMountPath: string, credentials: readonly CredentialName[]): V1EnvVar[] {
+function environment(configMountPath: string, runtime: ContainerRuntime): V1EnvVar[] {
   return [
     { name: 'IOT_CONFIG_FILE', value: configMountPath },
-    ...credentials.map((credential) => ({
+    ...runtime.credentials.map((credential) => ({
       name: CREDENTIAL_ENV[credential],
       valueFrom: { secretKeyRef: { name: CREDENTIALS_SECRET_NAME, key: CREDENTIAL_KEYS[credential] } },
     })),
+    ...(runtime.environment ?? []).map((variable) => ({ ...variable })),
   ];
 }
 
@@ -143,7 +146,7 @@ export function desiredPodTemplate(
     image: componentImage(instance, component),
     imagePullPolicy: 'IfNotPresent',
     ...(runtime.ports.length > 0 ? { ports: containerPorts(runtime.ports) } : {}),
-    env: environment(instance.configMountPath, runtime.credentials),
+    env: environment(instance.configMountPath, runtime),
     ...(resources ? { resources } : {}),
     volumeMounts,
     readinessProbe: runtime.readinessProbe,

@@ -13,7 +13,6 @@ export const PORTS = {
   mqtts: 8883,
   http: 8080,
   coap: 5683,
-  amqp: 5672,
   database: 5432,
   /** Health endpoints (/healthz, /readyz) of gateway, core and processing. */
   health: 8081,
@@ -45,8 +44,6 @@ export function gatewayPorts(protocols: readonly GatewayProtocol[]): NamedPort[]
 
 export const CORE_API_PORT: NamedPort = { name: 'http', port: PORTS.http, protocol: 'TCP' };
 export const HEALTH_PORT: NamedPort = { name: 'health', port: PORTS.health, protocol: 'TCP' };
-export const BROKER_PORTS: readonly NamedPort[] = [
-  { name: 'amqp', port: PORTS.amqp, protocol: 'TCP' },
-  { name: 'mqtt', port: PORTS.mqtt, protocol: 'TCP' },
-];
+/** The reference broker (Mosquitto) speaks MQTT only: no AMQP port is opened or probed. */
+export const BROKER_PORTS: readonly NamedPort[] = [{ name: 'mqtt', port: PORTS.mqtt, protocol: 'TCP' }];
 export const DATABASE_PORT: NamedPort = { name: 'database', port: PORTS.database, protocol: 'TCP' };

@@ -3,7 +3,7 @@
  *
  * Guarantees: `gateway` exposes one port per enabled protocol (mqtt 1883/TCP, mqtts 8883/TCP,
  * http 8080/TCP, coap 5683/UDP) with the type from `spec.gateway.serviceType`; `core` exposes
- * 8080/TCP; `broker` (5672 and 1883) and `database` (5432) are headless and govern their
+ * 8080/TCP; `broker` (MQTT 1883) and `database` (5432) are headless and govern their
  * StatefulSets, the broker's publishing not-ready addresses so its peers find each other while
  * starting. Every port states its protocol and a numeric targetPort (the form the API server
  * returns); nothing server-allocated (clusterIP, nodePort) is ever set.

@@ -22,8 +22,8 @@ export const DATA_PATH = '/var/lib/iot';
 
 export const BROKER_RUNTIME: ContainerRuntime = {
   ports: BROKER_PORTS,
-  readinessProbe: tcpProbe(PORTS.amqp, 'readiness'),
-  livenessProbe: tcpProbe(PORTS.amqp, 'liveness'),
+  readinessProbe: tcpProbe(PORTS.mqtt, 'readiness'),
+  livenessProbe: tcpProbe(PORTS.mqtt, 'liveness'),
   credentials: ['brokerPassword'],
   dataPath: DATA_PATH,
 };
