@@ -100,7 +100,7 @@ export function argsDeclaredBy(dockerfileText: string, buildArgs: string[]): str
 }
 
 /** `--build-arg` pairs that select the Debian 13 bases made by images/bases.sh (made first if needed). */
-function localBaseArgs(): string[] {
+export function localBaseArgs(): string[] {
   const result = spawnSync('bash', [path.join(root, 'images/bases.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   if (result.status !== 0) throw new Error('images/bases.sh could not make the base images');
   return parseBaseArgs(result.stdout);
