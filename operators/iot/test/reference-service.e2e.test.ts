@@ -1,0 +1,107 @@
+/**
+ * The reference IoT service on the real node: an IoTService with the reference images
+ * (workloads/iot-service, built and pushed to the cluster's registry by `npm run
+ * image:iot-service`), every component placed on the real node, the landscape's
+ * image-pull-secret holding the registry's credentials, goes Available with running pods; then a
+ * device simulated on this machine registers through core, publishes M messages over MQTT and M
+ * over HTTP to the gateway and reads all 2M back from core; a wrong device password is refused on
+ * both protocols and a wrong API token gets 401. The simulator dials only the instance's pod IPs.
+ * The gateway admits this machine as a user admits devices: the node's address on the pod bridge
+ * in `spec.gateway.deviceSources`; core, which admits only its instance, is reached from that same
+ * address, which kube-router lets reach every pod of its node (as it does the kubelet's probes).
+ * Reported as not run where the cluster has no real node.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { after, before, describe, it } from 'node:test';
+import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
+import { onRealNode, realNode, registryPullSecret, repoRoot, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import { HttpStatusError, postHttp, publishMqtt, readTelemetry, registerDevice, simulateDevice } from '@iot-operator/iot-service/simulator';
+import { COMPONENTS, type ComponentName } from '../src/api/iotservice.ts';
+import { IoTServiceType } from '../src/controller.ts';
+import { deleteAllInstances, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
+
+const run = promisify(execFile);
+const env: TestEnv = await testEnv();
+const node = await realNode(env);
+const skip = node.available ? false : node.reason;
+const VERSION = '2.4.1';
+const MESSAGES = 20;
+/** This machine's address on the pod bridge: where its connections to pods come from. */
+const HOST_ON_POD_NETWORK = '10.244.0.1/32';
+
+let landscape = '';
+let mgr: Manager | undefined;
+
+type Pod = KubeObject & { status?: { podIP?: string; phase?: string } };
+
+async function podIp(namespace: string, component: ComponentName): Promise<string> {
+  const { items } = await env.client.list<Pod>(Kinds.Pod, { namespace, labelSelector: `app.kubernetes.io/component=${component}` });
+  const ip = items.find((p) => p.status?.phase === 'Running' && p.status.podIP)?.status?.podIP;
+  assert.ok(ip, `a running ${component} pod in ${namespace}`);
+  return ip;
+}
+
+async function apiToken(namespace: string): Promise<string> {
+  const secret = (await env.client.get(Kinds.Secret, 'iot-credentials', namespace)) as KubeObject & { data: Record<string, string> };
+  return Buffer.from(secret.data['api-token'] ?? '', 'base64').toString('utf8');
+}
+
+describe('the reference IoT service on the real node', { skip }, () => {
+  let registry = '';
+
+  before(async () => {
+    const built = await run('node', ['--import', 'tsx', 'scripts/iot-service-images.ts', '--version', VERSION], { cwd: repoRoot, maxBuffer: 64 * 1024 * 1024 });
+    registry = built.stdout.trim();
+    await installIoTCrd(env);
+    landscape = await env.namespace('ls');
+    await registryPullSecret(env, landscape, 'image-pull-secret');
+    mgr = await startOperator(env, landscape, { defaultRegistry: registry });
+  });
+
+  after(async () => {
+    if (mgr) {
+      await deleteAllInstances(env, landscape, 180_000).catch(() => undefined);
+      await mgr.stop();
+    }
+    await env.cleanup();
+  });
+
+  it('goes Available; a device’s 2M messages over MQTT and HTTP are read back from core; wrong credentials are refused', async () => {
+    const spec = Object.fromEntries(COMPONENTS.map((c) => [c, { ...onRealNode, replicas: 1 }]));
+    const applied = Date.now();
+    await env.client.create(
+      IoTServiceType,
+      iotService('plant', landscape, {
+        ...spec,
+        gateway: { ...spec.gateway, protocols: ['mqtt', 'http'], deviceSources: [HOST_ON_POD_NETWORK] },
+        broker: { ...spec.broker, storage: '1Gi' },
+        database: { ...spec.database, storage: '1Gi' },
+      } as never),
+    );
+    const available = await waitForPhase(env, landscape, 'plant', 'Available', 300_000);
+    const availableMs = Date.now() - applied;
+    const namespace = `${landscape}-plant`;
+    assert.ok(available.status, 'status reported');
+
+    const [gateway, core] = [await podIp(namespace, 'gateway'), await podIp(namespace, 'core')];
+    const addresses = {
+      coreUrl: `http://${core}:8080`,
+      gatewayHttpUrl: `http://${gateway}:8080`,
+      gatewayMqttUrl: `mqtt://${gateway}:1883`,
+      apiToken: await apiToken(namespace),
+    };
+    const report = await simulateDevice(addresses, { messages: MESSAGES, timeoutMs: 60_000 });
+    console.log(`reference service: apply → Available ${availableMs} ms; ${report.sent.total} sent, ${report.stored} stored in ${report.elapsedMs} ms`);
+    assert.deepEqual(report.sent, { mqtt: MESSAGES, http: MESSAGES, total: 2 * MESSAGES });
+    assert.equal(report.stored, 2 * MESSAGES);
+
+    const device = await registerDevice(addresses, `wrong-${Date.now()}`);
+    const wrong = { id: device.id, password: `${device.password}x` };
+    await assert.rejects(publishMqtt(addresses.gatewayMqttUrl, wrong, [{ n: 1 }]), 'MQTT with a wrong password is refused');
+    await assert.rejects(postHttp(addresses.gatewayHttpUrl, wrong, { n: 1 }), (e: unknown) => e instanceof HttpStatusError && e.status === 401);
+    await assert.rejects(readTelemetry({ ...addresses, apiToken: 'wrong' }, device.id, 1), (e: unknown) => e instanceof HttpStatusError && e.status === 401);
+    assert.deepEqual(await readTelemetry(addresses, device.id, 10), [], 'nothing of the refused device stored');
+  });
+});
