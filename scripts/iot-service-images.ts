@@ -26,6 +26,18 @@ function run(command: string, args: string[]): boolean {
   return spawnSync(command, args, { cwd: root, stdio: ['ignore', 2, 'inherit'] }).status === 0;
 }
 
+/**
+ * Sets IOT_SERVICE_VERSION on the built image itself: buildah's layer cache (1.28) does not key an
+ * `ENV IOT_SERVICE_VERSION=${VERSION}` step on VERSION's value, so a second version would be the
+ * first one's cached image, reporting the first version.
+ */
+function stampVersion(image: string, version: string): boolean {
+  const from = spawnSync('buildah', ['from', '--pull-never', image], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  const container = from.stdout?.trim();
+  if (from.status !== 0 || !container) return false;
+  return run('buildah', ['config', '--env', `IOT_SERVICE_VERSION=${version}`, container]) && run('buildah', ['commit', '--rm', '--quiet', container, image]);
+}
+
 function main(args: string[]): number {
   const versionAt = args.indexOf('--version');
   const packageVersion = (JSON.parse(readFileSync(path.join(root, 'workloads/iot-service/package.json'), 'utf8')) as { version: string }).version;
@@ -47,7 +59,7 @@ function main(args: string[]): number {
       const image = `${prefix}/iot-${component}:${version}`;
       const started = Date.now();
       const build = ['bud', '--network', 'host', '--isolation', 'chroot', '--layers', '-f', DOCKERFILE, '--target', component];
-      if (!run('nice', ['buildah', ...build, '--build-arg', `VERSION=${version}`, ...bases, '-t', image, '.'])) {
+      if (!run('nice', ['buildah', ...build, '--build-arg', `VERSION=${version}`, ...bases, '-t', image, '.']) || !stampVersion(image, version)) {
         console.error(`buildah build of ${image} failed`);
         return 1;
       }
