@@ -80,6 +80,14 @@ async function warningEvents(landscape: string, name: string): Promise<Array<{ r
   return list.items as Array<KubeObject & { reason?: string; message?: string }>;
 }
 
+/** A Warning Event `Forbidden` whose message matches: recorded beside the status write, not before it, so waited for. */
+async function forbiddenEvent(landscape: string, name: string, message: RegExp): Promise<void> {
+  await waitFor(`a Warning Event Forbidden matching ${message} for ${name}`, async () => {
+    const events = await warningEvents(landscape, name);
+    return { done: events.some((e) => e.reason === 'Forbidden' && message.test(e.message ?? '')), value: undefined, seen: events };
+  });
+}
+
 function degraded(iot: IoTObject | undefined) {
   return iot?.status?.conditions?.find((c) => c.type === 'Degraded');
 }
@@ -101,8 +109,7 @@ describe('a refused request is visible, never a silent retry', () => {
     assert.equal(degraded(waiting)?.reason, 'Forbidden');
     assert.match(degraded(waiting)?.message ?? '', new RegExp(`missing permission: delete namespaces.*Deletion of this IoTService waits`));
     assert.equal(waiting.status?.phase, 'Failed');
-    const events = await warningEvents(landscape, 'held');
-    assert.ok(events.some((e) => e.reason === 'Forbidden' && /delete namespaces/.test(e.message ?? '')), `a Warning Event names the permission: ${JSON.stringify(events)}`);
+    await forbiddenEvent(landscape, 'held', /delete namespaces/);
 
     accounts.push(await serviceAccountKubeconfig(env, landscape, RBAC_FILES));
     await waitFor('the IoTService and its namespace to be gone once the permission is granted', async () => {
@@ -118,7 +125,7 @@ describe('a refused request is visible, never a silent retry', () => {
     const iot = await waitForPhase(env, landscape, 'unchecked', 'Failed');
     assert.equal(degraded(iot)?.reason, 'Forbidden');
     assert.match(degraded(iot)?.message ?? '', new RegExp(`missing permission: get namespaces, needed to check who owns namespace ${landscape}-unchecked`));
-    assert.ok((await warningEvents(landscape, 'unchecked')).some((e) => e.reason === 'Forbidden' && /get namespaces/.test(e.message ?? '')));
+    await forbiddenEvent(landscape, 'unchecked', /get namespaces/);
   });
 
   it('without patch on iotservices, the finalizer cannot be added: Degraded naming the permission', async () => {
@@ -129,6 +136,6 @@ describe('a refused request is visible, never a silent retry', () => {
     assert.equal(degraded(iot)?.reason, 'Forbidden');
     assert.match(degraded(iot)?.message ?? '', /missing permission: patch iotservices\.cp\.iotservices\.io in namespace .*finalizer/);
     assert.deepEqual(iot.metadata.finalizers ?? [], []);
-    assert.ok((await warningEvents(landscape, 'unmarked')).some((e) => e.reason === 'Forbidden'));
+    await forbiddenEvent(landscape, 'unmarked', /patch iotservices/);
   });
 });
