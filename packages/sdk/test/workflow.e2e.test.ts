@@ -81,9 +81,11 @@ describe('the operator-ts workflow of a new user', () => {
     // block per cluster: a package without them would rewrite the block of a shared cluster).
     const shippedCluster = path.join(projectDir, 'node_modules/@iot-operator/sdk/cluster');
     const repoCluster = path.join(repoRoot, 'cluster');
+    // Everything but the tests: an up.sh of a cluster with a real node builds and starts its parts.
+    assert.deepEqual(readdirSync(shippedCluster).sort(), readdirSync(repoCluster).filter((e) => e !== 'test' && e !== 'tsconfig.json').sort());
     const needed = [
-      ...['up.sh', 'down.sh', 'status.sh', 'build.sh', 'build-olm.sh', 'versions.env', 'kwokctl.yaml'],
-      ...['lib', 'kwok-stages'].flatMap((dir) => readdirSync(path.join(repoCluster, dir)).map((f) => path.join(dir, f))),
+      ...['up.sh', 'down.sh', 'status.sh', 'build.sh', 'build-olm.sh', 'build-node.sh', 'build-engine.sh', 'versions.env', 'kwokctl.yaml'],
+      ...['lib', 'kwok-stages', 'manifests'].flatMap((dir) => readdirSync(path.join(repoCluster, dir)).map((f) => path.join(dir, f))),
     ];
     for (const file of needed) assert.equal(readFileSync(path.join(shippedCluster, file), 'utf8'), readFileSync(path.join(repoCluster, file), 'utf8'), `cluster/${file} is shipped as it is`);
   });
