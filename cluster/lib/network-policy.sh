@@ -136,12 +136,4 @@ network_policy_stop() {
   return 0
 }
 
-network_policy_status_lines() {
-  local pid rss log="$REAL_NODE_DIR/logs/kube-router.log"
-  if pid=$(network_policy_pid); then
-    rss=$(awk '/^VmRSS/ {printf "%d MiB", $2/1024}' "/proc/$pid/status" 2>/dev/null || echo "?")
-    printf '  %-28s pid %-8s rss %-9s log %s\n' "real-node/kube-router" "$pid" "$rss" "$log"
-  else
-    printf '  %-28s NOT RUNNING (log %s)\n' "real-node/kube-router" "$log"
-  fi
-}
+network_policy_status_lines() { real_node_process_status_line "$NETWORK_POLICY_PROCESS"; }

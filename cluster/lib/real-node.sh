@@ -430,16 +430,20 @@ real_node_stop() { # [quiet]
   return 0
 }
 
-# For status.sh: one line per process.
+# For status.sh: one line for a process of the node (name:binary): pid, RSS and log, or NOT RUNNING.
+real_node_process_status_line() { # name:binary
+  local pid rss log="$REAL_NODE_DIR/logs/${1%%:*}.log"
+  if pid=$(real_node_pid "$1"); then
+    rss=$(awk '/^VmRSS/ {printf "%d MiB", $2/1024}' "/proc/$pid/status" 2>/dev/null || echo "?")
+    printf '  %-28s pid %-8s rss %-9s log %s\n' "real-node/${1%%:*}" "$pid" "$rss" "$log"
+  else
+    printf '  %-28s NOT RUNNING (log %s)\n' "real-node/${1%%:*}" "$log"
+  fi
+}
+
+# For status.sh: one line per process, then the parts' lines.
 real_node_status_lines() {
-  local p pid rss
-  for p in "${REAL_NODE_PROCESSES[@]}"; do
-    if pid=$(real_node_pid "$p"); then
-      rss=$(awk '/^VmRSS/ {printf "%d MiB", $2/1024}' "/proc/$pid/status" 2>/dev/null || echo "?")
-      printf '  %-28s pid %-8s rss %-9s log %s\n' "real-node/${p%%:*}" "$pid" "$rss" "$REAL_NODE_DIR/logs/${p%%:*}.log"
-    else
-      printf '  %-28s NOT RUNNING (log %s)\n' "real-node/${p%%:*}" "$REAL_NODE_DIR/logs/${p%%:*}.log"
-    fi
-  done
+  local p
+  for p in "${REAL_NODE_PROCESSES[@]}"; do real_node_process_status_line "$p"; done
   for p in "${REAL_NODE_PARTS[@]}"; do "${p}_status_lines"; done
 }

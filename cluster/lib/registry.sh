@@ -160,12 +160,4 @@ registry_stop() {
   rm -f "$REAL_NODE_DIR/pids/registry.pid"
 }
 
-registry_status_lines() {
-  local pid rss log="$REAL_NODE_DIR/logs/registry.log"
-  if pid=$(registry_pid); then
-    rss=$(awk '/^VmRSS/ {printf "%d MiB", $2/1024}' "/proc/$pid/status" 2>/dev/null || echo "?")
-    printf '  %-28s pid %-8s rss %-9s log %s\n' "real-node/registry" "$pid" "$rss" "$log"
-  else
-    printf '  %-28s NOT RUNNING (log %s)\n' "real-node/registry" "$log"
-  fi
-}
+registry_status_lines() { real_node_process_status_line "$REGISTRY_PROCESS"; }
