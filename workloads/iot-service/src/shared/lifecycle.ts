@@ -47,8 +47,9 @@ export async function startComponent(log: Logger, version: string, start: () => 
   log.info('starting', { version, pid: process.pid, node: process.version });
   try {
     const running = await start();
-    log.info('started', { version });
+    // The signal handlers first: a SIGTERM sent by whoever reads `started` must find them.
     stopOnSignal(log, running);
+    log.info('started', { version });
   } catch (error) {
     log.error('start failed', { error, version });
     process.exit(1);
