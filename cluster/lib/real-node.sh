@@ -392,7 +392,8 @@ real_node_kill_pods() {
   local h procs
   for h in /sys/fs/cgroup/*/"$REAL_NODE_CGROUP"; do
     [[ -d "$h" ]] || continue
-    procs=$(find "$h" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u)
+    # Cgroups of pods killed a moment ago vanish while find walks them: what it could read is enough.
+    procs=$(find "$h" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u) || true
     if [[ -n "$procs" ]]; then kill -KILL $procs 2>/dev/null || true; fi
   done
   sleep 0.2
