@@ -20,6 +20,9 @@
 #   listening on that address only passes the connection to the API server on 127.0.0.1.
 # - Images are pulled only from the cluster's own registry (lib/registry.sh), where `npm run
 #   image:build` pushes operator images; the sandbox image is built here from cluster/pause and loaded.
+# - Once the node is Ready it gets the parts users' clusters have (REAL_NODE_PARTS: NetworkPolicy
+#   enforcement, a private registry, cluster DNS, volumes), each kept running by every up.sh and
+#   stopped, in reverse order, before the node's own processes.
 # - Where a real node cannot run, real_node_missing says what is missing before anything starts.
 
 REAL_NODE_DIR="$CLUSTER_WORKDIR/real-node"
