@@ -14,33 +14,45 @@
  * left running (later runs reuse it).
  * Flags: --local (always use the embedded cluster), --exit-when-available (stop once Available);
  * any other argument is refused with the list of known flags (exit 2) before anything starts.
+ *
+ * --real-node: the embedded cluster with its real node (`cluster/up.sh --real-node`), the
+ * reference IoT service's images (workloads/iot-service) built and pushed to the cluster's
+ * registry, the landscape's image-pull-secret set to that registry's credentials (the only
+ * object it overwrites: the registry is the cluster's own), the operator's default registry set
+ * to it, and deploy/crds/example-iotservice-real-node.yml applied instead of the kwok example.
+ * Once it is Available, one simulated device registers through core's Service, sends a message
+ * over MQTT and one over HTTP to the gateway's Service and reads them back from core: the last
+ * line of output is the simulator's `device <id>: sent <n>, stored <n>` (with
+ * --exit-when-available too, which then exits after it). The device's messages not all stored
+ * within 60 s is a failure (exit 1).
  */
 import { constants } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Kinds, KubeClient, isAlreadyExists, type KubeObject, type Manager, type ResourceType } from '@iot-operator/runtime';
-import { TestEnv } from '@iot-operator/runtime/testing';
+import { registryPullSecret, TestEnv } from '@iot-operator/runtime/testing';
 import { IoTServiceType } from './controller.ts';
 import { createIoTOperator } from './operator.ts';
 import type { IoTServiceStatus } from './api/iotservice.ts';
-import { startLocalCluster, type LocalClusterStart } from './local-cluster.ts';
+import { startLocalCluster, startStep, type StartStep } from './start-step.ts';
 
 const operatorDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const repoDir = path.resolve(operatorDir, '../..');
 const deployFile = (name: string) => path.join(operatorDir, 'deploy', name);
 
-const KNOWN_FLAGS = ['--local', '--exit-when-available'];
+const KNOWN_FLAGS = ['--local', '--real-node', '--exit-when-available'];
 const args = new Set(process.argv.slice(2));
 const unknown = [...args].filter((arg) => !KNOWN_FLAGS.includes(arg));
 if (unknown.length > 0) {
   console.error(`[iot-operator] unknown argument${unknown.length > 1 ? 's' : ''} ${unknown.map((a) => `'${a}'`).join(', ')} (known: ${KNOWN_FLAGS.join(', ')})`);
   process.exit(2);
 }
+const realNode = args.has('--real-node');
 const landscape = process.env.OPERATOR_NAME || 'devawsk8s';
 const say = (text: string) => console.log(`[iot-operator] ${text}`);
 
 /** What runs and has to be stopped on SIGINT/SIGTERM. */
-let localCluster: LocalClusterStart | undefined;
+let step: StartStep | undefined;
 let manager: Manager | undefined;
 let available = false;
 let stopping = false;
@@ -50,10 +62,10 @@ function stopOnSignal(signal: NodeJS.Signals): void {
   if (stopping) return;
   stopping = true;
   const code = available ? 0 : 128 + constants.signals[signal];
-  const what = [localCluster && 'cluster/up.sh and its build', manager && 'the operator'].filter(Boolean).join(' and ');
+  const what = [step && 'the running step', manager && 'the operator'].filter(Boolean).join(' and ');
   say(`${signal}: stopping${what ? ` ${what}` : ''}`);
   setTimeout(() => process.exit(code), 4500); // in-flight reconciles are cut short past this
-  void Promise.allSettled([localCluster?.stop(), manager?.stop()]).then(() => process.exit(code));
+  void Promise.allSettled([step?.stop(), manager?.stop()]).then(() => process.exit(code));
 }
 process.on('SIGINT', stopOnSignal);
 process.on('SIGTERM', stopOnSignal);
@@ -72,17 +84,58 @@ async function reachable(kubeconfigPath?: string): Promise<boolean> {
   }
 }
 
+/** Runs a step that Ctrl-C can stop; its result. */
+async function runStep(started: StartStep): Promise<string> {
+  step = started;
+  try {
+    return await started.result;
+  } finally {
+    step = undefined;
+  }
+}
+
 async function chooseCluster(): Promise<string | undefined> {
-  if (!args.has('--local') && (await reachable())) {
+  if (!args.has('--local') && !realNode && (await reachable())) {
     say('using the configured cluster (KUBECONFIG or ~/.kube/config)');
     return undefined;
   }
-  say('starting the embedded local cluster (the first run builds it from Go modules; later runs reuse it)');
-  localCluster = startLocalCluster(path.join(repoDir, 'cluster/up.sh'));
-  const kubeconfig = await localCluster.kubeconfig;
-  localCluster = undefined;
+  say(
+    realNode
+      ? 'starting the embedded local cluster with its real node (the first run builds it and its parts from Go modules; later runs reuse them)'
+      : 'starting the embedded local cluster (the first run builds it from Go modules; later runs reuse it)',
+  );
+  const kubeconfig = await runStep(startLocalCluster(path.join(repoDir, 'cluster/up.sh'), realNode ? ['--real-node'] : []));
   say(`local cluster ready: export KUBECONFIG=${kubeconfig}`);
   return kubeconfig;
+}
+
+/**
+ * The reference images of `version`, built and pushed to the cluster's registry; the landscape's
+ * pull secret gets the registry's credentials. Returns the registry the operator defaults to.
+ */
+async function referenceImages(client: KubeClient, kubeconfigPath: string, version: string): Promise<string> {
+  say(`building the reference IoT service's images ${version} and pushing them to the cluster's registry (the first run builds the base images too)`);
+  const script = path.join(repoDir, 'scripts/iot-service-images.ts');
+  const registry = await runStep(startStep('the image build', process.execPath, ['--import', 'tsx', script, '--version', version], repoDir));
+  say(`images pushed: ${registry}/iot-<component>:${version}`);
+  await registryPullSecret({ client, kubeconfigPath }, landscape, 'image-pull-secret');
+  say(`Secret image-pull-secret holds the credentials of the cluster's registry`);
+  return registry;
+}
+
+/**
+ * One simulated device through the instance's Services (workloads/iot-service's simulator, as a
+ * user runs it); resolves with its last line, `device <id>: sent <n>, stored <n>`.
+ */
+async function sendDeviceMessage(client: KubeClient, namespace: string): Promise<string> {
+  const clusterIp = async (service: string) => ((await client.get(Kinds.Service, service, namespace)) as KubeObject & { spec: { clusterIP: string } }).spec.clusterIP;
+  const [gateway, core] = [await clusterIp('gateway'), await clusterIp('core')];
+  const secret = (await client.get(Kinds.Secret, 'iot-credentials', namespace)) as KubeObject & { data?: Record<string, string> };
+  const apiToken = Buffer.from(secret.data?.['api-token'] ?? '', 'base64').toString('utf8');
+  say(`a simulated device registers through core (http://${core}:8080) and sends a message over MQTT and one over HTTP to the gateway (${gateway})`);
+  const simulator = path.join(repoDir, 'workloads/iot-service/src/simulator/main.ts');
+  const simulate = ['--import', 'tsx', simulator, '--messages', '1', '--core', `http://${core}:8080`, '--gateway-http', `http://${gateway}:8080`, '--gateway-mqtt', `mqtt://${gateway}:1883`];
+  return runStep(startStep('the device simulator', process.execPath, [...simulate, '--token', apiToken], repoDir));
 }
 
 const quickstartTypes: Readonly<Record<string, ResourceType>> = { Namespace: Kinds.Namespace, Secret: Kinds.Secret, IoTService: IoTServiceType };
@@ -120,12 +173,15 @@ async function main(): Promise<void> {
   await client.apply(Kinds.CustomResourceDefinition, crd!, { fieldManager: 'iot-operator-quickstart', force: true });
   say('installed the IoTService CRD');
   for (const obj of await TestEnv.readManifests(deployFile('namespace.yml'))) await createIfAbsent(client, obj);
+  const [example] = await TestEnv.readManifests(deployFile(realNode ? 'crds/example-iotservice-real-node.yml' : 'crds/example-iotservice.yml'));
+  const exampleSpec = example!.spec as { version: string };
+  const registry = realNode ? await referenceImages(client, kubeconfig!, exampleSpec.version) : 'registry.example.com/iot';
   await new Promise((r) => setTimeout(r, 1000)); // let the new CRD's API appear
 
   const mgr: Manager = (manager = await createIoTOperator({
     operatorName: landscape,
     watchNamespace: process.env.WATCH_NAMESPACE ?? '',
-    defaultRegistry: 'registry.example.com/iot',
+    defaultRegistry: registry,
     maxConcurrentReconciles: 4,
     leaderElect: false,
     metricsBindAddress: '127.0.0.1:8080',
@@ -136,18 +192,20 @@ async function main(): Promise<void> {
   await mgr.start();
   say(`operator running for landscape ${landscape}; metrics and health on http://127.0.0.1:8080/metrics`);
 
-  const [example] = await TestEnv.readManifests(deployFile('crds/example-iotservice.yml'));
   await createIfAbsent(client, example!);
-  await watchUntilAvailable(client, example!.metadata.name!);
+  const name = example!.metadata.name!;
+  await watchUntilAvailable(client, name);
   const kubectl = kubeconfig ? `KUBECONFIG=${kubeconfig} kubectl` : 'kubectl';
-  say(`see it with: ${kubectl} -n ${landscape} get iots; ${kubectl} -n ${landscape}-${example!.metadata.name} get pods`);
-  client.close();
+  say(`see it with: ${kubectl} -n ${landscape} get iots; ${kubectl} -n ${landscape}-${name} get pods`);
   available = true;
-  if (args.has('--exit-when-available')) {
+  const keepRunning = !args.has('--exit-when-available');
+  if (keepRunning) say('the operator keeps running; Ctrl-C stops it');
+  if (realNode) console.log(await sendDeviceMessage(client, `${landscape}-${name}`));
+  client.close();
+  if (!keepRunning) {
     await mgr.stop();
     return;
   }
-  say('the operator keeps running; Ctrl-C stops it');
   await mgr.done;
 }
 

@@ -38,7 +38,7 @@ import { pino, type Logger } from 'pino';
 import { clientRateLimitDefaults, KubeClient } from '../client/client.ts';
 import type { RateLimit } from '../client/token-bucket.ts';
 import { Kinds, collectionPath, objectPath, typeId } from '../client/resource.ts';
-import { isNotFound } from '../client/errors.ts';
+import { isGone, isNotFound } from '../client/errors.ts';
 import { Cache, type CacheOptions } from '../cache/cache.ts';
 import type { ControllerHost } from '../controller/builder.ts';
 import type { Controller } from '../controller/controller.ts';
@@ -129,7 +129,10 @@ export class Manager implements ControllerHost {
     this.shard = options.shard;
     this.cache = new Cache(client, {
       ...shardedCacheOptions(options.cache, options.shard),
-      onError: (err, informer) => logger.warn({ informer, err: err instanceof Error ? err.message : String(err) }, 'watch failed; retrying'),
+      // An expired resourceVersion (410) is the watch protocol's own "list again", which the
+      // informer does: debug, as client-go's reflector logs it; anything else is a warning.
+      onError: (err, informer) =>
+        logger[isGone(err) ? 'debug' : 'warn']({ informer, err: err instanceof Error ? err.message : String(err) }, 'watch failed; retrying'),
     });
     metrics.trackCache(() => this.cache.objectCounts());
     this.recorder = new ApiEventRecorder(client, options.name, logger);

@@ -114,7 +114,7 @@ function registryFiles(clusterDir: string): LocalRegistry {
 }
 
 /** The local cluster's registry and its current credentials (read anew at each call: the password can be rotated). */
-export function localRegistry(env: TestEnv): LocalRegistry {
+export function localRegistry(env: Pick<TestEnv, 'kubeconfigPath'>): LocalRegistry {
   return registryFiles(path.dirname(env.kubeconfigPath));
 }
 
@@ -127,7 +127,7 @@ export function dockerConfigJson(address: string, user: string, password: string
  * Creates (or updates) a `kubernetes.io/dockerconfigjson` Secret in `namespace` holding the
  * registry's credentials — or `password` instead of the current one; returns its name.
  */
-export async function registryPullSecret(env: TestEnv, namespace: string, name = 'registry-pull-secret', password?: string): Promise<string> {
+export async function registryPullSecret(env: Pick<TestEnv, 'client' | 'kubeconfigPath'>, namespace: string, name = 'registry-pull-secret', password?: string): Promise<string> {
   const registry = localRegistry(env);
   const secret = {
     metadata: { name, namespace },
