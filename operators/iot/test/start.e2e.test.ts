@@ -29,7 +29,7 @@ describe('npm start (the README’s first command)', () => {
       (e: { code?: number; stdout: string; stderr: string }) => e,
     );
     assert.equal(failure.code, 2);
-    assert.match(failure.stderr, /unknown argument '--locla' \(known: --local, --exit-when-available\)/);
+    assert.match(failure.stderr, /unknown argument '--locla' \(known: --local, --real-node, --exit-when-available\)/);
     assert.equal(failure.stdout, '', 'nothing was started');
     assert.equal(await env.client.get(Kinds.Namespace, landscape).catch(() => undefined), undefined, 'no landscape was created');
   });
