@@ -1,18 +1,20 @@
 /**
- * Bundles operators into self-contained JavaScript: `npm run build [-- iot memcached ...]` writes
- * operators/<name>/dist/<name>-operator.mjs for each named operator (default: all), with the
- * code loaded only on demand in dist/chunks/.
+ * Bundles the repository's Node.js programs into self-contained JavaScript: `npm run build [-- iot
+ * iot-service ...]` writes each named bundle (default: all) into its package's dist/ — an operator
+ * `<name>` as operators/<name>/dist/<name>-operator.mjs, the reference IoT service
+ * (`iot-service`) as workloads/iot-service/dist/{core,gateway,processing}.mjs — with code shared
+ * by several entries, or loaded only on demand, in dist/chunks/.
  *
  * Guarantees: a bundle directory needs nothing but Node.js (no node_modules, no TypeScript
- * loader), so it is what the container image runs; esbuild keeps only the code the operator
- * reaches, and code behind a dynamic import (the exec-plugin and auth-provider support of
+ * loader), so it is what the container images run; esbuild keeps only the code the entries
+ * reach, and code behind a dynamic import (the exec-plugin and auth-provider support of
  * @kubernetes/client-node) sits in a chunk that is read only by a process that uses it. The
- * output is not minified, so stack traces keep function names. The entry file is executable and
- * its hashbang runs Node.js with OPERATOR_NODE_FLAGS. A build error names the operator and exits
- * non-zero.
+ * output is not minified, so stack traces keep function names. Every entry file is executable and
+ * its hashbang runs Node.js with the bundle's V8 flags (the operators': OPERATOR_NODE_FLAGS; the
+ * IoT service's components: Node's defaults). A build error names the bundle and exits non-zero.
  */
 import { build } from 'esbuild';
-import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -43,14 +45,45 @@ export const OPERATOR_NODE_FLAGS = ['--max-semi-space-size=2', '--heap-growing-p
 /** Bundled CommonJS dependencies call require(); an ES module has to make one. */
 const requireShim = "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);";
 
-/** Writes the bundle of operator `name` into `outdir` (default: its dist/) and returns its entry file. */
-export async function bundleOperator(name: string, outdir = path.join(root, 'operators', name, 'dist')): Promise<string> {
-  const entry = path.join(root, 'operators', name, 'src', 'main.ts');
-  if (!existsSync(entry)) throw new Error(`no operator "${name}" (expected ${path.relative(root, entry)}); known: ${OPERATORS.join(', ')}`);
-  rmSync(path.join(outdir, 'chunks'), { recursive: true, force: true });
+/** A program bundled from one package: its entries, the flags they run with, what stays outside. */
+interface Bundle {
+  /** The package directory, relative to the repository; the bundle goes to its dist/. */
+  dir: string;
+  /** Output file name (without `.mjs`) → entry module, relative to `dir`. */
+  entries: Record<string, string>;
+  /** V8 flags of the entry files' hashbang (and of the images' ENTRYPOINT). */
+  nodeFlags: readonly string[];
+  /** Modules left out: optional dependencies that are not installed and never loaded. */
+  external?: string[];
+}
+
+const operatorBundle = (name: string): Bundle => ({
+  dir: `operators/${name}`,
+  entries: { [`${name}-operator`]: 'src/main.ts' },
+  nodeFlags: OPERATOR_NODE_FLAGS,
+});
+
+/** Every bundle by the name `npm run build` and the Dockerfiles' build stage give it. */
+export const BUNDLES: Record<string, Bundle> = {
+  ...Object.fromEntries(OPERATORS.map((name) => [name, operatorBundle(name)])),
+  // pg loads its native binding (pg-native, not a dependency) only when asked for `pg.native`.
+  'iot-service': {
+    dir: 'workloads/iot-service',
+    entries: { core: 'src/core/main.ts', gateway: 'src/gateway/main.ts', processing: 'src/processing/main.ts' },
+    nodeFlags: [],
+    external: ['pg-native'],
+  },
+};
+
+/** Writes bundle `name` into `outdir` (default: its package's dist/) and returns its entry files. */
+export async function bundle(name: string, outdir?: string): Promise<string[]> {
+  const spec = Object.hasOwn(BUNDLES, name) ? BUNDLES[name] : undefined;
+  if (!spec) throw new Error(`no bundle "${name}"; known: ${Object.keys(BUNDLES).join(', ')}`);
+  const dir = outdir ?? path.join(root, spec.dir, 'dist');
+  rmSync(path.join(dir, 'chunks'), { recursive: true, force: true });
   await build({
-    entryPoints: { [`${name}-operator`]: entry },
-    outdir,
+    entryPoints: Object.fromEntries(Object.entries(spec.entries).map(([out, entry]) => [out, path.join(root, spec.dir, entry)])),
+    outdir: dir,
     outExtension: { '.js': '.mjs' },
     splitting: true,
     chunkNames: 'chunks/[name]-[hash]',
@@ -58,23 +91,34 @@ export async function bundleOperator(name: string, outdir = path.join(root, 'ope
     platform: 'node',
     format: 'esm',
     target: 'node20',
+    external: spec.external ?? [],
     banner: { js: requireShim },
     logLevel: 'warning',
   });
-  const entryFile = path.join(outdir, `${name}-operator.mjs`);
-  const code = readFileSync(entryFile, 'utf8');
-  const withoutHashbang = code.startsWith('#!') ? code.slice(code.indexOf('\n') + 1) : code;
-  writeFileSync(entryFile, `#!/usr/bin/env -S node ${OPERATOR_NODE_FLAGS.join(' ')}\n${withoutHashbang}`);
-  chmodSync(entryFile, 0o755);
-  return entryFile;
+  const hashbang = spec.nodeFlags.length > 0 ? `#!/usr/bin/env -S node ${spec.nodeFlags.join(' ')}` : '#!/usr/bin/env node';
+  return Object.keys(spec.entries).map((out) => {
+    const entryFile = path.join(dir, `${out}.mjs`);
+    const code = readFileSync(entryFile, 'utf8');
+    const withoutHashbang = code.startsWith('#!') ? code.slice(code.indexOf('\n') + 1) : code;
+    writeFileSync(entryFile, `${hashbang}\n${withoutHashbang}`);
+    chmodSync(entryFile, 0o755);
+    return entryFile;
+  });
+}
+
+/** Writes the bundle of operator `name` into `outdir` (default: its dist/) and returns its entry file. */
+export async function bundleOperator(name: string, outdir?: string): Promise<string> {
+  if (!(OPERATORS as readonly string[]).includes(name)) throw new Error(`no operator "${name}"; known: ${OPERATORS.join(', ')}`);
+  const [entryFile] = await bundle(name, outdir);
+  return entryFile!;
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const names = process.argv.slice(2);
-  for (const name of names.length > 0 ? names : OPERATORS) {
+  for (const name of names.length > 0 ? names : Object.keys(BUNDLES)) {
     try {
-      const file = await bundleOperator(name);
-      console.log(`${name}: ${path.relative(root, file)}`);
+      const files = await bundle(name);
+      console.log(`${name}: ${files.map((file) => path.relative(root, file)).join(' ')}`);
     } catch (err) {
       console.error(`${name}: bundle failed: ${err instanceof Error ? err.message : String(err)}`);
       process.exitCode = 1;

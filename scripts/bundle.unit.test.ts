@@ -1,5 +1,6 @@
 // Every operator image, and every operator's package bin, runs with the V8 flags the bundle's hashbang
-// carries; a bundle loads only the Node.js modules its operator uses.
+// carries; a bundle loads only the Node.js modules its operator uses. The reference IoT service's
+// bundle starts each of its components with nothing but the bundle directory, reporting its version.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -7,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { bundleOperator, OPERATOR_NODE_FLAGS, OPERATORS } from './bundle.ts';
+import { bundle, bundleOperator, OPERATOR_NODE_FLAGS, OPERATORS } from './bundle.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -63,4 +64,28 @@ describe('operator bundles', () => {
       }
     });
   }
+});
+
+describe("the reference IoT service's bundle", () => {
+  it('core, gateway and processing each start from the bundle directory alone and report IOT_SERVICE_VERSION', async () => {
+    const outdir = mkdtempSync(path.join(tmpdir(), 'iot-service-bundle-'));
+    try {
+      const entries = await bundle('iot-service', outdir);
+      assert.deepEqual(entries.map((file) => path.basename(file)), ['core.mjs', 'gateway.mjs', 'processing.mjs']);
+      for (const entry of entries) {
+        const component = path.basename(entry, '.mjs');
+        // No config.yml: the component logs its start line, then fails reading the file.
+        const env = { PATH: process.env.PATH, IOT_SERVICE_VERSION: '9.8.7', IOT_CONFIG_FILE: path.join(outdir, 'absent.yml') };
+        const { status, stdout } = spawnSync(process.execPath, [entry], { cwd: outdir, env, encoding: 'utf8', timeout: 10_000 });
+        const lines = stdout.trim().split('\n').map((line) => JSON.parse(line) as { component: string; msg: string; version: string });
+        assert.deepEqual(lines.map(({ component: c, msg, version }) => ({ c, msg, version })), [
+          { c: component, msg: 'starting', version: '9.8.7' },
+          { c: component, msg: 'start failed', version: '9.8.7' },
+        ]);
+        assert.equal(status, 1, component);
+      }
+    } finally {
+      rmSync(outdir, { recursive: true, force: true });
+    }
+  });
 });

@@ -1,36 +1,77 @@
-// The committed Dockerfiles are the ones scripts/dockerfiles.ts generates from its one template.
+// The committed Dockerfiles (the operators' and the reference IoT service's) are the ones
+// scripts/dockerfiles.ts generates from its one template.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { dockerfile, dockerfilePath, OPERATOR_IMAGES } from '../dockerfiles.ts';
+import { dockerfile, dockerfilePath, generatedDockerfiles, iotServiceDockerfile, OPERATOR_IMAGES } from '../dockerfiles.ts';
+import { IOT_SERVICE_COMPONENTS } from '../iot-service-images.ts';
 
-describe('operator Dockerfiles', () => {
-  for (const operator of OPERATOR_IMAGES) {
-    it(`${operator}: the committed Dockerfile is the generated one (npm run generate:dockerfiles)`, () => {
-      assert.equal(readFileSync(dockerfilePath(operator), 'utf8'), dockerfile(operator));
+const root = path.resolve(path.dirname(dockerfilePath('iot')), '../..');
+
+/** The stages of a Dockerfile: its name (`AS`, or '' for an unnamed one) → its lines. */
+function stages(text: string): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const stage of text.split(/^(?=FROM )/m).slice(1)) {
+    const lines = stage.trim().split('\n');
+    out.set(/ AS (\S+)$/.exec(lines[0]!)?.[1] ?? '', lines);
+  }
+  return out;
+}
+
+describe('Dockerfiles', () => {
+  for (const { file, text } of generatedDockerfiles()) {
+    it(`${path.relative(root, file)}: the committed Dockerfile is the generated one (npm run generate:dockerfiles)`, () => {
+      assert.equal(readFileSync(file, 'utf8'), text);
     });
   }
 
   it('every FROM names a build argument with a public default, and the images differ only in what they carry', () => {
-    for (const operator of OPERATOR_IMAGES) {
-      const text = dockerfile(operator);
-      for (const from of text.matchAll(/^FROM (\S+)/gm)) assert.match(from[1]!, /^\$\{[A-Z_]+\}$/, `${operator}: FROM ${from[1]}`);
-      for (const arg of text.matchAll(/^ARG ([A-Z_]+_IMAGE)=(\S+)$/gm)) assert.match(arg[2]!, /^(node|golang):/, `${operator}: ${arg[1]} defaults to a public image`);
-      assert.match(text, /^USER 1000:1000$/m);
+    for (const { file, text } of generatedDockerfiles()) {
+      const name = path.relative(root, file);
+      for (const from of text.matchAll(/^FROM (\S+)/gm)) assert.match(from[1]!, /^\$\{[A-Z_]+\}$/, `${name}: FROM ${from[1]}`);
+      for (const arg of text.matchAll(/^ARG ([A-Z_]+_IMAGE)=(\S+)$/gm)) assert.match(arg[2]!, /^(node|golang):/, `${name}: ${arg[1]} defaults to a public image`);
     }
+    for (const operator of OPERATOR_IMAGES) assert.match(dockerfile(operator), /^USER 1000:1000$/m);
     const withoutName = (operator: string) => dockerfile(operator as 'iot').replaceAll('@iot-operator/', '@SCOPE/').replaceAll(operator, 'OPERATOR');
     assert.equal(withoutName('memcached'), withoutName('iot'));
     assert.equal(withoutName('ptemplate'), withoutName('iot'));
     assert.match(dockerfile('armada'), /^COPY --from=helm \/out\/helm \/usr\/local\/bin\/helm$/m);
   });
 
+  it("the IoT service's build stage is the operators' one for its workspace and bundle", () => {
+    const operatorBuild = stages(dockerfile('iot')).get('build')!.filter((line) => !line.includes('packages/runtime'));
+    const serviceBuild = stages(iotServiceDockerfile()).get('build')!;
+    const generic = (lines: string[], dir: string) => lines.map((line) => line.replaceAll(dir, 'DIR').replace(/bundle\.ts \S+$/, 'bundle.ts BUNDLE').replace(/@iot-operator\/\S+/, '@SCOPE/NAME'));
+    assert.deepEqual(generic(serviceBuild, 'workloads/iot-service'), generic(operatorBuild, 'operators/iot'));
+    assert.match(serviceBuild.at(-1)!, /^RUN node --import tsx scripts\/bundle\.ts iot-service$/);
+  });
+
+  it("the IoT service's Dockerfile has one target per component, each as the pod user 10001 reporting VERSION", () => {
+    const byName = stages(iotServiceDockerfile());
+    assert.deepEqual([...byName.keys()], ['build', ...IOT_SERVICE_COMPONENTS]);
+    for (const component of IOT_SERVICE_COMPONENTS) {
+      const lines = byName.get(component)!;
+      assert.equal(lines[0], `FROM \${NODE_IMAGE} AS ${component}`);
+      assert.deepEqual(lines.slice(-4, -1), ['ARG VERSION', 'ENV IOT_SERVICE_VERSION=${VERSION}', 'USER 10001:10001'], component);
+      const entrypoint = JSON.parse(/^ENTRYPOINT (\[.*\])$/.exec(lines.at(-1)!)![1]!) as string[];
+      if (component === 'broker' || component === 'database') {
+        assert.deepEqual(entrypoint, [`/usr/local/bin/iot-${component}`]);
+        assert.ok(lines.includes(`COPY workloads/iot-service/image/${component}.sh /usr/local/bin/iot-${component}`), component);
+        assert.match(lines.join('\n'), /&& useradd --uid 10001 --user-group --no-create-home --home-dir \/var\/lib\/iot iot$/m, component);
+      } else {
+        assert.deepEqual(entrypoint, ['node', `${component}.mjs`]);
+        assert.ok(lines.includes('ENV NODE_ENV=production') && lines.includes('COPY --from=build /src/workloads/iot-service/dist/ ./'), component);
+      }
+    }
+  });
+
   it('images/bases.sh provides exactly the base image arguments the Dockerfiles declare', () => {
-    const bases = readFileSync(path.join(path.dirname(dockerfilePath('iot')), '../../images/bases.sh'), 'utf8');
+    const bases = readFileSync(path.join(root, 'images/bases.sh'), 'utf8');
     const line = /^build_args\(\) \{\n\s*echo "([^"]+)"/m.exec(bases);
     assert.ok(line, 'bases.sh prints its build arguments from build_args()');
     const provided = [...line[1]!.matchAll(/--build-arg ([A-Z_]+)=\$([A-Z_]+)/g)].map((m) => m[1]!);
-    const declared = new Set(OPERATOR_IMAGES.flatMap((operator) => [...dockerfile(operator).matchAll(/^ARG ([A-Z_]+_IMAGE)=/gm)].map((m) => m[1]!)));
+    const declared = new Set(generatedDockerfiles().flatMap(({ text }) => [...text.matchAll(/^ARG ([A-Z_]+_IMAGE)=/gm)].map((m) => m[1]!)));
     assert.deepEqual([...provided].sort(), [...declared].sort());
     for (const name of provided) assert.match(bases, new RegExp(`^${name}=localhost/iot-operator/\\S+$`, 'm'), `${name} names a local image`);
   });
