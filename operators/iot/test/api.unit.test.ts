@@ -98,6 +98,90 @@ describe('IoTService spec validation', () => {
     ]);
   });
 
+  it('accepts a core/v1 affinity on every component and keeps it as given', () => {
+    const affinity = {
+      nodeAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: {
+          nodeSelectorTerms: [
+            { matchExpressions: [{ key: 'kubernetes.io/os', operator: 'In', values: ['linux'] }, { key: 'node.example.com/cores', operator: 'Gt', values: ['4'] }] },
+            { matchFields: [{ key: 'metadata.name', operator: 'In', values: ['node-000001'] }] },
+          ],
+        },
+        preferredDuringSchedulingIgnoredDuringExecution: [
+          { weight: 100, preference: { matchExpressions: [{ key: 'topology.kubernetes.io/zone', operator: 'In', values: ['zone-a'] }] } },
+          { weight: 1, preference: { matchExpressions: [{ key: 'node.example.com/spot', operator: 'DoesNotExist' }] } },
+        ],
+      },
+      podAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: [
+          { labelSelector: { matchLabels: { 'app.kubernetes.io/component': 'broker' } }, topologyKey: 'topology.kubernetes.io/zone', namespaceSelector: {} },
+        ],
+      },
+      podAntiAffinity: {
+        preferredDuringSchedulingIgnoredDuringExecution: [
+          {
+            weight: 50,
+            podAffinityTerm: {
+              labelSelector: { matchExpressions: [{ key: 'app.kubernetes.io/component', operator: 'In', values: ['gateway'] }] },
+              topologyKey: 'kubernetes.io/hostname',
+              namespaces: ['devawsk8s-tenant-a'],
+              matchLabelKeys: ['pod-template-hash'],
+              mismatchLabelKeys: ['tenant'],
+            },
+          },
+        ],
+      },
+    };
+    const spec = { version: '1', gateway: { affinity }, core: { affinity }, processing: { affinity }, broker: { affinity }, database: { affinity } };
+    const result = validateIoTServiceSpec(spec);
+    assert.ok(result.ok, JSON.stringify(result));
+    for (const component of ['gateway', 'core', 'processing', 'broker', 'database'] as const) {
+      assert.deepEqual(result.spec[component].affinity, affinity, component);
+    }
+  });
+
+  it('rejects a malformed affinity with the field and what it must be', () => {
+    const nodeTerms = (operator: string) => ({
+      nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator, values: ['n'] }] }] } },
+    });
+    const required = 'spec.gateway.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution';
+    assert.deepEqual(errorsOf({ version: '1', gateway: { affinity: nodeTerms('Near') } }), [
+      `${required}.nodeSelectorTerms[0].matchExpressions[0].operator: must be one of In, NotIn, Exists, DoesNotExist, Gt, Lt`,
+    ]);
+    assert.deepEqual(errorsOf({ version: '1', gateway: { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [] } } } } }), [
+      `${required}.nodeSelectorTerms: must be a list of 1 to 16 node selector terms`,
+    ]);
+    assert.deepEqual(errorsOf({ version: '1', gateway: { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: {} } } } }), [
+      `${required}.nodeSelectorTerms: required field is missing`,
+    ]);
+
+    const antiAffinity = (term: Record<string, unknown>) => ({
+      podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 50, podAffinityTerm: { topologyKey: 'kubernetes.io/hostname' }, ...term }] },
+    });
+    const preferred = 'spec.broker.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]';
+    for (const weight of [0, 101, 2.5]) {
+      assert.deepEqual(errorsOf({ version: '1', broker: { affinity: antiAffinity({ weight }) } }), [`${preferred}.weight: must be an integer from 1 to 100`], `weight ${weight}`);
+    }
+    assert.deepEqual(errorsOf({ version: '1', broker: { affinity: antiAffinity({ podAffinityTerm: { labelSelector: { matchLabels: { a: 'b' } } } }) } }), [
+      `${preferred}.podAffinityTerm.topologyKey: required field is missing`,
+    ]);
+    assert.deepEqual(errorsOf({ version: '1', broker: { affinity: antiAffinity({ podAffinityTerm: { topologyKey: '' } }) } }), [
+      `${preferred}.podAffinityTerm.topologyKey: must be a label key of 1 to 317 characters`,
+    ]);
+    assert.deepEqual(
+      errorsOf({ version: '1', broker: { affinity: antiAffinity({ podAffinityTerm: { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchExpressions: [{ key: 'a', operator: 'Gt', values: ['1'] }] } } }) } }),
+      [`${preferred}.podAffinityTerm.labelSelector.matchExpressions[0].operator: must be one of In, NotIn, Exists, DoesNotExist`],
+    );
+    assert.deepEqual(errorsOf({ version: '1', broker: { affinity: antiAffinity({ podAffinityTerm: { topologyKey: 'kubernetes.io/hostname', topologyKeys: ['x'] } }) } }), [
+      `${preferred}.podAffinityTerm.topologyKeys: unknown field`,
+    ]);
+    assert.deepEqual(errorsOf({ version: '1', core: { affinity: { nodeAffinity: {}, podAntiAffinity: {}, nodeAntiAffinity: {} } } }), ['spec.core.affinity.nodeAntiAffinity: unknown field']);
+    assert.deepEqual(
+      errorsOf({ version: '1', core: { affinity: { podAffinity: { requiredDuringSchedulingIgnoredDuringExecution: Array.from({ length: 17 }, () => ({ topologyKey: 'kubernetes.io/hostname' })) } } } }),
+      ['spec.core.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution: must be a list of at most 16 terms'],
+    );
+  });
+
   it('rejects storageClassName without storage, like the CRD rule', () => {
     assert.deepEqual(errorsOf({ version: '1', database: { storageClassName: 'fast' } }), [
       'spec.database.storageClassName: storageClassName may only be set together with storage',

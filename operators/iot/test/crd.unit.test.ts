@@ -117,6 +117,35 @@ describe('IoTService CRD', () => {
     assert.equal(typeof limits['pattern'], 'string');
   });
 
+  it('gives every component a core/v1 affinity: operator enums, weights 1..100, required fields, bounded lists', () => {
+    const props = ((openApiSchema()['properties'] as Record<string, Node>)['spec'] as Node)['properties'] as Record<string, Node>;
+    const at = (node: Node, path: string): Node =>
+      path.split('.').reduce((n, key) => (key === '[]' ? (n['items'] as Node) : ((n['properties'] as Record<string, Node>)[key] as Node)), node);
+    for (const component of ['gateway', 'core', 'processing', 'broker', 'database']) {
+      const affinity = at(props[component] as Node, 'affinity');
+      assert.deepEqual(Object.keys(affinity['properties'] as Node), ['nodeAffinity', 'podAffinity', 'podAntiAffinity'], component);
+      const nodeRequired = at(affinity, 'nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution');
+      assert.deepEqual(nodeRequired['required'], ['nodeSelectorTerms'], component);
+      const requirement = at(nodeRequired, 'nodeSelectorTerms.[].matchExpressions.[]');
+      assert.deepEqual(requirement['required'], ['key', 'operator'], component);
+      assert.deepEqual(at(requirement, 'operator')['enum'], ['In', 'NotIn', 'Exists', 'DoesNotExist', 'Gt', 'Lt'], component);
+      const preferredNode = at(affinity, 'nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution.[]');
+      assert.deepEqual(preferredNode['required'], ['weight', 'preference'], component);
+      for (const kind of ['podAffinity', 'podAntiAffinity']) {
+        const weighted = at(affinity, `${kind}.preferredDuringSchedulingIgnoredDuringExecution.[]`);
+        assert.deepEqual([at(weighted, 'weight')['minimum'], at(weighted, 'weight')['maximum']], [1, 100], `${component} ${kind}`);
+        const term = at(affinity, `${kind}.requiredDuringSchedulingIgnoredDuringExecution.[]`);
+        assert.deepEqual(term['required'], ['topologyKey'], `${component} ${kind}`);
+        assert.deepEqual(Object.keys(term['properties'] as Node).sort(), ['labelSelector', 'matchLabelKeys', 'mismatchLabelKeys', 'namespaceSelector', 'namespaces', 'topologyKey']);
+        assert.deepEqual(at(term, 'labelSelector.matchExpressions.[].operator')['enum'], ['In', 'NotIn', 'Exists', 'DoesNotExist'], `${component} ${kind}`);
+        assert.deepEqual(at(weighted, 'podAffinityTerm'), term, 'one PodAffinityTerm schema, reused');
+      }
+    }
+    for (const [path, node] of nodes(openApiSchema())) {
+      if (path.includes('.affinity') && node['type'] === 'array') assert.equal(typeof node['maxItems'], 'number', `${path}: bounded`);
+    }
+  });
+
   it('lets the status carry conditions as a map keyed by type', () => {
     const status = (openApiSchema()['properties'] as Record<string, Node>)['status'] as Node;
     const conditions = (status['properties'] as Record<string, Node>)['conditions'] as Node;

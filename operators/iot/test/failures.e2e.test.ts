@@ -35,6 +35,21 @@ describe('bad input on the real cluster', () => {
       ['replicas out of range', { version: '1.0.0', gateway: { replicas: 99 } }, /spec\.gateway\.replicas: Invalid value: 99/],
       ['unknown protocol', { version: '1.0.0', gateway: { protocols: ['ftp'] } }, /spec\.gateway\.protocols\[0\]: Unsupported value: "ftp"/],
       ['malformed storage quantity', { version: '1.0.0', broker: { storage: 'lots' } }, /spec\.broker\.storage/],
+      [
+        'unknown node affinity operator',
+        { version: '1.0.0', gateway: { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'Near', values: ['node-000000'] }] }] } } } } },
+        /spec\.gateway\.affinity\.nodeAffinity\.requiredDuringSchedulingIgnoredDuringExecution\.nodeSelectorTerms\[0\]\.matchExpressions\[0\]\.operator: Unsupported value: "Near"/,
+      ],
+      [
+        'affinity weight out of range',
+        { version: '1.0.0', core: { affinity: { podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 101, podAffinityTerm: { topologyKey: 'kubernetes.io/hostname' } }] } } } },
+        /spec\.core\.affinity\.podAntiAffinity\.preferredDuringSchedulingIgnoredDuringExecution\[0\]\.weight: Invalid value: 101/,
+      ],
+      [
+        'pod affinity term without topologyKey',
+        { version: '1.0.0', broker: { affinity: { podAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ labelSelector: { matchLabels: { app: 'x' } } }] } } } },
+        /spec\.broker\.affinity\.podAffinity\.requiredDuringSchedulingIgnoredDuringExecution\[0\]\.topologyKey: Required value/,
+      ],
     ];
     for (const [what, spec, message] of cases) {
       await assert.rejects(

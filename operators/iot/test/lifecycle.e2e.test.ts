@@ -9,7 +9,7 @@ type Workload = KubeObject & {
   spec: { replicas?: number; template: { metadata?: { annotations?: Record<string, string> }; spec: { containers: Array<{ image: string }> } } };
   status?: { readyReplicas?: number; updatedReplicas?: number };
 };
-type Pod = KubeObject & { spec: { containers: Array<{ image: string }> }; status?: { phase?: string } };
+type Pod = KubeObject & { spec: { containers: Array<{ image: string }>; nodeName?: string; affinity?: unknown }; status?: { phase?: string } };
 type Service = KubeObject & { spec: { ports: Array<{ name?: string; port: number }> } };
 
 let env: TestEnv;
@@ -237,6 +237,30 @@ describe('IoTService lifecycle on the real cluster', () => {
     await waitForPhase(env, landscape, 'tenant-a', 'Available');
     assert.ok(await getOrUndefined(env, Kinds.ConfigMap, 'iot-config', ns), 'unpausing repairs the instance');
     assert.equal((await env.client.get<Workload>(Kinds.Deployment, 'core', ns)).spec.replicas, 3);
+  });
+
+  it('spec.gateway.affinity: a required node affinity to one kwok node puts every gateway pod there', async () => {
+    const nodes = await env.client.list(Kinds.Node);
+    const kwok = nodes.items.filter((n) => n.metadata.annotations?.['kwok.x-k8s.io/node'] === 'fake').map((n) => n.metadata.labels?.['kubernetes.io/hostname'] ?? '').sort();
+    assert.ok(kwok.length >= 2, `the test needs two kwok nodes, found ${kwok.join(', ')}`);
+    const target = kwok.at(-1)!;
+    const affinity = {
+      nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In' as const, values: [target] }] }] } },
+      podAntiAffinity: {
+        preferredDuringSchedulingIgnoredDuringExecution: [
+          { weight: 100, podAffinityTerm: { labelSelector: { matchLabels: { 'app.kubernetes.io/component': 'gateway' } }, topologyKey: 'kubernetes.io/hostname' } },
+        ],
+      },
+    };
+    await env.client.create(IoTServiceType, iotService('tenant-n', landscape, { gateway: { replicas: 3, affinity } }));
+    await waitForPhase(env, landscape, 'tenant-n', 'Available');
+    const ns = `${landscape}-tenant-n`;
+    const deployment = await env.client.get<Workload & { spec: { template: { spec: { affinity?: unknown } } } }>(Kinds.Deployment, 'gateway', ns);
+    assert.deepEqual(deployment.spec.template.spec.affinity, affinity, 'the pod template carries the affinity as given');
+    const gateways = (await runningPods(ns)).filter((p) => p.metadata.name!.startsWith('gateway-'));
+    assert.deepEqual(gateways.map((p) => p.spec.nodeName), [target, target, target], `every gateway pod on ${target}, despite the preferred spreading`);
+    const others = (await runningPods(ns)).filter((p) => !p.metadata.name!.startsWith('gateway-'));
+    assert.ok(others.every((p) => p.spec.affinity === undefined), 'the other components have no affinity');
   });
 
   it('delete: the namespace goes, then the finalizer, then the IoTService', async () => {

@@ -338,6 +338,32 @@ describe('pods', () => {
     assert.equal(find<V1Deployment>(all, 'Deployment', 'gateway').spec!.template.spec!.tolerations, undefined);
   });
 
+  it('take affinity from the spec, per component, as a copy; none when absent', () => {
+    const affinity = {
+      nodeAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In' as const, values: ['node-000001'] }] }] },
+        preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 20, preference: { matchExpressions: [{ key: 'topology.kubernetes.io/zone', operator: 'In' as const, values: ['zone-a'] }] } }],
+      },
+      podAntiAffinity: {
+        preferredDuringSchedulingIgnoredDuringExecution: [
+          { weight: 100, podAffinityTerm: { labelSelector: { matchLabels: { 'app.kubernetes.io/component': 'database' } }, topologyKey: 'kubernetes.io/hostname' } },
+        ],
+      },
+    };
+    const instance = testInstance({ gateway: { affinity }, database: { affinity }, core: { affinity: {} } });
+    const all = desiredChildren(instance, { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS });
+    const gateway = find<V1Deployment>(all, 'Deployment', 'gateway').spec!.template.spec!;
+    const database = find<V1StatefulSet>(all, 'StatefulSet', 'database').spec!.template.spec!;
+    assert.deepEqual(gateway.affinity, affinity);
+    assert.deepEqual(database.affinity, affinity);
+    assert.notEqual(gateway.affinity, instance.spec.gateway.affinity, 'a copy, not the spec itself');
+    gateway.affinity!.nodeAffinity!.requiredDuringSchedulingIgnoredDuringExecution!.nodeSelectorTerms[0]!.matchExpressions![0]!.values!.push('node-000002');
+    assert.deepEqual(instance.spec.gateway.affinity, affinity, 'changing the rendered copy leaves the spec alone');
+    for (const [name, spec] of podSpecs(all).filter(([n]) => n !== 'gateway' && n !== 'database')) {
+      assert.equal(spec.affinity, undefined, `${name}: absent or empty affinity is omitted`);
+    }
+  });
+
   it('run the replicas of the spec', () => {
     const all = children({ gateway: { replicas: 5 }, core: { replicas: 0 }, broker: { replicas: 3 } });
     assert.equal(find<V1Deployment>(all, 'Deployment', 'gateway').spec?.replicas, 5);

@@ -6,9 +6,11 @@
  * RuntimeDefault seccomp profile (it passes the `restricted` Pod Security Standard); every
  * container has readiness and liveness probes; config.yml is mounted read-only at
  * the instance's config mount path (default /etc/sap/config.yml, subPath) and /tmp is a small writable emptyDir; the template carries the
- * config checksum annotation, so a configuration change rolls the pods. Objects are written in
- * the form the API server returns them (explicit `protocol`, numeric ports, canonical
- * quantities, no empty maps or lists), so a matching child compares equal to its desired form.
+ * config checksum annotation, so a configuration change rolls the pods. The component's
+ * nodeSelector, tolerations and affinity reach the pod spec as copies (never shared with the
+ * IoTService's spec), omitted when absent or empty. Objects are written in the form the API
+ * server returns them (explicit `protocol`, numeric ports, canonical quantities, no empty maps or
+ * lists), so a matching child compares equal to its desired form.
  */
 
 import type {
@@ -181,6 +183,7 @@ export function desiredPodTemplate(
       },
       ...(nodeSelector ? { nodeSelector } : {}),
       ...(spec.tolerations && spec.tolerations.length > 0 ? { tolerations: spec.tolerations.map((t) => ({ ...t })) } : {}),
+      ...(spec.affinity && Object.keys(spec.affinity).length > 0 ? { affinity: structuredClone(spec.affinity) } : {}),
       containers: [container],
       volumes,
     },
