@@ -38,3 +38,11 @@ test('a wrong device password is refused on both protocols, a wrong token with 4
   await assert.rejects(readTelemetry({ coreUrl: service.coreUrl, apiToken: 'wrong' }, 'sim-2', 10), (e: unknown) => e instanceof HttpStatusError && e.status === 401);
   await assert.rejects(registerDevice({ coreUrl: service.coreUrl, apiToken: API_TOKEN }, 'sim-2'), (e: unknown) => e instanceof HttpStatusError && e.status === 409);
 });
+
+test('a publish to another device’s topic is refused at once and nothing of it is stored', async () => {
+  const addresses = { coreUrl: service.coreUrl, apiToken: API_TOKEN };
+  const [device, other] = [await registerDevice(addresses, 'sim-4'), await registerDevice(addresses, 'sim-5')];
+  await assert.rejects(publishMqtt(service.gatewayMqttUrl, device, [{ x: 1 }], `telemetry/${other.id}`), /closed the connection of sim-4 before acknowledging its publish to telemetry\/sim-5/);
+  assert.equal(await publishMqtt(service.gatewayMqttUrl, device, [{ x: 2 }]), 1, 'its own topic still takes its messages');
+  assert.deepEqual(await readTelemetry(addresses, other.id, 10), []);
+});

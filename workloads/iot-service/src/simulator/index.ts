@@ -76,8 +76,13 @@ export async function readTelemetry(addresses: Pick<ServiceAddresses, 'coreUrl' 
   return (await expectStatus(response, 200, `read telemetry of ${id}`)) as TelemetryRecord[];
 }
 
-/** Connects as the device, publishes each payload with QoS 1 (awaiting its PUBACK) and disconnects. */
-export async function publishMqtt(gatewayMqttUrl: string, device: DeviceCredentials, payloads: readonly unknown[]): Promise<number> {
+/**
+ * Connects as the device, publishes each payload with QoS 1 (awaiting its PUBACK) to `topic`
+ * (default: the device's own) and disconnects. The gateway closing the connection before a
+ * PUBACK (MQTT 3.1.1's only answer to a publish it refuses, e.g. to another device's topic)
+ * rejects at once, where the MQTT client would keep the message for a reconnect that never comes.
+ */
+export async function publishMqtt(gatewayMqttUrl: string, device: DeviceCredentials, payloads: readonly unknown[], topic = `telemetry/${device.id}`): Promise<number> {
   const client = await mqtt.connectAsync(gatewayMqttUrl, {
     username: device.id,
     password: device.password,
@@ -85,11 +90,13 @@ export async function publishMqtt(gatewayMqttUrl: string, device: DeviceCredenti
     reconnectPeriod: 0,
     connectTimeout: 5_000,
   });
+  const closed = new Promise<never>((_, reject) => client.once('close', () => reject(new Error(`the gateway closed the connection of ${device.id} before acknowledging its publish to ${topic}`))));
+  closed.catch(() => undefined); // observed by the race below; a close after the last PUBACK is the normal end
   try {
-    for (const payload of payloads) await client.publishAsync(`telemetry/${device.id}`, JSON.stringify(payload), { qos: 1 });
+    for (const payload of payloads) await Promise.race([client.publishAsync(topic, JSON.stringify(payload), { qos: 1 }), closed]);
     return payloads.length;
   } finally {
-    await client.endAsync();
+    await client.endAsync(true);
   }
 }
 
