@@ -19,7 +19,8 @@
  *   by someone else is never deleted.
  * - `paused`: no child is created, changed or deleted; status is still reported.
  * - Deletion: the finalizer holds the IoTService until the instance namespace is gone; it is then
- *   removed without touching any other party's finalizer.
+ *   removed without touching any other party's finalizer. An IoTService found gone on that
+ *   removal (a stale cache) is finalized: nothing is retried or logged as an error.
  * - Status is recomputed from what is observed and written only when it changes; progress within
  *   a rollout is written at most every few seconds (status-writes.ts); each meaningful
  *   transition is recorded as an Event on the IoTService. Refusals that retrying cannot fix
@@ -512,7 +513,13 @@ class IoTReconcile {
         return { requeueAfterMs: DELETION_RECHECK_MS };
       }
     }
-    await this.permitted(this.iotServicePatch(iot, 'remove its cleanup finalizer from the IoTService'), () => removeFinalizer(this.ctx.client, IoTServiceType, iot, FINALIZER));
+    try {
+      await this.permitted(this.iotServicePatch(iot, 'remove its cleanup finalizer from the IoTService'), () => removeFinalizer(this.ctx.client, IoTServiceType, iot, FINALIZER));
+    } catch (err) {
+      // Gone already: an earlier reconcile removed the finalizer and the IoTService went before
+      // the cache saw it (another event had queued this one). Finalized; nothing to retry.
+      if (!isNotFound(err)) throw err;
+    }
     this.forget({ namespace: iot.metadata.namespace, name: iot.metadata.name! });
     return;
   }

@@ -4,7 +4,8 @@
  * few milliseconds: children are written stage by stage (namespace; policies, secrets, config
  * and services; workloads), the writes of one stage at once; a stage that fails stops the
  * workloads from being written, a refusal becomes `Failed` naming the child, a transient error
- * is retried.
+ * is retried. Deletion: an IoTService the cache still shows with its finalizer, but already gone
+ * from the API server, is finalized without an error.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -12,7 +13,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { ApiError, Kinds, UnexpectedShapeError, type ApplyOptions, type KubeObject, type ResourceType } from '@iot-operator/runtime';
 import { FakeClient } from '@iot-operator/runtime/testing';
 import type { IoTService } from '../src/api/iotservice.ts';
-import { IoTServiceType, iotReconciler } from '../src/controller.ts';
+import { FINALIZER, IoTServiceType, iotReconciler } from '../src/controller.ts';
 import { iotService, TEST_CONFIG } from './fixtures.ts';
 
 const INSTANCE_NAMESPACE = 'devawsk8s-tenant-a';
@@ -125,5 +126,19 @@ describe('IoTService reconcile: writing the children', () => {
       return true;
     });
     assert.deepEqual(cluster.writes, [], 'nothing written');
+  });
+});
+
+describe('IoTService reconcile: deletion', () => {
+  it('an IoTService the cache still holds with its finalizer but the API server no longer has is finalized, not retried', async () => {
+    const cluster = new SlowClient();
+    // The cache's last view: being deleted, our finalizer on it. The API server has neither the
+    // IoTService (an earlier reconcile removed the finalizer) nor its namespace.
+    const live = iotService('tenant-a', { version: '2.4.1' });
+    const stale = { ...live, metadata: { ...live.metadata, deletionTimestamp: '2026-01-01T00:00:00Z', finalizers: [FINALIZER] } } as unknown as KubeObject;
+    const cacheView = new FakeClient();
+    cacheView.seed(IoTServiceType, stale);
+    const reconciler = iotReconciler({ ...TEST_CONFIG, watchNamespace: '', maxConcurrentReconciles: 1 });
+    assert.equal(await reconciler({ namespace: TEST_CONFIG.operatorName, name: 'tenant-a' }, cluster.reconcileContext(cacheView.cacheReader())), undefined, 'done: no requeue, no error');
   });
 });

@@ -1,12 +1,17 @@
 /**
  * End-to-end helpers for the IoT operator on the real local cluster: landscapes (a namespace with
  * its image-pull-secret), the operator in-process or as a process, IoTService objects and waits on
- * what `kubectl` would show.
+ * what `kubectl` would show; for instances of the reference images on the real node, the images
+ * built and pushed, the addresses a simulated device dials (pod IPs, the API token) and commands
+ * run inside an instance's pods (`kubectl exec`).
  */
+import { execFile } from 'node:child_process';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { Kinds, isNotFound, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { repoRoot, spawnOperator as spawnOperatorProcess, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
-import type { IoTServiceSpec, IoTServiceStatus } from '../src/api/iotservice.ts';
+import type { ServiceAddresses } from '@iot-operator/iot-service/simulator';
+import type { ComponentName, IoTServiceSpec, IoTServiceStatus } from '../src/api/iotservice.ts';
 import { IoTServiceType } from '../src/controller.ts';
 import { createIoTOperator } from '../src/operator.ts';
 import type { OperatorOptions } from '../src/options.ts';
@@ -146,4 +151,55 @@ export async function abandonLandscape(env: TestEnv, landscape: string): Promise
 export async function writeRequests(mgr: Manager): Promise<number> {
   const metric = await mgr.metrics.restRequests.get();
   return metric.values.filter((v) => ['POST', 'PUT', 'PATCH', 'DELETE'].includes(String(v.labels.method))).reduce((sum, v) => sum + v.value, 0);
+}
+
+const run = promisify(execFile);
+
+/**
+ * Builds the reference images of `version` (`scripts/iot-service-images.ts`, cached layers make a
+ * second call quick) and pushes them to the cluster's registry; returns the registry they are in
+ * (what `--default-registry` or `spec.registry` names).
+ */
+export async function referenceImages(version: string): Promise<string> {
+  const built = await run('node', ['--import', 'tsx', 'scripts/iot-service-images.ts', '--version', version], { cwd: repoRoot, maxBuffer: 64 * 1024 * 1024 });
+  return built.stdout.trim();
+}
+
+/** This machine's address on the real node's pod bridge: where its connections to pods come from (a device source for tests). */
+export const HOST_ON_POD_NETWORK = '10.244.0.1/32';
+
+type RunningPod = KubeObject & { status?: { podIP?: string; phase?: string } };
+
+/** The name and IP of a running pod of `component` in an instance namespace (fails when there is none). */
+export async function componentPod(env: TestEnv, namespace: string, component: ComponentName): Promise<{ name: string; ip: string }> {
+  const { items } = await env.client.list<RunningPod>(Kinds.Pod, { namespace, labelSelector: `app.kubernetes.io/component=${component}` });
+  const pod = items.find((p) => !p.metadata.deletionTimestamp && p.status?.phase === 'Running' && p.status.podIP);
+  if (!pod) throw new Error(`no running ${component} pod in ${namespace}: ${JSON.stringify(items.map((p) => [p.metadata.name, p.status?.phase]))}`);
+  return { name: pod.metadata.name!, ip: pod.status!.podIP! };
+}
+
+/** The instance's API token (Secret `iot-credentials`), as core's clients present it. */
+export async function apiToken(env: TestEnv, namespace: string): Promise<string> {
+  const secret = (await env.client.get(Kinds.Secret, 'iot-credentials', namespace)) as KubeObject & { data: Record<string, string> };
+  return Buffer.from(secret.data['api-token'] ?? '', 'base64').toString('utf8');
+}
+
+/** What a device simulated on this machine dials for an instance of the reference images: its core's and gateway's pod IPs, and the API token. */
+export async function deviceAddresses(env: TestEnv, namespace: string): Promise<ServiceAddresses> {
+  const [gateway, core] = [await componentPod(env, namespace, 'gateway'), await componentPod(env, namespace, 'core')];
+  return {
+    coreUrl: `http://${core.ip}:8080`,
+    gatewayHttpUrl: `http://${gateway.ip}:8080`,
+    gatewayMqttUrl: `mqtt://${gateway.ip}:1883`,
+    apiToken: await apiToken(env, namespace),
+  };
+}
+
+let kubectlBinary: Promise<string> | undefined;
+
+/** Runs `command` in a pod's (first) container with the project's kubectl (cluster/build.sh); its stdout. Rejects when kubectl fails or takes over `timeoutMs`. */
+export async function execInPod(env: TestEnv, namespace: string, pod: string, command: readonly string[], timeoutMs = 20_000): Promise<string> {
+  kubectlBinary ??= run('bash', [path.join(repoRoot, 'cluster/build.sh')], { maxBuffer: 16 * 1024 * 1024 }).then(({ stdout }) => path.join(stdout.trim().split('\n').at(-1)!, 'kubectl'));
+  const { stdout } = await run(await kubectlBinary, ['--kubeconfig', env.kubeconfigPath, 'exec', '-n', namespace, pod, '--', ...command], { timeout: timeoutMs });
+  return stdout;
 }

@@ -20,11 +20,11 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { ApiError, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { busyboxImage, onRealNode, realNode, realNodeContainerd, repoRoot, tagOnRealNode, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { busyboxImage, onRealNode, realNode, realNodeContainerd, tagOnRealNode, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { COMPONENTS, type ComponentName } from '../src/api/iotservice.ts';
 import { IoTServiceType } from '../src/controller.ts';
 import { PORTS } from '../src/resources/ports.ts';
-import { createLandscape, deleteAllInstances, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
+import { createLandscape, deleteAllInstances, execInPod, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
 
 const run = promisify(execFile);
 const env: TestEnv = await testEnv();
@@ -35,7 +35,6 @@ const VERSION = '2.4.1';
 
 let landscape: string;
 let mgr: Manager | undefined;
-let kubectl = '';
 
 before(async () => {
   await installIoTCrd(env);
@@ -103,8 +102,7 @@ async function componentPods(instance: string): Promise<Record<ComponentName, { 
 /** Whether an HTTP request from the pod to address:port is answered "ok" within 5 s (busybox 1.35's `wget -T` crashes: `timeout` bounds it). */
 async function reaches(namespace: string, pod: string, address: string, port: number): Promise<boolean> {
   try {
-    const { stdout } = await run(kubectl, ['--kubeconfig', env.kubeconfigPath, 'exec', '-n', namespace, pod, '--', 'timeout', '5', 'wget', '-q', '-O-', `http://${address}:${port}/`], { timeout: 20_000 });
-    return stdout.trim() === 'ok';
+    return (await execInPod(env, namespace, pod, ['timeout', '5', 'wget', '-q', '-O-', `http://${address}:${port}/`])).trim() === 'ok';
   } catch {
     return false;
   }
@@ -126,7 +124,6 @@ describe('network isolation with real packets', { skip }, () => {
   const betaNs = () => `${landscape}-beta`;
 
   before(async () => {
-    kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/build.sh')])).stdout.trim().split('\n').at(-1)!, 'kubectl');
     await loadComponentImages();
     outsideNs = await env.namespace('iso-outside');
     await env.client.create(Kinds.Pod, {
@@ -178,7 +175,7 @@ describe('network isolation with real packets', { skip }, () => {
     await expectReach(alphaNs(), alpha.core.name, outside, 8080, true);
     await env.client.patch(IoTServiceType, 'alpha', landscape, { spec: { egress: null } }, 'merge');
     await expectReach(alphaNs(), alpha.core.name, outside, 8080, false);
-    const { stdout } = await run(kubectl, ['--kubeconfig', env.kubeconfigPath, 'exec', '-n', alphaNs(), alpha.core.name, '--', 'nslookup', `broker.${alphaNs()}.svc.cluster.local`], { timeout: 20_000 });
+    const stdout = await execInPod(env, alphaNs(), alpha.core.name, ['nslookup', `broker.${alphaNs()}.svc.cluster.local`]);
     assert.match(stdout, new RegExp(`Address:? *${alpha.broker.ip.replaceAll('.', '\\.')}`), `the instance's DNS lookups pass its egress policy: ${stdout}`);
   });
 });

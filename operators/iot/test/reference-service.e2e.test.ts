@@ -12,48 +12,28 @@
  * Reported as not run where the cluster has no real node.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
-import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { onRealNode, realNode, registryPullSecret, repoRoot, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { Manager } from '@iot-operator/runtime';
+import { onRealNode, realNode, registryPullSecret, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 import { HttpStatusError, postHttp, publishMqtt, readTelemetry, registerDevice, simulateDevice } from '@iot-operator/iot-service/simulator';
-import { COMPONENTS, type ComponentName } from '../src/api/iotservice.ts';
+import { COMPONENTS } from '../src/api/iotservice.ts';
 import { IoTServiceType } from '../src/controller.ts';
-import { deleteAllInstances, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
+import { HOST_ON_POD_NETWORK, deleteAllInstances, deviceAddresses, installIoTCrd, iotService, referenceImages, startOperator, waitForPhase } from './e2e-support.ts';
 
-const run = promisify(execFile);
 const env: TestEnv = await testEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
 const VERSION = '2.4.1';
 const MESSAGES = 20;
-/** This machine's address on the pod bridge: where its connections to pods come from. */
-const HOST_ON_POD_NETWORK = '10.244.0.1/32';
 
 let landscape = '';
 let mgr: Manager | undefined;
-
-type Pod = KubeObject & { status?: { podIP?: string; phase?: string } };
-
-async function podIp(namespace: string, component: ComponentName): Promise<string> {
-  const { items } = await env.client.list<Pod>(Kinds.Pod, { namespace, labelSelector: `app.kubernetes.io/component=${component}` });
-  const ip = items.find((p) => p.status?.phase === 'Running' && p.status.podIP)?.status?.podIP;
-  assert.ok(ip, `a running ${component} pod in ${namespace}`);
-  return ip;
-}
-
-async function apiToken(namespace: string): Promise<string> {
-  const secret = (await env.client.get(Kinds.Secret, 'iot-credentials', namespace)) as KubeObject & { data: Record<string, string> };
-  return Buffer.from(secret.data['api-token'] ?? '', 'base64').toString('utf8');
-}
 
 describe('the reference IoT service on the real node', { skip }, () => {
   let registry = '';
 
   before(async () => {
-    const built = await run('node', ['--import', 'tsx', 'scripts/iot-service-images.ts', '--version', VERSION], { cwd: repoRoot, maxBuffer: 64 * 1024 * 1024 });
-    registry = built.stdout.trim();
+    registry = await referenceImages(VERSION);
     await installIoTCrd(env);
     landscape = await env.namespace('ls');
     await registryPullSecret(env, landscape, 'image-pull-secret');
@@ -85,13 +65,7 @@ describe('the reference IoT service on the real node', { skip }, () => {
     const namespace = `${landscape}-plant`;
     assert.ok(available.status, 'status reported');
 
-    const [gateway, core] = [await podIp(namespace, 'gateway'), await podIp(namespace, 'core')];
-    const addresses = {
-      coreUrl: `http://${core}:8080`,
-      gatewayHttpUrl: `http://${gateway}:8080`,
-      gatewayMqttUrl: `mqtt://${gateway}:1883`,
-      apiToken: await apiToken(namespace),
-    };
+    const addresses = await deviceAddresses(env, namespace);
     const report = await simulateDevice(addresses, { messages: MESSAGES, timeoutMs: 60_000 });
     console.log(`reference service: apply → Available ${availableMs} ms; ${report.sent.total} sent, ${report.stored} stored in ${report.elapsedMs} ms`);
     assert.deepEqual(report.sent, { mqtt: MESSAGES, http: MESSAGES, total: 2 * MESSAGES });
