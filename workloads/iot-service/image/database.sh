@@ -5,7 +5,11 @@
 # password from the Secret (single-user mode, before any client can connect), so the Secret is
 # what counts. It listens on 5432 with scram-sha-256 for every address (the instance's
 # NetworkPolicies decide who reaches it) and keeps its socket and lock in /tmp: nothing outside
-# /tmp and the volume is written. SIGTERM reaches postgres itself (exec): a smart shutdown.
+# /tmp and the volume is written. SIGTERM (a pod deleted or rolled) is passed on to postgres as
+# SIGINT, a fast shutdown: open transactions are rolled back, clients disconnected and a checkpoint
+# written, in about a second. postgres takes SIGTERM itself for a smart shutdown, which waits for
+# every client to disconnect — the components' connection pools never do, so the kubelet's SIGKILL
+# would end it after the grace period, and the next start would recover from the WAL.
 set -eu
 : "${IOT_DATABASE_PASSWORD:?IOT_DATABASE_PASSWORD (from Secret iot-credentials) is not set}"
 case "$IOT_DATABASE_PASSWORD" in *"'"* | *"\\"*) echo 'IOT_DATABASE_PASSWORD must not contain quotes or backslashes' >&2; exit 1 ;; esac
@@ -24,4 +28,13 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
   echo 'CREATE DATABASE iot' | "$bin/postgres" --single -D "$PGDATA" -c unix_socket_directories=/tmp postgres >/dev/null
 fi
 echo "ALTER ROLE iot PASSWORD '$IOT_DATABASE_PASSWORD'" | "$bin/postgres" --single -D "$PGDATA" -c unix_socket_directories=/tmp postgres >/dev/null
-exec "$bin/postgres" -D "$PGDATA" -c listen_addresses='*' -c unix_socket_directories=/tmp -c log_destination=stderr
+"$bin/postgres" -D "$PGDATA" -c listen_addresses='*' -c unix_socket_directories=/tmp -c log_destination=stderr &
+pid=$!
+trap 'kill -INT "$pid" 2>/dev/null' TERM INT
+# wait returns early when a signal arrives; wait again until postgres itself has exited.
+while :; do
+  status=0
+  wait "$pid" || status=$?
+  kill -0 "$pid" 2>/dev/null || break
+done
+exit "$status"

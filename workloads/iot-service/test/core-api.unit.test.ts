@@ -81,11 +81,42 @@ test('GET telemetry: newest first, at most limit, only the device\'s own', async
   }
   const response = await call('/v1/devices/dev-1/telemetry?limit=2');
   assert.equal(response.status, 200);
-  assert.deepEqual(await response.json(), [
-    { messageId: 'b', receivedAt: at(3), payload: { s: 3 } },
-    { messageId: 'c', receivedAt: at(2), payload: { s: 2 } },
-  ]);
+  const records = (await response.json()) as Array<{ storedAt: string }>;
+  for (const record of records) assert.ok(!Number.isNaN(Date.parse(record.storedAt)), 'each record says when it was stored');
+  assert.deepEqual(
+    records.map(({ storedAt: _, ...rest }) => rest),
+    [
+      { messageId: 'b', receivedAt: at(3), payload: { s: 3 } },
+      { messageId: 'c', receivedAt: at(2), payload: { s: 2 } },
+    ],
+  );
   assert.equal(((await (await call('/v1/devices/dev-1/telemetry')).json()) as unknown[]).length, 3);
+});
+
+test('GET telemetry pages on from the last record: before + beforeMessageId, ties on receivedAt included', async () => {
+  await store.createDevice('dev-p', 'unused');
+  const at = (s: number) => new Date(Date.UTC(2025, 0, 2, 0, 0, s)).toISOString();
+  // Five messages, three of them received in the same millisecond.
+  for (const [messageId, s] of [['m1', 1], ['m2', 2], ['m3', 2], ['m4', 2], ['m5', 3]] as const) {
+    await store.insertTelemetry({ deviceId: 'dev-p', messageId, receivedAt: at(s), payload: { s } });
+  }
+  const seen: string[] = [];
+  let query = '';
+  for (let page = 0; page < 10; page++) {
+    const response = await call(`/v1/devices/dev-p/telemetry?limit=2${query}`);
+    assert.equal(response.status, 200);
+    const records = (await response.json()) as Array<{ messageId: string; receivedAt: string }>;
+    if (records.length === 0) break;
+    seen.push(...records.map((r) => r.messageId));
+    const last = records.at(-1)!;
+    query = `&before=${encodeURIComponent(last.receivedAt)}&beforeMessageId=${encodeURIComponent(last.messageId)}`;
+  }
+  assert.deepEqual(seen, ['m5', 'm4', 'm3', 'm2', 'm1'], 'every record once, newest first');
+  const beforeTime = (await (await call(`/v1/devices/dev-p/telemetry?before=${encodeURIComponent(at(2))}`)).json()) as Array<{ messageId: string }>;
+  assert.deepEqual(beforeTime.map((r) => r.messageId), ['m1'], 'before alone: received strictly earlier');
+  assert.equal((await call('/v1/devices/dev-p/telemetry?before=yesterday')).status, 400);
+  assert.equal((await call('/v1/devices/dev-p/telemetry?beforeMessageId=m2')).status, 400);
+  assert.equal((await call(`/v1/devices/dev-p/telemetry?before=${encodeURIComponent(at(2))}&beforeMessageId=${encodeURIComponent('a b')}`)).status, 400);
 });
 
 test('the device check says only whether the pair is valid', async () => {

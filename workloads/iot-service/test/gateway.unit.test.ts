@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import mqtt from 'mqtt';
-import { decodeEnvelope } from '../src/shared/telemetry.ts';
+import { decodeEnvelope, deviceTelemetryTopic } from '../src/shared/telemetry.ts';
 import { postHttp, registerDevice, type DeviceCredentials } from '../src/simulator/index.ts';
 import { API_TOKEN, startService, waitFor, type Service } from './harness.ts';
 
@@ -38,6 +38,23 @@ test('MQTT: a registered device publishes; the broker gets an envelope with a fr
   assert.equal(envelope.deviceId, 'dev-1');
   assert.deepEqual(envelope.payload, { t: 21.5 });
   assert.match(envelope.messageId, /^[0-9a-f-]{36}$/);
+});
+
+test('MQTT: a message id the device gives in the topic\'s property bag is carried; a malformed one is refused', async () => {
+  const client = await connectDevice(device.id, device.password);
+  await client.publishAsync(deviceTelemetryTopic('dev-1', 'dev-1/m_7'), JSON.stringify({ t: 7 }), { qos: 1 });
+  const packet = service.upstream.published.at(-1);
+  assert.equal(packet?.topic, 'telemetry/dev-1', 'forwarded on the device\'s topic, without the property bag');
+  const envelope = decodeEnvelope(Buffer.from(packet?.payload ?? ''));
+  assert.equal(envelope.messageId, 'dev-1/m_7');
+  assert.deepEqual(envelope.payload, { t: 7 });
+
+  const before = service.upstream.published.length;
+  const closed = new Promise<void>((resolve) => client.once('close', () => resolve()));
+  void client.publishAsync('telemetry/dev-1/?message-id=a&colour=red', JSON.stringify({ t: 8 }), { qos: 1 }).catch(() => undefined);
+  await closed;
+  await client.endAsync(true);
+  assert.equal(service.upstream.published.length, before, 'nothing forwarded for an unknown property');
 });
 
 test('MQTT: a wrong password, an unknown device or no credentials are refused at CONNECT', async () => {

@@ -2,16 +2,18 @@
  * An in-memory stand-in for the PostgreSQL store in unit tests.
  *
  * Guarantees: the same contract as PostgresStore (store.ts): devices keyed by id, telemetry keyed
- * by (device id, message id) with inserts of a stored key changing nothing, newest first;
+ * by (device id, message id) with inserts of a stored key changing nothing, newest first and
+ * paged by cursor (message ids compared by code unit, as PostgreSQL's C collation does);
  * `failNextInserts(n)` makes the next n inserts reject, as a database that is away would.
  */
 
-import type { DeviceStore, TelemetryRecord, TelemetryStore } from '../src/shared/store.ts';
+import type { DeviceStore, TelemetryCursor, TelemetryRecord, TelemetryStore } from '../src/shared/store.ts';
 import type { TelemetryEnvelope } from '../src/shared/telemetry.ts';
 
 export class MemoryStore implements DeviceStore, TelemetryStore {
   readonly devices = new Map<string, string>();
   readonly rows = new Map<string, TelemetryEnvelope>();
+  private readonly storedAt = new Map<string, string>();
   insertAttempts = 0;
   private failures = 0;
 
@@ -29,13 +31,17 @@ export class MemoryStore implements DeviceStore, TelemetryStore {
     return this.devices.get(id);
   }
 
-  async telemetry(deviceId: string, limit: number): Promise<TelemetryRecord[] | undefined> {
+  async telemetry(deviceId: string, limit: number, before?: TelemetryCursor): Promise<TelemetryRecord[] | undefined> {
     if (!this.devices.has(deviceId)) return undefined;
+    const compare = (a: { receivedAt: string; messageId: string }, b: { receivedAt: string; messageId: string }) =>
+      b.receivedAt.localeCompare(a.receivedAt) || (b.messageId < a.messageId ? -1 : b.messageId > a.messageId ? 1 : 0);
+    const older = (row: TelemetryEnvelope) =>
+      !before || row.receivedAt < before.receivedAt || (before.messageId !== undefined && row.receivedAt === before.receivedAt && row.messageId < before.messageId);
     return [...this.rows.values()]
-      .filter((row) => row.deviceId === deviceId)
-      .sort((a, b) => b.receivedAt.localeCompare(a.receivedAt) || b.messageId.localeCompare(a.messageId))
+      .filter((row) => row.deviceId === deviceId && older(row))
+      .sort(compare)
       .slice(0, limit)
-      .map(({ messageId, receivedAt, payload }) => ({ messageId, receivedAt, payload }));
+      .map(({ messageId, receivedAt, payload }) => ({ messageId, receivedAt, storedAt: this.storedAt.get(JSON.stringify([deviceId, messageId]))!, payload }));
   }
 
   async insertTelemetry(envelope: TelemetryEnvelope): Promise<boolean> {
@@ -47,6 +53,7 @@ export class MemoryStore implements DeviceStore, TelemetryStore {
     const key = JSON.stringify([envelope.deviceId, envelope.messageId]);
     if (this.rows.has(key)) return false;
     this.rows.set(key, envelope);
+    this.storedAt.set(key, new Date().toISOString());
     return true;
   }
 }

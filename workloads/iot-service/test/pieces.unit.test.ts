@@ -9,7 +9,7 @@ import { generatePassword, hashPassword, verifyPassword } from '../src/core/pass
 import { parseBasic, parseBearer, sameSecret } from '../src/shared/http.ts';
 import { createLogger } from '../src/shared/log.ts';
 import { backoff, retry } from '../src/shared/retry.ts';
-import { decodeEnvelope, encodeEnvelope, isDeviceId, isMessageId, telemetryTopic } from '../src/shared/telemetry.ts';
+import { decodeEnvelope, deviceTelemetryTopic, encodeEnvelope, isDeviceId, isMessageId, parseDeviceTopic, telemetryTopic } from '../src/shared/telemetry.ts';
 
 test('parseBearer takes the token of a Bearer header only', () => {
   assert.equal(parseBearer('Bearer abc-DEF_1'), 'abc-DEF_1');
@@ -53,6 +53,32 @@ test('device ids are one topic level; message ids printable ASCII', () => {
   assert.equal(telemetryTopic('dev-1'), 'telemetry/dev-1');
   for (const id of ['m-1', '550e8400-e29b-41d4-a716-446655440000', '{x}']) assert.ok(isMessageId(id), id);
   for (const id of ['', 'a b', 'é', 'x'.repeat(129), undefined]) assert.ok(!isMessageId(id), String(id));
+});
+
+test('a device publishes to its topic, naming its message in a property bag or not', () => {
+  assert.deepEqual(parseDeviceTopic('telemetry/dev-1'), { deviceId: 'dev-1' });
+  assert.deepEqual(parseDeviceTopic('telemetry/dev-1/?message-id=m-1'), { deviceId: 'dev-1', messageId: 'm-1' });
+  for (const id of ['m-1', 'a/b?c=d&e', '{x}#+%', 'x'.repeat(128)]) {
+    assert.deepEqual(parseDeviceTopic(deviceTelemetryTopic('dev-1', id)), { deviceId: 'dev-1', messageId: id }, id);
+  }
+  assert.equal(deviceTelemetryTopic('dev-1'), 'telemetry/dev-1');
+  for (const topic of [
+    'telemetry/',
+    'telemetry/dev-1/',
+    'telemetry/dev-1/x',
+    'telemetry/dev-1/?',
+    'telemetry/dev-1/?message-id=',
+    'telemetry/dev-1/?message-id=a%20b',
+    'telemetry/dev-1/?message-id=%E0%A4%A',
+    'telemetry/dev-1/?message-id=a&message-id=b',
+    'telemetry/dev-1/?message-id=a&other=b',
+    'telemetry/dev-1/?messageid=a',
+    'telemetry/dev-1/?message-id=a=b',
+    'other/dev-1',
+    'telemetry/a b',
+  ]) {
+    assert.equal(parseDeviceTopic(topic), undefined, topic);
+  }
 });
 
 test('the envelope round-trips and anything malformed is refused by name', () => {

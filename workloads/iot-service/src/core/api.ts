@@ -7,8 +7,11 @@
  * before reading the body.
  * - `POST /v1/devices` `{"id"}` → 201 `{"id","password"}` (a fresh password, stored only hashed);
  *   the same id again → 409; a malformed id → 400.
- * - `GET /v1/devices/<id>/telemetry?limit=N` → 200 array of `{"messageId","receivedAt","payload"}`
- *   newest first, N in 1..1000 (default 100, else 400); unknown device → 404.
+ * - `GET /v1/devices/<id>/telemetry?limit=N` → 200 array of `{"messageId","receivedAt","storedAt","payload"}`
+ *   newest first, N in 1..1000 (default 100, else 400); unknown device → 404. The next page:
+ *   `&before=<receivedAt>&beforeMessageId=<messageId>` of the page's last record (strictly older
+ *   records; `before` alone: everything received before that time); a `before` that is not an
+ *   ISO 8601 time, or `beforeMessageId` without `before` or not a message id → 400.
  * - `POST /v1/internal/device-auth` `{"id","password"}` → 200 `{"authenticated": true|false}`:
  *   the check the gateway makes for each device it has not cached; it tells nothing more than
  *   whether this pair is valid.
@@ -19,8 +22,8 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { HttpError, parseBearer, readJson, sameSecret, sendError, sendJson } from '../shared/http.ts';
 import type { Logger } from '../shared/log.ts';
-import type { DeviceStore } from '../shared/store.ts';
-import { isDeviceId } from '../shared/telemetry.ts';
+import type { DeviceStore, TelemetryCursor } from '../shared/store.ts';
+import { isDeviceId, isMessageId } from '../shared/telemetry.ts';
 import { generatePassword, hashPassword, verifyPassword } from './passwords.ts';
 
 export const DEFAULT_TELEMETRY_LIMIT = 100;
@@ -39,6 +42,18 @@ function parseLimit(value: string | null): number {
     throw new HttpError(400, `limit must be an integer from 1 to ${MAX_TELEMETRY_LIMIT}`);
   }
   return limit;
+}
+
+/** The page cursor of a telemetry query (`before`, `beforeMessageId`); undefined for the first page. */
+function parseCursor(before: string | null, beforeMessageId: string | null): TelemetryCursor | undefined {
+  if (before === null) {
+    if (beforeMessageId !== null) throw new HttpError(400, 'beforeMessageId needs before');
+    return undefined;
+  }
+  const time = Date.parse(before);
+  if (!/^\d{4}-\d{2}-\d{2}T/.test(before) || Number.isNaN(time)) throw new HttpError(400, 'before must be an ISO 8601 time (a record\'s receivedAt)');
+  if (beforeMessageId !== null && !isMessageId(beforeMessageId)) throw new HttpError(400, 'beforeMessageId must be a message id');
+  return { receivedAt: new Date(time).toISOString(), ...(beforeMessageId !== null ? { messageId: beforeMessageId } : {}) };
 }
 
 /** A percent-decoded path segment; a malformed encoding yields '' (no device has that id). */
@@ -70,7 +85,8 @@ export function createCoreApi(options: CoreApiOptions): RequestListener {
 
   async function deviceTelemetry(deviceId: string, url: URL, res: ServerResponse): Promise<void> {
     const limit = parseLimit(url.searchParams.get('limit'));
-    const records = isDeviceId(deviceId) ? await store.telemetry(deviceId, limit) : undefined;
+    const before = parseCursor(url.searchParams.get('before'), url.searchParams.get('beforeMessageId'));
+    const records = isDeviceId(deviceId) ? await store.telemetry(deviceId, limit, before) : undefined;
     if (!records) throw new HttpError(404, `no device ${deviceId}`);
     sendJson(res, 200, records);
   }

@@ -3,11 +3,14 @@
  *
  * Guarantees: a device connects with username = its device id and the password core gave it;
  * anything else is refused with CONNACK 4 (bad user name or password) or, when core cannot be
- * asked, 3 (server unavailable). A device may publish only to `telemetry/<its own id>`, with QoS 0
- * or 1 and a JSON object or array as payload; any other publish closes its connection without an
- * acknowledgement. An accepted message gets a fresh message id, is wrapped in an envelope and
- * forwarded to the broker, and the device's PUBACK is sent only after the broker acknowledged it;
- * when forwarding fails the connection is closed without PUBACK, so the device sends it again.
+ * asked, 3 (server unavailable). A device may publish only to `telemetry/<its own id>`, or to
+ * `telemetry/<its own id>/?message-id=<id>` to name the message itself (telemetry.ts
+ * `parseDeviceTopic`), with QoS 0 or 1 and a JSON object or array as payload; any other publish
+ * closes its connection without an acknowledgement. An accepted message keeps the id the device
+ * gave — so a device that sends it again after a lost PUBACK has it stored once — or gets a fresh
+ * one; it is wrapped in an envelope and forwarded to the broker on `telemetry/<device id>`, and the
+ * device's PUBACK is sent only after the broker acknowledged it; when forwarding fails the
+ * connection is closed without PUBACK, so the device sends it again.
  * Subscriptions are refused (SUBACK 128): devices only send telemetry here.
  */
 
@@ -15,7 +18,7 @@ import { Aedes, type AuthenticateError, type Client } from 'aedes';
 import { createServer, type Server } from 'node:net';
 import type { Logger } from '../shared/log.ts';
 import { closeServer, listenOn } from '../shared/net.ts';
-import { isPayload, newMessageId, telemetryTopic } from '../shared/telemetry.ts';
+import { isPayload, newMessageId, parseDeviceTopic } from '../shared/telemetry.ts';
 import type { DeviceAuthenticator } from './devices.ts';
 import type { Forward } from './forwarder.ts';
 
@@ -69,7 +72,8 @@ export async function startMqttAdapter(options: MqttAdapterOptions, listen: { ho
     },
     authorizePublish: (client, packet, done) => {
       const deviceId = client ? deviceOf.get(client) : undefined;
-      if (!deviceId || packet.topic !== telemetryTopic(deviceId)) {
+      const topic = parseDeviceTopic(packet.topic);
+      if (!deviceId || topic?.deviceId !== deviceId) {
         log.warn('mqtt publish refused', { device: deviceId, topic: packet.topic, reason: 'not the device\'s telemetry topic' });
         return done(new Error(`publish to ${packet.topic} not allowed`));
       }
@@ -77,7 +81,7 @@ export async function startMqttAdapter(options: MqttAdapterOptions, listen: { ho
       const payload = parsePayload(Buffer.from(packet.payload));
       if (!isPayload(payload)) return done(new Error('payload must be a JSON object or array'));
       packet.retain = false; // nothing is kept for subscribers: there are none
-      const envelope = { messageId: newMessageId(), deviceId, receivedAt: new Date().toISOString(), payload };
+      const envelope = { messageId: topic.messageId ?? newMessageId(), deviceId, receivedAt: new Date().toISOString(), payload };
       forward(envelope).then(
         () => done(null),
         (error: unknown) => {

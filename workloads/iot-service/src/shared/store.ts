@@ -8,7 +8,9 @@
  * already stored changes nothing and returns false, so a redelivered message is stored exactly
  * once, and one device's message ids cannot shadow another's. `createDevice` of an existing id
  * returns false and leaves the device unchanged. `telemetry` lists newest first (receivedAt, then
- * message id, descending) and returns undefined for an unknown device. Only password hashes are
+ * message id, descending), after the cursor `before` when given (strictly older in that order:
+ * paging on from the last record of a page misses and repeats nothing), each record with the time
+ * it was stored; it returns undefined for an unknown device. Only password hashes are
  * stored. Every statement is parameterised.
  */
 
@@ -20,14 +22,23 @@ import type { Payload, TelemetryEnvelope } from './telemetry.ts';
 export interface TelemetryRecord {
   messageId: string;
   receivedAt: string;
+  /** When processing committed it (ISO 8601, the database's clock). */
+  storedAt: string;
   payload: Payload;
+}
+
+/** Where a page of telemetry starts: records strictly older than this one (receivedAt, then message id). */
+export interface TelemetryCursor {
+  receivedAt: string;
+  /** Without it: every record received before `receivedAt`. */
+  messageId?: string;
 }
 
 /** What core needs. */
 export interface DeviceStore {
   createDevice(id: string, passwordHash: string): Promise<boolean>;
   passwordHash(id: string): Promise<string | undefined>;
-  telemetry(deviceId: string, limit: number): Promise<TelemetryRecord[] | undefined>;
+  telemetry(deviceId: string, limit: number, before?: TelemetryCursor): Promise<TelemetryRecord[] | undefined>;
 }
 
 /** What processing needs. */
@@ -102,13 +113,22 @@ export class PostgresStore implements DeviceStore, TelemetryStore {
     return result.rows[0]?.password_hash;
   }
 
-  async telemetry(deviceId: string, limit: number): Promise<TelemetryRecord[] | undefined> {
+  async telemetry(deviceId: string, limit: number, before?: TelemetryCursor): Promise<TelemetryRecord[] | undefined> {
     if ((await this.passwordHash(deviceId)) === undefined) return undefined;
-    const result = await this.pool.query<{ message_id: string; received_at: Date; payload: Payload }>(
-      'SELECT message_id, received_at, payload FROM telemetry WHERE device_id = $1 ORDER BY received_at DESC, message_id DESC LIMIT $2',
-      [deviceId, limit],
+    const older = !before ? '' : before.messageId === undefined ? 'AND received_at < $3' : 'AND (received_at, message_id) < ($3, $4)';
+    const parameters: unknown[] = [deviceId, limit];
+    if (before) parameters.push(before.receivedAt);
+    if (before?.messageId !== undefined) parameters.push(before.messageId);
+    const result = await this.pool.query<{ message_id: string; received_at: Date; stored_at: Date; payload: Payload }>(
+      `SELECT message_id, received_at, stored_at, payload FROM telemetry WHERE device_id = $1 ${older} ORDER BY received_at DESC, message_id DESC LIMIT $2`,
+      parameters,
     );
-    return result.rows.map((row) => ({ messageId: row.message_id, receivedAt: row.received_at.toISOString(), payload: row.payload }));
+    return result.rows.map((row) => ({
+      messageId: row.message_id,
+      receivedAt: row.received_at.toISOString(),
+      storedAt: row.stored_at.toISOString(),
+      payload: row.payload,
+    }));
   }
 
   async insertTelemetry(envelope: TelemetryEnvelope): Promise<boolean> {

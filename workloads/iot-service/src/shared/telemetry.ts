@@ -3,7 +3,11 @@
  *
  * Guarantees: a valid device id (1–128 of `A-Z a-z 0-9 . _ : -`) is one MQTT topic level, so
  * `telemetry/<device id>` names exactly one device; a valid message id is 1–128 printable ASCII
- * characters without spaces. `decodeEnvelope` returns an envelope only for a JSON object with a
+ * characters without spaces. `parseDeviceTopic` reads what a device publishes to:
+ * `telemetry/<device id>`, or `telemetry/<device id>/?message-id=<id>` (a property bag as Eclipse
+ * Hono's MQTT adapter has, the value percent-encoded) by which the device names its message
+ * itself; anything else — another key, a repeated or malformed message id, more levels — is
+ * undefined. `decodeEnvelope` returns an envelope only for a JSON object with a
  * valid `messageId` and `deviceId`, an ISO 8601 `receivedAt` and a JSON object or array `payload`,
  * and throws naming the first defect otherwise, so processing stores nothing malformed.
  * `encodeEnvelope`/`decodeEnvelope` round-trip.
@@ -33,6 +37,36 @@ export function newMessageId(): string {
 
 export function telemetryTopic(deviceId: string): string {
   return `${TELEMETRY_TOPIC_PREFIX}${deviceId}`;
+}
+
+/** The property-bag key by which a device gives its message's id on MQTT (HTTP: the Message-Id header). */
+export const MESSAGE_ID_PROPERTY = 'message-id';
+
+/** The topic a device publishes a message to when it names the message itself (`parseDeviceTopic`). */
+export function deviceTelemetryTopic(deviceId: string, messageId?: string): string {
+  const topic = telemetryTopic(deviceId);
+  return messageId === undefined ? topic : `${topic}/?${MESSAGE_ID_PROPERTY}=${encodeURIComponent(messageId)}`;
+}
+
+/** The device and, when the device gave one, the message id of a device's publish topic; undefined for any other topic. */
+export function parseDeviceTopic(topic: string): { deviceId: string; messageId?: string } | undefined {
+  if (!topic.startsWith(TELEMETRY_TOPIC_PREFIX)) return undefined;
+  const rest = topic.slice(TELEMETRY_TOPIC_PREFIX.length);
+  const bagAt = rest.indexOf('/?');
+  const deviceId = bagAt < 0 ? rest : rest.slice(0, bagAt);
+  if (!isDeviceId(deviceId)) return undefined;
+  if (bagAt < 0) return { deviceId };
+  const properties = rest.slice(bagAt + 2).split('&');
+  if (properties.length !== 1) return undefined;
+  const [key, value, ...more] = properties[0]!.split('=');
+  if (key !== MESSAGE_ID_PROPERTY || value === undefined || more.length > 0) return undefined;
+  let messageId: string;
+  try {
+    messageId = decodeURIComponent(value);
+  } catch {
+    return undefined;
+  }
+  return isMessageId(messageId) ? { deviceId, messageId } : undefined;
 }
 
 /** A device's telemetry: a JSON object or array (what a device publishes or posts). */

@@ -146,3 +146,6 @@ export async function simulateDevice(
   }
   return { deviceId, sent: { mqtt: mqttSent, http: httpSent, total }, stored, elapsedMs: Date.now() - started };
 }
+
+/** The device that publishes without pause (day-two tests): continuous.ts. */
+export * from './continuous.ts';
