@@ -5,7 +5,8 @@
  * image-pull-secret holding the registry's credentials, goes Available with running pods; then a
  * device simulated on this machine registers through core, publishes M messages over MQTT and M
  * over HTTP to the gateway and reads all 2M back from core; a wrong device password is refused on
- * both protocols and a wrong API token gets 401. The simulator dials only the instance's pod IPs.
+ * both protocols, a publish to another device's topic is refused, and a wrong API token gets
+ * 401. The simulator dials only the instance's pod IPs.
  * The gateway admits this machine as a user admits devices: the node's address on the pod bridge
  * in `spec.gateway.deviceSources`; core, which admits only its instance, is reached from that same
  * address, which kube-router lets reach every pod of its node (as it does the kubelet's probes).
@@ -13,8 +14,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Manager } from '@iot-operator/runtime';
-import { onRealNode, realNode, registryPullSecret, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
+import { onRealNode, REAL_NODE_NAME, realNode, registryPullSecret, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 import { HttpStatusError, postHttp, publishMqtt, readTelemetry, registerDevice, simulateDevice } from '@iot-operator/iot-service/simulator';
 import { COMPONENTS } from '../src/api/iotservice.ts';
 import { IoTServiceType } from '../src/controller.ts';
@@ -63,7 +64,10 @@ describe('the reference IoT service on the real node', { skip }, () => {
     const available = await waitForPhase(env, landscape, 'plant', 'Available', 300_000);
     const availableMs = Date.now() - applied;
     const namespace = `${landscape}-plant`;
-    assert.ok(available.status, 'status reported');
+    const { items: pods } = await env.client.list<KubeObject & { spec: { nodeName?: string }; status?: { phase?: string } }>(Kinds.Pod, { namespace });
+    assert.equal(pods.length, COMPONENTS.length, 'one pod per component');
+    for (const pod of pods) assert.deepEqual([pod.spec.nodeName, pod.status?.phase], [REAL_NODE_NAME, 'Running'], `${pod.metadata.name} runs on the real node`);
+    assert.deepEqual(available.status?.pods, pods.map((p) => p.metadata.name).sort(), 'status.pods names the running pods');
 
     const addresses = await deviceAddresses(env, namespace);
     const report = await simulateDevice(addresses, { messages: MESSAGES, timeoutMs: 60_000 });
@@ -77,5 +81,8 @@ describe('the reference IoT service on the real node', { skip }, () => {
     await assert.rejects(postHttp(addresses.gatewayHttpUrl, wrong, { n: 1 }), (e: unknown) => e instanceof HttpStatusError && e.status === 401);
     await assert.rejects(readTelemetry({ ...addresses, apiToken: 'wrong' }, device.id, 1), (e: unknown) => e instanceof HttpStatusError && e.status === 401);
     assert.deepEqual(await readTelemetry(addresses, device.id, 10), [], 'nothing of the refused device stored');
+
+    await assert.rejects(publishMqtt(addresses.gatewayMqttUrl, device, [{ n: 1 }], `telemetry/${report.deviceId}`), /closed the connection/, "a publish to another device's topic is refused");
+    assert.equal((await readTelemetry(addresses, report.deviceId, 1000)).length, 2 * MESSAGES, "nothing added to the other device's telemetry");
   });
 });
