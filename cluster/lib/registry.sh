@@ -123,15 +123,20 @@ EOF
 }
 
 # containerd's per-registry configuration: the endpoint and the CA that signs its certificate.
+# One endpoint, the `server` itself with the CA: containerd tries every [host."..."] entry and then
+# the server, and reports the last one's error, so a server without the CA behind a host entry
+# with it turned "not found" (404 from the entry) into "x509: certificate signed by unknown
+# authority" (from the server) — what the kubelet then tells the user. The empty [host] table is
+# there because containerd 1.6 ignores a hosts.toml without one.
 registry_write_hosts_toml() {
   local dir="$REAL_NODE_REGISTRY_HOSTS_DIR/$REGISTRY_ADDRESS"
   mkdir -p "$dir"
   cat >"$dir/hosts.toml.tmp" <<EOF
 # The cluster's registry (cluster/lib/registry.sh): TLS with the cluster's own CA.
 server = "https://$REGISTRY_ADDRESS"
-[host."https://$REGISTRY_ADDRESS"]
-  capabilities = ["pull", "resolve"]
-  ca = "$REGISTRY_HOME/certs/ca.crt"
+capabilities = ["pull", "resolve"]
+ca = "$REGISTRY_HOME/certs/ca.crt"
+[host]
 EOF
   mv -f "$dir/hosts.toml.tmp" "$dir/hosts.toml"
 }

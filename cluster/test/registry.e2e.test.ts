@@ -1,6 +1,7 @@
 // End-to-end tests of the real node's private registry (cluster/lib/registry.sh): anonymous pulls
 // are refused; the kubelet pulls with a pod's imagePullSecrets over TLS verified with the
-// cluster's CA, and only with them; a tag pushed again is pulled again; a stopped registry fails
+// cluster's CA, and only with them; a tag that does not exist is reported "not found"; a tag
+// pushed again is pulled again; a stopped registry fails
 // pulls with a clear event and the same pod starts once it runs again; a rotated password is
 // taken by pods whose secret was updated and refused in the old one. Reported as not run, with
 // the reason, where a real node cannot run.
@@ -125,6 +126,12 @@ describe('the private registry', { skip }, () => {
     const wrong = await registryPullSecret(env, namespace, 'wrong-password', 'not-the-password');
     await createPod(namespace, 'wrong-password', image, wrong);
     await pullFails(namespace, 'wrong-password', /401|unauthorized/i);
+  });
+
+  test('a tag that does not exist: the pull fails and the kubelet says "not found" (what users are told), not a TLS error', async () => {
+    await createPod(namespace, 'no-such-tag', `${localRegistry(env).address}/iot-operator-test/registry:no-such-tag`, 'registry-pull-secret');
+    const messages = await pullFails(namespace, 'no-such-tag', /registry:no-such-tag: not found/);
+    assert.ok(!messages.some((m) => /x509|certificate/.test(m)), `no TLS error: ${messages.join(' | ')}`);
   });
 
   test('a tag pushed again with other content is pulled again by a new pod (imagePullPolicy Always)', async () => {
