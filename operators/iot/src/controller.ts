@@ -18,6 +18,11 @@
  *   says so. Deletion is conditional on the namespace's UID, so a namespace recreated meanwhile
  *   by someone else is never deleted.
  * - `paused`: no child is created, changed or deleted; status is still reported.
+ * - Pods that cannot come up by themselves although their cause was fixed are deleted, so their
+ *   workloads recreate them (pod-restarts.ts): when the copy of the landscape's image-pull-secret
+ *   is written anew, the pods waiting to pull an image (else they would wait out the kubelet's
+ *   back-off, up to 5 minutes); and pods of a StatefulSet stuck on an earlier revision (else its
+ *   rollout would never proceed). No other pod is ever deleted.
  * - Deletion: the finalizer holds the IoTService until the instance namespace is gone; it is then
  *   removed without touching any other party's finalizer. An IoTService found gone on that
  *   removal (a stale cache) is finalized: nothing is retried or logged as an error.
@@ -85,6 +90,7 @@ import {
 } from './resources/index.ts';
 import { ChildBodies } from './child-bodies.ts';
 import { leanPod } from './pod-view.ts';
+import { podsBlockingStatefulSetRollouts, podsWaitingForImages } from './pod-restarts.ts';
 import { RenderedChildren, type PreparedChild, type Rendering } from './rendered-children.ts';
 import { ResolvedInstances } from './resolved-instances.ts';
 import { StatusWrites } from './status-writes.ts';
@@ -107,6 +113,8 @@ export interface IoTControllerConfig extends OperatorConfig {
   maxConcurrentReconciles: number;
   /** Set when this process is one shard of a ControllerRing of IoTServices (see SHARDED_TYPES). */
   shard?: { ring: string; name: string };
+  /** The stuck window of the status (--stuck-pod-timeout); default status.ts DEFAULT_STUCK_POD_TIMEOUT_MS. */
+  stuckPodTimeoutMs?: number;
 }
 
 /** The resource type of each kind of child, by kind. */
@@ -307,9 +315,14 @@ class IoTReconcile {
     );
     let writes = 0;
     let relabelled = 0;
+    let pullSecretWritten = false;
     for (const stage of rendering.stages) {
       const results = await Promise.allSettled(stage.map((index) => this.ensureChild(index, rendering, ownership)));
       writes += results.filter((r) => r.status === 'fulfilled' && r.value === 'written').length;
+      pullSecretWritten ||= results.some((r, i) => {
+        const id = rendering.ids[stage[i]!]!;
+        return r.status === 'fulfilled' && r.value === 'written' && id.kind === 'Secret' && id.name === IMAGE_PULL_SECRET_NAME;
+      });
       relabelled += results.filter((r) => r.status === 'fulfilled' && r.value === 'relabelled').length;
       const errors = results.flatMap((r, i) => (r.status === 'rejected' ? [{ err: r.reason as unknown, child: rendering.ids[stage[i]!]! }] : []));
       // A refusal retrying cannot fix is reported; any other error is retried with backoff.
@@ -320,6 +333,7 @@ class IoTReconcile {
     }
     rendering.releaseIfAllMatched();
     if (writes > 0) this.ctx.log.info({ writes }, 'children written');
+    await this.restartStuckPods(iot, instance, pullSecretWritten);
     // Children that only took this shard's label over match: the instance itself did not change.
     if (relabelled > 0) this.ctx.log.info({ relabelled, shard: this.config.shard?.name }, 'children moved to this shard');
     this.moved = relabelled;
@@ -391,6 +405,44 @@ class IoTReconcile {
     return 'written';
   }
 
+  /**
+   * Deletes the instance's pods that cannot come up by themselves although what kept them down was
+   * fixed (pod-restarts.ts): after its copy of the image-pull-secret was written anew, the pods
+   * waiting for their image; always, the pods of a StatefulSet stuck on an earlier revision. Their
+   * workloads recreate them at once from the current spec. Each deletion is recorded as an Event.
+   */
+  private async restartStuckPods(iot: IoTService & KubeObject, instance: Instance, pullSecretWritten: boolean): Promise<void> {
+    const id = iot.metadata.name!;
+    const inNamespace = { namespace: instance.namespace, label: { name: INSTANCE_LABEL, value: id } };
+    const statefulSets = this.ctx.cache.list<V1StatefulSet & KubeObject>(Kinds.StatefulSet, inNamespace);
+    const rollingOut = statefulSets.some((set) => set.status?.updateRevision && set.status.currentRevision !== set.status.updateRevision);
+    if (!pullSecretWritten && !rollingOut) return;
+    const pods = this.config.shard ? await this.listPods(instance.namespace, id) : this.ctx.cache.list<V1Pod & KubeObject>(Kinds.Pod, inNamespace);
+    const groups: Array<{ pods: V1Pod[]; why: string }> = [
+      { pods: pullSecretWritten ? podsWaitingForImages(pods) : [], why: 'waited to pull an image, now with the changed image-pull-secret' },
+      { pods: podsBlockingStatefulSetRollouts(statefulSets, pods), why: "were stuck on an earlier revision of their StatefulSet, which replaces a pod only once it is ready; recreated from the current spec" },
+    ];
+    const done = new Set<string>();
+    for (const group of groups) {
+      const chosen = group.pods.filter((pod) => !done.has(pod.metadata!.name!));
+      if (chosen.length === 0) continue;
+      await Promise.all(chosen.map((pod) => this.deletePod(instance.namespace, pod as V1Pod & KubeObject)));
+      const names = chosen.map((pod) => pod.metadata!.name!);
+      for (const name of names) done.add(name);
+      this.ctx.log.info({ pods: names }, `pods restarted: they ${group.why}`);
+      this.ctx.recorder.event(iot, 'Normal', 'PodsRestarted', `Restarted ${names.length === 1 ? 'pod' : 'pods'} ${names.join(', ')}: ${names.length === 1 ? 'it' : 'they'} ${group.why}.`);
+    }
+  }
+
+  /** Deletes one pod of the instance, only the one observed (its UID); one already gone is fine. */
+  private deletePod(namespace: string, pod: V1Pod & KubeObject): Promise<void> {
+    return this.permitted({ verb: 'delete', resource: 'pods', namespace, purpose: `restart pod ${pod.metadata.name}, which cannot come up by itself` }, () =>
+      this.ctx.client
+        .delete(Kinds.Pod, pod.metadata.name!, namespace, { preconditions: { uid: pod.metadata.uid } })
+        .catch((err: unknown) => (isNotFound(err) || isApiError(err, 'Conflict') ? undefined : Promise.reject(err))),
+    );
+  }
+
   /** Puts this shard's label on a child (a merge patch of that label alone). */
   private relabel(type: ResourceType, desired: KubeObject): Promise<KubeObject> {
     const shard = this.config.shard!;
@@ -434,11 +486,12 @@ class IoTReconcile {
     const pods = this.config.shard ? await this.listPods(namespace, iot.metadata.name!) : inNamespace<V1Pod>(Kinds.Pod);
     const missingStorageClasses = await this.missingStorageClasses(instance, pods);
     const next = computeStatus({
-      instance: { generation: iot.metadata.generation ?? 0, namespace, spec: instance?.spec },
+      instance: { generation: iot.metadata.generation ?? 0, namespace, spec: instance?.spec, landscape: iot.metadata.namespace },
       previous: iot.status,
       outcome,
       observed: { deployments: inNamespace<V1Deployment>(Kinds.Deployment), statefulSets: inNamespace<V1StatefulSet>(Kinds.StatefulSet), pods, missingStorageClasses },
       now,
+      stuckPodTimeoutMs: this.config.stuckPodTimeoutMs,
     });
     const key = keyOf({ namespace: iot.metadata.namespace, name: iot.metadata.name! });
     const decision = this.memory.statusWrites.decide(key, iot, next);
@@ -448,9 +501,9 @@ class IoTReconcile {
       const event = statusTransitionEvent(decision.current, next);
       if (event) this.ctx.recorder.event(iot, event.type, event.reason, event.message);
     }
-    // Time passing is no event: look again when a stuck pod would cross the 5-minute rule, when
+    // Time passing is no event: look again when a stuck pod would cross the stuck window, when
     // held-back progress is due, and periodically while the instance is not Available.
-    const stuckAt = msUntilStuckPodFailure(pods, now);
+    const stuckAt = msUntilStuckPodFailure(pods, now, this.config.stuckPodTimeoutMs);
     const recheck = Math.min(next.phase === 'Available' ? Infinity : PROCESSING_RECHECK_MS, stuckAt ?? Infinity, decision.write ? Infinity : (decision.retryAfterMs ?? Infinity));
     return recheck === Infinity ? undefined : { requeueAfterMs: recheck };
   }

@@ -29,6 +29,11 @@ export const extraPermissions: ExtraPermission[] = [
       reason: 'children in instance namespaces: server-side applied, replaced when apply cannot converge; the credentials Secret created once',
     })),
   {
+    type: Kinds.Pod,
+    verbs: ['delete'],
+    reason: 'pods that cannot come up by themselves although the cause was fixed (pod-restarts.ts): waiting for their image once the image-pull-secret changed, or stuck on an earlier StatefulSet revision',
+  },
+  {
     type: StorageClassType,
     verbs: ['get'],
     reason: "the StorageClass a pod's unbound claim names, looked up to report one that does not exist",

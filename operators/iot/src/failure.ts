@@ -5,6 +5,9 @@
  * reason, safe to alert on) and a `message`: one sentence a user can act on, containing no
  * secret and nothing that changes from one reconcile to the next (so status is not rewritten
  * while the failure persists).
+ *
+ * The stuck window is the operator's --stuck-pod-timeout (default 5 minutes): how long a pod may
+ * fail to pull, crash or stay unschedulable before the instance is Failed.
  */
 
 export type FailureReason =
@@ -28,9 +31,13 @@ export type FailureReason =
   | 'Invalid'
   /** A Deployment reports ProgressDeadlineExceeded. */
   | 'ProgressDeadlineExceeded'
-  /** A pod cannot pull its image for more than five minutes. */
+  /** A pod has been unable to pull its image for longer than the stuck window: the registry has no such image (tag or repository). */
+  | 'ImageNotFound'
+  /** A pod has been unable to pull its image for longer than the stuck window: the registry refused the image-pull-secret's credentials (401/403). */
+  | 'ImagePullUnauthorized'
+  /** A pod has been unable to pull its image for longer than the stuck window, for any other reason (registry unreachable, TLS, ...). */
   | 'ImagePullFailing'
-  /** A container keeps crashing for more than five minutes. */
+  /** A container keeps exiting and its pod has not been ready for longer than the stuck window. */
   | 'CrashLooping'
   /** A pod's volume claim names a StorageClass (spec.<component>.storageClassName) that does not exist. */
   | 'StorageClassNotFound'
@@ -100,4 +107,57 @@ export function apiRefusedFailure(
       ? `The operator ${what} ${child.kind} ${child.name}${where}; check its ClusterRole: ${serverMessage}`
       : `The API server ${what} ${child.kind} ${child.name}${where}: ${serverMessage}`;
   return { reason: refusal, message: sentence.replace(/\.?$/, '.') };
+}
+
+/** A duration as the messages give it: `5 minutes`, `1 minute`, `20 seconds`, `1500 ms`. */
+export function durationText(ms: number): string {
+  const plural = (n: number, unit: string) => `${n} ${unit}${n === 1 ? '' : 's'}`;
+  if (ms % 60_000 === 0) return plural(ms / 60_000, 'minute');
+  if (ms % 1000 === 0) return plural(ms / 1000, 'second');
+  return `${ms} ms`;
+}
+
+/** What a pod's pull of one component image runs into, and where the user fixes it. */
+export interface ImagePull {
+  image: string;
+  component: string;
+  /** The image is `spec.<component>.image`, not `<registry>/iot-<component>:<version>`. */
+  overridden: boolean;
+}
+
+/** The registry says the image does not exist: a `spec.version` (or registry, or image) that was never published. */
+export function imageNotFoundFailure(pull: ImagePull): Failure {
+  const fix = pull.overridden ? `correct spec.${pull.component}.image` : 'set spec.version to a version published there (or correct spec.registry)';
+  return { reason: 'ImageNotFound', message: `Image ${pull.image} of component ${pull.component} does not exist in its registry: ${fix}.` };
+}
+
+/** The registry refused the pull with the landscape's image-pull-secret, which the operator copies into the instance namespace. */
+export function imagePullUnauthorizedFailure(pull: ImagePull, secretName: string, landscape: string | undefined, instanceNamespace: string): Failure {
+  const where = landscape ? `in namespace ${landscape}` : "in the operator's namespace";
+  return {
+    reason: 'ImagePullUnauthorized',
+    message:
+      `The registry refused to serve image ${pull.image} of component ${pull.component} with the credentials of Secret ${secretName}: ` +
+      `put valid credentials for that registry into Secret ${secretName} ${where} (the operator copies it into namespace ${instanceNamespace} and restarts the pods waiting for their image).`,
+  };
+}
+
+/** A pull failing for any other reason (unreachable registry, TLS, ...): where to see the kubelet's error. */
+export function imagePullFailingFailure(pull: ImagePull, pod: string, namespace: string, window: number): Failure {
+  return {
+    reason: 'ImagePullFailing',
+    message:
+      `Pod ${pod} has not been able to pull image ${pull.image} for more than ${durationText(window)}; see why with kubectl describe pod -n ${namespace} ${pod}, ` +
+      "then check spec.version, spec.registry (or the component's image) and the image-pull-secret.",
+  };
+}
+
+/** A component's container keeps exiting: which one, and where its last words are. */
+export function crashLoopingFailure(component: string, pod: string, container: string, namespace: string, window: number): Failure {
+  return {
+    reason: 'CrashLooping',
+    message:
+      `Component ${component} is in a crash loop: container ${container} of pod ${pod} keeps exiting and has not been ready for more than ${durationText(window)}; ` +
+      `see why with kubectl logs -n ${namespace} ${pod} -c ${container} --previous, then fix its image (spec.version or spec.${component}.image) or what it depends on.`,
+  };
 }

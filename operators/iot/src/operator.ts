@@ -18,6 +18,7 @@ export async function createIoTOperator(options: OperatorOptions): Promise<Manag
     tenancy: options.tenancy,
     configMountPath: options.configMountPath,
     shard: options.shard,
+    stuckPodTimeoutMs: options.stuckPodTimeoutMs,
   };
   const mgr = await Manager.create({
     name: 'iot-operator',

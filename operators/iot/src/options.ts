@@ -12,6 +12,8 @@
  * maximum stops the process with an error naming the flag. `--shard-ring` runs the process as one
  * shard of that ControllerRing (docs/scale.md); it excludes `--leader-elect`, and the shard's name
  * (`--shard-name`, default POD_NAME, else the host name) must be usable as a Lease name.
+ * `--stuck-pod-timeout` (default 5m, between 1s and 24h) is the stuck window of the status: how
+ * long a pod may fail to pull, crash-loop or wait for its volume before its IoTService is Failed.
  */
 import os from 'node:os';
 import { metricsSecureNeedsCertDir, parseBurst, parseQps, secureMetricsFromCertDir, validateShardIdentity, type RateLimit, type SecureMetricsOptions } from '@iot-operator/runtime';
@@ -37,6 +39,8 @@ export interface OperatorOptions {
   logLevel: string;
   kubeconfig?: string;
   syncPeriodMs: number;
+  /** How long a pod may be stuck (image pull, crash loop, unbound claim) before its instance is Failed; default 5 minutes. */
+  stuckPodTimeoutMs?: number;
   /** What IoTService authors may ask for; default `defaultTenantPolicy(defaultRegistry)`. */
   tenancy?: TenantPolicy;
   /** Where pods find config.yml; default /etc/sap/config.yml. */
@@ -58,11 +62,18 @@ const positiveInt = (value: string): number => {
   return n;
 };
 
-function parseDuration(command: Command, value: string): number {
+function parseDuration(command: Command, flag: string, value: string, examples = '30s, 10m or 10h'): number {
   const match = /^(\d+)(ms|s|m|h)$/.exec(value);
-  if (!match || Number(match[1]) === 0) command.error(`error: --sync-period "${value}" must be a duration such as 30s, 10m or 10h`);
+  if (!match || Number(match[1]) === 0) command.error(`error: ${flag} "${value}" must be a duration such as ${examples}`);
   const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[match[2] as 'ms' | 's' | 'm' | 'h'];
   return Number(match[1]) * unit;
+}
+
+/** At least a second (the kubelet's pod status carries seconds), at most a day. */
+function parseStuckPodTimeout(command: Command, value: string): number {
+  const ms = parseDuration(command, '--stuck-pod-timeout', value, '20s or 5m');
+  if (ms < 1000 || ms > 86_400_000) command.error(`error: --stuck-pod-timeout "${value}" must be between 1s and 24h`);
+  return ms;
 }
 
 export function operatorCommand(): Command {
@@ -84,6 +95,7 @@ export function operatorCommand(): Command {
     .option('--log-level <level>', 'fatal, error, warn, info, debug or trace', process.env.LOG_LEVEL ?? 'info')
     .option('--kubeconfig <path>', 'kubeconfig file; default KUBECONFIG, ~/.kube/config, then in-cluster credentials')
     .option('--sync-period <duration>', 'how often every IoTService is re-checked without any event', '10h')
+    .option('--stuck-pod-timeout <duration>', 'how long a pod may fail to pull its image, crash-loop or wait for its volume before its IoTService is Failed (tests shorten it)', '5m')
     .option('--config-mount-path <path>', 'where every pod finds config.yml (env IOT_CONFIG_MOUNT_PATH)', process.env.IOT_CONFIG_MOUNT_PATH ?? DEFAULT_CONFIG_MOUNT_PATH)
     .option('--allowed-registries <list>', 'comma-separated registries (host[:port][/path]) component images may come from; default: the default registry')
     .option('--allowed-service-types <list>', `comma-separated gateway Service types an IoTService may ask for (${SERVICE_TYPES.join(', ')})`, 'ClusterIP')
@@ -151,10 +163,11 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
   command.parse(argv, { from: 'user' });
   // As parsed: the name may be missing and the sync period is still text.
   const o = command.opts<
-    Omit<OperatorOptions, 'operatorName' | 'syncPeriodMs' | 'watchNamespace' | 'tenancy' | 'secureMetrics' | 'rateLimit'> &
+    Omit<OperatorOptions, 'operatorName' | 'syncPeriodMs' | 'stuckPodTimeoutMs' | 'watchNamespace' | 'tenancy' | 'secureMetrics' | 'rateLimit'> &
       TenancyFlags & {
         operatorName?: string;
         syncPeriod: string;
+        stuckPodTimeout: string;
         namespace?: string;
         watchNamespace?: string;
         metricsSecure: boolean;
@@ -198,7 +211,8 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
     rateLimit: { qps: o.kubeApiQps, burst: o.kubeApiBurst },
     logLevel: o.logLevel,
     kubeconfig: o.kubeconfig,
-    syncPeriodMs: parseDuration(command, o.syncPeriod),
+    syncPeriodMs: parseDuration(command, '--sync-period', o.syncPeriod),
+    stuckPodTimeoutMs: parseStuckPodTimeout(command, o.stuckPodTimeout),
     tenancy: parseTenancy(command, o, o.defaultRegistry),
     configMountPath,
   };

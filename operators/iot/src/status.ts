@@ -3,11 +3,12 @@
  *
  * Guarantees: `computeStatus` is a pure function of its input. The phase is
  *   - Failed when the reconcile failed in a way retrying will not fix, when a Deployment of the
- *     instance reports ProgressDeadlineExceeded, when a pod of the instance has been stuck in
- *     CrashLoopBackOff / ImagePullBackOff / ErrImagePull for more than five minutes, or when a pod
- *     cannot be scheduled because its volume claim is unbound: at once when the claim's
- *     StorageClass (spec.<component>.storageClassName) was looked up and does not exist (that
- *     does not fix itself), otherwise after five minutes (a provisioner may be slow);
+ *     instance reports ProgressDeadlineExceeded, when a pod of the instance has been unable to
+ *     pull an image or in a crash loop for longer than the stuck window (`stuckPodTimeoutMs`, the
+ *     operator's --stuck-pod-timeout, default five minutes), or when a pod cannot be scheduled
+ *     because its volume claim is unbound: at once when the claim's StorageClass
+ *     (spec.<component>.storageClassName) was looked up and does not exist (that does not fix
+ *     itself), otherwise after the stuck window (a provisioner may be slow);
  *   - Processing when a child was missing or differed (the reconcile just wrote it), or any
  *     workload is missing, not fully rolled out or not ready;
  *   - Available otherwise.
@@ -19,21 +20,35 @@
  * transition times, so recomputing an unchanged situation yields an equal status (`statusEqual`)
  * and no write.
  *
- * How "stuck for more than five minutes" is measured: the kubelet records no time for a
+ * How "stuck for longer than the window" is measured: the kubelet records no time for a
  * container's waiting reason, so we take the time the pod's containers stopped being ready: the
  * lastTransitionTime of the pod's ContainersReady condition while it is not True (falling back to
  * the Ready condition, then the pod's startTime, then its creationTimestamp). For an image that
  * cannot be pulled that is the pod's start; for a crash loop it is the first crash (readiness
- * probes keep a crash-looping container not ready between restarts). A pod is stuck when one of
- * its containers (init containers included) is waiting with one of those reasons and that time is
- * more than five minutes ago. Pods being deleted are ignored.
+ * probes keep a crash-looping container not ready between restarts). A pod is stuck when it is
+ * not Ready, one of its containers (init containers included) is in trouble, and that time is
+ * longer ago than the window; the failure names the pod stuck longest, so pods that cross the
+ * window later do not change it. Pods being deleted are ignored. A container is in trouble when
+ *   - it waits with ErrImagePull or ImagePullBackOff: the kubelet's waiting message (since
+ *     Kubernetes 1.32 the back-off message carries the last pull error too) tells `ImageNotFound`
+ *     (the registry has no such tag or repository) from `ImagePullUnauthorized` (it refused the
+ *     credentials: 401, 403, "denied"); any other cause is `ImagePullFailing`. A back-off message
+ *     without the cause (older kubelets) keeps the classification the previous status made for the
+ *     same image, so the reason does not alternate with the kubelet's two waiting reasons;
+ *   - it crash-loops: it waits with CrashLoopBackOff, or it has just exited with a non-zero code
+ *     (the kubelet restarts it after its back-off), or it runs again after exiting with a
+ *     non-zero code since the pod stopped being ready. The kubelet passes through all three in
+ *     every round of a crash loop, so the instance stays Failed through the loop instead of
+ *     flapping to Processing whenever the container is briefly running.
+ * Every message names what to fix (the image and component, the landscape's image-pull-secret,
+ * the component and pod of the crash loop) and nothing that changes between reconciles.
  *
  * A pod's claims are unbound when its PodScheduled condition is False with the scheduler's
  * "unbound immediate PersistentVolumeClaims"; the time is that condition's lastTransitionTime. The
  * failure names the first such claim of the pod (spec.volumes) and what to fix.
  */
 
-import type { V1Deployment, V1Pod, V1StatefulSet } from '@kubernetes/client-node';
+import type { V1ContainerStatus, V1Deployment, V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import { canonicalJson, setCondition, type Condition, type ConditionUpdate } from '@iot-operator/runtime';
 import {
   COMPONENTS,
@@ -43,16 +58,27 @@ import {
   type IoTServicePhase,
   type IoTServiceStatus,
 } from './api/iotservice.ts';
-import type { Failure, FailureReason } from './failure.ts';
+import {
+  crashLoopingFailure,
+  durationText,
+  imageNotFoundFailure,
+  imagePullFailingFailure,
+  imagePullUnauthorizedFailure,
+  type Failure,
+  type FailureReason,
+  type ImagePull,
+} from './failure.ts';
+import { IMAGE_PULL_SECRET_NAME } from './resources/secrets.ts';
 
-/** How long a pod may be stuck in a failing container state before the instance is Failed. */
-export const STUCK_POD_THRESHOLD_MS = 5 * 60 * 1000;
+/** The stuck window unless the operator is told otherwise (--stuck-pod-timeout): how long a pod may fail to pull, crash or stay unschedulable before the instance is Failed. */
+export const DEFAULT_STUCK_POD_TIMEOUT_MS = 5 * 60 * 1000;
 
 export const CONDITION_READY = 'Ready';
 export const CONDITION_PROGRESSING = 'Progressing';
 export const CONDITION_DEGRADED = 'Degraded';
 
-const IMAGE_PULL_REASONS = new Set(['ImagePullBackOff', 'ErrImagePull']);
+const IMAGE_PULL_BACK_OFF = 'ImagePullBackOff';
+const IMAGE_PULL_REASONS = new Set([IMAGE_PULL_BACK_OFF, 'ErrImagePull']);
 const CRASH_LOOP_REASON = 'CrashLoopBackOff';
 /** What the scheduler says of a pod whose claims are neither bound nor waiting for it (VolumeBinding plugin). */
 const UNBOUND_CLAIMS_MESSAGE = 'unbound immediate PersistentVolumeClaims';
@@ -73,6 +99,8 @@ export interface StatusInput {
     namespace?: string;
     /** The validated spec with defaults; undefined when it is invalid. */
     spec?: DefaultedIoTServiceSpec;
+    /** The landscape namespace (the IoTService's own): where its image-pull-secret is. */
+    landscape?: string;
   };
   previous: IoTServiceStatus | undefined;
   outcome: ReconcileOutcome;
@@ -85,6 +113,8 @@ export interface StatusInput {
     missingStorageClasses?: readonly string[];
   };
   now: Date;
+  /** The stuck window; default DEFAULT_STUCK_POD_TIMEOUT_MS. */
+  stuckPodTimeoutMs?: number;
 }
 
 /** One workload as observed, judged against the spec. */
@@ -108,13 +138,14 @@ const WORKLOAD_KIND: Readonly<Record<ComponentName, 'Deployment' | 'StatefulSet'
 
 export function computeStatus(input: StatusInput): IoTServiceStatus {
   const { instance, outcome, observed, now } = input;
+  const window = input.stuckPodTimeoutMs ?? DEFAULT_STUCK_POD_TIMEOUT_MS;
   const workloads = viewWorkloads(input);
   const failure =
     outcome.kind === 'failed'
       ? outcome.failure
       : (progressDeadlineFailure(observed.deployments) ??
-        stuckPodFailure(observed.pods, instance.namespace, now) ??
-        unboundClaimFailure(observed.pods, instance, observed.missingStorageClasses ?? [], now));
+        stuckPodFailure(observed.pods, instance, input.previous, now, window) ??
+        unboundClaimFailure(observed.pods, instance, observed.missingStorageClasses ?? [], now, window));
 
   const childrenDiffered = outcome.kind !== 'failed' && outcome.childrenMatched === false;
   const pending = workloads.filter((w) => !w.rolledOut);
@@ -228,38 +259,105 @@ function progressDeadlineFailure(deployments: readonly V1Deployment[]): Failure 
   return undefined;
 }
 
-function stuckPodFailure(pods: readonly V1Pod[], namespace: string | undefined, now: Date): Failure | undefined {
-  for (const pod of [...pods].sort(byName)) {
-    if (pod.metadata?.deletionTimestamp) continue;
-    const since = notReadySince(pod);
-    if (since === undefined || now.getTime() - since <= STUCK_POD_THRESHOLD_MS) continue;
-    const statuses = [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])];
+function stuckPodFailure(
+  pods: readonly V1Pod[],
+  instance: StatusInput['instance'],
+  previous: IoTServiceStatus | undefined,
+  now: Date,
+  window: number,
+): Failure | undefined {
+  // The pod stuck longest (then by name): pods that cross the window later do not change the message.
+  const stuck = pods
+    .map((pod) => ({ pod, trouble: podTrouble(pod) }))
+    .filter((p): p is { pod: V1Pod; trouble: PodTrouble } => !!p.trouble && now.getTime() - p.trouble.since > window)
+    .sort((a, b) => a.trouble.since - b.trouble.since || byName(a.pod, b.pod));
+  for (const { pod, trouble } of stuck) {
     const podName = pod.metadata?.name ?? '?';
-    const ns = namespace ?? pod.metadata?.namespace ?? '';
-    for (const container of statuses) {
-      const waiting = container.state?.waiting?.reason;
-      if (waiting && IMAGE_PULL_REASONS.has(waiting)) {
-        const image =
-          [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find((c) => c.name === container.name)?.image ??
-          container.image;
-        return {
-          reason: 'ImagePullFailing',
-          message:
-            `Pod ${podName} has not been able to pull image ${image} for more than 5 minutes; ` +
-            "check spec.version, spec.registry (or the component's image) and the image-pull-secret.",
-        };
-      }
-      if (waiting === CRASH_LOOP_REASON) {
-        return {
-          reason: 'CrashLooping',
-          message:
-            `Container ${container.name} of pod ${podName} has been crashing for more than 5 minutes; ` +
-            `see kubectl logs -n ${ns} ${podName} -c ${container.name} --previous.`,
-        };
-      }
-    }
+    const ns = instance.namespace ?? pod.metadata?.namespace ?? '';
+    const { container } = trouble;
+    if (trouble.kind === 'crash') return crashLoopingFailure(container.name, podName, container.name, ns, window);
+    const pull: ImagePull = { image: trouble.image, component: container.name, overridden: !!instance.spec?.[container.name as ComponentName]?.image };
+    const cause = classifyImagePullError(container.state?.waiting?.message);
+    if (cause === 'ImageNotFound') return imageNotFoundFailure(pull);
+    if (cause === 'ImagePullUnauthorized') return imagePullUnauthorizedFailure(pull, IMAGE_PULL_SECRET_NAME, instance.landscape, ns);
+    const earlier = earlierPullFailure(previous, container, pull.image);
+    return earlier ?? imagePullFailingFailure(pull, podName, ns, window);
   }
   return undefined;
+}
+
+/**
+ * What the registry's refusal in a kubelet's ErrImagePull / ImagePullBackOff message means:
+ * `ImageNotFound` (no such tag or repository), `ImagePullUnauthorized` (the credentials were
+ * refused or missing), or undefined (another cause, or none given). containerd says
+ * `code = NotFound ... : not found` and `401 Unauthorized`; CRI-O and registries say `manifest
+ * unknown`, `name unknown`, `unauthorized: authentication required`, `denied`, `403 Forbidden`.
+ */
+export function classifyImagePullError(message: string | undefined): 'ImageNotFound' | 'ImagePullUnauthorized' | undefined {
+  if (!message) return undefined;
+  if (/401 Unauthorized|403 Forbidden|unauthori[sz]ed|authentication required|authorization failed|insufficient_scope|\bdenied\b/i.test(message)) return 'ImagePullUnauthorized';
+  if (/code = NotFound|: not found\b|manifest unknown|name unknown|repository .*not found|\bnot found$/i.test(message)) return 'ImageNotFound';
+  return undefined;
+}
+
+/**
+ * The classified pull failure of the previous status for this image, kept while the kubelet's
+ * back-off message gives no cause (kubelets before 1.32 say only `Back-off pulling image "x"`).
+ */
+function earlierPullFailure(previous: IoTServiceStatus | undefined, container: V1ContainerStatus, image: string): Failure | undefined {
+  const waiting = container.state?.waiting;
+  if (waiting?.reason !== IMAGE_PULL_BACK_OFF || (waiting.message ?? '').includes(': ')) return undefined;
+  const reason = previous?.conditions?.find((c) => c.type === CONDITION_DEGRADED && c.status === 'True')?.reason;
+  if ((reason === 'ImageNotFound' || reason === 'ImagePullUnauthorized') && previous?.reason?.includes(` ${image} `)) {
+    return { reason, message: previous.reason };
+  }
+  return undefined;
+}
+
+/** True when a container of the pod (not being deleted) waits to pull its image (ErrImagePull, ImagePullBackOff). */
+export function waitsToPullImage(pod: V1Pod): boolean {
+  if (pod.metadata?.deletionTimestamp) return false;
+  const statuses = [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])];
+  return statuses.some((c) => IMAGE_PULL_REASONS.has(c.state?.waiting?.reason ?? ''));
+}
+
+/** True when the pod is not Ready and a container of it waits for its image or crash-loops (however long: no window). */
+export function isStuckOrFailing(pod: V1Pod): boolean {
+  return podTrouble(pod) !== undefined;
+}
+
+/** A container of a pod that is not Ready, in trouble (see the module comment), and since when the pod has not been ready. */
+type PodTrouble = { since: number; container: V1ContainerStatus } & ({ kind: 'pull'; image: string } | { kind: 'crash' });
+
+function podTrouble(pod: V1Pod): PodTrouble | undefined {
+  if (pod.metadata?.deletionTimestamp || isPodReady(pod)) return undefined;
+  const since = notReadySince(pod);
+  if (since === undefined) return undefined;
+  const statuses = [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])];
+  for (const container of statuses) {
+    const waiting = container.state?.waiting?.reason;
+    if (waiting && IMAGE_PULL_REASONS.has(waiting)) {
+      const image =
+        [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find((c) => c.name === container.name)?.image ?? container.image;
+      return { kind: 'pull', since, container, image };
+    }
+    if (crashLooping(container, since)) return { kind: 'crash', since, container };
+  }
+  return undefined;
+}
+
+/** In a round of a crash loop: backing off, just exited with an error, or running again after exiting with one since `since`. */
+function crashLooping(container: V1ContainerStatus, since: number): boolean {
+  const state = container.state;
+  if (state?.waiting?.reason === CRASH_LOOP_REASON) return true;
+  if (state?.terminated) return state.terminated.exitCode !== 0;
+  if (state?.waiting) return false;
+  const last = container.lastState?.terminated;
+  return !!last && last.exitCode !== 0 && (timeOf(last.finishedAt) ?? -Infinity) >= since;
+}
+
+function isPodReady(pod: V1Pod): boolean {
+  return pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 }
 
 /** A pod the scheduler cannot place because of unbound claims: the claims and since when (ms). */
@@ -286,6 +384,7 @@ function unboundClaimFailure(
   instance: StatusInput['instance'],
   missingStorageClasses: readonly string[],
   now: Date,
+  window: number,
 ): Failure | undefined {
   for (const pod of [...pods].sort(byName)) {
     const unbound = unboundClaims(pod);
@@ -303,13 +402,13 @@ function unboundClaimFailure(
           `Create it, or recreate the IoTService with a StorageClass that exists (kubectl get storageclass); storage settings cannot be changed in place.`,
       };
     }
-    if (unbound.since === undefined || now.getTime() - unbound.since <= STUCK_POD_THRESHOLD_MS) continue;
+    if (unbound.since === undefined || now.getTime() - unbound.since <= window) continue;
     const whose = className ? `StorageClass ${className}` : "the cluster's default StorageClass";
     const target = unbound.claims[0] ? `kubectl describe pvc -n ${ns} ${unbound.claims[0]}` : `kubectl describe pod -n ${ns} ${podName}`;
     return {
       reason: 'VolumeNotBound',
       message:
-        `${claim} of pod ${podName} has not been bound for more than 5 minutes, so the pod cannot be scheduled; ` +
+        `${claim} of pod ${podName} has not been bound for more than ${durationText(window)}, so the pod cannot be scheduled; ` +
         `check that ${whose} exists and that its provisioner runs (${target}).`,
     };
   }
@@ -317,23 +416,17 @@ function unboundClaimFailure(
 }
 
 /**
- * Milliseconds until a pod that is now in a failing container state, or unschedulable because of
- * unbound claims (but not yet for five minutes), would make the instance Failed; undefined when no
- * pod is on its way there. Time passing is not an event, so the controller requeues the instance
- * after this long.
+ * Milliseconds until a pod that is now in trouble (unable to pull, crash-looping), or unschedulable
+ * because of unbound claims, but not yet for longer than the stuck window, would make the instance
+ * Failed; undefined when no pod is on its way there. Time passing is not an event, so the
+ * controller requeues the instance after this long.
  */
-export function msUntilStuckPodFailure(pods: readonly V1Pod[], now: Date): number | undefined {
+export function msUntilStuckPodFailure(pods: readonly V1Pod[], now: Date, window = DEFAULT_STUCK_POD_TIMEOUT_MS): number | undefined {
   let soonest: number | undefined;
   for (const pod of pods) {
-    if (pod.metadata?.deletionTimestamp) continue;
-    const statuses = [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])];
-    const failing = statuses.some((c) => {
-      const reason = c.state?.waiting?.reason;
-      return reason !== undefined && (IMAGE_PULL_REASONS.has(reason) || reason === CRASH_LOOP_REASON);
-    });
-    const since = failing ? notReadySince(pod) : unboundClaims(pod)?.since;
+    const since = podTrouble(pod)?.since ?? unboundClaims(pod)?.since;
     if (since === undefined) continue;
-    const remaining = since + STUCK_POD_THRESHOLD_MS - now.getTime();
+    const remaining = since + window - now.getTime();
     if (remaining >= 0 && (soonest === undefined || remaining < soonest)) soonest = remaining + 1;
   }
   return soonest;

@@ -50,6 +50,7 @@ describe('the Helm chart', () => {
     assert.match(rendered, /image: "registry\.example\.com\/iot\/iot-operator:1\.2\.3"/);
     assert.match(rendered, /- --leader-elect/);
     assert.match(rendered, /- --allowed-service-types=ClusterIP/);
+    assert.match(rendered, /- --stuck-pod-timeout=5m/);
 
     const stdout = await runWithInput(kubectl, ['--kubeconfig', env.kubeconfigPath, 'apply', '--dry-run=server', '-f', '-'], rendered);
     for (const kind of ['serviceaccount', 'secret', 'service', 'clusterrole', 'clusterrolebinding', 'role', 'rolebinding', 'validatingadmissionpolicy', 'validatingadmissionpolicybinding', 'deployment']) assert.match(stdout, new RegExp(`${kind}[^\\n]*(created|configured|unchanged) \\(server dry run\\)`));

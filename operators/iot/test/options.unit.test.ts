@@ -1,7 +1,8 @@
 // The IoT operator's command line: /metrics bound to loopback unless told otherwise, its own client
 // budget (200 / 400) unless --kube-api-qps / --kube-api-burst say otherwise, secure metrics from a
 // certificate directory, --namespace with its alias --watch-namespace, the config mount path and
-// the tenant policy flags, and the sharding flags (refused, with the flag named, when they cannot work).
+// the tenant policy flags, the stuck window (--stuck-pod-timeout), and the sharding flags (refused,
+// with the flag named, when they cannot work).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
@@ -62,6 +63,20 @@ describe('IoT operator options', () => {
     assert.equal(parse('--namespace', 'team-a').watchNamespace, 'team-a');
     assert.equal(parse('--watch-namespace', 'team-b').watchNamespace, 'team-b');
     assert.equal(parse('--namespace', 'same', '--watch-namespace', 'same').watchNamespace, 'same');
+  });
+
+  it('the stuck window is 5 minutes unless --stuck-pod-timeout says otherwise; a malformed or out-of-range one is refused naming the flag', () => {
+    assert.equal(parse().stuckPodTimeoutMs, 5 * 60_000);
+    assert.equal(parse('--stuck-pod-timeout', '20s').stuckPodTimeoutMs, 20_000);
+    assert.equal(parse('--stuck-pod-timeout', '10m').stuckPodTimeoutMs, 600_000);
+    for (const [value, message] of [['20', /--stuck-pod-timeout "20" must be a duration such as 20s or 5m/], ['0s', /must be a duration/], ['500ms', /--stuck-pod-timeout "500ms" must be between 1s and 24h/], ['25h', /between 1s and 24h/]] as const) {
+      const refused = start('--stuck-pod-timeout', value);
+      assert.equal(refused.status, 1, value);
+      assert.match(refused.stderr, message);
+    }
+    const help = spawnSync(process.execPath, [path.join(path.dirname(fileURLToPath(import.meta.url)), '../bin/iot-operator.js'), '--help'], { encoding: 'utf8', timeout: 30_000 });
+    const line = help.stdout.replace(/\s+/g, ' ');
+    assert.match(line, /--stuck-pod-timeout <duration> how long a pod may fail to pull its image, crash-loop or wait for its volume before its IoTService is Failed \(tests shorten it\) \(default: "5m"\)/);
   });
 
   it('config.yml is mounted where the seed says unless --config-mount-path says otherwise', () => {

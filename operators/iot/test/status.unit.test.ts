@@ -62,21 +62,36 @@ function statefulSet(name: string, shape: WorkloadShape & { currentRevision?: st
 interface PodShape {
   phase?: string;
   waiting?: string;
+  /** The kubelet's message with the waiting reason. */
+  message?: string;
   notReadySince?: Date;
   deleting?: boolean;
   image?: string;
+  /** The container's (and component's) name; default gateway. */
+  container?: string;
+  /** The container has just exited with this code. */
+  exited?: number;
+  /** The container runs again after exiting with `code` at `at`. */
+  lastExit?: { code: number; at: Date };
 }
 
 function pod(name: string, shape: PodShape = {}): V1Pod {
   const ready = !shape.waiting && !shape.notReadySince;
   const transition = (shape.notReadySince ?? T0).toISOString() as unknown as Date; // JSON gives strings
+  const container = shape.container ?? 'gateway';
+  const image = shape.image ?? `registry.example.com/iot/iot-${container}:2.4.1`;
+  const state = shape.waiting
+    ? { waiting: { reason: shape.waiting, message: shape.message ?? 'details vary' } }
+    : shape.exited !== undefined
+      ? { terminated: { exitCode: shape.exited } }
+      : { running: {} };
   return {
     metadata: {
       name,
       namespace: NS,
       ...(shape.deleting ? { deletionTimestamp: T0.toISOString() as unknown as Date } : {}),
     },
-    spec: { containers: [{ name: 'gateway', image: shape.image ?? 'registry.example.com/iot/iot-gateway:2.4.1' }] },
+    spec: { containers: [{ name: container, image }] },
     status: {
       phase: shape.phase ?? 'Running',
       conditions: [
@@ -85,12 +100,13 @@ function pod(name: string, shape: PodShape = {}): V1Pod {
       ],
       containerStatuses: [
         {
-          name: 'gateway',
-          image: shape.image ?? 'registry.example.com/iot/iot-gateway:2.4.1',
+          name: container,
+          image,
           imageID: '',
           ready,
-          restartCount: 0,
-          ...(shape.waiting ? { state: { waiting: { reason: shape.waiting, message: 'details vary' } } } : { state: { running: {} } }),
+          restartCount: shape.lastExit ? 3 : 0,
+          state,
+          ...(shape.lastExit ? { lastState: { terminated: { exitCode: shape.lastExit.code, finishedAt: shape.lastExit.at.toISOString() as unknown as Date } } } : {}),
         },
       ],
     },
@@ -370,6 +386,130 @@ describe('status phase', () => {
     const drifted = status({ outcome: { kind: 'paused', childrenMatched: false } });
     assert.equal(drifted.phase, 'Processing');
     assert.equal(condition(drifted, 'Progressing')?.status, 'False');
+  });
+});
+
+describe('what a user meets when pods are stuck (the stuck window)', () => {
+  const seconds = (n: number) => new Date(T0.getTime() + n * 1000);
+  const MISSING = 'registry.example.com/iot/iot-broker:9.9.9';
+  const notFound = `Back-off pulling image "${MISSING}": ErrImagePull: rpc error: code = NotFound desc = failed to pull and unpack image "${MISSING}": failed to resolve reference "${MISSING}": ${MISSING}: not found`;
+  const refused = `Back-off pulling image "${MISSING}": ErrImagePull: failed to pull and unpack image "${MISSING}": failed to resolve reference "${MISSING}": pulling from host registry.example.com failed with status code [manifests 9.9.9]: 401 Unauthorized`;
+  const unreachable = `failed to pull and unpack image "${MISSING}": failed to resolve reference "${MISSING}": failed to do request: Head "https://registry.example.com/v2/iot/iot-broker/manifests/9.9.9": dial tcp 203.0.113.7:443: connect: connection refused`;
+
+  /** The default instance with its broker pod in `shape`, observed at `now`, after `previous`. */
+  const withBroker = (shape: PodShape, now: Date, extra: Partial<StatusInput> = {}) => {
+    const observed = allReady();
+    observed.statefulSets[0] = statefulSet('broker', { replicas: 1, ready: 0 });
+    observed.pods[5] = pod('broker-0', { container: 'broker', notReadySince: T0, ...shape });
+    return status({ observed, now, instance: { generation: 3, namespace: NS, spec: instance.spec, landscape: 'devawsk8s' }, ...extra });
+  };
+
+  it('a spec.version with no such image: ImageNotFound naming the image and component, saying to set spec.version', () => {
+    const failed = withBroker({ waiting: 'ErrImagePull', message: notFound.slice(notFound.indexOf('rpc error')), image: MISSING }, minutes(6));
+    assert.equal(failed.phase, 'Failed');
+    assert.equal(condition(failed, 'Degraded')?.reason, 'ImageNotFound');
+    assert.equal(failed.reason, `Image ${MISSING} of component broker does not exist in its registry: set spec.version to a version published there (or correct spec.registry).`);
+    const backingOff = withBroker({ waiting: 'ImagePullBackOff', message: notFound, image: MISSING }, minutes(7));
+    assert.equal(backingOff.reason, failed.reason, 'the same failure while the kubelet backs off and retries, minutes later');
+    assert.equal(condition(backingOff, 'Degraded')?.reason, 'ImageNotFound');
+  });
+
+  it('an image named in spec.<component>.image that does not exist: ImageNotFound saying to correct that field', () => {
+    const spec = testInstance({ broker: { image: MISSING } }).spec;
+    const observed = allReady();
+    observed.pods[5] = pod('broker-0', { container: 'broker', waiting: 'ErrImagePull', message: notFound, image: MISSING, notReadySince: T0 });
+    const failed = status({ observed, now: minutes(6), instance: { generation: 3, namespace: NS, spec } });
+    assert.match(failed.reason ?? '', /does not exist in its registry: correct spec\.broker\.image\.$/);
+  });
+
+  it('credentials the registry refuses: ImagePullUnauthorized naming the landscape\'s image-pull-secret and its namespace, and no credential', () => {
+    const failed = withBroker({ waiting: 'ImagePullBackOff', message: refused, image: MISSING }, minutes(6));
+    assert.equal(condition(failed, 'Degraded')?.reason, 'ImagePullUnauthorized');
+    assert.equal(
+      failed.reason,
+      `The registry refused to serve image ${MISSING} of component broker with the credentials of Secret image-pull-secret: ` +
+        `put valid credentials for that registry into Secret image-pull-secret in namespace devawsk8s (the operator copies it into namespace ${NS} and restarts the pods waiting for their image).`,
+    );
+    for (const message of ['unauthorized: authentication required', 'denied: requested access to the resource is denied', 'unexpected status from HEAD request to https://r/v2/x/manifests/1: 403 Forbidden', 'failed to authorize: failed to fetch oauth token: 401 Unauthorized']) {
+      assert.equal(condition(withBroker({ waiting: 'ErrImagePull', message }, minutes(6)), 'Degraded')?.reason, 'ImagePullUnauthorized', message);
+    }
+  });
+
+  it('any other pull failure stays ImagePullFailing, naming pod and image and where to see why', () => {
+    const failed = withBroker({ waiting: 'ErrImagePull', message: unreachable, image: MISSING }, minutes(6));
+    assert.equal(condition(failed, 'Degraded')?.reason, 'ImagePullFailing');
+    assert.equal(
+      failed.reason,
+      `Pod broker-0 has not been able to pull image ${MISSING} for more than 5 minutes; see why with kubectl describe pod -n ${NS} broker-0, ` +
+        "then check spec.version, spec.registry (or the component's image) and the image-pull-secret.",
+    );
+    for (const message of ['manifest unknown: manifest unknown', 'reading manifest 9.9.9 in registry.example.com/iot/iot-broker: name unknown']) {
+      assert.equal(condition(withBroker({ waiting: 'ErrImagePull', message }, minutes(6)), 'Degraded')?.reason, 'ImageNotFound', message);
+    }
+  });
+
+  it('a back-off message without the cause (kubelets before 1.32) keeps the classification of the previous status for that image', () => {
+    const first = withBroker({ waiting: 'ErrImagePull', message: notFound, image: MISSING }, minutes(6));
+    const bare = { waiting: 'ImagePullBackOff', message: `Back-off pulling image "${MISSING}"`, image: MISSING };
+    assert.ok(statusEqual(withBroker(bare, minutes(7), { previous: first }), first), 'still ImageNotFound, unchanged');
+    assert.equal(condition(withBroker(bare, minutes(7)), 'Degraded')?.reason, 'ImagePullFailing', 'without a classified previous status');
+    const otherImage = withBroker({ ...bare, image: 'registry.example.com/iot/iot-broker:9.9.10', message: 'Back-off pulling image "registry.example.com/iot/iot-broker:9.9.10"' }, minutes(7), { previous: first });
+    assert.equal(condition(otherImage, 'Degraded')?.reason, 'ImagePullFailing', 'not for another image');
+  });
+
+  it('a crash loop: CrashLooping naming the component, the pod and the loop, the same through every round of the loop', () => {
+    // One round: back-off, running again (not ready), exited; the first crash ended 20 s after the pod stopped being ready.
+    const rounds: PodShape[] = [
+      { container: 'core', waiting: 'CrashLoopBackOff', message: 'back-off 40s restarting failed container=core pod=core-a_ns(uid)' },
+      { container: 'core', lastExit: { code: 1, at: seconds(20) } },
+      { container: 'core', exited: 1 },
+      { container: 'core', waiting: 'CrashLoopBackOff', message: 'back-off 1m20s restarting failed container=core pod=core-a_ns(uid)' },
+    ];
+    const at = (shape: PodShape, now: Date, previous?: IoTServiceStatus) => {
+      const observed = allReady();
+      observed.deployments[1] = deployment('core', { replicas: 2, ready: 1 });
+      observed.pods[2] = pod('core-a', { notReadySince: T0, ...shape });
+      return status({ observed, now, previous, stuckPodTimeoutMs: 20_000 });
+    };
+    // Reconcile after reconcile, each status computed from the one before.
+    const statuses: IoTServiceStatus[] = [];
+    rounds.forEach((shape, i) => statuses.push(at(shape, seconds(30 + 10 * i), statuses.at(-1))));
+    assert.equal(statuses[0]!.phase, 'Failed');
+    assert.equal(condition(statuses[0]!, 'Degraded')?.reason, 'CrashLooping');
+    assert.equal(
+      statuses[0]!.reason,
+      'Component core is in a crash loop: container core of pod core-a keeps exiting and has not been ready for more than 20 seconds; ' +
+        `see why with kubectl logs -n ${NS} core-a -c core --previous, then fix its image (spec.version or spec.core.image) or what it depends on.`,
+    );
+    for (const s of statuses) assert.ok(statusEqual(s, statuses[0]), `the same in every state of the loop: ${s.phase} ${s.reason}`);
+    assert.equal(at(rounds[1]!, seconds(15)).phase, 'Processing', 'not before the window has passed');
+  });
+
+  it('names the pod stuck longest: pods of other components crossing the window later do not change the message', () => {
+    const observed = allReady();
+    const missing = (component: string) => `registry.example.com/iot/iot-${component}:9.9.9`;
+    observed.pods[5] = pod('broker-0', { container: 'broker', waiting: 'ErrImagePull', message: notFound, image: missing('broker'), notReadySince: seconds(5) });
+    observed.pods[2] = pod('core-a', { container: 'core', waiting: 'ErrImagePull', message: notFound, image: missing('core'), notReadySince: T0 });
+    const first = status({ observed, now: seconds(24), stuckPodTimeoutMs: 20_000 });
+    const later = status({ observed, now: seconds(60), stuckPodTimeoutMs: 20_000 });
+    assert.match(first.reason ?? '', /iot-core:9\.9\.9 of component core/);
+    assert.equal(later.reason, first.reason, 'broker-0, stuck too by now, comes first by name but was stuck later');
+  });
+
+  it('a container that exited before its pod last stopped being ready, and runs again, is not crash-looping', () => {
+    const observed = allReady();
+    observed.pods[2] = pod('core-a', { container: 'core', notReadySince: minutes(1), lastExit: { code: 1, at: T0 } });
+    assert.equal(status({ observed, now: minutes(20) }).reason, undefined);
+  });
+
+  it('the stuck window is the operator\'s (--stuck-pod-timeout): before it Processing, after it Failed, and the recheck is due when it ends', () => {
+    const shape: PodShape = { waiting: 'ImagePullBackOff', message: notFound, image: MISSING };
+    assert.equal(withBroker(shape, seconds(20), { stuckPodTimeoutMs: 20_000 }).phase, 'Processing', '20 s is not more than 20 s');
+    assert.equal(withBroker(shape, seconds(21), { stuckPodTimeoutMs: 20_000 }).phase, 'Failed');
+    assert.equal(withBroker(shape, seconds(21)).phase, 'Processing', 'the default is 5 minutes');
+    const pods = [pod('broker-0', { container: 'broker', notReadySince: T0, ...shape })];
+    assert.equal(msUntilStuckPodFailure(pods, seconds(5), 20_000), 15_001);
+    assert.equal(msUntilStuckPodFailure(pods, seconds(5)), 295_001);
   });
 });
 
