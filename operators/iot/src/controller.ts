@@ -10,6 +10,8 @@
  *   image-pull-secret reaches every instance of the landscape.
  * - Children are written stage by stage (resources/index.ts `writeStages`), the children of one
  *   stage at once: workloads only after the namespace, its policies, secrets, config and services.
+ *   A Deployment whose pods would roll waits while a StatefulSet is not rolled out
+ *   (rollout-order.ts): an upgrade brings database and broker up on the new version first.
  * - A child is written only when the cached object lacks a field of its desired form or carries
  *   the hash of an older desired form (server-side apply, one field manager); the credentials Secret is created once and never written again; a
  *   reconcile of an instance whose children match makes no write at all.
@@ -92,6 +94,7 @@ import { ChildBodies } from './child-bodies.ts';
 import { leanPod } from './pod-view.ts';
 import { podsBlockingStatefulSetRollouts, podsWaitingForImages } from './pod-restarts.ts';
 import { RenderedChildren, type PreparedChild, type Rendering } from './rendered-children.ts';
+import { heldBackDeployments } from './rollout-order.ts';
 import { ResolvedInstances } from './resolved-instances.ts';
 import { StatusWrites } from './status-writes.ts';
 import { computeStatus, msUntilStuckPodFailure, statusTransitionEvent, STORAGE_COMPONENTS, unboundClaims, type ReconcileOutcome } from './status.ts';
@@ -316,7 +319,9 @@ class IoTReconcile {
     let writes = 0;
     let relabelled = 0;
     let pullSecretWritten = false;
-    for (const stage of rendering.stages) {
+    const held = this.heldBackDeployments(rendering);
+    for (const all of rendering.stages) {
+      const stage = all.filter((index) => !held.has(index));
       const results = await Promise.allSettled(stage.map((index) => this.ensureChild(index, rendering, ownership)));
       writes += results.filter((r) => r.status === 'fulfilled' && r.value === 'written').length;
       pullSecretWritten ||= results.some((r, i) => {
@@ -337,7 +342,29 @@ class IoTReconcile {
     // Children that only took this shard's label over match: the instance itself did not change.
     if (relabelled > 0) this.ctx.log.info({ relabelled, shard: this.config.shard?.name }, 'children moved to this shard');
     this.moved = relabelled;
-    return { kind: 'applied', childrenMatched: writes === 0 };
+    return { kind: 'applied', childrenMatched: writes === 0 && held.size === 0 };
+  }
+
+  /**
+   * The Deployments whose pods must not roll yet because a StatefulSet is not rolled out
+   * (rollout-order.ts), by child index. At rest (every Deployment matches) nothing is rendered.
+   */
+  private heldBackDeployments(rendering: Rendering): Set<number> {
+    const observed = (index: number) => {
+      const id = rendering.ids[index]!;
+      return this.ctx.cache.get(CHILD_TYPES[id.kind]!, id.name, id.namespace);
+    };
+    const indexes = (kind: string) => rendering.ids.flatMap((id, index) => (id.kind === kind ? [index] : []));
+    const differing = indexes('Deployment').filter((index) => {
+      const current = observed(index);
+      return current !== undefined && !rendering.matches(index, current);
+    });
+    if (differing.length === 0) return new Set();
+    const workload = (index: number) => ({ index, name: rendering.ids[index]!.name, desired: rendering.child(index).desired as never, observed: observed(index) as never });
+    const deployments = differing.map(workload);
+    const { held, waitingFor } = heldBackDeployments(indexes('StatefulSet').map(workload), deployments);
+    if (held.length > 0) this.ctx.log.info({ deployments: held, waitingFor }, 'deployments wait until the StatefulSets are rolled out');
+    return new Set(deployments.filter((d) => held.includes(d.name)).map((d) => d.index));
   }
 
   /**

@@ -14,7 +14,10 @@
  *   - Available otherwise.
  * `observedGeneration` is the instance's generation; `reason` is present only when Failed;
  * `pods` lists the instance's Running pods by name, sorted; `components` gives desired / updated /
- * ready replicas per workload; `ready` is "<ready pods>/<desired pods>". Conditions Ready,
+ * ready replicas per workload; `ready` is "<ready pods>/<desired pods>". While Processing, the
+ * Ready and Progressing messages name each workload waited for and what its pods in the way are
+ * doing (`database 0/1 ready (database-0 terminating)`): a pod deleted or restarting is reported
+ * so, never as Failed unless it is stuck as described below. Conditions Ready,
  * Progressing and Degraded are maintained with the runtime's `setCondition`, so a condition's
  * lastTransitionTime moves only when its status changes. No field depends on `now` except those
  * transition times, so recomputing an unchanged situation yields an equal status (`statusEqual`)
@@ -158,7 +161,7 @@ export function computeStatus(input: StatusInput): IoTServiceStatus {
 
   const generation = instance.generation;
   const paused = outcome.kind === 'paused';
-  const progress = progressMessage(childrenDiffered, pending);
+  const progress = progressMessage(childrenDiffered, pending, observed.pods);
   const updates = conditionUpdates({ phase, failure, paused, progress, readyPods, desiredPods, generation, childrenDiffered });
   let conditions: Condition[] = (input.previous?.conditions ?? []) as Condition[];
   for (const update of updates) conditions = setCondition(conditions, update, now);
@@ -470,16 +473,38 @@ function runningPodNames(pods: readonly V1Pod[]): string[] {
 // Conditions
 // ---------------------------------------------------------------------------------------------
 
-function progressMessage(childrenDiffered: boolean, pending: readonly WorkloadView[]): string {
-  const waiting = pending.map((w) =>
-    w.exists ? `${w.component} ${Math.min(w.ready, w.desired)}/${w.desired} ready` : `${w.component} not created yet`,
-  );
+function progressMessage(childrenDiffered: boolean, pending: readonly WorkloadView[], pods: readonly V1Pod[]): string {
+  const waiting = pending.map((w) => {
+    if (!w.exists) return `${w.component} not created yet`;
+    const notes = podNotes(w.component, pods);
+    return `${w.component} ${Math.min(w.ready, w.desired)}/${w.desired} ready${notes.length > 0 ? ` (${notes.join(', ')})` : ''}`;
+  });
   if (childrenDiffered) {
     return waiting.length > 0
       ? `Applying the spec to the instance's children; waiting for ${waiting.join(', ')}.`
       : "Applying the spec to the instance's children.";
   }
   return waiting.length > 0 ? `Waiting for ${waiting.join(', ')}.` : 'All workloads are rolled out and ready.';
+}
+
+/**
+ * What each of a component's pods that keeps it from being rolled out is doing: terminating
+ * (deleted, its replacement not there yet), the reason a container waits (ContainerCreating,
+ * PodInitializing, ...), or not ready (running, its readiness check failing — a dependency away).
+ * A pod belongs to a component by its name: `<component>-<ordinal>` or `<component>-<hash>-<id>`.
+ */
+function podNotes(component: ComponentName, pods: readonly V1Pod[]): string[] {
+  return [...pods]
+    .filter((pod) => (pod.metadata?.name ?? '').startsWith(`${component}-`))
+    .sort(byName)
+    .flatMap((pod) => {
+      const name = pod.metadata?.name ?? '?';
+      if (pod.metadata?.deletionTimestamp) return [`${name} terminating`];
+      if (isPodReady(pod)) return [];
+      const statuses = [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])];
+      const waiting = statuses.map((c) => c.state?.waiting?.reason).find((reason) => !!reason);
+      return [`${name} ${waiting ?? 'not ready'}`];
+    });
 }
 
 function conditionUpdates(state: {

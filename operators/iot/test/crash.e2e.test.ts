@@ -66,7 +66,7 @@ describe('the operator SIGKILLed during a rollout', () => {
       assert.equal(await count(Kinds.Deployment), 3, `${ns}: Deployments`);
       assert.equal(await count(Kinds.StatefulSet), 2, `${ns}: StatefulSets`);
       assert.equal(await count(Kinds.ReplicaSet), 3, `${ns}: one ReplicaSet per Deployment (no spurious rollout)`);
-      assert.equal(await count(Kinds.Service), 4, `${ns}: Services`);
+      assert.equal(await count(Kinds.Service), 6, `${ns}: Services (gateway, core, broker and database, broker-client and database-client)`);
       assert.equal(await count(Kinds.Secret), 2, `${ns}: Secrets`);
       assert.equal(await count(Kinds.ConfigMap), 2, `${ns}: ConfigMaps (iot-config and kube-root-ca.crt)`);
       assert.equal(await count(Kinds.NetworkPolicy), 3, `${ns}: NetworkPolicies (isolation, gateway devices, egress)`);

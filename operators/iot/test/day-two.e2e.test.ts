@@ -12,7 +12,9 @@
  *   lists for the device (all of them, page by page) carry exactly the acknowledged ids, one record
  *   per id, each holding the payload sent under it;
  * - what was stored before the upgrade is still there after it;
- * - every component reports 2.5.0 (gateway, core and processing on /healthz, every pod's image);
+ * - every component reports 2.5.0 (gateway, core and processing on /healthz, every pod's image),
+ *   and the database and the broker ran 2.5.0 before any gateway, core or processing pod of 2.5.0
+ *   was created (the operator rolls the servers before their clients);
  * - while pods restart the instance is reported Processing, never Failed.
  * How long each pod took to come back, the device's longest wait and gap, the messages in flight
  * at each deletion and where each ended, and how long the upgrade took are printed (figures for
@@ -52,7 +54,7 @@ const HOST_ON_POD_NETWORK = '10.244.0.1/32';
 const INSTANCE = 'plant';
 /** The device's pause between two messages of one protocol: about 40 messages a second each, so the 2 cores stay shared. */
 const DEVICE_INTERVAL_MS = 20;
-/** How long the device runs undisturbed before and after each step, so each step has traffic around it. */
+/** How long the device runs undisturbed before the first step, and how long the instance must stay Available after each. */
 const STEADY_MS = 5_000;
 
 type Pod = KubeObject & {
@@ -150,8 +152,28 @@ interface Step {
 }
 
 /**
+ * Waits until the instance has been Available (for its current generation) for `STEADY_MS` on
+ * end — a component that lost a dependency leaves readiness only some seconds after the pod it
+ * depends on came back — and returns when that Available began.
+ */
+async function availableAgain(timeoutMs = 300_000): Promise<number> {
+  let since: number | undefined;
+  return waitFor(
+    `IoTService ${INSTANCE} to stay Available for ${STEADY_MS} ms`,
+    async () => {
+      const iot = await getIoT(env, landscape, INSTANCE);
+      const available = iot?.status?.phase === 'Available' && iot.status.observedGeneration === iot.metadata.generation;
+      if (!available) since = undefined;
+      else since ??= Date.now();
+      return { done: since !== undefined && Date.now() - since >= STEADY_MS, value: since!, seen: iot?.status };
+    },
+    { timeoutMs, intervalMs: 250 },
+  );
+}
+
+/**
  * Deletes pod `name` (the kubelet sends SIGTERM, its controller makes a replacement) and waits
- * until a replacement of `component` is Ready and the instance Available again.
+ * until a replacement of `component` is Ready and the instance steadily Available again.
  */
 async function deletePod(component: ComponentName, name: string, note?: string): Promise<Step> {
   const before = (await pods(component)).map((p) => p.metadata.uid);
@@ -167,8 +189,8 @@ async function deletePod(component: ComponentName, name: string, note?: string):
     },
     { timeoutMs: 300_000, intervalMs: 200 },
   );
-  await waitForPhase(env, landscape, INSTANCE, 'Available', 300_000);
-  return { name: `${component} pod ${name} deleted`, startedAt, backAt, availableAt: Date.now(), inFlight, ...(note ? { note } : {}) };
+  const availableAt = await availableAgain();
+  return { name: `${component} pod ${name} deleted`, startedAt, backAt, availableAt, inFlight, ...(note ? { note } : {}) };
 }
 
 /**
@@ -217,7 +239,7 @@ async function reportedVersion(pod: Pod): Promise<string> {
 function describeStep(step: Step, messages: readonly DeviceMessage[], stored: ReadonlyMap<string, StoredTelemetryRecord>, statuses: StatusLog): string[] {
   const window: [number, number] = [step.startedAt, step.availableAt];
   const storedAt = (m: DeviceMessage) => Date.parse(stored.get(m.messageId)?.storedAt ?? '');
-  const after = (at: number) => `+${seconds(at - step.startedAt)}`;
+  const after = (at: number) => `${at < step.startedAt ? '-' : '+'}${seconds(Math.abs(at - step.startedAt))}`;
   const lines = [
     `${step.name}${step.note ? ` (${step.note})` : ''}: ${step.name.startsWith('upgrade') ? 'last new pod Ready' : 'replacement Ready'} ${after(step.backAt)}, instance Available ${after(step.availableAt)}; ` +
       `device: longest wait ${seconds(longestWaitMs(messages, ...window))}, longest gap without an acknowledgement ${seconds(longestAckGapMs(messages, ...window))} ` +
@@ -299,13 +321,10 @@ describe('day two on the real node: nothing lost across pod deletions and a vers
 
       const steps: Step[] = [];
       steps.push(await deletePod('database', 'database-0'));
-      await sleep(STEADY_MS);
       steps.push(await deletePod('broker', 'broker-0'));
-      await sleep(STEADY_MS);
       const holder = await gatewayOfMqttConnection(new URL(addresses.gatewayMqttUrl).hostname);
       const gatewayPod = holder ?? (await pods('gateway')).find(isReady)!.metadata.name!;
       steps.push(await deletePod('gateway', gatewayPod, holder ? "the pod holding the device's MQTT connection" : 'which pod held the MQTT connection was not found'));
-      await sleep(STEADY_MS);
 
       // Everything stored so far must outlive the upgrade as it is.
       const beforeUpgrade = await readAllTelemetry(addresses, credentials.id);
@@ -313,11 +332,10 @@ describe('day two on the real node: nothing lost across pod deletions and a vers
       const inFlight = inFlightAt(device.messages, upgradeStarted);
       await env.client.patch(IoTServiceType, INSTANCE, landscape, { spec: { version: TO } }, 'merge');
       await waitForPhase(env, landscape, INSTANCE, 'Available', 900_000);
-      const upgradedAt = Date.now();
+      const upgradedAt = await availableAgain();
       const lives = await podLives();
       const lastReady = Math.max(...lives.map((l) => l.readyAt ?? 0));
       steps.push({ name: `upgrade ${FROM} → ${TO}`, startedAt: upgradeStarted, backAt: lastReady, availableAt: upgradedAt, inFlight });
-      await sleep(STEADY_MS);
 
       const messages = await device.stop(300_000);
       const stoppedAt = Date.now();
@@ -363,6 +381,11 @@ describe('day two on the real node: nothing lost across pod deletions and a vers
       for (const component of ['gateway', 'core', 'processing'] as const) {
         for (const pod of (await pods(component)).filter(isReady)) assert.equal(await reportedVersion(pod), TO, `${pod.metadata.name} reports ${TO}`);
       }
+      // The servers before their clients: no gateway, core or processing pod of the new version
+      // was created before the database and the broker ran it (server times, whole seconds).
+      const statefulReady = Math.max(...lives.filter((l) => l.tag === TO && (l.component === 'broker' || l.component === 'database')).map((l) => l.readyAt ?? Infinity));
+      const firstClient = Math.min(...lives.filter((l) => l.tag === TO && l.component !== 'broker' && l.component !== 'database').map((l) => l.createdAt));
+      assert.ok(firstClient >= statefulReady, `the Deployments' ${TO} pods were created after database and broker ran ${TO}`);
       console.log(`upgrade: ${lives.map((l) => `${l.name} ${l.tag} created ${seconds(l.createdAt - upgradeStarted)} ready ${l.readyAt ? seconds(l.readyAt - upgradeStarted) : '-'}`).join('; ')}`);
       const failed = statuses.seen.filter((s) => s.phase === 'Failed');
       assert.deepEqual(failed, [], 'the instance was never Failed while pods restarted');

@@ -59,6 +59,8 @@ describe('IoTService lifecycle on the real cluster', () => {
       [Kinds.Service, 'core'],
       [Kinds.Service, 'broker'],
       [Kinds.Service, 'database'],
+      [Kinds.Service, 'broker-client'],
+      [Kinds.Service, 'database-client'],
       [Kinds.NetworkPolicy, 'instance-isolation'],
       [Kinds.NetworkPolicy, 'gateway-devices'],
     ];

@@ -149,6 +149,8 @@ describe('desired children', () => {
       'ConfigMap/devawsk8s-tenant-a/iot-config',
       'Service/devawsk8s-tenant-a/broker',
       'Service/devawsk8s-tenant-a/database',
+      'Service/devawsk8s-tenant-a/broker-client',
+      'Service/devawsk8s-tenant-a/database-client',
       'Service/devawsk8s-tenant-a/core',
       'Service/devawsk8s-tenant-a/gateway',
       'StatefulSet/devawsk8s-tenant-a/broker',
@@ -180,6 +182,8 @@ describe('desired children', () => {
         'ConfigMap/iot-config',
         'Service/broker',
         'Service/database',
+        'Service/broker-client',
+        'Service/database-client',
         'Service/core',
         'Service/gateway',
       ],
@@ -283,6 +287,11 @@ describe('pods', () => {
         assert.deepEqual(sc?.capabilities, { drop: ['ALL'] }, name);
         assert.equal(sc?.seccompProfile?.type, 'RuntimeDefault', name);
         assert.ok(container.readinessProbe, `${name} has a readiness probe`);
+        assert.deepEqual(
+          [container.readinessProbe?.periodSeconds, container.readinessProbe?.failureThreshold],
+          [2, 2],
+          `${name}: readiness lost within seconds of a dependency lost`,
+        );
         assert.ok(container.livenessProbe, `${name} has a liveness probe`);
       }
     }
@@ -372,6 +381,13 @@ describe('pods', () => {
     assert.equal(find<V1StatefulSet>(all, 'StatefulSet', 'broker').spec?.replicas, 3);
     assert.equal(find<V1StatefulSet>(all, 'StatefulSet', 'database').spec?.replicas, 1);
   });
+
+  it('roll processing without a surge (one holder of the broker session at a time); gateway and core with the default strategy', () => {
+    const all = children();
+    assert.deepEqual(find<V1Deployment>(all, 'Deployment', 'processing').spec?.strategy, { type: 'RollingUpdate', rollingUpdate: { maxSurge: 0, maxUnavailable: 1 } });
+    assert.equal(find<V1Deployment>(all, 'Deployment', 'gateway').spec?.strategy, undefined);
+    assert.equal(find<V1Deployment>(all, 'Deployment', 'core').spec?.strategy, undefined);
+  });
 });
 
 describe('config map and checksum', () => {
@@ -383,8 +399,8 @@ describe('config map and checksum', () => {
     assert.equal(config['landscape'], 'devawsk8s');
     assert.equal(config['version'], '2.4.1');
     assert.deepEqual(config['endpoints'], {
-      brokerMqtt: 'broker.devawsk8s-tenant-a.svc:1883',
-      database: 'database.devawsk8s-tenant-a.svc:5432',
+      brokerMqtt: 'broker-client.devawsk8s-tenant-a.svc:1883',
+      database: 'database-client.devawsk8s-tenant-a.svc:5432',
       core: 'core.devawsk8s-tenant-a.svc:8080',
     });
     assert.equal(config['logLevel'], 'debug');
@@ -511,6 +527,19 @@ describe('services', () => {
     const database = find<V1Service>(all, 'Service', 'database');
     assert.equal(database.spec?.clusterIP, 'None');
     assert.deepEqual(ports(database), ['database:5432/TCP->5432']);
+  });
+
+  it('broker-client and database-client: ClusterIP Services of the same pods and ports, what config.yml names', () => {
+    const all = children();
+    for (const [name, component, port] of [['broker-client', 'broker', 'mqtt:1883/TCP->1883'], ['database-client', 'database', 'database:5432/TCP->5432']] as const) {
+      const client = find<V1Service>(all, 'Service', name);
+      const headless = find<V1Service>(all, 'Service', component);
+      assert.equal(client.spec?.type, 'ClusterIP', name);
+      assert.equal(client.spec?.clusterIP, undefined, `${name}: the API server allocates its address`);
+      assert.equal(client.spec?.publishNotReadyAddresses, undefined, `${name}: ready pods only`);
+      assert.deepEqual(ports(client), [port], name);
+      assert.deepEqual(client.spec?.selector, headless.spec?.selector, name);
+    }
   });
 
   it('select the pods of their own component', () => {

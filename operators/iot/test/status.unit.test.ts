@@ -185,6 +185,25 @@ describe('status phase', () => {
     assert.match(condition(s, 'Progressing')?.message ?? '', /gateway/);
   });
 
+  it('while a deleted database pod is replaced and a component waits for it: Processing, naming the pods in the way, never Failed', () => {
+    const observed = allReady();
+    // The StatefulSet controller counts the terminating pod as not updated; processing's readiness check fails meanwhile.
+    observed.statefulSets[1] = statefulSet('database', { replicas: 1, updated: 0 });
+    observed.deployments[2] = deployment('processing', { replicas: 1, ready: 0 });
+    observed.pods = observed.pods.map((p) =>
+      p.metadata?.name === 'database-0' ? pod('database-0', { deleting: true, container: 'database' }) : p.metadata?.name === 'processing-a' ? pod('processing-a', { notReadySince: T0, container: 'processing' }) : p,
+    );
+    const s = status({ observed });
+    assert.equal(s.phase, 'Processing');
+    assert.equal(s.reason, undefined);
+    assert.equal(condition(s, 'Degraded')?.status, 'False');
+    assert.equal(condition(s, 'Ready')?.message, 'Waiting for processing 0/1 ready (processing-a not ready), database 1/1 ready (database-0 terminating).');
+
+    observed.pods = observed.pods.map((p) => (p.metadata?.name === 'database-0' ? pod('database-0', { waiting: 'ContainerCreating', container: 'database' }) : p));
+    observed.statefulSets[1] = statefulSet('database', { replicas: 1, ready: 0 });
+    assert.match(condition(status({ observed }), 'Ready')?.message ?? '', /database 0\/1 ready \(database-0 ContainerCreating\)/);
+  });
+
   it('is Processing while a scaled-down Deployment still has surplus pods', () => {
     const observed = allReady();
     observed.deployments[0] = deployment('gateway', { replicas: 2, updated: 4, total: 4, ready: 4, generation: 5, observedGeneration: 5 });

@@ -17,6 +17,7 @@ import { stringify } from 'yaml';
 import type { Instance } from './instance.ts';
 import { instanceLabels } from './labels.ts';
 import { PORTS } from './ports.ts';
+import { BROKER_CLIENT_SERVICE, DATABASE_CLIENT_SERVICE } from './services.ts';
 
 export const CONFIG_MAP_NAME = 'iot-config';
 export const CONFIG_FILE_KEY = 'config.yml';
@@ -29,12 +30,12 @@ export interface InstanceEndpoints {
   core: string;
 }
 
-/** `<service>.<namespace>.svc:<port>` for the instance's internal services. */
+/** `<service>.<namespace>.svc:<port>` for the instance's internal services: ClusterIPs, stable across pod restarts (services.ts). */
 export function instanceEndpoints(instance: Instance): InstanceEndpoints {
   const host = (service: string) => `${service}.${instance.namespace}.svc`;
   return {
-    brokerMqtt: `${host('broker')}:${PORTS.mqtt}`,
-    database: `${host('database')}:${PORTS.database}`,
+    brokerMqtt: `${host(BROKER_CLIENT_SERVICE)}:${PORTS.mqtt}`,
+    database: `${host(DATABASE_CLIENT_SERVICE)}:${PORTS.database}`,
     core: `${host('core')}:${PORTS.http}`,
   };
 }

@@ -31,7 +31,14 @@ import { desiredNamespace } from './namespace.ts';
 import { desiredLimitRange, desiredResourceQuota, type LimitRange } from './namespace-limits.ts';
 import { desiredEgressPolicy, desiredGatewayDevicesPolicy, desiredInstanceIsolationPolicy, type NetworkPolicy } from './network-policies.ts';
 import { desiredCredentialsSecret, desiredImagePullSecret, type IoTCredentials } from './secrets.ts';
-import { desiredBrokerService, desiredCoreService, desiredDatabaseService, desiredGatewayService } from './services.ts';
+import {
+  desiredBrokerClientService,
+  desiredBrokerService,
+  desiredCoreService,
+  desiredDatabaseClientService,
+  desiredDatabaseService,
+  desiredGatewayService,
+} from './services.ts';
 import { desiredBrokerStatefulSet, desiredDatabaseStatefulSet } from './statefulsets.ts';
 
 export type ChildObject = V1Namespace | NetworkPolicy | V1ResourceQuota | LimitRange | V1Secret | V1ConfigMap | V1Service | V1StatefulSet | V1Deployment;
@@ -95,6 +102,8 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(configMap),
       apply(desiredBrokerService(instance)),
       apply(desiredDatabaseService(instance)),
+      apply(desiredBrokerClientService(instance)),
+      apply(desiredDatabaseClientService(instance)),
       apply(desiredCoreService(instance)),
       apply(desiredGatewayService(instance)),
       apply(desiredBrokerStatefulSet(instance, checksum)),

@@ -4,7 +4,7 @@
  * Guarantees: every pod pulls with `image-pull-secret`, runs as a non-root user (10001) with a
  * read-only root filesystem, no privilege escalation, all capabilities dropped and the
  * RuntimeDefault seccomp profile (it passes the `restricted` Pod Security Standard); every
- * container has readiness and liveness probes; config.yml is mounted read-only at
+ * container has readiness (every 2 s, lost after 2 failures) and liveness probes; config.yml is mounted read-only at
  * the instance's config mount path (default /etc/sap/config.yml, subPath) and /tmp is a small writable emptyDir; the template carries the
  * config checksum annotation, so a configuration change rolls the pods. The component's
  * nodeSelector, tolerations and affinity reach the pod spec as copies (never shared with the
@@ -78,9 +78,15 @@ export function tcpProbe(port: number, kind: 'readiness' | 'liveness'): V1Probe 
   return { tcpSocket: { port }, ...probeTiming(kind) };
 }
 
+/**
+ * Readiness is asked every 2 s and lost after 2 failures: a component that cannot reach what it
+ * needs (a database or broker pod that restarted, before the network policy admits its new
+ * address) leaves its Service and shows in the instance's status within seconds, not after the
+ * outage is over. Liveness is slower: a restart is the last resort.
+ */
 function probeTiming(kind: 'readiness' | 'liveness'): V1Probe {
   return kind === 'readiness'
-    ? { periodSeconds: 5, timeoutSeconds: 1, successThreshold: 1, failureThreshold: 3 }
+    ? { periodSeconds: 2, timeoutSeconds: 1, successThreshold: 1, failureThreshold: 2 }
     : { initialDelaySeconds: 15, periodSeconds: 10, timeoutSeconds: 1, successThreshold: 1, failureThreshold: 3 };
 }
 

@@ -5,8 +5,13 @@
  * http 8080/TCP, coap 5683/UDP) with the type from `spec.gateway.serviceType`; `core` exposes
  * 8080/TCP; `broker` (MQTT 1883) and `database` (5432) are headless and govern their
  * StatefulSets, the broker's publishing not-ready addresses so its peers find each other while
- * starting. Every port states its protocol and a numeric targetPort (the form the API server
- * returns); nothing server-allocated (clusterIP, nodePort) is ever set.
+ * starting. `broker-client` and `database-client` are what the components dial (config.yml's
+ * endpoints): ClusterIP Services of the same pods and ports. A headless name resolves to the pods'
+ * own addresses, which cluster DNS caches (30 s in a kubeadm cluster's CoreDNS, and here), so a
+ * restarted broker or database pod — a new address — would be dialled at its old one until the
+ * cache expires; a ClusterIP stays the same and routes to the new pod once it is ready. Every
+ * port states its protocol and a numeric targetPort (the form the API server returns); nothing
+ * server-allocated (clusterIP, nodePort) is ever set.
  */
 
 import type { V1Service, V1ServicePort } from '@kubernetes/client-node';
@@ -19,16 +24,21 @@ function servicePorts(ports: readonly NamedPort[]): V1ServicePort[] {
   return ports.map((p) => ({ name: p.name, port: p.port, targetPort: p.port, protocol: p.protocol }));
 }
 
+/** The ClusterIP Services the broker's and the database's clients dial (see above). */
+export const BROKER_CLIENT_SERVICE = 'broker-client';
+export const DATABASE_CLIENT_SERVICE = 'database-client';
+
 function service(
   instance: Instance,
   component: ComponentName,
   ports: readonly NamedPort[],
   shape: { type: 'ClusterIP' | 'NodePort' | 'LoadBalancer' } | { headless: true; publishNotReadyAddresses: boolean },
+  name: string = component,
 ): V1Service {
   return {
     apiVersion: 'v1',
     kind: 'Service',
-    metadata: { name: component, namespace: instance.namespace, labels: componentLabels(instance, component) },
+    metadata: { name, namespace: instance.namespace, labels: componentLabels(instance, component) },
     spec: {
       ...('headless' in shape
         ? {
@@ -59,4 +69,12 @@ export function desiredBrokerService(instance: Instance): V1Service {
 
 export function desiredDatabaseService(instance: Instance): V1Service {
   return service(instance, 'database', [DATABASE_PORT], { headless: true, publishNotReadyAddresses: false });
+}
+
+export function desiredBrokerClientService(instance: Instance): V1Service {
+  return service(instance, 'broker', BROKER_PORTS, { type: 'ClusterIP' }, BROKER_CLIENT_SERVICE);
+}
+
+export function desiredDatabaseClientService(instance: Instance): V1Service {
+  return service(instance, 'database', [DATABASE_PORT], { type: 'ClusterIP' }, DATABASE_CLIENT_SERVICE);
 }
