@@ -6,8 +6,10 @@
  * machine that publishes without pause over MQTT (QoS 1) and HTTP, each message under its own id
  * and sent again until the gateway acknowledged it (simulator `startContinuousDevice`), through
  * the gateway's and core's Services. Meanwhile the database pod is deleted, then the broker pod,
- * then a gateway pod — each time the next step waits until the instance is Available again — and
- * then `spec.version` goes from 2.4.1 to 2.5.0. Then it proves what a user relies on:
+ * then the broker pod again with processing stopped (`spec.processing.replicas` 0, so messages wait
+ * in the broker's queue, which must survive on its volume), then a gateway pod — each time the
+ * next step waits until the instance is steadily Available again — and then `spec.version` goes
+ * from 2.4.1 to 2.5.0. Then it proves what a user relies on:
  * - every message acknowledged to the device is in the database exactly once: the records core
  *   lists for the device (all of them, page by page) carry exactly the acknowledged ids, one record
  *   per id, each holding the payload sent under it;
@@ -322,6 +324,16 @@ describe('day two on the real node: nothing lost across pod deletions and a vers
       const steps: Step[] = [];
       steps.push(await deletePod('database', 'database-0'));
       steps.push(await deletePod('broker', 'broker-0'));
+      // The broker's queue on its volume: with processing stopped, what the device sends waits at
+      // the broker for processing's session; the broker pod is deleted with that queue in it.
+      await env.client.patch(IoTServiceType, INSTANCE, landscape, { spec: { processing: { replicas: 0 } } }, 'merge');
+      await waitFor('the processing pod to be gone', async () => ({ done: (await pods('processing')).length === 0, value: undefined }), { timeoutMs: 120_000 });
+      await sleep(STEADY_MS);
+      const queued = await deletePod('broker', 'broker-0', 'processing stopped: its messages queued at the broker');
+      await env.client.patch(IoTServiceType, INSTANCE, landscape, { spec: { processing: { replicas: 1 } } }, 'merge');
+      await waitForPhase(env, landscape, INSTANCE, 'Available', 300_000);
+      queued.availableAt = await availableAgain();
+      steps.push(queued);
       const holder = await gatewayOfMqttConnection(new URL(addresses.gatewayMqttUrl).hostname);
       const gatewayPod = holder ?? (await pods('gateway')).find(isReady)!.metadata.name!;
       steps.push(await deletePod('gateway', gatewayPod, holder ? "the pod holding the device's MQTT connection" : 'which pod held the MQTT connection was not found'));
@@ -346,7 +358,8 @@ describe('day two on the real node: nothing lost across pod deletions and a vers
         'every acknowledged message to be listed by core',
         async () => {
           const all = await readAllTelemetry(addresses, credentials.id);
-          const missing = [...acknowledged].filter((id) => !all.some((r) => r.messageId === id));
+          const listed = new Set(all.map((r) => r.messageId));
+          const missing = [...acknowledged].filter((id) => !listed.has(id));
           return { done: missing.length === 0, value: all, seen: { listed: all.length, acknowledged: acknowledged.size, missing: missing.slice(0, 20) } };
         },
         { timeoutMs: 300_000, intervalMs: 2_000 },
