@@ -27,8 +27,8 @@ test('parseConfig reads the config.yml the operator renders, spec.config entries
     namespace: 'landscape-plant-7',
     version: '2.4.1',
     endpoints: {
-      brokerMqtt: { host: 'broker.landscape-plant-7.svc', port: 1883 },
-      database: { host: 'database.landscape-plant-7.svc', port: 5432 },
+      brokerMqtt: { host: 'broker-client.landscape-plant-7.svc', port: 1883 },
+      database: { host: 'database-client.landscape-plant-7.svc', port: 5432 },
       core: { host: 'core.landscape-plant-7.svc', port: 8080 },
     },
   });
