@@ -28,7 +28,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { onRealNode, realNode, realNodeContainerd, registryImageId, registryPullSecret, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { onRealNode, realNode, realNodeContainerd, registryImageId, registryPullSecret, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import {
   inFlightAt,
   longestAckGapMs,
@@ -43,7 +43,7 @@ import {
 } from '@iot-operator/iot-service/simulator';
 import { COMPONENTS, type ComponentName, type IoTServiceStatus } from '../src/api/iotservice.ts';
 import { IoTServiceType } from '../src/controller.ts';
-import { deleteAllInstances, getIoT, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
+import { HOST_ON_POD_NETWORK, deleteAllInstances, getIoT, installIoTCrd, iotService, referenceImages, startOperator, waitForPhase } from './e2e-support.ts';
 
 const run = promisify(execFile);
 const env: TestEnv = await testEnv();
@@ -51,8 +51,6 @@ const node = await realNode(env);
 const skip = node.available ? false : node.reason;
 const FROM = '2.4.1';
 const TO = '2.5.0';
-/** This machine's address on the pod bridge: where its connections to pods and Services come from. */
-const HOST_ON_POD_NETWORK = '10.244.0.1/32';
 const INSTANCE = 'plant';
 /** The device's pause between two messages of one protocol: about 40 messages a second each, so the 2 cores stay shared. */
 const DEVICE_INTERVAL_MS = 20;
@@ -270,10 +268,7 @@ describe('day two on the real node: nothing lost across pod deletions and a vers
   let registry = '';
 
   before(async () => {
-    for (const version of [FROM, TO]) {
-      const built = await run('node', ['--import', 'tsx', 'scripts/iot-service-images.ts', '--version', version], { cwd: repoRoot, maxBuffer: 64 * 1024 * 1024 });
-      registry = built.stdout.trim();
-    }
+    for (const version of [FROM, TO]) registry = await referenceImages(version);
     await installIoTCrd(env);
     landscape = await env.namespace('ls');
     namespace = `${landscape}-${INSTANCE}`;
