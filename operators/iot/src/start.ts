@@ -52,7 +52,7 @@ const landscape = process.env.OPERATOR_NAME || 'devawsk8s';
 const say = (text: string) => console.log(`[iot-operator] ${text}`);
 
 /** What runs and has to be stopped on SIGINT/SIGTERM. */
-let step: StartStep | undefined;
+let step: { running: StartStep; what: string } | undefined;
 let manager: Manager | undefined;
 let available = false;
 let stopping = false;
@@ -62,10 +62,10 @@ function stopOnSignal(signal: NodeJS.Signals): void {
   if (stopping) return;
   stopping = true;
   const code = available ? 0 : 128 + constants.signals[signal];
-  const what = [step && 'the running step', manager && 'the operator'].filter(Boolean).join(' and ');
+  const what = [step?.what, manager && 'the operator'].filter(Boolean).join(' and ');
   say(`${signal}: stopping${what ? ` ${what}` : ''}`);
   setTimeout(() => process.exit(code), 4500); // in-flight reconciles are cut short past this
-  void Promise.allSettled([step?.stop(), manager?.stop()]).then(() => process.exit(code));
+  void Promise.allSettled([step?.running.stop(), manager?.stop()]).then(() => process.exit(code));
 }
 process.on('SIGINT', stopOnSignal);
 process.on('SIGTERM', stopOnSignal);
@@ -85,8 +85,8 @@ async function reachable(kubeconfigPath?: string): Promise<boolean> {
 }
 
 /** Runs a step that Ctrl-C can stop; its result. */
-async function runStep(started: StartStep): Promise<string> {
-  step = started;
+async function runStep(started: StartStep, what: string): Promise<string> {
+  step = { running: started, what };
   try {
     return await started.result;
   } finally {
@@ -104,7 +104,7 @@ async function chooseCluster(): Promise<string | undefined> {
       ? 'starting the embedded local cluster with its real node (the first run builds it and its parts from Go modules; later runs reuse them)'
       : 'starting the embedded local cluster (the first run builds it from Go modules; later runs reuse it)',
   );
-  const kubeconfig = await runStep(startLocalCluster(path.join(repoDir, 'cluster/up.sh'), realNode ? ['--real-node'] : []));
+  const kubeconfig = await runStep(startLocalCluster(path.join(repoDir, 'cluster/up.sh'), realNode ? ['--real-node'] : []), 'cluster/up.sh and its build');
   say(`local cluster ready: export KUBECONFIG=${kubeconfig}`);
   return kubeconfig;
 }
@@ -116,7 +116,7 @@ async function chooseCluster(): Promise<string | undefined> {
 async function referenceImages(client: KubeClient, kubeconfigPath: string, version: string): Promise<string> {
   say(`building the reference IoT service's images ${version} and pushing them to the cluster's registry (the first run builds the base images too)`);
   const script = path.join(repoDir, 'scripts/iot-service-images.ts');
-  const registry = await runStep(startStep('the image build', process.execPath, ['--import', 'tsx', script, '--version', version], repoDir));
+  const registry = await runStep(startStep('the image build', process.execPath, ['--import', 'tsx', script, '--version', version], repoDir), 'the image build');
   say(`images pushed: ${registry}/iot-<component>:${version}`);
   await registryPullSecret({ client, kubeconfigPath }, landscape, 'image-pull-secret');
   say(`Secret image-pull-secret holds the credentials of the cluster's registry`);
@@ -135,7 +135,7 @@ async function sendDeviceMessage(client: KubeClient, namespace: string): Promise
   say(`a simulated device registers through core (http://${core}:8080) and sends a message over MQTT and one over HTTP to the gateway (${gateway})`);
   const simulator = path.join(repoDir, 'workloads/iot-service/src/simulator/main.ts');
   const simulate = ['--import', 'tsx', simulator, '--messages', '1', '--core', `http://${core}:8080`, '--gateway-http', `http://${gateway}:8080`, '--gateway-mqtt', `mqtt://${gateway}:1883`];
-  return runStep(startStep('the device simulator', process.execPath, [...simulate, '--token', apiToken], repoDir));
+  return runStep(startStep('the device simulator', process.execPath, [...simulate, '--token', apiToken], repoDir), 'the device simulator');
 }
 
 const quickstartTypes: Readonly<Record<string, ResourceType>> = { Namespace: Kinds.Namespace, Secret: Kinds.Secret, IoTService: IoTServiceType };
