@@ -24,7 +24,7 @@ import { median } from './lib/stats.ts';
 import { rssSlope } from './lib/throughput.ts';
 import { cdfSvg, type Series } from './lib/svg.ts';
 
-export const SCENARIO_ORDER = ['burst', 'floor', 'steady', 'latency', 'churn', 'restart', 'scale', 'memcached', 'throughput', 'armada', 'start'];
+export const SCENARIO_ORDER = ['burst', 'floor', 'steady', 'latency', 'churn', 'restart', 'scale', 'memcached', 'throughput', 'armada', 'start', 'reference'];
 
 /** Figures shown per scenario: [label, dotted path]; a path ending in `.*` expands to every key found. */
 export const FIGURES: Record<string, [string, string][]> = {
@@ -227,6 +227,25 @@ export const FIGURES: Record<string, [string, string][]> = {
   start: [
     ['npm start → Available, cluster absent (created from cached binaries) (s)', 'clusterAbsentS'],
     ['npm start → Available, cluster running (the second start in a row) (s)', 'clusterRunningS'],
+  ],
+  reference: [
+    ['image size, compressed as pushed (MiB): ', 'imageCompressedMiB.*'],
+    ['create → Available (s)', 'applyToAvailableS'],
+    ['create → first stored message (s)', 'applyToFirstStoredS'],
+    ['MQTT messages acknowledged in the median second, devices ', 'mqtt.ackedPerSecondMedian.*'],
+    ['MQTT messages stored in the median second, devices ', 'mqtt.storedPerSecondMedian.*'],
+    ['MQTT acknowledged rate stops growing at devices', 'mqtt.saturation.devices'],
+    ['MQTT peak acknowledged messages/s (median second)', 'mqtt.saturation.peakPerS'],
+    ['MQTT peak stored messages/s (median second)', 'mqtt.storedSaturation.peakPerS'],
+    ['HTTP messages acknowledged in the median second, devices ', 'http.ackedPerSecondMedian.*'],
+    ['HTTP messages stored in the median second, devices ', 'http.storedPerSecondMedian.*'],
+    ['HTTP acknowledged rate stops growing at devices', 'http.saturation.devices'],
+    ['HTTP peak acknowledged messages/s (median second)', 'http.saturation.peakPerS'],
+    ['CPU (cores) where MQTT stops growing: ', 'mqtt.saturation.podCores.*'],
+    ['host CPU utilisation where MQTT stops growing', 'mqtt.saturation.hostUtilisation'],
+    ['working set idle (MiB): ', 'memory.idleMiB.*'],
+    ['working set where MQTT stops growing (MiB): ', 'memory.mqttSaturationMiB.*'],
+    ['delete → instance namespace gone (s)', 'deleteToNamespaceGoneS'],
   ],
 };
 

@@ -31,6 +31,7 @@ import { runFloor } from './scenarios/floor.ts';
 import { runLatency } from './scenarios/latency.ts';
 import { MEMCACHED_DEFAULT_COMMAND, goSampleCommand, runMemcached } from './scenarios/memcached.ts';
 import { runRestart } from './scenarios/restart.ts';
+import { runReference } from './scenarios/reference.ts';
 import { runScale } from './scenarios/scale.ts';
 import { runStart } from './scenarios/start.ts';
 import { PODS_PER_LIGHT_INSTANCE, runSharded } from './scenarios/sharded.ts';
@@ -52,6 +53,8 @@ interface ScenarioSpec {
   sharder?: boolean;
   /** The controller-manager's and scheduler's client QPS a new bench cluster gets, so that neither paces the scenario. */
   controlPlaneQps?: number;
+  /** The scenario runs only on a cluster named by --kubeconfig (why, when it is missing). */
+  needsKubeconfig?: string;
 }
 
 const scenarios: Record<string, ScenarioSpec> = {
@@ -67,6 +70,10 @@ const scenarios: Record<string, ScenarioSpec> = {
   scale: { run: runScale, defaults: { n: 1000, m: 5, fraction: 0.01 }, pods: (o) => Math.ceil(o.n * PODS_PER_INSTANCE * 1.5), uses: ['n', 'm', 'periodS', 'fraction', 'floor', 'workers', 'companionCmd'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot', controlPlaneQps: 200 },
   floor: { run: runFloor, defaults: { n: 100, k: 30 }, pods: (o) => Math.max(o.n, o.k) * PODS_PER_INSTANCE, uses: ['n', 'k'] },
   start: { run: runStart, defaults: {}, pods: () => 0, uses: [] },
+  reference: {
+    run: runReference, defaults: {}, pods: () => 0, uses: ['devices', 'windowS', 'protocols', 'settleS', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot',
+    needsKubeconfig: 'reference runs on the cluster with the real node: --kubeconfig <its kubeconfig> (e.g. /root/.kwok/clusters/iot-operator/kubeconfig.yaml)',
+  },
 };
 
 const usage = `usage: npm run bench -- <scenario> [options]
@@ -101,6 +108,10 @@ options:
   --shards <count>       sharded: replicas of the IoT operator, one shard each (default 3)
   --memory-limit <MiB>   run the operator in a memory cgroup with this limit, as its Pod's
                          memory limit does in a cluster (deploy/operator.yml: 256); needs root
+  --devices <k>[,<k>]    reference: devices per throughput step (default 1,4,16,64; then ×4 up to 256
+                         while the acknowledged rate still grows by 10 % a step)
+  --window <seconds>     reference: measuring window of each throughput step (default 30)
+  --protocols <p>[,<p>]  reference: mqtt, http or both, in that order (default mqtt,http)
   --timeout <seconds>    give up waiting after this long (default 900)
   --kubeconfig <path>    use this cluster instead of the bench cluster 'iot-bench'
   --out <dir>            where result files go (default bench/results)`;
@@ -110,6 +121,13 @@ function num(value: string | undefined, name: string): number | undefined {
   const n = Number(value);
   if (!Number.isFinite(n) || n < 0) throw new Error(`--${name} must be a non-negative number, got "${value}"`);
   return n;
+}
+
+function parseProtocols(value: string | undefined): string[] | undefined {
+  if (value === undefined) return undefined;
+  const list = [...new Set(value.split(',').map((p) => p.trim()))];
+  if (list.length === 0 || list.some((p) => p !== 'mqtt' && p !== 'http')) throw new Error(`--protocols must list mqtt and/or http, got "${value}"`);
+  return list;
 }
 
 async function main(): Promise<number> {
@@ -132,6 +150,9 @@ async function main(): Promise<number> {
       timeout: { type: 'string' },
       'memory-limit': { type: 'string' },
       shards: { type: 'string' },
+      devices: { type: 'string' },
+      window: { type: 'string' },
+      protocols: { type: 'string' },
       kubeconfig: { type: 'string' },
       out: { type: 'string' },
       doc: { type: 'string' },
@@ -196,6 +217,9 @@ async function main(): Promise<number> {
     shards: num(values.shards, 'shards') ?? 3,
     timeoutS: num(values.timeout, 'timeout') ?? 900,
     memoryLimitMiB: num(values['memory-limit'], 'memory-limit'),
+    devices: parseList(values.devices, 'devices'),
+    windowS: num(values.window, 'window'),
+    protocols: parseProtocols(values.protocols),
     out: path.resolve(values.out ?? path.join(repoRoot, 'bench/results')),
   };
 
@@ -205,6 +229,10 @@ async function main(): Promise<number> {
     process.env.CLUSTER_SCHEDULER_QPS ??= String(spec.controlPlaneQps);
   }
   const givenKubeconfig = values.kubeconfig ?? process.env.BENCH_KUBECONFIG;
+  if (spec.needsKubeconfig && !givenKubeconfig) {
+    console.error(spec.needsKubeconfig);
+    return 2;
+  }
   const kubeconfig = await ensureBenchCluster(givenKubeconfig, spec.pods(options));
   const client = await connect(kubeconfig);
   const capacity = await podCapacity(client);

@@ -36,6 +36,12 @@ export interface BenchOptions {
   memoryLimitMiB?: number;
   /** sharded: replicas of the IoT operator, each one shard of the ring. */
   shards: number;
+  /** reference: devices per throughput step, in order (default 1,4,16,64; then ×4 while the rate grows). */
+  devices?: number[];
+  /** reference: seconds of each throughput step's measuring window (default 30). */
+  windowS?: number;
+  /** reference: protocols measured, in order (default mqtt,http). */
+  protocols?: string[];
   /** Give up waiting after this many seconds. */
   timeoutS: number;
   out: string;
