@@ -70,9 +70,9 @@ async function groupGone(pgid: number, withinMs: number): Promise<boolean> {
   return true;
 }
 
-/** Runs `command` (`what` names it in errors) in a process group of its own, from `cwd`. */
-export function startStep(what: string, command: string, args: readonly string[], cwd?: string): StartStep {
-  const child = spawn(command, args, { cwd, detached: true, stdio: ['ignore', 'pipe', 'inherit'] });
+/** Runs `command` (`what` names it in errors) in a process group of its own, from `cwd`, with `env` (default: this process's). */
+export function startStep(what: string, command: string, args: readonly string[], cwd?: string, env?: NodeJS.ProcessEnv): StartStep {
+  const child = spawn(command, args, { cwd, env, detached: true, stdio: ['ignore', 'pipe', 'inherit'] });
   let stdout = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
   const result = new Promise<string>((resolve, reject) => {

@@ -135,7 +135,8 @@ async function sendDeviceMessage(client: KubeClient, namespace: string): Promise
   say(`a simulated device registers through core (http://${core}:8080) and sends a message over MQTT and one over HTTP to the gateway (${gateway})`);
   const simulator = path.join(repoDir, 'workloads/iot-service/src/simulator/main.ts');
   const simulate = ['--import', 'tsx', simulator, '--messages', '1', '--core', `http://${core}:8080`, '--gateway-http', `http://${gateway}:8080`, '--gateway-mqtt', `mqtt://${gateway}:1883`];
-  return runStep(startStep('the device simulator', process.execPath, [...simulate, '--token', apiToken], repoDir), 'the device simulator');
+  // The token goes by the environment, not the command line, which every user of the machine can read.
+  return runStep(startStep('the device simulator', process.execPath, simulate, repoDir, { ...process.env, IOT_API_TOKEN: apiToken }), 'the device simulator');
 }
 
 const quickstartTypes: Readonly<Record<string, ResourceType>> = { Namespace: Kinds.Namespace, Secret: Kinds.Secret, IoTService: IoTServiceType };
