@@ -19,6 +19,7 @@
  */
 import type { V1Deployment, V1StatefulSet } from '@kubernetes/client-node';
 import { firstDifference, type KubeObject } from '@iot-operator/runtime';
+import { judgeStatefulSet } from './status.ts';
 
 export interface Workload<T> {
   name: string;
@@ -29,16 +30,9 @@ export interface Workload<T> {
 
 export function statefulSetRolledOut({ desired, observed }: Workload<V1StatefulSet & KubeObject>): boolean {
   if (!observed || firstDifference(desired, observed) !== undefined) return false;
-  const replicas = desired.spec?.replicas ?? 1;
-  const status = observed.status;
-  return (
-    (status?.observedGeneration ?? 0) >= (observed.metadata.generation ?? 0) &&
-    !!status?.updateRevision &&
-    status.currentRevision === status.updateRevision &&
-    (status.replicas ?? 0) === replicas &&
-    (status.updatedReplicas ?? 0) >= replicas &&
-    (status.readyReplicas ?? 0) >= replicas
-  );
+  // Both revisions are required here: without them its controller has not taken the StatefulSet up yet.
+  const { currentRevision, updateRevision } = observed.status ?? {};
+  return !!updateRevision && currentRevision === updateRevision && judgeStatefulSet(observed, desired.spec?.replicas ?? 1).rolledOut;
 }
 
 /** True when writing `desired` over `observed` would roll the Deployment's pods. */

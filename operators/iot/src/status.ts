@@ -222,8 +222,8 @@ function judgeDeployment(d: V1Deployment, desired: number): { updated: number; r
   return { updated, ready, rolledOut };
 }
 
-/** Current generation observed, exactly `desired` replicas, all on the update revision and ready. */
-function judgeStatefulSet(s: V1StatefulSet, desired: number): { updated: number; ready: number; rolledOut: boolean } {
+/** Current generation observed, exactly `desired` replicas, all on the update revision and ready (rollout-order.ts asks it too). */
+export function judgeStatefulSet(s: V1StatefulSet, desired: number): { updated: number; ready: number; rolledOut: boolean } {
   const status = s.status;
   const updated = status?.updatedReplicas ?? 0;
   const ready = status?.readyReplicas ?? 0;
