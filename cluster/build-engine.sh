@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Provides one of the engines of the real node's cluster parts, built from Go modules:
 #
-#   bash cluster/build-engine.sh coredns|kube-router|local-path-provisioner|registry
+#   bash cluster/build-engine.sh coredns|kube-router|local-path-provisioner|registry|prometheus|promtool
 #     -> progress on stderr; last stdout line: the binary's path
 #
 # Guarantees:
@@ -14,23 +14,35 @@
 #   module>/ and published atomically (a directory holding .build-complete is complete); a second
 #   run builds nothing. Concurrent builds of one engine wait for each other.
 # - Called only by the parts' ensure functions (cluster/lib/*.sh), i.e. only for a cluster with a
-#   real node: the default cluster builds none of them.
+#   real node, and by the monitoring tests (prometheus, promtool): the default cluster builds none.
 set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 ENGINE=${1:-}
-# module, package to build, version stamp (-X) or "", what it is.
+# module, package to build, version stamp (-X) or "", what it is; optionally the wrapper module's
+# folder (default: the engine's name), build tags, and the stamped version (default: the module's).
+WRAPPER_NAME=$ENGINE TAGS="" STAMP_VERSION=""
+# Prometheus's module v0.3XX.Y is Prometheus 3.XX.Y; only Kubernetes service discovery is built in.
+PROMETHEUS_TAGS=remove_all_sd,enable_kubernetes_sd
 case "$ENGINE" in
   coredns) MODULE=github.com/coredns/coredns PACKAGE=. STAMP="" WHAT="CoreDNS (the plugins cluster/coredns/main.go lists)" ;;
   kube-router) MODULE=github.com/cloudnativelabs/kube-router/v2 PACKAGE=$MODULE/cmd/kube-router STAMP=$MODULE/pkg/version.Version WHAT="kube-router" ;;
   local-path-provisioner) MODULE=github.com/rancher/local-path-provisioner PACKAGE=$MODULE STAMP=main.VERSION WHAT="local-path-provisioner" ;;
   registry) MODULE=github.com/distribution/distribution/v3 PACKAGE=$MODULE/cmd/registry STAMP=$MODULE/version.version WHAT="the registry (distribution)" ;;
-  *) die "unknown engine '$ENGINE' (known: coredns, kube-router, local-path-provisioner, registry)" ;;
+  prometheus | promtool)
+    MODULE=github.com/prometheus/prometheus PACKAGE=$MODULE/cmd/$ENGINE STAMP=github.com/prometheus/common/version.Version
+    WHAT=$ENGINE WRAPPER_NAME=prometheus TAGS=$PROMETHEUS_TAGS ;;
+  *) die "unknown engine '$ENGINE' (known: coredns, kube-router, local-path-provisioner, registry, prometheus, promtool)" ;;
 esac
-WRAPPER="$CLUSTER_DIR/$ENGINE"
+WRAPPER="$CLUSTER_DIR/$WRAPPER_NAME"
 VERSION=$(awk -v m="$MODULE" '$1 == m { print $2 } $1 == "require" && $2 == m { print $3 }' "$WRAPPER/go.mod")
 [[ "$VERSION" =~ ^v[0-9] ]] || die "$WRAPPER/go.mod does not require $MODULE"
+if [[ $MODULE == github.com/prometheus/prometheus ]]; then
+  [[ $VERSION =~ ^v0\.3([0-9][0-9])\.([0-9]+)$ ]] || die "Prometheus module version $VERSION is not v0.3XX.Y"
+  STAMP_VERSION="3.$((10#${BASH_REMATCH[1]})).${BASH_REMATCH[2]}"
+fi
+STAMP_VERSION=${STAMP_VERSION:-$VERSION}
 shopt -s nullglob
 WRAPPER_FILES=("$WRAPPER"/go.mod "$WRAPPER"/go.sum "$WRAPPER"/*.go)
 shopt -u nullglob
@@ -58,13 +70,13 @@ mkdir "$TMP/out"
 start=$SECONDS
 log "building $WHAT $VERSION from Go modules (go build -p ${BUILD_PARALLELISM:-2}, niced; 2-4 minutes with an empty Go build cache)"
 if ! (cd "$WRAPPER" && GOWORK=off GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 \
-  nice -n 10 go build -p "${BUILD_PARALLELISM:-2}" -trimpath -ldflags "-s -w${STAMP:+ -X $STAMP=$VERSION}" \
+  nice -n 10 go build -p "${BUILD_PARALLELISM:-2}" -trimpath ${TAGS:+-tags "$TAGS"} -ldflags "-s -w${STAMP:+ -X $STAMP=$STAMP_VERSION}" \
   -o "$TMP/out/$ENGINE" "$PACKAGE") >"$TMP/build.log" 2>&1; then
   tail -n 40 "$TMP/build.log" >&2
   die "go build of $WHAT failed (see above)"
 fi
 out=$("$TMP/out/$ENGINE" --version 2>&1 || true)
-[[ "$out" == *"${VERSION#v}"* ]] || die "the built $ENGINE does not run or does not report $VERSION: $out"
+[[ "$out" == *"${STAMP_VERSION#v}"* ]] || die "the built $ENGINE does not run or does not report ${STAMP_VERSION#v}: $out"
 printf '%s %s built with %s in %ss\n' "$ENGINE" "$VERSION" "$(go version)" "$((SECONDS - start))" >"$TMP/out/.build-complete"
 chmod -R a+rX "$TMP/out"
 rm -rf "$DEST"
