@@ -1,12 +1,13 @@
 /**
  * Builds the IoT operator's manager from its options: cache scoping, leader election or one
- * shard of a ControllerRing, HTTP server, and the controllers of controllers.ts (the IoTService controller and the clean-up of
- * orphaned instance namespaces). Used by the `iot-operator` process and by tests that run the
+ * shard of a ControllerRing, HTTP server, the controllers of controllers.ts (the IoTService controller and the clean-up of
+ * orphaned instance namespaces) and the instance metrics (instance-metrics.ts). Used by the `iot-operator` process and by tests that run the
  * operator in-process.
  */
 import { Manager } from '@iot-operator/runtime';
 import { SHARDED_TYPES, iotCacheOptions, type IoTControllerConfig } from './controller.ts';
 import { registerControllers } from './controllers.ts';
+import { exportInstanceMetrics } from './instance-metrics.ts';
 import { iotRateLimitDefaults, type OperatorOptions } from './options.ts';
 
 export async function createIoTOperator(options: OperatorOptions): Promise<Manager> {
@@ -32,5 +33,6 @@ export async function createIoTOperator(options: OperatorOptions): Promise<Manag
     shard: options.shard ? { ...options.shard, namespace: options.operatorName, types: SHARDED_TYPES } : undefined,
   });
   registerControllers(mgr, config, options.syncPeriodMs);
+  exportInstanceMetrics(mgr, options.operatorName);
   return mgr;
 }

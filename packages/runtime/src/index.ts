@@ -29,6 +29,8 @@ export * from './manager/manager.ts';
 export * from './manager/operator-process.ts';
 export * from './manager/metrics-service.ts';
 export * from './metrics/runtime-metrics.ts';
+export { Counter, Gauge, Histogram, Registry } from './metrics/prom-client.ts';
+export * from './metrics/dashboard-queries.ts';
 export * from './status/conditions.ts';
 export * from './status/shape.ts';
 export * from './sharding/shard.ts';

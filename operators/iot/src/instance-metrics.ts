@@ -1,0 +1,171 @@
+/**
+ * The IoT operator's metrics of its instances, as kube-state-metrics gives them for a custom
+ * resource, on the operator's own registry (served on /metrics beside the runtime's):
+ * - `iotservice_status_phase{namespace,name,phase}`: 1 for the IoTService's current phase, 0 for
+ *   the other two of Available, Processing, Failed (all three 0 before its first status);
+ * - `iotservice_status_pods_ready` / `iotservice_status_pods_desired{namespace,name}`: the two
+ *   figures of status.ready (`7/7`);
+ * - `iotservice_status_phase_transition_timestamp_seconds{namespace,name}`: Unix time of the last
+ *   phase change — the later lastTransitionTime of the Ready and Degraded conditions, the two
+ *   whose statuses together are the phase;
+ * - `iotservice_time_to_available_seconds` (histogram, no per-object labels): from an
+ *   IoTService's creation, or from the spec change that made its generation, to its status
+ *   reporting Available for that generation.
+ *
+ * Guarantees:
+ * - Labels are the IoTService's namespace and name (and phase) only: nothing of its spec, config
+ *   or secrets.
+ * - The gauges are computed from the cache when /metrics is scraped: an IoTService deleted has
+ *   no series in the next scrape, and nothing runs between scrapes.
+ * - One exporter per object: only a replica whose controllers run exports instance series and
+ *   counts times to Available — the leader (a replica waiting for the lease exports none), or,
+ *   in a ControllerRing, each shard for the IoTServices assigned to it while it holds its Lease.
+ * - Time to Available is counted once per creation or spec change, when the Available status is
+ *   seen for a generation at least that of the change; a spec change while the instance is not
+ *   yet Available keeps the earlier start (the user has been waiting since then). What the
+ *   process did not see start is not counted: a spec change made while no replica ran, a
+ *   rollout that was in progress when this replica started.
+ */
+import { Gauge, Histogram, type KubeObject, type Manager, type Registry } from '@iot-operator/runtime';
+import { PHASES, type IoTService, type IoTServicePhase } from './api/iotservice.ts';
+import { IoTServiceType } from './controller.ts';
+import { CONDITION_DEGRADED, CONDITION_READY } from './status.ts';
+
+export type IoTServiceObject = IoTService & KubeObject;
+
+/** What the metrics are read from: the IoTServices, and whether this replica exports them. */
+export interface InstanceSource {
+  list(): readonly IoTServiceObject[];
+  exporting(): boolean;
+}
+
+/** One IoTService's series values; an absent figure has no series. */
+export interface InstanceSeries {
+  namespace: string;
+  name: string;
+  phase: IoTServicePhase | undefined;
+  podsReady?: number;
+  podsDesired?: number;
+  phaseTransitionSeconds?: number;
+}
+
+/** Time to Available, in seconds: a few seconds for an instance with cached images up to an hour. */
+export const TIME_TO_AVAILABLE_BUCKETS = [1, 2.5, 5, 10, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600];
+
+/** The series of one IoTService, from its status. */
+export function instanceSeries(iot: IoTServiceObject): InstanceSeries {
+  const status = iot.status;
+  const ready = /^(\d+)\/(\d+)$/.exec(status?.ready ?? '');
+  const transitions = (status?.conditions ?? [])
+    .filter((c) => c.type === CONDITION_READY || c.type === CONDITION_DEGRADED)
+    .map((c) => Date.parse(c.lastTransitionTime))
+    .filter((ms) => !Number.isNaN(ms));
+  return {
+    namespace: iot.metadata.namespace ?? '',
+    name: iot.metadata.name ?? '',
+    phase: status?.phase,
+    ...(ready ? { podsReady: Number(ready[1]), podsDesired: Number(ready[2]) } : {}),
+    ...(transitions.length > 0 ? { phaseTransitionSeconds: Math.max(...transitions) / 1000 } : {}),
+  };
+}
+
+interface Pending {
+  /** When the wait began (ms since the epoch). */
+  since: number;
+  /** The generation whose Available ends it. */
+  generation: number;
+}
+
+/**
+ * When each IoTService began waiting to be Available (its creation or a spec change), fed with
+ * the cache's events; says how long the wait took when an Available status for it arrives.
+ */
+export class TimeToAvailable {
+  private readonly pending = new Map<string, Pending>();
+
+  /** An object listed or created: one without a status yet waits since its creation. */
+  added(iot: IoTServiceObject): void {
+    if (iot.status?.phase) return;
+    const created = Date.parse(String(iot.metadata.creationTimestamp ?? ''));
+    if (!Number.isNaN(created)) this.pending.set(keyOf(iot), { since: created, generation: iot.metadata.generation ?? 1 });
+  }
+
+  /** An object changed at `now` (ms); the seconds waited when this change completes a wait. */
+  updated(before: IoTServiceObject, after: IoTServiceObject, now: number): number | undefined {
+    const key = keyOf(after);
+    const generation = after.metadata.generation ?? 1;
+    const waiting = this.pending.get(key);
+    if (generation > (before.metadata.generation ?? 1)) {
+      this.pending.set(key, { since: waiting?.since ?? now, generation });
+    }
+    const wait = this.pending.get(key);
+    if (!wait || after.status?.phase !== 'Available' || (after.status.observedGeneration ?? 0) < wait.generation) return undefined;
+    this.pending.delete(key);
+    return Math.max(0, (now - wait.since) / 1000);
+  }
+
+  deleted(iot: IoTServiceObject): void {
+    this.pending.delete(keyOf(iot));
+  }
+}
+
+function keyOf(iot: IoTServiceObject): string {
+  return `${iot.metadata.namespace ?? ''}/${iot.metadata.name ?? ''}`;
+}
+
+/** The instance metrics on `registry`, read from `source`; returns the histogram's observer. */
+export function registerInstanceMetrics(registry: Registry, source: InstanceSource): { observeTimeToAvailable(seconds: number): void } {
+  const registers = [registry];
+  const current = () => (source.exporting() ? source.list().map(instanceSeries) : []);
+  new Gauge({
+    name: 'iotservice_status_phase',
+    help: 'The phase of an IoTService: 1 for the current one of Available, Processing and Failed, 0 for the others.',
+    labelNames: ['namespace', 'name', 'phase'],
+    registers,
+    collect() {
+      this.reset();
+      for (const s of current()) for (const phase of PHASES) this.set({ namespace: s.namespace, name: s.name, phase }, s.phase === phase ? 1 : 0);
+    },
+  });
+  const figure = (name: string, help: string, of: (s: InstanceSeries) => number | undefined) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['namespace', 'name'],
+      registers,
+      collect() {
+        this.reset();
+        for (const s of current()) {
+          const value = of(s);
+          if (value !== undefined) this.set({ namespace: s.namespace, name: s.name }, value);
+        }
+      },
+    });
+  figure('iotservice_status_pods_ready', 'Ready pods of an IoTService (status.ready, before the slash).', (s) => s.podsReady);
+  figure('iotservice_status_pods_desired', 'Pods an IoTService asks for (status.ready, after the slash).', (s) => s.podsDesired);
+  figure('iotservice_status_phase_transition_timestamp_seconds', 'Unix time of the last phase change of an IoTService.', (s) => s.phaseTransitionSeconds);
+  const histogram = new Histogram({
+    name: 'iotservice_time_to_available_seconds',
+    help: 'Seconds from the creation of an IoTService, or from a change of its spec, to its status reporting Available.',
+    buckets: TIME_TO_AVAILABLE_BUCKETS,
+    registers,
+  });
+  return { observeTimeToAvailable: (seconds) => histogram.observe(seconds) };
+}
+
+/** The instance metrics of the IoTServices in `landscape`, on the manager's registry and cache. */
+export function exportInstanceMetrics(mgr: Manager, landscape: string): void {
+  const metrics = registerInstanceMetrics(mgr.metrics.registry, {
+    list: () => mgr.cache.list<IoTServiceObject>(IoTServiceType, { namespace: landscape }),
+    exporting: () => mgr.isLeader,
+  });
+  const waits = new TimeToAvailable();
+  const observe = (seconds: number | undefined) => {
+    if (seconds !== undefined && mgr.isLeader) metrics.observeTimeToAvailable(seconds);
+  };
+  mgr.cache.informer<IoTServiceObject>(IoTServiceType).addHandler({
+    onAdd: (iot) => waits.added(iot),
+    onUpdate: (before, after) => observe(waits.updated(before, after, Date.now())),
+    onDelete: (iot) => waits.deleted(iot),
+  });
+}
