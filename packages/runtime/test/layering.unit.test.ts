@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 
 // The runtime's floors, bottom first: a module imports from its own folder and from floors below
 // it only, so the runtime reads bottom-up (as controller-runtime's packages do).
-const floors = ['errors', 'metrics', 'client', 'watch', 'cache', 'queue', 'events', 'apply', 'crd', 'status', 'sharding', 'controller', 'manager', 'testing'];
+const floors = ['errors', 'metrics', 'client', 'watch', 'cache', 'queue', 'events', 'apply', 'crd', 'status', 'sharding', 'controller', 'webhook', 'manager', 'testing'];
 
 const src = path.join(path.dirname(fileURLToPath(import.meta.url)), '../src');
 

@@ -26,6 +26,10 @@
  * - With `secureMetrics`, the HTTP server speaks HTTPS with the given certificate and /metrics
  *   answers only callers the API server authorizes (metrics-auth.ts); /healthz and /readyz stay
  *   open, as kubelet probes carry no token. A certificate that cannot be read fails `start`.
+ * - With `webhook`, the webhook server (webhook/server.ts) starts right after the HTTP server,
+ *   before the caches (a cache of a converted CRD needs its conversion webhook); a certificate
+ *   that cannot be used fails `start`. /readyz fails until it listens; it stops, letting requests
+ *   in flight finish, with the HTTP server.
  */
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
@@ -47,6 +51,8 @@ import { RuntimeMetrics } from '../metrics/runtime-metrics.ts';
 import { realClock } from '../watch/watcher.ts';
 import { LeaderElector, leaderElectionDefaults, type LeaseObject } from './leader-election.ts';
 import { MetricsAuthorizer } from './metrics-auth.ts';
+import { WebhookServer, type WebhookServerOptions } from '../webhook/server.ts';
+import type { Webhook } from '../webhook/review.ts';
 import { CONTROLLER_RING_LABEL, validateShardIdentity, withShardSelector, type ShardIdentity } from '../sharding/shard.ts';
 
 export interface LeaderElectionOptions {
@@ -92,6 +98,8 @@ export interface ManagerOptions {
   httpAddress?: string;
   /** Serve over HTTPS with this certificate, /metrics only to callers allowed `get /metrics`. */
   secureMetrics?: SecureMetricsOptions;
+  /** Serve admission and conversion webhooks over HTTPS (register them with `addWebhook`); undefined = no webhook server. */
+  webhook?: WebhookServerOptions;
   cacheSyncTimeoutMs?: number;
   shutdownTimeoutMs?: number;
 }
@@ -103,6 +111,8 @@ export class Manager implements ControllerHost {
   readonly logger: Logger;
   readonly recorder: EventRecorder;
   readonly shard: ShardIdentity | undefined;
+  /** The webhook server, when `webhook` options were given. */
+  readonly webhookServer: WebhookServer | undefined;
   private readonly controllers: Controller[] = [];
   private readonly abort = new AbortController();
   private readonly controllerAbort = new AbortController();
@@ -136,6 +146,7 @@ export class Manager implements ControllerHost {
     });
     metrics.trackCache(() => this.cache.objectCounts());
     this.recorder = new ApiEventRecorder(client, options.name, logger);
+    this.webhookServer = options.webhook ? new WebhookServer(options.webhook, { registry: metrics.registry, logger }) : undefined;
     this.done = new Promise((resolve) => (this.resolveDone = resolve));
   }
 
@@ -157,6 +168,12 @@ export class Manager implements ControllerHost {
     if (this.controllersStarted) controller.start(this.controllerAbort.signal);
   }
 
+  /** Serves `webhook` at `path` on the webhook server (the manager needs `webhook` options). */
+  addWebhook(path: string, webhook: Webhook<never>): void {
+    if (!this.webhookServer) throw new Error(`cannot serve the webhook at ${path}: the manager was created without webhook options`);
+    this.webhookServer.register(path, webhook);
+  }
+
   get httpPort(): number | undefined {
     return (this.server?.address() as AddressInfo | null)?.port;
   }
@@ -174,6 +191,14 @@ export class Manager implements ControllerHost {
   /** Starts everything; resolves once caches are synced and leadership is being sought. */
   async start(): Promise<void> {
     if (this.options.httpAddress !== undefined) await this.listen(this.options.httpAddress);
+    if (this.webhookServer) {
+      try {
+        await this.webhookServer.start();
+      } catch (err) {
+        await this.stop(1);
+        throw err;
+      }
+    }
     this.cache.start(this.abort.signal);
     const timeoutMs = this.options.cacheSyncTimeoutMs ?? 120_000;
     try {
@@ -258,7 +283,10 @@ export class Manager implements ControllerHost {
     await Promise.all([this.electionDone, withDeadline(this.recorder.flush(), eventFlushDeadlineMs)]);
     this.abort.abort();
     await this.cache.stopped();
-    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+    await Promise.all([
+      new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve())),
+      this.webhookServer?.stop(),
+    ]);
     this.server?.closeAllConnections();
     if (!this.options.client) this.client.close();
     this.logger.info({ exitCode }, 'manager stopped');
@@ -311,7 +339,10 @@ export class Manager implements ControllerHost {
       const problem = this.abort.signal.aborted ? 'stopping' : this.elector?.healthCheck();
       return reply(res, problem ? 503 : 200, problem ?? 'ok');
     }
-    if (path === '/readyz') return reply(res, this.cache.isSynced && !this.abort.signal.aborted ? 200 : 503, this.cache.isSynced ? 'ok' : 'caches not synced');
+    if (path === '/readyz') {
+      const problem = !this.cache.isSynced ? 'caches not synced' : this.webhookServer && !this.webhookServer.listening ? 'webhook server not listening' : this.abort.signal.aborted ? 'stopping' : undefined;
+      return reply(res, problem ? 503 : 200, problem ?? 'ok');
+    }
     if (path === '/metrics') {
       const decision = await this.metricsAuthorizer?.authorize(req.headers.authorization, path);
       if (decision && decision.code !== 200) {
