@@ -17,7 +17,7 @@ function iot(name: string, status?: Partial<IoTServiceStatus>, generation = 1, c
     metadata: { name, namespace: 'landscape', generation, creationTimestamp: created, uid: `uid-${name}` },
     spec: { version: '2.4.1', config: { secretish: 'do-not-export' } },
     ...(status ? { status: status as IoTServiceStatus } : {}),
-  } as IoTServiceObject;
+  } as unknown as IoTServiceObject;
 }
 
 const condition = (type: string, status: 'True' | 'False', at: string) => ({ type, status, lastTransitionTime: at, reason: 'r', message: 'm' });

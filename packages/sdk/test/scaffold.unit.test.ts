@@ -27,7 +27,7 @@ test('init writes a complete project named after its directory, depending on the
   const projectDir = path.join(dir, 'demo-operator');
   init(projectDir, { runtimeVersion: 'file:/packs/runtime.tgz', sdkVersion: '^0.1.0' });
   assert.deepEqual(listFiles(projectDir).sort(), [
-    '.dockerignore', '.gitignore', 'Dockerfile', 'README.md',
+    '.dockerignore', '.gitignore', 'Dockerfile', 'README.md', 'dashboards/operator-runtime.json',
     'deploy/crds/.gitkeep', 'deploy/operator.yaml', 'deploy/role.yaml', 'deploy/role_binding.yaml', 'deploy/service_account.yaml',
     'operator-ts.json', 'package.json', 'src/controllers.ts', 'src/main.ts', 'src/operator.ts',
     'test/crds.ts', 'test/generated.unit.test.ts', 'test/operator.e2e.test.ts', 'tsconfig.json',
@@ -39,6 +39,11 @@ test('init writes a complete project named after its directory, depending on the
   assert.equal(manifest.scripts.start, 'operator-ts run');
   assert.deepEqual(readProject(projectDir), { name: 'demo-operator', domain: 'example.com', apis: [] });
   assert.match(readFileSync(path.join(projectDir, 'README.md'), 'utf8'), /npm start .*\nnpm test /);
+  assert.equal(
+    readFileSync(path.join(projectDir, 'dashboards/operator-runtime.json'), 'utf8'),
+    readFileSync(new URL('../../runtime/dashboards/operator-runtime.json', import.meta.url), 'utf8'),
+    "the runtime's Grafana dashboard, as the runtime defines it",
+  );
 });
 
 test('init refuses a bad name and a non-empty directory, writing nothing', () => {

@@ -19,15 +19,16 @@ export interface PanelQuery {
   expr: string;
 }
 
-interface PanelJson {
+/** The part of a Grafana panel the queries are read from. */
+export interface DashboardPanel {
   title?: string;
   targets?: Array<{ expr?: string }>;
-  panels?: PanelJson[];
+  panels?: DashboardPanel[];
 }
 
-export function panelQueries(dashboard: { panels?: PanelJson[] }): PanelQuery[] {
+export function panelQueries(dashboard: { panels?: DashboardPanel[] }): PanelQuery[] {
   const queries: PanelQuery[] = [];
-  const visit = (panels: readonly PanelJson[]) => {
+  const visit = (panels: readonly DashboardPanel[]) => {
     for (const panel of panels) {
       for (const target of panel.targets ?? []) if (target.expr) queries.push({ title: panel.title ?? '', expr: target.expr });
       visit(panel.panels ?? []);

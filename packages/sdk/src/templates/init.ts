@@ -5,8 +5,14 @@
  * and passes its own unit and end-to-end tests as generated: an operator with no controllers
  * yet that runs as its ServiceAccount, elects a leader and serves /healthz, /readyz and
  * /metrics. deploy/role.yaml and role_binding.yaml come from the RBAC generator, not from here.
+ * dashboards/operator-runtime.json is the runtime's Grafana dashboard as the runtime defines it
+ * (the SDK ships a copy, held to packages/runtime/dashboards by a unit test).
  * Paths are relative to the project directory; contents depend only on the options.
  */
+import { readFileSync } from 'node:fs';
+
+/** The runtime's Grafana dashboard, from the SDK package's dashboards/ (two levels above src/templates/ and dist/templates/). */
+const runtimeDashboard = readFileSync(new URL('../../dashboards/operator-runtime.json', import.meta.url), 'utf8');
 
 export interface InitOptions {
   name: string;
@@ -29,6 +35,7 @@ export function initFiles(o: InitOptions): Record<string, string> {
     'deploy/service_account.yaml': serviceAccount(o),
     'deploy/operator.yaml': deployment(o),
     'deploy/crds/.gitkeep': '',
+    'dashboards/operator-runtime.json': runtimeDashboard,
     'test/generated.unit.test.ts': generatedTest,
     'test/operator.e2e.test.ts': operatorE2eTest,
     'test/crds.ts': crdsHelper,
@@ -111,6 +118,11 @@ about 10 minutes on 2 cores, then reuses it from \`~/.cache/iot-operator/\`.
 | \`docker build -t <registry>/${o.name}:<version> .\` | the operator image; deploy it with deploy/*.yaml |
 | \`npx operator-ts install\` / \`uninstall\` | the CRDs on / off the cluster of \`KUBECONFIG\` (or \`--kubeconfig\`) |
 | \`npx operator-ts deploy --image <image>\` / \`undeploy\` | CRDs, namespace ${o.name}-system (\`--namespace\`), ServiceAccount, Role, RoleBinding and Deployment on / off that cluster |
+
+The operator serves Prometheus metrics on /metrics (reconciles, work queue, API client, leader,
+memory). \`dashboards/operator-runtime.json\` is a Grafana dashboard of them: import it in
+Grafana (Dashboards > New > Import), or put it in a ConfigMap labelled \`grafana_dashboard: "1"\`
+for the Grafana sidecar of kube-prometheus-stack.
 
 Layout: \`src/api/\` (one TypeBox schema per kind), \`src/controllers/\` (one controller per kind),
 \`src/controllers.ts\` (every controller, and the client calls they make beyond \`for\`/\`owns\`/\`watches\`),
