@@ -136,7 +136,7 @@ describe('the charts’ values schemas', () => {
 
       it('renders every example of the docs that installs it, with its values', async () => {
         const mine = examples.filter((e) => e.chart === chart);
-        assert.ok(mine.length > 0, `the docs install ${chart} somewhere`);
+        assert.ok(mine.some((e) => e.valueArgs.length > 0), `the docs install ${chart} with values somewhere`);
         for (const example of mine) {
           await render(chart, example.valueArgs).catch((err: Error) => assert.fail(`${example.where}: ${example.command}\n${err.message}`));
         }
