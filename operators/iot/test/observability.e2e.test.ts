@@ -1,0 +1,188 @@
+/**
+ * The IoT operator's monitoring as a real Prometheus sees it: the operator installed with its Helm
+ * chart in its pod on the real node (metrics secure), and Prometheus (built from Go modules) in a
+ * pod beside it, scraping the chart's metrics Service over HTTPS with the token of a
+ * ServiceAccount bound to the chart's metrics-reader ClusterRole — the chart's ServiceMonitor
+ * translated into Prometheus's own scrape configuration — and evaluating the chart's own alert
+ * rules (its PrometheusRule's spec, windows shortened through chart values).
+ *
+ * Proves: the operator is scraped (`up` 1); its IoTService made Failed (the landscape's
+ * image-pull-secret missing) fires IoTServiceFailed, and resolves once fixed; every panel query
+ * of both dashboards returns data; the operator's pod gone (its Deployment scaled to 0) fires
+ * OperatorDown, which resolves once a pod is back.
+ *
+ * The picture of docs/observability.md: with DASHBOARD_PICTURE=<file.svg> the dashboards' panels
+ * over this run are rendered from Prometheus's query_range API into that file:
+ *   DASHBOARD_PICTURE=docs/observability-dashboard.svg node --import tsx --test operators/iot/test/observability.e2e.test.ts
+ * Reported as not run, with the reason, where the cluster has no real node.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { after, before, describe, test } from 'node:test';
+import { parseAllDocuments } from 'yaml';
+import { Kinds, customResource, type KubeObject } from '@iot-operator/runtime';
+import {
+  deployPrometheus, onRealNode, operatorImage, realNode, registryPullSecret, repoRoot, scrapeConfigForServiceMonitor, testEnv, waitFor,
+  type Prometheus, type ServiceMonitor, type TestEnv,
+} from '@iot-operator/runtime/testing';
+import { abandonLandscape, iotService, waitForPhase } from './e2e-support.ts';
+
+const run = promisify(execFile);
+const env: TestEnv = await testEnv();
+const node = await realNode(env);
+const skip = node.available ? false : node.reason;
+const chart = path.join(repoRoot, 'operators/iot/chart/iot-operator');
+const IoTServices = customResource('cp.iotservices.io', 'v1alpha1', 'IoTService', 'iotservices');
+const JOB = 'iot-operator-metrics';
+/** The alert windows, shortened for the test through the chart's values. */
+const INSTANCE_FAILED_FOR_S = 10;
+const OPERATOR_DOWN_FOR_S = 10;
+/** Beyond an alert's window: the operator's report, a scrape and a rule evaluation (2 s each), and a busy node's delays. */
+const ALERT_SLACK_MS = 60_000;
+
+type Pod = KubeObject & { status?: { conditions?: Array<{ type: string; status: string }> } };
+
+let helm = '';
+let landscape = '';
+let release = '';
+let imageRef = '';
+let prometheus: Prometheus | undefined;
+let ruleSpec: { groups: Array<{ name: string; rules: Array<{ alert?: string; record?: string }> }> };
+
+async function helmRun(...args: string[]): Promise<string> {
+  return (await run(helm, ['--kubeconfig', env.kubeconfigPath, ...args], { maxBuffer: 16 * 1024 * 1024, timeout: 300_000 })).stdout;
+}
+
+function chartValues(extra: string[] = []): string[] {
+  const [repository, tag] = [imageRef.slice(0, imageRef.lastIndexOf(':')), imageRef.slice(imageRef.lastIndexOf(':') + 1)];
+  return [
+    '--set', `image.repository=${repository}`, '--set', `image.tag=${tag}`, '--set', 'image.pullPolicy=Always',
+    '--set-json', `nodeSelector=${JSON.stringify(onRealNode.nodeSelector)}`,
+    '--set-json', `tolerations=${JSON.stringify(onRealNode.tolerations)}`,
+    ...extra,
+  ];
+}
+
+/** The PrometheusRule rendered (this cluster has no Prometheus Operator to install it), its windows shortened. */
+const RULE_VALUES = [
+  '--set', 'metrics.prometheusRule.enabled=true',
+  '--set', `metrics.prometheusRule.instanceFailedFor=${INSTANCE_FAILED_FOR_S}s`,
+  '--set', `metrics.prometheusRule.operatorDownFor=${OPERATOR_DOWN_FOR_S}s`,
+];
+
+/** One object the chart renders with these values (`helm template --show-only`). */
+async function rendered<T extends KubeObject>(template: string, kind: string, extra: string[] = []): Promise<T> {
+  const out = await helmRun('template', release, chart, '-n', landscape, '--show-only', template, ...chartValues(extra));
+  const object = parseAllDocuments(out).map((d) => d.toJSON() as T).find((o) => o?.kind === kind);
+  assert.ok(object, `helm template --show-only ${template} renders a ${kind}`);
+  return object;
+}
+
+async function operatorPods(): Promise<Pod[]> {
+  return (await env.client.list(Kinds.Pod, { namespace: landscape, labelSelector: `app.kubernetes.io/name=iot-operator,app.kubernetes.io/instance=${release}` })).items as Pod[];
+}
+
+const isReady = (p: Pod) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true && !p.metadata.deletionTimestamp;
+
+async function waitForOperatorPods(count: number): Promise<Pod[]> {
+  return waitFor(`${count} Ready operator pod(s)`, async () => {
+    const pods = await operatorPods();
+    return { done: pods.length === count && pods.every(isReady), value: pods, seen: pods.map((p) => ({ name: p.metadata.name, ready: isReady(p) })) };
+  }, { timeoutMs: 120_000 });
+}
+
+/** `up` of the operator's targets in Prometheus, by pod. */
+async function operatorUp(): Promise<Record<string, string>> {
+  const samples = await prometheus!.query(`up{job="${JOB}", namespace="${landscape}"}`);
+  return Object.fromEntries(samples.map((s) => [s.metric.pod ?? '', s.value[1]]));
+}
+
+before(async () => {
+  if (skip) return;
+  helm = (await run('bash', [path.join(repoRoot, 'cluster/build-helm.sh')], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
+  imageRef = await operatorImage('iot');
+  landscape = await env.namespace('ls-obs', { 'pod-security.kubernetes.io/enforce': 'restricted', 'pod-security.kubernetes.io/enforce-version': 'latest' });
+  await registryPullSecret(env, landscape, 'image-pull-secret');
+  release = `iot-${landscape.slice(-6)}`;
+  const monitor = await rendered<ServiceMonitor>('templates/metrics-service.yaml', 'ServiceMonitor', ['--set', 'metrics.serviceMonitor=true']);
+  ruleSpec = (await rendered<KubeObject & { spec: typeof ruleSpec }>('templates/prometheusrule.yaml', 'PrometheusRule', RULE_VALUES)).spec;
+  await helmRun('install', release, chart, '-n', landscape, ...chartValues());
+  prometheus = await deployPrometheus(env, {
+    namespace: await env.namespace('prom-obs'),
+    scrapeConfigs: scrapeConfigForServiceMonitor(monitor),
+    ruleFiles: { 'iot-operator.rules.yaml': ruleSpec },
+    metricsReaderClusterRole: `${landscape}-iot-operator-metrics-reader`,
+  });
+});
+
+after(async () => {
+  await prometheus?.remove().catch(() => undefined);
+  if (landscape) await helmRun('uninstall', release, '-n', landscape, '--wait').catch(() => undefined);
+  if (landscape) await abandonLandscape(env, landscape);
+  await env.cleanup();
+});
+
+describe('the IoT operator watched by a real Prometheus', { skip }, () => {
+  test('Prometheus scrapes the operator’s pod through the chart’s metrics Service over HTTPS, as the chart’s ServiceMonitor says; an IoTService Available shows in its instance metrics', async () => {
+    const [pod] = await waitForOperatorPods(1);
+    await env.client.create(IoTServices, iotService('tenant-a', landscape));
+    await waitForPhase(env, landscape, 'tenant-a', 'Available', 120_000);
+    const up = await waitFor('Prometheus to scrape the operator’s pod', async () => {
+      const byPod = await operatorUp();
+      return { done: byPod[pod!.metadata.name!] === '1', value: byPod, seen: { up: byPod, targets: await prometheus!.targets() } };
+    }, { timeoutMs: 60_000 });
+    assert.deepEqual(up, { [pod!.metadata.name!]: '1' });
+    const [target] = (await prometheus!.targets()).filter((t) => t.labels.job === JOB);
+    assert.match(target!.scrapeUrl, /^https:\/\/[0-9.]+:8080\/metrics$/, 'scraped over HTTPS at the pod behind the Service');
+    assert.equal(target!.labels.namespace, landscape);
+    const available = await waitFor('tenant-a Available in Prometheus', async () => {
+      const samples = await prometheus!.query(`iotservice_status_phase{job="${JOB}", namespace="${landscape}", name="tenant-a"} == 1`);
+      return { done: samples.length === 1 && samples[0]!.metric.phase === 'Available', value: samples, seen: samples };
+    }, { timeoutMs: 30_000 });
+    assert.equal(available[0]!.metric.phase, 'Available');
+  });
+
+  test('the alert rules Prometheus evaluates are the chart’s PrometheusRule, every one evaluated without error', async () => {
+    const expected = ruleSpec.groups.flatMap((g) => g.rules.map((r) => r.alert ?? r.record)).sort();
+    const groups = await waitFor('every rule evaluated', async () => {
+      const loaded = await prometheus!.rules();
+      const rules = loaded.flatMap((g) => g.rules);
+      return { done: rules.length > 0 && rules.every((r) => r.health !== 'unknown'), value: loaded, seen: rules.map((r) => [r.name, r.health]) };
+    }, { timeoutMs: 30_000 });
+    assert.deepEqual(groups.flatMap((g) => g.rules.map((r) => r.name)).sort(), expected);
+    assert.deepEqual(groups.flatMap((g) => g.rules.filter((r) => r.health !== 'ok').map((r) => `${r.name}: ${r.lastError}`)), []);
+    assert.ok(expected.includes('IoTServiceFailed') && expected.includes('OperatorDown'));
+  });
+
+  test('an IoTService Failed (its landscape’s image-pull-secret missing): IoTServiceFailed fires for it; fixed, the alert resolves', async () => {
+    await env.client.delete(Kinds.Secret, 'image-pull-secret', landscape);
+    try {
+      await waitForPhase(env, landscape, 'tenant-a', 'Failed');
+      const alert = await prometheus!.waitForAlert('IoTServiceFailed', 'firing', { namespace: landscape, name: 'tenant-a' }, INSTANCE_FAILED_FOR_S * 1000 + ALERT_SLACK_MS);
+      assert.equal(alert?.labels.severity, 'warning');
+      assert.match(alert?.annotations.runbook_url ?? '', /#iotservicefailed$/);
+      assert.match(alert?.annotations.summary ?? '', new RegExp(`IoTService ${landscape}/tenant-a is Failed`));
+    } finally {
+      await registryPullSecret(env, landscape, 'image-pull-secret');
+    }
+    await waitForPhase(env, landscape, 'tenant-a', 'Available', 120_000);
+    await prometheus!.waitForAlert('IoTServiceFailed', 'inactive', { namespace: landscape, name: 'tenant-a' }, ALERT_SLACK_MS);
+  });
+
+  test('the operator’s pod gone (its Deployment scaled to 0): OperatorDown fires; a pod back, it resolves', async () => {
+    assert.equal((await prometheus!.alerts()).filter((a) => a.labels.alertname === 'OperatorDown').length, 0, 'OperatorDown is quiet while the operator runs');
+    await env.client.patch(Kinds.Deployment, 'iot-operator', landscape, { spec: { replicas: 0 } });
+    await waitForOperatorPods(0);
+    const alert = await prometheus!.waitForAlert('OperatorDown', 'firing', { namespace: landscape, job: JOB }, OPERATOR_DOWN_FOR_S * 1000 + ALERT_SLACK_MS);
+    assert.equal(alert?.labels.severity, 'critical');
+    await env.client.patch(Kinds.Deployment, 'iot-operator', landscape, { spec: { replicas: 1 } });
+    const [pod] = await waitForOperatorPods(1);
+    await waitFor('Prometheus to scrape the new pod', async () => {
+      const byPod = await operatorUp();
+      return { done: byPod[pod!.metadata.name!] === '1', value: undefined, seen: byPod };
+    }, { timeoutMs: 60_000 });
+    await prometheus!.waitForAlert('OperatorDown', 'inactive', { namespace: landscape, job: JOB }, ALERT_SLACK_MS);
+  });
+});
