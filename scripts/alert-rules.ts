@@ -96,7 +96,7 @@ export const ALERTS: readonly Alert[] = [
     summary: 'Controller {{ $labels.controller }} of {{ $labels.job }} keeps failing to reconcile',
     description:
       'Controller {{ $labels.controller }} of {{ $labels.job }} in namespace {{ $labels.namespace }} has returned reconcile errors in every 5-minute window for 15 minutes. ' +
-      'The operator\'s logs name each failing object and its error (level error, field "object"); fix what they name (RBAC, a webhook, an invalid object).',
+      'Its log lines "reconcile failed" name each failing object (field "object") and the error; fix what they name (RBAC, a webhook, an invalid object).',
   },
   {
     name: 'OperatorWorkQueueBacklog',
