@@ -169,7 +169,7 @@ export class Manager implements ControllerHost {
   }
 
   /** Serves `webhook` at `path` on the webhook server (the manager needs `webhook` options). */
-  addWebhook(path: string, webhook: Webhook<never>): void {
+  addWebhook<Review>(path: string, webhook: Webhook<Review>): void {
     if (!this.webhookServer) throw new Error(`cannot serve the webhook at ${path}: the manager was created without webhook options`);
     this.webhookServer.register(path, webhook);
   }

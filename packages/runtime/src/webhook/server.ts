@@ -70,10 +70,10 @@ export class WebhookServer {
   }
 
   /** Serves `webhook` at `path` (e.g. `/validate-example-com-v1-widget`); one webhook per path. */
-  register(path: string, webhook: Webhook<never>): void {
+  register<Review>(path: string, webhook: Webhook<Review>): void {
     if (!path.startsWith('/')) throw new Error(`webhook path ${path} must start with /`);
     if (this.webhooks.has(path)) throw new Error(`a webhook is already registered at ${path}`);
-    this.webhooks.set(path, webhook as Webhook);
+    this.webhooks.set(path, webhook as unknown as Webhook);
     this.metrics.track(path);
   }
 
