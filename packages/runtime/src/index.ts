@@ -24,7 +24,7 @@ export * from './controller/controller.ts';
 export * from './controller/builder.ts';
 export * from './controller/finalizers.ts';
 export * from './events/recorder.ts';
-export * from './webhook/review.ts';
+export { BadReviewError, type HandlerContext, type Refusal, type Webhook } from './webhook/review.ts';
 export * from './webhook/json-patch.ts';
 export * from './webhook/admission.ts';
 export * from './webhook/conversion.ts';

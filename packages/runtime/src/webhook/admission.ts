@@ -21,7 +21,7 @@
  */
 import type { KubeObject } from '../client/resource.ts';
 import { jsonPatch } from './json-patch.ts';
-import { BadReviewError, failureOf, isRecord, type Failure, type HandlerContext, type Webhook } from './review.ts';
+import { BadReviewError, refusalOf, isRecord, type Refusal, type HandlerContext, type Webhook } from './review.ts';
 
 export interface GroupVersionKind {
   group: string;
@@ -125,7 +125,7 @@ export function validatingWebhook<T extends KubeObject = KubeObject>(handler: Va
         const verdict = (await handler(request, { ...context, warn: (message) => void warnings.push(message) })) ?? Verdict.allowed;
         return answer(request.uid, verdict.allowed ? { allowed: true } : refusal({ message: verdict.message ?? '', ...denialDefaults }), warnings);
       } catch (err) {
-        return answer(request.uid, refusal(failureOf(err, denialDefaults)), warnings);
+        return answer(request.uid, refusal(refusalOf(err, denialDefaults)), warnings);
       }
     },
   };
@@ -150,7 +150,7 @@ export function mutatingWebhook<T extends KubeObject = KubeObject>(handler: Muta
         if (ops.length === 0) return answer(request.uid, { allowed: true }, warnings);
         return answer(request.uid, { allowed: true, patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(ops)).toString('base64') }, warnings);
       } catch (err) {
-        return answer(request.uid, refusal(failureOf(err, denialDefaults)), warnings);
+        return answer(request.uid, refusal(refusalOf(err, denialDefaults)), warnings);
       }
     },
   };
@@ -167,7 +167,7 @@ export function decodeAdmissionReview<T extends KubeObject = KubeObject>(body: u
   return request as unknown as AdmissionRequest<T>;
 }
 
-function refusal(failure: Failure): Omit<AdmissionResponse, 'uid'> {
+function refusal(failure: Refusal): Omit<AdmissionResponse, 'uid'> {
   return { allowed: false, status: { code: failure.code, reason: failure.reason, message: failure.message } };
 }
 

@@ -22,11 +22,11 @@ export interface Webhook<Review = unknown> {
   readonly kind: 'validating' | 'mutating' | 'conversion';
   decode(body: unknown): Review;
   answer(review: Review, context: HandlerContext): Promise<unknown>;
-  refuse(review: Review, failure: Failure): unknown;
+  refuse(review: Review, refusal: Refusal): unknown;
 }
 
 /** Why a request was refused: the message the API server shows, an HTTP-like code and its reason. */
-export interface Failure {
+export interface Refusal {
   message: string;
   code: number;
   reason: string;
@@ -37,7 +37,7 @@ export class BadReviewError extends Error {
 }
 
 /** A thrown value as a refusal: an error carrying a Kubernetes code and reason (an `ApiError`) keeps them. */
-export function failureOf(err: unknown, fallback: { code: number; reason: string }): Failure {
+export function refusalOf(err: unknown, fallback: { code: number; reason: string }): Refusal {
   const message = err instanceof Error ? err.message : String(err);
   const carried = err as { code?: unknown; reason?: unknown } | null;
   if (carried && typeof carried.code === 'number' && carried.code >= 400 && carried.code < 600 && typeof carried.reason === 'string') {
