@@ -176,6 +176,21 @@ describe('webhooks called by the real API server', () => {
     assert.equal(mgr!.webhookServer!.listening, true);
   });
 
+  it('a webhook certificate that cannot be read fails the manager`s start, naming the file; a manager without webhook options serves none', async () => {
+    const broken = await Manager.create({
+      name: 'webhooks-e2e-broken',
+      kubeconfigPath: env.kubeconfigPath,
+      logger: pino({ level: 'silent' }),
+      httpAddress: '127.0.0.1:0',
+      cache: { defaultNamespace: failNs },
+      webhook: { address: '127.0.0.1:0', certFile: path.join(dir, 'missing.crt'), keyFile: certs.keyFile },
+    });
+    await assert.rejects(broken.start(), /webhook certificate .*missing\.crt/);
+    assert.equal(await broken.done, 1);
+    const without = await Manager.create({ name: 'webhooks-e2e-none', kubeconfigPath: env.kubeconfigPath, logger: pino({ level: 'silent' }) });
+    assert.throws(() => without.addWebhook('/validate', validatingWebhook(() => allow())), /created without webhook options/);
+  });
+
   it('create: the defaulting webhook fills spec.size and a settings key with "~" and "/"', async () => {
     const created = await env.client.create(GadgetV1, gadget(failNs, 'defaulted', { colour: 'red', settings: { kept: 'yes' } }));
     assert.equal(created.spec.size, 1);
