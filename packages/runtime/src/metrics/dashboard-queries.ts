@@ -58,9 +58,9 @@ export function metricNames(expr: string): string[] {
   return [...names];
 }
 
-/** `expr` with Grafana's interval variables set to `interval` and each `$name` / `${name}` to `variables[name]` (default `.+`). */
+/** `expr` with Grafana's interval variables set to `interval` and each `$name` / `${name}` to `variables[name]` (default `.*`, Grafana's "All"). */
 export function concreteQuery(expr: string, variables: Record<string, string> = {}, interval = '1m'): string {
   return expr
     .replace(/\$__(rate_interval|interval|range)\b|\$\{__(rate_interval|interval|range)\}/g, interval)
-    .replace(/\$\{(\w+)(?::\w+)?\}|\$(\w+)/g, (_, braced: string | undefined, bare: string | undefined) => variables[(braced ?? bare)!] ?? '.+');
+    .replace(/\$\{(\w+)(?::\w+)?\}|\$(\w+)/g, (_, braced: string | undefined, bare: string | undefined) => variables[(braced ?? bare)!] ?? '.*');
 }
