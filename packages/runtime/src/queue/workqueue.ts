@@ -17,6 +17,8 @@
  *   2^failures, capped at 1000 s; `forget` resets it after a success) and the queue's overall
  *   token bucket (10 retries a second, bursts of 100): client-go's default controller rate
  *   limiter, so many keys failing at once retry at most 100 + 10 × t times in t seconds.
+ * - Its metrics' series exist from its creation (depth, adds and retries at 0), as client-go's
+ *   queue metrics do, so a rate or a dashboard panel over them has data before the first retry.
  * - `shutdown` stops new adds and wakes idle workers; `get` then returns undefined once the
  *   queue is empty; `drain` resolves when no key is being processed any more.
  */
@@ -88,6 +90,9 @@ export class WorkQueue {
     this.backoff = new ExponentialBackoff(backoff);
     this.retryBucket = new TokenBucket(retryRateLimit);
     metrics?.trackQueue(name, () => this.startedAt.values());
+    metrics?.queueDepth.set({ name }, 0);
+    metrics?.queueAdds.inc({ name }, 0);
+    metrics?.queueRetries.inc({ name }, 0);
   }
 
   get length(): number {
