@@ -19,14 +19,17 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
+import { writeFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { parseAllDocuments } from 'yaml';
-import { Kinds, customResource, type KubeObject } from '@iot-operator/runtime';
+import { Kinds, concreteQuery, customResource, panelQueries, type KubeObject } from '@iot-operator/runtime';
 import {
   deployPrometheus, onRealNode, operatorImage, realNode, registryPullSecret, repoRoot, scrapeConfigForServiceMonitor, testEnv, waitFor,
   type Prometheus, type ServiceMonitor, type TestEnv,
 } from '@iot-operator/runtime/testing';
+import { dashboardSvg, type Panel } from '../../../bench/lib/dashboard-svg.ts';
+import { DASHBOARDS, readDashboard, type Dashboard } from './dashboards.ts';
 import { abandonLandscape, iotService, waitForPhase } from './e2e-support.ts';
 
 const run = promisify(execFile);
@@ -42,6 +45,10 @@ const OPERATOR_DOWN_FOR_S = 10;
 /** Beyond an alert's window: the operator's report, a scrape and a rule evaluation (2 s each), and a busy node's delays. */
 const ALERT_SLACK_MS = 60_000;
 
+/** Grafana's $__rate_interval for a 2 s scrape interval (at least four scrapes). */
+const RATE_INTERVAL = '20s';
+const STEP_S = 2;
+
 type Pod = KubeObject & { status?: { conditions?: Array<{ type: string; status: string }> } };
 
 let helm = '';
@@ -50,6 +57,8 @@ let release = '';
 let imageRef = '';
 let prometheus: Prometheus | undefined;
 let ruleSpec: { groups: Array<{ name: string; rules: Array<{ alert?: string; record?: string }> }> };
+/** When Prometheus started: the dashboards' time range. */
+let started = 0;
 
 async function helmRun(...args: string[]): Promise<string> {
   return (await run(helm, ['--kubeconfig', env.kubeconfigPath, ...args], { maxBuffer: 16 * 1024 * 1024, timeout: 300_000 })).stdout;
@@ -115,6 +124,7 @@ before(async () => {
     ruleFiles: { 'iot-operator.rules.yaml': ruleSpec },
     metricsReaderClusterRole: `${landscape}-iot-operator-metrics-reader`,
   });
+  started = Math.floor(Date.now() / 1000);
 });
 
 after(async () => {
@@ -125,10 +135,8 @@ after(async () => {
 });
 
 describe('the IoT operator watched by a real Prometheus', { skip }, () => {
-  test('Prometheus scrapes the operator’s pod through the chart’s metrics Service over HTTPS, as the chart’s ServiceMonitor says; an IoTService Available shows in its instance metrics', async () => {
+  test('Prometheus scrapes the operator’s pod through the chart’s metrics Service over HTTPS, as the chart’s ServiceMonitor says; an IoTService made Available shows in its instance metrics', async () => {
     const [pod] = await waitForOperatorPods(1);
-    await env.client.create(IoTServices, iotService('tenant-a', landscape));
-    await waitForPhase(env, landscape, 'tenant-a', 'Available', 120_000);
     const up = await waitFor('Prometheus to scrape the operator’s pod', async () => {
       const byPod = await operatorUp();
       return { done: byPod[pod!.metadata.name!] === '1', value: byPod, seen: { up: byPod, targets: await prometheus!.targets() } };
@@ -137,6 +145,8 @@ describe('the IoT operator watched by a real Prometheus', { skip }, () => {
     const [target] = (await prometheus!.targets()).filter((t) => t.labels.job === JOB);
     assert.match(target!.scrapeUrl, /^https:\/\/[0-9.]+:8080\/metrics$/, 'scraped over HTTPS at the pod behind the Service');
     assert.equal(target!.labels.namespace, landscape);
+    await env.client.create(IoTServices, iotService('tenant-a', landscape));
+    await waitForPhase(env, landscape, 'tenant-a', 'Available', 120_000);
     const available = await waitFor('tenant-a Available in Prometheus', async () => {
       const samples = await prometheus!.query(`iotservice_status_phase{job="${JOB}", namespace="${landscape}", name="tenant-a"} == 1`);
       return { done: samples.length === 1 && samples[0]!.metric.phase === 'Available', value: samples, seen: samples };
@@ -185,4 +195,38 @@ describe('the IoT operator watched by a real Prometheus', { skip }, () => {
     }, { timeoutMs: 60_000 });
     await prometheus!.waitForAlert('OperatorDown', 'inactive', { namespace: landscape, job: JOB }, ALERT_SLACK_MS);
   });
+
+  test('every panel query of both dashboards (the runtime’s, the IoT instances’) has data to draw from this Prometheus over the run', async () => {
+    const end = Math.ceil(Date.now() / 1000);
+    const empty: string[] = [];
+    const panels: Panel[] = [];
+    for (const dashboard of [readDashboard(DASHBOARDS.runtime.source), readDashboard(DASHBOARDS.iot.source)]) {
+      const queries = panelQueries(dashboard);
+      assert.ok(queries.length > 0, `${dashboard.title} has panel queries`);
+      for (const { title, expr } of queries) {
+        const query = concreteQuery(expr, { job: JOB, namespace: landscape }, RATE_INTERVAL);
+        const series = await prometheus!.queryRange(query, started, end, STEP_S);
+        if (!series.some((s) => s.values.some(([, v]) => Number.isFinite(Number(v))))) empty.push(`${dashboard.title} / ${title}: ${query} → ${JSON.stringify(series).slice(0, 300)}`);
+        let panel = panels.find((p) => p.title === `${dashboard.title}: ${title}`);
+        if (!panel) panels.push((panel = { title: `${dashboard.title}: ${title}`, series: [] }));
+        (panel.series as Panel['series'][number][]).push(
+          ...series.map((s) => ({ label: legend(dashboard, title, expr, s.metric), points: s.values.map(([t, v]) => [t, Number(v)] as const) })),
+        );
+      }
+    }
+    assert.deepEqual(empty, [], 'panel queries without a value to draw (no series, or only NaN)');
+    const picture = process.env.DASHBOARD_PICTURE;
+    if (picture) {
+      writeFileSync(picture, dashboardSvg(panels, { title: 'The operator runtime’s and the IoT instances’ dashboards over observability.e2e (an IoTService Failed, the operator scaled to 0 and back)', startSeconds: started, endSeconds: end }));
+      console.log(`# dashboards' picture written to ${picture}`);
+    }
+  });
 });
+
+/** A series' name in a panel, as Grafana's legendFormat of the query's target makes it (its labels when the target has none). */
+function legend(dashboard: Dashboard, title: string, expr: string, metric: Record<string, string>): string {
+  const targets = (dashboard.panels as Array<{ title?: string; targets?: Array<{ expr?: string; legendFormat?: string }> }>).filter((p) => p.title === title).flatMap((p) => p.targets ?? []);
+  const format = targets.find((t) => t.expr === expr)?.legendFormat;
+  if (format) return format.replace(/\{\{\s*(\w+)\s*\}\}/g, (_, label: string) => metric[label] ?? '');
+  return Object.entries(metric).map(([k, v]) => `${k}=${v}`).join(', ') || expr;
+}
