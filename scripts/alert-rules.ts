@@ -168,7 +168,7 @@ export const JOBS: Record<Operator, string> = {
 const PLAIN_FILES: Record<Operator, string> = {
   iot: 'operators/iot/deploy/prometheus_rules.yml',
   armada: 'operators/armada/deploy/prometheus_rules.yml',
-  memcached: 'operators/memcached/deploy/prometheus_rules.yaml',
+  memcached: 'operators/memcached/deploy/prometheus/prometheus_rules.yaml', // deploy/*.yaml are the OLM bundle's manifests
   ptemplate: 'operators/ptemplate/config/prometheus/rules.yaml',
 };
 
