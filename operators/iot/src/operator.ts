@@ -1,13 +1,15 @@
 /**
  * Builds the IoT operator's manager from its options: cache scoping, leader election or one
  * shard of a ControllerRing, HTTP server, the controllers of controllers.ts (the IoTService controller and the clean-up of
- * orphaned instance namespaces) and the instance metrics (instance-metrics.ts). Used by the `iot-operator` process and by tests that run the
+ * orphaned instance namespaces), the instance metrics (instance-metrics.ts) and, when webhook options
+ * are given, the IoTService admission webhook (instance-namespace-webhook.ts). Used by the `iot-operator` process and by tests that run the
  * operator in-process.
  */
 import { Manager } from '@iot-operator/runtime';
 import { SHARDED_TYPES, iotCacheOptions, type IoTControllerConfig } from './controller.ts';
 import { registerControllers } from './controllers.ts';
 import { exportInstanceMetrics } from './instance-metrics.ts';
+import { registerInstanceNamespaceWebhook } from './instance-namespace-webhook.ts';
 import { iotRateLimitDefaults, type OperatorOptions } from './options.ts';
 
 export async function createIoTOperator(options: OperatorOptions): Promise<Manager> {
@@ -28,11 +30,13 @@ export async function createIoTOperator(options: OperatorOptions): Promise<Manag
     logLevel: options.logLevel,
     httpAddress: options.metricsBindAddress,
     secureMetrics: options.secureMetrics,
+    webhook: options.webhook,
     cache: iotCacheOptions(config),
     leaderElection: options.leaderElect ? { namespace: options.operatorName, name: `iot-operator-${options.operatorName}` } : undefined,
     shard: options.shard ? { ...options.shard, namespace: options.operatorName, types: SHARDED_TYPES } : undefined,
   });
   registerControllers(mgr, config, options.syncPeriodMs);
   exportInstanceMetrics(mgr, options.operatorName);
+  if (options.webhook) registerInstanceNamespaceWebhook(mgr, options.operatorName);
   return mgr;
 }

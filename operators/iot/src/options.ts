@@ -14,9 +14,13 @@
  * (`--shard-name`, default POD_NAME, else the host name) must be usable as a Lease name.
  * `--stuck-pod-timeout` (default 5m, between 1s and 24h) is the stuck window of the status: how
  * long a pod may fail to pull, crash-loop or wait for its volume before its IoTService is Failed.
+ * `--webhook-cert-dir` (tls.crt and tls.key) serves the IoTService admission webhook over HTTPS
+ * on `--webhook-port` (default 9443, controller-runtime's); without it no webhook is served, and
+ * `--webhook-port` alone is an error.
  */
 import os from 'node:os';
-import { metricsSecureNeedsCertDir, parseBurst, parseQps, secureMetricsFromCertDir, validateShardIdentity, type RateLimit, type SecureMetricsOptions } from '@iot-operator/runtime';
+import path from 'node:path';
+import { metricsSecureNeedsCertDir, parseBurst, parseQps, secureMetricsFromCertDir, validateShardIdentity, webhookServerDefaults, type RateLimit, type SecureMetricsOptions, type WebhookServerOptions } from '@iot-operator/runtime';
 import { Command, InvalidArgumentError } from 'commander';
 import { SERVICE_TYPES, type GatewayServiceType } from './api/iotservice.ts';
 import { DEFAULT_CONFIG_MOUNT_PATH } from './resources/instance.ts';
@@ -34,6 +38,8 @@ export interface OperatorOptions {
   metricsBindAddress: string;
   /** HTTPS, /metrics only to callers the API server authorizes. */
   secureMetrics?: SecureMetricsOptions;
+  /** Serve the IoTService admission webhook (instance-namespace-webhook.ts); undefined = none. */
+  webhook?: WebhookServerOptions;
   /** The client's request rate to the API server; undefined = `iotRateLimitDefaults`. */
   rateLimit?: RateLimit;
   logLevel: string;
@@ -61,6 +67,14 @@ const positiveInt = (value: string): number => {
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a positive integer');
   return n;
 };
+
+const port = (value: string): number => {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || n < 1 || n > 65535) throw new InvalidArgumentError('must be a port number (1-65535)');
+  return n;
+};
+
+const defaultWebhookPort = Number(webhookServerDefaults.address.split(':')[1]);
 
 function parseDuration(command: Command, flag: string, value: string, examples = '30s, 10m or 10h'): number {
   const match = /^(\d+)(ms|s|m|h)$/.exec(value);
@@ -90,6 +104,8 @@ export function operatorCommand(): Command {
     .option('--metrics-bind-address <host:port>', 'address of the HTTP server for /metrics, /healthz and /readyz (in a Pod: 0.0.0.0:8080, for the probes)', '127.0.0.1:8080')
     .option('--metrics-secure', 'serve over HTTPS; /metrics only to callers allowed "get /metrics" (TokenReview + SubjectAccessReview)', false)
     .option('--metrics-cert-dir <dir>', 'directory with tls.crt and tls.key for --metrics-secure')
+    .option('--webhook-cert-dir <dir>', 'serve the IoTService admission webhook over HTTPS with tls.crt and tls.key of this directory (e.g. a mounted kubernetes.io/tls Secret)')
+    .option('--webhook-port <port>', `port of the webhook server, on every interface (needs --webhook-cert-dir; default ${defaultWebhookPort})`, port)
     .option('--kube-api-qps <qps>', 'requests per second to the API server (0 or less = unlimited)', parseQps, iotRateLimitDefaults.qps)
     .option('--kube-api-burst <n>', 'requests allowed at once above --kube-api-qps', parseBurst, iotRateLimitDefaults.burst)
     .option('--log-level <level>', 'fatal, error, warn, info, debug or trace', process.env.LOG_LEVEL ?? 'info')
@@ -163,7 +179,7 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
   command.parse(argv, { from: 'user' });
   // As parsed: the name may be missing and the sync period is still text.
   const o = command.opts<
-    Omit<OperatorOptions, 'operatorName' | 'syncPeriodMs' | 'stuckPodTimeoutMs' | 'watchNamespace' | 'tenancy' | 'secureMetrics' | 'rateLimit'> &
+    Omit<OperatorOptions, 'operatorName' | 'syncPeriodMs' | 'stuckPodTimeoutMs' | 'watchNamespace' | 'tenancy' | 'secureMetrics' | 'webhook' | 'rateLimit'> &
       TenancyFlags & {
         operatorName?: string;
         syncPeriod: string;
@@ -172,6 +188,8 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
         watchNamespace?: string;
         metricsSecure: boolean;
         metricsCertDir?: string;
+        webhookCertDir?: string;
+        webhookPort?: number;
         kubeApiQps: number;
         kubeApiBurst: number;
         shardRing?: string;
@@ -189,6 +207,7 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
   if (!/^\/[^:]*[^/]$/.test(configMountPath)) command.error(`error: --config-mount-path "${configMountPath}" must be an absolute file path`);
   if (!/^[^:]*:\d+$/.test(o.metricsBindAddress)) command.error(`error: --metrics-bind-address "${o.metricsBindAddress}" must be host:port`);
   if (o.metricsSecure && !o.metricsCertDir) command.error(`error: ${metricsSecureNeedsCertDir}`);
+  if (o.webhookPort !== undefined && !o.webhookCertDir) command.error('error: --webhook-port needs --webhook-cert-dir: a directory holding tls.crt and tls.key (e.g. a mounted kubernetes.io/tls Secret)');
   if (o.shardName !== undefined && o.shardRing === undefined) command.error('error: --shard-name needs --shard-ring');
   if (o.shardRing !== undefined && o.leaderElect) command.error('error: --shard-ring and --leader-elect exclude each other: shards share the work instead of electing a leader');
   const shard = o.shardRing === undefined ? undefined : { ring: o.shardRing, name: o.shardName ?? process.env.POD_NAME ?? os.hostname() };
@@ -208,6 +227,9 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
     shard,
     metricsBindAddress: o.metricsBindAddress,
     secureMetrics: o.metricsSecure && o.metricsCertDir ? secureMetricsFromCertDir(o.metricsCertDir) : undefined,
+    webhook: o.webhookCertDir
+      ? { address: `0.0.0.0:${o.webhookPort ?? defaultWebhookPort}`, certFile: path.join(o.webhookCertDir, 'tls.crt'), keyFile: path.join(o.webhookCertDir, 'tls.key') }
+      : undefined,
     rateLimit: { qps: o.kubeApiQps, burst: o.kubeApiBurst },
     logLevel: o.logLevel,
     kubeconfig: o.kubeconfig,

@@ -1,8 +1,9 @@
 // The IoT operator's command line: /metrics bound to loopback unless told otherwise, its own client
 // budget (200 / 400) unless --kube-api-qps / --kube-api-burst say otherwise, secure metrics from a
 // certificate directory, --namespace with its alias --watch-namespace, the config mount path and
-// the tenant policy flags, the stuck window (--stuck-pod-timeout), and the sharding flags (refused,
-// with the flag named, when they cannot work).
+// the tenant policy flags, the stuck window (--stuck-pod-timeout), the sharding flags (refused,
+// with the flag named, when they cannot work), and the admission webhook's server (none unless
+// --webhook-cert-dir is given).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
@@ -94,5 +95,21 @@ describe('IoT operator options', () => {
     assert.deepEqual(custom.allowedServiceTypes, ['ClusterIP', 'LoadBalancer']);
     assert.deepEqual(custom.maxQuota, { cpu: '16', memory: '64Gi', storage: '1Ti' });
     assert.deepEqual(custom.containerDefaults.requests, { cpu: '100m' });
+  });
+
+  it('no webhook server unless --webhook-cert-dir names the certificate; --webhook-port moves it from 9443', () => {
+    assert.equal(parse().webhook, undefined);
+    assert.deepEqual(parse('--webhook-cert-dir', '/etc/iot-operator/webhook-tls').webhook, {
+      address: '0.0.0.0:9443',
+      certFile: '/etc/iot-operator/webhook-tls/tls.crt',
+      keyFile: '/etc/iot-operator/webhook-tls/tls.key',
+    });
+    assert.equal(parse('--webhook-cert-dir', '/certs', '--webhook-port', '10250').webhook?.address, '0.0.0.0:10250');
+    const portOnly = start('--webhook-port', '9443');
+    assert.equal(portOnly.status, 1);
+    assert.match(portOnly.stderr, /--webhook-port needs --webhook-cert-dir/);
+    const badPort = start('--webhook-cert-dir', '/certs', '--webhook-port', '70000');
+    assert.equal(badPort.status, 1);
+    assert.match(badPort.stderr, /--webhook-port.*must be a port number/);
   });
 });
