@@ -223,10 +223,10 @@ describe('the IoT operator watched by a real Prometheus', { skip }, () => {
   });
 });
 
-/** A series' name in a panel, as Grafana's legendFormat of the query's target makes it (its labels when the target has none). */
+/** A series' name in a panel, as Grafana's legendFormat of the query's target makes it (the values of its own labels when the target has none). */
 function legend(dashboard: Dashboard, title: string, expr: string, metric: Record<string, string>): string {
   const targets = (dashboard.panels as Array<{ title?: string; targets?: Array<{ expr?: string; legendFormat?: string }> }>).filter((p) => p.title === title).flatMap((p) => p.targets ?? []);
   const format = targets.find((t) => t.expr === expr)?.legendFormat;
   if (format) return format.replace(/\{\{\s*(\w+)\s*\}\}/g, (_, label: string) => metric[label] ?? '');
-  return Object.entries(metric).map(([k, v]) => `${k}=${v}`).join(', ') || expr;
+  return Object.entries(metric).filter(([k]) => !['job', 'namespace', 'instance', 'endpoint', 'service', 'container'].includes(k)).map(([, v]) => v).join(' ') || expr;
 }
