@@ -58,7 +58,7 @@ it('a ServiceMonitor becomes the Prometheus Operator’s scrape configuration, w
 });
 
 it('a field the translation does not know is refused, named', () => {
-  const withInterval = { ...monitor, spec: { ...monitor.spec, endpoints: [{ ...monitor.spec.endpoints[0], interval: '30s' }] } } as ServiceMonitor;
+  const withInterval = { ...monitor, spec: { ...monitor.spec, endpoints: [{ ...monitor.spec.endpoints[0], interval: '30s' }] } } as unknown as ServiceMonitor;
   assert.throws(() => scrapeConfigForServiceMonitor(withInterval), /ServiceMonitor endpoint: interval not supported/);
   const withExpressions = { ...monitor, spec: { ...monitor.spec, selector: { matchExpressions: [] } } } as unknown as ServiceMonitor;
   assert.throws(() => scrapeConfigForServiceMonitor(withExpressions), /ServiceMonitor selector: matchExpressions not supported/);
