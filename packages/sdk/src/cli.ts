@@ -1,6 +1,7 @@
 /**
- * operator-ts: the command line of the SDK — init, create api, generate crd|rbac|bundle, cluster
- * up|down|status|exec, run, install, uninstall, deploy and undeploy. Each command's help says
+ * operator-ts: the command line of the SDK — init, create api|webhook, generate
+ * crd|rbac|webhook|bundle, webhook local, cluster up|down|status|exec, run, install, uninstall,
+ * deploy and undeploy. Each command's help says
  * what it writes or applies; every failure is one line `operator-ts: <reason>` on stderr and
  * exit code 1 (a command run by `cluster exec` or `run` passes its own exit code through).
  */
@@ -8,10 +9,12 @@ import path from 'node:path';
 import { Command } from 'commander';
 import { clusterDown, clusterExec, clusterStatus, clusterUp, runOperator } from './cluster.ts';
 import { checkBundles, DEFAULT_CHANNEL, generateBundle, packageVersion } from './generate/bundle.ts';
-import { generatedCrds, generatedRbac, writeOrCheck } from './generate/generate.ts';
+import { generatedCrds, generatedRbac, generatedWebhooks, writeOrCheck } from './generate/generate.ts';
 import { moduleFile, runProjectWorker } from './project-process.ts';
 import { readProject } from './project.ts';
-import { createApi, init, SDK_VERSION } from './scaffold.ts';
+import { createApi, createWebhook, init, SDK_VERSION } from './scaffold.ts';
+import { localWebhookCertDir } from './webhook/local.ts';
+import { WEBHOOK_PORT } from './webhook/manifests.ts';
 
 function action<A extends unknown[]>(fn: (...args: A) => Promise<number | void> | number | void) {
   return async (...args: A) => {
@@ -63,6 +66,23 @@ create
     }),
   );
 
+create
+  .command('webhook')
+  .description("a kind's webhooks: handlers in src/webhooks/<kind>.ts (registered in src/webhooks.ts), a unit test; then `generate webhook` and `generate crd`")
+  .requiredOption('--kind <kind>', 'the kind, of an API of the project (or one named by --api-version)')
+  .option('--defaulting', 'a defaulting (mutating admission) webhook', false)
+  .option('--validating', 'a validating admission webhook', false)
+  .option('--conversion', "a conversion webhook (the CRD's spec.conversion)", false)
+  .option('--api-version <group/version>', 'for a kind `create api` did not make: its group and version')
+  .option('--plural <plural>', 'for such a kind: its resource name (default: the lower-case plural of the kind)')
+  .action(
+    action((options: { kind: string; defaulting: boolean; validating: boolean; conversion: boolean; apiVersion?: string; plural?: string }) => {
+      const webhook = createWebhook(process.cwd(), options);
+      const kinds = [webhook.defaulting && 'defaulting', webhook.validating && 'validating', webhook.conversion && 'conversion'].filter(Boolean).join(', ');
+      console.log(`created ${kinds} webhooks of ${webhook.kind} in src/webhooks/${webhook.kind.toLowerCase()}.ts\nnext: npm run generate (deploy/webhook.yaml${webhook.conversion ? ", the CRD's conversion" : ''})`);
+    }),
+  );
+
 const generate = program.command('generate').description('write files derived from the code');
 generate
   .command('crd')
@@ -82,6 +102,16 @@ generate
     action(async (options: { check?: boolean }) => {
       const report = writeOrCheck(process.cwd(), await generatedRbac(process.cwd()), !!options.check, 'operator-ts generate rbac');
       console.log(report.length > 0 ? report.join('\n') : options.check ? 'RBAC is up to date' : 'RBAC unchanged');
+    }),
+  );
+generate
+  .command('webhook')
+  .description('deploy/webhook.yaml: the Mutating- and ValidatingWebhookConfiguration and the webhook Service, from operator-ts.json')
+  .option('--check', 'write nothing; fail when the committed file differs')
+  .action(
+    action((options: { check?: boolean }) => {
+      const report = writeOrCheck(process.cwd(), generatedWebhooks(process.cwd()), !!options.check, 'operator-ts generate webhook');
+      console.log(report.length > 0 ? report.join('\n') : options.check ? 'webhooks are up to date' : 'webhooks unchanged');
     }),
   );
 
@@ -144,6 +174,29 @@ clusterAction('install', 'apply deploy/crds/*_crd.yaml to the cluster and wait u
 clusterAction('uninstall', 'delete the CRDs of deploy/crds from the cluster');
 clusterAction('deploy', 'install, then the namespace, ServiceAccount, Role, RoleBinding and Deployment of deploy/');
 clusterAction('undeploy', 'delete what deploy applied (not the namespace), then uninstall');
+
+program
+  .command('webhook')
+  .description('the webhooks of an operator run out of cluster')
+  .command('local')
+  .description('a CA and a certificate for 127.0.0.1 in --cert-dir, and the webhook configurations (and CRD conversions) on the cluster calling https://127.0.0.1:<port>; --delete removes the configurations')
+  .option('--port <port>', "the webhook server's port on 127.0.0.1", String(WEBHOOK_PORT))
+  .option('--cert-dir <dir>', 'where ca.crt, tls.crt and tls.key go (kept while usable)')
+  .option('--kubeconfig <path>', 'kubeconfig of the target cluster (default: $KUBECONFIG, else ~/.kube/config)')
+  .option('--delete', 'delete the webhook configurations instead', false)
+  .action(
+    action(async (options: { port: string; certDir?: string; kubeconfig?: string; delete: boolean }) => {
+      const projectDir = process.cwd();
+      const project = readProject(projectDir);
+      const port = Number(options.port);
+      if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`--port must be a port number, got ${options.port}`);
+      const certDir = path.resolve(options.certDir ?? localWebhookCertDir(project.name));
+      const worker = options.delete ? 'webhook-local-delete' : 'webhook-local';
+      const args = { kubeconfig: options.kubeconfig, namespace: 'default', port, certDir };
+      process.stdout.write(await runProjectWorker(projectDir, deployWorker, [worker, JSON.stringify(args)], `webhook local failed`));
+      if (!options.delete) console.log(`run the operator with: --webhook-bind-address 127.0.0.1:${port} --webhook-cert-dir ${certDir}`);
+    }),
+  );
 
 program
   .command('run')

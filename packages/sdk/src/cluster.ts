@@ -11,13 +11,19 @@
  * - `up` starts or reuses the cluster and returns its kubeconfig path; `down` and `status` pass
  *   the scripts' output and exit codes through.
  * - `exec` runs a command with KUBECONFIG naming the local cluster and IOT_TEST_USE_KUBECONFIG=1,
- *   so the runtime's testEnv() uses it as is; `run` also installs the project's CRDs first.
+ *   so the runtime's testEnv() uses it as is; `run` also installs the project's CRDs first and,
+ *   when the project has webhooks, points their configurations at the operator on 127.0.0.1:9443
+ *   (webhook/local.ts) until it exits — Ctrl-C reaches the operator, and operator-ts waits for it
+ *   to stop before deleting them.
  */
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { readProject } from './project.ts';
+import { startLocalWebhooks } from './webhook/local.ts';
+import { WEBHOOK_PORT } from './webhook/manifests.ts';
 
 const execFileAsync = promisify(execFile);
 
@@ -88,5 +94,16 @@ export async function runOperator(projectDir: string, operatorArgs: readonly str
     process.stderr.write(`installed ${crds.map((f) => path.relative(projectDir, f)).join(', ')}\n`);
   }
   const env = { ...process.env, KUBECONFIG: kubeconfig };
-  return runInherited(process.execPath, ['--import', 'tsx', 'src/main.ts', ...operatorArgs], env, projectDir);
+  const project = readProject(projectDir);
+  if ((project.webhooks ?? []).length === 0) return runInherited(process.execPath, ['--import', 'tsx', 'src/main.ts', ...operatorArgs], env, projectDir);
+  const webhooks = await startLocalWebhooks(projectDir, project.name, kubeconfig, WEBHOOK_PORT);
+  // The signal that stops the operator must not stop operator-ts before it has cleaned up.
+  const ignore = () => undefined;
+  process.on('SIGINT', ignore).on('SIGTERM', ignore);
+  try {
+    return await runInherited(process.execPath, ['--import', 'tsx', 'src/main.ts', ...webhooks.args, ...operatorArgs], env, projectDir);
+  } finally {
+    await webhooks.stop();
+    process.off('SIGINT', ignore).off('SIGTERM', ignore);
+  }
 }

@@ -1,7 +1,7 @@
 /**
  * The project file of an operator-ts project, `operator-ts.json` (operator-sdk's PROJECT): the
- * operator's name, its API domain, every API that `create api` added, and how its generated
- * RBAC is laid out when not as `init` lays it out.
+ * operator's name, its API domain, every API that `create api` added, every kind's webhooks that
+ * `create webhook` added, and how its generated RBAC is laid out when not as `init` lays it out.
  *
  * Guarantees: `readProject` fails with the path and the reason when the file is missing or not
  * a valid project (each RBAC setting is checked for its type); `writeProject` writes it sorted the same way every time; `apiFiles` derives
@@ -34,12 +34,26 @@ export interface RbacSettings {
   metricsService?: boolean;
 }
 
+/** The webhooks of one kind (`create webhook`): which of defaulting, validating and conversion it has. */
+export interface WebhookDefinition {
+  group: string;
+  version: string;
+  kind: string;
+  plural: string;
+  namespaced: boolean;
+  defaulting: boolean;
+  validating: boolean;
+  conversion: boolean;
+}
+
 export interface Project {
   /** The operator's name: package, ServiceAccount, Role, Deployment and Lease prefix. */
   name: string;
   /** Appended to a short `--group` of `create api` (cache + example.com = cache.example.com). */
   domain: string;
   apis: ApiDefinition[];
+  /** Absent until `create webhook` adds the first. */
+  webhooks?: WebhookDefinition[];
   rbac?: RbacSettings;
 }
 
@@ -71,13 +85,17 @@ export function readProject(dir: string): Project {
   if (typeof project.name !== 'string' || typeof project.domain !== 'string' || !Array.isArray(project.apis)) {
     throw new Error(`${file} must hold "name" and "domain" strings and an "apis" array`);
   }
+  if (project.webhooks !== undefined && (!Array.isArray(project.webhooks) || project.webhooks.some((w) => typeof w?.kind !== 'string' || typeof w.group !== 'string' || typeof w.version !== 'string' || typeof w.plural !== 'string'))) {
+    throw new Error(`${file}: "webhooks" must be an array of { group, version, kind, plural, namespaced, defaulting, validating, conversion }`);
+  }
   checkRbacSettings(file, project.rbac);
   return project as Project;
 }
 
 export function writeProject(dir: string, project: Project): void {
-  const apis = [...project.apis].sort((a, b) => `${a.group}/${a.version}/${a.kind}`.localeCompare(`${b.group}/${b.version}/${b.kind}`));
-  writeFileSync(path.join(dir, PROJECT_FILE), `${JSON.stringify({ ...project, apis }, null, 2)}\n`);
+  const byName = <T extends { group: string; version: string; kind: string }>(list: T[]) => [...list].sort((a, b) => `${a.group}/${a.version}/${a.kind}`.localeCompare(`${b.group}/${b.version}/${b.kind}`));
+  const { webhooks, ...rest } = project;
+  writeFileSync(path.join(dir, PROJECT_FILE), `${JSON.stringify({ ...rest, apis: byName(project.apis), ...(webhooks ? { webhooks: byName(webhooks) } : {}) }, null, 2)}\n`);
 }
 
 /** The files of one API, relative to the project directory. */
@@ -91,6 +109,20 @@ export function apiFiles(api: ApiDefinition) {
     sample: `deploy/crds/${shortGroup}_${api.version}_${lower}_cr.yaml`,
     unitTest: `test/${lower}.unit.test.ts`,
     e2eTest: `test/${lower}.e2e.test.ts`,
+  };
+}
+
+/** The files and URL paths of one kind's webhooks, relative to the project directory. */
+export function webhookFiles(webhook: Pick<WebhookDefinition, 'group' | 'version' | 'kind'>) {
+  const lower = webhook.kind.toLowerCase();
+  const pathSuffix = `${webhook.group.replaceAll('.', '-')}-${webhook.version}-${lower}`;
+  return {
+    handlers: `src/webhooks/${lower}.ts`,
+    unitTest: `test/${lower}-webhook.unit.test.ts`,
+    /** kubebuilder's paths /mutate-<group with dashes>-<version>-<kind> and /validate-…; conversion one path per kind (every version converts there). */
+    mutatePath: `/mutate-${pathSuffix}`,
+    validatePath: `/validate-${pathSuffix}`,
+    convertPath: `/convert-${webhook.group.replaceAll('.', '-')}-${lower}`,
   };
 }
 

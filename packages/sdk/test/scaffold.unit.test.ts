@@ -29,7 +29,7 @@ test('init writes a complete project named after its directory, depending on the
   assert.deepEqual(listFiles(projectDir).sort(), [
     '.dockerignore', '.gitignore', 'Dockerfile', 'README.md', 'dashboards/operator-runtime.json',
     'deploy/crds/.gitkeep', 'deploy/operator.yaml', 'deploy/role.yaml', 'deploy/role_binding.yaml', 'deploy/service_account.yaml',
-    'operator-ts.json', 'package.json', 'src/controllers.ts', 'src/main.ts', 'src/operator.ts',
+    'operator-ts.json', 'package.json', 'src/controllers.ts', 'src/main.ts', 'src/operator.ts', 'src/webhooks.ts',
     'test/crds.ts', 'test/generated.unit.test.ts', 'test/operator.e2e.test.ts', 'tsconfig.json',
   ]);
   const manifest = JSON.parse(readFileSync(path.join(projectDir, 'package.json'), 'utf8'));

@@ -1,26 +1,38 @@
 /**
- * install | uninstall | deploy | undeploy against the cluster of a kubeconfig, run inside the
- * project (see project-process.ts) with the project's runtime client:
- * `node --import tsx deploy-worker.ts <action> <json options>`; prints one line per object.
+ * install | uninstall | deploy | undeploy | webhook-local | webhook-local-delete against the
+ * cluster of a kubeconfig, run inside the project (see project-process.ts) with the project's
+ * runtime client: `node --import tsx deploy-worker.ts <action> <json options>`; prints one line
+ * per object.
  *
  * - install: server-side applies every deploy/crds/*_crd.yaml and waits until each is Established.
  * - uninstall: deletes those CRDs (absent ones are fine).
  * - deploy: install, then the namespace, deploy/service_account.yaml, role.yaml,
  *   role_binding.yaml and operator.yaml in it, REPLACE_IMAGE replaced by the image and a
  *   ClusterRoleBinding's REPLACE_NAMESPACE by the namespace.
+ *   With webhooks (deploy/webhook.yaml), also the Secret <name>-webhook-cert (kubernetes.io/tls:
+ *   a CA of its own and a certificate for <name>-webhook-service.<namespace>.svc, made with
+ *   openssl; the one already there is kept while it covers that name for 30 more days), the
+ *   webhook Service and configurations, and the CA as caBundle of every webhook and CRD conversion.
  * - undeploy: deletes those objects (not the namespace), then uninstall.
+ * - webhook-local: the webhooks of an operator run out of cluster: a certificate for 127.0.0.1
+ *   in `certDir` (kept while usable), the configurations with clientConfig.url
+ *   https://127.0.0.1:<port><path> and that CA, each converting CRD's conversion pointed there.
+ * - webhook-local-delete: deletes those configurations.
  *
  * Guarantees: nothing is written before the API server has answered; an unreachable server
  * fails with its address and kubeconfig; a refused request (403) fails naming the verb, the
  * object and the user's missing permission; a kind deploy/ may not hold, or deploy without an
  * image for REPLACE_IMAGE, fails before any write.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseAllDocuments } from 'yaml';
-import { readProject } from '../project.ts';
+import { readProject, type Project } from '../project.ts';
+import { ensureWebhookCertificate, makeWebhookCertificate, usableCertificate, type WebhookCertificate } from '../webhook/certificates.ts';
+import { configurationNames, localWebhookObjects, webhookSecretName, webhookServiceName } from '../webhook/manifests.ts';
 
 interface KubeObject {
   apiVersion?: string;
@@ -38,6 +50,7 @@ interface Client {
   server: string;
   get(type: ResourceType, name: string, namespace?: string): Promise<KubeObject>;
   apply(type: ResourceType, obj: KubeObject, options: { fieldManager: string; force: boolean }): Promise<KubeObject>;
+  patch(type: ResourceType, name: string, namespace: string | undefined, patch: unknown, kind: 'merge'): Promise<KubeObject>;
   delete(type: ResourceType, name: string, namespace?: string): Promise<void>;
   close(): void;
 }
@@ -45,15 +58,22 @@ interface Options {
   kubeconfig?: string;
   namespace: string;
   image?: string;
+  /** webhook-local: the port of the operator's webhook server on 127.0.0.1, and where its certificate goes. */
+  port?: number;
+  certDir?: string;
 }
 
 const FIELD_MANAGER = 'operator-ts';
 const projectDir = process.cwd();
 const runtimeFile = createRequire(path.join(projectDir, 'package.json')).resolve('@iot-operator/runtime');
 const runtime = await import(pathToFileURL(runtimeFile).href);
-const Kinds = runtime.Kinds as Record<string, ResourceType>;
-const DEPLOY_FILES = ['service_account.yaml', 'role.yaml', 'role_binding.yaml', 'operator.yaml'];
-const DEPLOYABLE = ['ServiceAccount', 'Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding', 'Deployment'];
+const Kinds: Record<string, ResourceType> = {
+  ...(runtime.Kinds as Record<string, ResourceType>),
+  MutatingWebhookConfiguration: runtime.customResource('admissionregistration.k8s.io', 'v1', 'MutatingWebhookConfiguration', 'mutatingwebhookconfigurations', false) as ResourceType,
+  ValidatingWebhookConfiguration: runtime.customResource('admissionregistration.k8s.io', 'v1', 'ValidatingWebhookConfiguration', 'validatingwebhookconfigurations', false) as ResourceType,
+};
+const DEPLOY_FILES = ['service_account.yaml', 'role.yaml', 'role_binding.yaml', 'operator.yaml', 'webhook.yaml'];
+const DEPLOYABLE = ['ServiceAccount', 'Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding', 'Deployment', 'Service', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration'];
 
 function readObjects(file: string): KubeObject[] {
   return parseAllDocuments(readFileSync(file, 'utf8'))
@@ -71,9 +91,10 @@ function label(type: ResourceType, obj: KubeObject): string {
 }
 
 /** The operator's objects for `namespace`, checked before anything is written. */
-function deployObjects(options: Options): Array<{ type: ResourceType; obj: KubeObject }> {
+function deployObjects(options: Options, caBundle?: string): Array<{ type: ResourceType; obj: KubeObject }> {
   return DEPLOY_FILES.flatMap((name) => {
     const file = path.join(projectDir, 'deploy', name);
+    if (name === 'webhook.yaml' && !existsSync(file)) return [];
     const text = readFileSync(file, 'utf8');
     if (text.includes('REPLACE_IMAGE') && !options.image) throw new Error(`deploy/${name} names REPLACE_IMAGE: give the operator's image with --image <registry>/<name>:<tag>`);
     const objects = parseAllDocuments(text.replaceAll('REPLACE_IMAGE', options.image ?? '').replaceAll('REPLACE_NAMESPACE', options.namespace))
@@ -82,6 +103,7 @@ function deployObjects(options: Options): Array<{ type: ResourceType; obj: KubeO
     return objects.map((obj) => {
       if (!DEPLOYABLE.includes(obj.kind ?? '')) throw new Error(`deploy/${name}: kind ${obj.kind} is not one deploy applies (${DEPLOYABLE.join(', ')})`);
       const type = Kinds[obj.kind!]!;
+      if (caBundle && Array.isArray(obj.webhooks)) for (const webhook of obj.webhooks as Array<{ clientConfig: { caBundle?: string } }>) webhook.clientConfig.caBundle = caBundle;
       return { type, obj: type.namespaced ? { ...obj, metadata: { ...obj.metadata, namespace: options.namespace } } : obj };
     });
   });
@@ -97,9 +119,20 @@ function explain(err: unknown, verb: string, what: string, client: Client, optio
   return new Error(`${verb} ${what} failed: ${e.message ?? String(err)}`);
 }
 
-async function install(client: Client, options: Options): Promise<void> {
+/** A CRD of deploy/crds as deploy applies it: its conversion webhook's Service in `namespace`, with the CA when given. */
+function withConversion(crd: KubeObject, namespace: string, caBundle?: string): KubeObject {
+  const webhook = (crd.spec as { conversion?: { webhook?: { clientConfig?: { service?: { namespace?: string }; caBundle?: string } } } } | undefined)?.conversion?.webhook;
+  if (webhook?.clientConfig?.service) {
+    webhook.clientConfig.service.namespace = namespace;
+    if (caBundle) webhook.clientConfig.caBundle = caBundle;
+  }
+  return crd;
+}
+
+async function install(client: Client, options: Options, caBundle?: string): Promise<void> {
   for (const file of crdFiles()) {
-    for (const crd of readObjects(file)) {
+    for (const found of readObjects(file)) {
+      const crd = withConversion(found, options.namespace, caBundle);
       const type = Kinds.CustomResourceDefinition!;
       await client.apply(type, crd, { fieldManager: FIELD_MANAGER, force: true }).catch((err) => {
         throw explain(err, 'apply', label(type, crd), client, options);
@@ -131,11 +164,39 @@ async function uninstall(client: Client, options: Options): Promise<void> {
   for (const file of crdFiles()) for (const crd of readObjects(file)) await remove(client, Kinds.CustomResourceDefinition!, crd, options);
 }
 
+/** The webhook Secret's certificate: the one in the cluster while usable for the Service's name, else a new one. */
+async function webhookCertificate(client: Client, project: Project, namespace: string): Promise<WebhookCertificate> {
+  const service = `${webhookServiceName(project)}.${namespace}.svc`;
+  const names = [`DNS:${service}`, `DNS:${service}.cluster.local`];
+  const secret = await client.get(Kinds.Secret!, webhookSecretName(project), namespace).catch((err: { code?: number }) => {
+    if (err.code === 404) return undefined;
+    throw err;
+  });
+  const data = (secret?.data ?? {}) as Record<string, string>;
+  const decode = (key: string) => (data[key] ? Buffer.from(data[key], 'base64').toString('utf8') : undefined);
+  const current = { ca: decode('ca.crt'), cert: decode('tls.crt'), key: decode('tls.key') };
+  if (usableCertificate(current, names)) return current as WebhookCertificate;
+  const scratch = mkdtempSync(path.join(os.tmpdir(), 'operator-ts-cert-'));
+  try {
+    return makeWebhookCertificate(scratch, names);
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
 async function deploy(client: Client, options: Options): Promise<void> {
-  const objects = deployObjects(options);
-  await install(client, options);
+  const project = readProject(projectDir);
+  const hasWebhooks = (project.webhooks ?? []).length > 0;
+  deployObjects(options); // every file checked before anything is written
+  const certificate = hasWebhooks ? await webhookCertificate(client, project, options.namespace) : undefined;
+  const caBundle = certificate ? Buffer.from(certificate.ca).toString('base64') : undefined;
+  const objects = deployObjects(options, caBundle);
+  await install(client, options, caBundle);
   const namespace = { apiVersion: 'v1', kind: 'Namespace', metadata: { name: options.namespace } };
-  for (const { type, obj } of [{ type: Kinds.Namespace!, obj: namespace }, ...objects]) {
+  const secret = certificate
+    ? [{ type: Kinds.Secret!, obj: { apiVersion: 'v1', kind: 'Secret', type: 'kubernetes.io/tls', metadata: { name: webhookSecretName(project), namespace: options.namespace }, stringData: { 'ca.crt': certificate.ca, 'tls.crt': certificate.cert, 'tls.key': certificate.key } } as KubeObject }]
+    : [];
+  for (const { type, obj } of [{ type: Kinds.Namespace!, obj: namespace }, ...secret, ...objects]) {
     await client.apply(type, obj, { fieldManager: FIELD_MANAGER, force: true }).catch((err) => {
       throw explain(err, 'apply', label(type, obj), client, options);
     });
@@ -145,14 +206,47 @@ async function deploy(client: Client, options: Options): Promise<void> {
 
 async function undeploy(client: Client, options: Options): Promise<void> {
   for (const { type, obj } of deployObjects({ ...options, image: options.image ?? 'unused' }).reverse()) await remove(client, type, obj, options);
+  const project = readProject(projectDir);
+  if ((project.webhooks ?? []).length > 0) await remove(client, Kinds.Secret!, { metadata: { name: webhookSecretName(project), namespace: options.namespace } }, options);
   await uninstall(client, options);
 }
 
-const actions = { install, uninstall, deploy, undeploy };
+async function webhookLocal(client: Client, options: Options): Promise<void> {
+  const project = readProject(projectDir);
+  if ((project.webhooks ?? []).length === 0) throw new Error('the project has no webhooks: add some with `operator-ts create webhook`');
+  if (!options.port || !options.certDir) throw new Error('webhook-local needs a port and a certificate directory');
+  const certificate = ensureWebhookCertificate(options.certDir, ['IP:127.0.0.1', 'DNS:localhost']);
+  const { configurations, conversions } = localWebhookObjects(project, options.port, certificate.ca);
+  for (const { crd, conversion } of conversions) {
+    // A merge patch: the URL replaces the Service of deploy/crds (server-side apply would keep both).
+    const webhook = (conversion as { webhook: { clientConfig: Record<string, unknown> } }).webhook;
+    const patch = { spec: { conversion: { ...conversion, webhook: { ...webhook, clientConfig: { service: null, ...webhook.clientConfig } } } } };
+    await client.patch(Kinds.CustomResourceDefinition!, crd, undefined, patch, 'merge').catch((err) => {
+      throw explain(err, 'patch', `the conversion of CustomResourceDefinition ${crd}`, client, options);
+    });
+    console.log(`pointed the conversion of CustomResourceDefinition ${crd} at https://127.0.0.1:${options.port}`);
+  }
+  for (const obj of configurations as KubeObject[]) {
+    const type = Kinds[obj.kind!]!;
+    await client.apply(type, obj, { fieldManager: FIELD_MANAGER, force: true }).catch((err) => {
+      throw explain(err, 'apply', label(type, obj), client, options);
+    });
+    console.log(`applied ${label(type, obj)} (https://127.0.0.1:${options.port})`);
+  }
+  console.log(`certificate in ${options.certDir} (tls.crt, tls.key; CA ca.crt)`);
+}
+
+async function webhookLocalDelete(client: Client, options: Options): Promise<void> {
+  const names = configurationNames(readProject(projectDir));
+  await remove(client, Kinds.MutatingWebhookConfiguration!, { metadata: { name: names.mutating } }, options);
+  await remove(client, Kinds.ValidatingWebhookConfiguration!, { metadata: { name: names.validating } }, options);
+}
+
+const actions = { install, uninstall, deploy, undeploy, 'webhook-local': webhookLocal, 'webhook-local-delete': webhookLocalDelete };
 const action = process.argv[2] as keyof typeof actions;
 let client: Client | undefined;
 try {
-  if (!(action in actions)) throw new Error(`usage: deploy-worker install|uninstall|deploy|undeploy <options> (got ${action})`);
+  if (!(action in actions)) throw new Error(`usage: deploy-worker ${Object.keys(actions).join('|')} <options> (got ${action})`);
   const options = JSON.parse(process.argv[3] ?? '{}') as Options;
   readProject(projectDir);
   client = (await runtime.KubeClient.fromKubeconfig({ kubeconfigPath: options.kubeconfig }).catch((err: Error) => {

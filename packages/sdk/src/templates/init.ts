@@ -10,6 +10,7 @@
  * Paths are relative to the project directory; contents depend only on the options.
  */
 import { readFileSync } from 'node:fs';
+import { webhooksRegistry } from './webhook.ts';
 
 /** The runtime's Grafana dashboard, from the SDK package's dashboards/ (two levels above src/templates/ and dist/templates/). */
 const runtimeDashboard = readFileSync(new URL('../../dashboards/operator-runtime.json', import.meta.url), 'utf8');
@@ -32,6 +33,7 @@ export function initFiles(o: InitOptions): Record<string, string> {
     'src/main.ts': main(o),
     'src/operator.ts': operator(o),
     'src/controllers.ts': controllers,
+    'src/webhooks.ts': webhooksRegistry,
     'deploy/service_account.yaml': serviceAccount(o),
     'deploy/operator.yaml': deployment(o),
     'deploy/crds/.gitkeep': '',
@@ -55,7 +57,7 @@ function packageJson(o: InitOptions): string {
       'test:unit': 'node --import tsx --test test/*.unit.test.ts',
       'test:e2e': 'operator-ts cluster exec -- node --import tsx --test --test-concurrency=1 test/*.e2e.test.ts',
       typecheck: 'tsc --noEmit',
-      generate: 'operator-ts generate crd && operator-ts generate rbac',
+      generate: 'operator-ts generate crd && operator-ts generate rbac && operator-ts generate webhook',
       'cluster:up': 'operator-ts cluster up',
       'cluster:down': 'operator-ts cluster down',
       'cluster:status': 'operator-ts cluster status',
@@ -157,13 +159,27 @@ function main(o: InitOptions): string {
  * service account; the watched namespace from --namespace, else $WATCH_NAMESPACE (empty = all);
  * /healthz, /readyz and /metrics listen on --metrics-bind-address (default 127.0.0.1:8080).
  * With --leader-elect only the holder of the Lease ${o.name}-leader reconciles.
+ * When src/webhooks.ts has webhooks, their HTTPS server listens on --webhook-bind-address
+ * (default 0.0.0.0:9443) with tls.crt and tls.key of --webhook-cert-dir (default
+ * /tmp/k8s-webhook-server/serving-certs, where deploy/operator.yaml mounts the certificate).
  * SIGTERM/SIGINT stop gracefully; SIGHUP forces a resync.
  */
+import path from 'node:path';
 import { exposeOperatorMetrics, parseOperatorCommandLine } from '@iot-operator/runtime';
 import { createOperator, OPERATOR_NAME } from './operator.ts';
+import { webhookKinds } from './webhooks.ts';
 
-const options = parseOperatorCommandLine({ name: OPERATOR_NAME, description: 'Runs the ${o.name} controllers.' });
-const mgr = await createOperator(options);
+const options = parseOperatorCommandLine({
+  name: OPERATOR_NAME,
+  description: 'Runs the ${o.name} controllers.',
+  extraOptions: (program) =>
+    program
+      .option('--webhook-bind-address <host:port>', 'address of the webhook server (HTTPS), when the operator has webhooks', '0.0.0.0:9443')
+      .option('--webhook-cert-dir <dir>', 'directory with tls.crt and tls.key of the webhook server', '/tmp/k8s-webhook-server/serving-certs'),
+});
+const { webhookBindAddress, webhookCertDir } = options.flags as { webhookBindAddress: string; webhookCertDir: string };
+const webhook = webhookKinds.length > 0 ? { address: webhookBindAddress, certFile: path.join(webhookCertDir, 'tls.crt'), keyFile: path.join(webhookCertDir, 'tls.key') } : undefined;
+const mgr = await createOperator({ ...options, webhook });
 mgr.logger.info({ namespace: options.watchNamespace || '<all>', metrics: options.metricsBindAddress }, 'starting ${o.name}');
 void exposeOperatorMetrics(mgr, options.httpAddress);
 await mgr.runUntilSignal();
@@ -172,17 +188,24 @@ await mgr.runUntilSignal();
 
 function operator(o: InitOptions): string {
   return `/**
- * Assembles the operator: a manager with every controller of src/controllers.ts registered.
- * Nothing starts until the caller calls start() (or runUntilSignal()).
+ * Assembles the operator: a manager with every controller of src/controllers.ts registered and,
+ * given \`webhook\` server options, every webhook of src/webhooks.ts (without them, none: tests of
+ * the controllers alone). Nothing starts until the caller calls start() (or runUntilSignal()).
  */
-import { Manager, operatorManagerOptions, type OperatorProcessOptions } from '@iot-operator/runtime';
+import { Manager, operatorManagerOptions, type OperatorProcessOptions, type WebhookServerOptions } from '@iot-operator/runtime';
 import { registerControllers } from './controllers.ts';
+import { registerWebhooks } from './webhooks.ts';
 
 export const OPERATOR_NAME = '${o.name}';
 
-export async function createOperator(options: OperatorProcessOptions = {}): Promise<Manager> {
-  const mgr = await Manager.create(operatorManagerOptions(OPERATOR_NAME, options));
+export interface OperatorOptions extends OperatorProcessOptions {
+  webhook?: WebhookServerOptions;
+}
+
+export async function createOperator(options: OperatorOptions = {}): Promise<Manager> {
+  const mgr = await Manager.create({ ...operatorManagerOptions(OPERATOR_NAME, options), webhook: options.webhook });
   registerControllers(mgr);
+  if (options.webhook) registerWebhooks(mgr);
   return mgr;
 }
 `;
@@ -260,6 +283,13 @@ spec:
           ports:
             - name: http
               containerPort: 8080
+            - name: webhook
+              containerPort: 9443
+          volumeMounts:
+            # The webhook server's certificate (operator-ts deploy makes the Secret when the operator has webhooks).
+            - name: webhook-cert
+              mountPath: /tmp/k8s-webhook-server/serving-certs
+              readOnly: true
           readinessProbe:
             httpGet:
               path: /readyz
@@ -273,12 +303,18 @@ spec:
             readOnlyRootFilesystem: true
             capabilities:
               drop: [ALL]
+      volumes:
+        - name: webhook-cert
+          secret:
+            secretName: ${o.name}-webhook-cert
+            optional: true
 `;
 }
 
 const generatedTest = `/**
  * The committed generated files match their sources: every deploy/crds/*_crd.yaml its TypeBox
- * schema, deploy/role.yaml what the controllers declare, every OLM bundle under bundle/ (if any)
+ * schema, deploy/role.yaml what the controllers declare, deploy/webhook.yaml the webhooks of
+ * operator-ts.json, every OLM bundle under bundle/ (if any)
  * what deploy/ makes. Fix a failure with \`npm run generate\`, then regenerate stale bundles
  * (\`npx operator-ts generate bundle --version <v> [--replaces <v>]\`).
  */
@@ -290,7 +326,7 @@ import { fileURLToPath } from 'node:url';
 
 const projectDir = fileURLToPath(new URL('..', import.meta.url));
 
-function check(what: 'crd' | 'rbac' | 'bundle') {
+function check(what: 'crd' | 'rbac' | 'webhook' | 'bundle') {
   const cli = path.join(projectDir, 'node_modules/.bin/operator-ts');
   const result = spawnSync(cli, ['generate', what, '--check'], { cwd: projectDir, encoding: 'utf8' });
   return { status: result.status, output: \`\${result.stdout}\${result.stderr}\` };
@@ -303,6 +339,11 @@ test('the committed CRDs are those of the TypeBox schemas', () => {
 
 test('deploy/role.yaml grants what the controllers declare, no more and no less', () => {
   const { status, output } = check('rbac');
+  assert.equal(status, 0, output);
+});
+
+test('deploy/webhook.yaml holds the webhooks operator-ts.json lists', () => {
+  const { status, output } = check('webhook');
   assert.equal(status, 0, output);
 });
 
