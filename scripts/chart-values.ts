@@ -60,8 +60,9 @@ function typeText(node: Schema, top: Schema): string {
   if (types.length === 1 && types[0] === 'array') return schema.items ? `list of ${typeText(schema.items, top)}` : 'list';
   if (types.length === 1 && types[0] === 'object' && typeof schema.additionalProperties === 'object') return `map of ${typeText(schema.additionalProperties, top)}`;
   let text = types.join(' or ');
-  if (types.length === 1 && schema.minimum !== undefined) text += ` ≥ ${schema.minimum}`;
-  if (types.length === 1 && schema.maximum !== undefined) text += ` ≤ ${schema.maximum}`;
+  if (types.length === 1 && schema.minimum !== undefined && schema.maximum !== undefined) text += ` ${schema.minimum}–${schema.maximum}`;
+  else if (types.length === 1 && schema.minimum !== undefined) text += ` ≥ ${schema.minimum}`;
+  else if (types.length === 1 && schema.maximum !== undefined) text += ` ≤ ${schema.maximum}`;
   if (schema.examples) text += `, e.g. ${schema.examples.map((e) => `\`${String(e)}\``).join(', ')}`;
   return text;
 }
