@@ -6,7 +6,7 @@
  * through the chart's Service, `helm upgrade`, leader handover between two real pods on SIGTERM,
  * a burst of 100 instances under the chart's memory limit, two pods sharing the instances as
  * shards of the chart's ControllerRing (the cluster's controller sharder assigns them), and
- * `helm uninstall`.
+ * `helm uninstall` (nothing of the operator left, its admission webhook configuration included).
  *
  * Pulling: the image is pushed to the cluster's private registry, the landscape's
  * image-pull-secret holds the registry's credentials (the chart's pod and ServiceAccount name it),
@@ -260,6 +260,9 @@ describe('the IoT operator in a real pod, installed with its chart', { skip }, (
     await check(Kinds.ServiceAccount, 'iot-operator', landscape);
     await check(Kinds.Service, 'iot-operator-metrics', landscape);
     await check(Kinds.Secret, 'iot-operator-metrics-tls', landscape);
+    await check(Kinds.Service, 'iot-operator-webhook', landscape);
+    await check(Kinds.Secret, 'iot-operator-webhook-tls', landscape);
+    await check(customResource('admissionregistration.k8s.io', 'v1', 'ValidatingWebhookConfiguration', 'validatingwebhookconfigurations', false), `iot-operator-${landscape}`);
     await check(Kinds.Role, 'iot-operator', landscape);
     await check(Kinds.RoleBinding, 'iot-operator', landscape);
     await check(Kinds.ClusterRole, `iot-operator-${landscape}`);
