@@ -13,8 +13,9 @@
  * - `exec` runs a command with KUBECONFIG naming the local cluster and IOT_TEST_USE_KUBECONFIG=1,
  *   so the runtime's testEnv() uses it as is; `run` also installs the project's CRDs first and,
  *   when the project has webhooks, points their configurations at the operator on 127.0.0.1:9443
- *   (webhook/local.ts) until it exits — Ctrl-C reaches the operator, and operator-ts waits for it
- *   to stop before deleting them.
+ *   (webhook/local.ts) until it exits — Ctrl-C or `kill %1` of a shell reach the operator with
+ *   its whole process group (or, npm alone stopped, operator-ts stops it), and operator-ts waits
+ *   for it to stop before deleting them.
  */
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
@@ -97,13 +98,28 @@ export async function runOperator(projectDir: string, operatorArgs: readonly str
   const project = readProject(projectDir);
   if ((project.webhooks ?? []).length === 0) return runInherited(process.execPath, ['--import', 'tsx', 'src/main.ts', ...operatorArgs], env, projectDir);
   const webhooks = await startLocalWebhooks(projectDir, project.name, kubeconfig, WEBHOOK_PORT);
-  // The signal that stops the operator must not stop operator-ts before it has cleaned up.
-  const ignore = () => undefined;
-  process.on('SIGINT', ignore).on('SIGTERM', ignore);
+  // operator-ts outlives the operator to clean up. Ctrl-C (SIGINT) and an interactive shell's
+  // `kill %1` (SIGTERM) reach the job's whole process group, the operator included; when only
+  // the process that started operator-ts was stopped (npm killed alone), operator-ts stops the
+  // operator itself, once.
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', ...webhooks.args, ...operatorArgs], { stdio: 'inherit', env, cwd: projectDir });
+  let signalled = false;
+  const note = () => void (signalled = true);
+  process.on('SIGINT', note).on('SIGTERM', note);
+  const parent = process.ppid;
+  const orphaned = setInterval(() => {
+    if (process.ppid === parent || signalled) return;
+    signalled = true;
+    child.kill('SIGTERM');
+  }, 500);
   try {
-    return await runInherited(process.execPath, ['--import', 'tsx', 'src/main.ts', ...webhooks.args, ...operatorArgs], env, projectDir);
+    return await new Promise<number>((resolve, reject) => {
+      child.once('error', reject);
+      child.once('exit', (code, signal) => resolve(code ?? (signal ? 128 : 1)));
+    });
   } finally {
+    clearInterval(orphaned);
     await webhooks.stop();
-    process.off('SIGINT', ignore).off('SIGTERM', ignore);
+    process.off('SIGINT', note).off('SIGTERM', note);
   }
 }

@@ -91,7 +91,7 @@ describe('the operator-ts workflow of a new user', () => {
   });
 
   test("right after init, the project's npm test passes", () => {
-    assert.deepEqual(testCounts(succeed('npm', ['test'], projectDir)), { passed: [3, 1], failed: [0, 0] });
+    assert.deepEqual(testCounts(succeed('npm', ['test'], projectDir)), { passed: [4, 1], failed: [0, 0] });
   });
 
   test('an e2e test run without `operator-ts cluster exec` says how to run it', () => {
@@ -127,8 +127,8 @@ describe('the operator-ts workflow of a new user', () => {
   });
 
   test("the new project's npm test passes: type-check, unit tests, end-to-end tests on the local cluster", () => {
-    // unit: 3 generated-file checks + 3 Widget + 3 Tenant reconcile tests; e2e: 1 operator test + 4 Widget + 3 Tenant tests.
-    assert.deepEqual(testCounts(succeed('npm', ['test'], projectDir)), { passed: [9, 8], failed: [0, 0] });
+    // unit: 4 generated-file checks + 3 Widget + 3 Tenant reconcile tests; e2e: 1 operator test + 4 Widget + 3 Tenant tests.
+    assert.deepEqual(testCounts(succeed('npm', ['test'], projectDir)), { passed: [10, 8], failed: [0, 0] });
   });
 
   test('npm start runs the operator on the local cluster with its CRDs installed; it reconciles and stops on SIGINT', async () => {

@@ -114,7 +114,8 @@ about 10 minutes on 2 cores, then reuses it from \`~/.cache/iot-operator/\`.
 | command | what it does |
 | --- | --- |
 | \`npx operator-ts create api --group <group> --version <version> --kind <Kind>\` | a new API: TypeBox schema, controller, sample, tests |
-| \`npm run generate\` | deploy/crds/*_crd.yaml from the TypeBox schemas, deploy/role.yaml from what the controllers declare |
+| \`npx operator-ts create webhook --kind <Kind> [--defaulting] [--validating] [--conversion]\` | the kind's webhooks: handlers in src/webhooks/, registered in src/webhooks.ts; \`npm start\` serves them on 127.0.0.1:9443 and points the cluster's webhook configurations there while it runs |
+| \`npm run generate\` | deploy/crds/*_crd.yaml from the TypeBox schemas, deploy/role.yaml from what the controllers declare, deploy/webhook.yaml from the webhooks |
 | \`npx operator-ts generate bundle [--version <v>] [--replaces <v>]\` | an OLM bundle, bundle/<version>/ (default: package.json's version), and the catalog catalog/${o.name}/ from deploy/; deploy/olm/csv-base.yaml may add what no manifest says (display name, icon, install modes) |
 | \`npm run cluster:up\` / \`cluster:down\` / \`cluster:status\` | the embedded local cluster (\`cluster:up\` prints its KUBECONFIG) |
 | \`docker build -t <registry>/${o.name}:<version> .\` | the operator image; deploy it with deploy/*.yaml |
