@@ -12,7 +12,9 @@
  * Service). Run in a pod (`POD_NAMESPACE`, `POD_NAME`), it creates Service
  * `memcached-operator-metrics` and, with the Prometheus Operator's API, a ServiceMonitor; elsewhere it
  * logs why not. `--max-concurrent-reconciles` sets how many Memcacheds are reconciled in parallel
- * (default 1); `--kube-api-qps` / `--kube-api-burst` the client's budget (default: no client-side limit). SIGTERM/SIGINT stop gracefully (exit 0); SIGHUP forces a resync.
+ * (default 1); `--kube-api-qps` / `--kube-api-burst` the client's budget (default: no client-side limit).
+ * `--webhook-cert-dir` serves the defaulting and validating webhooks (README, Webhooks) on
+ * `--webhook-bind-address`. SIGTERM/SIGINT stop gracefully (exit 0); SIGHUP forces a resync.
  *
  * Run: node --import tsx operators/memcached/src/main.ts [flags]
  */

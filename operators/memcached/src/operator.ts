@@ -1,7 +1,8 @@
 /**
  * Assembles a memcached operator: a manager whose cache holds Memcached objects, Deployments
  * and memcached pods (label `app=memcached`, held as metadata and phase) of the watched namespace,
- * with the controllers of controllers.ts registered.
+ * with the controllers of controllers.ts registered and, given `webhook` server options, the
+ * webhooks of webhooks.ts.
  *
  * Guarantees: nothing starts until the caller calls `start()` (or `runUntilSignal()`); two
  * operators can run in one process (each has its own manager, client, cache and metrics);
@@ -9,13 +10,14 @@
  * runs at `memcachedRateLimitDefaults` (no client-side limit).
  */
 
-import { Kinds, Manager, keepFields, operatorManagerOptions, type OperatorProcessOptions, type RateLimit } from '@iot-operator/runtime';
+import { Kinds, Manager, keepFields, operatorManagerOptions, type OperatorProcessOptions, type RateLimit, type WebhookServerOptions } from '@iot-operator/runtime';
 import { OPERATOR_NAME, POD_CACHE_SELECTOR, type MemcachedControllerOptions } from './controller.ts';
 import { INSTANCE_LABEL } from './resources/deployment.ts';
 import { registerControllers } from './controllers.ts';
+import { registerWebhooks } from './webhooks.ts';
 
-/** Kubeconfig, watched namespace (undefined or "" = all), HTTP address, leader election, logging; Memcacheds reconciled in parallel. */
-export type MemcachedOperatorOptions = OperatorProcessOptions & MemcachedControllerOptions;
+/** Kubeconfig, watched namespace (undefined or "" = all), HTTP address, leader election, logging; Memcacheds reconciled in parallel; the webhook server (undefined = none). */
+export type MemcachedOperatorOptions = OperatorProcessOptions & MemcachedControllerOptions & { webhook?: WebhookServerOptions };
 
 /**
  * The Memcached operator's client budget: no client-side limit, as controller-runtime from v0.21
@@ -35,7 +37,8 @@ export async function createMemcachedOperator(options: MemcachedOperatorOptions 
   // Indexed by the Memcached it belongs to, so a reconcile reads its own pods, not the namespace's.
   const podCache = { type: Kinds.Pod, labelSelector: POD_CACHE_SELECTOR, indexLabels: [INSTANCE_LABEL], transform: keepFields('status.phase') };
   const rateLimit = options.rateLimit ?? memcachedRateLimitDefaults;
-  const mgr = await Manager.create(operatorManagerOptions(OPERATOR_NAME, { ...options, rateLimit }, { byType: [podCache] }));
+  const mgr = await Manager.create({ ...operatorManagerOptions(OPERATOR_NAME, { ...options, rateLimit }, { byType: [podCache] }), webhook: options.webhook });
   registerControllers(mgr, { maxConcurrentReconciles: options.maxConcurrentReconciles });
+  if (options.webhook) registerWebhooks(mgr);
   return mgr;
 }

@@ -1,8 +1,8 @@
 /**
  * The memcached operator's generated files are what the SDK makes of its sources today, checked
  * as a generated project checks them (`operator-ts generate … --check`): deploy/role.yaml and
- * role_binding.yaml what src/controllers.ts declares, the OLM bundles and their catalog what
- * deploy/ makes. Fix a failure with `npx operator-ts generate rbac`, then regenerate the bundles
+ * role_binding.yaml what src/controllers.ts declares, deploy/webhook.yaml the webhooks of
+ * operator-ts.json, the OLM bundles and their catalog what deploy/ makes. Fix a failure with `npx operator-ts generate rbac`, then regenerate the bundles
  * (README, "Generate the operator's bundle").
  */
 import assert from 'node:assert/strict';
@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 const operatorTs = fileURLToPath(new URL('../../../packages/sdk/bin/operator-ts.js', import.meta.url));
 const operatorDir = fileURLToPath(new URL('..', import.meta.url));
 
-function check(what: 'rbac' | 'bundle'): string {
+function check(what: 'rbac' | 'webhook' | 'bundle'): string {
   const result = spawnSync(process.execPath, [operatorTs, 'generate', what, '--check'], { cwd: operatorDir, encoding: 'utf8' });
   assert.equal(result.status, 0, `${result.stdout}${result.stderr}`);
   return result.stdout;
@@ -21,6 +21,10 @@ function check(what: 'rbac' | 'bundle'): string {
 
 test('deploy/role.yaml and role_binding.yaml grant what src/controllers.ts declares, no more and no less', () => {
   assert.match(check('rbac'), /RBAC is up to date/);
+});
+
+test('deploy/webhook.yaml holds the defaulting and validating webhooks operator-ts.json lists', () => {
+  assert.match(check('webhook'), /webhooks are up to date/);
 });
 
 test('bundles 0.0.1 and 0.0.2 and the catalog are what deploy/ makes', () => {

@@ -54,6 +54,8 @@ export interface Project {
   apis: ApiDefinition[];
   /** Absent until `create webhook` adds the first. */
   webhooks?: WebhookDefinition[];
+  /** Where `generate webhook` writes the webhook Service and configurations; default deploy/webhook.yaml (a file directly in deploy/ is a manifest of the OLM bundle). */
+  webhookFile?: string;
   rbac?: RbacSettings;
 }
 
@@ -88,6 +90,7 @@ export function readProject(dir: string): Project {
   if (project.webhooks !== undefined && (!Array.isArray(project.webhooks) || project.webhooks.some((w) => typeof w?.kind !== 'string' || typeof w.group !== 'string' || typeof w.version !== 'string' || typeof w.plural !== 'string'))) {
     throw new Error(`${file}: "webhooks" must be an array of { group, version, kind, plural, namespaced, defaulting, validating, conversion }`);
   }
+  if (project.webhookFile !== undefined && (typeof project.webhookFile !== 'string' || !/\.ya?ml$/.test(project.webhookFile))) throw new Error(`${file}: "webhookFile" must be the path of a .yaml file`);
   checkRbacSettings(file, project.rbac);
   return project as Project;
 }
@@ -110,6 +113,11 @@ export function apiFiles(api: ApiDefinition) {
     unitTest: `test/${lower}.unit.test.ts`,
     e2eTest: `test/${lower}.e2e.test.ts`,
   };
+}
+
+/** The file of the webhook Service and configurations (operator-ts.json's webhookFile). */
+export function webhookManifestFile(project: Pick<Project, 'webhookFile'>): string {
+  return project.webhookFile ?? 'deploy/webhook.yaml';
 }
 
 /** The files and URL paths of one kind's webhooks, relative to the project directory. */

@@ -30,7 +30,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseAllDocuments } from 'yaml';
-import { readProject, type Project } from '../project.ts';
+import { readProject, webhookManifestFile, type Project } from '../project.ts';
 import { ensureWebhookCertificate, makeWebhookCertificate, usableCertificate, type WebhookCertificate } from '../webhook/certificates.ts';
 import { configurationNames, localWebhookObjects, webhookSecretName, webhookServiceName } from '../webhook/manifests.ts';
 
@@ -72,7 +72,7 @@ const Kinds: Record<string, ResourceType> = {
   MutatingWebhookConfiguration: runtime.customResource('admissionregistration.k8s.io', 'v1', 'MutatingWebhookConfiguration', 'mutatingwebhookconfigurations', false) as ResourceType,
   ValidatingWebhookConfiguration: runtime.customResource('admissionregistration.k8s.io', 'v1', 'ValidatingWebhookConfiguration', 'validatingwebhookconfigurations', false) as ResourceType,
 };
-const DEPLOY_FILES = ['service_account.yaml', 'role.yaml', 'role_binding.yaml', 'operator.yaml', 'webhook.yaml'];
+const DEPLOY_FILES = ['deploy/service_account.yaml', 'deploy/role.yaml', 'deploy/role_binding.yaml', 'deploy/operator.yaml'];
 const DEPLOYABLE = ['ServiceAccount', 'Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding', 'Deployment', 'Service', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration'];
 
 function readObjects(file: string): KubeObject[] {
@@ -92,16 +92,18 @@ function label(type: ResourceType, obj: KubeObject): string {
 
 /** The operator's objects for `namespace`, checked before anything is written. */
 function deployObjects(options: Options, caBundle?: string): Array<{ type: ResourceType; obj: KubeObject }> {
-  return DEPLOY_FILES.flatMap((name) => {
-    const file = path.join(projectDir, 'deploy', name);
-    if (name === 'webhook.yaml' && !existsSync(file)) return [];
+  const project = readProject(projectDir);
+  const webhookFile = (project.webhooks ?? []).length > 0 ? [webhookManifestFile(project)] : [];
+  return [...DEPLOY_FILES, ...webhookFile].flatMap((name) => {
+    const file = path.join(projectDir, name);
+    if (!existsSync(file) && webhookFile.includes(name)) throw new Error(`${name} is missing: run \`operator-ts generate webhook\``);
     const text = readFileSync(file, 'utf8');
-    if (text.includes('REPLACE_IMAGE') && !options.image) throw new Error(`deploy/${name} names REPLACE_IMAGE: give the operator's image with --image <registry>/<name>:<tag>`);
+    if (text.includes('REPLACE_IMAGE') && !options.image) throw new Error(`${name} names REPLACE_IMAGE: give the operator's image with --image <registry>/<name>:<tag>`);
     const objects = parseAllDocuments(text.replaceAll('REPLACE_IMAGE', options.image ?? '').replaceAll('REPLACE_NAMESPACE', options.namespace))
       .map((doc) => doc.toJSON() as KubeObject)
       .filter((obj) => obj && typeof obj === 'object');
     return objects.map((obj) => {
-      if (!DEPLOYABLE.includes(obj.kind ?? '')) throw new Error(`deploy/${name}: kind ${obj.kind} is not one deploy applies (${DEPLOYABLE.join(', ')})`);
+      if (!DEPLOYABLE.includes(obj.kind ?? '')) throw new Error(`${name}: kind ${obj.kind} is not one deploy applies (${DEPLOYABLE.join(', ')})`);
       const type = Kinds[obj.kind!]!;
       if (caBundle && Array.isArray(obj.webhooks)) for (const webhook of obj.webhooks as Array<{ clientConfig: { caBundle?: string } }>) webhook.clientConfig.caBundle = caBundle;
       return { type, obj: type.namespaced ? { ...obj, metadata: { ...obj.metadata, namespace: options.namespace } } : obj };

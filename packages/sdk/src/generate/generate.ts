@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { stringify } from 'yaml';
 import { moduleFile, runProjectWorker } from '../project-process.ts';
-import { readProject, type Project } from '../project.ts';
+import { readProject, webhookManifestFile, type Project } from '../project.ts';
 import { clusterWebhookObjects, conversionStanza } from '../webhook/manifests.ts';
 import { policyRules, rbacShape, roleBindingYaml, roleYaml, type ControllerDeclaration, type ExtraPermission } from './rbac.ts';
 
@@ -38,7 +38,7 @@ export async function generatedCrds(projectDir: string): Promise<Record<string, 
 
 type CrdObject = { spec: { group: string; names: { kind: string } } & Record<string, unknown> } & Record<string, unknown>;
 
-/** deploy/webhook.yaml: the webhook Service and configurations; nothing for a project without webhooks. */
+/** deploy/webhook.yaml (or operator-ts.json's webhookFile): the webhook Service and configurations; nothing for a project without webhooks. */
 export function generatedWebhooks(projectDir: string): Record<string, string> {
   const project = readProject(projectDir);
   const objects = clusterWebhookObjects(project);
@@ -47,7 +47,7 @@ export function generatedWebhooks(projectDir: string): Record<string, string> {
 # The webhook Service and configurations; \`operator-ts deploy\` replaces REPLACE_NAMESPACE and adds
 # the caBundle of the certificate it makes (Secret ${project.name}-webhook-cert).
 `;
-  return { 'deploy/webhook.yaml': header + objects.map((o) => stringify(o, { lineWidth: 0 })).join('---\n') };
+  return { [webhookManifestFile(project)]: header + objects.map((o) => stringify(o, { lineWidth: 0 })).join('---\n') };
 }
 
 /** The role files (deploy/role.yaml unless the project says otherwise) and the binding file for the given declarations. */

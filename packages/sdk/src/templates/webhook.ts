@@ -60,7 +60,8 @@ function handlers(w: WebhookDefinition, fromCreateApi: boolean): string {
   ];
   const typeImport = fromCreateApi ? `import type { ${objectType} } from '../api/${lower}.ts';\n` : '';
   const localType = fromCreateApi ? '' : `\n/** The ${w.kind} as the webhooks see it: name the fields your handlers read here. */\nexport type ${objectType} = KubeObject & { spec?: Record<string, unknown> };\n`;
-  const what = [w.defaulting && 'defaults', w.validating && 'validates', w.conversion && 'converts'].filter(Boolean).join(', ');
+  const verbs = [w.defaulting && 'defaults', w.validating && 'validates', w.conversion && 'converts'].filter((v): v is string => !!v);
+  const what = verbs.length > 1 ? `${verbs.slice(0, -1).join(', ')} and ${verbs.at(-1)}` : verbs[0];
   const parts: string[] = [];
   const registrations: string[] = [];
   if (w.defaulting) {
@@ -113,7 +114,7 @@ export function convert${w.kind}(object: ${objectType}, desiredAPIVersion: strin
   }
   return `/**
  * The webhooks of ${w.kind} (${w.group}/${w.version}): the API server calls them, over HTTPS, as
- * deploy/webhook.yaml${w.conversion ? ' and the CRD' : ''} say; this operator ${what} ${w.plural}.
+ * ${w.conversion ? 'deploy/webhook.yaml and the CRD say' : 'deploy/webhook.yaml says'}; this operator ${what} ${w.plural}.
  * Each handler is a plain function of the object, so unit tests call it directly.
  */
 import { ${runtimeImports.join(', ')} } from '@iot-operator/runtime';
