@@ -87,6 +87,7 @@ describe('Memcached webhooks', () => {
   test('with the operator stopped, failurePolicy Fail refuses every Memcached', async () => {
     await mgr!.stop();
     mgr = undefined;
-    await assert.rejects(env.client.create(Memcached, memcached('while-down', { size: 1 })), /failed calling webhook "mmemcached-v1alpha1\.cache\.example\.com".*connection refused/);
+    // connection refused, or a broken pipe on a connection the API server kept from before
+    await assert.rejects(env.client.create(Memcached, memcached('while-down', { size: 1 })), /failed calling webhook "mmemcached-v1alpha1\.cache\.example\.com": failed to call webhook/);
   });
 });
