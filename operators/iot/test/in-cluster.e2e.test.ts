@@ -16,61 +16,24 @@
  * Reported as not run, with the reason, where the cluster has no real node.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import https from 'node:https';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { CONTROLLER_RING_LABEL, Kinds, customResource, isNotFound, shardLabel, type KubeObject } from '@iot-operator/runtime';
-import { deletePodAwaitingHandover, onRealNode, operatorImage, podPeakMemoryBytes, realNode, REAL_NODE_NAME, registryImageId, registryPullSecret, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { deletePodAwaitingHandover, podPeakMemoryBytes, realNode, REAL_NODE_NAME, registryImageId, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { chart, isReady, prepareChartRelease, type ChartRelease, type Pod } from './chart-release.ts';
 import { abandonLandscape, iotService, waitForPhase, type IoTObject } from './e2e-support.ts';
 
-const run = promisify(execFile);
 process.env.CLUSTER_SHARDER = '1'; // cluster/up.sh (run by testEnv) starts the sharder unless it runs
 const env: TestEnv = await testEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
-const chart = path.join(repoRoot, 'operators/iot/chart/iot-operator');
 const IoTServices = customResource('cp.iotservices.io', 'v1alpha1', 'IoTService', 'iotservices');
 
-type Pod = KubeObject & {
-  spec: { nodeName?: string };
-  status?: { phase?: string; conditions?: Array<{ type: string; status: string }>; containerStatuses?: Array<{ restartCount: number; imageID: string; lastState?: { terminated?: { reason?: string } } }> };
-};
 type Lease = KubeObject & { spec: { holderIdentity?: string } };
 
-let helm = '';
+let rel: ChartRelease;
 let landscape = '';
 let release = '';
-let imageRef = '';
-
-async function helmRun(...args: string[]): Promise<string> {
-  return (await run(helm, ['--kubeconfig', env.kubeconfigPath, ...args], { maxBuffer: 16 * 1024 * 1024, timeout: 300_000 })).stdout;
-}
-
-function chartValues(extra: string[] = []): string[] {
-  const [repository, tag] = [imageRef.slice(0, imageRef.lastIndexOf(':')), imageRef.slice(imageRef.lastIndexOf(':') + 1)];
-  return [
-    '--set', `image.repository=${repository}`, '--set', `image.tag=${tag}`, '--set', 'image.pullPolicy=Always',
-    '--set-json', `nodeSelector=${JSON.stringify(onRealNode.nodeSelector)}`,
-    '--set-json', `tolerations=${JSON.stringify(onRealNode.tolerations)}`,
-    ...extra,
-  ];
-}
-
-async function operatorPods(): Promise<Pod[]> {
-  return (await env.client.list(Kinds.Pod, { namespace: landscape, labelSelector: `app.kubernetes.io/name=iot-operator,app.kubernetes.io/instance=${release}` })).items as Pod[];
-}
-
-const isReady = (p: Pod) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true && !p.metadata.deletionTimestamp;
-
-async function waitForReadyPods(count: number, timeoutMs = 120_000): Promise<Pod[]> {
-  return waitFor(`${count} Ready operator pod(s) on the real node`, async () => {
-    const pods = await operatorPods();
-    const ready = pods.filter(isReady);
-    return { done: ready.length === count && pods.length === count, value: ready, seen: pods.map((p) => ({ name: p.metadata.name, node: p.spec.nodeName, phase: p.status?.phase, ready: isReady(p) })) };
-  }, { timeoutMs });
-}
 
 /** GET https://<metrics Service>/metrics from this machine, as a scraper would. */
 async function scrape(token?: string): Promise<{ status: number; body: string }> {
@@ -98,15 +61,12 @@ async function serviceAccountToken(namespace: string, name: string): Promise<str
 
 before(async () => {
   if (skip) return;
-  helm = (await run('bash', [path.join(repoRoot, 'cluster/build-helm.sh')], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
-  imageRef = await operatorImage('iot');
-  landscape = await env.namespace('ls-pod', { 'pod-security.kubernetes.io/enforce': 'restricted', 'pod-security.kubernetes.io/enforce-version': 'latest' });
-  await registryPullSecret(env, landscape, 'image-pull-secret');
-  release = `iot-${landscape.slice(-6)}`;
+  rel = await prepareChartRelease(env, 'ls-pod');
+  ({ landscape, release } = rel);
 });
 
 after(async () => {
-  if (landscape) await helmRun('uninstall', release, '-n', landscape, '--wait').catch(() => undefined);
+  if (landscape) await rel.helm('uninstall', release, '-n', landscape, '--wait').catch(() => undefined);
   // The operator is gone: its 100 instances' namespaces (700 pods) would stay on the cluster.
   if (landscape) await abandonLandscape(env, landscape);
   await env.cleanup();
@@ -115,11 +75,11 @@ after(async () => {
 describe('the IoT operator in a real pod, installed with its chart', { skip }, () => {
   test('helm install: the pod, pulled from the registry with the landscape’s image-pull-secret, passes PSA restricted, becomes Ready through its probes on the real node, and makes an IoTService Available', async () => {
     const started = Date.now();
-    await helmRun('install', release, chart, '-n', landscape, ...chartValues());
-    const [pod] = await waitForReadyPods(1);
+    await rel.helm('install', release, chart, '-n', landscape, ...rel.values());
+    const [pod] = await rel.waitForReadyPods(1);
     console.log(`# install → operator pod Ready: ${((Date.now() - started) / 1000).toFixed(1)} s`);
     assert.equal(pod!.spec.nodeName, REAL_NODE_NAME);
-    assert.equal(pod!.status?.containerStatuses?.[0]?.imageID, await registryImageId(env, imageRef));
+    assert.equal(pod!.status?.containerStatuses?.[0]?.imageID, await registryImageId(env, rel.imageRef));
     await env.client.create(IoTServices, iotService('tenant-a', landscape));
     const iot = await waitForPhase(env, landscape, 'tenant-a', 'Available', 120_000);
     assert.equal(iot.status?.ready, '7/7');
@@ -149,11 +109,11 @@ describe('the IoT operator in a real pod, installed with its chart', { skip }, (
   });
 
   test('helm upgrade rolls the pod; the IoTService stays Available throughout', async () => {
-    const [before] = await operatorPods();
+    const [before] = await rel.operatorPods();
     const watching = watchPhase('tenant-a');
-    await helmRun('upgrade', release, chart, '-n', landscape, ...chartValues(['--set', 'logLevel=debug']));
+    await rel.helm('upgrade', release, chart, '-n', landscape, ...rel.values(['--set', 'logLevel=debug']));
     const [after] = await waitFor('a new operator pod, Ready', async () => {
-      const pods = await operatorPods();
+      const pods = await rel.operatorPods();
       return { done: pods.length === 1 && pods[0]!.metadata.name !== before!.metadata.name && isReady(pods[0]!), value: pods, seen: pods.map((p) => p.metadata.name) };
     }, { timeoutMs: 120_000 });
     assert.ok(after);
@@ -167,14 +127,14 @@ describe('the IoT operator in a real pod, installed with its chart', { skip }, (
   });
 
   test('two replicas: deleting the leader’s pod (SIGTERM) releases its Lease and the other pod takes over', async () => {
-    await helmRun('upgrade', release, chart, '-n', landscape, ...chartValues(['--set', 'replicas=2']));
-    await waitForReadyPods(2);
+    await rel.helm('upgrade', release, chart, '-n', landscape, ...rel.values(['--set', 'replicas=2']));
+    await rel.waitForReadyPods(2);
     const leaseName = `iot-operator-${landscape}`;
     const lease = await waitFor('a leader', async () => {
       const l = (await env.client.get(Kinds.Lease, leaseName, landscape)) as Lease;
       return { done: !!l.spec.holderIdentity, value: l, seen: l.spec };
     });
-    const pods = await operatorPods();
+    const pods = await rel.operatorPods();
     const leader = pods.find((p) => lease.spec.holderIdentity!.startsWith(p.metadata.name!));
     assert.ok(leader, `the holder ${lease.spec.holderIdentity} is one of the pods ${pods.map((p) => p.metadata.name).join(', ')}`);
     const { goneSeconds, handoverSeconds, newHolder } = await deletePodAwaitingHandover(env, { name: leader.metadata.name!, namespace: landscape }, landscape, leaseName);
@@ -191,8 +151,8 @@ describe('the IoT operator in a real pod, installed with its chart', { skip }, (
   });
 
   test('a burst of 100 IoTServices under the chart’s memory limit: all Available, no restart, no OOMKill', async () => {
-    await helmRun('upgrade', release, chart, '-n', landscape, ...chartValues(['--set', 'replicas=1']));
-    await waitForReadyPods(1);
+    await rel.helm('upgrade', release, chart, '-n', landscape, ...rel.values(['--set', 'replicas=1']));
+    await rel.waitForReadyPods(1);
     const started = Date.now();
     const names = Array.from({ length: 100 }, (_, i) => `burst-${String(i).padStart(3, '0')}`);
     for (let i = 0; i < names.length; i += 20) await Promise.all(names.slice(i, i + 20).map((n) => env.client.create(IoTServices, iotService(n, landscape))));
@@ -201,7 +161,7 @@ describe('the IoT operator in a real pod, installed with its chart', { skip }, (
       const available = items.filter((o) => o.metadata.name!.startsWith('burst-') && o.status?.phase === 'Available').length;
       return { done: available === 100, value: available, seen: `${available} of 100 Available` };
     }, { timeoutMs: 600_000, intervalMs: 2_000 });
-    const [pod] = await operatorPods();
+    const [pod] = await rel.operatorPods();
     const peakMiB = podPeakMemoryBytes(pod!.metadata.uid!) / 1024 / 1024;
     console.log(`# burst of 100 IoTServices with the operator in a pod: all Available after ${((Date.now() - started) / 1000).toFixed(0)} s; the pod's peak memory ${peakMiB.toFixed(1)} MiB (limit 256 MiB)`);
     assert.ok(peakMiB < 256, `peak ${peakMiB} MiB`);
@@ -211,12 +171,12 @@ describe('the IoT operator in a real pod, installed with its chart', { skip }, (
   });
 
   test('sharding.enabled: two pods share the instances as shards of the chart’s ring (the second joins through drains); a deleted pod’s instances move to the pod that replaces it', async () => {
-    await helmRun('upgrade', release, chart, '-n', landscape, ...chartValues(['--set', 'replicas=2', '--set', 'sharding.enabled=true']));
+    await rel.helm('upgrade', release, chart, '-n', landscape, ...rel.values(['--set', 'replicas=2', '--set', 'sharding.enabled=true']));
     const ring = `iot-${landscape}`;
     const shardOf = (o: KubeObject) => o.metadata.labels?.[shardLabel(ring)];
     const assignment = async () => {
       const items = (await env.client.list(IoTServices, { namespace: landscape })).items as IoTObject[];
-      const pods = (await operatorPods()).filter(isReady).map((p) => p.metadata.name!);
+      const pods = (await rel.operatorPods()).filter(isReady).map((p) => p.metadata.name!);
       const byPod = new Map(pods.map((p) => [p, items.filter((o) => shardOf(o) === p).length]));
       const available = items.filter((o) => o.status?.phase === 'Available' && o.status.observedGeneration === o.metadata.generation).length;
       return { items, pods, byPod, available, elsewhere: items.filter((o) => !pods.includes(shardOf(o) ?? '')).length };
@@ -246,9 +206,9 @@ describe('the IoT operator in a real pod, installed with its chart', { skip }, (
   });
 
   test('helm uninstall leaves no operator object behind', async () => {
-    await helmRun('uninstall', release, '-n', landscape, '--wait');
+    await rel.helm('uninstall', release, '-n', landscape, '--wait');
     await waitFor('the operator pods to be gone', async () => {
-      const pods = await operatorPods();
+      const pods = await rel.operatorPods();
       return { done: pods.length === 0, value: undefined, seen: pods.map((p) => p.metadata.name) };
     }, { timeoutMs: 90_000 });
     const left: string[] = [];

@@ -17,26 +17,22 @@
  * Reported as not run, with the reason, where the cluster has no real node.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import path from 'node:path';
 import { writeFileSync } from 'node:fs';
-import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import { Kinds, concreteQuery, customResource, panelQueries, type KubeObject } from '@iot-operator/runtime';
 import {
-  deployPrometheus, onRealNode, operatorImage, realNode, registryPullSecret, repoRoot, scrapeConfigForServiceMonitor, testEnv, waitFor,
+  deployPrometheus, realNode, registryPullSecret, scrapeConfigForServiceMonitor, testEnv, waitFor,
   type Prometheus, type ServiceMonitor, type TestEnv,
 } from '@iot-operator/runtime/testing';
 import { dashboardSvg, type Panel } from '../../../bench/lib/dashboard-svg.ts';
+import { chart, prepareChartRelease, type ChartRelease } from './chart-release.ts';
 import { DASHBOARDS, readDashboard, type Dashboard } from './dashboards.ts';
 import { abandonLandscape, iotService, waitForPhase } from './e2e-support.ts';
 
-const run = promisify(execFile);
 const env: TestEnv = await testEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
-const chart = path.join(repoRoot, 'operators/iot/chart/iot-operator');
 const IoTServices = customResource('cp.iotservices.io', 'v1alpha1', 'IoTService', 'iotservices');
 const JOB = 'iot-operator-metrics';
 /** The alert windows, shortened for the test through the chart's values. */
@@ -49,30 +45,13 @@ const ALERT_SLACK_MS = 60_000;
 const RATE_INTERVAL = '20s';
 const STEP_S = 2;
 
-type Pod = KubeObject & { status?: { conditions?: Array<{ type: string; status: string }> } };
-
-let helm = '';
+let rel: ChartRelease;
 let landscape = '';
 let release = '';
-let imageRef = '';
 let prometheus: Prometheus | undefined;
 let ruleSpec: { groups: Array<{ name: string; rules: Array<{ alert?: string; record?: string }> }> };
 /** When Prometheus started: the dashboards' time range. */
 let started = 0;
-
-async function helmRun(...args: string[]): Promise<string> {
-  return (await run(helm, ['--kubeconfig', env.kubeconfigPath, ...args], { maxBuffer: 16 * 1024 * 1024, timeout: 300_000 })).stdout;
-}
-
-function chartValues(extra: string[] = []): string[] {
-  const [repository, tag] = [imageRef.slice(0, imageRef.lastIndexOf(':')), imageRef.slice(imageRef.lastIndexOf(':') + 1)];
-  return [
-    '--set', `image.repository=${repository}`, '--set', `image.tag=${tag}`, '--set', 'image.pullPolicy=Always',
-    '--set-json', `nodeSelector=${JSON.stringify(onRealNode.nodeSelector)}`,
-    '--set-json', `tolerations=${JSON.stringify(onRealNode.tolerations)}`,
-    ...extra,
-  ];
-}
 
 /** The PrometheusRule rendered (this cluster has no Prometheus Operator to install it), its windows shortened. */
 const RULE_VALUES = [
@@ -83,23 +62,10 @@ const RULE_VALUES = [
 
 /** One object the chart renders with these values (`helm template --show-only`). */
 async function rendered<T extends KubeObject>(template: string, kind: string, extra: string[] = []): Promise<T> {
-  const out = await helmRun('template', release, chart, '-n', landscape, '--show-only', template, ...chartValues(extra));
+  const out = await rel.helm('template', release, chart, '-n', landscape, '--show-only', template, ...rel.values(extra));
   const object = parseAllDocuments(out).map((d) => d.toJSON() as T).find((o) => o?.kind === kind);
   assert.ok(object, `helm template --show-only ${template} renders a ${kind}`);
   return object;
-}
-
-async function operatorPods(): Promise<Pod[]> {
-  return (await env.client.list(Kinds.Pod, { namespace: landscape, labelSelector: `app.kubernetes.io/name=iot-operator,app.kubernetes.io/instance=${release}` })).items as Pod[];
-}
-
-const isReady = (p: Pod) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true && !p.metadata.deletionTimestamp;
-
-async function waitForOperatorPods(count: number): Promise<Pod[]> {
-  return waitFor(`${count} Ready operator pod(s)`, async () => {
-    const pods = await operatorPods();
-    return { done: pods.length === count && pods.every(isReady), value: pods, seen: pods.map((p) => ({ name: p.metadata.name, ready: isReady(p) })) };
-  }, { timeoutMs: 120_000 });
 }
 
 /** `up` of the operator's targets in Prometheus, by pod. */
@@ -110,14 +76,11 @@ async function operatorUp(): Promise<Record<string, string>> {
 
 before(async () => {
   if (skip) return;
-  helm = (await run('bash', [path.join(repoRoot, 'cluster/build-helm.sh')], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
-  imageRef = await operatorImage('iot');
-  landscape = await env.namespace('ls-obs', { 'pod-security.kubernetes.io/enforce': 'restricted', 'pod-security.kubernetes.io/enforce-version': 'latest' });
-  await registryPullSecret(env, landscape, 'image-pull-secret');
-  release = `iot-${landscape.slice(-6)}`;
+  rel = await prepareChartRelease(env, 'ls-obs');
+  ({ landscape, release } = rel);
   const monitor = await rendered<ServiceMonitor>('templates/metrics-service.yaml', 'ServiceMonitor', ['--set', 'metrics.serviceMonitor=true']);
   ruleSpec = (await rendered<KubeObject & { spec: typeof ruleSpec }>('templates/prometheusrule.yaml', 'PrometheusRule', RULE_VALUES)).spec;
-  await helmRun('install', release, chart, '-n', landscape, ...chartValues());
+  await rel.helm('install', release, chart, '-n', landscape, ...rel.values());
   prometheus = await deployPrometheus(env, {
     namespace: await env.namespace('prom-obs'),
     scrapeConfigs: scrapeConfigForServiceMonitor(monitor),
@@ -129,14 +92,14 @@ before(async () => {
 
 after(async () => {
   await prometheus?.remove().catch(() => undefined);
-  if (landscape) await helmRun('uninstall', release, '-n', landscape, '--wait').catch(() => undefined);
+  if (landscape) await rel.helm('uninstall', release, '-n', landscape, '--wait').catch(() => undefined);
   if (landscape) await abandonLandscape(env, landscape);
   await env.cleanup();
 });
 
 describe('the IoT operator watched by a real Prometheus', { skip }, () => {
   test('Prometheus scrapes the operator’s pod through the chart’s metrics Service over HTTPS, as the chart’s ServiceMonitor says; an IoTService made Available shows in its instance metrics', async () => {
-    const [pod] = await waitForOperatorPods(1);
+    const [pod] = await rel.waitForReadyPods(1);
     const up = await waitFor('Prometheus to scrape the operator’s pod', async () => {
       const byPod = await operatorUp();
       return { done: byPod[pod!.metadata.name!] === '1', value: byPod, seen: { up: byPod, targets: await prometheus!.targets() } };
@@ -184,11 +147,11 @@ describe('the IoT operator watched by a real Prometheus', { skip }, () => {
   test('the operator’s pod gone (its Deployment scaled to 0): OperatorDown fires; a pod back, it resolves', async () => {
     assert.equal((await prometheus!.alerts()).filter((a) => a.labels.alertname === 'OperatorDown').length, 0, 'OperatorDown is quiet while the operator runs');
     await env.client.patch(Kinds.Deployment, 'iot-operator', landscape, { spec: { replicas: 0 } });
-    await waitForOperatorPods(0);
+    await rel.waitForReadyPods(0);
     const alert = await prometheus!.waitForAlert('OperatorDown', 'firing', { namespace: landscape, job: JOB }, OPERATOR_DOWN_FOR_S * 1000 + ALERT_SLACK_MS);
     assert.equal(alert?.labels.severity, 'critical');
     await env.client.patch(Kinds.Deployment, 'iot-operator', landscape, { spec: { replicas: 1 } });
-    const [pod] = await waitForOperatorPods(1);
+    const [pod] = await rel.waitForReadyPods(1);
     await waitFor('Prometheus to scrape the new pod', async () => {
       const byPod = await operatorUp();
       return { done: byPod[pod!.metadata.name!] === '1', value: undefined, seen: byPod };

@@ -10,49 +10,22 @@
  * Reported as not run, with the reason, where the cluster has no real node.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { ApiError, customResource, Kinds, type KubeObject } from '@iot-operator/runtime';
-import { onRealNode, operatorImage, realNode, registryPullSecret, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { realNode, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { chart, prepareChartRelease, type ChartRelease } from './chart-release.ts';
 import { abandonLandscape, getOrUndefined, iotService, waitForPhase } from './e2e-support.ts';
 
-const run = promisify(execFile);
 const env: TestEnv = await testEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
-const chart = path.join(repoRoot, 'operators/iot/chart/iot-operator');
 const IoTServices = customResource('cp.iotservices.io', 'v1alpha1', 'IoTService', 'iotservices');
 const WebhookConfigurations = customResource('admissionregistration.k8s.io', 'v1', 'ValidatingWebhookConfiguration', 'validatingwebhookconfigurations', false);
 
-type Pod = KubeObject & { status?: { conditions?: Array<{ type: string; status: string }> } };
-
-let helm = '';
+let rel: ChartRelease;
 let landscape = '';
 let release = '';
-let imageRef = '';
 const foreignNamespaces: string[] = [];
-
-async function helmRun(...args: string[]): Promise<string> {
-  return (await run(helm, ['--kubeconfig', env.kubeconfigPath, ...args], { maxBuffer: 16 * 1024 * 1024, timeout: 300_000 })).stdout;
-}
-
-function chartValues(extra: string[] = []): string[] {
-  const at = imageRef.lastIndexOf(':');
-  return [
-    '--set', `image.repository=${imageRef.slice(0, at)}`, '--set', `image.tag=${imageRef.slice(at + 1)}`, '--set', 'image.pullPolicy=Always',
-    '--set-json', `nodeSelector=${JSON.stringify(onRealNode.nodeSelector)}`,
-    '--set-json', `tolerations=${JSON.stringify(onRealNode.tolerations)}`,
-    ...extra,
-  ];
-}
-
-async function operatorPods(): Promise<Pod[]> {
-  return (await env.client.list(Kinds.Pod, { namespace: landscape, labelSelector: `app.kubernetes.io/name=iot-operator,app.kubernetes.io/instance=${release}` })).items as Pod[];
-}
-
-const isReady = (p: Pod) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true && !p.metadata.deletionTimestamp;
 
 /** A namespace someone made by hand, named as the instance `id` of the landscape would be. */
 async function foreignNamespace(id: string): Promise<string> {
@@ -75,15 +48,12 @@ async function refusalOfCreate(name: string): Promise<ApiError | undefined> {
 
 before(async () => {
   if (skip) return;
-  helm = (await run('bash', [path.join(repoRoot, 'cluster/build-helm.sh')], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
-  imageRef = await operatorImage('iot');
-  landscape = await env.namespace('ls-wh', { 'pod-security.kubernetes.io/enforce': 'restricted', 'pod-security.kubernetes.io/enforce-version': 'latest' });
-  await registryPullSecret(env, landscape, 'image-pull-secret');
-  release = `iot-${landscape.slice(-6)}`;
+  rel = await prepareChartRelease(env, 'ls-wh');
+  ({ landscape, release } = rel);
 });
 
 after(async () => {
-  if (landscape) await helmRun('uninstall', release, '-n', landscape, '--wait').catch(() => undefined);
+  if (landscape) await rel.helm('uninstall', release, '-n', landscape, '--wait').catch(() => undefined);
   if (landscape) await abandonLandscape(env, landscape);
   await Promise.all(foreignNamespaces.map((ns) => env.client.delete(Kinds.Namespace, ns).catch(() => undefined)));
   await env.cleanup();
@@ -91,15 +61,12 @@ after(async () => {
 
 describe('the IoTService admission webhook, served by the operator’s pod behind the chart’s Service', { skip }, () => {
   test('an IoTService whose namespace exists unowned is refused by create with the operator’s sentence, and not stored', async () => {
-    await helmRun('install', release, chart, '-n', landscape, ...chartValues());
+    await rel.helm('install', release, chart, '-n', landscape, ...rel.values());
     const config = (await env.client.get(WebhookConfigurations, `iot-operator-${landscape}`)) as KubeObject & { webhooks: Array<{ clientConfig: { url?: string; service?: { name: string; namespace: string } } }> };
     assert.equal(config.webhooks[0]!.clientConfig.url, undefined, 'no URL: the API server resolves the Service');
     assert.equal(config.webhooks[0]!.clientConfig.service?.name, 'iot-operator-webhook');
     assert.equal(config.webhooks[0]!.clientConfig.service?.namespace, landscape);
-    await waitFor('the operator pod Ready (its /readyz waits for the webhook server)', async () => {
-      const pods = await operatorPods();
-      return { done: pods.length === 1 && pods.every(isReady), value: undefined, seen: pods.map((p) => ({ name: p.metadata.name, ready: isReady(p) })) };
-    }, { timeoutMs: 120_000 });
+    await rel.waitForReadyPods(1); // its /readyz waits for the webhook server
 
     const taken = await foreignNamespace('taken');
     // A Ready pod is not yet a routed Service: until kube-proxy has the new endpoint the API server
@@ -135,11 +102,8 @@ describe('the IoTService admission webhook, served by the operator’s pod behin
   });
 
   test('failurePolicy Ignore: with no operator pod running, a colliding IoTService is admitted unchecked', async () => {
-    await helmRun('upgrade', release, chart, '-n', landscape, ...chartValues(['--set', 'replicas=0']));
-    await waitFor('no operator pod', async () => {
-      const pods = await operatorPods();
-      return { done: pods.length === 0, value: undefined, seen: pods.map((p) => p.metadata.name) };
-    }, { timeoutMs: 90_000 });
+    await rel.helm('upgrade', release, chart, '-n', landscape, ...rel.values(['--set', 'replicas=0']));
+    await rel.waitForReadyPods(0, 90_000);
     await foreignNamespace('unchecked');
     assert.equal(await refusalOfCreate('unchecked'), undefined);
   });
