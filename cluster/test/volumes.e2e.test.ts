@@ -187,13 +187,15 @@ describe('volumes on the real node', { skip }, () => {
       const items = (await env.client.list(Kinds.Event, { namespace })).items as Event[];
       const claimEvent = items.find((e) => e.involvedObject.kind === 'PersistentVolumeClaim' && e.involvedObject.name === 'nowhere' && e.reason === 'ProvisioningFailed');
       const podEvent = items.find((e) => e.involvedObject.kind === 'Pod' && e.involvedObject.name === 'stuck' && e.reason === 'FailedScheduling');
-      return { done: !!claimEvent && !!podEvent, value: { claimEvent, podEvent }, seen: items.map((e) => `${e.involvedObject.name} ${e.reason}: ${e.message}`) };
+      // The scheduler records the event and writes the pod's PodScheduled condition separately.
+      const pod = (await env.client.get(Kinds.Pod, 'stuck', namespace)) as Pod;
+      const scheduled = pod.status?.conditions?.find((c) => c.type === 'PodScheduled')?.status;
+      return { done: !!claimEvent && !!podEvent && scheduled !== undefined, value: { claimEvent, podEvent, pod }, seen: { scheduled, events: items.map((e) => `${e.involvedObject.name} ${e.reason}: ${e.message}`) } };
     }, { timeoutMs: 60_000 });
     assert.match(events.claimEvent!.message ?? '', /storageclass.*"no-such-class" not found/);
     assert.match(events.podEvent!.message ?? '', /unbound immediate PersistentVolumeClaims/);
-    const pod = (await env.client.get(Kinds.Pod, 'stuck', namespace)) as Pod;
-    assert.equal(pod.status?.phase, 'Pending');
-    assert.equal(pod.status?.conditions?.find((c) => c.type === 'PodScheduled')?.status, 'False');
+    assert.equal(events.pod.status?.phase, 'Pending');
+    assert.equal(events.pod.status?.conditions?.find((c) => c.type === 'PodScheduled')?.status, 'False');
     assert.equal(((await env.client.get(Kinds.PersistentVolumeClaim, 'nowhere', namespace)) as Pvc).status?.phase, 'Pending');
   });
 });
