@@ -20,7 +20,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { ApiError, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { busyboxImage, onRealNode, realNode, realNodeContainerd, tagOnRealNode, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { busyboxImage, importScratchImage, onRealNode, realNode, tagOnRealNode, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { COMPONENTS, type ComponentName } from '../src/api/iotservice.ts';
 import { IoTServiceType } from '../src/controller.ts';
 import { PORTS } from '../src/resources/ports.ts';
@@ -71,15 +71,13 @@ async function loadComponentImages(): Promise<void> {
   try {
     const cases = COMPONENTS.map((c) => `  ${c}-*) ports="${LISTEN[c].join(' ')}" ;;`).join('\n');
     writeFileSync(path.join(dir, 'serve'), `#!/bin/sh\ncase "$(hostname)" in\n${cases}\nesac\nfor p in $ports; do httpd -p "$p" -h /www; done\nexec sleep 2147483647\n`, { mode: 0o755 });
-    const container = (await run('buildah', ['from', 'scratch'])).stdout.trim();
-    await run('buildah', ['copy', container, '/bin/busybox', '/bin/busybox']);
-    await run('buildah', ['run', '--isolation', 'chroot', container, '/bin/busybox', '--install', '-s', '/bin']);
-    await run('buildah', ['run', '--isolation', 'chroot', container, '/bin/sh', '-c', 'mkdir -p /www && for f in index.html readyz healthz; do echo ok >/www/$f; done']);
-    await run('buildah', ['copy', container, path.join(dir, 'serve'), '/serve']);
-    await run('buildah', ['config', '--entrypoint', '["/serve"]', container]);
-    await run('buildah', ['commit', '-q', '--rm', container, source]);
-    await run('buildah', ['push', '-q', source, `oci-archive:${dir}/image.tar:${source}`]);
-    await run('ctr', ['--address', realNodeContainerd(env), '-n', 'k8s.io', 'images', 'import', '--index-name', source, `${dir}/image.tar`]);
+    await importScratchImage(env, source, async (container) => {
+      await run('buildah', ['copy', container, '/bin/busybox', '/bin/busybox']);
+      await run('buildah', ['run', '--isolation', 'chroot', container, '/bin/busybox', '--install', '-s', '/bin']);
+      await run('buildah', ['run', '--isolation', 'chroot', container, '/bin/sh', '-c', 'mkdir -p /www && for f in index.html readyz healthz; do echo ok >/www/$f; done']);
+      await run('buildah', ['copy', container, path.join(dir, 'serve'), '/serve']);
+      await run('buildah', ['config', '--entrypoint', '["/serve"]', container]);
+    });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

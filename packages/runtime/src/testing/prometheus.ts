@@ -23,15 +23,13 @@
  *   cluster-scoped RBAC (the namespace is the caller's to delete).
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { stringify as toYaml } from 'yaml';
 import { isNotFound } from '../client/errors.ts';
 import { Kinds, type KubeObject } from '../client/resource.ts';
 import { repoRoot, waitFor, type TestEnv } from './env.ts';
-import { onRealNode, realNodeContainerd } from './real-node.ts';
+import { importScratchImage, onRealNode, realNodeHasImage } from './real-node.ts';
 
 const run = promisify(execFile);
 
@@ -54,19 +52,11 @@ async function loadPrometheusImage(env: TestEnv): Promise<string> {
   const built = await run('bash', [path.join(repoRoot, 'cluster/build-engine.sh'), 'prometheus'], { maxBuffer: 16 * 1024 * 1024, timeout: 30 * 60 * 1000 });
   const binary = built.stdout.trim().split('\n').at(-1)!;
   const reference = `localhost/iot-operator/prometheus:${path.basename(path.dirname(binary)).replace(/^prometheus-/, '')}`;
-  const ctr = ['--address', realNodeContainerd(env), '-n', 'k8s.io'];
-  if ((await run('ctr', [...ctr, 'images', 'ls', '-q'])).stdout.split('\n').includes(reference)) return reference;
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'prometheus-image-'));
-  try {
-    const container = (await run('buildah', ['from', 'scratch'])).stdout.trim();
+  if (await realNodeHasImage(env, reference)) return reference;
+  await importScratchImage(env, reference, async (container) => {
     await run('buildah', ['copy', container, binary, '/bin/prometheus']);
     await run('buildah', ['config', '--user', '65534:65534', '--entrypoint', '["/bin/prometheus"]', container]);
-    await run('buildah', ['commit', '-q', '--rm', container, reference]);
-    await run('buildah', ['push', '-q', reference, `oci-archive:${dir}/image.tar:${reference}`]);
-    await run('ctr', [...ctr, 'images', 'import', '--index-name', reference, `${dir}/image.tar`]);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
   return reference;
 }
 

@@ -229,21 +229,36 @@ export function busyboxImage(env: TestEnv): Promise<string> {
 }
 
 async function loadBusybox(env: TestEnv): Promise<string> {
-  const ctr = ['--address', realNodeContainerd(env), '-n', 'k8s.io'];
-  if ((await run('ctr', [...ctr, 'images', 'ls', '-q'])).stdout.split('\n').includes(BUSYBOX_IMAGE)) return BUSYBOX_IMAGE;
+  if (await realNodeHasImage(env, BUSYBOX_IMAGE)) return BUSYBOX_IMAGE;
   if (!existsSync('/bin/busybox')) throw new Error('/bin/busybox is missing: install Debian package busybox-static (.ci/run does)');
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'busybox-image-'));
-  try {
-    const container = (await run('buildah', ['from', 'scratch'])).stdout.trim();
+  await importScratchImage(env, BUSYBOX_IMAGE, async (container) => {
     await run('buildah', ['copy', container, '/bin/busybox', '/bin/busybox']);
     await run('buildah', ['run', '--isolation', 'chroot', container, '/bin/busybox', '--install', '-s', '/bin']);
-    await run('buildah', ['commit', '-q', '--rm', container, BUSYBOX_IMAGE]);
-    await run('buildah', ['push', '-q', BUSYBOX_IMAGE, `oci-archive:${dir}/image.tar:${BUSYBOX_IMAGE}`]);
-    await run('ctr', [...ctr, 'images', 'import', '--index-name', BUSYBOX_IMAGE, `${dir}/image.tar`]);
+  });
+  return BUSYBOX_IMAGE;
+}
+
+/** Whether the real node's containerd holds an image under this reference. */
+export async function realNodeHasImage(env: TestEnv, reference: string): Promise<boolean> {
+  return (await run('ctr', ['--address', realNodeContainerd(env), '-n', 'k8s.io', 'images', 'ls', '-q'])).stdout.split('\n').includes(reference);
+}
+
+/**
+ * Builds an image from scratch with buildah (`build` fills the working container: copy, run,
+ * config), commits it as `reference` and imports it into the real node's containerd under that
+ * name, replacing an image of that name.
+ */
+export async function importScratchImage(env: TestEnv, reference: string, build: (container: string) => Promise<void>): Promise<void> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'real-node-image-'));
+  try {
+    const container = (await run('buildah', ['from', 'scratch'])).stdout.trim();
+    await build(container);
+    await run('buildah', ['commit', '-q', '--rm', container, reference]);
+    await run('buildah', ['push', '-q', reference, `oci-archive:${dir}/image.tar:${reference}`]);
+    await run('ctr', ['--address', realNodeContainerd(env), '-n', 'k8s.io', 'images', 'import', '--index-name', reference, `${dir}/image.tar`]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  return BUSYBOX_IMAGE;
 }
 
 /** Gives an image loaded onto the real node a second reference (as a registry would serve it under another tag). */
