@@ -12,13 +12,14 @@
  *   finish (crashed, hung), finalizers are stripped and namespaces deleted directly, so the next
  *   run starts clean either way.
  */
-import { Kinds, customResource, type KubeClient, type KubeObject } from '@iot-operator/runtime';
+import { Kinds, RuntimeMetrics, customResource, type KubeClient, type KubeObject } from '@iot-operator/runtime';
+import { TestEnv } from '@iot-operator/runtime/testing';
+import { installIoTCrd as installConvertedIoTCrd } from '../../operators/iot/test/conversion-server.ts';
 import { landscapeSelector } from '@iot-operator/iot';
 import {
   deleteAllAndWait,
   deleteNamespaceAndWait,
   deleteNamespacesBySelector,
-  installCrd,
   log,
   mapLimit,
   now,
@@ -29,15 +30,16 @@ import {
 import { bundledOperatorCommand, OperatorProcess } from './operator.ts';
 import { iotAvailable, type IoTLike } from './readiness.ts';
 
-export const IoTServiceType = customResource('cp.iotservices.io', 'v1alpha1', 'IoTService', 'iotservices');
+export const IoTServiceV1alpha1Type = customResource('cp.iotservices.io', 'v1alpha1', 'IoTService', 'iotservices');
 export const IOT_CRD = 'operators/iot/deploy/crds/cp_v1alpha1_iotservice_crd.yml';
 /** The operator as the image runs it: the bundle that `npm run build` (and the runner) writes. */
 export const IOT_DEFAULT_COMMAND = bundledOperatorCommand('iot');
 export const PODS_PER_INSTANCE = 7;
 export const DEFAULT_VERSION = '2.4.1';
 
+/** The IoTService CRD, converted by this benchmark process (as in the tests). */
 export async function installIoTCrd(kubeconfig: string, client: KubeClient): Promise<void> {
-  await installCrd(kubeconfig, client, IOT_CRD);
+  await installConvertedIoTCrd(new TestEnv(kubeconfig, client, new RuntimeMetrics()));
 }
 
 export function instanceName(i: number): string {
@@ -89,7 +91,7 @@ export class AvailabilityTracker {
   async start(): Promise<void> {
     const { running } = await watchObjects(
       this.client,
-      IoTServiceType,
+      IoTServiceV1alpha1Type,
       { namespace: this.landscape },
       (type, obj, at) => {
         const name = obj.metadata.name!;
@@ -158,7 +160,7 @@ export async function createInstances(client: KubeClient, landscape: string, nam
   const sentAt = new Map<string, number>();
   await mapLimit(names, Math.max(1, concurrency), async (name) => {
     sentAt.set(name, now());
-    await client.create(IoTServiceType, iotService(name, landscape, DEFAULT_VERSION, spec));
+    await client.create(IoTServiceV1alpha1Type, iotService(name, landscape, DEFAULT_VERSION, spec));
   });
   return sentAt;
 }
@@ -168,11 +170,11 @@ export async function teardownLandscape(client: KubeClient, landscape: string, o
   const t0 = now();
   try {
     if (!operator?.running) throw new Error('operator not running');
-    await deleteAllAndWait(client, IoTServiceType, landscape, timeoutMs);
+    await deleteAllAndWait(client, IoTServiceV1alpha1Type, landscape, timeoutMs);
   } catch (err) {
     log(`tear-down through the operator did not finish (${err instanceof Error ? err.message : String(err)}); stripping finalizers`);
-    await stripFinalizers(client, IoTServiceType, landscape).catch(() => undefined);
-    await deleteAllAndWait(client, IoTServiceType, landscape, 60_000).catch(() => undefined);
+    await stripFinalizers(client, IoTServiceV1alpha1Type, landscape).catch(() => undefined);
+    await deleteAllAndWait(client, IoTServiceV1alpha1Type, landscape, 60_000).catch(() => undefined);
   }
   await operator?.stop();
   await deleteNamespacesBySelector(client, landscapeSelector(landscape), timeoutMs);
@@ -187,7 +189,7 @@ export async function removeLeftovers(client: KubeClient): Promise<void> {
   log(`removing ${leftovers.items.length} landscape namespaces left by an earlier run`);
   for (const ns of leftovers.items) {
     const name = ns.metadata.name!;
-    await stripFinalizers(client, IoTServiceType, name).catch(() => undefined);
+    await stripFinalizers(client, IoTServiceV1alpha1Type, name).catch(() => undefined);
     await deleteNamespacesBySelector(client, `cp.iotservices.io/landscape=${name}`).catch((err: unknown) => log(String(err)));
   }
   await deleteNamespacesBySelector(client, 'iot-operator.bench/run=true');

@@ -19,7 +19,7 @@
 import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { INSTANCE_LABEL, landscapeSelector } from '@iot-operator/iot';
-import { AvailabilityTracker, IoTServiceType, instanceName } from '../lib/iot.ts';
+import { AvailabilityTracker, IoTServiceV1alpha1Type, instanceName } from '../lib/iot.ts';
 import { log, now, sleep, watchObjects } from '../lib/kube.ts';
 import { PhaseProbe } from '../lib/probe.ts';
 import { bucketDelta, histogramBuckets, histogramQuantile } from '../lib/prom.ts';
@@ -105,7 +105,7 @@ export async function churnPhase(ctx: BenchContext, s: IoTSession, n: number): P
           const changedAt = now();
           pending.set(name, changedAt);
           appliedWaiting.set(name, { version: next, changedAt });
-          const updated = await ctx.client.patch(IoTServiceType, name, s.landscape, { spec: { version: next } }, 'merge');
+          const updated = await ctx.client.patch(IoTServiceV1alpha1Type, name, s.landscape, { spec: { version: next } }, 'merge');
           version.set(name, next);
           tracker.expect(name, updated.metadata.generation ?? 1);
           changes++;

@@ -12,7 +12,7 @@
  * IoTService's status for its current generation.
  */
 import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
-import { AvailabilityTracker, instanceName, iotService, IoTServiceType } from '../lib/iot.ts';
+import { AvailabilityTracker, instanceName, iotService, IoTServiceV1alpha1Type } from '../lib/iot.ts';
 import { InstanceTracker, renderInstance } from '../lib/instances.ts';
 import { log, now, sleep } from '../lib/kube.ts';
 import { PhaseProbe } from '../lib/probe.ts';
@@ -37,7 +37,7 @@ export async function runLatency(ctx: BenchContext): Promise<ScenarioOutput> {
       children.expect(renderInstance(s.landscape, name, s.pullSecret));
       available.expect(name, 1);
       const t = now();
-      await ctx.client.create(IoTServiceType, iotService(name, s.landscape));
+      await ctx.client.create(IoTServiceV1alpha1Type, iotService(name, s.landscape));
       const deadline = now() + ctx.options.timeoutS * 1000;
       while (!available.availableAt.has(name) || !children.at.children.has(name)) {
         if (now() > deadline) throw new Error(`latency: ${name} not Available (or children missing) after ${ctx.options.timeoutS} s`);

@@ -61,7 +61,7 @@ import {
   type DeviceCredentials,
 } from '@iot-operator/iot-service/simulator';
 import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
-import { AvailabilityTracker, DEFAULT_VERSION, IOT_DEFAULT_COMMAND, IoTServiceType, iotService, startIoTOperator, teardownLandscape } from '../lib/iot.ts';
+import { AvailabilityTracker, DEFAULT_VERSION, IOT_DEFAULT_COMMAND, IoTServiceV1alpha1Type, iotService, startIoTOperator, teardownLandscape } from '../lib/iot.ts';
 import { createNamespace, log, mapLimit, now, repoRoot, sleep, uniqueName } from '../lib/kube.ts';
 import type { OperatorProcess } from '../lib/operator.ts';
 import { MiB, readHostCpu } from '../lib/proc.ts';
@@ -561,7 +561,7 @@ export async function runReference(ctx: BenchContext): Promise<ScenarioOutput> {
       const deadline = now() + ctx.options.timeoutS * 1000;
       log(`reference: creating IoTService ${landscape}/${NAME} (seven pods on ${REAL_NODE})`);
       const t0 = now();
-      await ctx.client.create(IoTServiceType, iotService(NAME, landscape, version, spec));
+      await ctx.client.create(IoTServiceV1alpha1Type, iotService(NAME, landscape, version, spec));
       const first = firstStoredMessage(ctx, namespace, t0, deadline, giveUp.signal);
       first.catch(() => undefined);
       while (!tracker.availableAt.has(NAME)) {
@@ -607,7 +607,7 @@ export async function runReference(ctx: BenchContext): Promise<ScenarioOutput> {
 
       log(`reference: deleting IoTService ${landscape}/${NAME}`);
       const td = now();
-      await ctx.client.delete(IoTServiceType, NAME, landscape);
+      await ctx.client.delete(IoTServiceV1alpha1Type, NAME, landscape);
       for (;;) {
         const ns = await ctx.client.get(Kinds.Namespace, namespace).catch((e: unknown) => (isNotFound(e) ? undefined : Promise.reject(e)));
         if (!ns) break;

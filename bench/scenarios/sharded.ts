@@ -18,7 +18,7 @@
 import { customResource, shardLabel, type KubeObject } from '@iot-operator/runtime';
 import path from 'node:path';
 import type { BenchContext, ScenarioOutput } from '../lib/context.ts';
-import { AvailabilityTracker, IOT_DEFAULT_COMMAND, IoTServiceType, createInstances, instanceName, startIoTOperator, teardownLandscape } from '../lib/iot.ts';
+import { AvailabilityTracker, IOT_DEFAULT_COMMAND, IoTServiceV1alpha1Type, createInstances, instanceName, startIoTOperator, teardownLandscape } from '../lib/iot.ts';
 import { createLandscape, log, now, sleep, uniqueName } from '../lib/kube.ts';
 import type { OperatorProcess } from '../lib/operator.ts';
 import { MiB } from '../lib/proc.ts';
@@ -126,7 +126,7 @@ async function waitForRing(ctx: BenchContext, ring: string, shards: number): Pro
 
 async function instancesByShard(ctx: BenchContext, landscape: string, ring: string): Promise<Map<string, number>> {
   const counts = new Map<string, number>();
-  for (const i of (await ctx.client.listAll(IoTServiceType, { namespace: landscape })).items) {
+  for (const i of (await ctx.client.listAll(IoTServiceV1alpha1Type, { namespace: landscape })).items) {
     const shard = i.metadata.labels?.[shardLabel(ring)] ?? '(none)';
     counts.set(shard, (counts.get(shard) ?? 0) + 1);
   }

@@ -13,7 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { repoRoot, spawnOperator, testEnv, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
 import { createPullSecret, deleteAllInstances, iotService } from '../../operators/iot/test/e2e-support.ts';
-import { IoTServiceType } from '../../operators/iot/src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../../operators/iot/src/controller.ts';
 import { JOBS, OPERATORS, type Operator } from '../alert-rules.ts';
 
 const run = promisify(execFile);
@@ -45,7 +45,7 @@ const OPERATOR_SETUPS: Record<Operator, Setup> = {
     crds: ['operators/iot/deploy/crds/cp_v1alpha1_iotservice_crd.yml'],
     main: 'operators/iot/bin/iot-operator.js',
     args: () => [], // its Lease lives in its landscape
-    object: (ns) => ({ type: IoTServiceType, body: iotService('metrics', ns) }),
+    object: (ns) => ({ type: IoTServiceV1alpha1Type, body: iotService('metrics', ns) }),
     shows: /^iotservice_status_phase\{[^}]*name="metrics"/m,
   },
   armada: {

@@ -74,7 +74,7 @@ import {
   type Transform,
   withDesiredHash,
 } from '@iot-operator/runtime';
-import { API_GROUP, API_VERSION, IOTSERVICE_KIND, IOTSERVICE_PLURAL, type IoTService, type IoTServiceStatus } from './api/iotservice.ts';
+import { API_GROUP, API_VERSION, API_VERSION_V1ALPHA1, IOTSERVICE_KIND, IOTSERVICE_PLURAL, type IoTService, type IoTServiceStatus } from './api/iotservice.ts';
 import { apiRefusedFailure, imagePullSecretMissingFailure, namespaceNotOwnedFailure, permissionMissingFailure, type Failure, type RefusedRequest } from './failure.ts';
 import {
   IMAGE_PULL_SECRET_NAME,
@@ -99,7 +99,10 @@ import { ResolvedInstances } from './resolved-instances.ts';
 import { StatusWrites } from './status-writes.ts';
 import { computeStatus, msUntilStuckPodFailure, statusTransitionEvent, STORAGE_COMPONENTS, unboundClaims, type ReconcileOutcome } from './status.ts';
 
+/** IoTServices as the operator reads and writes them: v1beta1, the stored version. */
 export const IoTServiceType = customResource(API_GROUP, API_VERSION, IOTSERVICE_KIND, IOTSERVICE_PLURAL);
+/** IoTServices in the seed's v1alpha1, converted by the API server through the conversion webhook. */
+export const IoTServiceV1alpha1Type = customResource(API_GROUP, API_VERSION_V1ALPHA1, IOTSERVICE_KIND, IOTSERVICE_PLURAL);
 export const FINALIZER = 'cp.iotservices.io/cleanup';
 export const FIELD_MANAGER = 'iot-operator';
 

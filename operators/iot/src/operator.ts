@@ -2,13 +2,15 @@
  * Builds the IoT operator's manager from its options: cache scoping, leader election or one
  * shard of a ControllerRing, HTTP server, the controllers of controllers.ts (the IoTService controller and the clean-up of
  * orphaned instance namespaces), the instance metrics (instance-metrics.ts) and, when webhook options
- * are given, the IoTService admission webhook (instance-namespace-webhook.ts). Used by the `iot-operator` process and by tests that run the
+ * are given, the IoTService admission webhook (instance-namespace-webhook.ts) and the IoTService
+ * conversion webhook (conversion-webhook.ts). Used by the `iot-operator` process and by tests that run the
  * operator in-process.
  */
 import { Manager } from '@iot-operator/runtime';
 import { SHARDED_TYPES, iotCacheOptions, type IoTControllerConfig } from './controller.ts';
 import { registerControllers } from './controllers.ts';
 import { exportInstanceMetrics } from './instance-metrics.ts';
+import { registerConversionWebhook } from './conversion-webhook.ts';
 import { registerInstanceNamespaceWebhook } from './instance-namespace-webhook.ts';
 import { iotRateLimitDefaults, type OperatorOptions } from './options.ts';
 
@@ -37,6 +39,9 @@ export async function createIoTOperator(options: OperatorOptions): Promise<Manag
   });
   registerControllers(mgr, config, options.syncPeriodMs);
   exportInstanceMetrics(mgr, options.operatorName);
-  if (options.webhook) registerInstanceNamespaceWebhook(mgr, options.operatorName);
+  if (options.webhook) {
+    registerInstanceNamespaceWebhook(mgr, options.operatorName);
+    registerConversionWebhook(mgr);
+  }
   return mgr;
 }

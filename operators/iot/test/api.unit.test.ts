@@ -93,8 +93,8 @@ describe('IoTService spec validation', () => {
   });
 
   it('quotes map keys with dots or slashes in error paths', () => {
-    assert.deepEqual(errorsOf({ version: '1', core: { nodeSelector: { 'kubernetes.io/os': 1 } } }), [
-      'spec.core.nodeSelector["kubernetes.io/os"]: expected string',
+    assert.deepEqual(errorsOf({ version: '1', core: { placement: { nodeSelector: { 'kubernetes.io/os': 1 } } } }), [
+      'spec.core.placement.nodeSelector["kubernetes.io/os"]: expected string',
     ]);
   });
 
@@ -132,11 +132,12 @@ describe('IoTService spec validation', () => {
         ],
       },
     };
-    const spec = { version: '1', gateway: { affinity }, core: { affinity }, processing: { affinity }, broker: { affinity }, database: { affinity } };
+    const placement = { affinity };
+    const spec = { version: '1', gateway: { placement }, core: { placement }, processing: { placement }, broker: { placement }, database: { placement } };
     const result = validateIoTServiceSpec(spec);
     assert.ok(result.ok, JSON.stringify(result));
     for (const component of ['gateway', 'core', 'processing', 'broker', 'database'] as const) {
-      assert.deepEqual(result.spec[component].affinity, affinity, component);
+      assert.deepEqual(result.spec[component].placement?.affinity, affinity, component);
     }
   });
 
@@ -144,41 +145,41 @@ describe('IoTService spec validation', () => {
     const nodeTerms = (operator: string) => ({
       nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator, values: ['n'] }] }] } },
     });
-    const required = 'spec.gateway.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution';
-    assert.deepEqual(errorsOf({ version: '1', gateway: { affinity: nodeTerms('Near') } }), [
+    const required = 'spec.gateway.placement.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution';
+    assert.deepEqual(errorsOf({ version: '1', gateway: { placement: { affinity: nodeTerms('Near') } } }), [
       `${required}.nodeSelectorTerms[0].matchExpressions[0].operator: must be one of In, NotIn, Exists, DoesNotExist, Gt, Lt`,
     ]);
-    assert.deepEqual(errorsOf({ version: '1', gateway: { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [] } } } } }), [
+    assert.deepEqual(errorsOf({ version: '1', gateway: { placement: { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [] } } } } } }), [
       `${required}.nodeSelectorTerms: must be a list of 1 to 16 node selector terms`,
     ]);
-    assert.deepEqual(errorsOf({ version: '1', gateway: { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: {} } } } }), [
+    assert.deepEqual(errorsOf({ version: '1', gateway: { placement: { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: {} } } } } }), [
       `${required}.nodeSelectorTerms: required field is missing`,
     ]);
 
     const antiAffinity = (term: Record<string, unknown>) => ({
       podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 50, podAffinityTerm: { topologyKey: 'kubernetes.io/hostname' }, ...term }] },
     });
-    const preferred = 'spec.broker.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]';
+    const preferred = 'spec.broker.placement.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]';
     for (const weight of [0, 101, 2.5]) {
-      assert.deepEqual(errorsOf({ version: '1', broker: { affinity: antiAffinity({ weight }) } }), [`${preferred}.weight: must be an integer from 1 to 100`], `weight ${weight}`);
+      assert.deepEqual(errorsOf({ version: '1', broker: { placement: { affinity: antiAffinity({ weight }) } } }), [`${preferred}.weight: must be an integer from 1 to 100`], `weight ${weight}`);
     }
-    assert.deepEqual(errorsOf({ version: '1', broker: { affinity: antiAffinity({ podAffinityTerm: { labelSelector: { matchLabels: { a: 'b' } } } }) } }), [
+    assert.deepEqual(errorsOf({ version: '1', broker: { placement: { affinity: antiAffinity({ podAffinityTerm: { labelSelector: { matchLabels: { a: 'b' } } } }) } } }), [
       `${preferred}.podAffinityTerm.topologyKey: required field is missing`,
     ]);
-    assert.deepEqual(errorsOf({ version: '1', broker: { affinity: antiAffinity({ podAffinityTerm: { topologyKey: '' } }) } }), [
+    assert.deepEqual(errorsOf({ version: '1', broker: { placement: { affinity: antiAffinity({ podAffinityTerm: { topologyKey: '' } }) } } }), [
       `${preferred}.podAffinityTerm.topologyKey: must be a label key of 1 to 317 characters`,
     ]);
     assert.deepEqual(
-      errorsOf({ version: '1', broker: { affinity: antiAffinity({ podAffinityTerm: { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchExpressions: [{ key: 'a', operator: 'Gt', values: ['1'] }] } } }) } }),
+      errorsOf({ version: '1', broker: { placement: { affinity: antiAffinity({ podAffinityTerm: { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchExpressions: [{ key: 'a', operator: 'Gt', values: ['1'] }] } } }) } } }),
       [`${preferred}.podAffinityTerm.labelSelector.matchExpressions[0].operator: must be one of In, NotIn, Exists, DoesNotExist`],
     );
-    assert.deepEqual(errorsOf({ version: '1', broker: { affinity: antiAffinity({ podAffinityTerm: { topologyKey: 'kubernetes.io/hostname', topologyKeys: ['x'] } }) } }), [
+    assert.deepEqual(errorsOf({ version: '1', broker: { placement: { affinity: antiAffinity({ podAffinityTerm: { topologyKey: 'kubernetes.io/hostname', topologyKeys: ['x'] } }) } } }), [
       `${preferred}.podAffinityTerm.topologyKeys: unknown field`,
     ]);
-    assert.deepEqual(errorsOf({ version: '1', core: { affinity: { nodeAffinity: {}, podAntiAffinity: {}, nodeAntiAffinity: {} } } }), ['spec.core.affinity.nodeAntiAffinity: unknown field']);
+    assert.deepEqual(errorsOf({ version: '1', core: { placement: { affinity: { nodeAffinity: {}, podAntiAffinity: {}, nodeAntiAffinity: {} } } } }), ['spec.core.placement.affinity.nodeAntiAffinity: unknown field']);
     assert.deepEqual(
-      errorsOf({ version: '1', core: { affinity: { podAffinity: { requiredDuringSchedulingIgnoredDuringExecution: Array.from({ length: 17 }, () => ({ topologyKey: 'kubernetes.io/hostname' })) } } } }),
-      ['spec.core.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution: must be a list of at most 16 terms'],
+      errorsOf({ version: '1', core: { placement: { affinity: { podAffinity: { requiredDuringSchedulingIgnoredDuringExecution: Array.from({ length: 17 }, () => ({ topologyKey: 'kubernetes.io/hostname' })) } } } } }),
+      ['spec.core.placement.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution: must be a list of at most 16 terms'],
     );
   });
 

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { spawnOperator, testEnv, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
 import { bundleOperator } from '../../../scripts/bundle.ts';
-import { IoTServiceType } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { createLandscape, deleteAllInstances, installIoTCrd, iotService, metricsPort, waitForPhase } from './e2e-support.ts';
 
 let env: TestEnv;
@@ -42,7 +42,7 @@ describe('the bundled operator', () => {
     operator = spawnOperator([file, '--metrics-bind-address=127.0.0.1:0', '--log-level=info'], { KUBECONFIG: env.kubeconfigPath, OPERATOR_NAME: landscape, WATCH_NAMESPACE: '' }, { output: 'all' });
     const port = await metricsPort(operator);
 
-    await env.client.create(IoTServiceType, iotService('bundled', landscape));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('bundled', landscape));
     const iot = await waitForPhase(env, landscape, 'bundled', 'Available');
     assert.equal(iot.status?.ready, '7/7');
 

@@ -9,7 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { testEnv, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceType } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { createLandscape, deleteAllInstances, getOrUndefined, installIoTCrd, iotService, spawnOperator, waitForPhase } from './e2e-support.ts';
 
 const PLANTED = 300;
@@ -53,7 +53,7 @@ describe('cache poisoning', () => {
   it(`${PLANTED} labelled ConfigMaps of ${PLANTED_BYTES / 1024} KiB elsewhere leave the operator's memory within ${RSS_ALLOWANCE_MIB} MiB and every instance managed`, async (t) => {
     operator = spawnOperator(env, landscape);
     await waitFor('the operator to start', async () => ({ done: /controller started/.test(operator!.output()), value: undefined, seen: operator!.output().slice(-500) }));
-    for (const name of ['kept-a', 'kept-b']) await env.client.create(IoTServiceType, iotService(name, landscape));
+    for (const name of ['kept-a', 'kept-b']) await env.client.create(IoTServiceV1alpha1Type, iotService(name, landscape));
     for (const name of ['kept-a', 'kept-b']) await waitForPhase(env, landscape, name, 'Available');
     const before = await settledRssMiB(operator.pid!);
 
@@ -73,7 +73,7 @@ describe('cache poisoning', () => {
     // Still managing: drift is repaired, a new instance comes up, the instances stay Available.
     await env.client.delete(Kinds.Deployment, 'core', `${landscape}-kept-a`);
     await env.client.patch(Kinds.ConfigMap, 'iot-config', `${landscape}-kept-b`, { data: { 'config.yml': 'edited by hand' } }, 'merge');
-    await env.client.create(IoTServiceType, iotService('new-c', landscape));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('new-c', landscape));
     await waitForPhase(env, landscape, 'new-c', 'Available');
     await waitFor('the deleted Deployment and the edited ConfigMap to be restored', async () => {
       const core = await getOrUndefined(env, Kinds.Deployment, 'core', `${landscape}-kept-a`);

@@ -3,7 +3,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceType } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { IMAGE_PULL_SECRET_NAME } from '../src/resources/index.ts';
 import { createLandscape, deleteAllInstances, installIoTCrd, iotService, metricsPort, spawnOperator, type IoTObject } from './e2e-support.ts';
 
@@ -37,7 +37,7 @@ describe('the operator SIGKILLed during a rollout', () => {
   it('converges after a restart: all Available, no duplicate objects, credentials unchanged', async () => {
     operator = spawnOperator(env, landscape);
     await waitFor('the operator to start', async () => ({ done: /controller started/.test(operator!.output()), value: undefined, seen: operator!.output().slice(-500) }));
-    await Promise.all(instances.map((name) => env.client.create(IoTServiceType, iotService(name, landscape))));
+    await Promise.all(instances.map((name) => env.client.create(IoTServiceV1alpha1Type, iotService(name, landscape))));
     await waitFor('the rollout to be under way', async () => {
       const creds = await credentialsByNamespace();
       return { done: creds.size >= 3, value: undefined, seen: `${creds.size} instances with credentials` };
@@ -45,12 +45,12 @@ describe('the operator SIGKILLed during a rollout', () => {
     operator.kill('SIGKILL');
     await new Promise((resolve) => operator!.once('exit', resolve));
     const credentialsAtKill = await credentialsByNamespace();
-    const availableAtKill = (await env.client.list<IoTObject>(IoTServiceType, { namespace: landscape })).items.filter((i) => i.status?.phase === 'Available').length;
+    const availableAtKill = (await env.client.list<IoTObject>(IoTServiceV1alpha1Type, { namespace: landscape })).items.filter((i) => i.status?.phase === 'Available').length;
     assert.ok(availableAtKill < instances.length, `the kill happened mid-rollout (${availableAtKill} of ${instances.length} Available)`);
 
     operator = spawnOperator(env, landscape);
     await waitFor('all 20 instances to be Available', async () => {
-      const { items } = await env.client.list<IoTObject>(IoTServiceType, { namespace: landscape });
+      const { items } = await env.client.list<IoTObject>(IoTServiceV1alpha1Type, { namespace: landscape });
       const available = items.filter((i) => i.status?.phase === 'Available' && i.status.observedGeneration === i.metadata.generation);
       const others = items.filter((i) => !available.includes(i)).map((i) => ({ name: i.metadata.name, generation: i.metadata.generation, status: i.status }));
       return { done: available.length === instances.length, value: undefined, seen: { available: available.length, others } };

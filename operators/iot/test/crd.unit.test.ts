@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { parse } from 'yaml';
+import type { KubeObject } from '@iot-operator/runtime';
+import { convertIoTService } from '../src/api/conversion.ts';
 import { iotServiceCrd, iotServiceCrdYaml } from '../src/api/crd.ts';
 import { validateIoTServiceSpec } from '../src/api/iotservice.ts';
 import { degradedConditionProblem } from '@iot-operator/runtime/testing';
@@ -11,10 +13,11 @@ const EXAMPLE_FILE = new URL('../deploy/crds/example-iotservice.yml', import.met
 
 type Node = Record<string, unknown>;
 
-function version(): Node {
+/** A version of the CRD, v1beta1 (the stored one) unless named. */
+function version(name = 'v1beta1'): Node {
   const spec = iotServiceCrd()['spec'] as Node;
-  const [v] = spec['versions'] as Node[];
-  assert.ok(v);
+  const v = (spec['versions'] as Node[]).find((candidate) => candidate['name'] === name);
+  assert.ok(v, name);
   return v;
 }
 
@@ -60,11 +63,17 @@ describe('IoTService CRD', () => {
       singular: 'iotservice',
       shortNames: ['iots'],
     });
-    const v = version();
-    assert.equal(v['name'], 'v1alpha1');
-    assert.equal(v['served'], true);
-    assert.equal(v['storage'], true);
-    assert.deepEqual(v['subresources'], { status: {} });
+    assert.deepEqual(
+      (spec['versions'] as Node[]).map((v) => [v['name'], v['served'], v['storage'], v['subresources']]),
+      [
+        ['v1alpha1', true, false, { status: {} }],
+        ['v1beta1', true, true, { status: {} }],
+      ],
+    );
+    assert.deepEqual(spec['conversion'], {
+      strategy: 'Webhook',
+      webhook: { conversionReviewVersions: ['v1'], clientConfig: { service: { namespace: 'devawsk8s', name: 'iot-operator-webhook', path: '/convert', port: 443 } } },
+    });
   });
 
   it('prints Phase, Ready, Version and Age', () => {
@@ -122,7 +131,7 @@ describe('IoTService CRD', () => {
     const at = (node: Node, path: string): Node =>
       path.split('.').reduce((n, key) => (key === '[]' ? (n['items'] as Node) : ((n['properties'] as Record<string, Node>)[key] as Node)), node);
     for (const component of ['gateway', 'core', 'processing', 'broker', 'database']) {
-      const affinity = at(props[component] as Node, 'affinity');
+      const affinity = at(props[component] as Node, 'placement.affinity');
       assert.deepEqual(Object.keys(affinity['properties'] as Node), ['nodeAffinity', 'podAffinity', 'podAntiAffinity'], component);
       const nodeRequired = at(affinity, 'nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution');
       assert.deepEqual(nodeRequired['required'], ['nodeSelectorTerms'], component);
@@ -154,12 +163,12 @@ describe('IoTService CRD', () => {
     assert.ok('ready' in (status['properties'] as Node));
   });
 
-  it('ships an example instance that the schema accepts', () => {
-    const example = parse(readFileSync(EXAMPLE_FILE, 'utf8')) as Node;
+  it('ships an example instance (v1alpha1, the seed\'s) that the schema accepts once converted', () => {
+    const example = parse(readFileSync(EXAMPLE_FILE, 'utf8')) as KubeObject;
     assert.equal(example['apiVersion'], 'cp.iotservices.io/v1alpha1');
     assert.equal(example['kind'], 'IoTService');
     assert.deepEqual(example['metadata'], { name: 'example-iotservice', namespace: 'devawsk8s' });
-    const result = validateIoTServiceSpec(example['spec']);
+    const result = validateIoTServiceSpec((convertIoTService(example, 'cp.iotservices.io/v1beta1') as KubeObject & { spec: unknown }).spec);
     assert.ok(result.ok, JSON.stringify(result));
   });
 });

@@ -42,7 +42,7 @@ import {
   type StoredTelemetryRecord,
 } from '@iot-operator/iot-service/simulator';
 import { COMPONENTS, type ComponentName, type IoTServiceStatus } from '../src/api/iotservice.ts';
-import { IoTServiceType } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { HOST_ON_POD_NETWORK, deleteAllInstances, getIoT, installIoTCrd, iotService, referenceImages, startOperator, waitForPhase } from './e2e-support.ts';
 
 const run = promisify(execFile);
@@ -290,7 +290,7 @@ describe('day two on the real node: nothing lost across pod deletions and a vers
     const onNode = { ...onRealNode, replicas: 1 };
     const spec = Object.fromEntries(COMPONENTS.map((c) => [c, onNode]));
     await env.client.create(
-      IoTServiceType,
+      IoTServiceV1alpha1Type,
       iotService(INSTANCE, landscape, {
         ...spec,
         version: FROM,
@@ -321,11 +321,11 @@ describe('day two on the real node: nothing lost across pod deletions and a vers
       steps.push(await deletePod('broker', 'broker-0'));
       // The broker's queue on its volume: with processing stopped, what the device sends waits at
       // the broker for processing's session; the broker pod is deleted with that queue in it.
-      await env.client.patch(IoTServiceType, INSTANCE, landscape, { spec: { processing: { replicas: 0 } } }, 'merge');
+      await env.client.patch(IoTServiceV1alpha1Type, INSTANCE, landscape, { spec: { processing: { replicas: 0 } } }, 'merge');
       await waitFor('the processing pod to be gone', async () => ({ done: (await pods('processing')).length === 0, value: undefined }), { timeoutMs: 120_000 });
       await sleep(STEADY_MS);
       const queued = await deletePod('broker', 'broker-0', 'processing stopped: its messages queued at the broker');
-      await env.client.patch(IoTServiceType, INSTANCE, landscape, { spec: { processing: { replicas: 1 } } }, 'merge');
+      await env.client.patch(IoTServiceV1alpha1Type, INSTANCE, landscape, { spec: { processing: { replicas: 1 } } }, 'merge');
       await waitForPhase(env, landscape, INSTANCE, 'Available', 300_000);
       queued.availableAt = await availableAgain();
       steps.push(queued);
@@ -337,7 +337,7 @@ describe('day two on the real node: nothing lost across pod deletions and a vers
       const beforeUpgrade = await readAllTelemetry(addresses, credentials.id);
       const upgradeStarted = Date.now();
       const inFlight = inFlightAt(device.messages, upgradeStarted);
-      await env.client.patch(IoTServiceType, INSTANCE, landscape, { spec: { version: TO } }, 'merge');
+      await env.client.patch(IoTServiceV1alpha1Type, INSTANCE, landscape, { spec: { version: TO } }, 'merge');
       await waitForPhase(env, landscape, INSTANCE, 'Available', 900_000);
       const upgradedAt = await availableAgain();
       const lives = await podLives();

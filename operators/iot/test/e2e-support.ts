@@ -1,6 +1,6 @@
 /**
- * End-to-end helpers for the IoT operator on the real local cluster: landscapes (a namespace with
- * its image-pull-secret), the operator in-process or as a process, IoTService objects and waits on
+ * End-to-end helpers for the IoT operator on the real local cluster: the IoTService CRD converted
+ * by the test process (conversion-server.ts), landscapes (a namespace with its image-pull-secret), the operator in-process or as a process, IoTService objects and waits on
  * what `kubectl` would show; for instances of the reference images on the real node, the images
  * built and pushed, the addresses a simulated device dials (pod IPs, the API token) and commands
  * run inside an instance's pods (`kubectl exec`).
@@ -11,21 +11,16 @@ import { promisify } from 'node:util';
 import { Kinds, isNotFound, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { repoRoot, spawnOperator as spawnOperatorProcess, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
 import type { ServiceAddresses } from '@iot-operator/iot-service/simulator';
-import type { ComponentName, IoTServiceSpec, IoTServiceStatus } from '../src/api/iotservice.ts';
-import { IoTServiceType } from '../src/controller.ts';
+import type { ComponentName, IoTServiceStatus, IoTServiceV1alpha1Spec } from '../src/api/iotservice.ts';
+import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { createIoTOperator } from '../src/operator.ts';
 import type { OperatorOptions } from '../src/options.ts';
 
-export type IoTObject = KubeObject & { spec: IoTServiceSpec; status?: IoTServiceStatus };
+export type IoTObject = KubeObject & { spec: IoTServiceV1alpha1Spec; status?: IoTServiceStatus };
 
 export const pullSecretData = { '.dockerconfigjson': Buffer.from('{"auths":{"registry.example.com":{"auth":"dGVzdDp0ZXN0"}}}').toString('base64') };
 
-export const crdFile = path.join(repoRoot, 'operators/iot/deploy/crds/cp_v1alpha1_iotservice_crd.yml');
-
-/** The IoTService CRD installed from deploy/ (idempotent). */
-export async function installIoTCrd(env: TestEnv): Promise<void> {
-  await env.installCrd(crdFile);
-}
+export { crdFile, installIoTCrd, serveIoTConversion, testConversion } from './conversion-server.ts';
 
 /** A landscape namespace holding the image-pull-secret (unless `withSecret` is false). */
 export async function createLandscape(env: TestEnv, withSecret = true): Promise<string> {
@@ -81,18 +76,18 @@ export function metricsPort(operator: OperatorProcess): Promise<number> {
   });
 }
 
-export function iotService(name: string, landscape: string, spec: Partial<IoTServiceSpec> = {}): IoTObject {
+export function iotService(name: string, landscape: string, spec: Partial<IoTServiceV1alpha1Spec> = {}): IoTObject {
   return {
     apiVersion: 'cp.iotservices.io/v1alpha1',
     kind: 'IoTService',
     metadata: { name, namespace: landscape },
-    spec: { version: '2.4.1', ...spec } as IoTServiceSpec,
+    spec: { version: '2.4.1', ...spec } as IoTServiceV1alpha1Spec,
   };
 }
 
 export async function getIoT(env: TestEnv, landscape: string, name: string): Promise<IoTObject | undefined> {
   try {
-    return await env.client.get<IoTObject>(IoTServiceType, name, landscape);
+    return await env.client.get<IoTObject>(IoTServiceV1alpha1Type, name, landscape);
   } catch (err) {
     if (isNotFound(err)) return undefined;
     throw err;
@@ -123,12 +118,12 @@ export async function getOrUndefined<T extends KubeObject>(env: TestEnv, type: P
 
 /** Deletes every IoTService of the landscape and waits until the operator has finalized them. */
 export async function deleteAllInstances(env: TestEnv, landscape: string, timeoutMs = 120_000): Promise<void> {
-  const { items } = await env.client.list<IoTObject>(IoTServiceType, { namespace: landscape });
-  await Promise.all(items.map((i) => env.client.delete(IoTServiceType, i.metadata.name!, landscape).catch(() => undefined)));
+  const { items } = await env.client.list<IoTObject>(IoTServiceV1alpha1Type, { namespace: landscape });
+  await Promise.all(items.map((i) => env.client.delete(IoTServiceV1alpha1Type, i.metadata.name!, landscape).catch(() => undefined)));
   await waitFor(
     `every IoTService of ${landscape} to be finalized and gone`,
     async () => {
-      const left = await env.client.list<IoTObject>(IoTServiceType, { namespace: landscape });
+      const left = await env.client.list<IoTObject>(IoTServiceV1alpha1Type, { namespace: landscape });
       return { done: left.items.length === 0, value: undefined, seen: left.items.map((i) => `${i.metadata.name} finalizers=${i.metadata.finalizers}`) };
     },
     { timeoutMs },
@@ -141,8 +136,8 @@ export async function deleteAllInstances(env: TestEnv, landscape: string, timeou
  * otherwise stay on the shared cluster's nodes).
  */
 export async function abandonLandscape(env: TestEnv, landscape: string): Promise<void> {
-  const { items } = await env.client.list<IoTObject>(IoTServiceType, { namespace: landscape }).catch(() => ({ items: [] as IoTObject[] }));
-  await Promise.all(items.map((i) => env.client.patch(IoTServiceType, i.metadata.name!, landscape, { metadata: { finalizers: null } }).catch(() => undefined)));
+  const { items } = await env.client.list<IoTObject>(IoTServiceV1alpha1Type, { namespace: landscape }).catch(() => ({ items: [] as IoTObject[] }));
+  await Promise.all(items.map((i) => env.client.patch(IoTServiceV1alpha1Type, i.metadata.name!, landscape, { metadata: { finalizers: null } }).catch(() => undefined)));
   const namespaces = await env.client.list(Kinds.Namespace, { labelSelector: `cp.iotservices.io/landscape=${landscape}` }).catch(() => ({ items: [] as KubeObject[] }));
   await Promise.all(namespaces.items.map((ns) => env.client.delete(Kinds.Namespace, ns.metadata.name!).catch(() => undefined)));
 }

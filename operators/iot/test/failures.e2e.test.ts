@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ApiError, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceType, StorageClassType } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type, StorageClassType } from '../src/controller.ts';
 import { createLandscape, createPullSecret, deleteAllInstances, getIoT, getOrUndefined, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
 
 let env: TestEnv;
@@ -53,7 +53,7 @@ describe('bad input on the real cluster', () => {
     ];
     for (const [what, spec, message] of cases) {
       await assert.rejects(
-        env.client.create(IoTServiceType, { apiVersion: 'cp.iotservices.io/v1alpha1', kind: 'IoTService', metadata: { name: 'bad', namespace: landscape }, spec }),
+        env.client.create(IoTServiceV1alpha1Type, { apiVersion: 'cp.iotservices.io/v1alpha1', kind: 'IoTService', metadata: { name: 'bad', namespace: landscape }, spec }),
         (err: unknown) => {
           assert.ok(err instanceof ApiError, `${what}: expected an ApiError`);
           assert.equal(err.reason, 'Invalid', `${what}: reason`);
@@ -62,13 +62,13 @@ describe('bad input on the real cluster', () => {
         },
       );
     }
-    assert.equal((await env.client.list(IoTServiceType, { namespace: landscape })).items.length, 0, 'nothing was stored');
+    assert.equal((await env.client.list(IoTServiceV1alpha1Type, { namespace: landscape })).items.length, 0, 'nothing was stored');
   });
 
   it('an instance name too long for its namespace: Failed with a reason naming the limit, nothing created', async () => {
     const landscape = await landscapeWithOperator();
     const name = `tenant-${'x'.repeat(60)}`;
-    await env.client.create(IoTServiceType, iotService(name, landscape));
+    await env.client.create(IoTServiceV1alpha1Type, iotService(name, landscape));
     const iot = await waitForPhase(env, landscape, name, 'Failed');
     assert.match(iot.status?.reason ?? '', /63/);
     assert.match(iot.status?.reason ?? '', new RegExp(landscape));
@@ -80,7 +80,7 @@ describe('bad input on the real cluster', () => {
 
   it('a missing image-pull-secret: Failed naming the secret and namespace, recovers once it is created', async () => {
     const landscape = await landscapeWithOperator(false);
-    await env.client.create(IoTServiceType, iotService('tenant-s', landscape));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('tenant-s', landscape));
     const failed = await waitForPhase(env, landscape, 'tenant-s', 'Failed');
     assert.match(failed.status?.reason ?? '', /image-pull-secret/);
     assert.match(failed.status?.reason ?? '', new RegExp(`namespace ${landscape}`));
@@ -92,7 +92,7 @@ describe('bad input on the real cluster', () => {
   it('a database claim naming a StorageClass that does not exist: Failed at once naming the claim and the class; Processing again once the class exists', async () => {
     const landscape = await landscapeWithOperator();
     const className = `no-such-class-${landscape}`;
-    await env.client.create(IoTServiceType, iotService('tenant-v', landscape, { database: { replicas: 1, storage: '1Gi', storageClassName: className } }));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('tenant-v', landscape, { database: { replicas: 1, storage: '1Gi', storageClassName: className } }));
     const failed = await waitForPhase(env, landscape, 'tenant-v', 'Failed', 120_000);
     assert.match(
       failed.status?.reason ?? '',
@@ -114,7 +114,7 @@ describe('bad input on the real cluster', () => {
     const foreign = `${landscape}-tenant-f`;
     await env.client.create(Kinds.Namespace, { metadata: { name: foreign, labels: { team: 'someone-else' } } });
     await env.client.create(Kinds.ConfigMap, { metadata: { name: 'precious', namespace: foreign }, data: { keep: 'me' } });
-    await env.client.create(IoTServiceType, iotService('tenant-f', landscape));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('tenant-f', landscape));
     const failed = await waitForPhase(env, landscape, 'tenant-f', 'Failed');
     assert.match(failed.status?.reason ?? '', new RegExp(`Namespace ${foreign} already exists and was not created by this operator`));
     const ns = await env.client.get(Kinds.Namespace, foreign);
@@ -131,9 +131,9 @@ describe('bad input on the real cluster', () => {
     const landscape = await landscapeWithOperator();
     const foreign = `${landscape}-tenant-g`;
     await env.client.create(Kinds.Namespace, { metadata: { name: foreign } });
-    await env.client.create(IoTServiceType, iotService('tenant-g', landscape));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('tenant-g', landscape));
     await waitForPhase(env, landscape, 'tenant-g', 'Failed');
-    await env.client.delete(IoTServiceType, 'tenant-g', landscape);
+    await env.client.delete(IoTServiceV1alpha1Type, 'tenant-g', landscape);
     await waitFor('the IoTService to be gone', async () => ({ done: !(await getIoT(env, landscape, 'tenant-g')), value: undefined }));
     const ns = await env.client.get(Kinds.Namespace, foreign);
     assert.equal(ns.metadata.deletionTimestamp, undefined, 'the foreign namespace is not deleted');
@@ -142,7 +142,7 @@ describe('bad input on the real cluster', () => {
 
   it('WATCH_NAMESPACE set to another namespace: the instance is Failed with a reason saying how to fix it', async () => {
     const landscape = await landscapeWithOperator(true, 'elsewhere');
-    await env.client.create(IoTServiceType, iotService('tenant-w', landscape));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('tenant-w', landscape));
     const iot = await waitForPhase(env, landscape, 'tenant-w', 'Failed');
     assert.match(iot.status?.reason ?? '', /WATCH_NAMESPACE=elsewhere/);
     assert.match(iot.status?.reason ?? '', /WATCH_NAMESPACE=""/);
@@ -152,8 +152,8 @@ describe('bad input on the real cluster', () => {
   it('two operators with different OPERATOR_NAME never touch each other’s instances', async () => {
     const landscapeA = await landscapeWithOperator();
     const landscapeB = await createLandscape(env);
-    await env.client.create(IoTServiceType, iotService('shared-name', landscapeA));
-    await env.client.create(IoTServiceType, iotService('shared-name', landscapeB));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('shared-name', landscapeA));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('shared-name', landscapeB));
     const a = await waitForPhase(env, landscapeA, 'shared-name', 'Available');
     assert.equal(a.status?.namespace, `${landscapeA}-shared-name`);
     await new Promise((r) => setTimeout(r, 2000));
@@ -168,7 +168,7 @@ describe('bad input on the real cluster', () => {
     const instanceA = await env.client.get<KubeObject>(Kinds.Namespace, `${landscapeA}-shared-name`);
     assert.equal(instanceA.metadata.labels?.['cp.iotservices.io/landscape'], landscapeA);
 
-    await env.client.delete(IoTServiceType, 'shared-name', landscapeB);
+    await env.client.delete(IoTServiceV1alpha1Type, 'shared-name', landscapeB);
     await waitFor('landscape B’s instance namespace to be gone', async () => ({ done: !(await getOrUndefined(env, Kinds.Namespace, `${landscapeB}-shared-name`)), value: undefined }), { timeoutMs: 120_000 });
     const stillA = await getIoT(env, landscapeA, 'shared-name');
     assert.equal(stillA?.status?.phase, 'Available', 'deleting B’s instance left A’s alone');

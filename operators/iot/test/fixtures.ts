@@ -20,7 +20,7 @@ export const PERMISSIVE_CONFIG: OperatorConfig = {
 
 export function iotService(name: string, spec: Record<string, unknown>, generation = 1): IoTService {
   return {
-    apiVersion: 'cp.iotservices.io/v1alpha1',
+    apiVersion: 'cp.iotservices.io/v1beta1',
     kind: 'IoTService',
     metadata: { name, namespace: TEST_CONFIG.operatorName, generation, uid: `uid-of-${name}` },
     spec: spec as IoTService['spec'],

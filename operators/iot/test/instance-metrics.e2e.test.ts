@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Manager } from '@iot-operator/runtime';
 import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceType } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { createLandscape, createPullSecret, deleteAllInstances, getIoT, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
 
 let env: TestEnv;
@@ -62,7 +62,7 @@ async function scrapeUntil(what: string, expected: Record<string, number>): Prom
 describe('instance metrics on the real cluster', () => {
   it('show an IoTService in its phase, follow it to Available and through a spec change, and drop it when deleted', async () => {
     const name = 'tenant-m';
-    await env.client.create(IoTServiceType, iotService(name, landscape));
+    await env.client.create(IoTServiceV1alpha1Type, iotService(name, landscape));
     const failed = await waitForPhase(env, landscape, name, 'Failed');
     const failedAt = Date.parse(failed.status!.conditions!.find((c) => c.type === 'Degraded')!.lastTransitionTime) / 1000;
     await scrapeUntil('the Failed phase on /metrics', { ...phases(name, 'Failed'), [`iotservice_status_phase_transition_timestamp_seconds{${of(name)}}`]: failedAt });
@@ -81,7 +81,7 @@ describe('instance metrics on the real cluster', () => {
     const sinceCreation = (Date.parse(available.status!.conditions!.find((c) => c.type === 'Ready')!.lastTransitionTime) - Date.parse(String(available.metadata.creationTimestamp))) / 1000;
     assert.ok(Math.abs(samples.get('iotservice_time_to_available_seconds_sum')! - sinceCreation) < 2, `time to Available counts from creation (${sinceCreation} s): ${samples.get('iotservice_time_to_available_seconds_sum')}`);
 
-    await env.client.patch(IoTServiceType, name, landscape, { spec: { gateway: { replicas: 3 } } }, 'merge');
+    await env.client.patch(IoTServiceV1alpha1Type, name, landscape, { spec: { gateway: { replicas: 3 } } }, 'merge');
     await waitFor('the spec change to be Available', async () => {
       const iot = await getIoT(env, landscape, name);
       return { done: iot?.metadata.generation === 2 && iot.status?.observedGeneration === 2 && iot.status.phase === 'Available', value: undefined, seen: iot?.status };
@@ -94,7 +94,7 @@ describe('instance metrics on the real cluster', () => {
     });
     assert.deepEqual([...samples.keys()].filter((series) => series.includes('name=') && !series.includes(`name="${name}"`)), [], 'labelled by namespace and name only');
 
-    await env.client.delete(IoTServiceType, name, landscape);
+    await env.client.delete(IoTServiceV1alpha1Type, name, landscape);
     await waitFor('the IoTService to be gone', async () => ({ done: (await getIoT(env, landscape, name)) === undefined, value: undefined }), { timeoutMs: 120_000 });
     samples = await waitFor('its series to vanish from /metrics', async () => {
       const now = await scrape(leader);
@@ -104,7 +104,7 @@ describe('instance metrics on the real cluster', () => {
   });
 
   it('a replica waiting for the lease serves no instance series, so an IoTService is reported once', async () => {
-    await env.client.create(IoTServiceType, iotService('tenant-n', landscape));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('tenant-n', landscape));
     await waitForPhase(env, landscape, 'tenant-n', 'Available');
     await scrapeUntil('tenant-n on the leader', phases('tenant-n', 'Available'));
     assert.equal(standby.isLeader, false);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { FINALIZER, IoTServiceType } from '../src/controller.ts';
+import { FINALIZER, IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { createLandscape, deleteAllInstances, installIoTCrd, getIoT, getOrUndefined, iotService, pullSecretData, startOperator, waitForPhase, writeRequests, type IoTObject } from './e2e-support.ts';
 
 type Workload = KubeObject & {
@@ -40,7 +40,7 @@ async function runningPods(namespace: string): Promise<Pod[]> {
 
 describe('IoTService lifecycle on the real cluster', () => {
   it('create: the namespace and every child exist with the labels, the pull secret is a copy, pods run, status Available', async () => {
-    await env.client.create(IoTServiceType, iotService('tenant-a', landscape));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('tenant-a', landscape));
     const iot = await waitForPhase(env, landscape, 'tenant-a', 'Available');
     const ns = `${landscape}-tenant-a`;
 
@@ -101,7 +101,7 @@ describe('IoTService lifecycle on the real cluster', () => {
   it('scale up and down, then a new version: Processing, then Available with workloads rolled', async () => {
     const ns = `${landscape}-tenant-a`;
     const phases: string[] = [];
-    const watch = await env.client.watch(IoTServiceType, { namespace: landscape, fieldSelector: 'metadata.name=tenant-a' });
+    const watch = await env.client.watch(IoTServiceV1alpha1Type, { namespace: landscape, fieldSelector: 'metadata.name=tenant-a' });
     const recording = (async () => {
       for await (const line of watch.lines) {
         const phase = (JSON.parse(line) as { object: IoTObject }).object.status?.phase;
@@ -109,12 +109,12 @@ describe('IoTService lifecycle on the real cluster', () => {
       }
     })().catch(() => undefined);
     try {
-      await env.client.patch(IoTServiceType, 'tenant-a', landscape, { spec: { gateway: { replicas: 4 } } });
+      await env.client.patch(IoTServiceV1alpha1Type, 'tenant-a', landscape, { spec: { gateway: { replicas: 4 } } });
       let iot = await waitForPhase(env, landscape, 'tenant-a', 'Available');
       assert.deepEqual(iot.status?.components?.gateway, { desired: 4, updated: 4, ready: 4 });
       assert.equal((await env.client.get<Workload>(Kinds.Deployment, 'gateway', ns)).spec.replicas, 4);
 
-      await env.client.patch(IoTServiceType, 'tenant-a', landscape, { spec: { gateway: { replicas: 1 } } });
+      await env.client.patch(IoTServiceV1alpha1Type, 'tenant-a', landscape, { spec: { gateway: { replicas: 1 } } });
       iot = await waitForPhase(env, landscape, 'tenant-a', 'Available');
       assert.deepEqual(iot.status?.components?.gateway, { desired: 1, updated: 1, ready: 1 });
       await waitFor('gateway pods to scale down to 1', async () => {
@@ -122,7 +122,7 @@ describe('IoTService lifecycle on the real cluster', () => {
         return { done: n === 1, value: n, seen: `${n} running gateway pods` };
       });
 
-      await env.client.patch(IoTServiceType, 'tenant-a', landscape, { spec: { version: '2.5.0' } });
+      await env.client.patch(IoTServiceV1alpha1Type, 'tenant-a', landscape, { spec: { version: '2.5.0' } });
       iot = await waitForPhase(env, landscape, 'tenant-a', 'Available');
       await waitFor('every running pod to run version 2.5.0', async () => {
         const pods = await runningPods(ns);
@@ -150,7 +150,7 @@ describe('IoTService lifecycle on the real cluster', () => {
     const checksum = async () => (await env.client.get<Workload>(Kinds.Deployment, 'core', ns)).spec.template.metadata?.annotations?.['cp.iotservices.io/config-checksum'];
     const before = await checksum();
     const podsBefore = new Set((await runningPods(ns)).filter((p) => p.metadata.name!.startsWith('core-')).map((p) => p.metadata.name));
-    await env.client.patch(IoTServiceType, 'tenant-a', landscape, { spec: { config: { logLevel: 'debug' } } });
+    await env.client.patch(IoTServiceV1alpha1Type, 'tenant-a', landscape, { spec: { config: { logLevel: 'debug' } } });
     await waitForPhase(env, landscape, 'tenant-a', 'Available');
     const config = await env.client.get<KubeObject & { data: Record<string, string> }>(Kinds.ConfigMap, 'iot-config', ns);
     assert.match(config.data['config.yml']!, /^"logLevel": "debug"$/m);
@@ -165,9 +165,9 @@ describe('IoTService lifecycle on the real cluster', () => {
     const ns = `${landscape}-tenant-a`;
     type Limits = { spec: { template: { spec: { containers: Array<{ resources?: { limits?: Record<string, string> } }> } } } };
     const limits = async () => (await env.client.get<KubeObject & Limits>(Kinds.Deployment, 'core', ns)).spec.template.spec.containers[0]!.resources?.limits;
-    await env.client.patch(IoTServiceType, 'tenant-a', landscape, { spec: { core: { resources: { limits: { cpu: '500m', memory: '256Mi' } } } } });
+    await env.client.patch(IoTServiceV1alpha1Type, 'tenant-a', landscape, { spec: { core: { resources: { limits: { cpu: '500m', memory: '256Mi' } } } } });
     await waitFor('core limits cpu and memory', async () => { const l = await limits(); return { done: l?.cpu === '500m' && l?.memory === '256Mi', value: l, seen: l }; });
-    await env.client.patch(IoTServiceType, 'tenant-a', landscape, { spec: { core: { resources: { limits: { cpu: null } } } } });
+    await env.client.patch(IoTServiceV1alpha1Type, 'tenant-a', landscape, { spec: { core: { resources: { limits: { cpu: null } } } } });
     await waitFor('the cpu limit to be gone, the memory limit kept', async () => { const l = await limits(); return { done: l?.cpu === undefined && l?.memory === '256Mi', value: l, seen: l }; });
     await waitForPhase(env, landscape, 'tenant-a', 'Available');
   });
@@ -222,20 +222,20 @@ describe('IoTService lifecycle on the real cluster', () => {
 
   it('paused: children are left exactly as they are, status is still reported', async () => {
     const ns = `${landscape}-tenant-a`;
-    await env.client.patch(IoTServiceType, 'tenant-a', landscape, { spec: { paused: true } });
+    await env.client.patch(IoTServiceV1alpha1Type, 'tenant-a', landscape, { spec: { paused: true } });
     await waitFor('the paused generation to be observed', async () => {
       const iot = await getIoT(env, landscape, 'tenant-a');
       return { done: iot?.status?.observedGeneration === iot?.metadata.generation, value: iot, seen: iot?.status };
     });
     await env.client.delete(Kinds.ConfigMap, 'iot-config', ns);
-    await env.client.patch(IoTServiceType, 'tenant-a', landscape, { spec: { core: { replicas: 3 } } });
+    await env.client.patch(IoTServiceV1alpha1Type, 'tenant-a', landscape, { spec: { core: { replicas: 3 } } });
     await new Promise((r) => setTimeout(r, 3000));
     assert.equal(await getOrUndefined(env, Kinds.ConfigMap, 'iot-config', ns), undefined, 'a paused instance is not repaired');
     assert.equal((await env.client.get<Workload>(Kinds.Deployment, 'core', ns)).spec.replicas, 2, 'a paused instance is not scaled');
     const iot = await getIoT(env, landscape, 'tenant-a');
     assert.equal(iot?.status?.observedGeneration, iot?.metadata.generation, 'status is still reported while paused');
 
-    await env.client.patch(IoTServiceType, 'tenant-a', landscape, { spec: { paused: false } });
+    await env.client.patch(IoTServiceV1alpha1Type, 'tenant-a', landscape, { spec: { paused: false } });
     await waitForPhase(env, landscape, 'tenant-a', 'Available');
     assert.ok(await getOrUndefined(env, Kinds.ConfigMap, 'iot-config', ns), 'unpausing repairs the instance');
     assert.equal((await env.client.get<Workload>(Kinds.Deployment, 'core', ns)).spec.replicas, 3);
@@ -254,7 +254,7 @@ describe('IoTService lifecycle on the real cluster', () => {
         ],
       },
     };
-    await env.client.create(IoTServiceType, iotService('tenant-n', landscape, { gateway: { replicas: 3, affinity } }));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('tenant-n', landscape, { gateway: { replicas: 3, affinity } }));
     await waitForPhase(env, landscape, 'tenant-n', 'Available');
     const ns = `${landscape}-tenant-n`;
     const deployment = await env.client.get<Workload & { spec: { template: { spec: { affinity?: unknown } } } }>(Kinds.Deployment, 'gateway', ns);
@@ -267,7 +267,7 @@ describe('IoTService lifecycle on the real cluster', () => {
 
   it('delete: the namespace goes, then the finalizer, then the IoTService', async () => {
     const ns = `${landscape}-tenant-a`;
-    await env.client.delete(IoTServiceType, 'tenant-a', landscape);
+    await env.client.delete(IoTServiceV1alpha1Type, 'tenant-a', landscape);
     await waitFor(`namespace ${ns} to be gone`, async () => {
       const n = await getOrUndefined(env, Kinds.Namespace, ns);
       return { done: !n, value: undefined, seen: n?.metadata.deletionTimestamp ? 'terminating' : 'present' };

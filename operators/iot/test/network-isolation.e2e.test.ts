@@ -22,7 +22,7 @@ import { after, before, describe, it } from 'node:test';
 import { ApiError, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { busyboxImage, importScratchImage, onRealNode, realNode, tagOnRealNode, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { COMPONENTS, type ComponentName } from '../src/api/iotservice.ts';
-import { IoTServiceType } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { PORTS } from '../src/resources/ports.ts';
 import { createLandscape, deleteAllInstances, execInPod, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
 
@@ -132,8 +132,8 @@ describe('network isolation with real packets', { skip }, () => {
         containers: [{ name: 'c', image: await busyboxImage(env), imagePullPolicy: 'Never', command: ['/bin/sh', '-c', 'mkdir -p /tmp/www && echo ok >/tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www'] }],
       },
     });
-    await env.client.create(IoTServiceType, iotService('alpha', landscape, onTheRealNode));
-    await env.client.create(IoTServiceType, iotService('beta', landscape, onTheRealNode));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('alpha', landscape, onTheRealNode));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('beta', landscape, onTheRealNode));
     await waitForPhase(env, landscape, 'alpha', 'Available', 180_000);
     await waitForPhase(env, landscape, 'beta', 'Available', 180_000);
     [alpha, beta] = await Promise.all([componentPods('alpha'), componentPods('beta')]);
@@ -156,22 +156,22 @@ describe('network isolation with real packets', { skip }, () => {
 
   it('device traffic reaches the gateway only from spec.gateway.deviceSources, on the device ports, and stops when the source is removed', async () => {
     assert.equal(await reaches(outsideNs, 'outside', alpha.gateway.ip, PORTS.mqtt), false, 'no device source yet');
-    await env.client.patch(IoTServiceType, 'alpha', landscape, { spec: { gateway: { deviceSources: [`${outside}/32`] } } }, 'merge');
+    await env.client.patch(IoTServiceV1alpha1Type, 'alpha', landscape, { spec: { gateway: { deviceSources: [`${outside}/32`] } } }, 'merge');
     await expectReach(outsideNs, 'outside', alpha.gateway.ip, PORTS.mqtt, true);
     assert.ok(await reaches(outsideNs, 'outside', alpha.gateway.ip, PORTS.http), 'the http device port');
     assert.equal(await reaches(outsideNs, 'outside', alpha.gateway.ip, PORTS.health), false, 'the health port is no device port');
     assert.equal(await reaches(outsideNs, 'outside', alpha.core.ip, PORTS.http), false, 'only the gateway takes device traffic');
     assert.equal(await reaches(outsideNs, 'outside', beta.gateway.ip, PORTS.mqtt), false, 'the other instance’s gateway names no sources');
-    await env.client.patch(IoTServiceType, 'alpha', landscape, { spec: { gateway: { deviceSources: null } } }, 'merge');
+    await env.client.patch(IoTServiceV1alpha1Type, 'alpha', landscape, { spec: { gateway: { deviceSources: null } } }, 'merge');
     await expectReach(outsideNs, 'outside', alpha.gateway.ip, PORTS.mqtt, false);
   });
 
   it('connections out of the instance fail unless spec.egress declares the destination; cluster DNS still answers', async () => {
     assert.equal(await reaches(alphaNs(), alpha.core.name, outside, 8080), false, 'an undeclared destination');
     assert.equal(await reaches(alphaNs(), alpha.core.name, beta.core.ip, PORTS.http), false, 'the other instance');
-    await env.client.patch(IoTServiceType, 'alpha', landscape, { spec: { egress: [{ cidr: `${outside}/32`, ports: [8080] }] } }, 'merge');
+    await env.client.patch(IoTServiceV1alpha1Type, 'alpha', landscape, { spec: { egress: [{ cidr: `${outside}/32`, ports: [8080] }] } }, 'merge');
     await expectReach(alphaNs(), alpha.core.name, outside, 8080, true);
-    await env.client.patch(IoTServiceType, 'alpha', landscape, { spec: { egress: null } }, 'merge');
+    await env.client.patch(IoTServiceV1alpha1Type, 'alpha', landscape, { spec: { egress: null } }, 'merge');
     await expectReach(alphaNs(), alpha.core.name, outside, 8080, false);
     const stdout = await execInPod(env, alphaNs(), alpha.core.name, ['nslookup', `broker.${alphaNs()}.svc.cluster.local`]);
     assert.match(stdout, new RegExp(`Address:? *${alpha.broker.ip.replaceAll('.', '\\.')}`), `the instance's DNS lookups pass its egress policy: ${stdout}`);
@@ -181,7 +181,7 @@ describe('network isolation with real packets', { skip }, () => {
 describe('network isolation in the API', () => {
   it('a device source or egress destination that is not a CIDR is rejected by the API server', async () => {
     for (const spec of [{ gateway: { deviceSources: ['0.0.0.0'] } }, { egress: [{ cidr: 'example.com/24' }] }]) {
-      await assert.rejects(env.client.create(IoTServiceType, iotService('bad-cidr', landscape, spec)), (err: unknown) => {
+      await assert.rejects(env.client.create(IoTServiceV1alpha1Type, iotService('bad-cidr', landscape, spec)), (err: unknown) => {
         assert.ok(err instanceof ApiError && err.reason === 'Invalid', JSON.stringify(spec));
         assert.match(err.message, /must be a CIDR/);
         return true;

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceType } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { createLandscape, deleteAllInstances, getIoT, getOrUndefined, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
 
 let env: TestEnv;
@@ -55,7 +55,7 @@ describe('instance namespace ownership', () => {
     const name = `${landscape}-tenant-l`;
     await createLabelledNamespace(name, instanceLabels(landscape, 'tenant-l'));
 
-    await env.client.create(IoTServiceType, iotService('tenant-l', landscape));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('tenant-l', landscape));
     const failed = await waitForPhase(env, landscape, 'tenant-l', 'Failed', 60_000);
     assert.equal(failed.status?.conditions?.find((c) => c.type === 'Degraded')?.reason, 'NamespaceNotOwned');
     assert.match(failed.status?.reason ?? '', new RegExp(`Namespace ${name} already exists and was not created by this operator for this IoTService`));
@@ -64,7 +64,7 @@ describe('instance namespace ownership', () => {
     assert.equal(ns.metadata.annotations?.['cp.iotservices.io/owner-uid'], undefined, 'the namespace was not claimed');
     assert.deepEqual((await env.client.list(Kinds.Deployment, { namespace: name })).items, [], 'nothing was created in it');
 
-    await env.client.delete(IoTServiceType, 'tenant-l', landscape);
+    await env.client.delete(IoTServiceV1alpha1Type, 'tenant-l', landscape);
     await waitFor('the IoTService to be gone', async () => ({ done: !(await getIoT(env, landscape, 'tenant-l')), value: undefined }));
     await notTerminating(name);
   });
@@ -73,8 +73,8 @@ describe('instance namespace ownership', () => {
     const landscape = await createLandscape(env);
     const first = await startOperator(env, landscape);
     operators.push({ mgr: first, landscape }); // stopped below; stopping again is harmless
-    await env.client.create(IoTServiceType, iotService('tenant-o', landscape));
-    await env.client.create(IoTServiceType, iotService('tenant-k', landscape));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('tenant-o', landscape));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('tenant-k', landscape));
     await waitForPhase(env, landscape, 'tenant-o', 'Available');
     await waitForPhase(env, landscape, 'tenant-k', 'Available');
     const orphan = await env.client.get<KubeObject>(Kinds.Namespace, `${landscape}-tenant-o`);
@@ -83,8 +83,8 @@ describe('instance namespace ownership', () => {
     await first.stop();
 
     // While no operator runs, someone removes the finalizer by hand and deletes the IoTService.
-    await env.client.patch(IoTServiceType, 'tenant-o', landscape, { metadata: { finalizers: null } }, 'merge');
-    await env.client.delete(IoTServiceType, 'tenant-o', landscape);
+    await env.client.patch(IoTServiceV1alpha1Type, 'tenant-o', landscape, { metadata: { finalizers: null } }, 'merge');
+    await env.client.delete(IoTServiceV1alpha1Type, 'tenant-o', landscape);
     await waitFor('the IoTService to be gone', async () => ({ done: !(await getIoT(env, landscape, 'tenant-o')), value: undefined }));
     // Bystanders: a namespace merely labelled for this landscape, and one claiming an owner UID
     // under a name that does not match its instance label.

@@ -12,7 +12,7 @@ import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { localRegistry, onRealNode, pushTestImage, realNode, registryPullSecret, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceType } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { IMAGE_PULL_SECRET_NAME } from '../src/resources/secrets.ts';
 import { createLandscape, deleteAllInstances, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
 
@@ -87,7 +87,7 @@ after(async () => {
 
 describe('the landscape pull secret through a registry password rotation', { skip }, () => {
   it('the copy in the instance namespace follows the landscape secret, and pods there pull with it before and after', async () => {
-    await env.client.create(IoTServiceType, iotService('tenant', landscape));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('tenant', landscape));
     await waitForPhase(env, landscape, 'tenant', 'Available');
     const instanceNamespace = `${landscape}-tenant`;
     const oldPassword = localRegistry(env).password;

@@ -14,7 +14,7 @@ import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { ApiError, KubeClient, Kinds, customResource, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { TestEnv as TestEnvClass, repoRoot, serviceAccountKubeconfig, testEnv, waitFor, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceType } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { createLandscape, deleteAllInstances, getIoT, getOrUndefined, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
 
 const run = promisify(execFile);
@@ -117,13 +117,13 @@ describe('the operator with only the deploy/ RBAC and admission policy', () => {
 
   it('creates an instance to Available and deletes it completely, with no request forbidden', async () => {
     mgr = await startOperator(env, landscape, { kubeconfig: serviceAccount!.file });
-    await env.client.create(IoTServiceType, iotService('rbac', landscape));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('rbac', landscape));
     const iot = await waitForPhase(env, landscape, 'rbac', 'Available');
     assert.equal(iot.status?.ready, '7/7');
     const forbidden = (await mgr.metrics.restRequests.get()).values.filter((v) => v.labels.code === '403');
     assert.deepEqual(forbidden, [], 'no request of the operator was forbidden');
 
-    await env.client.delete(IoTServiceType, 'rbac', landscape);
+    await env.client.delete(IoTServiceV1alpha1Type, 'rbac', landscape);
     await waitFor('the instance namespace and the IoTService to be gone', async () => {
       const ns = await getOrUndefined(env, Kinds.Namespace, `${landscape}-rbac`);
       const left = await getIoT(env, landscape, 'rbac');

@@ -38,7 +38,7 @@ import {
   type TestEnv,
 } from '@iot-operator/runtime/testing';
 import { COMPONENTS } from '../src/api/iotservice.ts';
-import { IoTServiceType } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { deleteAllInstances, getIoT, installIoTCrd, iotService, startOperator, waitForPhase, type IoTObject } from './e2e-support.ts';
 
 const run = promisify(execFile);
@@ -69,11 +69,11 @@ function spec(version: string) {
 }
 
 async function createInstance(landscape: string, name: string, version: string): Promise<void> {
-  await env.client.create(IoTServiceType, iotService(name, landscape, spec(version)));
+  await env.client.create(IoTServiceV1alpha1Type, iotService(name, landscape, spec(version)));
 }
 
 async function setVersion(landscape: string, name: string, version: string): Promise<void> {
-  await env.client.patch(IoTServiceType, name, landscape, { spec: { version } }, 'merge');
+  await env.client.patch(IoTServiceV1alpha1Type, name, landscape, { spec: { version } }, 'merge');
 }
 
 /** The image references of the node's containerd for `tag`, removed so that pods must pull them. */

@@ -228,7 +228,7 @@ describe('desired children', () => {
   });
 
   it('has no undefined values, empty strings, or empty lists and maps the API server would drop', () => {
-    const spec = { broker: { storage: '10Gi', storageClassName: 'fast' }, gateway: { nodeSelector: {}, resources: {} } };
+    const spec = { broker: { storage: '10Gi', storageClassName: 'fast' }, gateway: { placement: { nodeSelector: {} }, resources: {} } };
     for (const { object } of children(spec).children) {
       const walk = (value: unknown, path: string): void => {
         assert.notEqual(value, undefined, `${childKey(object)} ${path} is undefined`);
@@ -330,7 +330,7 @@ describe('pods', () => {
 
   it('take resources (in canonical form) and nodeSelector from the spec', () => {
     const all = children({
-      core: { resources: { limits: { memory: '1024Mi', cpu: 1 }, requests: { cpu: '0.25' } }, nodeSelector: { 'kubernetes.io/os': 'linux' } },
+      core: { resources: { limits: { memory: '1024Mi', cpu: 1 }, requests: { cpu: '0.25' } }, placement: { nodeSelector: { 'kubernetes.io/os': 'linux' } } },
     });
     const core = find<V1Deployment>(all, 'Deployment', 'core').spec!.template.spec!;
     assert.deepEqual(onlyContainer(core).resources, { limits: { cpu: '1', memory: '1Gi' }, requests: { cpu: '250m' } });
@@ -342,7 +342,7 @@ describe('pods', () => {
 
   it('take tolerations from the spec, per component', () => {
     const toleration = { key: 'dedicated', operator: 'Equal' as const, value: 'iot', effect: 'NoSchedule' as const };
-    const all = children({ broker: { tolerations: [toleration] } });
+    const all = children({ broker: { placement: { tolerations: [toleration] } } });
     assert.deepEqual(find<V1StatefulSet>(all, 'StatefulSet', 'broker').spec!.template.spec!.tolerations, [toleration]);
     assert.equal(find<V1Deployment>(all, 'Deployment', 'gateway').spec!.template.spec!.tolerations, undefined);
   });
@@ -359,15 +359,15 @@ describe('pods', () => {
         ],
       },
     };
-    const instance = testInstance({ gateway: { affinity }, database: { affinity }, core: { affinity: {} } });
+    const instance = testInstance({ gateway: { placement: { affinity } }, database: { placement: { affinity } }, core: { placement: { affinity: {} } } });
     const all = desiredChildren(instance, { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS });
     const gateway = find<V1Deployment>(all, 'Deployment', 'gateway').spec!.template.spec!;
     const database = find<V1StatefulSet>(all, 'StatefulSet', 'database').spec!.template.spec!;
     assert.deepEqual(gateway.affinity, affinity);
     assert.deepEqual(database.affinity, affinity);
-    assert.notEqual(gateway.affinity, instance.spec.gateway.affinity, 'a copy, not the spec itself');
+    assert.notEqual(gateway.affinity, instance.spec.gateway.placement?.affinity, 'a copy, not the spec itself');
     gateway.affinity!.nodeAffinity!.requiredDuringSchedulingIgnoredDuringExecution!.nodeSelectorTerms[0]!.matchExpressions![0]!.values!.push('node-000002');
-    assert.deepEqual(instance.spec.gateway.affinity, affinity, 'changing the rendered copy leaves the spec alone');
+    assert.deepEqual(instance.spec.gateway.placement?.affinity, affinity, 'changing the rendered copy leaves the spec alone');
     for (const [name, spec] of podSpecs(all).filter(([n]) => n !== 'gateway' && n !== 'database')) {
       assert.equal(spec.affinity, undefined, `${name}: absent or empty affinity is omitted`);
     }

@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import type { V1Deployment, V1StatefulSet } from '@kubernetes/client-node';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { testEnv, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceType } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { createLandscape, deleteAllInstances, installIoTCrd, iotService, spawnOperator, waitForPhase } from './e2e-support.ts';
 
 let env: TestEnv;
@@ -51,21 +51,21 @@ async function configPaths(namespace: string): Promise<string[]> {
 describe('seed fidelity', () => {
   it('config.yml is mounted at /etc/sap/config.yml in every pod', async () => {
     const landscape = await landscapeWithOperator([]);
-    await env.client.create(IoTServiceType, iotService('sap', landscape));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('sap', landscape));
     await waitForPhase(env, landscape, 'sap', 'Available');
     assert.deepEqual(await configPaths(`${landscape}-sap`), ['/etc/sap/config.yml']);
   });
 
   it('--config-mount-path mounts it elsewhere', async () => {
     const landscape = await landscapeWithOperator(['--config-mount-path=/srv/iot/config.yml']);
-    await env.client.create(IoTServiceType, iotService('moved', landscape));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('moved', landscape));
     await waitForPhase(env, landscape, 'moved', 'Available');
     assert.deepEqual(await configPaths(`${landscape}-moved`), ['/srv/iot/config.yml']);
   });
 
   it('--namespace limits the watches like WATCH_NAMESPACE (the seed’s `up local --namespace=`)', async () => {
     const landscape = await landscapeWithOperator(['--namespace=elsewhere']);
-    await env.client.create(IoTServiceType, iotService('scoped', landscape));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('scoped', landscape));
     const iot = await waitForPhase(env, landscape, 'scoped', 'Failed');
     assert.match(iot.status?.reason ?? '', /WATCH_NAMESPACE=elsewhere limits the operator to that namespace/);
   });

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, customResource, shardLabel, type KubeObject } from '@iot-operator/runtime';
 import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceType } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { abandonLandscape, createLandscape, installIoTCrd, iotService, spawnOperator, type IoTObject } from './e2e-support.ts';
 
 process.env.CLUSTER_SHARDER = '1'; // cluster/up.sh (run by testEnv) starts the sharder unless it runs
@@ -80,7 +80,7 @@ function logsOf(name: string): string[] {
 }
 
 async function instances(): Promise<IoTObject[]> {
-  return (await env.client.list<IoTObject>(IoTServiceType, { namespace: landscape })).items;
+  return (await env.client.list<IoTObject>(IoTServiceV1alpha1Type, { namespace: landscape })).items;
 }
 
 const shardOf = (obj: KubeObject) => obj.metadata.labels?.[shardLabel(ring)];
@@ -155,7 +155,7 @@ describe('the IoT operator sharded across replicas', () => {
       return { done: current.status?.availableShards === 3, value: undefined, seen: current.status };
     }, { timeoutMs: 60_000 });
     for (let i = 0; i < N; i += 25) {
-      await Promise.all(Array.from({ length: Math.min(25, N - i) }, (_, k) => env.client.create(IoTServiceType, iotService(`t-${String(i + k).padStart(3, '0')}`, landscape, LIGHT))));
+      await Promise.all(Array.from({ length: Math.min(25, N - i) }, (_, k) => env.client.create(IoTServiceV1alpha1Type, iotService(`t-${String(i + k).padStart(3, '0')}`, landscape, LIGHT))));
     }
     await waitFor(`all ${N} instances Available`, async () => {
       const items = await instances();

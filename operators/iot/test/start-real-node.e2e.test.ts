@@ -15,7 +15,7 @@ import { promisify } from 'node:util';
 import { after, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { localRegistry, realNode, REAL_NODE_NAME, repoRoot, testEnv, waitFor } from '@iot-operator/runtime/testing';
-import { IoTServiceType } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 
 const run = promisify(execFile);
 const env = await testEnv();
@@ -29,7 +29,7 @@ describe('npm start -- --real-node (a working IoT service)', { skip: node.availa
   after(async () => {
     // The quick start's operator has stopped: release the example by hand, then remove what it made
     // (the claims' volumes go with the instance's namespace).
-    await env.client.patch(IoTServiceType, 'reference-iotservice', landscape, { metadata: { finalizers: null } }).catch(() => undefined);
+    await env.client.patch(IoTServiceV1alpha1Type, 'reference-iotservice', landscape, { metadata: { finalizers: null } }).catch(() => undefined);
     for (const ns of [landscape, instanceNamespace]) await env.client.delete(Kinds.Namespace, ns).catch(() => undefined);
     await waitFor(`namespace ${instanceNamespace} gone`, async () => ({ done: !(await env.client.get(Kinds.Namespace, instanceNamespace).catch(() => undefined)), value: undefined }), {
       timeoutMs: 180_000,

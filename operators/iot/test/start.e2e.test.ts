@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Kinds } from '@iot-operator/runtime';
 import { repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceType } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 
 const run = promisify(execFile);
 const landscape = `qs-${randomBytes(3).toString('hex')}`;
@@ -18,7 +18,7 @@ before(async () => {
 
 after(async () => {
   // The quick start's operator has stopped: release the example by hand, then remove what it made.
-  await env.client.patch(IoTServiceType, 'example-iotservice', landscape, { metadata: { finalizers: null } }).catch(() => undefined);
+  await env.client.patch(IoTServiceV1alpha1Type, 'example-iotservice', landscape, { metadata: { finalizers: null } }).catch(() => undefined);
   for (const ns of [landscape, `${landscape}-example-iotservice`]) await env.client.delete(Kinds.Namespace, ns).catch(() => undefined);
 });
 
@@ -44,7 +44,7 @@ describe('npm start (the README’s first command)', () => {
     assert.match(stdout, /installed the IoTService CRD/);
     assert.match(stdout, new RegExp(`created Namespace ${landscape}`));
     assert.match(stdout, /example-iotservice: Available 7\/7/);
-    const iot = await env.client.get<{ metadata: { generation?: number }; status?: { phase?: string; observedGeneration?: number } } & { metadata: Record<string, unknown> }>(IoTServiceType, 'example-iotservice', landscape);
+    const iot = await env.client.get<{ metadata: { generation?: number }; status?: { phase?: string; observedGeneration?: number } } & { metadata: Record<string, unknown> }>(IoTServiceV1alpha1Type, 'example-iotservice', landscape);
     assert.equal(iot.status?.phase, 'Available');
   });
 

@@ -12,7 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import { parseAllDocuments, stringify } from 'yaml';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { repoRoot, serviceAccountKubeconfig, testEnv, waitFor, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceType } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { createLandscape, deleteAllInstances, getIoT, installIoTCrd, iotService, startOperator, waitForPhase, type IoTObject } from './e2e-support.ts';
 
 const RBAC_FILES = ['service_account.yml', 'role.yml', 'role_binding.yml'].map((file) => path.join(repoRoot, 'operators/iot/deploy', file));
@@ -96,10 +96,10 @@ describe('a refused request is visible, never a silent retry', () => {
   it('without delete on namespaces, deletion waits and says why; granting it lets deletion finish', async () => {
     const landscape = await createLandscape(env);
     await operatorWithout(landscape, 'namespaces', 'delete');
-    await env.client.create(IoTServiceType, iotService('held', landscape));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('held', landscape));
     await waitForPhase(env, landscape, 'held', 'Available');
 
-    await env.client.delete(IoTServiceType, 'held', landscape);
+    await env.client.delete(IoTServiceV1alpha1Type, 'held', landscape);
     const waiting = await waitFor('the deleted IoTService to say why its deletion waits', async () => {
       const iot = await getIoT(env, landscape, 'held');
       return { done: degraded(iot)?.status === 'True', value: iot!, seen: iot?.status };
@@ -121,7 +121,7 @@ describe('a refused request is visible, never a silent retry', () => {
   it('without get on namespaces, the instance namespace cannot be checked: Degraded naming the permission', async () => {
     const landscape = await createLandscape(env);
     await operatorWithout(landscape, 'namespaces', 'get');
-    await env.client.create(IoTServiceType, iotService('unchecked', landscape));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('unchecked', landscape));
     const iot = await waitForPhase(env, landscape, 'unchecked', 'Failed');
     assert.equal(degraded(iot)?.reason, 'Forbidden');
     assert.match(degraded(iot)?.message ?? '', new RegExp(`missing permission: get namespaces, needed to check who owns namespace ${landscape}-unchecked`));
@@ -131,7 +131,7 @@ describe('a refused request is visible, never a silent retry', () => {
   it('without patch on iotservices, the finalizer cannot be added: Degraded naming the permission', async () => {
     const landscape = await createLandscape(env);
     await operatorWithout(landscape, 'iotservices', 'patch');
-    await env.client.create(IoTServiceType, iotService('unmarked', landscape));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('unmarked', landscape));
     const iot = await waitForPhase(env, landscape, 'unmarked', 'Failed');
     assert.equal(degraded(iot)?.reason, 'Forbidden');
     assert.match(degraded(iot)?.message ?? '', /missing permission: patch iotservices\.cp\.iotservices\.io in namespace .*finalizer/);

@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import type { V1ConfigMap, V1LimitRange, V1Pod, V1ResourceQuota } from '@kubernetes/client-node';
 import { ApiError, Kinds, customResource, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceType } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { createLandscape, deleteAllInstances, getOrUndefined, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
 
 const ResourceQuotaType = customResource('', 'v1', 'ResourceQuota', 'resourcequotas');
@@ -37,7 +37,7 @@ after(async () => {
 describe('what an IoTService author can ask for', () => {
   it('config keys that spell a reserved key, or are not plain names, are rejected by the API server', async () => {
     for (const key of ['Instance', 'end_points', '<<']) {
-      await assert.rejects(env.client.create(IoTServiceType, iotService('bad-config', landscape, { config: { [key]: 'x' } })), (err: unknown) => {
+      await assert.rejects(env.client.create(IoTServiceV1alpha1Type, iotService('bad-config', landscape, { config: { [key]: 'x' } })), (err: unknown) => {
         assert.ok(err instanceof ApiError && err.reason === 'Invalid', `${key}: refused as invalid`);
         assert.match(err.message, /spec: Invalid value: "object": config (must not set|keys may hold only)/, key);
         return true;
@@ -53,7 +53,7 @@ describe('what an IoTService author can ask for', () => {
       ['quota', { quota: { cpu: '64' } }, 'QuotaAboveLimit', /spec\.quota\.cpu 64 .*--max-quota cpu=16/],
     ];
     for (const [name, spec] of cases) {
-      await env.client.create(IoTServiceType, iotService(`refused-${name}`, landscape, spec));
+      await env.client.create(IoTServiceV1alpha1Type, iotService(`refused-${name}`, landscape, spec));
     }
     for (const [name, , reason, message] of cases) {
       const iot = await waitForPhase(env, landscape, `refused-${name}`, 'Failed');
@@ -64,7 +64,7 @@ describe('what an IoTService author can ask for', () => {
   });
 
   it('every instance namespace has a ResourceQuota (spec within the maximum) and a LimitRange its pods are admitted under; config.yml is quoted', async () => {
-    await env.client.create(IoTServiceType, iotService('quota', landscape, { quota: { cpu: '2', storage: '20Gi' }, config: { merge: '<<', flag: 'yes' } }));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('quota', landscape, { quota: { cpu: '2', storage: '20Gi' }, config: { merge: '<<', flag: 'yes' } }));
     await waitForPhase(env, landscape, 'quota', 'Available');
     const namespace = `${landscape}-quota`;
     const quota = await env.client.get<V1ResourceQuota & KubeObject>(ResourceQuotaType, 'instance-quota', namespace);

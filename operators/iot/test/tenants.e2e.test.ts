@@ -25,7 +25,7 @@ import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { onRealNode, realNode, registryPullSecret, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { HttpStatusError, postHttp, publishMqtt, readTelemetry, registerDevice, simulateDevice, type ServiceAddresses } from '@iot-operator/iot-service/simulator';
 import { COMPONENTS } from '../src/api/iotservice.ts';
-import { IoTServiceType } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { PORTS } from '../src/resources/ports.ts';
 import { HOST_ON_POD_NETWORK, componentPod, deleteAllInstances, deviceAddresses, execInPod, getIoT, getOrUndefined, installIoTCrd, iotService, referenceImages, startOperator, waitForPhase } from './e2e-support.ts';
 
@@ -93,7 +93,7 @@ describe('two tenants of the reference IoT service on the real node', { skip }, 
     const applied = Date.now();
     for (const tenant of TENANTS) {
       await env.client.create(
-        IoTServiceType,
+        IoTServiceV1alpha1Type,
         iotService(tenant, landscape, {
           ...spec,
           gateway: { ...spec.gateway, protocols: ['mqtt', 'http'], deviceSources: [HOST_ON_POD_NETWORK] },
@@ -165,7 +165,7 @@ describe('two tenants of the reference IoT service on the real node', { skip }, 
 
     const deleted = Date.now();
     const since = () => Date.now() - deleted;
-    await env.client.delete(IoTServiceType, 'tenant-a', landscape);
+    await env.client.delete(IoTServiceV1alpha1Type, 'tenant-a', landscape);
     const times: Record<string, number> = {};
     await waitFor('the IoTService tenant-a to be gone', async () => {
       const iot = await getIoT(env, landscape, 'tenant-a');

@@ -20,7 +20,7 @@ import { parse } from 'yaml';
 import { customResource, Kinds, type KubeObject } from '@iot-operator/runtime';
 import { onRealNode, operatorImage, realNode, registryPullSecret, testEnv, waitFor } from '@iot-operator/runtime/testing';
 import { readProject } from '../../../packages/sdk/src/project.ts';
-import { makeWebhookCertificate } from '../../../packages/sdk/src/webhook/certificates.ts';
+import { makeWebhookCertificate } from '@iot-operator/runtime';
 import { clusterWebhookObjects, webhookSecretName, webhookServiceName } from '../../../packages/sdk/src/webhook/manifests.ts';
 import { MEMCACHED_CRD_FILE } from '../src/api/crd.ts';
 import { Memcached, type MemcachedObject } from '../src/api/memcached.ts';

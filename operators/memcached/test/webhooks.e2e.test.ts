@@ -17,7 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { customResource, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 import { readProject } from '../../../packages/sdk/src/project.ts';
-import { ensureWebhookCertificate } from '../../../packages/sdk/src/webhook/certificates.ts';
+import { ensureWebhookCertificate } from '@iot-operator/runtime';
 import { localWebhookObjects } from '../../../packages/sdk/src/webhook/manifests.ts';
 import { MEMCACHED_CRD_FILE } from '../src/api/crd.ts';
 import { Memcached, type MemcachedObject } from '../src/api/memcached.ts';

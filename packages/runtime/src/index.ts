@@ -29,6 +29,7 @@ export * from './webhook/json-patch.ts';
 export * from './webhook/admission.ts';
 export * from './webhook/conversion.ts';
 export * from './webhook/cert-watcher.ts';
+export * from './webhook/certificates.ts';
 export * from './webhook/metrics.ts';
 export * from './webhook/server.ts';
 export * from './manager/leader-election.ts';

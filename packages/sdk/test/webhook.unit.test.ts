@@ -14,7 +14,7 @@ import { parseAllDocuments } from 'yaml';
 import { generatedWebhooks } from '../src/generate/generate.ts';
 import { readProject } from '../src/project.ts';
 import { createApi, createWebhook, init } from '../src/scaffold.ts';
-import { ensureWebhookCertificate, usableCertificate } from '../src/webhook/certificates.ts';
+import { ensureWebhookCertificate, usableCertificate } from '@iot-operator/runtime';
 import { conversionStanza, localWebhookObjects } from '../src/webhook/manifests.ts';
 
 let dir: string;

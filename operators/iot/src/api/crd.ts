@@ -2,8 +2,8 @@
  * The IoTService CustomResourceDefinition, derived from the TypeBox schema in iotservice.ts.
  *
  * Guarantees: `iotServiceCrd()` is deterministic and returns an apiextensions.k8s.io/v1 CRD for
- * `iotservices.cp.iotservices.io` (namespaced, v1alpha1 served and stored, status subresource,
- * short name `iots`) whose schema is structural (see the runtime's `toStructuralSchema`): every
+ * `iotservices.cp.iotservices.io` (namespaced; v1alpha1 and v1beta1 served, v1beta1 stored and
+ * converted by the operator's webhook; status subresource, short name `iots`) whose schema is structural (see the runtime's `toStructuralSchema`): every
  * node has a `type` (or is an int-or-string quantity), maps are `additionalProperties` schemas,
  * no TypeBox internals remain, and nothing is marked `x-kubernetes-preserve-unknown-fields`, so
  * the API server prunes unknown fields. Defaults and CEL rules (`x-kubernetes-validations`) are
@@ -15,41 +15,67 @@ import { customResourceDefinition, generatedManifestYaml } from '@iot-operator/r
 import {
   API_GROUP,
   API_VERSION,
+  API_VERSION_V1ALPHA1,
   IOTSERVICE_KIND,
   IOTSERVICE_PLURAL,
   IOTSERVICE_SHORT_NAMES,
   IOTSERVICE_SINGULAR,
   IoTServiceSpecSchema,
   IoTServiceStatusSchema,
+  IoTServiceV1alpha1SpecSchema,
 } from './iotservice.ts';
 
 export const IOTSERVICE_CRD_NAME = `${IOTSERVICE_PLURAL}.${API_GROUP}`;
 
+/** The path of the operator's conversion webhook (conversion-webhook.ts). */
+export const IOTSERVICE_CONVERSION_PATH = '/convert';
+
+/** Where the API server reaches the conversion webhook. */
+export type ConversionTarget = { url: string } | { service: { namespace: string; name: string; port?: number } };
+
+/** The CRD's `spec.conversion` for a webhook at `target`, trusting the CA `caPem` (PEM; empty: the API server's own trust). */
+export function conversionClientConfig(target: ConversionTarget, caPem: string) {
+  const clientConfig =
+    'url' in target
+      ? { url: `${target.url.replace(/\/+$/, '')}${IOTSERVICE_CONVERSION_PATH}` }
+      : { service: { namespace: target.service.namespace, name: target.service.name, path: IOTSERVICE_CONVERSION_PATH, port: target.service.port ?? 443 } };
+  return {
+    strategy: 'Webhook' as const,
+    webhook: {
+      conversionReviewVersions: ['v1'],
+      clientConfig: { ...clientConfig, ...(caPem ? { caBundle: Buffer.from(caPem).toString('base64') } : {}) },
+    },
+  };
+}
+
+const printerColumns = [
+  { name: 'Phase', type: 'string', jsonPath: '.status.phase', description: 'Available, Processing or Failed' },
+  { name: 'Ready', type: 'string', jsonPath: '.status.ready', description: 'Ready pods / desired pods' },
+  { name: 'Version', type: 'string', jsonPath: '.spec.version', description: 'Image tag of every component' },
+  { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+] as const;
+
+const description = 'IoTService is one IoT service instance of a landscape; its name is the instance id.';
+
+/**
+ * Until an operator points it at its conversion webhook (conversion-webhook.ts), the CRD names
+ * the chart's webhook Service in the seed's landscape namespace.
+ */
+export const DEFAULT_CONVERSION_SERVICE = { namespace: 'devawsk8s', name: 'iot-operator-webhook' } as const;
+
 /** The CustomResourceDefinition object for `iotservices.cp.iotservices.io`. */
 export function iotServiceCrd(): Record<string, unknown> {
-  return customResourceDefinition({
+  const crd = customResourceDefinition({
     group: API_GROUP,
     scope: 'Namespaced',
     names: { kind: IOTSERVICE_KIND, plural: IOTSERVICE_PLURAL, singular: IOTSERVICE_SINGULAR, shortNames: IOTSERVICE_SHORT_NAMES },
     labels: { 'app.kubernetes.io/part-of': 'iot-operator' },
     versions: [
-      {
-        name: API_VERSION,
-        served: true,
-        storage: true,
-        subresources: { status: {} },
-        printerColumns: [
-          { name: 'Phase', type: 'string', jsonPath: '.status.phase', description: 'Available, Processing or Failed' },
-          { name: 'Ready', type: 'string', jsonPath: '.status.ready', description: 'Ready pods / desired pods' },
-          { name: 'Version', type: 'string', jsonPath: '.spec.version', description: 'Image tag of every component' },
-          { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
-        ],
-        description: 'IoTService is one IoT service instance of a landscape; its name is the instance id.',
-        spec: IoTServiceSpecSchema,
-        status: IoTServiceStatusSchema,
-      },
+      { name: API_VERSION_V1ALPHA1, served: true, storage: false, subresources: { status: {} }, printerColumns: [...printerColumns], description, spec: IoTServiceV1alpha1SpecSchema, status: IoTServiceStatusSchema },
+      { name: API_VERSION, served: true, storage: true, subresources: { status: {} }, printerColumns: [...printerColumns], description, spec: IoTServiceSpecSchema, status: IoTServiceStatusSchema },
     ],
   });
+  return { ...crd, spec: { ...crd.spec, conversion: conversionClientConfig({ service: DEFAULT_CONVERSION_SERVICE }, '') } };
 }
 
 /** The CRD as the YAML committed at deploy/crds/cp_v1alpha1_iotservice_crd.yml. */

@@ -1,5 +1,10 @@
 /**
- * The IoTService API (cp.iotservices.io/v1alpha1), defined once.
+ * The IoTService API (cp.iotservices.io v1beta1, the stored version the operator works on, and
+ * v1alpha1, the seed's), defined once.
+ *
+ * Versions: v1beta1 differs from v1alpha1 in one place only: a component's scheduling fields
+ * (`nodeSelector`, `tolerations`, `affinity`) sit under `spec.<component>.placement` instead of
+ * beside its replicas and image. conversion.ts converts between the two without loss.
  *
  * Guarantees: the TypeBox schemas below are the single source of the TypeScript types
  * (`IoTServiceSpec`, `IoTServiceStatus`, `IoTService`), of the operator-side validation
@@ -30,8 +35,12 @@ import { Value } from '@sinclair/typebox/value';
 import type { V1ObjectMeta } from '@kubernetes/client-node';
 
 export const API_GROUP = 'cp.iotservices.io';
-export const API_VERSION = 'v1alpha1';
+/** The version the operator reads and writes, and the API server stores. */
+export const API_VERSION = 'v1beta1';
 export const IOTSERVICE_API_VERSION = `${API_GROUP}/${API_VERSION}` as const;
+/** The seed's version, still served: converted to and from v1beta1 by conversion.ts. */
+export const API_VERSION_V1ALPHA1 = 'v1alpha1';
+export const IOTSERVICE_V1ALPHA1_API_VERSION = `${API_GROUP}/${API_VERSION_V1ALPHA1}` as const;
 export const IOTSERVICE_KIND = 'IoTService' as const;
 export const IOTSERVICE_PLURAL = 'iotservices';
 export const IOTSERVICE_SINGULAR = 'iotservice';
@@ -380,6 +389,17 @@ export const AffinitySchema = Type.Object(
   { additionalProperties: false, description: 'Scheduling constraints of the pods (core/v1 Affinity).' },
 );
 
+/** A component's scheduling fields: under `placement` in v1beta1, beside its other fields in v1alpha1. */
+function placementFields(component: ComponentName) {
+  return {
+    nodeSelector: Type.Optional(StringMap(`Node labels the ${component} pods must be scheduled on.`)),
+    tolerations: Type.Optional(
+      Type.Array(TolerationSchema, { maxItems: 16, description: `Taints the ${component} pods tolerate (core/v1 Toleration), e.g. a dedicated node's.` }),
+    ),
+    affinity: Type.Optional(AffinitySchema),
+  };
+}
+
 /** Fields every component accepts. */
 function commonComponentFields(component: ComponentName) {
   return {
@@ -394,11 +414,14 @@ function commonComponentFields(component: ComponentName) {
       }),
     ),
     resources: Type.Optional(ResourceRequirementsSchema),
-    nodeSelector: Type.Optional(StringMap(`Node labels the ${component} pods must be scheduled on.`)),
-    tolerations: Type.Optional(
-      Type.Array(TolerationSchema, { maxItems: 16, description: `Taints the ${component} pods tolerate (core/v1 Toleration), e.g. a dedicated node's.` }),
+    placement: Type.Optional(
+      Type.Object(placementFields(component), {
+        additionalProperties: false,
+        minProperties: 1,
+        description: `Where the ${component} pods are scheduled: nodeSelector, tolerations and affinity as in a pod spec.`,
+        errorMessage: 'must set at least one of nodeSelector, tolerations and affinity',
+      }),
     ),
-    affinity: Type.Optional(AffinitySchema),
   };
 }
 
@@ -567,6 +590,21 @@ export const IoTServiceSpecSchema = Type.Object(
   },
 );
 
+/**
+ * The v1alpha1 spec: the v1beta1 spec with each component's `placement` fields moved up beside
+ * its other fields (the one difference between the versions).
+ */
+export const IoTServiceV1alpha1SpecSchema: TSchema = (() => {
+  type ObjectSchema = TSchema & { properties: Record<string, ObjectSchema> };
+  const spec = IoTServiceSpecSchema as unknown as ObjectSchema;
+  const properties = { ...spec.properties };
+  for (const component of COMPONENTS) {
+    const { placement, ...fields } = properties[component]!.properties;
+    properties[component] = { ...properties[component]!, properties: { ...fields, ...placement!.properties } };
+  }
+  return { ...spec, properties };
+})();
+
 const ComponentStatusSchema = Type.Object(
   {
     desired: Type.Integer({ format: 'int32', description: 'Replicas the spec asks for.' }),
@@ -620,6 +658,10 @@ export const IoTServiceStatusSchema = Type.Object(
 
 export type IoTServiceSpec = Static<typeof IoTServiceSpecSchema>;
 export type IoTServiceStatus = Static<typeof IoTServiceStatusSchema>;
+/** A v1alpha1 spec: each component's placement fields beside its other fields. */
+export type IoTServiceV1alpha1Spec = {
+  [K in keyof IoTServiceSpec]: K extends ComponentName ? Omit<NonNullable<IoTServiceSpec[K]>, 'placement'> & NonNullable<NonNullable<IoTServiceSpec[K]>['placement']> : IoTServiceSpec[K];
+};
 export type ComponentStatus = Static<typeof ComponentStatusSchema>;
 export type ResourceRequirements = Static<typeof ResourceRequirementsSchema>;
 export type Quantity = Static<typeof QuantitySchema>;

@@ -6,8 +6,8 @@
  * RuntimeDefault seccomp profile (it passes the `restricted` Pod Security Standard); every
  * container has readiness (every 2 s, lost after 2 failures) and liveness probes; config.yml is mounted read-only at
  * the instance's config mount path (default /etc/sap/config.yml, subPath) and /tmp is a small writable emptyDir; the template carries the
- * config checksum annotation, so a configuration change rolls the pods. The component's
- * nodeSelector, tolerations and affinity reach the pod spec as copies (never shared with the
+ * config checksum annotation, so a configuration change rolls the pods. The component's placement
+ * (nodeSelector, tolerations and affinity) reaches the pod spec as copies (never shared with the
  * IoTService's spec), omitted when absent or empty. Objects are written in the form the API
  * server returns them (explicit `protocol`, numeric ports, canonical quantities, no empty maps or
  * lists), so a matching child compares equal to its desired form.
@@ -170,7 +170,8 @@ export function desiredPodTemplate(
     },
   };
 
-  const nodeSelector = sortedMap(spec.nodeSelector);
+  const { nodeSelector: selector, tolerations, affinity } = spec.placement ?? {};
+  const nodeSelector = sortedMap(selector);
   return {
     metadata: {
       labels: componentLabels(instance, component),
@@ -188,8 +189,8 @@ export function desiredPodTemplate(
         seccompProfile: { type: 'RuntimeDefault' },
       },
       ...(nodeSelector ? { nodeSelector } : {}),
-      ...(spec.tolerations && spec.tolerations.length > 0 ? { tolerations: spec.tolerations.map((t) => ({ ...t })) } : {}),
-      ...(spec.affinity && Object.keys(spec.affinity).length > 0 ? { affinity: structuredClone(spec.affinity) } : {}),
+      ...(tolerations && tolerations.length > 0 ? { tolerations: tolerations.map((t) => ({ ...t })) } : {}),
+      ...(affinity && Object.keys(affinity).length > 0 ? { affinity: structuredClone(affinity) } : {}),
       containers: [container],
       volumes,
     },

@@ -110,6 +110,11 @@ export class WebhookServer {
     });
   }
 
+  /** Lets the process exit while this server listens (a server that lives as long as its process). */
+  unref(): void {
+    this.server?.unref();
+  }
+
   /** Stops accepting, lets requests in flight finish, closes every connection. */
   async stop(): Promise<void> {
     this.certWatcher?.stop();

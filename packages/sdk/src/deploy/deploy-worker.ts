@@ -31,7 +31,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { readProject, webhookManifestFile, type Project } from '../project.ts';
-import { ensureWebhookCertificate, makeWebhookCertificate, usableCertificate, type WebhookCertificate } from '../webhook/certificates.ts';
+import { ensureWebhookCertificate, makeWebhookCertificate, usableCertificate, type WebhookCertificate } from '@iot-operator/runtime';
 import { configurationNames, localWebhookObjects, webhookSecretName, webhookServiceName } from '../webhook/manifests.ts';
 
 interface KubeObject {

@@ -54,9 +54,9 @@ export function makeWebhookCertificate(dir: string, names: readonly string[]): W
   const file = (name: string) => path.join(work, name);
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
   try {
-    openssl(['req', '-x509', ...ec, '-keyout', file('ca.key'), '-out', file('ca.crt'), '-subj', '/CN=operator-ts webhook CA', '-days', String(DAYS)]);
+    openssl(['req', '-x509', ...ec, '-keyout', file('ca.key'), '-out', file('ca.crt'), '-subj', '/CN=webhook CA', '-days', String(DAYS)]);
     // The names are in subjectAltName (what clients check); a common name holds at most 64 characters.
-    openssl(['req', ...ec, '-keyout', file('tls.key'), '-out', file('tls.csr'), '-subj', '/CN=operator-ts webhook']);
+    openssl(['req', ...ec, '-keyout', file('tls.key'), '-out', file('tls.csr'), '-subj', '/CN=webhook']);
     writeFileSync(file('san.ext'), `subjectAltName=${names.join(',')}\nextendedKeyUsage=serverAuth\n`);
     openssl(['x509', '-req', '-in', file('tls.csr'), '-CA', file('ca.crt'), '-CAkey', file('ca.key'), '-CAcreateserial', '-out', file('tls.crt'), '-days', String(DAYS), '-extfile', file('san.ext')]);
     return { ca: readFileSync(file('ca.crt'), 'utf8'), cert: readFileSync(file('tls.crt'), 'utf8'), key: readFileSync(file('tls.key'), 'utf8') };

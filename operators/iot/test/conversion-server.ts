@@ -1,0 +1,56 @@
+/**
+ * The IoTService CRD for tests and benchmarks, its conversion webhook served by this process: a
+ * webhook server on 127.0.0.1 with a certificate of its own, started once and living as long as
+ * the process (test files run one at a time, each pointing the CRD at its own server). The
+ * operators under test run on kwok nodes or in this process, so none of them can serve it.
+ */
+import { mkdtempSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Kinds, Registry, isNotFound, WebhookServer, ensureWebhookCertificate, type KubeObject } from '@iot-operator/runtime';
+import { repoRoot, type TestEnv } from '@iot-operator/runtime/testing';
+import { parse as parseYaml } from 'yaml';
+import { IOTSERVICE_CONVERSION_PATH, IOTSERVICE_CRD_NAME, conversionClientConfig } from '../src/api/crd.ts';
+import { iotServiceConversionWebhook } from '../src/conversion-webhook.ts';
+
+export const crdFile = path.join(repoRoot, 'operators/iot/deploy/crds/cp_v1alpha1_iotservice_crd.yml');
+
+let conversionServer: Promise<{ url: string; ca: string }> | undefined;
+
+/** The IoTService conversion webhook of this test process, started once. */
+function testConversionServer(): Promise<{ url: string; ca: string }> {
+  conversionServer ??= (async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'iot-conversion-'));
+    const certificate = ensureWebhookCertificate(dir, ['IP:127.0.0.1']);
+    const server = new WebhookServer({ address: '127.0.0.1:0', certFile: path.join(dir, 'tls.crt'), keyFile: path.join(dir, 'tls.key') }, { registry: new Registry() });
+    server.register(IOTSERVICE_CONVERSION_PATH, iotServiceConversionWebhook());
+    await server.start();
+    server.unref();
+    return { url: `https://127.0.0.1:${server.port}`, ca: certificate.ca };
+  })();
+  return conversionServer;
+}
+
+/** The CRD's `spec.conversion` pointing at this test process's conversion webhook. */
+export async function testConversion(): Promise<ReturnType<typeof conversionClientConfig>> {
+  const { url, ca } = await testConversionServer();
+  return conversionClientConfig({ url }, ca);
+}
+
+/**
+ * The IoTService CRD of deploy/, converted by this test process (idempotent). A CRD already there
+ * is pointed at this process first: applying a URL beside the Service another party set would
+ * leave both, which the API server refuses.
+ */
+export async function installIoTCrd(env: TestEnv): Promise<void> {
+  await serveIoTConversion(env).catch((err: unknown) => {
+    if (!isNotFound(err)) throw err;
+  });
+  const crd = parseYaml(readFileSync(crdFile, 'utf8')) as KubeObject & { spec: Record<string, unknown> };
+  await env.installCrd({ ...crd, spec: { ...crd.spec, conversion: await testConversion() } });
+}
+
+/** Points the installed CRD's conversion at this test process (after something applied the CRD as shipped). */
+export async function serveIoTConversion(env: TestEnv): Promise<void> {
+  await env.client.patch(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME, undefined, [{ op: 'replace', path: '/spec/conversion', value: await testConversion() }], 'json');
+}
