@@ -12,6 +12,7 @@
  */
 import { Kinds, type ExtraPermission, type Manager } from '@iot-operator/runtime';
 import { CHILD_TYPES, IoTServiceType, registerIoTController, StorageClassType, type IoTControllerConfig } from './controller.ts';
+import { EndpointSliceType } from './crd-conversion.ts';
 import { registerOrphanedNamespaceCleanup } from './orphaned-namespaces.ts';
 
 export const extraPermissions: ExtraPermission[] = [
@@ -38,6 +39,13 @@ export const extraPermissions: ExtraPermission[] = [
     verbs: ['get'],
     reason: "the StorageClass a pod's unbound claim names, looked up to report one that does not exist",
   },
+  {
+    type: Kinds.CustomResourceDefinition,
+    verbs: ['get', 'patch'],
+    reason: "the IoTService CRD's conversion, kept pointed at the operator's webhook Service (crd-conversion.ts; the RBAC names iotservices.cp.iotservices.io only)",
+  },
+  { type: Kinds.Service, verbs: ['get'], reason: "the Service the IoTService CRD's conversion names, in any landscape: does it exist" },
+  { type: EndpointSliceType, verbs: ['list'], reason: "that Service's EndpointSlices: has it a ready endpoint (another landscape's operator serving the conversion)" },
 ];
 
 export function registerControllers(mgr: Manager, config: IoTControllerConfig, syncPeriodMs?: number): void {

@@ -3,7 +3,8 @@
  * shard of a ControllerRing, HTTP server, the controllers of controllers.ts (the IoTService controller and the clean-up of
  * orphaned instance namespaces), the instance metrics (instance-metrics.ts) and, when webhook options
  * are given, the IoTService admission webhook (instance-namespace-webhook.ts) and the IoTService
- * conversion webhook (conversion-webhook.ts). Used by the `iot-operator` process and by tests that run the
+ * conversion webhook (conversion-webhook.ts), and with `conversionService` the CRD's conversion kept
+ * pointed at the operator's Service (crd-conversion.ts). Used by the `iot-operator` process and by tests that run the
  * operator in-process.
  */
 import { Manager } from '@iot-operator/runtime';
@@ -11,6 +12,7 @@ import { SHARDED_TYPES, iotCacheOptions, type IoTControllerConfig } from './cont
 import { registerControllers } from './controllers.ts';
 import { exportInstanceMetrics } from './instance-metrics.ts';
 import { registerConversionWebhook } from './conversion-webhook.ts';
+import { registerConversionService } from './crd-conversion.ts';
 import { registerInstanceNamespaceWebhook } from './instance-namespace-webhook.ts';
 import { iotRateLimitDefaults, type OperatorOptions } from './options.ts';
 
@@ -43,5 +45,6 @@ export async function createIoTOperator(options: OperatorOptions): Promise<Manag
     registerInstanceNamespaceWebhook(mgr, options.operatorName);
     registerConversionWebhook(mgr);
   }
+  if (options.conversionService) registerConversionService(mgr, options.conversionService);
   return mgr;
 }

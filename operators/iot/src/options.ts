@@ -16,13 +16,16 @@
  * long a pod may fail to pull, crash-loop or wait for its volume before its IoTService is Failed.
  * `--webhook-cert-dir` (tls.crt and tls.key) serves the IoTService admission webhook over HTTPS
  * on `--webhook-port` (default 9443, controller-runtime's); without it no webhook is served, and
- * `--webhook-port` alone is an error.
+ * `--webhook-port` alone is an error. `--conversion-service <namespace>/<name>` (env
+ * IOT_CONVERSION_SERVICE) keeps the IoTService CRD's conversion webhook pointed at that Service
+ * (crd-conversion.ts), trusting `<webhook cert dir>/ca.crt`; it needs `--webhook-cert-dir`.
  */
 import os from 'node:os';
 import path from 'node:path';
 import { metricsSecureNeedsCertDir, parseBurst, parseQps, secureMetricsFromCertDir, validateShardIdentity, webhookServerDefaults, type RateLimit, type SecureMetricsOptions, type WebhookServerOptions } from '@iot-operator/runtime';
 import { Command, InvalidArgumentError } from 'commander';
 import { SERVICE_TYPES, type GatewayServiceType } from './api/iotservice.ts';
+import type { ConversionServiceOptions } from './crd-conversion.ts';
 import { DEFAULT_CONFIG_MOUNT_PATH } from './resources/instance.ts';
 import { canonicalQuantity, quantityNanos } from './resources/quantity.ts';
 import { QUOTA_RESOURCES, defaultTenantPolicy, type QuotaValues, type TenantPolicy } from './resources/tenant-policy.ts';
@@ -40,6 +43,8 @@ export interface OperatorOptions {
   secureMetrics?: SecureMetricsOptions;
   /** Serve the IoTService admission webhook (instance-namespace-webhook.ts); undefined = none. */
   webhook?: WebhookServerOptions;
+  /** Keep the IoTService CRD's conversion pointed at this Service (crd-conversion.ts); undefined = never touch it. */
+  conversionService?: ConversionServiceOptions;
   /** The client's request rate to the API server; undefined = `iotRateLimitDefaults`. */
   rateLimit?: RateLimit;
   logLevel: string;
@@ -106,6 +111,7 @@ export function operatorCommand(): Command {
     .option('--metrics-cert-dir <dir>', 'directory with tls.crt and tls.key for --metrics-secure')
     .option('--webhook-cert-dir <dir>', 'serve the IoTService admission webhook over HTTPS with tls.crt and tls.key of this directory (e.g. a mounted kubernetes.io/tls Secret)')
     .option('--webhook-port <port>', `port of the webhook server, on every interface (needs --webhook-cert-dir; default ${defaultWebhookPort})`, port)
+    .option('--conversion-service <namespace/name>', "keep the IoTService CRD's conversion webhook pointed at this Service of the operator's pods, unless another one serves it (needs --webhook-cert-dir, whose ca.crt it trusts; env IOT_CONVERSION_SERVICE)", process.env.IOT_CONVERSION_SERVICE)
     .option('--kube-api-qps <qps>', 'requests per second to the API server (0 or less = unlimited)', parseQps, iotRateLimitDefaults.qps)
     .option('--kube-api-burst <n>', 'requests allowed at once above --kube-api-qps', parseBurst, iotRateLimitDefaults.burst)
     .option('--log-level <level>', 'fatal, error, warn, info, debug or trace', process.env.LOG_LEVEL ?? 'info')
@@ -174,6 +180,16 @@ function parseTenancy(command: Command, o: TenancyFlags, defaultRegistry: string
   };
 }
 
+const dns1123Label = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+/** `<namespace>/<name>` of the webhook Service; its CA is the webhook certificate directory's ca.crt. */
+function parseConversionService(command: Command, value: string, webhookCertDir: string | undefined): ConversionServiceOptions {
+  const [namespace = '', name = '', ...rest] = value.split('/');
+  if (rest.length > 0 || !dns1123Label.test(namespace) || !dns1123Label.test(name)) command.error(`error: --conversion-service "${value}" must be <namespace>/<name> of a Service`);
+  if (!webhookCertDir) command.error('error: --conversion-service needs --webhook-cert-dir: the operator serves the conversion there, and its ca.crt is the CA the CRD must trust');
+  return { service: { namespace, name }, caFile: path.join(webhookCertDir, 'ca.crt') };
+}
+
 export function parseOperatorOptions(argv: string[]): OperatorOptions {
   const command: Command = operatorCommand();
   command.parse(argv, { from: 'user' });
@@ -190,6 +206,7 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
         metricsCertDir?: string;
         webhookCertDir?: string;
         webhookPort?: number;
+        conversionService?: string;
         kubeApiQps: number;
         kubeApiBurst: number;
         shardRing?: string;
@@ -208,6 +225,7 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
   if (!/^[^:]*:\d+$/.test(o.metricsBindAddress)) command.error(`error: --metrics-bind-address "${o.metricsBindAddress}" must be host:port`);
   if (o.metricsSecure && !o.metricsCertDir) command.error(`error: ${metricsSecureNeedsCertDir}`);
   if (o.webhookPort !== undefined && !o.webhookCertDir) command.error('error: --webhook-port needs --webhook-cert-dir: a directory holding tls.crt and tls.key (e.g. a mounted kubernetes.io/tls Secret)');
+  const conversionService = o.conversionService ? parseConversionService(command, o.conversionService, o.webhookCertDir) : undefined;
   if (o.shardName !== undefined && o.shardRing === undefined) command.error('error: --shard-name needs --shard-ring');
   if (o.shardRing !== undefined && o.leaderElect) command.error('error: --shard-ring and --leader-elect exclude each other: shards share the work instead of electing a leader');
   const shard = o.shardRing === undefined ? undefined : { ring: o.shardRing, name: o.shardName ?? process.env.POD_NAME ?? os.hostname() };
@@ -230,6 +248,7 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
     webhook: o.webhookCertDir
       ? { address: `0.0.0.0:${o.webhookPort ?? defaultWebhookPort}`, certFile: path.join(o.webhookCertDir, 'tls.crt'), keyFile: path.join(o.webhookCertDir, 'tls.key') }
       : undefined,
+    conversionService,
     rateLimit: { qps: o.kubeApiQps, burst: o.kubeApiBurst },
     logLevel: o.logLevel,
     kubeconfig: o.kubeconfig,

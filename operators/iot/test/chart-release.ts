@@ -32,7 +32,7 @@ export interface ChartRelease {
   imageRef: string;
   /** Runs helm against the test cluster; its stdout. */
   helm(...args: string[]): Promise<string>;
-  /** The values that install this commit's operator image on the real node, then `extra`. */
+  /** The values that install this commit's operator image on the real node, one replica (tests count the release's pods), then `extra`. */
   values(extra?: string[]): string[];
   /** The release's operator pods, terminating ones included. */
   operatorPods(): Promise<Pod[]>;
@@ -59,6 +59,7 @@ export async function prepareChartRelease(env: TestEnv, prefix: string): Promise
       '--set', `image.repository=${imageRef.slice(0, at)}`, '--set', `image.tag=${imageRef.slice(at + 1)}`, '--set', 'image.pullPolicy=Always',
       '--set-json', `nodeSelector=${JSON.stringify(onRealNode.nodeSelector)}`,
       '--set-json', `tolerations=${JSON.stringify(onRealNode.tolerations)}`,
+      '--set', 'replicas=1',
       ...extra,
     ],
     operatorPods,

@@ -2,8 +2,9 @@
 // budget (200 / 400) unless --kube-api-qps / --kube-api-burst say otherwise, secure metrics from a
 // certificate directory, --namespace with its alias --watch-namespace, the config mount path and
 // the tenant policy flags, the stuck window (--stuck-pod-timeout), the sharding flags (refused,
-// with the flag named, when they cannot work), and the admission webhook's server (none unless
-// --webhook-cert-dir is given).
+// with the flag named, when they cannot work), the admission webhook's server (none unless
+// --webhook-cert-dir is given), and the conversion Service the CRD is kept pointed at (none unless
+// --conversion-service or IOT_CONVERSION_SERVICE names one; it needs the webhook's certificate).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
@@ -111,5 +112,25 @@ describe('IoT operator options', () => {
     const badPort = start('--webhook-cert-dir', '/certs', '--webhook-port', '70000');
     assert.equal(badPort.status, 1);
     assert.match(badPort.stderr, /--webhook-port.*must be a port number/);
+  });
+
+  it('--conversion-service (or IOT_CONVERSION_SERVICE) names the Service the CRD is kept pointed at, trusting the webhook certificate’s ca.crt', () => {
+    assert.equal(parse('--webhook-cert-dir', '/certs').conversionService, undefined);
+    const expected = { service: { namespace: 'devawsk8s', name: 'iot-operator-webhook' }, caFile: '/etc/iot-operator/webhook-tls/ca.crt' };
+    assert.deepEqual(parse('--webhook-cert-dir', '/etc/iot-operator/webhook-tls', '--conversion-service', 'devawsk8s/iot-operator-webhook').conversionService, expected);
+    const before = process.env.IOT_CONVERSION_SERVICE;
+    process.env.IOT_CONVERSION_SERVICE = 'devawsk8s/iot-operator-webhook';
+    try {
+      assert.deepEqual(parse('--webhook-cert-dir', '/etc/iot-operator/webhook-tls').conversionService, expected);
+    } finally {
+      if (before === undefined) delete process.env.IOT_CONVERSION_SERVICE;
+      else process.env.IOT_CONVERSION_SERVICE = before;
+    }
+    const noCert = start('--conversion-service', 'devawsk8s/iot-operator-webhook');
+    assert.equal(noCert.status, 1);
+    assert.match(noCert.stderr, /--conversion-service needs --webhook-cert-dir/);
+    const malformed = start('--webhook-cert-dir', '/certs', '--conversion-service', 'iot-operator-webhook');
+    assert.equal(malformed.status, 1);
+    assert.match(malformed.stderr, /--conversion-service "iot-operator-webhook" must be <namespace>\/<name> of a Service/);
   });
 });

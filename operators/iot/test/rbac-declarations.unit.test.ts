@@ -16,11 +16,12 @@ import * as runtime from '@iot-operator/runtime';
 import { parseAllDocuments } from 'yaml';
 import { policyRules, type PolicyRule } from '../../../packages/sdk/src/generate/rbac.ts';
 import { recordControllers } from '../../../packages/sdk/src/generate/record.ts';
+import { IOTSERVICE_CRD_NAME } from '../src/api/crd.ts';
 import { IOTSERVICE_PLURAL } from '../src/api/iotservice.ts';
 import { extraPermissions, registerControllers } from '../src/controllers.ts';
 import { TEST_CONFIG } from './fixtures.ts';
 
-type Rule = { apiGroups: string[]; resources: string[]; verbs: string[] };
+type Rule = { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] };
 
 const [clusterRole, landscapeRole] = parseAllDocuments(readFileSync(new URL('../deploy/role.yml', import.meta.url), 'utf8')).map((d) => d.toJSON() as { kind: string; rules: Rule[] });
 if (clusterRole?.kind !== 'ClusterRole' || landscapeRole?.kind !== 'Role') throw new Error('deploy/role.yml holds a ClusterRole and then a Role');
@@ -53,6 +54,11 @@ describe('the RBAC of deploy/role.yml and what the IoT controllers declare', () 
 
   test('every rule the generator computes is granted (ClusterRole; IoTServices and the Lease also by the landscape Role)', () => {
     assert.deepEqual(missing(computed), []);
+  });
+
+  test('CustomResourceDefinitions are read and patched by name only: the IoTService CRD (its conversion, crd-conversion.ts)', () => {
+    const crdRules = clusterRole!.rules.filter((r) => r.resources.includes('customresourcedefinitions'));
+    assert.deepEqual(crdRules.map((r) => ({ verbs: r.verbs, resourceNames: r.resourceNames })), [{ verbs: ['get', 'patch'], resourceNames: [IOTSERVICE_CRD_NAME] }]);
   });
 
   test('a right the RBAC lacks is found', () => {

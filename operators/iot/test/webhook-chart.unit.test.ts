@@ -4,7 +4,10 @@
 // the operator is told to serve on, with a CA (caBundle) that signed the serving certificate the
 // pod mounts for the Service's DNS name; webhook.certSecret mounts the user's Secret instead and
 // lets cert-manager inject its CA; failurePolicy is a value; webhook.enabled=false leaves no trace.
-// The real API server calling it is webhook.e2e.test.ts.
+// The IoTService conversion is kept available: the operator is told to keep the CRD pointed at the
+// release's webhook Service (unless webhook.conversion=false), two replicas serve it by default,
+// spread over nodes when they can be, with a PodDisruptionBudget keeping one through drains.
+// The real API server calling them is webhook.e2e.test.ts and conversion-in-cluster.e2e.test.ts.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
@@ -100,5 +103,30 @@ describe('the chart’s IoTService admission webhook', () => {
     const container = find(objects, 'Deployment')!.spec.template.spec.containers[0];
     assert.ok(!container.args.some((a: string) => a.startsWith('--webhook')));
     assert.ok(!container.ports.some((p: { name: string }) => p.name === 'webhook'));
+  });
+
+  it('the conversion: --conversion-service names the release’s webhook Service; webhook.conversion=false leaves the CRD alone', async () => {
+    const args = (objects: Rendered[]) => find(objects, 'Deployment')!.spec.template.spec.containers[0].args as string[];
+    assert.ok(args(await render()).includes(`--conversion-service=${namespace}/iot-operator-webhook`));
+    assert.ok(!args(await render('--set', 'webhook.conversion=false')).some((a) => a.startsWith('--conversion-service')));
+    await assert.rejects(render('--set', 'webhook.conversion=maybe'), /webhook\.conversion/);
+  });
+
+  it('kept available: two replicas by default, preferring different nodes, and a PodDisruptionBudget of minAvailable 1 selecting them', async () => {
+    const objects = await render();
+    const deployment = find(objects, 'Deployment')!;
+    assert.equal(deployment.spec.replicas, 2);
+    const pod = deployment.spec.template;
+    const [term] = pod.spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution;
+    assert.equal(term.podAffinityTerm.topologyKey, 'kubernetes.io/hostname');
+    assert.deepEqual(term.podAffinityTerm.labelSelector.matchLabels, deployment.spec.selector.matchLabels);
+    const pdb = find(objects, 'PodDisruptionBudget', 'iot-operator')!;
+    assert.equal(pdb.spec.minAvailable, 1);
+    assert.deepEqual(pdb.spec.selector, deployment.spec.selector);
+    for (const [key, value] of Object.entries(pdb.spec.selector.matchLabels)) assert.equal(pod.metadata.labels[key], value, `the pods carry ${key}`);
+
+    assert.equal(find(await render('--set', 'replicas=1'), 'PodDisruptionBudget'), undefined, 'one replica: no budget, which would block every drain');
+    const own = find(await render('--set-json', 'affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"pool","operator":"In","values":["ops"]}]}]}}}'), 'Deployment')!;
+    assert.deepEqual(Object.keys(own.spec.template.spec.affinity), ['nodeAffinity'], 'an affinity of the user’s replaces the default');
   });
 });
