@@ -42,7 +42,7 @@ describe('the Helm chart', () => {
       '--set', 'imagePullSecret.create=true', '--set', 'imagePullSecret.dockerconfigjson=e30=', '--set', 'image.tag=1.2.3']);
     const objects = parseAllDocuments(rendered).map((d) => d.toJSON() as { kind: string; metadata: { name: string; namespace?: string } }).filter(Boolean);
     assert.deepEqual(objects.map((o) => o.kind).sort(), [
-      'ClusterRole', 'ClusterRole', 'ClusterRole', 'ClusterRoleBinding', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Deployment', 'Role', 'RoleBinding', 'Secret', 'Secret', 'Secret', 'Service', 'Service', 'ServiceAccount',
+      'ClusterRole', 'ClusterRole', 'ClusterRole', 'ClusterRoleBinding', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Deployment', 'PodDisruptionBudget', 'Role', 'RoleBinding', 'Secret', 'Secret', 'Secret', 'Service', 'Service', 'ServiceAccount',
       'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding', 'ValidatingWebhookConfiguration',
     ]);
     for (const o of objects.filter((o) => ['Deployment', 'Role', 'RoleBinding', 'Secret', 'Service', 'ServiceAccount'].includes(o.kind))) assert.equal(o.metadata.namespace, landscape, `${o.kind} in the release namespace`);
@@ -53,7 +53,7 @@ describe('the Helm chart', () => {
     assert.match(rendered, /- --stuck-pod-timeout=5m/);
 
     const stdout = await runWithInput(kubectl, ['--kubeconfig', env.kubeconfigPath, 'apply', '--dry-run=server', '-f', '-'], rendered);
-    for (const kind of ['serviceaccount', 'secret', 'service', 'clusterrole', 'clusterrolebinding', 'role', 'rolebinding', 'validatingadmissionpolicy', 'validatingadmissionpolicybinding', 'validatingwebhookconfiguration', 'deployment']) assert.match(stdout, new RegExp(`${kind}[^\\n]*(created|configured|unchanged) \\(server dry run\\)`));
+    for (const kind of ['serviceaccount', 'secret', 'service', 'clusterrole', 'clusterrolebinding', 'role', 'rolebinding', 'validatingadmissionpolicy', 'validatingadmissionpolicybinding', 'validatingwebhookconfiguration', 'deployment', 'poddisruptionbudget']) assert.match(stdout, new RegExp(`${kind}[^\\n]*(created|configured|unchanged) \\(server dry run\\)`));
   });
 
   it('a metrics Service always; a ServiceMonitor only where the Prometheus Operator API is served', async () => {
