@@ -5,6 +5,16 @@
  * example instance and reports its status until it is Available. The operator then keeps
  * running until Ctrl-C.
  *
+ * The CRD stores v1beta1 and serves v1alpha1 too (the example is v1alpha1): the operator in this
+ * process serves the conversion between them on https://127.0.0.1:<a free port>/convert, with a
+ * certificate for IP:127.0.0.1 whose CA is kept in
+ * ~/.cache/iot-operator/quickstart/<landscape>/webhook-certs ($IOT_OPERATOR_CACHE_DIR) across
+ * runs, and the CRD's spec.conversion points there before the example is applied. Until then an
+ * installed CRD keeps the conversion webhook it names. When the operator stops (Ctrl-C,
+ * --exit-when-available, a failure), the CRD, if it still names this process, names the Service
+ * it named before again (the shipped one, devawsk8s/iot-operator-webhook, when it named a URL or
+ * none), where the chart's operators take it over; v1alpha1 requests fail until one serves it.
+ *
  * Guarantees: objects that already exist (a landscape secret with real credentials, a changed
  * example) are never overwritten; every step says what it does, and the first run's build of the
  * control plane shows its progress as it goes (local-cluster.ts); a failure names the step.
@@ -26,14 +36,15 @@
  * --exit-when-available too, which then exits after it). The device's messages not all stored
  * within 60 s is a failure (exit 1).
  */
-import { constants } from 'node:os';
+import os, { constants } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Kinds, KubeClient, isAlreadyExists, type KubeObject, type Manager, type ResourceType } from '@iot-operator/runtime';
+import { Kinds, KubeClient, apiVersionOf, ensureWebhookCertificate, isAlreadyExists, isNotFound, type KubeObject, type Manager, type ResourceType } from '@iot-operator/runtime';
 import { registryPullSecret, TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceType } from './controller.ts';
+import { IoTServiceType, IoTServiceV1alpha1Type } from './controller.ts';
 import { createIoTOperator } from './operator.ts';
 import type { IoTServiceStatus } from './api/iotservice.ts';
+import { IOTSERVICE_CONVERSION_PATH, IOTSERVICE_CRD_NAME, conversionClientConfig } from './api/crd.ts';
 import { startLocalCluster, startStep, type StartStep } from './start-step.ts';
 
 const operatorDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -54,6 +65,8 @@ const say = (text: string) => console.log(`[iot-operator] ${text}`);
 /** What runs and has to be stopped on SIGINT/SIGTERM. */
 let step: { running: StartStep; what: string } | undefined;
 let manager: Manager | undefined;
+/** Points the CRD's conversion away from this process again, once it serves it. */
+let releaseConversion: (() => Promise<void>) | undefined;
 let available = false;
 let stopping = false;
 
@@ -65,7 +78,7 @@ function stopOnSignal(signal: NodeJS.Signals): void {
   const what = [step?.what, manager && 'the operator'].filter(Boolean).join(' and ');
   say(`${signal}: stopping${what ? ` ${what}` : ''}`);
   setTimeout(() => process.exit(code), 4500); // in-flight reconciles are cut short past this
-  void Promise.allSettled([step?.running.stop(), manager?.stop()]).then(() => process.exit(code));
+  void Promise.allSettled([step?.running.stop(), releaseConversion?.(), manager?.stop()]).then(() => process.exit(code));
 }
 process.on('SIGINT', stopOnSignal);
 process.on('SIGTERM', stopOnSignal);
@@ -139,12 +152,12 @@ async function sendDeviceMessage(client: KubeClient, namespace: string): Promise
   return runStep(startStep('the device simulator', process.execPath, simulate, repoDir, { ...process.env, IOT_API_TOKEN: apiToken }), 'the device simulator');
 }
 
-const quickstartTypes: Readonly<Record<string, ResourceType>> = { Namespace: Kinds.Namespace, Secret: Kinds.Secret, IoTService: IoTServiceType };
+const quickstartTypes: readonly ResourceType[] = [Kinds.Namespace, Kinds.Secret, IoTServiceType, IoTServiceV1alpha1Type];
 
 /** Creates a deploy/ object in this landscape unless it exists; existing objects are left as they are. */
 async function createIfAbsent(client: KubeClient, obj: KubeObject): Promise<void> {
-  const type = quickstartTypes[obj.kind ?? ''];
-  if (!type) throw new Error(`the quick start does not know how to create a ${obj.kind}`);
+  const type = quickstartTypes.find((t) => t.kind === obj.kind && apiVersionOf(t) === obj.apiVersion);
+  if (!type) throw new Error(`the quick start does not know how to create a ${obj.apiVersion} ${obj.kind}`);
   const metadata = type === Kinds.Namespace ? { ...obj.metadata, name: landscape } : { ...obj.metadata, namespace: landscape };
   try {
     await client.create(type, { ...obj, metadata });
@@ -152,6 +165,80 @@ async function createIfAbsent(client: KubeClient, obj: KubeObject): Promise<void
   } catch (err) {
     if (!isAlreadyExists(err)) throw err;
     say(`${obj.kind} ${metadata.name} already exists; left as it is`);
+  }
+}
+
+type Crd = KubeObject & { spec: { conversion?: { strategy?: string; webhook?: { clientConfig?: { url?: string; service?: unknown } } } } };
+
+async function shippedCrd(): Promise<Crd> {
+  const [crd] = await TestEnv.readManifests(deployFile('crds/cp_v1alpha1_iotservice_crd.yml'));
+  return crd as Crd;
+}
+
+/**
+ * Applies deploy/'s CRD. An installed CRD keeps the conversion webhook it names until this
+ * process serves the conversion (startServingConversion): applying the shipped Service beside a URL that
+ * someone else set would leave both, which the API server refuses.
+ */
+async function installCrd(client: KubeClient): Promise<void> {
+  const crd = await shippedCrd();
+  const installed = await client.get<Crd>(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME).catch((err: unknown) => {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  });
+  const conversion = installed?.spec.conversion?.strategy === 'Webhook' ? installed.spec.conversion : crd.spec.conversion;
+  await client.apply(Kinds.CustomResourceDefinition, { ...crd, spec: { ...crd.spec, conversion } }, { fieldManager: 'iot-operator-quickstart', force: true });
+}
+
+/** Where the webhook server's certificate is kept across runs, so the CRD's caBundle stays the same. */
+function webhookCertDir(): string {
+  const cacheRoot = process.env.IOT_OPERATOR_CACHE_DIR || path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'iot-operator');
+  return path.join(cacheRoot, 'quickstart', landscape, 'webhook-certs');
+}
+
+/**
+ * Starts the operator; once its webhook server listens, points the CRD's conversion at it (before
+ * the caches sync: listing v1beta1 converts what is still stored as v1alpha1). Returns the URL.
+ */
+async function startServingConversion(client: KubeClient, mgr: Manager, caPem: string): Promise<string> {
+  let settled = false;
+  const started = mgr.start().finally(() => (settled = true));
+  while (!mgr.webhookServer?.listening && !settled) await new Promise((r) => setTimeout(r, 20));
+  if (!mgr.webhookServer?.listening) {
+    await started; // its error, when it failed
+    throw new Error('the operator stopped before its webhook server listened');
+  }
+  const url = `https://127.0.0.1:${mgr.webhookServer.port}`;
+  const conversion = conversionClientConfig({ url }, caPem);
+  const before = (await client.get<Crd>(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME)).spec.conversion;
+  const restore = before?.webhook?.clientConfig?.service ? before : (await shippedCrd()).spec.conversion;
+  await client.patch(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME, undefined, [{ op: 'replace', path: '/spec/conversion', value: conversion }], 'json');
+  // The test operation makes the patch fail, leaving the CRD alone, once someone else has pointed it elsewhere.
+  const release = [
+    { op: 'test', path: '/spec/conversion/webhook/clientConfig/url', value: conversion.webhook.clientConfig.url },
+    { op: 'replace', path: '/spec/conversion', value: restore },
+  ];
+  releaseConversion = () => client.patch(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME, undefined, release, 'json').then(
+    () => undefined,
+    () => undefined,
+  );
+  await started;
+  return `${url}${IOTSERVICE_CONVERSION_PATH}`;
+}
+
+/**
+ * Creates the example (v1alpha1). The API server takes up the CRD's new conversion URL a moment
+ * after the change; until then the create fails calling the webhook the CRD named before.
+ */
+async function createExample(client: KubeClient, example: KubeObject): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    try {
+      return await createIfAbsent(client, example);
+    } catch (err) {
+      if (!(err instanceof Error && /conversion webhook for .* failed/.test(err.message)) || Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, 500));
+    }
   }
 }
 
@@ -170,15 +257,16 @@ async function watchUntilAvailable(client: KubeClient, name: string): Promise<vo
 async function main(): Promise<void> {
   const kubeconfig = await chooseCluster();
   const client = await KubeClient.fromKubeconfig({ kubeconfigPath: kubeconfig });
-  const [crd] = await TestEnv.readManifests(deployFile('crds/cp_v1alpha1_iotservice_crd.yml'));
-  await client.apply(Kinds.CustomResourceDefinition, crd!, { fieldManager: 'iot-operator-quickstart', force: true });
-  say('installed the IoTService CRD');
+  await installCrd(client);
+  say('installed the IoTService CRD (v1beta1 stored, v1alpha1 served)');
   for (const obj of await TestEnv.readManifests(deployFile('namespace.yml'))) await createIfAbsent(client, obj);
   const [example] = await TestEnv.readManifests(deployFile(realNode ? 'crds/example-iotservice-real-node.yml' : 'crds/example-iotservice.yml'));
   const exampleSpec = example!.spec as { version: string };
   const registry = realNode ? await referenceImages(client, kubeconfig!, exampleSpec.version) : 'registry.example.com/iot';
   await new Promise((r) => setTimeout(r, 1000)); // let the new CRD's API appear
 
+  const certDir = webhookCertDir();
+  const certificate = ensureWebhookCertificate(certDir, ['IP:127.0.0.1']);
   const mgr: Manager = (manager = await createIoTOperator({
     operatorName: landscape,
     watchNamespace: process.env.WATCH_NAMESPACE ?? '',
@@ -189,11 +277,13 @@ async function main(): Promise<void> {
     logLevel: process.env.LOG_LEVEL ?? 'warn',
     kubeconfig,
     syncPeriodMs: 10 * 3_600_000,
+    webhook: { address: '127.0.0.1:0', certFile: path.join(certDir, 'tls.crt'), keyFile: path.join(certDir, 'tls.key') },
   }));
-  await mgr.start();
+  const conversionUrl = await startServingConversion(client, mgr, certificate.ca);
   say(`operator running for landscape ${landscape}; metrics and health on http://127.0.0.1:8080/metrics`);
+  say(`the CRD's v1alpha1 ⇄ v1beta1 conversion is served here: ${conversionUrl} (CA ${path.join(certDir, 'ca.crt')})`);
 
-  await createIfAbsent(client, example!);
+  await createExample(client, example!);
   const name = example!.metadata.name!;
   await watchUntilAvailable(client, name);
   const kubectl = kubeconfig ? `KUBECONFIG=${kubeconfig} kubectl` : 'kubectl';
@@ -202,9 +292,9 @@ async function main(): Promise<void> {
   const keepRunning = !args.has('--exit-when-available');
   if (keepRunning) say('the operator keeps running; Ctrl-C stops it');
   if (realNode) console.log(await sendDeviceMessage(client, `${landscape}-${name}`));
-  client.close();
   if (!keepRunning) {
-    await mgr.stop();
+    await Promise.all([releaseConversion?.(), mgr.stop()]);
+    client.close();
     return;
   }
   await mgr.done;
@@ -213,5 +303,6 @@ async function main(): Promise<void> {
 main().catch((err: unknown) => {
   if (stopping) return; // what a stop interrupted fails; stopOnSignal says so and exits
   console.error(`[iot-operator] failed: ${err instanceof Error ? err.message : String(err)}`);
-  process.exit(1);
+  setTimeout(() => process.exit(1), 4500);
+  void Promise.allSettled([releaseConversion?.(), manager?.stop()]).then(() => process.exit(1));
 });

@@ -1,12 +1,15 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Kinds } from '@iot-operator/runtime';
 import { repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IOTSERVICE_CRD_NAME } from '../src/api/crd.ts';
 
 const run = promisify(execFile);
 const landscape = `qs-${randomBytes(3).toString('hex')}`;
@@ -17,8 +20,10 @@ before(async () => {
 });
 
 after(async () => {
+  // The certificate npm start kept for this landscape.
+  rmSync(path.join(process.env.IOT_OPERATOR_CACHE_DIR || path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'iot-operator'), 'quickstart', landscape), { recursive: true, force: true });
   // The quick start's operator has stopped: release the example by hand, then remove what it made.
-  await env.client.patch(IoTServiceV1alpha1Type, 'example-iotservice', landscape, { metadata: { finalizers: null } }).catch(() => undefined);
+  await env.client.patch(IoTServiceType, 'example-iotservice', landscape, { metadata: { finalizers: null } }).catch(() => undefined);
   for (const ns of [landscape, `${landscape}-example-iotservice`]) await env.client.delete(Kinds.Namespace, ns).catch(() => undefined);
 });
 
@@ -44,7 +49,8 @@ describe('npm start (the README’s first command)', () => {
     assert.match(stdout, /installed the IoTService CRD/);
     assert.match(stdout, new RegExp(`created Namespace ${landscape}`));
     assert.match(stdout, /example-iotservice: Available 7\/7/);
-    const iot = await env.client.get<{ metadata: { generation?: number }; status?: { phase?: string; observedGeneration?: number } } & { metadata: Record<string, unknown> }>(IoTServiceV1alpha1Type, 'example-iotservice', landscape);
+    // Read as kubectl reads it (v1beta1, stored), which needs no conversion webhook: npm start has stopped.
+    const iot = await env.client.get<{ metadata: { generation?: number }; status?: { phase?: string; observedGeneration?: number } } & { metadata: Record<string, unknown> }>(IoTServiceType, 'example-iotservice', landscape);
     assert.equal(iot.status?.phase, 'Available');
   });
 
@@ -60,7 +66,7 @@ describe('npm start (the README’s first command)', () => {
     assert.match(stdout, /example-iotservice: Available 7\/7/);
   });
 
-  it('left running once the example is Available: Ctrl-C stops the operator and exits 0 within 5 s', async () => {
+  it('left running once the example is Available: v1alpha1 reads are converted by it; Ctrl-C stops the operator and exits 0 within 5 s, pointing the CRD away from it', async () => {
     const { KUBECONFIG: _unused, ...withoutKubeconfig } = process.env;
     const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'operators/iot/src/start.ts'), '--local'], {
       cwd: repoRoot,
@@ -79,6 +85,18 @@ describe('npm start (the README’s first command)', () => {
       child.kill('SIGKILL');
       throw err;
     }
+    const conversionUrl = /conversion is served here: (https:\/\/127\.0\.0\.1:\d+\/convert)/.exec(output)?.[1];
+    assert.ok(conversionUrl, output);
+    const conversionOf = async () => (await env.client.get<{ spec: { conversion?: { webhook?: { clientConfig?: { url?: string } } } } } & { metadata: Record<string, unknown> }>(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME)).spec.conversion;
+    try {
+      assert.equal((await conversionOf())?.webhook?.clientConfig?.url, conversionUrl, 'the CRD names the webhook npm start serves');
+      const seed = await env.client.get<{ apiVersion?: string; status?: { phase?: string } } & { metadata: Record<string, unknown> }>(IoTServiceV1alpha1Type, 'example-iotservice', landscape);
+      assert.equal(seed.apiVersion, 'cp.iotservices.io/v1alpha1');
+      assert.equal(seed.status?.phase, 'Available');
+    } catch (err) {
+      child.kill('SIGKILL');
+      throw err;
+    }
     const sentAt = Date.now();
     child.kill('SIGINT');
     const timeout = setTimeout(() => child.kill('SIGKILL'), 15_000);
@@ -87,5 +105,6 @@ describe('npm start (the README’s first command)', () => {
     assert.ok(at - sentAt < 5000, `exited ${at - sentAt} ms after SIGINT; output:\n${output}`);
     assert.equal(code, 0, output);
     assert.match(output, /SIGINT: stopping the operator/);
+    assert.notEqual((await conversionOf())?.webhook?.clientConfig?.url, conversionUrl, 'the CRD no longer names the stopped process');
   });
 });
