@@ -4,18 +4,21 @@
  * registry, the landscape's image-pull-secret holding that registry's credentials, the real-node
  * example Available with its seven pods running on the real node from the registry's images, and
  * one simulated device's messages sent through the gateway and read back from core — the last
- * line of output `device <id>: sent 2, stored 2`. Reported as not run where the cluster has no
+ * line of output `device <id>: sent 2, stored 2`. The example is v1alpha1: its components' nodeSelector
+ * and tolerations reach the pods through the conversion npm start serves (placement in v1beta1). Reported as not run where the cluster has no
  * real node.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { localRegistry, realNode, REAL_NODE_NAME, repoRoot, testEnv, waitFor } from '@iot-operator/runtime/testing';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceType } from '../src/controller.ts';
 
 const run = promisify(execFile);
 const env = await testEnv();
@@ -27,9 +30,11 @@ type Pod = KubeObject & { spec: { nodeName?: string }; status?: { phase?: string
 
 describe('npm start -- --real-node (a working IoT service)', { skip: node.available ? false : node.reason }, () => {
   after(async () => {
-    // The quick start's operator has stopped: release the example by hand, then remove what it made
-    // (the claims' volumes go with the instance's namespace).
-    await env.client.patch(IoTServiceV1alpha1Type, 'reference-iotservice', landscape, { metadata: { finalizers: null } }).catch(() => undefined);
+    // The quick start's operator has stopped, and with it the conversion webhook: release the example
+    // by hand through v1beta1 (stored), then remove what it made (the claims' volumes go with the
+    // instance's namespace) and the certificate it kept for the landscape.
+    rmSync(path.join(process.env.IOT_OPERATOR_CACHE_DIR || path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'iot-operator'), 'quickstart', landscape), { recursive: true, force: true });
+    await env.client.patch(IoTServiceType, 'reference-iotservice', landscape, { metadata: { finalizers: null } }).catch(() => undefined);
     for (const ns of [landscape, instanceNamespace]) await env.client.delete(Kinds.Namespace, ns).catch(() => undefined);
     await waitFor(`namespace ${instanceNamespace} gone`, async () => ({ done: !(await env.client.get(Kinds.Namespace, instanceNamespace).catch(() => undefined)), value: undefined }), {
       timeoutMs: 180_000,
