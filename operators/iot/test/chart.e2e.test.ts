@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import { installServiceMonitorApi, removeServiceMonitorApi, repoRoot, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import { installIoTCrd, restoreShippedConversion, serveIoTConversion } from './e2e-support.ts';
 
 const run = promisify(execFile);
 const chart = path.join(repoRoot, 'operators/iot/chart/iot-operator');
@@ -27,6 +28,7 @@ let kubectl: string;
 
 before(async () => {
   env = await testEnv();
+  await installIoTCrd(env);
   helm = (await run('bash', [path.join(repoRoot, 'cluster/build-helm.sh')], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
   kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/build.sh')])).stdout.trim().split('\n').at(-1)!, 'kubectl');
 });
@@ -52,7 +54,10 @@ describe('the Helm chart', () => {
     assert.match(rendered, /- --allowed-service-types=ClusterIP/);
     assert.match(rendered, /- --stuck-pod-timeout=5m/);
 
-    const stdout = await runWithInput(kubectl, ['--kubeconfig', env.kubeconfigPath, 'apply', '--dry-run=server', '-f', '-'], rendered);
+    // The installed CRD's conversion points at this test process's URL; the chart's CRD names a
+    // Service, and applying it beside that URL would be refused: dry-run against the CRD as shipped.
+    await restoreShippedConversion(env);
+    const stdout = await runWithInput(kubectl, ['--kubeconfig', env.kubeconfigPath, 'apply', '--dry-run=server', '-f', '-'], rendered).finally(() => serveIoTConversion(env));
     for (const kind of ['serviceaccount', 'secret', 'service', 'clusterrole', 'clusterrolebinding', 'role', 'rolebinding', 'validatingadmissionpolicy', 'validatingadmissionpolicybinding', 'validatingwebhookconfiguration', 'deployment', 'poddisruptionbudget']) assert.match(stdout, new RegExp(`${kind}[^\\n]*(created|configured|unchanged) \\(server dry run\\)`));
   });
 

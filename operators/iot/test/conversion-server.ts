@@ -50,6 +50,14 @@ export async function installIoTCrd(env: TestEnv): Promise<void> {
   await env.installCrd({ ...crd, spec: { ...crd.spec, conversion: await testConversion() } });
 }
 
+/** Puts back the installed CRD's conversion as deploy/ ships it (a Service), so that applying that file changes nothing of it. */
+export async function restoreShippedConversion(env: TestEnv): Promise<void> {
+  const crd = parseYaml(readFileSync(crdFile, 'utf8')) as { spec: { conversion: unknown } };
+  await env.client.patch(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME, undefined, [{ op: 'replace', path: '/spec/conversion', value: crd.spec.conversion }], 'json').catch((err: unknown) => {
+    if (!isNotFound(err)) throw err;
+  });
+}
+
 /** Points the installed CRD's conversion at this test process (after something applied the CRD as shipped). */
 export async function serveIoTConversion(env: TestEnv): Promise<void> {
   await env.client.patch(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME, undefined, [{ op: 'replace', path: '/spec/conversion', value: await testConversion() }], 'json');

@@ -16,7 +16,7 @@ import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { Kinds, customResource, type KubeObject } from '@iot-operator/runtime';
 import { TestEnv as TestEnvClass, repoRoot, serviceAccountKubeconfig, testEnv, waitFor, type OperatorProcess, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
-import { spawnOperator } from './e2e-support.ts';
+import { restoreShippedConversion, serveIoTConversion, spawnOperator } from './e2e-support.ts';
 
 const exec = promisify(execCallback);
 const operatorDir = path.join(repoRoot, 'operators/iot');
@@ -65,8 +65,14 @@ describe('seeds 000/001: the IoT operator walkthrough, verbatim', () => {
   });
 
   test('kubectl apply -f deploy/crds/cp_v1alpha1_iotservice_crd.yml registers the IoTService CRD', async () => {
+    // The CRD may be installed already, its conversion pointed at a test process's URL; put back
+    // what the file says first, or applying it would set a Service beside that URL.
+    await restoreShippedConversion(env);
     await seed('kubectl apply --server-side --force-conflicts -f deploy/crds/cp_v1alpha1_iotservice_crd.yml');
     await seed('kubectl wait --for=condition=Established crd/iotservices.cp.iotservices.io --timeout=60s');
+    // The operator's pod would serve the conversion the CRD names; on this cluster it runs no
+    // container, so this test process serves it.
+    await serveIoTConversion(env);
   });
 
   test("sed REPLACE_VERSION, then namespace, RBAC and operator: kubectl --namespace <operator-namespace> get deployments shows iot-operator", async () => {
