@@ -7,7 +7,7 @@
  * Guarantees (`--conversion-service <namespace>/<name>`; operator.ts):
  * - At start and every 30 s, `spec.conversion` of iotservices.cp.iotservices.io is set to this
  *   operator's Service with the CA of `<webhook cert dir>/ca.crt` when the CRD names no Service,
- *   names one that does not exist or has no ready endpoint (its EndpointSlices), or names this
+ *   names one that does not exist or has no endpoint whose pod is ready (its EndpointSlices), or names this
  *   very Service with another CA, path or port (`conversionDecision`, pure).
  * - Never replaced: a Service with a ready endpoint (another landscape's operator serving it) and a
  *   `url` (an operator run outside the cluster, or tests serving it themselves).
@@ -75,9 +75,13 @@ function sameConversion(current: CrdConversion | undefined, desired: ReturnType<
 }
 
 type Crd = KubeObject & { spec: { conversion?: CrdConversion } };
-type EndpointSlice = KubeObject & { endpoints?: Array<{ conditions?: { ready?: boolean } }> };
+type EndpointSlice = KubeObject & { endpoints?: Array<{ conditions?: { ready?: boolean; serving?: boolean } }> };
 
-/** Whether `service` exists and has an endpoint ready to take traffic (a missing `ready` counts as ready, as the API documents). */
+/**
+ * Whether `service` exists and has an endpoint whose pod is ready: `serving` (which a Service
+ * publishing not-ready addresses, as the chart's does, keeps apart from `ready`), else `ready`; a
+ * missing condition counts as true, as the API documents.
+ */
 async function serviceState(client: Pick<KubeApi, 'get' | 'list'>, service: ServiceRef): Promise<'missing' | 'serving' | 'not serving'> {
   try {
     await client.get(Kinds.Service, service.name, service.namespace);
@@ -86,7 +90,7 @@ async function serviceState(client: Pick<KubeApi, 'get' | 'list'>, service: Serv
     throw err;
   }
   const slices = await client.list<EndpointSlice>(EndpointSliceType, { namespace: service.namespace, labelSelector: `kubernetes.io/service-name=${service.name}` });
-  return slices.items.some((slice) => slice.endpoints?.some((e) => e.conditions?.ready !== false)) ? 'serving' : 'not serving';
+  return slices.items.some((slice) => slice.endpoints?.some((e) => (e.conditions?.serving ?? e.conditions?.ready) !== false)) ? 'serving' : 'not serving';
 }
 
 export interface ConversionServiceOptions {

@@ -50,16 +50,17 @@ describe('checkConversion', () => {
   const caFile = path.join(dir, 'ca.crt');
   writeFileSync(caFile, ca);
 
-  /** A client holding the CRD and no Service at all; records the patches it is sent. */
-  function client(conversion: CrdConversion) {
+  /** A client holding the CRD and, when `endpoints` are given, the Service it names with those endpoints; records the patches it is sent. */
+  function client(conversion: CrdConversion, endpoints?: Array<{ conditions: { ready?: boolean; serving?: boolean } }>) {
     const patches: unknown[] = [];
     return {
       patches,
       get: async (type: { kind: string }, name: string) => {
         if (type.kind === 'CustomResourceDefinition' && name === IOTSERVICE_CRD_NAME) return { metadata: { name, resourceVersion: '42' }, spec: { conversion } } as never;
+        if (type.kind === 'Service' && endpoints) return { metadata: { name } } as never;
         throw new ApiError(404, 'NotFound', `${type.kind} ${name} not found`);
       },
-      list: async () => ({ items: [] }) as never,
+      list: async () => ({ items: endpoints ? [{ metadata: {}, endpoints }] : [] }) as never,
       patch: async (_type: unknown, _name: string, _ns: unknown, patch: unknown, patchType?: string) => {
         patches.push({ patch, patchType });
         return {} as never;
@@ -83,5 +84,15 @@ describe('checkConversion', () => {
     const fake = client(conversionClientConfig({ service: own }, ca) as CrdConversion);
     assert.deepEqual(await checkConversion(fake, { service: own, caFile }), { point: false, reason: 'current' });
     assert.deepEqual(fake.patches, []);
+  });
+
+  it('another Service: left while an endpoint’s pod is ready (serving); taken over when its endpoints are published but not serving (pods starting or stuck)', async () => {
+    const serving = client(shipped, [{ conditions: { ready: true, serving: true } }]);
+    assert.deepEqual(await checkConversion(serving, { service: own, caFile }), { point: false, reason: 'served elsewhere', holder: 'devawsk8s/iot-operator-webhook' });
+    assert.deepEqual(serving.patches, []);
+    const notServing = client(shipped, [{ conditions: { ready: true, serving: false } }]);
+    assert.deepEqual(await checkConversion(notServing, { service: own, caFile }), { point: true, reason: 'no ready endpoint' });
+    const noEndpoints = client(shipped, []);
+    assert.deepEqual(await checkConversion(noEndpoints, { service: own, caFile }), { point: true, reason: 'no ready endpoint' });
   });
 });

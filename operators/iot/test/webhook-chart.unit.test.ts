@@ -7,7 +7,8 @@
 // The IoTService conversion is kept available: the operator is told to keep the CRD pointed at the
 // release's webhook Service (unless webhook.conversion=false), two replicas serve it by default,
 // spread over nodes when they can be, with a PodDisruptionBudget keeping one through drains, and a
-// terminating pod pauses 5 s (preStop) while the API server's calls move to the other replica.
+// terminating pod pauses 5 s (preStop) while the API server's calls move to the other replica; the
+// Service routes to pods not yet Ready (their cache sync may need the conversion).
 // The real API server calling them is webhook.e2e.test.ts and conversion-in-cluster.e2e.test.ts.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -127,6 +128,7 @@ describe('the chart’s IoTService admission webhook', () => {
     assert.deepEqual(pdb.spec.selector, deployment.spec.selector);
     for (const [key, value] of Object.entries(pdb.spec.selector.matchLabels)) assert.equal(pod.metadata.labels[key], value, `the pods carry ${key}`);
 
+    assert.equal(find(objects, 'Service', 'iot-operator-webhook')!.spec.publishNotReadyAddresses, true, 'a starting pod, not yet Ready, answers the conversion its own cache sync needs');
     assert.equal(find(await render('--set', 'replicas=1'), 'PodDisruptionBudget'), undefined, 'one replica: no budget, which would block every drain');
     const own = find(await render('--set-json', 'affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"pool","operator":"In","values":["ops"]}]}]}}}'), 'Deployment')!;
     assert.deepEqual(Object.keys(own.spec.template.spec.affinity), ['nodeAffinity'], 'an affinity of the user’s replaces the default');
