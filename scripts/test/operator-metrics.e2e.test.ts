@@ -12,7 +12,7 @@ import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { repoRoot, spawnOperator, testEnv, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
-import { createPullSecret, deleteAllInstances, iotService } from '../../operators/iot/test/e2e-support.ts';
+import { createPullSecret, deleteAllInstances, installIoTCrd, iotService } from '../../operators/iot/test/e2e-support.ts';
 import { IoTServiceV1alpha1Type } from '../../operators/iot/src/controller.ts';
 import { JOBS, OPERATORS, type Operator } from '../alert-rules.ts';
 
@@ -33,28 +33,34 @@ after(() => env?.cleanup());
 
 /** How each operator is installed and started, and the object it is given to reconcile. */
 interface Setup {
-  crds: string[];
+  /** Installs the operator's CRDs. */
+  installCrds: (env: TestEnv) => Promise<void>;
   main: string;
   args: (ns: string) => string[];
   object?: (ns: string) => { type: Parameters<TestEnv['client']['create']>[0]; body: KubeObject };
   /** A series the scrape must show once the object is reconciled (the operator's own metrics). */
   shows?: RegExp;
 }
+/** Installs CRD files of the repository, one after the other. */
+const crdFiles = (files: string[]) => async (env: TestEnv) => {
+  for (const file of files) await env.installCrd(path.join(repoRoot, file));
+};
+
 const OPERATOR_SETUPS: Record<Operator, Setup> = {
   iot: {
-    crds: ['operators/iot/deploy/crds/cp_v1alpha1_iotservice_crd.yml'],
+    installCrds: installIoTCrd, // converted by this test process
     main: 'operators/iot/bin/iot-operator.js',
     args: () => [], // its Lease lives in its landscape
     object: (ns) => ({ type: IoTServiceV1alpha1Type, body: iotService('metrics', ns) }),
     shows: /^iotservice_status_phase\{[^}]*name="metrics"/m,
   },
   armada: {
-    crds: ['armadachart', 'armadachartgroup', 'armadamanifest'].map((kind) => `operators/armada/deploy/crds/armada_v1alpha1_${kind}_crd.yml`),
+    installCrds: crdFiles(['armadachart', 'armadachartgroup', 'armadamanifest'].map((kind) => `operators/armada/deploy/crds/armada_v1alpha1_${kind}_crd.yml`)),
     main: 'operators/armada/bin/armada-operator.js',
     args: (ns) => ['--leader-election-namespace', ns, '--helm-binary', helm],
   },
   memcached: {
-    crds: ['operators/memcached/deploy/crds/cache_v1alpha1_memcached_crd.yaml'],
+    installCrds: crdFiles(['operators/memcached/deploy/crds/cache_v1alpha1_memcached_crd.yaml']),
     main: 'operators/memcached/src/main.ts',
     args: (ns) => ['--leader-election-namespace', ns],
     object: (ns) => ({
@@ -63,7 +69,7 @@ const OPERATOR_SETUPS: Record<Operator, Setup> = {
     }),
   },
   ptemplate: {
-    crds: ['operators/ptemplate/config/crd/bases/pt.example.com_ptemplates.yaml'],
+    installCrds: crdFiles(['operators/ptemplate/config/crd/bases/pt.example.com_ptemplates.yaml']),
     main: 'operators/ptemplate/src/main.ts',
     args: (ns) => ['--leader-election-namespace', ns],
   },
@@ -92,7 +98,7 @@ describe('promtool check metrics over each operator\'s /metrics', () => {
   for (const operator of OPERATORS) {
     it(`${operator}: a real scrape of its /metrics (job ${JOBS[operator]} in the rules) has no problem`, async () => {
       const setup = OPERATOR_SETUPS[operator];
-      for (const crd of setup.crds) await env.installCrd(path.join(repoRoot, crd));
+      await setup.installCrds(env);
       const ns = await env.namespace(`metrics-${operator}`);
       const name = `${operator}-operator`;
       const child: OperatorProcess = spawnOperator(
