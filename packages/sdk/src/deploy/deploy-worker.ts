@@ -31,7 +31,6 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { readProject, webhookManifestFile, type Project } from '../project.ts';
-import { ensureWebhookCertificate, makeWebhookCertificate, usableCertificate, type WebhookCertificate } from '@iot-operator/runtime';
 import { configurationNames, localWebhookObjects, webhookSecretName, webhookServiceName } from '../webhook/manifests.ts';
 
 interface KubeObject {
@@ -67,6 +66,17 @@ const FIELD_MANAGER = 'operator-ts';
 const projectDir = process.cwd();
 const runtimeFile = createRequire(path.join(projectDir, 'package.json')).resolve('@iot-operator/runtime');
 const runtime = await import(pathToFileURL(runtimeFile).href);
+// The webhook certificate is made by the project's runtime (its webhook/certificates.ts).
+interface WebhookCertificate {
+  ca: string;
+  cert: string;
+  key: string;
+}
+const { ensureWebhookCertificate, makeWebhookCertificate, usableCertificate } = runtime as {
+  ensureWebhookCertificate(dir: string, names: readonly string[]): WebhookCertificate;
+  makeWebhookCertificate(dir: string, names: readonly string[]): WebhookCertificate;
+  usableCertificate(certificate: Partial<WebhookCertificate>, names: readonly string[]): boolean;
+};
 const Kinds: Record<string, ResourceType> = {
   ...(runtime.Kinds as Record<string, ResourceType>),
   MutatingWebhookConfiguration: runtime.customResource('admissionregistration.k8s.io', 'v1', 'MutatingWebhookConfiguration', 'mutatingwebhookconfigurations', false) as ResourceType,
