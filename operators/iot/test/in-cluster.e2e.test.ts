@@ -28,6 +28,8 @@ const env: TestEnv = await testEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
 const IoTServices = customResource('cp.iotservices.io', 'v1alpha1', 'IoTService', 'iotservices');
+/** The stored version: the polls of 100 IoTServices read their status without a conversion each time. */
+const StoredIoTServices = customResource('cp.iotservices.io', 'v1beta1', 'IoTService', 'iotservices');
 
 type Lease = KubeObject & { spec: { holderIdentity?: string } };
 
@@ -157,7 +159,7 @@ describe('the IoT operator in a real pod, installed with its chart', { skip }, (
     const names = Array.from({ length: 100 }, (_, i) => `burst-${String(i).padStart(3, '0')}`);
     for (let i = 0; i < names.length; i += 20) await Promise.all(names.slice(i, i + 20).map((n) => env.client.create(IoTServices, iotService(n, landscape))));
     await waitFor('100 IoTServices Available', async () => {
-      const items = (await env.client.list(IoTServices, { namespace: landscape })).items as IoTObject[];
+      const items = (await env.client.list(StoredIoTServices, { namespace: landscape })).items as IoTObject[];
       const available = items.filter((o) => o.metadata.name!.startsWith('burst-') && o.status?.phase === 'Available').length;
       return { done: available === 100, value: available, seen: `${available} of 100 Available` };
     }, { timeoutMs: 600_000, intervalMs: 2_000 });
@@ -175,7 +177,7 @@ describe('the IoT operator in a real pod, installed with its chart', { skip }, (
     const ring = `iot-${landscape}`;
     const shardOf = (o: KubeObject) => o.metadata.labels?.[shardLabel(ring)];
     const assignment = async () => {
-      const items = (await env.client.list(IoTServices, { namespace: landscape })).items as IoTObject[];
+      const items = (await env.client.list(StoredIoTServices, { namespace: landscape })).items as IoTObject[];
       const pods = (await rel.operatorPods()).filter(isReady).map((p) => p.metadata.name!);
       const byPod = new Map(pods.map((p) => [p, items.filter((o) => shardOf(o) === p).length]));
       const available = items.filter((o) => o.status?.phase === 'Available' && o.status.observedGeneration === o.metadata.generation).length;
