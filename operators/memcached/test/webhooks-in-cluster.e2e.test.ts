@@ -11,8 +11,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import os from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -46,9 +45,7 @@ before(async () => {
   await env.installCrd(path.join(operatorDir, MEMCACHED_CRD_FILE));
   ns = await env.namespace('memcached-webhook-pod');
 
-  const scratch = mkdtempSync(path.join(os.tmpdir(), 'memcached-webhook-pod-'));
-  const certificate = makeWebhookCertificate(scratch, [`DNS:${webhookServiceName(project)}.${ns}.svc`]);
-  rmSync(scratch, { recursive: true, force: true });
+  const certificate = makeWebhookCertificate([`DNS:${webhookServiceName(project)}.${ns}.svc`]);
   await env.client.create(Kinds.Secret, { metadata: { name: webhookSecretName(project), namespace: ns }, type: 'kubernetes.io/tls', stringData: { 'ca.crt': certificate.ca, 'tls.crt': certificate.cert, 'tls.key': certificate.key } });
 
   const pullSecret = await registryPullSecret(env, ns);

@@ -30,6 +30,7 @@ export * from './webhook/admission.ts';
 export * from './webhook/conversion.ts';
 export * from './webhook/cert-watcher.ts';
 export * from './webhook/certificates.ts';
+export * from './webhook/certificate-secret.ts';
 export * from './webhook/metrics.ts';
 export * from './webhook/server.ts';
 export * from './manager/leader-election.ts';

@@ -24,9 +24,8 @@
  * object and the user's missing permission; a kind deploy/ may not hold, or deploy without an
  * image for REPLACE_IMAGE, fails before any write.
  */
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseAllDocuments } from 'yaml';
@@ -74,7 +73,7 @@ interface WebhookCertificate {
 }
 const { ensureWebhookCertificate, makeWebhookCertificate, usableCertificate } = runtime as {
   ensureWebhookCertificate(dir: string, names: readonly string[]): WebhookCertificate;
-  makeWebhookCertificate(dir: string, names: readonly string[]): WebhookCertificate;
+  makeWebhookCertificate(names: readonly string[]): WebhookCertificate;
   usableCertificate(certificate: Partial<WebhookCertificate>, names: readonly string[]): boolean;
 };
 const Kinds: Record<string, ResourceType> = {
@@ -188,12 +187,7 @@ async function webhookCertificate(client: Client, project: Project, namespace: s
   const decode = (key: string) => (data[key] ? Buffer.from(data[key], 'base64').toString('utf8') : undefined);
   const current = { ca: decode('ca.crt'), cert: decode('tls.crt'), key: decode('tls.key') };
   if (usableCertificate(current, names)) return current as WebhookCertificate;
-  const scratch = mkdtempSync(path.join(os.tmpdir(), 'operator-ts-cert-'));
-  try {
-    return makeWebhookCertificate(scratch, names);
-  } finally {
-    rmSync(scratch, { recursive: true, force: true });
-  }
+  return makeWebhookCertificate(names);
 }
 
 async function deploy(client: Client, options: Options): Promise<void> {
