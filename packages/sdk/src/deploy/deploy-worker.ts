@@ -10,8 +10,9 @@
  *   role_binding.yaml and operator.yaml in it, REPLACE_IMAGE replaced by the image and a
  *   ClusterRoleBinding's REPLACE_NAMESPACE by the namespace.
  *   With webhooks (deploy/webhook.yaml), also the Secret <name>-webhook-cert (kubernetes.io/tls:
- *   a CA of its own and a certificate for <name>-webhook-service.<namespace>.svc, made with
- *   openssl; the one already there is kept while it covers that name for 30 more days), the
+ *   a CA of its own and a certificate for <name>-webhook-service.<namespace>.svc, made by the
+ *   runtime in the process; the one already there is kept while it covers that name for 30 more
+ *   days), the
  *   webhook Service and configurations, and the CA as caBundle of every webhook and CRD conversion.
  * - undeploy: deletes those objects (not the namespace), then uninstall.
  * - webhook-local: the webhooks of an operator run out of cluster: a certificate for 127.0.0.1
