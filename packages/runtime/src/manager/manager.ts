@@ -248,8 +248,15 @@ export class Manager implements ControllerHost {
     return this.stopping;
   }
 
-  /** Starts, then stops gracefully on SIGTERM/SIGINT; SIGHUP forces a resync. Exits the process. */
-  async runUntilSignal(): Promise<never> {
+  /**
+   * Starts, then stops gracefully on SIGTERM/SIGINT; SIGHUP forces a resync. Exits the process,
+   * after `beforeExit` has run (its failure is logged; it does not change the exit code).
+   */
+  async runUntilSignal(beforeExit?: () => Promise<void>): Promise<never> {
+    const exit = async (code: number): Promise<never> => {
+      await beforeExit?.().catch((err: unknown) => this.logger.warn({ err: err instanceof Error ? err.message : String(err) }, 'clean-up before exit failed'));
+      process.exit(code);
+    };
     const onSignal = (signal: NodeJS.Signals) => {
       this.logger.info({ signal }, 'shutting down');
       void this.stop(0);
@@ -261,9 +268,9 @@ export class Manager implements ControllerHost {
       await this.start();
     } catch (err) {
       this.logger.fatal({ err: err instanceof Error ? err.message : String(err) }, 'manager failed to start');
-      process.exit(1);
+      return exit(1);
     }
-    process.exit(await this.done);
+    return exit(await this.done);
   }
 
   private startControllers(): void {
