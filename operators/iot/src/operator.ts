@@ -3,11 +3,13 @@
  * shard of a ControllerRing, HTTP server, the controllers of controllers.ts (the IoTService controller and the clean-up of
  * orphaned instance namespaces), the instance metrics (instance-metrics.ts) and, when webhook options
  * are given, the IoTService admission webhook (instance-namespace-webhook.ts) and the IoTService
- * conversion webhook (conversion-webhook.ts), and with `conversionService` the CRD's conversion kept
- * pointed at the operator's Service (crd-conversion.ts). Used by the `iot-operator` process and by tests that run the
+ * conversion webhook (conversion-webhook.ts), with `webhookCertSecret` a webhook certificate of its
+ * own, kept in a Secret (webhook-certificate.ts), and with `conversionService` the CRD's conversion
+ * kept pointed at the operator's Service (crd-conversion.ts); with `localConversion` the certificate
+ * for 127.0.0.1 (local-conversion.ts; main.ts points the CRD there). Used by the `iot-operator` process and by tests that run the
  * operator in-process.
  */
-import { Manager } from '@iot-operator/runtime';
+import { ensureWebhookCertificate, Manager } from '@iot-operator/runtime';
 import { SHARDED_TYPES, iotCacheOptions, type IoTControllerConfig } from './controller.ts';
 import { registerControllers } from './controllers.ts';
 import { exportInstanceMetrics } from './instance-metrics.ts';
@@ -15,8 +17,10 @@ import { registerConversionWebhook } from './conversion-webhook.ts';
 import { registerConversionService } from './crd-conversion.ts';
 import { registerInstanceNamespaceWebhook } from './instance-namespace-webhook.ts';
 import { iotRateLimitDefaults, type OperatorOptions } from './options.ts';
+import { keepWebhookCertificate } from './webhook-certificate.ts';
 
 export async function createIoTOperator(options: OperatorOptions): Promise<Manager> {
+  if (options.localConversion) ensureWebhookCertificate(options.localConversion.certDir, ['IP:127.0.0.1']);
   const config: IoTControllerConfig = {
     operatorName: options.operatorName,
     watchNamespace: options.watchNamespace,
@@ -45,6 +49,7 @@ export async function createIoTOperator(options: OperatorOptions): Promise<Manag
     registerInstanceNamespaceWebhook(mgr, options.operatorName);
     registerConversionWebhook(mgr);
   }
+  if (options.webhookCertSecret) await keepWebhookCertificate(mgr, options.webhookCertSecret);
   if (options.conversionService) registerConversionService(mgr, options.conversionService);
   return mgr;
 }

@@ -19,6 +19,12 @@
  * `--webhook-port` alone is an error. `--conversion-service <namespace>/<name>` (env
  * IOT_CONVERSION_SERVICE) keeps the IoTService CRD's conversion webhook pointed at that Service
  * (crd-conversion.ts), trusting `<webhook cert dir>/ca.crt`; it needs `--webhook-cert-dir`.
+ * `--webhook-cert-secret <name>` (env IOT_WEBHOOK_CERT_SECRET) makes the operator its own webhook
+ * certificate for that Service's names, kept in that Secret of the landscape namespace and written
+ * into `--webhook-cert-dir` (webhook-certificate.ts); it needs both flags. `--local-conversion`
+ * serves the conversion from this process on 127.0.0.1 (`--webhook-port`, default a free port)
+ * and points the CRD there while it runs (local-conversion.ts); it excludes the three flags
+ * above, which are for an operator in the cluster.
  */
 import os from 'node:os';
 import path from 'node:path';
@@ -26,6 +32,8 @@ import { metricsSecureNeedsCertDir, parseBurst, parseQps, secureMetricsFromCertD
 import { Command, InvalidArgumentError } from 'commander';
 import { SERVICE_TYPES, type GatewayServiceType } from './api/iotservice.ts';
 import type { ConversionServiceOptions } from './crd-conversion.ts';
+import { localWebhookCertDir } from './local-conversion.ts';
+import type { OwnWebhookCertificateOptions } from './webhook-certificate.ts';
 import { DEFAULT_CONFIG_MOUNT_PATH } from './resources/instance.ts';
 import { canonicalQuantity, quantityNanos } from './resources/quantity.ts';
 import { QUOTA_RESOURCES, defaultTenantPolicy, type QuotaValues, type TenantPolicy } from './resources/tenant-policy.ts';
@@ -45,6 +53,10 @@ export interface OperatorOptions {
   webhook?: WebhookServerOptions;
   /** Keep the IoTService CRD's conversion pointed at this Service (crd-conversion.ts); undefined = never touch it. */
   conversionService?: ConversionServiceOptions;
+  /** Make the webhook certificate and keep it in this Secret (webhook-certificate.ts); undefined = the files are given. */
+  webhookCertSecret?: OwnWebhookCertificateOptions;
+  /** Serve the conversion on 127.0.0.1 with a certificate kept in `certDir` and point the CRD here (local-conversion.ts). */
+  localConversion?: { certDir: string };
   /** The client's request rate to the API server; undefined = `iotRateLimitDefaults`. */
   rateLimit?: RateLimit;
   logLevel: string;
@@ -112,6 +124,8 @@ export function operatorCommand(): Command {
     .option('--webhook-cert-dir <dir>', 'serve the IoTService admission webhook over HTTPS with tls.crt and tls.key of this directory (e.g. a mounted kubernetes.io/tls Secret)')
     .option('--webhook-port <port>', `port of the webhook server, on every interface (needs --webhook-cert-dir; default ${defaultWebhookPort})`, port)
     .option('--conversion-service <namespace/name>', "keep the IoTService CRD's conversion webhook pointed at this Service of the operator's pods, unless another one serves it (needs --webhook-cert-dir, whose ca.crt it trusts; env IOT_CONVERSION_SERVICE)", process.env.IOT_CONVERSION_SERVICE)
+    .option('--webhook-cert-secret <name>', "make the webhook certificate for the --conversion-service Service and keep it in this Secret of the landscape namespace, shared by the replicas and renewed before it expires; written into --webhook-cert-dir (env IOT_WEBHOOK_CERT_SECRET)", process.env.IOT_WEBHOOK_CERT_SECRET)
+    .option('--local-conversion', "out of the cluster: serve the IoTService conversion (v1alpha1 <-> v1beta1) from this process on https://127.0.0.1 (--webhook-port, default a free port) and point the CRD's conversion here until it stops; for a cluster whose API server runs on this machine", false)
     .option('--kube-api-qps <qps>', 'requests per second to the API server (0 or less = unlimited)', parseQps, iotRateLimitDefaults.qps)
     .option('--kube-api-burst <n>', 'requests allowed at once above --kube-api-qps', parseBurst, iotRateLimitDefaults.burst)
     .option('--log-level <level>', 'fatal, error, warn, info, debug or trace', process.env.LOG_LEVEL ?? 'info')
@@ -181,6 +195,7 @@ function parseTenancy(command: Command, o: TenancyFlags, defaultRegistry: string
 }
 
 const dns1123Label = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const dns1123Subdomain = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 /** `<namespace>/<name>` of the webhook Service; its CA is the webhook certificate directory's ca.crt. */
 function parseConversionService(command: Command, value: string, webhookCertDir: string | undefined): ConversionServiceOptions {
@@ -188,6 +203,14 @@ function parseConversionService(command: Command, value: string, webhookCertDir:
   if (rest.length > 0 || !dns1123Label.test(namespace) || !dns1123Label.test(name)) command.error(`error: --conversion-service "${value}" must be <namespace>/<name> of a Service`);
   if (!webhookCertDir) command.error('error: --conversion-service needs --webhook-cert-dir: the operator serves the conversion there, and its ca.crt is the CA the CRD must trust');
   return { service: { namespace, name }, caFile: path.join(webhookCertDir, 'ca.crt') };
+}
+
+/** The Secret of the landscape that keeps the webhook certificate for the conversion Service's names. */
+function parseWebhookCertSecret(command: Command, name: string, landscape: string, webhookCertDir: string | undefined, conversion: ConversionServiceOptions | undefined): OwnWebhookCertificateOptions {
+  if (!dns1123Subdomain.test(name)) command.error(`error: --webhook-cert-secret "${name}" is not a valid Secret name (DNS-1123 subdomain)`);
+  if (!webhookCertDir || !conversion) command.error('error: --webhook-cert-secret needs --webhook-cert-dir (where the certificate is written for the webhook server) and --conversion-service (the Service it is made for)');
+  const host = `${conversion.service.name}.${conversion.service.namespace}.svc`;
+  return { namespace: landscape, name, dir: webhookCertDir, names: [`DNS:${host}`, `DNS:${host}.cluster.local`] };
 }
 
 export function parseOperatorOptions(argv: string[]): OperatorOptions {
@@ -207,6 +230,8 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
         webhookCertDir?: string;
         webhookPort?: number;
         conversionService?: string;
+        webhookCertSecret?: string;
+        localConversion: boolean;
         kubeApiQps: number;
         kubeApiBurst: number;
         shardRing?: string;
@@ -224,8 +249,15 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
   if (!/^\/[^:]*[^/]$/.test(configMountPath)) command.error(`error: --config-mount-path "${configMountPath}" must be an absolute file path`);
   if (!/^[^:]*:\d+$/.test(o.metricsBindAddress)) command.error(`error: --metrics-bind-address "${o.metricsBindAddress}" must be host:port`);
   if (o.metricsSecure && !o.metricsCertDir) command.error(`error: ${metricsSecureNeedsCertDir}`);
-  if (o.webhookPort !== undefined && !o.webhookCertDir) command.error('error: --webhook-port needs --webhook-cert-dir: a directory holding tls.crt and tls.key (e.g. a mounted kubernetes.io/tls Secret)');
+  if (o.localConversion) {
+    const inCluster = [o.webhookCertDir && '--webhook-cert-dir', o.conversionService && '--conversion-service', o.webhookCertSecret && '--webhook-cert-secret'].filter(Boolean);
+    if (inCluster.length > 0) command.error(`error: --local-conversion serves the conversion from this process with a certificate of its own; ${inCluster.join(', ')} ${inCluster.length > 1 ? 'are' : 'is'} for an operator in the cluster`);
+  } else if (o.webhookPort !== undefined && !o.webhookCertDir) {
+    command.error('error: --webhook-port needs --webhook-cert-dir: a directory holding tls.crt and tls.key (e.g. a mounted kubernetes.io/tls Secret)');
+  }
+  const localCertDir = o.localConversion ? localWebhookCertDir(o.operatorName) : undefined;
   const conversionService = o.conversionService ? parseConversionService(command, o.conversionService, o.webhookCertDir) : undefined;
+  const webhookCertSecret = o.webhookCertSecret ? parseWebhookCertSecret(command, o.webhookCertSecret, o.operatorName, o.webhookCertDir, conversionService) : undefined;
   if (o.shardName !== undefined && o.shardRing === undefined) command.error('error: --shard-name needs --shard-ring');
   if (o.shardRing !== undefined && o.leaderElect) command.error('error: --shard-ring and --leader-elect exclude each other: shards share the work instead of electing a leader');
   const shard = o.shardRing === undefined ? undefined : { ring: o.shardRing, name: o.shardName ?? process.env.POD_NAME ?? os.hostname() };
@@ -247,8 +279,12 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
     secureMetrics: o.metricsSecure && o.metricsCertDir ? secureMetricsFromCertDir(o.metricsCertDir) : undefined,
     webhook: o.webhookCertDir
       ? { address: `0.0.0.0:${o.webhookPort ?? defaultWebhookPort}`, certFile: path.join(o.webhookCertDir, 'tls.crt'), keyFile: path.join(o.webhookCertDir, 'tls.key') }
-      : undefined,
+      : localCertDir
+        ? { address: `127.0.0.1:${o.webhookPort ?? 0}`, certFile: path.join(localCertDir, 'tls.crt'), keyFile: path.join(localCertDir, 'tls.key') }
+        : undefined,
     conversionService,
+    webhookCertSecret,
+    localConversion: localCertDir ? { certDir: localCertDir } : undefined,
     rateLimit: { qps: o.kubeApiQps, burst: o.kubeApiBurst },
     logLevel: o.logLevel,
     kubeconfig: o.kubeconfig,

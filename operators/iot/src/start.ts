@@ -6,14 +6,12 @@
  * running until Ctrl-C.
  *
  * The CRD stores v1beta1 and serves v1alpha1 too (the example is v1alpha1): the operator in this
- * process serves the conversion between them on https://127.0.0.1:<a free port>/convert, with a
- * certificate for IP:127.0.0.1 whose CA is kept in
- * ~/.cache/iot-operator/quickstart/<landscape>/webhook-certs ($IOT_OPERATOR_CACHE_DIR) across
- * runs, and the CRD's spec.conversion points there before the example is applied. Until then an
- * installed CRD keeps the conversion webhook it names. When the operator stops (Ctrl-C,
- * --exit-when-available, a failure), the CRD, if it still names this process, names the Service
- * it named before again (the shipped one, devawsk8s/iot-operator-webhook, when it named a URL or
- * none), where the chart's operators take it over; v1alpha1 requests fail until one serves it.
+ * process serves the conversion between them (local-conversion.ts: https://127.0.0.1:<a free
+ * port>/convert, its CA kept across runs), and the CRD's spec.conversion points there before the
+ * example is applied. Until then an installed CRD keeps the conversion webhook it names. When the
+ * operator stops (Ctrl-C, --exit-when-available, a failure), the CRD, if it still names this
+ * process, names the Service it named before again, where an in-cluster operator takes it over;
+ * v1alpha1 requests fail until one serves it.
  *
  * Guarantees: objects that already exist (a landscape secret with real credentials, a changed
  * example) are never overwritten; every step says what it does, and the first run's build of the
@@ -44,7 +42,9 @@ import { registryPullSecret, TestEnv } from '@iot-operator/runtime/testing';
 import { IoTServiceType, IoTServiceV1alpha1Type } from './controller.ts';
 import { createIoTOperator } from './operator.ts';
 import type { IoTServiceStatus } from './api/iotservice.ts';
-import { IOTSERVICE_CONVERSION_PATH, IOTSERVICE_CRD_NAME, conversionClientConfig } from './api/crd.ts';
+import { IOTSERVICE_CRD_NAME, iotServiceCrd } from './api/crd.ts';
+import type { CrdConversion } from './crd-conversion.ts';
+import { localWebhookCertDir, pointConversionHere } from './local-conversion.ts';
 import { startLocalCluster, startStep, type StartStep } from './start-step.ts';
 
 const operatorDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -65,7 +65,7 @@ const say = (text: string) => console.log(`[iot-operator] ${text}`);
 /** What runs and has to be stopped on SIGINT/SIGTERM. */
 let step: { running: StartStep; what: string } | undefined;
 let manager: Manager | undefined;
-/** Points the CRD's conversion away from this process again, once it serves it. */
+/** Points the CRD's conversion away from this process again, once it serves it (local-conversion.ts). */
 let releaseConversion: (() => Promise<void>) | undefined;
 let available = false;
 let stopping = false;
@@ -168,62 +168,22 @@ async function createIfAbsent(client: KubeClient, obj: KubeObject): Promise<void
   }
 }
 
-type Crd = KubeObject & { spec: { conversion?: { strategy?: string; webhook?: { clientConfig?: { url?: string; service?: unknown } } } } };
-
-async function shippedCrd(): Promise<Crd> {
-  const [crd] = await TestEnv.readManifests(deployFile('crds/cp_v1alpha1_iotservice_crd.yml'));
-  return crd as Crd;
-}
+type Crd = KubeObject & { spec: { conversion?: CrdConversion } };
 
 /**
- * Applies deploy/'s CRD. An installed CRD keeps the conversion webhook it names until this
- * process serves the conversion (startServingConversion): applying the shipped Service beside a URL that
- * someone else set would leave both, which the API server refuses.
+ * Applies the IoTService CRD (deploy/'s file, generated from api/crd.ts). An installed CRD keeps
+ * the conversion webhook it names until this process serves the conversion (local-conversion.ts):
+ * applying the shipped Service beside a URL that someone else set would leave both, which the API
+ * server refuses.
  */
 async function installCrd(client: KubeClient): Promise<void> {
-  const crd = await shippedCrd();
+  const crd = iotServiceCrd() as Crd;
   const installed = await client.get<Crd>(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME).catch((err: unknown) => {
     if (isNotFound(err)) return undefined;
     throw err;
   });
   const conversion = installed?.spec.conversion?.strategy === 'Webhook' ? installed.spec.conversion : crd.spec.conversion;
   await client.apply(Kinds.CustomResourceDefinition, { ...crd, spec: { ...crd.spec, conversion } }, { fieldManager: 'iot-operator-quickstart', force: true });
-}
-
-/** Where the webhook server's certificate is kept across runs, so the CRD's caBundle stays the same. */
-function webhookCertDir(): string {
-  const cacheRoot = process.env.IOT_OPERATOR_CACHE_DIR || path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'iot-operator');
-  return path.join(cacheRoot, 'quickstart', landscape, 'webhook-certs');
-}
-
-/**
- * Starts the operator; once its webhook server listens, points the CRD's conversion at it (before
- * the caches sync: listing v1beta1 converts what is still stored as v1alpha1). Returns the URL.
- */
-async function startServingConversion(client: KubeClient, mgr: Manager, caPem: string): Promise<string> {
-  let settled = false;
-  const started = mgr.start().finally(() => (settled = true));
-  while (!mgr.webhookServer?.listening && !settled) await new Promise((r) => setTimeout(r, 20));
-  if (!mgr.webhookServer?.listening) {
-    await started; // its error, when it failed
-    throw new Error('the operator stopped before its webhook server listened');
-  }
-  const url = `https://127.0.0.1:${mgr.webhookServer.port}`;
-  const conversion = conversionClientConfig({ url }, caPem);
-  const before = (await client.get<Crd>(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME)).spec.conversion;
-  const restore = before?.webhook?.clientConfig?.service ? before : (await shippedCrd()).spec.conversion;
-  await client.patch(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME, undefined, [{ op: 'replace', path: '/spec/conversion', value: conversion }], 'json');
-  // The test operation makes the patch fail, leaving the CRD alone, once someone else has pointed it elsewhere.
-  const release = [
-    { op: 'test', path: '/spec/conversion/webhook/clientConfig/url', value: conversion.webhook.clientConfig.url },
-    { op: 'replace', path: '/spec/conversion', value: restore },
-  ];
-  releaseConversion = () => client.patch(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME, undefined, release, 'json').then(
-    () => undefined,
-    () => undefined,
-  );
-  await started;
-  return `${url}${IOTSERVICE_CONVERSION_PATH}`;
 }
 
 /**
@@ -265,7 +225,7 @@ async function main(): Promise<void> {
   const registry = realNode ? await referenceImages(client, kubeconfig!, exampleSpec.version) : 'registry.example.com/iot';
   await new Promise((r) => setTimeout(r, 1000)); // let the new CRD's API appear
 
-  const certDir = webhookCertDir();
+  const certDir = localWebhookCertDir(landscape);
   const certificate = ensureWebhookCertificate(certDir, ['IP:127.0.0.1']);
   const mgr: Manager = (manager = await createIoTOperator({
     operatorName: landscape,
@@ -279,7 +239,14 @@ async function main(): Promise<void> {
     syncPeriodMs: 10 * 3_600_000,
     webhook: { address: '127.0.0.1:0', certFile: path.join(certDir, 'tls.crt'), keyFile: path.join(certDir, 'tls.key') },
   }));
-  const conversionUrl = await startServingConversion(client, mgr, certificate.ca);
+  const started = mgr.start();
+  const conversion = await pointConversionHere(client, mgr, certificate.ca).catch(async (err: unknown) => {
+    await started; // its error, when it failed
+    throw err;
+  });
+  releaseConversion = conversion.release;
+  await started;
+  const conversionUrl = conversion.url;
   say(`operator running for landscape ${landscape}; metrics and health on http://127.0.0.1:8080/metrics`);
   say(`the CRD's v1alpha1 ⇄ v1beta1 conversion is served here: ${conversionUrl} (CA ${path.join(certDir, 'ca.crt')})`);
 

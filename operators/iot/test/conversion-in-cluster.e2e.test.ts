@@ -8,16 +8,23 @@
  * Service; with one operator pod deleted, conversions keep answering from the other replica, and a
  * PodDisruptionBudget selects the release's pods; a second release in another landscape leaves the
  * CRD with the first while the first serves.
+ * The seed's manifests (deploy/, as users apply them with kubectl, the landscape named as the seed
+ * asks) serve it too, without Helm: the operator makes its webhook certificate into a Secret of its
+ * landscape, points the CRD at deploy/webhook_service.yml with that CA, converts through it, and a
+ * restarted pod keeps the same certificate (the CRD's caBundle does not change).
  * Afterwards the CRD is pointed back at this test process's conversion server for later test files.
  * Reported as not run, with the reason, where the cluster has no real node.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { customResource, Kinds, type KubeObject } from '@iot-operator/runtime';
-import { realNode, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { onRealNode, realNode, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { parseAllDocuments, stringify } from 'yaml';
 import { DEFAULT_CONVERSION_SERVICE, IOTSERVICE_CRD_NAME, conversionClientConfig } from '../src/api/crd.ts';
 import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
 import type { CrdConversion } from '../src/crd-conversion.ts';
@@ -35,6 +42,8 @@ type Crd = KubeObject & { spec: { conversion?: CrdConversion } };
 
 let first: ChartRelease | undefined;
 let second: ChartRelease | undefined;
+let seedLandscape: ChartRelease | undefined; // only its landscape and image: deploy/ is applied with kubectl
+let deployDir = '';
 let objects = '';
 let kubectl = '';
 
@@ -69,19 +78,36 @@ before(async () => {
   if (skip) return;
   await installIoTCrd(env);
   kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/build.sh')])).stdout.trim().split('\n').at(-1)!, 'kubectl');
-  [first, second] = await Promise.all([prepareChartRelease(env, 'ls-conv'), prepareChartRelease(env, 'ls-conv2')]);
+  [first, second, seedLandscape] = await Promise.all([prepareChartRelease(env, 'ls-conv'), prepareChartRelease(env, 'ls-conv2'), prepareChartRelease(env, 'ls-deploy')]);
   objects = await env.namespace('conv-objects');
 });
 
-after(async () => {
-  if (!skip) await serveIoTConversion(env).catch(() => undefined);
+/** Uninstalls the chart releases (the deploy/ tests need the CRD to name a Service nobody serves). */
+async function uninstallReleases(): Promise<void> {
   for (const rel of [second, first]) {
     if (!rel) continue;
     await rel.helm('uninstall', rel.release, '-n', rel.landscape, '--wait').catch(() => undefined);
     await abandonLandscape(env, rel.landscape);
   }
+  first = second = undefined;
+}
+
+after(async () => {
+  if (!skip) await serveIoTConversion(env).catch(() => undefined);
+  await uninstallReleases();
+  if (deployDir) {
+    // Cluster-scoped objects of deploy/ that name this landscape; the shared ClusterRole `iot-operator` stays, as after the seed test.
+    await kubectlIn(deployDir, ['delete', '--ignore-not-found', '--wait=false', '-f', 'admission_policy.yml']).catch(() => undefined);
+    await env.client.delete(Kinds.ClusterRoleBinding, `iot-operator-${seedLandscape!.landscape}`).catch(() => undefined);
+    await rm(deployDir, { recursive: true, force: true });
+  }
+  if (seedLandscape) await abandonLandscape(env, seedLandscape.landscape);
   await env.cleanup();
 });
+
+async function kubectlIn(dir: string, args: string[]): Promise<string> {
+  return (await run(kubectl, ['--kubeconfig', env.kubeconfigPath, ...args], { cwd: dir })).stdout;
+}
 
 describe('the IoTService conversion webhook, served in the cluster by the chart’s operator', { skip }, () => {
   test('the CRD as shipped (a missing Service, no CA) is pointed at the release’s webhook Service with the chart’s CA', async () => {
@@ -172,5 +198,77 @@ describe('the IoTService conversion webhook, served in the cluster by the chart�
     }, { timeoutMs: 75_000, intervalMs: 2000 });
     assert.match(logs, /another Service with a ready endpoint; left alone/);
     assert.equal(await conversionTarget(), `${first!.landscape}/${WEBHOOK_SERVICE}`);
+  });
+});
+
+describe('the IoTService conversion webhook, served by the operator of the seed’s deploy/ manifests', { skip }, () => {
+  const secretName = 'iot-operator-webhook-cert';
+  let landscape = '';
+  const caOfSecret = async () => (await env.client.get<KubeObject & { data: Record<string, string> }>(Kinds.Secret, secretName, landscape)).data['ca.crt'];
+
+  before(async () => {
+    if (skip) return;
+    await uninstallReleases();
+    landscape = seedLandscape!.landscape;
+    // deploy/ as the seed's walkthrough applies it: the landscape written into every manifest, the
+    // image version filled in; here also the image of this commit in the cluster's registry, on the real node.
+    deployDir = await mkdtemp(path.join(os.tmpdir(), 'iot-deploy-'));
+    await cp(path.join(repoRoot, 'operators/iot/deploy'), deployDir, { recursive: true });
+    for (const file of ['service_account.yml', 'role.yml', 'role_binding.yml', 'admission_policy.yml', 'webhook_service.yml', 'operator.yml']) {
+      const text = (await readFile(path.join(deployDir, file), 'utf8')).replaceAll('devawsk8s', landscape);
+      await writeFile(path.join(deployDir, file), text);
+    }
+    const [deployment] = parseAllDocuments(await readFile(path.join(deployDir, 'operator.yml'), 'utf8')).map((d) => d.toJSON());
+    const pod = deployment.spec.template.spec;
+    pod.containers[0].image = seedLandscape!.imageRef;
+    pod.containers[0].imagePullPolicy = 'Always';
+    Object.assign(pod, onRealNode);
+    await writeFile(path.join(deployDir, 'operator.yml'), stringify(deployment));
+  });
+
+  test('kubectl apply of deploy/: the operator makes its certificate into a Secret of its landscape and points the CRD at deploy/webhook_service.yml with that CA', async () => {
+    // The CRD as shipped: a Service of landscape devawsk8s that does not exist here, no CA.
+    await env.client.patch(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME, undefined, [{ op: 'replace', path: '/spec/conversion', value: conversionClientConfig({ service: DEFAULT_CONVERSION_SERVICE }, '') }], 'json');
+    for (const file of ['service_account.yml', 'role.yml', 'role_binding.yml', 'admission_policy.yml', 'webhook_service.yml', 'operator.yml']) await kubectlIn(deployDir, ['apply', '-f', file]);
+    await waitFor('the deploy/ operator to point the CRD at its Service', async () => {
+      const target = await conversionTarget();
+      return { done: target === `${landscape}/${WEBHOOK_SERVICE}`, value: undefined, seen: target };
+    }, { timeoutMs: 180_000, intervalMs: 1000 });
+    const config = await clientConfig();
+    assert.equal(config?.caBundle, await caOfSecret(), 'the API server trusts the CA of the Secret the operator made');
+    const secret = await env.client.get<KubeObject & { type: string }>(Kinds.Secret, secretName, landscape);
+    assert.equal(secret.type, 'kubernetes.io/tls');
+    released = (await env.client.get<Crd>(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME)).spec.conversion;
+  });
+
+  test('a v1alpha1 IoTService is converted through it; a restarted operator pod serves the same certificate', async () => {
+    const ours = `${landscape}/${WEBHOOK_SERVICE}`;
+    const pointBack = async () => {
+      if ((await conversionTarget()) !== ours) await env.client.patch(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME, undefined, [{ op: 'replace', path: '/spec/conversion', value: released }], 'json');
+    };
+    const convertedRoundTrip = async (name: string) => {
+      await pointBack();
+      await waitFor(`a v1alpha1 write of ${name} converted through the Service`, async () => {
+        const err = await env.client.create(IoTServiceV1alpha1Type, placed(name)).then(() => undefined, (e: unknown) => (e instanceof Error ? e.message : String(e)));
+        return { done: err === undefined, value: undefined, seen: err };
+      }, { timeoutMs: 90_000, intervalMs: 1000 });
+      const beta = await env.client.get<KubeObject & { spec: Record<string, any> }>(IoTServiceType, name, objects);
+      assert.deepEqual(beta.spec.database.placement, { nodeSelector: { disk: 'ssd' } });
+      const alpha = await env.client.get<KubeObject & { spec: Record<string, any> }>(IoTServiceV1alpha1Type, name, objects);
+      assert.deepEqual(alpha.spec.database.nodeSelector, { disk: 'ssd' });
+    };
+    await convertedRoundTrip('via-deploy');
+    const ca = await caOfSecret();
+    const operatorPods = async () => (await env.client.list<KubeObject & { status?: { conditions?: Array<{ type: string; status: string }> } }>(Kinds.Pod, { namespace: landscape, labelSelector: 'app.kubernetes.io/name=iot-operator' })).items;
+    const [old] = await operatorPods();
+    await env.client.delete(Kinds.Pod, old!.metadata.name!, landscape);
+    await waitFor('a new Ready operator pod', async () => {
+      const pods = await operatorPods();
+      const ready = pods.filter((p) => p.metadata.name !== old!.metadata.name && !p.metadata.deletionTimestamp && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+      return { done: ready.length === 1 && pods.length === 1, value: undefined, seen: pods.map((p) => p.metadata.name) };
+    }, { timeoutMs: 120_000 });
+    await convertedRoundTrip('after-restart');
+    assert.equal(await caOfSecret(), ca, 'the restarted pod used the Secret’s certificate, not a new one');
+    assert.equal((await clientConfig())?.caBundle, ca, 'the CRD still trusts the same CA');
   });
 });

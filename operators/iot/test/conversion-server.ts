@@ -4,16 +4,13 @@
  * the process (test files run one at a time, each pointing the CRD at its own server). The
  * operators under test run on kwok nodes or in this process, so none of them can serve it.
  */
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Kinds, Registry, isNotFound, WebhookServer, ensureWebhookCertificate, type KubeObject } from '@iot-operator/runtime';
-import { repoRoot, type TestEnv } from '@iot-operator/runtime/testing';
-import { parse as parseYaml } from 'yaml';
-import { IOTSERVICE_CONVERSION_PATH, IOTSERVICE_CRD_NAME, conversionClientConfig } from '../src/api/crd.ts';
+import type { TestEnv } from '@iot-operator/runtime/testing';
+import { DEFAULT_CONVERSION_SERVICE, IOTSERVICE_CONVERSION_PATH, IOTSERVICE_CRD_NAME, conversionClientConfig, iotServiceCrd } from '../src/api/crd.ts';
 import { iotServiceConversionWebhook } from '../src/conversion-webhook.ts';
-
-export const crdFile = path.join(repoRoot, 'operators/iot/deploy/crds/cp_v1alpha1_iotservice_crd.yml');
 
 let conversionServer: Promise<{ url: string; ca: string }> | undefined;
 
@@ -38,7 +35,7 @@ export async function testConversion(): Promise<ReturnType<typeof conversionClie
 }
 
 /**
- * The IoTService CRD of deploy/, converted by this test process (idempotent). A CRD already there
+ * The IoTService CRD (as deploy/ ships it: api/crd.ts), converted by this test process (idempotent). A CRD already there
  * is pointed at this process first: applying a URL beside the Service another party set would
  * leave both, which the API server refuses.
  */
@@ -46,14 +43,14 @@ export async function installIoTCrd(env: TestEnv): Promise<void> {
   await serveIoTConversion(env).catch((err: unknown) => {
     if (!isNotFound(err)) throw err;
   });
-  const crd = parseYaml(readFileSync(crdFile, 'utf8')) as KubeObject & { spec: Record<string, unknown> };
+  const crd = iotServiceCrd() as KubeObject & { spec: Record<string, unknown> };
   await env.installCrd({ ...crd, spec: { ...crd.spec, conversion: await testConversion() } });
 }
 
 /** Puts back the installed CRD's conversion as deploy/ ships it (a Service), so that applying that file changes nothing of it. */
 export async function restoreShippedConversion(env: TestEnv): Promise<void> {
-  const crd = parseYaml(readFileSync(crdFile, 'utf8')) as { spec: { conversion: unknown } };
-  await env.client.patch(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME, undefined, [{ op: 'replace', path: '/spec/conversion', value: crd.spec.conversion }], 'json').catch((err: unknown) => {
+  const shipped = conversionClientConfig({ service: DEFAULT_CONVERSION_SERVICE }, '');
+  await env.client.patch(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME, undefined, [{ op: 'replace', path: '/spec/conversion', value: shipped }], 'json').catch((err: unknown) => {
     if (!isNotFound(err)) throw err;
   });
 }

@@ -75,6 +75,22 @@ describe('deploy artefacts', () => {
     assert.equal(container.env.find((e) => e.name === 'WATCH_NAMESPACE')?.value, '');
   });
 
+  it('operator.yml serves the webhooks through webhook_service.yml, with a certificate the operator keeps in a Secret its admission policy lets it write', () => {
+    const operator = parse(read('deploy/operator.yml')) as { spec: { template: { metadata: { labels: Record<string, string> }; spec: { containers: Array<{ args: string[]; ports: Array<{ name: string; containerPort: number }> }> } } } };
+    const container = operator.spec.template.spec.containers[0]!;
+    const flag = (name: string) => container.args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
+    const service = parse(read('deploy/webhook_service.yml')) as { metadata: { name: string; namespace: string }; spec: { selector: Record<string, string>; ports: Array<{ targetPort: string }>; publishNotReadyAddresses: boolean } };
+    assert.equal(flag('conversion-service'), `${service.metadata.namespace}/${service.metadata.name}`);
+    assert.equal(service.metadata.namespace, 'devawsk8s');
+    for (const [key, value] of Object.entries(service.spec.selector)) assert.equal(operator.spec.template.metadata.labels[key], value, `the Service selects the operator's pods (${key})`);
+    assert.ok(container.ports.some((p) => p.name === service.spec.ports[0]!.targetPort), 'the Service targets the container’s webhook port');
+    assert.equal(service.spec.publishNotReadyAddresses, true);
+    assert.match(flag('webhook-cert-dir') ?? '', /^\/tmp\//, 'the certificate is written under the writable /tmp');
+    const secret = flag('webhook-cert-secret');
+    assert.ok(secret, '--webhook-cert-secret');
+    assert.ok(read('deploy/admission_policy.yml').includes(`request.resource.resource == 'secrets' && request.name == '${secret}'`), 'the admission policy lets the operator write that Secret, and no other, in its landscape');
+  });
+
   it('namespace.yml provides the landscape namespace and its image-pull-secret; the image runs the bundled operator unprivileged', () => {
     const docs = parseAllDocuments(read('deploy/namespace.yml')).map((d) => d.toJSON() as { kind: string; metadata: { name: string } });
     assert.deepEqual(docs.map((d) => `${d.kind}/${d.metadata.name}`), ['Namespace/devawsk8s', 'Secret/image-pull-secret']);

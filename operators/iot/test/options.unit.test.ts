@@ -4,7 +4,8 @@
 // the tenant policy flags, the stuck window (--stuck-pod-timeout), the sharding flags (refused,
 // with the flag named, when they cannot work), the admission webhook's server (none unless
 // --webhook-cert-dir is given), and the conversion Service the CRD is kept pointed at (none unless
-// --conversion-service or IOT_CONVERSION_SERVICE names one; it needs the webhook's certificate).
+// --conversion-service or IOT_CONVERSION_SERVICE names one; it needs the webhook's certificate), and
+// the Secret the operator keeps its own webhook certificate in (--webhook-cert-secret).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
@@ -132,5 +133,34 @@ describe('IoT operator options', () => {
     const malformed = start('--webhook-cert-dir', '/certs', '--conversion-service', 'iot-operator-webhook');
     assert.equal(malformed.status, 1);
     assert.match(malformed.stderr, /--conversion-service "iot-operator-webhook" must be <namespace>\/<name> of a Service/);
+  });
+
+  it('--webhook-cert-secret keeps the webhook certificate in that Secret of the landscape, for the conversion Service’s names, written into --webhook-cert-dir', () => {
+    const flags = ['--webhook-cert-dir', '/tmp/webhook-cert', '--conversion-service', 'devawsk8s/iot-operator-webhook'];
+    assert.equal(parse(...flags).webhookCertSecret, undefined);
+    assert.deepEqual(parse(...flags, '--webhook-cert-secret', 'iot-operator-webhook-cert').webhookCertSecret, {
+      namespace: 'devawsk8s',
+      name: 'iot-operator-webhook-cert',
+      dir: '/tmp/webhook-cert',
+      names: ['DNS:iot-operator-webhook.devawsk8s.svc', 'DNS:iot-operator-webhook.devawsk8s.svc.cluster.local'],
+    });
+    const noService = start('--webhook-cert-dir', '/tmp/webhook-cert', '--webhook-cert-secret', 'iot-operator-webhook-cert');
+    assert.equal(noService.status, 1);
+    assert.match(noService.stderr, /--webhook-cert-secret needs --webhook-cert-dir .* and --conversion-service/);
+    const badName = start(...flags, '--webhook-cert-secret', 'Webhook_Cert');
+    assert.equal(badName.status, 1);
+    assert.match(badName.stderr, /--webhook-cert-secret "Webhook_Cert" is not a valid Secret name/);
+  });
+
+  it('--local-conversion serves the conversion on 127.0.0.1 with a certificate kept per landscape; the in-cluster webhook flags are refused beside it', () => {
+    const local = parse('--local-conversion');
+    assert.equal(local.webhook?.address, '127.0.0.1:0');
+    assert.match(local.localConversion?.certDir ?? '', /iot-operator\/local\/devawsk8s\/webhook-certs$/);
+    assert.equal(local.webhook?.certFile, path.join(local.localConversion!.certDir, 'tls.crt'));
+    assert.equal(parse('--local-conversion', '--webhook-port', '9444').webhook?.address, '127.0.0.1:9444');
+    assert.equal(parse().localConversion, undefined);
+    const both = start('--local-conversion', '--webhook-cert-dir', '/certs', '--conversion-service', 'devawsk8s/iot-operator-webhook');
+    assert.equal(both.status, 1);
+    assert.match(both.stderr, /--local-conversion serves the conversion from this process .*; --webhook-cert-dir, --conversion-service are for an operator in the cluster/);
   });
 });
