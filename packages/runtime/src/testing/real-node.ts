@@ -246,9 +246,23 @@ export async function realNodeHasImage(env: TestEnv, reference: string): Promise
 /**
  * Builds an image from scratch with buildah (`build` fills the working container: copy, run,
  * config), commits it as `reference` and imports it into the real node's containerd under that
- * name, replacing an image of that name.
+ * name, replacing an image of that name. An import that containerd fails with a missing blob is
+ * built and imported again, up to three times in all.
  */
 export async function importScratchImage(env: TestEnv, reference: string, build: (container: string) => Promise<void>): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await buildAndImport(env, reference, build);
+    } catch (err) {
+      // containerd 1.6's import now and then reports a blob of the archive as missing while it
+      // writes it (`ctr: content digest sha256:…: not found`); a fresh build and import succeeds.
+      if (attempt === 3 || !(err instanceof Error && /content digest sha256:[0-9a-f]+: not found/.test(err.message))) throw err;
+      console.log(`# importing ${reference} into the real node's containerd failed (${err.message.trim().split('\n').at(-1)}); building it again`);
+    }
+  }
+}
+
+async function buildAndImport(env: TestEnv, reference: string, build: (container: string) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'real-node-image-'));
   try {
     const container = (await run('buildah', ['from', 'scratch'])).stdout.trim();
