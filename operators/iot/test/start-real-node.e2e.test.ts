@@ -12,12 +12,12 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { localRegistry, realNode, REAL_NODE_NAME, repoRoot, testEnv, waitFor } from '@iot-operator/runtime/testing';
+import { localWebhookCertDir } from '../src/local-conversion.ts';
 import { IoTServiceType } from '../src/controller.ts';
 
 const run = promisify(execFile);
@@ -33,7 +33,7 @@ describe('npm start -- --real-node (a working IoT service)', { skip: node.availa
     // The quick start's operator has stopped, and with it the conversion webhook: release the example
     // by hand through v1beta1 (stored), then remove what it made (the claims' volumes go with the
     // instance's namespace) and the certificate it kept for the landscape.
-    rmSync(path.join(process.env.IOT_OPERATOR_CACHE_DIR || path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'iot-operator'), 'quickstart', landscape), { recursive: true, force: true });
+    rmSync(path.dirname(localWebhookCertDir(landscape)), { recursive: true, force: true });
     await env.client.patch(IoTServiceType, 'reference-iotservice', landscape, { metadata: { finalizers: null } }).catch(() => undefined);
     for (const ns of [landscape, instanceNamespace]) await env.client.delete(Kinds.Namespace, ns).catch(() => undefined);
     await waitFor(`namespace ${instanceNamespace} gone`, async () => ({ done: !(await env.client.get(Kinds.Namespace, instanceNamespace).catch(() => undefined)), value: undefined }), {

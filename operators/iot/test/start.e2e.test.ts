@@ -2,12 +2,12 @@ import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Kinds } from '@iot-operator/runtime';
 import { repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { localWebhookCertDir } from '../src/local-conversion.ts';
 import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { IOTSERVICE_CRD_NAME } from '../src/api/crd.ts';
 
@@ -21,7 +21,7 @@ before(async () => {
 
 after(async () => {
   // The certificate npm start kept for this landscape.
-  rmSync(path.join(process.env.IOT_OPERATOR_CACHE_DIR || path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'iot-operator'), 'quickstart', landscape), { recursive: true, force: true });
+  rmSync(path.dirname(localWebhookCertDir(landscape)), { recursive: true, force: true });
   // The quick start's operator has stopped: release the example by hand, then remove what it made.
   await env.client.patch(IoTServiceType, 'example-iotservice', landscape, { metadata: { finalizers: null } }).catch(() => undefined);
   for (const ns of [landscape, `${landscape}-example-iotservice`]) await env.client.delete(Kinds.Namespace, ns).catch(() => undefined);
