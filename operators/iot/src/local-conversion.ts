@@ -37,13 +37,14 @@ type Crd = KubeObject & { spec: { conversion?: CrdConversion } };
 
 /**
  * Waits until `mgr`'s webhook server listens (`mgr.start()` runs meanwhile, called by the caller),
- * then points the CRD's conversion at it, trusting `caPem`. Rejects when `mgr` stops first.
+ * then points the CRD's conversion at it, trusting `caPem`. Rejects when `mgr` stops or `signal`
+ * aborts (the caller's start failed) before it listens.
  */
-export async function pointConversionHere(client: Pick<KubeApi, 'get' | 'patch'>, mgr: Manager, caPem: string): Promise<LocalConversion> {
+export async function pointConversionHere(client: Pick<KubeApi, 'get' | 'patch'>, mgr: Manager, caPem: string, signal?: AbortSignal): Promise<LocalConversion> {
   let stopped = false;
   void mgr.done.then(() => (stopped = true));
   while (!mgr.webhookServer?.listening) {
-    if (stopped) throw new Error('the operator stopped before its webhook server listened');
+    if (stopped || signal?.aborted) throw new Error('the operator stopped before its webhook server listened');
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   const base = `https://127.0.0.1:${mgr.webhookServer.port}`;
@@ -65,11 +66,13 @@ export async function pointConversionHere(client: Pick<KubeApi, 'get' | 'patch'>
 
 /**
  * `iot-operator --local-conversion`: points the CRD here once `mgr` listens (logged with the URL)
- * and returns what points it back, to run before the process exits (also when the pointing is
- * still under way then). A failure to point it is logged; the operator keeps running.
+ * and returns what points it back, to run before the process exits: it waits for a pointing under
+ * way, and gives up one whose webhook server never listened (a failed start). A failure to point
+ * it is logged; the operator keeps running.
  */
 export function serveConversionLocally(mgr: Manager, caPem: string): () => Promise<void> {
-  const pointed = pointConversionHere(mgr.client, mgr, caPem).then(
+  const exiting = new AbortController();
+  const pointed = pointConversionHere(mgr.client, mgr, caPem, exiting.signal).then(
     (conversion) => {
       mgr.logger.info({ crd: IOTSERVICE_CRD_NAME, url: conversion.url }, 'serving the IoTService conversion here; the CRD points at it until this process stops');
       return conversion;
@@ -79,5 +82,8 @@ export function serveConversionLocally(mgr: Manager, caPem: string): () => Promi
       return undefined;
     },
   );
-  return async () => (await pointed)?.release();
+  return async () => {
+    exiting.abort();
+    await (await pointed)?.release();
+  };
 }

@@ -239,8 +239,13 @@ async function main(): Promise<void> {
     syncPeriodMs: 10 * 3_600_000,
     webhook: { address: '127.0.0.1:0', certFile: path.join(certDir, 'tls.crt'), keyFile: path.join(certDir, 'tls.key') },
   }));
-  const started = mgr.start();
-  const conversion = await pointConversionHere(client, mgr, certificate.ca).catch(async (err: unknown) => {
+  const startFailed = new AbortController();
+  const started = mgr.start().catch((err: unknown) => {
+    startFailed.abort();
+    throw err;
+  });
+  started.catch(() => undefined); // awaited below; its failure is not unhandled meanwhile
+  const conversion = await pointConversionHere(client, mgr, certificate.ca, startFailed.signal).catch(async (err: unknown) => {
     await started; // its error, when it failed
     throw err;
   });
