@@ -10,7 +10,7 @@
  * CRD with the first while the first serves.
  * The seed's manifests (deploy/, as users apply them with kubectl, the landscape named as the seed
  * asks) serve it too, without Helm: the operator makes its webhook certificate into a Secret of its
- * landscape, points the CRD at deploy/webhook_service.yml with that CA, converts through it, and a
+ * landscape, points the CRD at deploy/operator.yml's Service with that CA, converts through it, and a
  * restarted pod keeps the same certificate (the CRD's caBundle does not change).
  * Afterwards the CRD is pointed back at this test process's conversion server for later test files.
  * Reported as not run, with the reason, where the cluster has no real node.
@@ -214,22 +214,22 @@ describe('the IoTService conversion webhook, served by the operator of the seedâ
     // image version filled in; here also the image of this commit in the cluster's registry, on the real node.
     deployDir = await mkdtemp(path.join(os.tmpdir(), 'iot-deploy-'));
     await cp(path.join(repoRoot, 'operators/iot/deploy'), deployDir, { recursive: true });
-    for (const file of ['service_account.yml', 'role.yml', 'role_binding.yml', 'admission_policy.yml', 'webhook_service.yml', 'operator.yml']) {
+    for (const file of ['service_account.yml', 'role.yml', 'role_binding.yml', 'admission_policy.yml', 'operator.yml']) {
       const text = (await readFile(path.join(deployDir, file), 'utf8')).replaceAll('devawsk8s', landscape);
       await writeFile(path.join(deployDir, file), text);
     }
-    const [deployment] = parseAllDocuments(await readFile(path.join(deployDir, 'operator.yml'), 'utf8')).map((d) => d.toJSON());
+    const [deployment, ...others] = parseAllDocuments(await readFile(path.join(deployDir, 'operator.yml'), 'utf8')).map((d) => d.toJSON());
     const pod = deployment.spec.template.spec;
     pod.containers[0].image = seedLandscape!.imageRef;
     pod.containers[0].imagePullPolicy = 'Always';
     Object.assign(pod, onRealNode);
-    await writeFile(path.join(deployDir, 'operator.yml'), stringify(deployment));
+    await writeFile(path.join(deployDir, 'operator.yml'), [deployment, ...others].map((doc) => stringify(doc)).join('---\n'));
   });
 
-  test('kubectl apply of deploy/: the operator makes its certificate into a Secret of its landscape and points the CRD at deploy/webhook_service.yml with that CA', async () => {
+  test('kubectl apply of deploy/: the operator makes its certificate into a Secret of its landscape and points the CRD at the Service of deploy/operator.yml with that CA', async () => {
     // The CRD as shipped: a Service of landscape devawsk8s that does not exist here, no CA.
     await env.client.patch(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME, undefined, [{ op: 'replace', path: '/spec/conversion', value: conversionClientConfig({ service: DEFAULT_CONVERSION_SERVICE }, '') }], 'json');
-    for (const file of ['service_account.yml', 'role.yml', 'role_binding.yml', 'admission_policy.yml', 'webhook_service.yml', 'operator.yml']) await kubectlIn(deployDir, ['apply', '-f', file]);
+    for (const file of ['service_account.yml', 'role.yml', 'role_binding.yml', 'admission_policy.yml', 'operator.yml']) await kubectlIn(deployDir, ['apply', '-f', file]);
     await waitFor('the deploy/ operator to point the CRD at its Service', async () => {
       const target = await conversionTarget();
       return { done: target === `${landscape}/${WEBHOOK_SERVICE}`, value: undefined, seen: target };

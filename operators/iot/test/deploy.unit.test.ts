@@ -62,7 +62,7 @@ describe('deploy artefacts', () => {
   });
 
   it('operator.yml runs the operator as the seed describes: REPLACE_VERSION, OPERATOR_NAME from its namespace, hardened', () => {
-    const operator = parse(read('deploy/operator.yml')) as {
+    const operator = parseAllDocuments(read('deploy/operator.yml'))[0]!.toJSON() as {
       spec: { template: { spec: { serviceAccountName: string; securityContext: { runAsNonRoot: boolean }; containers: Array<{ image: string; env: Array<{ name: string; value?: string; valueFrom?: { fieldRef: { fieldPath: string } } }>; securityContext: Record<string, unknown> }> } } };
     };
     const pod = operator.spec.template.spec;
@@ -75,11 +75,14 @@ describe('deploy artefacts', () => {
     assert.equal(container.env.find((e) => e.name === 'WATCH_NAMESPACE')?.value, '');
   });
 
-  it('operator.yml serves the webhooks through webhook_service.yml, with a certificate the operator keeps in a Secret its admission policy lets it write', () => {
-    const operator = parse(read('deploy/operator.yml')) as { spec: { template: { metadata: { labels: Record<string, string> }; spec: { containers: Array<{ args: string[]; ports: Array<{ name: string; containerPort: number }> }> } } } };
+  it('operator.yml serves the webhooks through its Service, with a certificate the operator keeps in a Secret its admission policy lets it write', () => {
+    const [operator, service] = parseAllDocuments(read('deploy/operator.yml')).map((d) => d.toJSON()) as [
+      { kind: string; spec: { template: { metadata: { labels: Record<string, string> }; spec: { containers: Array<{ args: string[]; ports: Array<{ name: string; containerPort: number }> }> } } } },
+      { kind: string; metadata: { name: string; namespace: string }; spec: { selector: Record<string, string>; ports: Array<{ targetPort: string }>; publishNotReadyAddresses: boolean } },
+    ];
+    assert.deepEqual([operator.kind, service.kind], ['Deployment', 'Service']);
     const container = operator.spec.template.spec.containers[0]!;
     const flag = (name: string) => container.args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
-    const service = parse(read('deploy/webhook_service.yml')) as { metadata: { name: string; namespace: string }; spec: { selector: Record<string, string>; ports: Array<{ targetPort: string }>; publishNotReadyAddresses: boolean } };
     assert.equal(flag('conversion-service'), `${service.metadata.namespace}/${service.metadata.name}`);
     assert.equal(service.metadata.namespace, 'devawsk8s');
     for (const [key, value] of Object.entries(service.spec.selector)) assert.equal(operator.spec.template.metadata.labels[key], value, `the Service selects the operator's pods (${key})`);
