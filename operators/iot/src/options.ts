@@ -122,7 +122,7 @@ export function operatorCommand(): Command {
     .option('--metrics-secure', 'serve over HTTPS; /metrics only to callers allowed "get /metrics" (TokenReview + SubjectAccessReview)', false)
     .option('--metrics-cert-dir <dir>', 'directory with tls.crt and tls.key for --metrics-secure')
     .option('--webhook-cert-dir <dir>', 'serve the IoTService admission webhook over HTTPS with tls.crt and tls.key of this directory (e.g. a mounted kubernetes.io/tls Secret)')
-    .option('--webhook-port <port>', `port of the webhook server, on every interface (needs --webhook-cert-dir; default ${defaultWebhookPort})`, port)
+    .option('--webhook-port <port>', `port of the webhook server: on every interface with --webhook-cert-dir (default ${defaultWebhookPort}), on 127.0.0.1 with --local-conversion (default a free port)`, port)
     .option('--conversion-service <namespace/name>', "keep the IoTService CRD's conversion webhook pointed at this Service of the operator's pods, unless another one serves it (needs --webhook-cert-dir, whose ca.crt it trusts; env IOT_CONVERSION_SERVICE)", process.env.IOT_CONVERSION_SERVICE)
     .option('--webhook-cert-secret <name>', "make the webhook certificate for the --conversion-service Service and keep it in this Secret of the landscape namespace, shared by the replicas and renewed before it expires; written into --webhook-cert-dir (env IOT_WEBHOOK_CERT_SECRET)", process.env.IOT_WEBHOOK_CERT_SECRET)
     .option('--local-conversion', "out of the cluster: serve the IoTService conversion (v1alpha1 <-> v1beta1) from this process on https://127.0.0.1 (--webhook-port, default a free port) and point the CRD's conversion here until it stops; for a cluster whose API server runs on this machine", false)
