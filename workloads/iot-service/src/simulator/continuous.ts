@@ -29,7 +29,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import mqtt, { type MqttClient } from 'mqtt';
 import { deviceTelemetryTopic } from '../shared/telemetry.ts';
-import type { DeviceCredentials, ServiceAddresses, TelemetryRecord } from './index.ts';
+import type { DeviceCredentials, ServiceAddresses, TelemetryRecord } from './types.ts';
 
 export type DeviceProtocol = 'mqtt' | 'http';
 

@@ -15,26 +15,9 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import mqtt from 'mqtt';
 
-export interface ServiceAddresses {
-  /** core's API, e.g. http://core.<namespace>.svc:8080 */
-  coreUrl: string;
-  /** The gateway's HTTP adapter, e.g. http://127.0.0.1:8080 */
-  gatewayHttpUrl: string;
-  /** The gateway's MQTT adapter, e.g. mqtt://127.0.0.1:1883 */
-  gatewayMqttUrl: string;
-  apiToken: string;
-}
+import type { DeviceCredentials, ServiceAddresses, TelemetryRecord } from './types.ts';
 
-export interface DeviceCredentials {
-  id: string;
-  password: string;
-}
-
-export interface TelemetryRecord {
-  messageId: string;
-  receivedAt: string;
-  payload: unknown;
-}
+export type { DeviceCredentials, ServiceAddresses, TelemetryRecord } from './types.ts';
 
 export interface SimulationReport {
   deviceId: string;
