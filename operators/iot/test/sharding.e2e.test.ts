@@ -1,7 +1,7 @@
 /**
  * The IoT operator sharded across replicas by the Kubernetes controller sharder (run by
  * cluster/up.sh with CLUSTER_SHARDER=1): three operator processes, each one shard of a
- * ControllerRing of this landscape's IoTServices, share 300 instances; one is killed, a fourth
+ * ControllerRing of this landscape's IoTServices, share 150 instances (SHARDING_TEST_N); one is killed, a fourth
  * joins, all restart one by one. What a user sees is asserted: every instance Available
  * throughout the moves, each replica holding about its share, children following their instance,
  * and no instance worked on by two replicas at once (from the replicas' own logs: the replica
@@ -16,7 +16,7 @@ import { abandonLandscape, createLandscape, installIoTCrd, iotService, spawnOper
 
 process.env.CLUSTER_SHARDER = '1'; // cluster/up.sh (run by testEnv) starts the sharder unless it runs
 
-const N = Number(process.env.SHARDING_TEST_N ?? 300);
+const N = Number(process.env.SHARDING_TEST_N ?? 150);
 /** Two pods per instance (broker and database): the moves are what is tested, not pod counts. */
 const LIGHT = { gateway: { replicas: 0 }, core: { replicas: 0 }, processing: { replicas: 0 } };
 const ControllerRingType = customResource('sharding.timebertt.dev', 'v1alpha1', 'ControllerRing', 'controllerrings', false);
@@ -79,7 +79,7 @@ function logsOf(name: string): string[] {
   return [...shards.keys()].flatMap((shard) => logLines(shard).filter((l) => l.object === `${landscape}/${name}`).map((l) => `${shard} ${l.time} ${l.msg}`));
 }
 
-/** The 300 IoTServices, listed as stored (v1beta1): polled often, they need no conversion that way (only status and labels are read). */
+/** The N IoTServices, listed as stored (v1beta1): polled often, they need no conversion that way (only status and labels are read). */
 async function instances(): Promise<IoTObject[]> {
   return (await env.client.list<IoTObject>(IoTServiceType, { namespace: landscape })).items;
 }
