@@ -29,7 +29,7 @@ import { DEFAULT_CONVERSION_SERVICE, IOTSERVICE_CRD_NAME, conversionClientConfig
 import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
 import type { CrdConversion } from '../src/crd-conversion.ts';
 import { chart, isReady, prepareChartRelease, type ChartRelease } from './chart-release.ts';
-import { abandonLandscape, installIoTCrd, iotService, serveIoTConversion } from './e2e-support.ts';
+import { abandonLandscape, createThroughConversion, installIoTCrd, iotService, serveIoTConversion } from './e2e-support.ts';
 
 const run = promisify(execFile);
 const env: TestEnv = await testEnv();
@@ -131,11 +131,7 @@ describe('the IoTService conversion webhook, served in the cluster by the chartâ
 
   test('an IoTService written as v1alpha1 reads back as v1beta1 (placement) and as v1alpha1, converted through the Service', async () => {
     await pointAtFirstRelease();
-    // A Ready pod is not yet a routed Service: the first writes may meet no endpoint.
-    await waitFor('a v1alpha1 write converted through the Service', async () => {
-      const err = await env.client.create(IoTServiceV1alpha1Type, placed('placed')).then(() => undefined, (e: unknown) => (e instanceof Error ? e.message : String(e)));
-      return { done: err === undefined, value: undefined, seen: err };
-    }, { timeoutMs: 60_000, intervalMs: 1000 });
+    await createThroughConversion(env, placed('placed'), 'the releaseâ€™s Service', { timeoutMs: 60_000, intervalMs: 1000 });
     const beta = await env.client.get<KubeObject & { spec: Record<string, any> }>(IoTServiceType, 'placed', objects);
     const toleration = { key: 'edge', operator: 'Exists', effect: 'NoSchedule' };
     assert.deepEqual(beta.spec.gateway.placement, { nodeSelector: { pool: 'edge' }, tolerations: [toleration] });
@@ -248,10 +244,7 @@ describe('the IoTService conversion webhook, served by the operator of the seedâ
     };
     const convertedRoundTrip = async (name: string) => {
       await pointBack();
-      await waitFor(`a v1alpha1 write of ${name} converted through the Service`, async () => {
-        const err = await env.client.create(IoTServiceV1alpha1Type, placed(name)).then(() => undefined, (e: unknown) => (e instanceof Error ? e.message : String(e)));
-        return { done: err === undefined, value: undefined, seen: err };
-      }, { timeoutMs: 90_000, intervalMs: 1000 });
+      await createThroughConversion(env, placed(name), 'the deploy/ operatorâ€™s Service', { timeoutMs: 90_000, intervalMs: 1000 });
       const beta = await env.client.get<KubeObject & { spec: Record<string, any> }>(IoTServiceType, name, objects);
       assert.deepEqual(beta.spec.database.placement, { nodeSelector: { disk: 'ssd' } });
       const alpha = await env.client.get<KubeObject & { spec: Record<string, any> }>(IoTServiceV1alpha1Type, name, objects);

@@ -8,8 +8,9 @@ import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Kinds, Registry, isNotFound, WebhookServer, ensureWebhookCertificate, type KubeObject } from '@iot-operator/runtime';
-import type { TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { DEFAULT_CONVERSION_SERVICE, IOTSERVICE_CONVERSION_PATH, IOTSERVICE_CRD_NAME, conversionClientConfig, iotServiceCrd } from '../src/api/crd.ts';
+import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { iotServiceConversionWebhook } from '../src/conversion-webhook.ts';
 
 let conversionServer: Promise<{ url: string; ca: string }> | undefined;
@@ -58,4 +59,15 @@ export async function restoreShippedConversion(env: TestEnv): Promise<void> {
 /** Points the installed CRD's conversion at this test process (after something applied the CRD as shipped). */
 export async function serveIoTConversion(env: TestEnv): Promise<void> {
   await env.client.patch(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME, undefined, [{ op: 'replace', path: '/spec/conversion', value: await testConversion() }], 'json');
+}
+
+/**
+ * Creates `iot` as v1alpha1 once the conversion webhook the CRD names answers: the API server takes
+ * up a newly pointed target a moment after the change, and a Ready pod is not yet a routed Service.
+ */
+export async function createThroughConversion(env: TestEnv, iot: KubeObject, through: string, options: { timeoutMs: number; intervalMs: number }): Promise<void> {
+  await waitFor(`a v1alpha1 create of ${iot.metadata.name} converted by ${through}`, async () => {
+    const err = await env.client.create(IoTServiceV1alpha1Type, iot).then(() => undefined, (e: unknown) => (e instanceof Error ? e.message : String(e)));
+    return { done: err === undefined, value: undefined, seen: err };
+  }, options);
 }

@@ -20,7 +20,7 @@ export type IoTObject = KubeObject & { spec: IoTServiceV1alpha1Spec; status?: Io
 
 export const pullSecretData = { '.dockerconfigjson': Buffer.from('{"auths":{"registry.example.com":{"auth":"dGVzdDp0ZXN0"}}}').toString('base64') };
 
-export { installIoTCrd, restoreShippedConversion, serveIoTConversion, testConversion } from './conversion-server.ts';
+export { createThroughConversion, installIoTCrd, restoreShippedConversion, serveIoTConversion, testConversion } from './conversion-server.ts';
 
 /** A landscape namespace holding the image-pull-secret (unless `withSecret` is false). */
 export async function createLandscape(env: TestEnv, withSecret = true): Promise<string> {

@@ -17,7 +17,7 @@ import { IOTSERVICE_CRD_NAME, conversionClientConfig } from '../src/api/crd.ts';
 import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
 import type { CrdConversion } from '../src/crd-conversion.ts';
 import { localWebhookCertDir } from '../src/local-conversion.ts';
-import { abandonLandscape, createLandscape, installIoTCrd, iotService, serveIoTConversion, spawnOperator, waitForPhase } from './e2e-support.ts';
+import { abandonLandscape, createLandscape, createThroughConversion, installIoTCrd, iotService, serveIoTConversion, spawnOperator, waitForPhase } from './e2e-support.ts';
 
 const env: TestEnv = await testEnv();
 let landscape = '';
@@ -68,10 +68,7 @@ describe('iot-operator --local-conversion (README step 3a)', () => {
     assert.equal(ca.ca, true, 'the CRD trusts a CA');
     assert.equal(readFileSync(path.join(localWebhookCertDir(landscape), 'ca.crt'), 'utf8'), Buffer.from(caBundle, 'base64').toString(), 'the CA kept in the cache directory');
 
-    await waitFor('a v1alpha1 create converted by the process', async () => {
-      const err = await env.client.create(IoTServiceV1alpha1Type, iotService('local', landscape, { database: { tolerations: [TOLERATION] } } as never)).then(() => undefined, (e: unknown) => (e instanceof Error ? e.message : String(e)));
-      return { done: err === undefined, value: undefined, seen: err };
-    }, { timeoutMs: 30_000, intervalMs: 500 });
+    await createThroughConversion(env, iotService('local', landscape, { database: { tolerations: [TOLERATION] } } as never), 'the process', { timeoutMs: 30_000, intervalMs: 500 });
     const beta = await env.client.get<KubeObject & { spec: { database: { placement?: unknown } } }>(IoTServiceType, 'local', landscape);
     assert.deepEqual(beta.spec.database.placement, { tolerations: [TOLERATION] });
     await waitForPhase(env, landscape, 'local', 'Available');
