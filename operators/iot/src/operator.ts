@@ -5,11 +5,10 @@
  * are given, the IoTService admission webhook (instance-namespace-webhook.ts) and the IoTService
  * conversion webhook (conversion-webhook.ts), with `webhookCertSecret` a webhook certificate of its
  * own, kept in a Secret (webhook-certificate.ts), and with `conversionService` the CRD's conversion
- * kept pointed at the operator's Service (crd-conversion.ts); with `localConversion` the certificate
- * for 127.0.0.1 (local-conversion.ts; main.ts points the CRD there). Used by the `iot-operator` process and by tests that run the
+ * kept pointed at the operator's Service (crd-conversion.ts). Used by the `iot-operator` process and by tests that run the
  * operator in-process.
  */
-import { ensureWebhookCertificate, Manager } from '@iot-operator/runtime';
+import { Manager } from '@iot-operator/runtime';
 import { SHARDED_TYPES, iotCacheOptions, type IoTControllerConfig } from './controller.ts';
 import { registerControllers } from './controllers.ts';
 import { exportInstanceMetrics } from './instance-metrics.ts';
@@ -20,7 +19,6 @@ import { iotRateLimitDefaults, type OperatorOptions } from './options.ts';
 import { keepWebhookCertificate } from './webhook-certificate.ts';
 
 export async function createIoTOperator(options: OperatorOptions): Promise<Manager> {
-  if (options.localConversion) ensureWebhookCertificate(options.localConversion.certDir, ['IP:127.0.0.1']);
   const config: IoTControllerConfig = {
     operatorName: options.operatorName,
     watchNamespace: options.watchNamespace,

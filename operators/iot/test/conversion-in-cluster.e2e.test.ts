@@ -28,7 +28,7 @@ import { parseAllDocuments, stringify } from 'yaml';
 import { DEFAULT_CONVERSION_SERVICE, IOTSERVICE_CRD_NAME, conversionClientConfig } from '../src/api/crd.ts';
 import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
 import type { CrdConversion } from '../src/crd-conversion.ts';
-import { chart, isReady, prepareChartRelease, type ChartRelease } from './chart-release.ts';
+import { chart, isReady, prepareChartRelease, type ChartRelease, type Pod } from './chart-release.ts';
 import { abandonLandscape, createThroughConversion, installIoTCrd, iotService, serveIoTConversion } from './e2e-support.ts';
 
 const run = promisify(execFile);
@@ -252,12 +252,12 @@ describe('the IoTService conversion webhook, served by the operator of the seedâ
     };
     await convertedRoundTrip('via-deploy');
     const ca = await caOfSecret();
-    const operatorPods = async () => (await env.client.list<KubeObject & { status?: { conditions?: Array<{ type: string; status: string }> } }>(Kinds.Pod, { namespace: landscape, labelSelector: 'app.kubernetes.io/name=iot-operator' })).items;
+    const operatorPods = async () => (await env.client.list<Pod>(Kinds.Pod, { namespace: landscape, labelSelector: 'app.kubernetes.io/name=iot-operator' })).items;
     const [old] = await operatorPods();
     await env.client.delete(Kinds.Pod, old!.metadata.name!, landscape);
     await waitFor('a new Ready operator pod', async () => {
       const pods = await operatorPods();
-      const ready = pods.filter((p) => p.metadata.name !== old!.metadata.name && !p.metadata.deletionTimestamp && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+      const ready = pods.filter((p) => p.metadata.name !== old!.metadata.name && isReady(p));
       return { done: ready.length === 1 && pods.length === 1, value: undefined, seen: pods.map((p) => p.metadata.name) };
     }, { timeoutMs: 120_000 });
     await convertedRoundTrip('after-restart');
