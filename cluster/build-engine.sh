@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Provides one of the engines of the real node's cluster parts, built from Go modules:
 #
-#   bash cluster/build-engine.sh coredns|kube-router|local-path-provisioner|registry|prometheus|promtool
+#   bash cluster/build-engine.sh coredns|kube-router|local-path-provisioner|registry|prometheus|promtool|nats-server
 #     -> progress on stderr; last stdout line: the binary's path
 #
 # Guarantees:
@@ -14,7 +14,8 @@
 #   module>/ and published atomically (a directory holding .build-complete is complete); a second
 #   run builds nothing. Concurrent builds of one engine wait for each other.
 # - Called only by the parts' ensure functions (cluster/lib/*.sh), i.e. only for a cluster with a
-#   real node, and by the monitoring tests (prometheus, promtool): the default cluster builds none.
+#   real node, by the monitoring tests (prometheus, promtool) and by the IoT service's tests
+#   (nats-server): the default cluster builds none.
 set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
@@ -30,10 +31,11 @@ case "$ENGINE" in
   kube-router) MODULE=github.com/cloudnativelabs/kube-router/v2 PACKAGE=$MODULE/cmd/kube-router STAMP=$MODULE/pkg/version.Version WHAT="kube-router" ;;
   local-path-provisioner) MODULE=github.com/rancher/local-path-provisioner PACKAGE=$MODULE STAMP=main.VERSION WHAT="local-path-provisioner" ;;
   registry) MODULE=github.com/distribution/distribution/v3 PACKAGE=$MODULE/cmd/registry STAMP=$MODULE/version.version WHAT="the registry (distribution)" ;;
+  nats-server) MODULE=github.com/nats-io/nats-server/v2 PACKAGE=$MODULE STAMP="" WHAT="NATS Server (the IoT service's broker)" ;;
   prometheus | promtool)
     MODULE=github.com/prometheus/prometheus PACKAGE=$MODULE/cmd/$ENGINE STAMP=github.com/prometheus/common/version.Version
     WHAT=$ENGINE WRAPPER_NAME=prometheus TAGS=$PROMETHEUS_TAGS ;;
-  *) die "unknown engine '$ENGINE' (known: coredns, kube-router, local-path-provisioner, registry, prometheus, promtool)" ;;
+  *) die "unknown engine '$ENGINE' (known: coredns, kube-router, local-path-provisioner, registry, prometheus, promtool, nats-server)" ;;
 esac
 WRAPPER="$CLUSTER_DIR/$WRAPPER_NAME"
 VERSION=$(awk -v m="$MODULE" '$1 == m { print $2 } $1 == "require" && $2 == m { print $3 }' "$WRAPPER/go.mod")

@@ -22,8 +22,9 @@
  *   charts at /opt/armada/helm-charts.
  * - The IoT service's Dockerfile has exactly the targets scripts/iot-service-images.ts builds
  *   (IOT_SERVICE_COMPONENTS), each running as the operator's pod user 10001:10001 and reporting
- *   the build argument VERSION as IOT_SERVICE_VERSION; broker and database are Debian packages
- *   (mosquitto, postgresql) with user `iot` (10001) and the entry scripts beside the Dockerfile.
+ *   the build argument VERSION as IOT_SERVICE_VERSION; the broker is NATS Server built in a Go
+ *   stage from the module cluster/nats-server pins, the database Debian's postgresql, each with
+ *   user `iot` (10001) and its entry script beside the Dockerfile.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -126,19 +127,23 @@ interface RuntimeStage {
   entrypoint: string[];
 }
 
+const useradd = (user: DebianUser) => `useradd --uid ${user.uid} --user-group --no-create-home --home-dir ${user.home} ${user.name}`;
+
 function runtimeStage(stage: RuntimeStage): string[] {
   const { packages } = stage;
   const user = packages?.user;
   const env = stage.env ?? [];
   return [
     `FROM \${NODE_IMAGE}${stage.target ? ` AS ${stage.target}` : ''}`,
-    ...(packages
+    ...(packages && packages.names.length > 0
       ? [
           `RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${packages.names.join(' ')} \\`,
           `    && rm -rf /var/lib/apt/lists/*${user ? ' \\' : ''}`,
-          ...(user ? [`    && useradd --uid ${user.uid} --user-group --no-create-home --home-dir ${user.home} ${user.name}`] : []),
+          ...(user ? [`    && ${useradd(user)}`] : []),
         ]
-      : []),
+      : user
+        ? [`RUN ${useradd(user)}`]
+        : []),
     ...env.map((pair, i) => `${i === 0 ? 'ENV ' : '    '}${pair}${i < env.length - 1 ? ' \\' : ''}`),
     ...(stage.carries ?? []),
     ...(stage.workdir ? [`WORKDIR ${stage.workdir}`] : []),
@@ -247,11 +252,37 @@ const debianPackageComponent = (component: IoTServiceComponent, debianPackage: s
   entrypoint: [`/usr/local/bin/iot-${component}`],
 });
 
+/** The wrapper module that pins NATS Server (one source for the image and the tests' build). */
+const NATS_SERVER_MODULE = 'cluster/nats-server';
+
+/**
+ * The Go stage building NATS Server from the pinned wrapper module. Go switches to the toolchain
+ * the module asks for (GOTOOLCHAIN=auto, fetched through the module proxy) when the base's is older.
+ */
+const natsServerStage = [
+  'FROM ${GO_IMAGE} AS nats-server',
+  'WORKDIR /src',
+  `COPY ${NATS_SERVER_MODULE}/go.mod ${NATS_SERVER_MODULE}/go.sum ./`,
+  'RUN GOTOOLCHAIN=auto CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" \\',
+  '      go build -trimpath -ldflags "-s -w" -o /out/nats-server github.com/nats-io/nats-server/v2 && /out/nats-server --version',
+];
+
+/** The broker: NATS Server from the Go stage, user `iot` (10001) and its entry script. */
+const natsBroker: RuntimeStage = {
+  target: 'broker',
+  packages: { names: [], user: IOT_USER },
+  carries: ['COPY --from=nats-server /out/nats-server /usr/local/bin/nats-server'],
+  program: [`COPY ${path.dirname(IOT_SERVICE_DOCKERFILE)}/broker.sh /usr/local/bin/iot-broker`],
+  version: true,
+  user: IOT_USER_IDS,
+  entrypoint: ['/usr/local/bin/iot-broker'],
+};
+
 const IOT_SERVICE_STAGES: Record<IoTServiceComponent, RuntimeStage> = {
   core: nodeComponent('core'),
   gateway: nodeComponent('gateway'),
   processing: nodeComponent('processing'),
-  broker: debianPackageComponent('broker', 'mosquitto'),
+  broker: natsBroker,
   database: debianPackageComponent('database', 'postgresql'),
 };
 
@@ -268,7 +299,8 @@ export function iotServiceDockerfile(): string {
       'One target per component, each run by the IoT operator as <registry>/iot-<component>:<version>:',
       '  core, gateway, processing  Node.js 20 and the bundle `scripts/bundle.ts iot-service` (no',
       "                             node_modules), each started with its component's entry file",
-      "  broker                     Debian's mosquitto: MQTT 1883 only, user `iot` with the broker password",
+      '  broker                     NATS Server with JetStream (built from the module cluster/nats-server pins):',
+      '                             clients on 4222 as user `iot` with the broker password, monitoring 8222',
       "  database                   Debian's postgresql: role and database `iot`, initdb into the volume",
       'VERSION is what every component reports (/healthz, start log line; the broker and the database',
       'log it at start); `npm run image:iot-service` also sets it on each built image (buildah keys no',
@@ -276,7 +308,12 @@ export function iotServiceDockerfile(): string {
       'a read-only root file system: the only writable places are /tmp and the data volume at /var/lib/iot.',
     ],
   });
-  return render([[...head, ...baseArgs()], buildStage('iot-service'), ...IOT_SERVICE_COMPONENTS.map((c) => runtimeStage(IOT_SERVICE_STAGES[c]))]);
+  return render([
+    [...head, ...baseArgs(['ARG GO_IMAGE=golang:1.24-bookworm'])],
+    buildStage('iot-service'),
+    natsServerStage,
+    ...IOT_SERVICE_COMPONENTS.map((c) => runtimeStage(IOT_SERVICE_STAGES[c])),
+  ]);
 }
 
 export const iotServiceDockerfilePath = () => path.join(root, IOT_SERVICE_DOCKERFILE);

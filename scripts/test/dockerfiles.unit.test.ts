@@ -49,7 +49,7 @@ describe('Dockerfiles', () => {
 
   it("the IoT service's Dockerfile has one target per component, each as the pod user 10001 reporting VERSION", () => {
     const byName = stages(iotServiceDockerfile());
-    assert.deepEqual([...byName.keys()], ['build', ...IOT_SERVICE_COMPONENTS]);
+    assert.deepEqual([...byName.keys()], ['build', 'nats-server', ...IOT_SERVICE_COMPONENTS]);
     for (const component of IOT_SERVICE_COMPONENTS) {
       const lines = byName.get(component)!;
       assert.equal(lines[0], `FROM \${NODE_IMAGE} AS ${component}`);
@@ -58,12 +58,23 @@ describe('Dockerfiles', () => {
       if (component === 'broker' || component === 'database') {
         assert.deepEqual(entrypoint, [`/usr/local/bin/iot-${component}`]);
         assert.ok(lines.includes(`COPY workloads/iot-service/image/${component}.sh /usr/local/bin/iot-${component}`), component);
-        assert.match(lines.join('\n'), /&& useradd --uid 10001 --user-group --no-create-home --home-dir \/var\/lib\/iot iot$/m, component);
+        assert.match(lines.join('\n'), /(RUN|&&) useradd --uid 10001 --user-group --no-create-home --home-dir \/var\/lib\/iot iot$/m, component);
       } else {
         assert.deepEqual(entrypoint, ['node', `${component}.mjs`]);
         assert.ok(lines.includes('ENV NODE_ENV=production') && lines.includes('COPY --from=build /src/workloads/iot-service/dist/ ./'), component);
       }
     }
+  });
+
+  it("the IoT service's broker is NATS Server built from the module cluster/nats-server pins", () => {
+    const byName = stages(iotServiceDockerfile());
+    const build = byName.get('nats-server')!.join('\n');
+    assert.match(build, /^FROM \$\{GO_IMAGE\} AS nats-server$/m);
+    assert.match(build, /^COPY cluster\/nats-server\/go\.mod cluster\/nats-server\/go\.sum \.\/$/m);
+    assert.match(build, /go build .* github\.com\/nats-io\/nats-server\/v2/);
+    assert.ok(byName.get('broker')!.includes('COPY --from=nats-server /out/nats-server /usr/local/bin/nats-server'));
+    const pinned = readFileSync(path.join(root, 'cluster/nats-server/go.mod'), 'utf8');
+    assert.match(pinned, /^\tgithub\.com\/nats-io\/nats-server\/v2 v2\.\d+\.\d+/m);
   });
 
   it('images/bases.sh provides exactly the base image arguments the Dockerfiles declare', () => {

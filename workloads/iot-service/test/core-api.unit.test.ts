@@ -77,7 +77,7 @@ test('GET telemetry: newest first, at most limit, only the device\'s own', async
   await store.createDevice('dev-2', 'unused');
   const at = (s: number) => new Date(Date.UTC(2025, 0, 1, 0, 0, s)).toISOString();
   for (const [deviceId, messageId, s] of [['dev-1', 'a', 1], ['dev-1', 'b', 3], ['dev-1', 'c', 2], ['dev-2', 'z', 9]] as const) {
-    await store.insertTelemetry({ deviceId, messageId, receivedAt: at(s), payload: { s } });
+    await store.insertTelemetry([{ deviceId, messageId, receivedAt: at(s), payload: { s } }]);
   }
   const response = await call('/v1/devices/dev-1/telemetry?limit=2');
   assert.equal(response.status, 200);
@@ -98,7 +98,7 @@ test('GET telemetry pages on from the last record: before + beforeMessageId, tie
   const at = (s: number) => new Date(Date.UTC(2025, 0, 2, 0, 0, s)).toISOString();
   // Five messages, three of them received in the same millisecond.
   for (const [messageId, s] of [['m1', 1], ['m2', 2], ['m3', 2], ['m4', 2], ['m5', 3]] as const) {
-    await store.insertTelemetry({ deviceId: 'dev-p', messageId, receivedAt: at(s), payload: { s } });
+    await store.insertTelemetry([{ deviceId: 'dev-p', messageId, receivedAt: at(s), payload: { s } }]);
   }
   const seen: string[] = [];
   let query = '';

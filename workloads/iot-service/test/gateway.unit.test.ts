@@ -1,13 +1,15 @@
 /**
- * The gateway on 127.0.0.1, between a device, core (on the in-memory store) and an in-process
- * aedes standing in for Mosquitto: who is admitted, what is forwarded, and that a device's
- * acknowledgement waits for the broker's.
+ * The gateway on 127.0.0.1, between a device, core (on the in-memory store) and a real NATS
+ * Server with JetStream: who is admitted, what is forwarded, what is refused at the door because
+ * it could never be stored, that a device's acknowledgement waits for the broker's, and that a
+ * full stream slows devices down instead of losing what they were told is kept.
  */
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import mqtt from 'mqtt';
-import { decodeEnvelope, deviceTelemetryTopic } from '../src/shared/telemetry.ts';
+import { connect as tcpConnect } from 'node:net';
+import { deviceTelemetryTopic } from '../src/shared/telemetry.ts';
 import { postHttp, registerDevice, type DeviceCredentials } from '../src/simulator/index.ts';
 import { API_TOKEN, startService, waitFor, type Service } from './harness.ts';
 
@@ -27,14 +29,11 @@ function basic(id: string, password: string) {
   return `Basic ${Buffer.from(`${id}:${password}`).toString('base64')}`;
 }
 
-test('MQTT: a registered device publishes; the broker gets an envelope with a fresh message id', async () => {
+test('MQTT: a registered device publishes; the stream gets an envelope with a fresh message id', async () => {
   const client = await connectDevice(device.id, device.password);
   await client.publishAsync('telemetry/dev-1', JSON.stringify({ t: 21.5 }), { qos: 1 });
   await client.endAsync();
-  const packet = service.upstream.published.at(-1);
-  assert.equal(packet?.topic, 'telemetry/dev-1');
-  assert.equal(packet?.qos, 1);
-  const envelope = decodeEnvelope(Buffer.from(packet?.payload ?? ''));
+  const envelope = (await service.lastInStream('dev-1'))!;
   assert.equal(envelope.deviceId, 'dev-1');
   assert.deepEqual(envelope.payload, { t: 21.5 });
   assert.match(envelope.messageId, /^[0-9a-f-]{36}$/);
@@ -43,18 +42,15 @@ test('MQTT: a registered device publishes; the broker gets an envelope with a fr
 test('MQTT: a message id the device gives in the topic\'s property bag is carried; a malformed one is refused', async () => {
   const client = await connectDevice(device.id, device.password);
   await client.publishAsync(deviceTelemetryTopic('dev-1', 'dev-1/m_7'), JSON.stringify({ t: 7 }), { qos: 1 });
-  const packet = service.upstream.published.at(-1);
-  assert.equal(packet?.topic, 'telemetry/dev-1', 'forwarded on the device\'s topic, without the property bag');
-  const envelope = decodeEnvelope(Buffer.from(packet?.payload ?? ''));
+  const envelope = (await service.lastInStream('dev-1'))!;
   assert.equal(envelope.messageId, 'dev-1/m_7');
   assert.deepEqual(envelope.payload, { t: 7 });
 
-  const before = service.upstream.published.length;
   const closed = new Promise<void>((resolve) => client.once('close', () => resolve()));
   void client.publishAsync('telemetry/dev-1/?message-id=a&colour=red', JSON.stringify({ t: 8 }), { qos: 1 }).catch(() => undefined);
   await closed;
   await client.endAsync(true);
-  assert.equal(service.upstream.published.length, before, 'nothing forwarded for an unknown property');
+  assert.equal((await service.lastInStream('dev-1'))?.messageId, 'dev-1/m_7', 'nothing forwarded for an unknown property');
 });
 
 test('MQTT: a wrong password, an unknown device or no credentials are refused at CONNECT', async () => {
@@ -65,7 +61,6 @@ test('MQTT: a wrong password, an unknown device or no credentials are refused at
 
 test('MQTT: publishing to another device\'s topic closes the connection unacknowledged and forwards nothing', async () => {
   await registerDevice({ coreUrl: service.coreUrl, apiToken: API_TOKEN }, 'dev-2');
-  const before = service.upstream.published.length;
   const client = await connectDevice(device.id, device.password);
   const closed = new Promise<void>((resolve) => client.once('close', () => resolve()));
   const acked = client.publishAsync('telemetry/dev-2', JSON.stringify({ forged: true }), { qos: 1 }).then(() => 'acked');
@@ -73,7 +68,7 @@ test('MQTT: publishing to another device\'s topic closes the connection unacknow
   const outcome = await Promise.race([acked, new Promise((resolve) => setTimeout(() => resolve('no puback'), 200))]);
   assert.equal(outcome, 'no puback');
   await client.endAsync(true);
-  assert.equal(service.upstream.published.length, before);
+  assert.equal(await service.lastInStream('dev-2'), undefined);
   assert.ok(service.logs.gateway.lines.some((l) => l.msg === 'mqtt publish refused' && l.topic === 'telemetry/dev-2'));
 });
 
@@ -88,21 +83,21 @@ test('MQTT: a payload that is not JSON, and subscriptions, are refused', async (
 
 test('MQTT: the device\'s PUBACK waits for the broker\'s', async () => {
   const client = await connectDevice(device.id, device.password);
-  const held = service.upstream.hold();
+  service.broker.pause();
   let acked = false;
   const publish = client.publishAsync('telemetry/dev-1', JSON.stringify({ n: 1 }), { qos: 1 }).then(() => {
     acked = true;
   });
   await new Promise((resolve) => setTimeout(resolve, 300));
   assert.equal(acked, false, 'no PUBACK while the broker holds its acknowledgement');
-  held.release();
+  service.broker.resume();
   await publish;
   assert.equal(acked, true);
   await client.endAsync();
 });
 
 test('HTTP: 202 only once the broker accepted; the given Message-Id is carried', async () => {
-  const held = service.upstream.hold();
+  service.broker.pause();
   let answered = false;
   const post = postHttp(service.gatewayHttpUrl, device, { t: 1 }, 'msg-given-1').then((id) => {
     answered = true;
@@ -110,9 +105,9 @@ test('HTTP: 202 only once the broker accepted; the given Message-Id is carried',
   });
   await new Promise((resolve) => setTimeout(resolve, 300));
   assert.equal(answered, false, 'no 202 while the broker holds its acknowledgement');
-  held.release();
+  service.broker.resume();
   assert.equal(await post, 'msg-given-1');
-  const envelope = decodeEnvelope(Buffer.from(service.upstream.published.at(-1)?.payload ?? ''));
+  const envelope = (await service.lastInStream('dev-1'))!;
   assert.equal(envelope.messageId, 'msg-given-1');
   assert.equal(envelope.deviceId, 'dev-1');
   assert.match(await postHttp(service.gatewayHttpUrl, device, [1, 2]), /^[0-9a-f-]{36}$/, 'assigned when not given');
@@ -149,7 +144,7 @@ test('with the broker gone, HTTP answers 503 and an MQTT device gets no PUBACK',
   try {
     const dev = await registerDevice({ coreUrl: isolated.coreUrl, apiToken: API_TOKEN }, 'dev-9');
     const device9 = await mqtt.connectAsync(isolated.gatewayMqttUrl, { username: dev.id, password: dev.password, reconnectPeriod: 0 });
-    await isolated.upstream.close();
+    await isolated.broker.kill();
     await waitFor(() => !isolated.brokerLink.connected(), 'the gateway to see the broker gone');
     const response = await fetch(`${isolated.gatewayHttpUrl}/v1/telemetry`, {
       method: 'POST',
@@ -163,5 +158,94 @@ test('with the broker gone, HTTP answers 503 and an MQTT device gets no PUBACK',
     await device9.endAsync(true);
   } finally {
     await isolated.close().catch(() => undefined);
+  }
+});
+
+const poisons = [
+  ['a NUL character', '{"x":"\\u0000"}', /NUL character/],
+  ['an unpaired surrogate', '{"x":"\\ud800"}', /unpaired UTF-16 surrogate/],
+  ['a NUL character in a key', '{"a\\u0000b":1}', /key contains a NUL/],
+  ['nesting deeper than 64 levels', `${'['.repeat(65)}${']'.repeat(65)}`, /nested deeper than 64/],
+] as const;
+
+test('HTTP: a payload that could never be stored is refused with 400 and the reason; nothing reaches the stream', async () => {
+  const dev = await registerDevice({ coreUrl: service.coreUrl, apiToken: API_TOKEN }, 'dev-poison-http');
+  for (const [what, body, reason] of poisons) {
+    const response = await fetch(`${service.gatewayHttpUrl}/v1/telemetry`, {
+      method: 'POST',
+      headers: { Authorization: basic(dev.id, dev.password), 'Content-Type': 'application/json' },
+      body,
+    });
+    assert.equal(response.status, 400, what);
+    assert.match(((await response.json()) as { error: string }).error, reason, what);
+  }
+  assert.equal(await service.lastInStream(dev.id), undefined);
+});
+
+test('MQTT: a payload that could never be stored closes the connection without PUBACK; nothing reaches the stream', async () => {
+  const dev = await registerDevice({ coreUrl: service.coreUrl, apiToken: API_TOKEN }, 'dev-poison-mqtt');
+  for (const [what, body, reason] of poisons) {
+    const client = await connectDevice(dev.id, dev.password);
+    const closed = new Promise<void>((resolve) => client.once('close', () => resolve()));
+    let acked = false;
+    void client.publishAsync(`telemetry/${dev.id}`, body, { qos: 1 }).then(() => (acked = true), () => undefined);
+    await closed;
+    await client.endAsync(true);
+    assert.equal(acked, false, what);
+    assert.ok(service.logs.gateway.lines.some((l) => l.msg === 'mqtt publish refused' && reason.test(String(l.reason))), what);
+  }
+  assert.equal(await service.lastInStream(dev.id), undefined);
+});
+
+test('MQTT: a packet announcing more than the cap closes the connection before its body is read, even before CONNECT is answered', async () => {
+  const socket = tcpConnect(Number(new URL(service.gatewayMqttUrl).port), '127.0.0.1');
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  // A CONNECT whose remaining length says 200 MiB: 0x10, then the length as MQTT's variable-length integer.
+  let length = 200 * 1024 * 1024;
+  const bytes = [0x10];
+  do {
+    bytes.push((length % 128) | (length >= 128 ? 0x80 : 0));
+    length = Math.floor(length / 128);
+  } while (length > 0);
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  socket.write(Buffer.from(bytes));
+  await closed;
+  assert.ok(service.logs.gateway.lines.some((l) => l.msg === 'mqtt connection closed' && /exceeds/.test(String(l.reason))));
+});
+
+test('a full stream slows devices down: HTTP 503 with Retry-After, an MQTT PUBACK held until processing makes room; all acknowledged is stored', async () => {
+  const small = await startService({ processing: false, stream: { maxBytes: 4 * 1024 }, backlogWaitMs: 20_000 });
+  try {
+    const dev = await registerDevice({ coreUrl: small.coreUrl, apiToken: API_TOKEN }, 'dev-busy');
+    const acknowledged: string[] = [];
+    let refused: Response | undefined;
+    for (let i = 0; i < 100 && !refused; i++) {
+      const response = await fetch(`${small.gatewayHttpUrl}/v1/telemetry`, {
+        method: 'POST',
+        headers: { Authorization: basic(dev.id, dev.password), 'Content-Type': 'application/json', 'Message-Id': `h-${i}` },
+        body: JSON.stringify({ i, padding: 'x'.repeat(200) }),
+      });
+      if (response.status === 202) acknowledged.push(`h-${i}`);
+      else refused = response;
+    }
+    assert.equal(refused?.status, 503, 'refused once the stream is full');
+    assert.equal(refused?.headers.get('retry-after'), '5');
+    assert.ok(acknowledged.length > 0);
+
+    const client = await mqtt.connectAsync(small.gatewayMqttUrl, { username: dev.id, password: dev.password, reconnectPeriod: 0 });
+    let acked = false;
+    const publish = client.publishAsync(deviceTelemetryTopic(dev.id, 'q-1'), JSON.stringify({ q: 1 }), { qos: 1 }).then(() => (acked = true));
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.equal(acked, false, 'no PUBACK while the stream is full');
+    assert.equal(client.connected, true, 'the device stays connected, waiting');
+
+    await small.startProcessing();
+    await publish;
+    acknowledged.push('q-1');
+    await client.endAsync();
+    await waitFor(() => small.store.rows.size === acknowledged.length, 'everything acknowledged stored', 10_000);
+    assert.deepEqual([...small.store.rows.values()].map((r) => r.messageId).sort(), acknowledged.sort());
+  } finally {
+    await small.close();
   }
 });

@@ -1,29 +1,33 @@
 /**
  * The reference service in one process on 127.0.0.1, for unit tests: core's API on the in-memory
- * store, an in-process aedes standing in for Mosquitto (user `iot` with the broker password), the
- * gateway's MQTT and HTTP adapters forwarding to it, and processing's persistent session writing
- * to the same store.
+ * store, a real NATS Server with JetStream as the broker (nats-server.ts; user `iot` with the
+ * broker password), the gateway's MQTT and HTTP adapters forwarding to it, and processing
+ * consuming the telemetry stream into the same store, with the components' own code.
  *
  * Guarantees: every server listens on 127.0.0.1 on a free port and nothing dials any other
- * address; `close` ends every connection and server it started. `holdUpstream` makes the stand-in
- * broker withhold its PUBACKs until released, to observe what waits for them.
+ * address; `close` ends every connection and server it started. `broker.pause()` makes the broker
+ * withhold every acknowledgement until `broker.resume()`, to observe what waits for them;
+ * `lastInStream` reads the newest message of a device still in the stream (not yet taken by
+ * processing).
  */
 
-import { Aedes } from 'aedes';
+import { jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
-import { createServer, type AddressInfo, type Server } from 'node:net';
-import mqtt from 'mqtt';
+import type { AddressInfo, Server } from 'node:net';
 import { createCoreApi } from '../src/core/api.ts';
 import { coreDeviceCheck, DeviceAuthenticator } from '../src/gateway/devices.ts';
-import { connectBroker, type BrokerLink } from '../src/gateway/forwarder.ts';
+import { connectBrokerLink, type BrokerLink } from '../src/gateway/forwarder.ts';
 import { createHttpAdapter } from '../src/gateway/http-adapter.ts';
 import { startMqttAdapter, type MqttAdapter } from '../src/gateway/mqtt-adapter.ts';
-import { createMessageHandler } from '../src/processing/writer.ts';
-import { SERVICE_USER } from '../src/shared/config.ts';
+import { consumeTelemetry } from '../src/processing/consume.ts';
+import { connectBroker, TELEMETRY_STREAM, telemetrySubject } from '../src/shared/broker.ts';
+import { SERVICE_USER, type StreamConfig } from '../src/shared/config.ts';
 import { createLogger, type Logger } from '../src/shared/log.ts';
 import { closeServer, listenOn } from '../src/shared/net.ts';
-import type { PublishPacket } from 'aedes';
+import { decodeEnvelope, type TelemetryEnvelope } from '../src/shared/telemetry.ts';
 import { MemoryStore } from './memory-store.ts';
+import { startNatsServer, type NatsServer } from './nats-server.ts';
 
 export const HOST = '127.0.0.1';
 export const API_TOKEN = 'test-api-token';
@@ -41,133 +45,92 @@ export function captureLog(component: string): LogCapture {
 
 const port = (server: Server | HttpServer) => (server.address() as AddressInfo).port;
 
-/** An aedes on 127.0.0.1 standing in for Mosquitto: password auth, persistent sessions in memory. */
-export interface UpstreamBroker {
-  url: string;
-  port: number;
-  published: PublishPacket[];
-  /** From now on PUBACKs wait until `release` is called. */
-  hold(): { release(): void };
-  close(): Promise<void>;
-}
+/** The broker as components reach it. */
+export const brokerEndpoint = (broker: NatsServer) => ({ host: HOST, port: broker.port });
 
-export async function startUpstreamBroker(): Promise<UpstreamBroker> {
-  const published: PublishPacket[] = [];
-  let held: Array<() => void> | undefined;
-  const broker = await Aedes.createBroker({
-    authenticate: (_client, username, password, done) => done(null, username === SERVICE_USER && password?.toString() === BROKER_PASSWORD),
-    authorizePublish: (_client, packet, done) => {
-      const accept = () => {
-        published.push(packet);
-        done(null);
-      };
-      if (held) held.push(accept);
-      else accept();
-    },
-  });
-  const server = createServer((socket) => broker.handle(socket));
-  await listenOn(server, { host: HOST, port: 0 });
-  return {
-    url: `mqtt://${HOST}:${port(server)}`,
-    port: port(server),
-    published,
-    hold: () => {
-      const waiting: Array<() => void> = [];
-      held = waiting;
-      return {
-        release: () => {
-          held = undefined;
-          for (const accept of waiting) accept();
-        },
-      };
-    },
-    close: async () => {
-      const closed = closeServer(server);
-      await new Promise<void>((resolve) => broker.close(() => resolve()));
-      await closed;
-    },
-  };
+export function connectToBroker(broker: NatsServer, name: string): Promise<NatsConnection> {
+  return connectBroker({ broker: brokerEndpoint(broker), user: SERVICE_USER, password: BROKER_PASSWORD, name });
 }
 
 export interface Service {
   store: MemoryStore;
-  upstream: UpstreamBroker;
+  broker: NatsServer;
+  stream: StreamConfig;
   brokerLink: BrokerLink;
   coreUrl: string;
   gatewayHttpUrl: string;
   gatewayMqttUrl: string;
   logs: { core: LogCapture; gateway: LogCapture; processing: LogCapture };
-  /** Stops processing's session (without acknowledging what it has not stored) and starts it again. */
+  /** The newest message of `deviceId` still in the stream, or undefined. */
+  lastInStream(deviceId: string): Promise<TelemetryEnvelope | undefined>;
+  /** Stops processing (without acknowledging what it has not stored) and starts it again. */
   stopProcessing(): Promise<void>;
   startProcessing(): Promise<void>;
   close(): Promise<void>;
 }
 
-export async function startService(options: { processing?: boolean } = {}): Promise<Service> {
+export async function startService(options: { processing?: boolean; stream?: Partial<StreamConfig>; backlogWaitMs?: number } = {}): Promise<Service> {
   const store = new MemoryStore();
   const logs = { core: captureLog('core'), gateway: captureLog('gateway'), processing: captureLog('processing') };
-  const upstream = await startUpstreamBroker();
+  const broker = await startNatsServer(BROKER_PASSWORD);
+  const stream: StreamConfig = { replicas: 1, maxBytes: 64 * 1024 * 1024, ...options.stream };
 
   const core: HttpServer = createHttpServer(createCoreApi({ store, apiToken: API_TOKEN, log: logs.core.log }));
   await listenOn(core, { host: HOST, port: 0 });
 
   const devices = new DeviceAuthenticator(coreDeviceCheck({ host: HOST, port: port(core) }, API_TOKEN));
-  const link: BrokerLink = connectBroker({
-    broker: { host: HOST, port: upstream.port },
-    username: SERVICE_USER,
-    password: BROKER_PASSWORD,
-    clientId: 'gateway-test',
-  });
+  const link = connectBrokerLink({ broker: brokerEndpoint(broker), stream, username: SERVICE_USER, password: BROKER_PASSWORD, name: 'gateway-test', timeoutMs: 2_000 });
   await waitFor(() => link.connected(), 'gateway connected to the broker');
-  const gatewayMqtt: MqttAdapter = await startMqttAdapter({ devices, forward: link.forward, log: logs.gateway.log }, { host: HOST, port: 0 });
-  const gatewayHttp: HttpServer = createHttpServer(createHttpAdapter({ devices, forward: link.forward, log: logs.gateway.log }));
+  const adapterOptions = { devices, forward: link.forward, log: logs.gateway.log, backlogWaitMs: options.backlogWaitMs };
+  const gatewayMqtt: MqttAdapter = await startMqttAdapter(adapterOptions, { host: HOST, port: 0 });
+  const gatewayHttp: HttpServer = createHttpServer(createHttpAdapter(adapterOptions));
   await listenOn(gatewayHttp, { host: HOST, port: 0 });
+  const inspector = await connectToBroker(broker, 'test-inspector');
 
-  let processing: { client: mqtt.MqttClient; stop: AbortController } | undefined;
+  let processing: { connection: NatsConnection; stop: AbortController; running: Promise<void> } | undefined;
   const startProcessing = async () => {
     const stop = new AbortController();
-    const client = mqtt.connect(upstream.url, {
-      username: SERVICE_USER,
-      password: BROKER_PASSWORD,
-      clientId: 'iot-processing',
-      clean: false,
-      reconnectPeriod: 0,
-      manualConnect: true,
-    });
-    // Set before connecting: messages waiting in the session arrive right after CONNACK.
-    client.handleMessage = createMessageHandler({ store, log: logs.processing.log, signal: stop.signal, delayMs: () => 5 });
-    client.connect();
-    await new Promise<void>((resolve, reject) => {
-      client.once('connect', () => resolve());
-      client.once('error', reject);
-    });
-    await client.subscribeAsync('telemetry/+', { qos: 1 });
-    processing = { client, stop };
+    const connection = await connectToBroker(broker, 'processing-test');
+    let consuming = false;
+    const running = consumeTelemetry(connection, { stream, store, log: logs.processing.log, signal: stop.signal, delayMs: () => 5, onConsuming: () => (consuming = true) });
+    running.catch(() => undefined);
+    await waitFor(() => consuming, 'processing consuming');
+    processing = { connection, stop, running };
   };
   const stopProcessing = async () => {
-    processing?.stop.abort(new Error('stopping'));
-    await processing?.client.endAsync(true);
+    if (!processing) return;
+    processing.stop.abort(new Error('stopping'));
+    await processing.running.catch(() => undefined);
+    await processing.connection.close();
     processing = undefined;
   };
   if (options.processing !== false) await startProcessing();
 
   return {
     store,
-    upstream,
+    broker,
+    stream,
     brokerLink: link,
     coreUrl: `http://${HOST}:${port(core)}`,
     gatewayHttpUrl: `http://${HOST}:${port(gatewayHttp)}`,
     gatewayMqttUrl: `mqtt://${HOST}:${gatewayMqtt.port}`,
     logs,
+    lastInStream: async (deviceId) => {
+      const jsm = await jetstreamManager(inspector);
+      const message = await jsm.streams.getMessage(TELEMETRY_STREAM, { last_by_subj: telemetrySubject(deviceId) });
+      return message ? decodeEnvelope(Buffer.from(message.data)) : undefined;
+    },
     stopProcessing,
     startProcessing,
     close: async () => {
+      broker.resume();
       await stopProcessing();
       await gatewayMqtt.close();
       await closeServer(gatewayHttp);
       await link.close();
+      await inspector.close();
       await closeServer(core);
-      await upstream.close();
+      await broker.close();
     },
   };
 }

@@ -3,16 +3,19 @@
  *
  * Guarantees: the same contract as PostgresStore (store.ts): devices keyed by id, telemetry keyed
  * by (device id, message id) with inserts of a stored key changing nothing, newest first and
- * paged by cursor (message ids compared by code unit, as PostgreSQL's C collation does);
- * `failNextInserts(n)` makes the next n inserts reject, as a database that is away would.
+ * paged by cursor (message ids compared by code unit, as PostgreSQL's C collation does), a batch
+ * stored whole or not at all; a payload with a NUL character is refused with SQLSTATE 22P05, as
+ * PostgreSQL's jsonb refuses it; `failNextInserts(n)` makes the next n inserts reject, as a
+ * database that is away would; dead letters are kept by (device id, message id).
  */
 
-import type { DeviceStore, TelemetryCursor, TelemetryRecord, TelemetryStore } from '../src/shared/store.ts';
+import type { DeadLetter, DeviceStore, TelemetryCursor, TelemetryRecord, TelemetryStore } from '../src/shared/store.ts';
 import type { TelemetryEnvelope } from '../src/shared/telemetry.ts';
 
 export class MemoryStore implements DeviceStore, TelemetryStore {
   readonly devices = new Map<string, string>();
   readonly rows = new Map<string, TelemetryEnvelope>();
+  readonly deadLetters = new Map<string, DeadLetter>();
   private readonly storedAt = new Map<string, string>();
   insertAttempts = 0;
   private failures = 0;
@@ -44,16 +47,28 @@ export class MemoryStore implements DeviceStore, TelemetryStore {
       .map(({ messageId, receivedAt, payload }) => ({ messageId, receivedAt, storedAt: this.storedAt.get(JSON.stringify([deviceId, messageId]))!, payload }));
   }
 
-  async insertTelemetry(envelope: TelemetryEnvelope): Promise<boolean> {
+  async insertTelemetry(envelopes: readonly TelemetryEnvelope[]): Promise<number> {
     this.insertAttempts++;
     if (this.failures > 0) {
       this.failures--;
       throw new Error('database unavailable');
     }
-    const key = JSON.stringify([envelope.deviceId, envelope.messageId]);
-    if (this.rows.has(key)) return false;
-    this.rows.set(key, envelope);
-    this.storedAt.set(key, new Date().toISOString());
-    return true;
+    if (envelopes.some((e) => JSON.stringify(e.payload).includes('\\u0000'))) {
+      throw Object.assign(new Error('unsupported Unicode escape sequence'), { code: '22P05' });
+    }
+    let added = 0;
+    for (const envelope of envelopes) {
+      const key = JSON.stringify([envelope.deviceId, envelope.messageId]);
+      if (this.rows.has(key)) continue;
+      this.rows.set(key, envelope);
+      this.storedAt.set(key, new Date().toISOString());
+      added++;
+    }
+    return added;
+  }
+
+  async deadLetter(letter: DeadLetter): Promise<void> {
+    const key = JSON.stringify([letter.deviceId, letter.messageId]);
+    if (!this.deadLetters.has(key)) this.deadLetters.set(key, letter);
   }
 }

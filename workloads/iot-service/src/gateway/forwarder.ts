@@ -1,18 +1,28 @@
 /**
- * The gateway's link to the broker (Mosquitto): an MQTT client that forwards each accepted
- * message as an envelope on `telemetry/<device id>` with QoS 1.
+ * The gateway's link to the broker: each accepted message is published to the telemetry stream
+ * (shared/broker.ts) and the device is acknowledged only after the stream acknowledged it.
  *
- * Guarantees: `forward` resolves only once the broker has acknowledged the message (PUBACK), and
- * rejects at once when the client is not connected, or when no PUBACK came within `timeoutMs`
- * (default 10 s) — so a device is acknowledged only for a message the broker holds. The client
- * reconnects by itself; `connected` says whether it is connected now (the readiness check).
+ * Guarantees: `forward` resolves only once JetStream acknowledged the message — stored in the
+ * stream's file store on as many brokers as the stream has replicas — and rejects otherwise: at
+ * once when the link is not connected, with `BacklogFullError` when the stream is full (processing
+ * lags by `stream.maxBytes`), or after `timeoutMs` (default 10 s) without an acknowledgement. A
+ * rejected message is never acknowledged to the device, which sends it again; a message published
+ * twice (the device's retry, or a lost acknowledgement) is stored once in the stream, by its
+ * JetStream message id. The stream is made or brought to config.yml's limits before `connected`
+ * says true (the readiness check); the link reconnects by itself.
  */
 
-import mqtt, { type MqttClient } from 'mqtt';
-import type { Endpoint } from '../shared/config.ts';
-import { encodeEnvelope, telemetryTopic, type TelemetryEnvelope } from '../shared/telemetry.ts';
+import { jetstream, jetstreamManager, JetStreamApiError, type JetStreamClient } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { brokerMessageId, connectBroker, ensureTelemetryStream, telemetrySubject, watchLink } from '../shared/broker.ts';
+import type { Endpoint, StreamConfig } from '../shared/config.ts';
+import { retry } from '../shared/retry.ts';
+import { encodeEnvelope, type TelemetryEnvelope } from '../shared/telemetry.ts';
 
 export type Forward = (envelope: TelemetryEnvelope) => Promise<void>;
+
+/** The stream holds all it may: the device should slow down and send again later. */
+export class BacklogFullError extends Error {}
 
 export interface BrokerLink {
   forward: Forward;
@@ -22,43 +32,57 @@ export interface BrokerLink {
 
 export interface BrokerLinkOptions {
   broker: Endpoint;
+  stream: StreamConfig;
   username: string;
   password: string;
-  clientId: string;
+  /** How the broker lists this connection. */
+  name: string;
   timeoutMs?: number;
-  onError?: (error: Error) => void;
+  onError?: (error: unknown) => void;
 }
 
-export function connectBroker(options: BrokerLinkOptions): BrokerLink {
-  const client: MqttClient = mqtt.connect({
-    host: options.broker.host,
-    port: options.broker.port,
-    protocol: 'mqtt',
-    username: options.username,
-    password: options.password,
-    clientId: options.clientId,
-    clean: true,
-    reconnectPeriod: 1_000,
-    connectTimeout: 5_000,
+/** JetStream's answers when a `discard: new` stream is at a limit (stream store and account/server resources). */
+const FULL = /maximum (bytes|messages) exceeded|insufficient resources|resource limits exceeded/i;
+
+export function connectBrokerLink(options: BrokerLinkOptions): BrokerLink {
+  let connection: NatsConnection | undefined;
+  let js: JetStreamClient | undefined;
+  let link: { readonly up: boolean } = { up: false };
+  let streamReady = false;
+  const closing = new AbortController();
+  const preparing = (async () => {
+    const made = await connectBroker({ broker: options.broker, user: options.username, password: options.password, name: options.name });
+    connection = made;
+    if (closing.signal.aborted) return made.close();
+    link = watchLink(made);
+    js = jetstream(made, { timeout: options.timeoutMs ?? 10_000 });
+    await retry(async () => ensureTelemetryStream(await jetstreamManager(made), options.stream), {
+      signal: closing.signal,
+      onFailure: (error) => options.onError?.(error),
+    });
+    streamReady = true;
+  })();
+  preparing.catch((error: unknown) => {
+    if (!closing.signal.aborted) options.onError?.(error);
   });
-  client.on('error', (error) => options.onError?.(error));
-  const timeoutMs = options.timeoutMs ?? 10_000;
   return {
     forward: async (envelope) => {
-      if (!client.connected) throw new Error('not connected to the broker');
-      let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`the broker did not acknowledge within ${timeoutMs} ms`)), timeoutMs);
-      });
+      if (!js || !streamReady || !link.up) throw new Error('not connected to the broker');
       try {
-        await Promise.race([client.publishAsync(telemetryTopic(envelope.deviceId), encodeEnvelope(envelope), { qos: 1 }), timeout]);
-      } finally {
-        clearTimeout(timer);
+        await js.publish(telemetrySubject(envelope.deviceId), encodeEnvelope(envelope), {
+          msgID: brokerMessageId(envelope.deviceId, envelope.messageId),
+        });
+      } catch (error) {
+        if (error instanceof JetStreamApiError && FULL.test(error.message)) throw new BacklogFullError(error.message, { cause: error });
+        throw error;
       }
     },
-    connected: () => client.connected,
+    connected: () => streamReady && link.up,
     close: async () => {
-      await client.endAsync();
+      closing.abort(new Error('closing'));
+      if (!connection) return; // still dialling: it closes the connection once made
+      await preparing.catch(() => undefined);
+      if (!connection.isClosed()) await connection.drain().catch(() => connection?.close());
     },
   };
 }

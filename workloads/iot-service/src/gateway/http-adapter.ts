@@ -3,19 +3,24 @@
  *
  * Guarantees: the device authenticates with basic auth (device id, password), checked as for MQTT;
  * missing or wrong credentials → 401 with `WWW-Authenticate: Basic`, and core unreachable → 503.
- * The body must be a JSON object or array (else 400/413/415). The optional `Message-Id` header
+ * The body must be a JSON object or array of at most 64 KiB that can be stored (else 400 with the
+ * reason, e.g. a NUL character or an unpaired surrogate; 413; 415). The optional `Message-Id` header
  * (1–128 printable ASCII characters, else 400) becomes the message id, so a device that sends a
  * message again with the same id has it stored once; without it the gateway assigns one. The
  * answer 202 `{"messageId"}` is sent only after the broker acknowledged the message; 503 when it
- * did not. Any other path → 404, another method → 405.
+ * did not, with `Retry-After` (seconds) when the broker's stream is full. Any other path → 404,
+ * another method → 405.
  */
 
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { HttpError, parseBasic, readJson, sendError, sendJson } from '../shared/http.ts';
 import type { Logger } from '../shared/log.ts';
-import { isMessageId, isPayload, newMessageId } from '../shared/telemetry.ts';
+import { isMessageId, isPayload, newMessageId, unstorable } from '../shared/telemetry.ts';
 import type { DeviceAuthenticator } from './devices.ts';
-import type { Forward } from './forwarder.ts';
+import { BacklogFullError, type Forward } from './forwarder.ts';
+
+/** What a device is told to wait before sending again while the broker's stream is full. */
+export const BACKLOG_RETRY_AFTER_SECONDS = 5;
 
 export interface HttpAdapterOptions {
   devices: DeviceAuthenticator;
@@ -50,11 +55,17 @@ export function createHttpAdapter(options: HttpAdapterOptions): RequestListener 
     if (given !== undefined && !isMessageId(given)) throw new HttpError(400, 'Message-Id must be 1-128 printable ASCII characters without spaces');
     const payload = await readJson(req);
     if (!isPayload(payload)) throw new HttpError(400, 'body must be a JSON object or array');
+    const problem = unstorable(payload);
+    if (problem) {
+      log.warn('http message refused', { device: deviceId, reason: problem });
+      throw new HttpError(400, `${problem}, which cannot be stored`);
+    }
     const envelope = { messageId: given ?? newMessageId(), deviceId, receivedAt: new Date().toISOString(), payload };
     try {
       await forward(envelope);
     } catch (error) {
       log.warn('http message not forwarded', { device: deviceId, messageId: envelope.messageId, error });
+      if (error instanceof BacklogFullError) throw new HttpError(503, 'the service is storing what it already has; send it again later', { 'Retry-After': String(BACKLOG_RETRY_AFTER_SECONDS) });
       throw new HttpError(503, 'the broker did not accept the message; send it again');
     }
     sendJson(res, 202, { messageId: envelope.messageId });

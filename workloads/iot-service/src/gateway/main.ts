@@ -3,8 +3,8 @@
  * `node dist/gateway.mjs`).
  *
  * Guarantees: reads config.yml, IOT_BROKER_PASSWORD, IOT_API_TOKEN (for core's device check) and
- * IOT_GATEWAY_PROTOCOLS; serves /healthz and /readyz on 8081 (ready = connected to the broker and
- * core reachable) and the enabled device protocols (MQTT 1883, HTTP 8080) at once; a device is
+ * IOT_GATEWAY_PROTOCOLS; serves /healthz and /readyz on 8081 (ready = connected to the broker, its
+ * telemetry stream in place, and core reachable) and the enabled device protocols (MQTT 1883, HTTP 8080) at once; a device is
  * acknowledged only for what the broker accepted, so serving before the broker is connected loses
  * nothing. On SIGTERM it turns unready, stops accepting devices, finishes open requests and
  * disconnects from the broker.
@@ -20,7 +20,7 @@ import { closeServer, listenOn, tcpReachable } from '../shared/net.ts';
 import { GATEWAY_HTTP_PORT, GATEWAY_MQTT_PORT, HEALTH_PORT, LISTEN_HOST } from '../shared/ports.ts';
 import { serviceVersion } from '../shared/version.ts';
 import { coreDeviceCheck, DeviceAuthenticator } from './devices.ts';
-import { connectBroker } from './forwarder.ts';
+import { connectBrokerLink } from './forwarder.ts';
 import { createHttpAdapter } from './http-adapter.ts';
 import { startMqttAdapter } from './mqtt-adapter.ts';
 import { gatewayProtocols } from './protocols.ts';
@@ -32,12 +32,13 @@ await startComponent(log, version, async () => {
   const config = loadConfig();
   const protocols = gatewayProtocols();
   const devices = new DeviceAuthenticator(coreDeviceCheck(config.endpoints.core, credential('IOT_API_TOKEN')));
-  const broker = connectBroker({
-    broker: config.endpoints.brokerMqtt,
+  const broker = connectBrokerLink({
+    broker: config.endpoints.broker,
+    stream: config.stream,
     username: SERVICE_USER,
     password: credential('IOT_BROKER_PASSWORD'),
-    clientId: `gateway-${hostname()}`,
-    onError: (error) => log.warn('broker connection error', { error }),
+    name: `gateway-${hostname()}`,
+    onError: (error) => log.warn('broker not ready', { error }),
   });
   const health = await startHealthServer(
     {

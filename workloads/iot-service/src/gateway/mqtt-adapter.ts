@@ -8,9 +8,14 @@
  * `parseDeviceTopic`), with QoS 0 or 1 and a JSON object or array as payload; any other publish
  * closes its connection without an acknowledgement. An accepted message keeps the id the device
  * gave — so a device that sends it again after a lost PUBACK has it stored once — or gets a fresh
- * one; it is wrapped in an envelope and forwarded to the broker on `telemetry/<device id>`, and the
- * device's PUBACK is sent only after the broker acknowledged it; when forwarding fails the
- * connection is closed without PUBACK, so the device sends it again.
+ * one; it is wrapped in an envelope and forwarded to the broker, and the device's PUBACK is sent
+ * only after the broker acknowledged it. A payload that could never be stored (telemetry.ts
+ * `unstorable`) closes the connection without PUBACK, logged with the reason. While the broker's
+ * stream is full the message is held and offered again, and nothing more is read from that
+ * device's connection (aedes reads a client's next packet only once this one is handled), for up
+ * to `backlogWaitMs` (default 30 s); when forwarding still fails the connection is closed without
+ * PUBACK, so the device sends it again. A packet announcing more than MAX_MQTT_PACKET_BYTES closes
+ * the connection before its body is read (mqtt-packet-limit.ts), authenticated or not.
  * Subscriptions are refused (SUBACK 128): devices only send telemetry here.
  */
 
@@ -18,14 +23,29 @@ import { Aedes, type AuthenticateError, type Client } from 'aedes';
 import { createServer, type Server } from 'node:net';
 import type { Logger } from '../shared/log.ts';
 import { closeServer, listenOn } from '../shared/net.ts';
-import { isPayload, newMessageId, parseDeviceTopic } from '../shared/telemetry.ts';
+import { isPayload, newMessageId, parseDeviceTopic, unstorable, type TelemetryEnvelope } from '../shared/telemetry.ts';
 import type { DeviceAuthenticator } from './devices.ts';
-import type { Forward } from './forwarder.ts';
+import { BacklogFullError, type Forward } from './forwarder.ts';
+import { limitPacketSize, MAX_MQTT_PACKET_BYTES } from './mqtt-packet-limit.ts';
 
 export interface MqttAdapterOptions {
   devices: DeviceAuthenticator;
   forward: Forward;
   log: Logger;
+  backlogWaitMs?: number;
+}
+
+/** Forwards `envelope`, offering it again while the stream is full, for at most `waitMs`. */
+async function forwardWhenRoom(forward: Forward, envelope: TelemetryEnvelope, waitMs: number): Promise<void> {
+  const deadline = Date.now() + waitMs;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await forward(envelope);
+    } catch (error) {
+      if (!(error instanceof BacklogFullError) || Date.now() >= deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(100 * attempt, 2_000)));
+    }
+  }
 }
 
 export interface MqttAdapter {
@@ -50,6 +70,7 @@ function parsePayload(bytes: Buffer): unknown {
 
 export async function startMqttAdapter(options: MqttAdapterOptions, listen: { host: string; port: number }): Promise<MqttAdapter> {
   const { devices, forward, log } = options;
+  const backlogWaitMs = options.backlogWaitMs ?? 30_000;
   const deviceOf = new WeakMap<Client, string>();
 
   const broker = await Aedes.createBroker({
@@ -80,9 +101,14 @@ export async function startMqttAdapter(options: MqttAdapterOptions, listen: { ho
       if (packet.qos === 2) return done(new Error('QoS 2 is not supported; use QoS 1'));
       const payload = parsePayload(Buffer.from(packet.payload));
       if (!isPayload(payload)) return done(new Error('payload must be a JSON object or array'));
+      const problem = unstorable(payload);
+      if (problem) {
+        log.warn('mqtt publish refused', { device: deviceId, topic: packet.topic, reason: problem });
+        return done(new Error(problem));
+      }
       packet.retain = false; // nothing is kept for subscribers: there are none
       const envelope = { messageId: topic.messageId ?? newMessageId(), deviceId, receivedAt: new Date().toISOString(), payload };
-      forward(envelope).then(
+      forwardWhenRoom(forward, envelope, backlogWaitMs).then(
         () => done(null),
         (error: unknown) => {
           log.warn('mqtt message not forwarded; device not acknowledged', { device: deviceId, messageId: envelope.messageId, error });
@@ -93,7 +119,12 @@ export async function startMqttAdapter(options: MqttAdapterOptions, listen: { ho
     authorizeSubscribe: (_client, _subscription, done) => done(null, null),
   });
 
-  const server: Server = createServer((socket) => broker.handle(socket));
+  const server: Server = createServer((socket) => {
+    broker.handle(socket);
+    limitPacketSize(socket, MAX_MQTT_PACKET_BYTES, (announced) =>
+      log.warn('mqtt connection closed', { remote: socket.remoteAddress, reason: `a packet of ${announced} bytes exceeds ${MAX_MQTT_PACKET_BYTES}` }),
+    );
+  });
   await listenOn(server, listen);
   const address = server.address();
   return {

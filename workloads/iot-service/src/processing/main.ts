@@ -3,15 +3,17 @@
  * `node dist/processing.mjs`).
  *
  * Guarantees: reads config.yml, IOT_BROKER_PASSWORD and IOT_DATABASE_PASSWORD; serves /healthz
- * and /readyz on 8081 (ready = subscribed at the broker and the database answers); creates the
- * schema if missing (retrying until the database accepts it) before it connects to the broker;
- * then holds one persistent MQTT session (client id `iot-processing`, clean session off) with a
- * QoS 1 subscription to `telemetry/+`, so messages published while it is away wait at the broker,
- * and writes each message as writer.ts says. On SIGTERM it turns unready, acknowledges nothing
- * more, disconnects and closes the database pool.
+ * and /readyz on 8081 (ready = consuming from the broker and the database answers); creates the
+ * schema if missing (retrying until the database accepts it) before it connects to the broker,
+ * then consumes the telemetry stream as consume.ts says. Messages published while processing is
+ * away wait in the stream. On SIGTERM it turns unready, acknowledges nothing more, disconnects
+ * and closes the database pool; what it had not acknowledged is handed out again. If the broker
+ * ends its consumer otherwise, it exits 1 (and is restarted).
  */
 
-import mqtt from 'mqtt';
+import { hostname } from 'node:os';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { connectBroker, watchLink } from '../shared/broker.ts';
 import { credential, loadConfig, SERVICE_USER } from '../shared/config.ts';
 import { startHealthServer } from '../shared/health.ts';
 import { startComponent } from '../shared/lifecycle.ts';
@@ -19,24 +21,20 @@ import { createLogger } from '../shared/log.ts';
 import { HEALTH_PORT, LISTEN_HOST } from '../shared/ports.ts';
 import { retry } from '../shared/retry.ts';
 import { createPool, ensureSchema, PostgresStore } from '../shared/store.ts';
-import { TELEMETRY_SUBSCRIPTION } from '../shared/telemetry.ts';
 import { serviceVersion } from '../shared/version.ts';
-import { createMessageHandler } from './writer.ts';
-
-/** One session for the whole instance: the broker keeps its messages while processing restarts. */
-const PROCESSING_CLIENT_ID = 'iot-processing';
+import { consumeTelemetry } from './consume.ts';
 
 const log = createLogger('processing');
 const version = serviceVersion();
 
 await startComponent(log, version, async () => {
   const config = loadConfig();
-  const brokerPassword = credential('IOT_BROKER_PASSWORD');
   const pool = createPool(config.endpoints.database, credential('IOT_DATABASE_PASSWORD'), log);
   const store = new PostgresStore(pool);
   const stopping = new AbortController();
-  let subscribed = false;
-  let client: mqtt.MqttClient | undefined;
+  let connection: NatsConnection | undefined;
+  let link = { up: false };
+  let consuming = false;
 
   const health = await startHealthServer(
     {
@@ -44,7 +42,7 @@ await startComponent(log, version, async () => {
       version,
       checks: {
         broker: async () => {
-          if (!client?.connected || !subscribed) throw new Error('not subscribed at the broker');
+          if (!consuming || !link.up) throw new Error('not consuming from the broker');
         },
         database: () => store.ping(),
       },
@@ -52,46 +50,28 @@ await startComponent(log, version, async () => {
     { host: LISTEN_HOST, port: HEALTH_PORT },
   );
 
-  const consuming = retry(() => ensureSchema(pool), {
-    signal: stopping.signal,
-    onFailure: (error, failures) => log.warn('database not ready for the schema; retrying', { error, failures }),
-  }).then(() => {
-    const session = mqtt.connect({
-      host: config.endpoints.brokerMqtt.host,
-      port: config.endpoints.brokerMqtt.port,
-      protocol: 'mqtt',
-      username: SERVICE_USER,
-      password: brokerPassword,
-      clientId: PROCESSING_CLIENT_ID,
-      clean: false,
-      reconnectPeriod: 1_000,
-      connectTimeout: 5_000,
+  const running = (async () => {
+    await retry(() => ensureSchema(pool), {
+      signal: stopping.signal,
+      onFailure: (error, failures) => log.warn('database not ready for the schema; retrying', { error, failures }),
     });
-    session.handleMessage = createMessageHandler({ store, log, signal: stopping.signal });
-    client = session;
-    session.on('connect', (connack) => {
-      session.subscribe(TELEMETRY_SUBSCRIPTION, { qos: 1 }, (error) => {
-        if (error) return log.error('subscribe failed', { error });
-        subscribed = true;
-        log.info('consuming', { topic: TELEMETRY_SUBSCRIPTION, sessionPresent: connack.sessionPresent, instance: config.instance });
-      });
-    });
-    session.on('close', () => {
-      subscribed = false;
-    });
-    session.on('error', (error) => log.warn('broker connection error', { error }));
-  });
-  consuming.catch((error: unknown) => {
+    connection = await connectBroker({ broker: config.endpoints.broker, user: SERVICE_USER, password: credential('IOT_BROKER_PASSWORD'), name: `processing-${hostname()}` });
+    link = watchLink(connection);
+    await consumeTelemetry(connection, { stream: config.stream, store, log, signal: stopping.signal, onConsuming: () => (consuming = true) });
+  })();
+  running.catch((error: unknown) => {
     if (stopping.signal.aborted) return;
-    log.error('cannot consume', { error });
+    log.error('cannot consume', { error, instance: config.instance });
     process.exit(1);
   });
 
   return {
     stop: async () => {
       health.stopping();
+      consuming = false;
       stopping.abort(new Error('stopping'));
-      await client?.endAsync();
+      await running.catch(() => undefined);
+      await connection?.close();
       await pool.end();
       await health.close();
     },

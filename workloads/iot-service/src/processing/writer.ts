@@ -1,26 +1,39 @@
 /**
- * processing's core: each message from the broker is written to the database once, and
- * acknowledged only after the write committed.
+ * processing's core: messages from the telemetry stream are written to the database in batches,
+ * and each is acknowledged to the stream only after its batch committed.
  *
- * Guarantees: `createMessageHandler` is an mqtt.js `MqttClient#handleMessage` (mqtt.js sends the
- * PUBACK of a QoS 1 message only after it called back without error, in every protocol version;
- * its `customHandleAcks` option works only with MQTT 5): for a message it decodes the envelope
- * and inserts it keyed by (device id, message id), retrying a failing write until it succeeds,
- * and only then calls back, so the PUBACK follows the commit; a message stored before (a redelivery) is
- * acknowledged without a second row. Once `signal` aborts it acknowledges nothing more: a message
- * in retry or arriving later stays unacknowledged and the broker delivers it again to the
- * persistent session. A message that is not a valid envelope can never be stored: it is logged
- * and acknowledged, so it cannot block the messages behind it. mqtt.js hands over the next message
- * only after this handler called back, so writes happen in the broker's order.
+ * Guarantees: `writeBatch` stores a batch of deliveries and resolves once every one of them may be
+ * acknowledged (the caller then acknowledges them); it rejects only once `signal` aborted, and
+ * then acknowledges nothing, so the stream hands those messages out again. Envelopes are stored
+ * in one statement keyed by (device id, message id), so a redelivered message is stored once.
+ * When the database refuses the batch for its data (store.ts `isDataError`), the messages are
+ * written one by one and each one refused for its data goes to the dead-letter table with the
+ * error (as does a message that is no telemetry envelope): it is counted, logged and acknowledged,
+ * and never holds up the next. Every other failure (connection, server, disk) is retried, the
+ * whole batch, until it succeeds. `consumeInBatches` takes deliveries from the stream as they
+ * come and hands them to `write` in batches of at most `maxBatch`: whatever arrived while the
+ * previous batch was written, so a batch is one message at a low rate and `maxBatch` under load;
+ * it holds at most `2 × maxBatch` unwritten deliveries, reading no further until there is room.
+ * While a batch's write is retried its deliveries are kept from being handed out again; on a stop
+ * every unwritten delivery it holds is handed back at once.
  */
 
-import type { MqttClient } from 'mqtt';
+import { createHash } from 'node:crypto';
 import type { Logger } from '../shared/log.ts';
 import { retry } from '../shared/retry.ts';
-import type { TelemetryStore } from '../shared/store.ts';
+import { isDataError, type DeadLetter, type TelemetryStore } from '../shared/store.ts';
 import { decodeEnvelope, type TelemetryEnvelope } from '../shared/telemetry.ts';
 
-export type Outcome = 'stored' | 'duplicate' | 'malformed';
+/** A message handed out by the stream: its bytes and how to answer for it. */
+export interface Delivery {
+  data: Uint8Array;
+  /** Done: the stream drops it. */
+  ack(): void;
+  /** Not done: the stream hands it out again at once. */
+  nak(): void;
+  /** Still at it: the stream waits its whole acknowledgement time again before handing it out again. */
+  working(): void;
+}
 
 export interface WriterOptions {
   store: TelemetryStore;
@@ -29,30 +42,127 @@ export interface WriterOptions {
   delayMs?: (failures: number) => number;
 }
 
-/** Stores one message; resolves when it may be acknowledged, rejects (only once `signal` aborted) when it may not. */
-export async function writeMessage(message: Buffer, options: WriterOptions): Promise<Outcome> {
-  options.signal.throwIfAborted();
-  let envelope: TelemetryEnvelope;
-  try {
-    envelope = decodeEnvelope(message);
-  } catch (error) {
-    options.log.error('message dropped: not a telemetry envelope', { error, bytes: message.length });
-    return 'malformed';
-  }
-  const stored = await retry(() => options.store.insertTelemetry(envelope), {
-    signal: options.signal,
-    delayMs: options.delayMs,
-    onFailure: (error, failures) =>
-      options.log.warn('write failed; retrying before acknowledging', { device: envelope.deviceId, messageId: envelope.messageId, failures, error }),
-  });
-  return stored ? 'stored' : 'duplicate';
+export interface BatchOutcome {
+  /** Rows added. */
+  stored: number;
+  /** Messages stored before (redeliveries). */
+  duplicates: number;
+  /** Messages kept in the dead-letter table. */
+  deadLetters: number;
 }
 
-export function createMessageHandler(options: WriterOptions): MqttClient['handleMessage'] {
-  return (packet, callback) => {
-    writeMessage(Buffer.from(packet.payload), options).then(
-      () => callback(),
-      (error: unknown) => callback(error instanceof Error ? error : new Error(String(error))),
-    );
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** Inserts the envelopes; those the database refuses for their data come back as dead letters, the rest are stored. */
+async function insertOrSetAside(store: TelemetryStore, items: Array<{ envelope: TelemetryEnvelope; bytes: Uint8Array }>): Promise<{ stored: number; refused: DeadLetter[] }> {
+  try {
+    return { stored: await store.insertTelemetry(items.map((i) => i.envelope)), refused: [] };
+  } catch (error) {
+    if (!isDataError(error)) throw error;
+    if (items.length === 1) {
+      const { envelope, bytes } = items[0]!;
+      return { stored: 0, refused: [{ deviceId: envelope.deviceId, messageId: envelope.messageId, bytes, error: errorText(error) }] };
+    }
+  }
+  let stored = 0;
+  const refused: DeadLetter[] = [];
+  for (const item of items) {
+    const one = await insertOrSetAside(store, [item]);
+    stored += one.stored;
+    refused.push(...one.refused);
+  }
+  return { stored, refused };
+}
+
+export async function writeBatch(deliveries: readonly Delivery[], options: WriterOptions): Promise<BatchOutcome> {
+  options.signal.throwIfAborted();
+  const items: Array<{ envelope: TelemetryEnvelope; bytes: Uint8Array }> = [];
+  const malformed: DeadLetter[] = [];
+  for (const { data } of deliveries) {
+    try {
+      items.push({ envelope: decodeEnvelope(Buffer.from(data)), bytes: data });
+    } catch (error) {
+      malformed.push({ deviceId: '', messageId: createHash('sha256').update(data).digest('hex'), bytes: data, error: errorText(error) });
+    }
+  }
+  const outcome = await retry(
+    async () => {
+      const { stored, refused } = items.length > 0 ? await insertOrSetAside(options.store, items) : { stored: 0, refused: [] };
+      const deadLetters = [...malformed, ...refused];
+      for (const letter of deadLetters) await options.store.deadLetter(letter);
+      return { stored, duplicates: items.length - stored - refused.length, deadLetters };
+    },
+    {
+      signal: options.signal,
+      delayMs: options.delayMs,
+      onFailure: (error, failures) => {
+        for (const delivery of deliveries) delivery.working();
+        options.log.warn('write failed; retrying before acknowledging', { messages: deliveries.length, failures, error });
+      },
+    },
+  );
+  for (const letter of outcome.deadLetters) {
+    options.log.error('message set aside: the database cannot store it', { device: letter.deviceId, messageId: letter.messageId, error: letter.error });
+  }
+  return { stored: outcome.stored, duplicates: outcome.duplicates, deadLetters: outcome.deadLetters.length };
+}
+
+/**
+ * Writes what `source` delivers, batch after batch, until the source ends (rejecting with the
+ * source's error if it failed) or `signal` aborts; each delivery is acknowledged after its batch
+ * was written, and what is unwritten at a stop is handed back. The caller stops the source when
+ * it aborts.
+ */
+export async function consumeInBatches(
+  source: AsyncIterable<Delivery>,
+  write: (batch: Delivery[]) => Promise<unknown>,
+  options: { maxBatch: number; signal: AbortSignal },
+): Promise<void> {
+  const waiting: Delivery[] = [];
+  let ended = false;
+  let failure: unknown;
+  let arrived: (() => void) | undefined;
+  let room: (() => void) | undefined;
+  const wake = () => {
+    arrived?.();
+    room?.();
   };
+  options.signal.addEventListener('abort', wake, { once: true });
+  void (async () => {
+    try {
+      for await (const delivery of source) {
+        waiting.push(delivery);
+        arrived?.();
+        while (waiting.length >= 2 * options.maxBatch && !options.signal.aborted) await new Promise<void>((resolve) => (room = resolve));
+        if (options.signal.aborted) break;
+      }
+    } catch (error) {
+      failure = error;
+    } finally {
+      ended = true;
+      arrived?.();
+    }
+  })();
+  while (!options.signal.aborted) {
+    if (waiting.length === 0) {
+      if (ended) break;
+      await new Promise<void>((resolve) => (arrived = resolve));
+      continue;
+    }
+    const batch = waiting.splice(0, options.maxBatch);
+    room?.();
+    try {
+      await write(batch);
+    } catch (error) {
+      if (!options.signal.aborted) throw error;
+      waiting.unshift(...batch);
+      break;
+    }
+    for (const delivery of batch) delivery.ack();
+  }
+  for (const delivery of waiting.splice(0)) delivery.nak();
+  options.signal.removeEventListener('abort', wake);
+  if (failure !== undefined && !options.signal.aborted) throw failure;
 }

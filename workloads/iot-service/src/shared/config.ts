@@ -3,9 +3,10 @@
  * of iot-credentials passed as environment variables.
  *
  * Guarantees: `parseConfig` accepts exactly the document the operator renders (instance,
- * landscape, namespace, version, endpoints; further `spec.config` keys are ignored) and throws a
- * message naming the missing or malformed key otherwise; every endpoint is split into host and
- * port. `credential` returns a non-empty environment variable or throws naming it. Nothing here
+ * landscape, namespace, version, endpoints, stream; further `spec.config` keys are ignored) and
+ * throws a message naming the missing or malformed key otherwise; every endpoint is split into
+ * host and port; `stream.replicas` is 1 or 3 and `stream.maxBytes` a positive whole number of
+ * bytes (a YAML number or a decimal string). `credential` returns a non-empty environment variable or throws naming it. Nothing here
  * logs or returns a credential in any other form.
  */
 
@@ -31,7 +32,16 @@ export interface ServiceConfig {
   namespace: string;
   /** `spec.version`: the version the operator intends to run (the image's own is `serviceVersion`). */
   version: string;
-  endpoints: { brokerMqtt: Endpoint; database: Endpoint; core: Endpoint };
+  endpoints: { broker: Endpoint; database: Endpoint; core: Endpoint };
+  /** The telemetry stream at the broker (broker.ts). */
+  stream: StreamConfig;
+}
+
+export interface StreamConfig {
+  /** Copies of every message: 1 or 3 brokers. */
+  replicas: 1 | 3;
+  /** Most bytes the stream holds for processing; beyond it the gateway refuses instead of acknowledging. */
+  maxBytes: number;
 }
 
 /** `host:port` (a bracketed IPv6 host allowed) → Endpoint. */
@@ -62,8 +72,24 @@ export function parseConfig(text: string): ServiceConfig {
     landscape: stringAt(root, 'landscape'),
     namespace: stringAt(root, 'namespace'),
     version: stringAt(root, 'version'),
-    endpoints: { brokerMqtt: at('brokerMqtt'), database: at('database'), core: at('core') },
+    endpoints: { broker: at('broker'), database: at('database'), core: at('core') },
+    stream: parseStream(root.stream),
   };
+}
+
+function wholeNumber(value: unknown): number {
+  const number = typeof value === 'string' && /^\d{1,16}$/.test(value) ? Number(value) : value;
+  return typeof number === 'number' && Number.isSafeInteger(number) ? number : Number.NaN;
+}
+
+function parseStream(value: unknown): StreamConfig {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error('config.yml: stream must be a mapping');
+  const { replicas, maxBytes } = value as Record<string, unknown>;
+  const copies = wholeNumber(replicas);
+  if (copies !== 1 && copies !== 3) throw new Error(`config.yml: stream.replicas must be 1 or 3, got ${JSON.stringify(replicas)}`);
+  const bytes = wholeNumber(maxBytes);
+  if (!(bytes > 0)) throw new Error(`config.yml: stream.maxBytes must be a positive whole number of bytes, got ${JSON.stringify(maxBytes)}`);
+  return { replicas: copies, maxBytes: bytes };
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig {

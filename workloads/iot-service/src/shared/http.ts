@@ -4,7 +4,8 @@
  * Guarantees: `parseBearer` and `parseBasic` return the credentials of a well-formed
  * Authorization header of their scheme (scheme case-insensitive) and undefined for anything else;
  * `readJson` rejects with HttpError 413 beyond `limit` bytes, 415 without a JSON content type and
- * 400 for malformed JSON; `sendJson` writes a complete JSON response with Content-Length;
+ * 400 for malformed JSON; `sendJson` writes a complete JSON response with Content-Length; `sendError` answers an HttpError
+ * with its status and headers;
  * `sameSecret` compares two strings in time independent of where they differ.
  */
 
@@ -18,6 +19,8 @@ export class HttpError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** Headers the answer carries, e.g. Retry-After. */
+    readonly headers: Record<string, string> = {},
   ) {
     super(message);
   }
@@ -69,6 +72,6 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
 
 /** Answers an error thrown by a handler: its HttpError status, else 500 (the message is then not exposed). */
 export function sendError(res: ServerResponse, error: unknown, headers: Record<string, string> = {}): void {
-  if (error instanceof HttpError) sendJson(res, error.status, { error: error.message }, headers);
+  if (error instanceof HttpError) sendJson(res, error.status, { error: error.message }, { ...error.headers, ...headers });
   else sendJson(res, 500, { error: 'internal error' });
 }

@@ -4,9 +4,13 @@
  *
  * Guarantees: `ensureSchema` creates the tables and index if missing and is safe to run from any
  * number of processes at once (serialised by a transaction-scoped advisory lock); running it again
- * changes nothing. A telemetry row's key is (device id, message id): `insertTelemetry` of a key
- * already stored changes nothing and returns false, so a redelivered message is stored exactly
- * once, and one device's message ids cannot shadow another's. `createDevice` of an existing id
+ * changes nothing. A telemetry row's key is (device id, message id): `insertTelemetry` stores a
+ * batch in one statement (one transaction), a key already stored (or twice in the batch) changing
+ * nothing, and returns how many rows it added, so a redelivered message is stored exactly once,
+ * and one device's message ids cannot shadow another's. `isDataError` tells an error of the data
+ * itself (SQLSTATE classes 22 and 54: the same statement fails every time) from one of the
+ * connection or the server's state (worth retrying). `deadLetter` keeps a message the database
+ * refused as data, its raw bytes and the error, once per (device id, message id). `createDevice` of an existing id
  * returns false and leaves the device unchanged. `telemetry` lists newest first (receivedAt, then
  * message id, descending), after the cursor `before` when given (strictly older in that order:
  * paging on from the last record of a page misses and repeats nothing), each record with the time
@@ -41,10 +45,27 @@ export interface DeviceStore {
   telemetry(deviceId: string, limit: number, before?: TelemetryCursor): Promise<TelemetryRecord[] | undefined>;
 }
 
+/** A message processing could not store: kept aside with the reason. */
+export interface DeadLetter {
+  /** Empty when the message was no envelope at all. */
+  deviceId: string;
+  /** The envelope's message id, or for a message that was no envelope the SHA-256 of its bytes. */
+  messageId: string;
+  bytes: Uint8Array;
+  error: string;
+}
+
 /** What processing needs. */
 export interface TelemetryStore {
-  /** Stores the message unless its (device id, message id) is stored already; true when this call stored it. */
-  insertTelemetry(envelope: TelemetryEnvelope): Promise<boolean>;
+  /** Stores every envelope whose (device id, message id) is not stored already, in one transaction; how many rows it added. */
+  insertTelemetry(envelopes: readonly TelemetryEnvelope[]): Promise<number>;
+  deadLetter(letter: DeadLetter): Promise<void>;
+}
+
+/** Whether the statement failed for its data (SQLSTATE class 22 data exception, 54 program limit exceeded): it would fail again. */
+export function isDataError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^(22|54)[0-9A-Z]{3}$/.test(code);
 }
 
 /** Any number to identify this schema's advisory lock. */
@@ -63,6 +84,13 @@ const SCHEMA = [
      stored_at timestamptz NOT NULL DEFAULT now(),
      PRIMARY KEY (device_id, message_id))`,
   `CREATE INDEX IF NOT EXISTS telemetry_newest ON telemetry (device_id, received_at DESC, message_id DESC)`,
+  `CREATE TABLE IF NOT EXISTS dead_letters (
+     device_id text NOT NULL,
+     message_id text NOT NULL,
+     message bytea NOT NULL,
+     error text NOT NULL,
+     failed_at timestamptz NOT NULL DEFAULT now(),
+     PRIMARY KEY (device_id, message_id))`,
 ];
 
 export function createPool(endpoint: Endpoint, password: string, log: Logger): pg.Pool {
@@ -131,11 +159,29 @@ export class PostgresStore implements DeviceStore, TelemetryStore {
     }));
   }
 
-  async insertTelemetry(envelope: TelemetryEnvelope): Promise<boolean> {
+  async insertTelemetry(envelopes: readonly TelemetryEnvelope[]): Promise<number> {
+    if (envelopes.length === 0) return 0;
     const result = await this.pool.query(
-      'INSERT INTO telemetry (device_id, message_id, received_at, payload) VALUES ($1, $2, $3, $4) ON CONFLICT (device_id, message_id) DO NOTHING',
-      [envelope.deviceId, envelope.messageId, envelope.receivedAt, JSON.stringify(envelope.payload)],
+      `INSERT INTO telemetry (device_id, message_id, received_at, payload)
+       SELECT device_id, message_id, received_at, payload::jsonb FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[])
+         AS batch (device_id, message_id, received_at, payload)
+       ON CONFLICT (device_id, message_id) DO NOTHING`,
+      [
+        envelopes.map((e) => e.deviceId),
+        envelopes.map((e) => e.messageId),
+        envelopes.map((e) => e.receivedAt),
+        envelopes.map((e) => JSON.stringify(e.payload)),
+      ],
     );
-    return result.rowCount === 1;
+    return result.rowCount ?? 0;
+  }
+
+  async deadLetter(letter: DeadLetter): Promise<void> {
+    await this.pool.query('INSERT INTO dead_letters (device_id, message_id, message, error) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING', [
+      letter.deviceId,
+      letter.messageId,
+      Buffer.from(letter.bytes),
+      letter.error,
+    ]);
   }
 }

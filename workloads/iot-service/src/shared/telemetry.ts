@@ -10,14 +10,15 @@
  * undefined. `decodeEnvelope` returns an envelope only for a JSON object with a
  * valid `messageId` and `deviceId`, an ISO 8601 `receivedAt` and a JSON object or array `payload`,
  * and throws naming the first defect otherwise, so processing stores nothing malformed.
- * `encodeEnvelope`/`decodeEnvelope` round-trip.
+ * `encodeEnvelope`/`decodeEnvelope` round-trip. `unstorable` names why a payload could never be
+ * stored (a NUL character or an unpaired UTF-16 surrogate in a key or string, which PostgreSQL's
+ * jsonb refuses, or nesting deeper than MAX_PAYLOAD_DEPTH), so the gateway refuses it before
+ * acknowledging; it walks the payload without recursion.
  */
 
 import { randomUUID } from 'node:crypto';
 
 export const TELEMETRY_TOPIC_PREFIX = 'telemetry/';
-/** What processing subscribes to on the broker. */
-export const TELEMETRY_SUBSCRIPTION = 'telemetry/+';
 
 const DEVICE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const MESSAGE_ID = /^[\x21-\x7e]{1,128}$/;
@@ -74,6 +75,38 @@ export type Payload = Record<string, unknown> | unknown[];
 
 export function isPayload(value: unknown): value is Payload {
   return typeof value === 'object' && value !== null;
+}
+
+/** Deepest nesting of objects and arrays a payload may have. */
+export const MAX_PAYLOAD_DEPTH = 64;
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function unstorableString(text: string): string | undefined {
+  if (text.includes('\u0000')) return 'contains a NUL character (\\u0000)';
+  if (LONE_SURROGATE.test(text)) return 'contains an unpaired UTF-16 surrogate';
+  return undefined;
+}
+
+/** Why `payload` could never be stored, or undefined when it can. */
+export function unstorable(payload: Payload): string | undefined {
+  const pending: Array<{ value: unknown; depth: number }> = [{ value: payload, depth: 1 }];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const { value, depth } = next;
+    if (typeof value === 'string') {
+      const problem = unstorableString(value);
+      if (problem) return `payload ${problem}`;
+      continue;
+    }
+    if (typeof value !== 'object' || value === null) continue;
+    if (depth > MAX_PAYLOAD_DEPTH) return `payload is nested deeper than ${MAX_PAYLOAD_DEPTH} levels`;
+    for (const [key, item] of Object.entries(value)) {
+      const problem = Array.isArray(value) ? undefined : unstorableString(key);
+      if (problem) return `payload key ${problem}`;
+      pending.push({ value: item, depth: depth + 1 });
+    }
+  }
+  return undefined;
 }
 
 export interface TelemetryEnvelope {

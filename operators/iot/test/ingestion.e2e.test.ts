@@ -1,0 +1,200 @@
+/**
+ * What a device was told is stored is stored, on the real node with the reference images: one
+ * instance (broker and database on volumes), a device publishing over MQTT (QoS 1) and HTTP as
+ * fast as it is acknowledged.
+ *   - poison: a payload with a NUL character or an unpaired surrogate is refused at the door with
+ *     its reason over both protocols; a message that reaches the stream all the same (published
+ *     into it directly, as only a component could) is set aside in the database's dead-letter
+ *     table, and another device's messages are all stored meanwhile;
+ *   - crashes: the processes of broker, processing and database are SIGKILLed through the node's
+ *     containerd (as an OOM kill would), one after the other, while the device publishes:
+ *     afterwards every acknowledged message is stored exactly once;
+ *   - routine changes: a `spec.config` change rolls gateway, core and processing but leaves the
+ *     broker's and the database's pods running; the registry and all telemetry are still there;
+ *   - a `database.replicas` other than 1, and a `broker.replicas` other than 1 or 3, are refused
+ *     with the reason.
+ * Reported as not run where the cluster has no real node.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { after, before, describe, it } from 'node:test';
+import { jetstream } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
+import { onRealNode, realNode, realNodeContainerd, registryPullSecret, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import {
+  HttpStatusError,
+  postHttp,
+  readAllTelemetry,
+  registerDevice,
+  startContinuousDevice,
+  type DeviceMessage,
+  type ServiceAddresses,
+} from '@iot-operator/iot-service/simulator';
+import { COMPONENTS, type ComponentName } from '../src/api/iotservice.ts';
+import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { HOST_ON_POD_NETWORK, componentPod, deleteAllInstances, deviceAddresses, execInPod, getIoT, installIoTCrd, iotService, referenceImages, startOperator, waitForPhase } from './e2e-support.ts';
+
+const run = promisify(execFile);
+const env: TestEnv = await testEnv();
+const node = await realNode(env);
+const skip = node.available ? false : node.reason;
+const VERSION = '2.4.1';
+const NAME = 'ingest';
+
+let landscape = '';
+let namespace = '';
+let mgr: Manager | undefined;
+let addresses: ServiceAddresses;
+
+type Pod = KubeObject & { status?: { phase?: string; containerStatuses?: Array<{ containerID?: string; restartCount?: number; ready?: boolean }> } };
+
+async function runningPod(component: ComponentName): Promise<Pod> {
+  const { name } = await componentPod(env, namespace, component);
+  return (await env.client.get(Kinds.Pod, name, namespace)) as Pod;
+}
+
+/** SIGKILLs the process of `component`'s container through the node's containerd (the pod stays; the kubelet restarts the container). */
+async function killProcess(component: ComponentName): Promise<void> {
+  const pod = await runningPod(component);
+  const id = pod.status?.containerStatuses?.[0]?.containerID?.replace(/^containerd:\/\//, '');
+  assert.ok(id, `${component} has a running container`);
+  await run('ctr', ['--address', realNodeContainerd(env), '-n', 'k8s.io', 'tasks', 'kill', '--signal', 'SIGKILL', id]);
+  await waitFor(`${component}'s container restarted and ready`, async () => {
+    const now = (await env.client.get(Kinds.Pod, pod.metadata.name!, namespace)) as Pod;
+    const status = now.status?.containerStatuses?.[0];
+    const restarted = (status?.restartCount ?? 0) > (pod.status?.containerStatuses?.[0]?.restartCount ?? 0);
+    return { done: restarted && status?.ready === true, value: undefined, seen: status };
+  }, { timeoutMs: 120_000, intervalMs: 500 });
+}
+
+async function sql(query: string): Promise<string> {
+  const { name } = await componentPod(env, namespace, 'database');
+  return (await execInPod(env, namespace, name, ['psql', '-h', '/tmp', '-U', 'iot', '-d', 'iot', '-tAc', query])).trim();
+}
+
+/** Every acknowledged message stored exactly once, and nothing else of this device. */
+async function assertStoredExactlyOnce(deviceId: string, messages: readonly DeviceMessage[]): Promise<void> {
+  const acknowledged = messages.filter((m) => m.ackedAt !== undefined).map((m) => m.messageId).sort();
+  const stored = await waitFor(`${acknowledged.length} acknowledged messages of ${deviceId} stored`, async () => {
+    const records = await readAllTelemetry(addresses, deviceId);
+    return { done: records.length >= acknowledged.length, value: records, seen: `${records.length} stored` };
+  }, { timeoutMs: 120_000, intervalMs: 1000 });
+  const ids = stored.map((r) => r.messageId).sort();
+  assert.equal(new Set(ids).size, ids.length, 'no message stored twice');
+  assert.deepEqual(ids, acknowledged, 'exactly the acknowledged messages are stored');
+}
+
+describe('ingestion keeps what it acknowledged', { skip }, () => {
+  before(async () => {
+    const registry = await referenceImages(VERSION);
+    await installIoTCrd(env);
+    landscape = await env.namespace('ig');
+    namespace = `${landscape}-${NAME}`;
+    await registryPullSecret(env, landscape, 'image-pull-secret');
+    mgr = await startOperator(env, landscape, { defaultRegistry: registry });
+    const spec = Object.fromEntries(COMPONENTS.map((c) => [c, { ...onRealNode, replicas: 1 }]));
+    await env.client.create(
+      IoTServiceV1alpha1Type,
+      iotService(NAME, landscape, {
+        ...spec,
+        gateway: { ...spec.gateway, protocols: ['mqtt', 'http'], deviceSources: [HOST_ON_POD_NETWORK] },
+        broker: { ...spec.broker, storage: '1Gi' },
+        database: { ...spec.database, storage: '1Gi' },
+      } as never),
+    );
+    await waitForPhase(env, landscape, NAME, 'Available', 300_000);
+    addresses = await deviceAddresses(env, namespace);
+  });
+
+  after(async () => {
+    if (mgr) {
+      await deleteAllInstances(env, landscape, 180_000).catch(() => undefined);
+      await mgr.stop();
+    }
+    await env.cleanup();
+  });
+
+  it('refuses what can never be stored with the reason; sets aside what reaches the stream anyway; other devices are stored meanwhile', async () => {
+    const poisoner = await registerDevice(addresses, `poison-${Date.now()}`);
+    for (const [body, reason] of [['{"x":"\\u0000"}', /NUL character/], ['{"x":"\\ud800"}', /unpaired UTF-16 surrogate/]] as const) {
+      const response = await fetch(`${addresses.gatewayHttpUrl}/v1/telemetry`, {
+        method: 'POST',
+        headers: { Authorization: `Basic ${Buffer.from(`${poisoner.id}:${poisoner.password}`).toString('base64')}`, 'Content-Type': 'application/json' },
+        body,
+      });
+      assert.equal(response.status, 400);
+      assert.match(((await response.json()) as { error: string }).error, reason);
+    }
+
+    // Straight into the stream, past the gateway, as only a component holding the broker password could.
+    const { ip } = await componentPod(env, namespace, 'broker');
+    const secret = (await env.client.get(Kinds.Secret, 'iot-credentials', namespace)) as KubeObject & { data: Record<string, string> };
+    const broker = await connect({ servers: `${ip}:4222`, user: 'iot', pass: Buffer.from(secret.data['broker-password']!, 'base64').toString(), timeout: 10_000 });
+    const poison = { messageId: 'poison-1', deviceId: poisoner.id, receivedAt: new Date().toISOString(), payload: { x: '\u0000' } };
+    await jetstream(broker).publish(`telemetry.${poisoner.id}`, JSON.stringify(poison));
+    await broker.close();
+
+    const other = await registerDevice(addresses, `other-${Date.now()}`);
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push(await postHttp(addresses.gatewayHttpUrl, other, { i }));
+    await waitFor('the other device’s 5 messages stored and the poison set aside', async () => {
+      const stored = (await readAllTelemetry(addresses, other.id)).length;
+      const letters = await sql(`SELECT count(*) FROM dead_letters WHERE device_id = '${poisoner.id}' AND message_id = 'poison-1'`);
+      return { done: stored === 5 && letters === '1', value: undefined, seen: { stored, letters } };
+    }, { timeoutMs: 60_000, intervalMs: 1000 });
+    assert.match(await sql(`SELECT error FROM dead_letters WHERE message_id = 'poison-1'`), /Unicode|escape|jsonb/i);
+    assert.deepEqual(await readAllTelemetry(addresses, poisoner.id), [], 'nothing of the poison stored as telemetry');
+    await assert.rejects(postHttp(addresses.gatewayHttpUrl, poisoner, { x: 'a\u0000b' }), (e: unknown) => e instanceof HttpStatusError && e.status === 400);
+  });
+
+  it('keeps every acknowledged message through SIGKILL of the broker, processing and database processes', async () => {
+    const device = await registerDevice(addresses, `crash-${Date.now()}`);
+    const running = startContinuousDevice(addresses, device, { attemptTimeoutMs: 5_000, retryDelayMs: 200 });
+    const acked = () => running.messages.filter((m) => m.ackedAt !== undefined).length;
+    for (const component of ['broker', 'processing', 'database'] as const) {
+      const before = acked();
+      await waitFor(`messages acknowledged before ${component} is killed`, async () => ({ done: acked() >= before + 50, value: undefined, seen: acked() }), { timeoutMs: 60_000, intervalMs: 200 });
+      await killProcess(component);
+      console.log(`ingestion: ${component} SIGKILLed and back; ${acked()} acknowledged so far`);
+    }
+    const after = acked();
+    await waitFor('acknowledgements going on after the kills', async () => ({ done: acked() >= after + 50, value: undefined, seen: acked() }), { timeoutMs: 120_000, intervalMs: 200 });
+    const messages = await running.stop();
+    console.log(`ingestion: ${messages.length} messages acknowledged across three SIGKILLs, ${running.failures.length} attempts failed and were sent again`);
+    await assertStoredExactlyOnce(device.id, messages);
+  });
+
+  it('a spec.config change rolls gateway, core and processing only; registry and telemetry stay', async () => {
+    const device = await registerDevice(addresses, `config-${Date.now()}`);
+    for (let i = 0; i < 10; i++) await postHttp(addresses.gatewayHttpUrl, device, { i }, `c-${i}`);
+    await waitFor('10 stored', async () => {
+      const n = (await readAllTelemetry(addresses, device.id)).length;
+      return { done: n === 10, value: undefined, seen: n };
+    }, { timeoutMs: 60_000, intervalMs: 500 });
+    const stateful = async () => Promise.all((['broker', 'database'] as const).map(async (c) => (await runningPod(c)).metadata.uid));
+    const processingBefore = (await runningPod('processing')).metadata.uid;
+    const statefulBefore = await stateful();
+
+    const current = (await getIoT(env, landscape, NAME))!;
+    await env.client.patch(IoTServiceV1alpha1Type, NAME, landscape, { spec: { config: { ...(current.spec.config ?? {}), 'log-level': 'debug' } } }, 'merge');
+    await waitFor('processing rolled to the new configuration', async () => {
+      const pod = await runningPod('processing').catch(() => undefined);
+      const ready = pod?.status?.containerStatuses?.[0]?.ready === true;
+      return { done: ready && pod?.metadata.uid !== processingBefore, value: undefined, seen: pod?.metadata.name };
+    }, { timeoutMs: 180_000, intervalMs: 1000 });
+    await waitForPhase(env, landscape, NAME, 'Available', 180_000);
+    assert.deepEqual(await stateful(), statefulBefore, 'broker and database pods not replaced');
+
+    addresses = await deviceAddresses(env, namespace);
+    assert.equal((await readAllTelemetry(addresses, device.id)).length, 10, 'telemetry kept');
+    assert.match(await postHttp(addresses.gatewayHttpUrl, device, { after: true }), /.+/, 'the device still registered');
+  });
+
+  it('refuses replicas the data plane cannot keep consistent, with the reason', async () => {
+    const spec = (component: 'broker' | 'database', replicas: number) => ({ [component]: { replicas } }) as never;
+    await assert.rejects(env.client.create(IoTServiceV1alpha1Type, iotService('two-db', landscape, spec('database', 2))), /database\.replicas must be 1/);
+    await assert.rejects(env.client.create(IoTServiceV1alpha1Type, iotService('two-brokers', landscape, spec('broker', 2))), /broker\.replicas must be 1 or 3/);
+  });
+});
