@@ -43,10 +43,35 @@ describe('IoTService spec validation', () => {
   it('rejects replicas out of range with the allowed range in the message', () => {
     assert.deepEqual(errorsOf({ version: '1', gateway: { replicas: 51 } }), ['spec.gateway.replicas: must be an integer from 0 to 50']);
     assert.deepEqual(errorsOf({ version: '1', processing: { replicas: 2 } }), ['spec.processing.replicas: must be an integer from 0 to 1']);
-    assert.deepEqual(errorsOf({ version: '1', broker: { replicas: 0 } }), ['spec.broker.replicas: must be an integer from 1 to 7']);
-    assert.deepEqual(errorsOf({ version: '1', broker: { replicas: 8 } }), ['spec.broker.replicas: must be an integer from 1 to 7']);
     assert.deepEqual(errorsOf({ version: '1', core: { replicas: 1.5 } }), ['spec.core.replicas: must be an integer from 0 to 20']);
-    assert.deepEqual(errorsOf({ version: '1', database: { replicas: 6 } }), ['spec.database.replicas: must be an integer from 1 to 5']);
+  });
+
+  it('runs the broker on 1 or 3 replicas only, saying why, like the CRD rule', () => {
+    const message = 'spec.broker.replicas: broker.replicas must be 1 or 3: 3 replicates every message on three brokers (any one may fail)';
+    for (const replicas of [0, 2, 4, 5, 7, 1.5]) assert.deepEqual(errorsOf({ version: '1', broker: { replicas } }), [message], `replicas ${replicas}`);
+    for (const replicas of [1, 3]) {
+      const result = validateIoTServiceSpec({ version: '1', broker: { replicas } });
+      assert.ok(result.ok && result.spec.broker.replicas === replicas, `replicas ${replicas}`);
+    }
+  });
+
+  it('runs the database on 1 replica only, saying why', () => {
+    for (const replicas of [0, 2, 3, 5]) {
+      assert.deepEqual(errorsOf({ version: '1', database: { replicas } }), ['spec.database.replicas: database.replicas must be 1: the database has no replication yet'], `replicas ${replicas}`);
+    }
+    assert.ok(validateIoTServiceSpec({ version: '1', database: { replicas: 1 } }).ok);
+  });
+
+  it('takes the broker\'s maxBacklog as a size of at least one byte', () => {
+    for (const maxBacklog of ['512Mi', '2Gi', '1.5Gi', '2G', '750M', '1048576', '1']) {
+      const result = validateIoTServiceSpec({ version: '1', broker: { maxBacklog } });
+      assert.ok(result.ok && result.spec.broker.maxBacklog === maxBacklog, maxBacklog);
+    }
+    for (const maxBacklog of ['0', '0.5Gi', '', '512 Mi', '100m', '1e9', '-1Gi', '1Ei']) {
+      assert.deepEqual(errorsOf({ version: '1', broker: { maxBacklog } }), ['spec.broker.maxBacklog: must be a size in bytes such as 512Mi, 1.5Gi or 2G (starting with a digit from 1 to 9)'], maxBacklog);
+    }
+    assert.deepEqual(errorsOf({ version: '1', broker: { maxBacklog: 1024 } }), ['spec.broker.maxBacklog: must be a size in bytes such as 512Mi, 1.5Gi or 2G (starting with a digit from 1 to 9)']);
+    assert.deepEqual(errorsOf({ version: '1', database: { maxBacklog: '1Gi' } }), ['spec.database.maxBacklog: unknown field'], 'the broker\'s only');
   });
 
   it('rejects an unknown protocol, naming the list item', () => {
@@ -192,6 +217,9 @@ describe('IoTService spec validation', () => {
 
   it('rejects config keys the operator writes itself', () => {
     assert.match(errorsOf({ version: '1', config: { version: '9' } }).join(), /^spec\.config: config must not set instance, landscape/);
+    for (const key of ['stream', 'Stream', 'STREAM', 'stre_am']) {
+      assert.match(errorsOf({ version: '1', config: { [key]: '1' } }).join(), /^spec\.config: config must not set .*endpoints, stream in any case/, key);
+    }
     assert.ok(validateIoTServiceSpec({ version: '1', config: { logLevel: 'debug' } }).ok);
   });
 

@@ -19,7 +19,7 @@ import { Value } from '@sinclair/typebox/value';
 import type { TSchema } from '@sinclair/typebox';
 import { pino } from 'pino';
 import { convertIoTService } from '../src/api/conversion.ts';
-import { COMPONENTS, GATEWAY_PROTOCOLS, IOTSERVICE_API_VERSION, IOTSERVICE_V1ALPHA1_API_VERSION, IoTServiceSpecSchema, IoTServiceV1alpha1SpecSchema, REPLICA_RANGES, SERVICE_TYPES } from '../src/api/iotservice.ts';
+import { allowedReplicas, COMPONENTS, GATEWAY_PROTOCOLS, IOTSERVICE_API_VERSION, IOTSERVICE_V1ALPHA1_API_VERSION, IoTServiceSpecSchema, IoTServiceV1alpha1SpecSchema, SERVICE_TYPES } from '../src/api/iotservice.ts';
 import { iotServiceConversionWebhook } from '../src/conversion-webhook.ts';
 
 const ALPHA = IOTSERVICE_V1ALPHA1_API_VERSION;
@@ -98,9 +98,8 @@ function placementParts(r: Random): Fields {
 }
 
 function otherComponentFields(r: Random, component: (typeof COMPONENTS)[number]): Fields {
-  const range = REPLICA_RANGES[component];
   const out: Fields = {};
-  if (r.chance()) out.replicas = r.int(range.min, range.max);
+  if (r.chance()) out.replicas = r.pick(allowedReplicas(component));
   if (r.chance(0.3)) out.image = `registry.example.com/${r.word()}:${r.word()}`;
   if (r.chance(0.4)) out.resources = { ...(r.chance() ? { limits: { cpu: `${r.int(1, 900)}m`, memory: `${r.int(1, 64)}Mi` } } : {}), ...(r.chance() ? { requests: { cpu: r.int(0, 4) } } : {}) };
   if (component === 'gateway') {
@@ -115,6 +114,7 @@ function otherComponentFields(r: Random, component: (typeof COMPONENTS)[number])
     out.storage = `${r.int(1, 20)}Gi`;
     if (r.chance()) out.storageClassName = r.word();
   }
+  if (component === 'broker' && r.chance()) out.maxBacklog = `${r.int(1, 4096)}${r.pick(['Mi', 'Gi', 'M', ''])}`;
   return out;
 }
 
@@ -196,13 +196,14 @@ describe('convertIoTService on generated IoTServices', () => {
           if (value !== undefined) seen.add(`${field}:${Object.keys(value as object).length === 0 ? 'empty' : 'set'}`);
         }
       }
+      if ((beta.spec['broker'] as Fields | undefined)?.maxBacklog !== undefined) seen.add('maxBacklog');
       if (!beta.status) seen.add('no status');
       if (beta.metadata.labels) seen.add('labels');
       if (beta.metadata.annotations) seen.add('annotations');
     }
     for (const component of COMPONENTS) for (const form of ['present', 'absent', 'placement']) assert.ok(seen.has(`${component}:${form}`), `${component} ${form}`);
     for (const field of ['nodeSelector', 'tolerations', 'affinity']) for (const form of ['empty', 'set']) assert.ok(seen.has(`${field}:${form}`), `${field} ${form}`);
-    for (const kind of ['no status', 'labels', 'annotations']) assert.ok(seen.has(kind), kind);
+    for (const kind of ['no status', 'labels', 'annotations', 'maxBacklog']) assert.ok(seen.has(kind), kind);
   });
 
   it(`v1alpha1 -> v1beta1 -> v1alpha1 is the identity, and v1beta1 is exactly the grouped form (${CASES} objects)`, () => {
@@ -252,6 +253,19 @@ describe('convertIoTService on generated IoTServices', () => {
     const { alpha, beta } = generate(seeds.find((seed) => Object.values(generate(seed).beta.spec).some((c) => (c as Fields).placement))!);
     assert.notDeepEqual(schemaErrors({ ...alpha, apiVersion: BETA }), []);
     assert.notDeepEqual(schemaErrors({ ...beta, apiVersion: ALPHA }), []);
+  });
+
+  it('keeps the broker\'s maxBacklog and replicas through v1alpha1 and back, placement or not', () => {
+    const beta: IoT = {
+      apiVersion: BETA,
+      kind: 'IoTService',
+      metadata: { name: 'tenant-a', namespace: 'devawsk8s' },
+      spec: { version: '2.4.1', broker: { replicas: 3, storage: '10Gi', maxBacklog: '2Gi', placement: { nodeSelector: { disk: 'ssd' } } } },
+    };
+    const alpha = convert(beta, ALPHA);
+    assert.deepEqual(alpha.spec['broker'], { replicas: 3, storage: '10Gi', maxBacklog: '2Gi', nodeSelector: { disk: 'ssd' } });
+    assert.deepEqual(schemaErrors(alpha), []);
+    assert.deepEqual(convert(alpha, BETA), beta);
   });
 
   it('converts an object to its own version as it is', () => {

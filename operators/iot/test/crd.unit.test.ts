@@ -115,8 +115,21 @@ describe('IoTService CRD', () => {
     assert.equal(gatewayProps['protocols']?.['x-kubernetes-list-type'], 'set');
     assert.deepEqual(gatewayProps['serviceType']?.['enum'], ['ClusterIP', 'NodePort', 'LoadBalancer']);
     const broker = props['broker'] as Node;
-    assert.equal((broker['properties'] as Record<string, Node>)['replicas']?.['minimum'], 1);
-    assert.equal((broker['properties'] as Record<string, Node>)['replicas']?.['maximum'], 7);
+    const brokerReplicas = (broker['properties'] as Record<string, Node>)['replicas'] as Node;
+    assert.deepEqual([brokerReplicas['minimum'], brokerReplicas['maximum'], brokerReplicas['default']], [1, 3, 1]);
+    assert.deepEqual(brokerReplicas['x-kubernetes-validations'], [
+      { rule: 'self == 1 || self == 3', message: 'broker.replicas must be 1 or 3: 3 replicates every message on three brokers (any one may fail)' },
+    ]);
+    const databaseReplicas = ((props['database'] as Node)['properties'] as Record<string, Node>)['replicas'] as Node;
+    assert.deepEqual([databaseReplicas['minimum'], databaseReplicas['maximum'], databaseReplicas['default']], [1, 1, 1]);
+    assert.deepEqual(databaseReplicas['x-kubernetes-validations'], [{ rule: 'self == 1', message: 'database.replicas must be 1: the database has no replication yet' }]);
+    const maxBacklog = (broker['properties'] as Record<string, Node>)['maxBacklog'] as Node;
+    assert.equal(maxBacklog['type'], 'string');
+    assert.match(String(maxBacklog['description']), /^Most telemetry the broker holds for processing \(bytes\)/);
+    assert.equal(((props['database'] as Node)['properties'] as Record<string, Node>)['maxBacklog'], undefined, 'the broker\'s only');
+    const alphaBroker = (((version('v1alpha1')['schema'] as Node)['openAPIV3Schema'] as Node)['properties'] as Record<string, Node>)['spec']!['properties'] as Record<string, Node>;
+    assert.deepEqual((alphaBroker['broker']!['properties'] as Record<string, Node>)['maxBacklog'], maxBacklog, 'v1alpha1 serves it too');
+    assert.deepEqual((alphaBroker['broker']!['properties'] as Record<string, Node>)['replicas'], brokerReplicas);
     const rules = (broker['x-kubernetes-validations'] as Node[]).map((r) => r['message']);
     assert.ok(rules.includes('storageClassName may only be set together with storage'));
     const limits = (((gatewayProps['resources'] as Node)['properties'] as Record<string, Node>)['limits'] as Node)[

@@ -45,9 +45,9 @@ describe('tenant policy', () => {
 
 describe('config keys', () => {
   it('no spelling of a reserved key is accepted, and keys keep a plain grammar', () => {
-    for (const key of ['Instance', 'VERSION', 'end_points', 'name-space', 'land.scape']) {
+    for (const key of ['Instance', 'VERSION', 'end_points', 'name-space', 'land.scape', 'Stream', 'stre.am']) {
       const result = validateIoTServiceSpec({ version: '1', config: { [key]: 'x' } });
-      assert.ok(!result.ok && result.errors.some((e) => /must not set instance, landscape, namespace, version, endpoints in any case or spelling/.test(e)), key);
+      assert.ok(!result.ok && result.errors.some((e) => /must not set instance, landscape, namespace, version, endpoints, stream in any case or spelling/.test(e)), key);
     }
     for (const key of ['<<', ' instance', 'a b', '-x', 'ｉnstance']) {
       const result = validateIoTServiceSpec({ version: '1', config: { [key]: 'x' } });

@@ -18,7 +18,8 @@
  *   gateway 0..50 (default 2), core 0..20 (default 2), processing 0..1 (default 1: processing
  *   holds the instance's one persistent broker session, so that messages published while it is
  *   away wait at the broker; a second replica would take that session over from the first),
- *   broker 1..7 (default 1; an odd count keeps a quorum), database 1..5 (default 1).
+ *   broker 1 or 3 (default 1; 3 replicates every message on three brokers, any one of which may
+ *   fail), database 1 (it has no replication yet).
  * core and processing may be scaled to 0 to stop an instance's API or pipeline without deleting
  * it; broker and database hold the instance's data and always run at least one replica.
  *
@@ -29,7 +30,7 @@
  */
 
 import { isIP } from 'node:net';
-import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { Type, type Static, type TProperties, type TSchema } from '@sinclair/typebox';
 import { TypeCompiler, ValueErrorType, type ValueError } from '@sinclair/typebox/compiler';
 import { Value } from '@sinclair/typebox/value';
 import type { V1ObjectMeta } from '@kubernetes/client-node';
@@ -61,7 +62,7 @@ export const QUANTITY_PATTERN =
 export const STORAGE_PATTERN = `^$|${QUANTITY_PATTERN}`;
 
 /** Keys of config.yml that the operator writes itself; `spec.config` may not set them in any spelling. */
-export const RESERVED_CONFIG_KEYS: readonly string[] = ['instance', 'landscape', 'namespace', 'version', 'endpoints'];
+export const RESERVED_CONFIG_KEYS: readonly string[] = ['instance', 'landscape', 'namespace', 'version', 'endpoints', 'stream'];
 
 /** A `spec.config` key: letters, digits, '.', '_' and '-', starting and ending with a letter or digit. */
 export const CONFIG_KEY_PATTERN = '^[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$';
@@ -85,14 +86,47 @@ export type IoTServicePhase = (typeof PHASES)[number];
 export const COMPONENTS = ['gateway', 'core', 'processing', 'broker', 'database'] as const;
 export type ComponentName = (typeof COMPONENTS)[number];
 
+/** Replica bounds and default of a component, and for some the only counts allowed within the bounds. */
+export interface ReplicaRange {
+  min: number;
+  max: number;
+  default: number;
+  /** The only counts allowed (a CEL rule and its mirror below), with why as the message a user sees; absent: every count from min to max. */
+  only?: { counts: readonly number[]; description: string; message: string };
+}
+
 /** Replica bounds and defaults per component (see the module comment for the reasoning). */
-export const REPLICA_RANGES: Readonly<Record<ComponentName, { min: number; max: number; default: number }>> = {
+export const REPLICA_RANGES: Readonly<Record<ComponentName, ReplicaRange>> = {
   gateway: { min: 0, max: 50, default: 2 },
   core: { min: 0, max: 20, default: 2 },
   processing: { min: 0, max: 1, default: 1 },
-  broker: { min: 1, max: 7, default: 1 },
-  database: { min: 1, max: 5, default: 1 },
+  broker: {
+    min: 1,
+    max: 3,
+    default: 1,
+    only: {
+      counts: [1, 3],
+      description: 'Number of broker replicas: 1, or 3 to replicate every message on three brokers, any one of which may fail (default 1).',
+      message: 'broker.replicas must be 1 or 3: 3 replicates every message on three brokers (any one may fail)',
+    },
+  },
+  database: {
+    min: 1,
+    max: 1,
+    default: 1,
+    only: {
+      counts: [1],
+      description: 'Number of database replicas: 1 (the database has no replication yet).',
+      message: 'database.replicas must be 1: the database has no replication yet',
+    },
+  },
 };
+
+/** The replica counts `component` may run, in ascending order. */
+export function allowedReplicas(component: ComponentName): number[] {
+  const r = REPLICA_RANGES[component];
+  return r.only ? [...r.only.counts] : Array.from({ length: r.max - r.min + 1 }, (_, i) => r.min + i);
+}
 
 /**
  * Options that exist only for this module's error messages. crd.ts strips them (it keeps only
@@ -185,15 +219,23 @@ export const ResourceRequirementsSchema = Type.Object(
   { additionalProperties: false, description: 'Compute resources of the component containers (core/v1 ResourceRequirements).' },
 );
 
+/** The CEL rule of a component whose replicas may take only some counts of their bounds. */
+function onlyReplicasRule(component: ComponentName): CelRule | undefined {
+  const only = REPLICA_RANGES[component].only;
+  return only && { rule: only.counts.map((n) => `self == ${n}`).join(' || '), message: only.message };
+}
+
 function replicas(component: ComponentName) {
   const r = REPLICA_RANGES[component];
+  const rule = onlyReplicasRule(component);
   return Type.Integer({
     minimum: r.min,
     maximum: r.max,
     default: r.default,
     format: 'int32',
-    description: `Number of ${component} replicas, ${r.min}..${r.max} (default ${r.default}).`,
-    errorMessage: `must be an integer from ${r.min} to ${r.max}`,
+    description: r.only?.description ?? `Number of ${component} replicas, ${r.min}..${r.max} (default ${r.default}).`,
+    errorMessage: r.only?.message ?? `must be an integer from ${r.min} to ${r.max}`,
+    ...(rule ? { 'x-kubernetes-validations': [rule] } : {}),
   });
 }
 
@@ -444,6 +486,25 @@ function storageFields(component: ComponentName) {
   };
 }
 
+/**
+ * A size of at least one byte: a quantity (e.g. 512Mi, 1.5Gi, 2G) whose number starts with a
+ * digit from 1 to 9, so that it is never 0 or a fraction of a byte (quantity.ts reads it).
+ */
+export const BYTES_PATTERN = '^[1-9][0-9]*(\\.[0-9]+)?([KMGTP]i|[kMGTP])?$';
+
+/** Fields of the broker only. */
+const brokerFields = {
+  maxBacklog: Type.Optional(
+    Type.String({
+      maxLength: 64,
+      pattern: BYTES_PATTERN,
+      description:
+        'Most telemetry the broker holds for processing (bytes); when reached, the gateway slows devices down instead of acknowledging what it could not keep. Default: 75 % of storage, or 256Mi without storage.',
+      errorMessage: 'must be a size in bytes such as 512Mi, 1.5Gi or 2G (starting with a digit from 1 to 9)',
+    }),
+  ),
+};
+
 const componentDescription: Readonly<Record<ComponentName, string>> = {
   gateway: 'Device-facing ingestion: a Deployment and a Service with one port per protocol.',
   core: 'Device registry and management API: a Deployment and a Service on port 8080.',
@@ -500,9 +561,9 @@ const plainComponent = (component: 'core' | 'processing') =>
     description: componentDescription[component],
   });
 
-const statefulComponent = (component: 'broker' | 'database') =>
+const statefulComponent = <Extra extends TProperties>(component: 'broker' | 'database', extra: Extra) =>
   Type.Object(
-    { ...commonComponentFields(component), ...storageFields(component) },
+    { ...commonComponentFields(component), ...storageFields(component), ...extra },
     {
       additionalProperties: false,
       default: {},
@@ -513,8 +574,8 @@ const statefulComponent = (component: 'broker' | 'database') =>
 
 export const CoreSpecSchema = plainComponent('core');
 export const ProcessingSpecSchema = plainComponent('processing');
-export const BrokerSpecSchema = statefulComponent('broker');
-export const DatabaseSpecSchema = statefulComponent('database');
+export const BrokerSpecSchema = statefulComponent('broker', brokerFields);
+export const DatabaseSpecSchema = statefulComponent('database', {});
 
 export const IoTServiceSpecSchema = Type.Object(
   {
@@ -695,6 +756,10 @@ export interface IoTService {
 
 /** Cross-field rules as predicates over a schema-valid, defaulted spec; same messages as the CEL. */
 const crossFieldChecks: ReadonlyArray<{ path: string; message: string; holds: (spec: DefaultedIoTServiceSpec) => boolean }> = [
+  ...COMPONENTS.flatMap((component) => {
+    const only = REPLICA_RANGES[component].only;
+    return only ? [{ path: `spec.${component}.replicas`, message: only.message, holds: (spec: DefaultedIoTServiceSpec) => only.counts.includes(spec[component].replicas) }] : [];
+  }),
   ...(['broker', 'database'] as const).map((component) => ({
     path: `spec.${component}.storageClassName`,
     message: storageClassNeedsStorage.message,
