@@ -55,7 +55,7 @@ const LISTEN: Readonly<Record<ComponentName, number[]>> = {
   gateway: [PORTS.mqtt, PORTS.http, PORTS.health],
   core: [PORTS.http, PORTS.health],
   processing: [PORTS.health],
-  broker: [PORTS.mqtt],
+  broker: [PORTS.brokerClient, PORTS.brokerCluster, PORTS.brokerMonitor],
   database: [PORTS.database],
 };
 
@@ -147,7 +147,7 @@ describe('network isolation with real packets', { skip }, () => {
   it('pods of an instance reach its broker and database; another instance’s pods and an outside pod do not', async () => {
     for (const port of LISTEN.broker) assert.ok(await reaches(alphaNs(), alpha.core.name, alpha.broker.ip, port), `alpha core → alpha broker:${port}`);
     assert.ok(await reaches(alphaNs(), alpha.processing.name, alpha.database.ip, PORTS.database), 'alpha processing → alpha database');
-    for (const [target, port] of [[alpha.broker.ip, PORTS.mqtt], [alpha.database.ip, PORTS.database]] as const) {
+    for (const [target, port] of [...LISTEN.broker.map((p) => [alpha.broker.ip, p] as const), [alpha.database.ip, PORTS.database] as const]) {
       assert.equal(await reaches(betaNs(), beta.core.name, target, port), false, `beta core → alpha ${target}:${port}`);
       assert.equal(await reaches(outsideNs, 'outside', target, port), false, `outside pod → alpha ${target}:${port}`);
     }

@@ -391,20 +391,42 @@ describe('pods', () => {
 });
 
 describe('config map and checksum', () => {
-  it('config.yml holds instance, landscape, version, endpoints and spec.config', () => {
+  it('config.yml holds instance, landscape, version, endpoints, stream and spec.config', () => {
     const cm = desiredConfigMap(testInstance({ config: { logLevel: 'debug', 'retention.days': '30' } }));
     assert.equal(cm.metadata?.name, 'iot-config');
     const config = parse(cm.data?.['config.yml'] ?? '') as Record<string, unknown>;
+    assert.deepEqual(Object.keys(config), ['instance', 'landscape', 'namespace', 'version', 'endpoints', 'stream', 'logLevel', 'retention.days']);
     assert.equal(config['instance'], 'tenant-a');
     assert.equal(config['landscape'], 'devawsk8s');
     assert.equal(config['version'], '2.4.1');
     assert.deepEqual(config['endpoints'], {
-      brokerMqtt: 'broker-client.devawsk8s-tenant-a.svc:1883',
+      broker: 'broker-client.devawsk8s-tenant-a.svc:4222',
       database: 'database-client.devawsk8s-tenant-a.svc:5432',
       core: 'core.devawsk8s-tenant-a.svc:8080',
     });
+    assert.deepEqual(config['stream'], { replicas: 1, maxBytes: 268435456 });
     assert.equal(config['logLevel'], 'debug');
     assert.equal(config['retention.days'], '30');
+  });
+
+  it('stream: the broker replicas, and maxBytes from maxBacklog, else 75 % of storage, else 256 MiB, as YAML integers', () => {
+    const stream = (broker: Record<string, unknown>) => {
+      const text = desiredConfigMap(testInstance({ broker })).data?.['config.yml'] ?? '';
+      return { text, stream: (parse(text) as { stream: unknown }).stream };
+    };
+    const plain = stream({});
+    assert.deepEqual(plain.stream, { replicas: 1, maxBytes: 268435456 }, 'no maxBacklog, no storage: 256Mi');
+    assert.match(plain.text, /^"stream":\n {2}"replicas": 1\n {2}"maxBytes": 268435456\n/m, 'numbers, not quoted strings');
+    assert.deepEqual(stream({ replicas: 3 }).stream, { replicas: 3, maxBytes: 268435456 });
+    assert.deepEqual(stream({ storage: '10Gi' }).stream, { replicas: 1, maxBytes: 8053063680 }, '75 % of 10Gi');
+    assert.deepEqual(stream({ storage: '1G' }).stream, { replicas: 1, maxBytes: 750000000 }, '75 % of 1G');
+    assert.deepEqual(stream({ storage: '3' }).stream, { replicas: 1, maxBytes: 2 }, '75 % of 3 bytes, rounded down');
+    assert.deepEqual(stream({ storage: '1' }).stream, { replicas: 1, maxBytes: 1 }, 'never 0');
+    assert.deepEqual(stream({ storage: '10Gi', maxBacklog: '512Mi' }).stream, { replicas: 1, maxBytes: 536870912 }, 'maxBacklog over storage');
+    assert.deepEqual(stream({ maxBacklog: '1.5Gi', replicas: 3 }).stream, { replicas: 3, maxBytes: 1610612736 });
+    assert.deepEqual(stream({ maxBacklog: '2G' }).stream, { replicas: 1, maxBytes: 2000000000 });
+    assert.deepEqual(stream({ maxBacklog: '1.5' }).stream, { replicas: 1, maxBytes: 1 }, 'whole bytes, rounded down');
+    assert.match(stream({ maxBacklog: '16Pi' }).text, /"maxBytes": 18014398509481984\n/, 'beyond 2^53: exact');
   });
 
   it('keeps a version that looks like a number a string', () => {
@@ -424,6 +446,7 @@ describe('config map and checksum', () => {
     assert.deepEqual(checksums(children({ config: { logLevel: 'info' }, gateway: { replicas: 7 } })), before, 'unchanged by replicas');
     assert.deepEqual(checksums(children({ config: { logLevel: 'info' }, core: { resources: { limits: { cpu: 1 } } } })), before);
     assert.notDeepEqual(checksums(children({ config: { logLevel: 'debug' } })), before, 'changed by spec.config');
+    assert.notDeepEqual(checksums(children({ config: { logLevel: 'info' }, broker: { maxBacklog: '1Gi' } })), before, 'changed by the stream settings');
   });
 
   it('configChecksum depends on content only', () => {
@@ -506,11 +529,30 @@ describe('services', () => {
     assert.equal(protocolsOf(['coap', 'mqtts']), 'mqtts,coap');
   });
 
-  it('the broker speaks MQTT only: its probes check 1883, never AMQP 5672', () => {
+  it('the broker (NATS JetStream): client 4222, cluster 6222, monitor 8222; ready once JetStream is, alive while it takes clients', () => {
     const broker = onlyContainer(find<V1StatefulSet>(children(), 'StatefulSet', 'broker').spec!.template.spec!);
-    assert.deepEqual(broker.readinessProbe?.tcpSocket, { port: 1883 });
-    assert.deepEqual(broker.livenessProbe?.tcpSocket, { port: 1883 });
-    assert.deepEqual(broker.ports?.map((p) => p.containerPort), [1883]);
+    assert.deepEqual(broker.ports, [
+      { name: 'client', containerPort: 4222, protocol: 'TCP' },
+      { name: 'cluster', containerPort: 6222, protocol: 'TCP' },
+      { name: 'monitor', containerPort: 8222, protocol: 'TCP' },
+    ]);
+    assert.deepEqual(broker.readinessProbe?.httpGet, { path: '/healthz?js-enabled-only=true', port: 8222, scheme: 'HTTP' });
+    assert.equal(broker.readinessProbe?.tcpSocket, undefined);
+    assert.deepEqual(broker.livenessProbe?.tcpSocket, { port: 4222 });
+    assert.equal(broker.livenessProbe?.httpGet, undefined);
+  });
+
+  it('the broker is told its password, its pod name and namespace and the replica count', () => {
+    for (const replicas of [1, 3]) {
+      const broker = onlyContainer(find<V1StatefulSet>(children({ broker: { replicas } }), 'StatefulSet', 'broker').spec!.template.spec!);
+      assert.deepEqual(broker.env, [
+        { name: 'IOT_CONFIG_FILE', value: '/etc/sap/config.yml' },
+        { name: 'IOT_BROKER_PASSWORD', valueFrom: { secretKeyRef: { name: 'iot-credentials', key: 'broker-password' } } },
+        { name: 'POD_NAME', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } } },
+        { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } },
+        { name: 'IOT_BROKER_REPLICAS', value: String(replicas) },
+      ]);
+    }
   });
 
   it('gateway Service type comes from spec.gateway.serviceType', () => {
@@ -518,20 +560,22 @@ describe('services', () => {
     assert.equal(desiredGatewayService(testInstance({ gateway: { serviceType: 'LoadBalancer' } }, PERMISSIVE_CONFIG)).spec?.type, 'LoadBalancer');
   });
 
-  it('core serves 8080; broker and database are headless', () => {
+  it('core serves 8080; broker and database are headless, the broker with its cluster port for its peers', () => {
     const all = children();
     assert.deepEqual(ports(find<V1Service>(all, 'Service', 'core')), ['http:8080/TCP->8080']);
     const broker = desiredBrokerService(testInstance());
     assert.equal(broker.spec?.clusterIP, 'None');
-    assert.deepEqual(ports(broker), ['mqtt:1883/TCP->1883']);
+    assert.equal(broker.spec?.publishNotReadyAddresses, true, 'broker-<i>.broker.<namespace>.svc resolves while the peers start');
+    assert.deepEqual(ports(broker), ['client:4222/TCP->4222', 'cluster:6222/TCP->6222', 'monitor:8222/TCP->8222']);
+    assert.equal(find<V1StatefulSet>(all, 'StatefulSet', 'broker').spec?.serviceName, 'broker');
     const database = find<V1Service>(all, 'Service', 'database');
     assert.equal(database.spec?.clusterIP, 'None');
     assert.deepEqual(ports(database), ['database:5432/TCP->5432']);
   });
 
-  it('broker-client and database-client: ClusterIP Services of the same pods and ports, what config.yml names', () => {
+  it('broker-client and database-client: ClusterIP Services of the same pods on their client ports, what config.yml names', () => {
     const all = children();
-    for (const [name, component, port] of [['broker-client', 'broker', 'mqtt:1883/TCP->1883'], ['database-client', 'database', 'database:5432/TCP->5432']] as const) {
+    for (const [name, component, port] of [['broker-client', 'broker', 'client:4222/TCP->4222'], ['database-client', 'database', 'database:5432/TCP->5432']] as const) {
       const client = find<V1Service>(all, 'Service', name);
       const headless = find<V1Service>(all, 'Service', component);
       assert.equal(client.spec?.type, 'ClusterIP', name);

@@ -67,6 +67,7 @@ describe('config keys', () => {
       namespace: 'devawsk8s-tenant-a',
       version: '2.4.1',
       endpoints: parse(text).endpoints,
+      stream: { replicas: 1, maxBytes: 268435456 },
       anchor: '*ref',
       empty: '~',
       merge: '<<',

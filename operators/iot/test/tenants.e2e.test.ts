@@ -8,7 +8,7 @@
  *   does not know it (404), while A's gateway takes its messages and A's core reads them all back
  *   (A's gateway, broker, processing, database and core still reach each other);
  * - from a pod of B (its core, through `kubectl exec`, with Node's `net.connect`), A's broker
- *   (1883) and database (5432), named as A's own components name them, resolve but are not
+ *   (4222) and database (5432), named as A's own components name them, resolve but are not
  *   reached, nor are A's gateway (1883, 8080) and core (8080), while the same probe from B's pod
  *   reaches B's broker and database and from A's pod A's;
  * - A's IoTService deleted: it disappears once its namespace is gone, and its claims, the
@@ -133,13 +133,13 @@ describe('two tenants of the reference IoT service on the real node', { skip }, 
     const [aNs, bNs] = [namespaceOf('tenant-a'), namespaceOf('tenant-b')];
     const [aCore, bCore] = [await componentPod(env, aNs, 'core'), await componentPod(env, bNs, 'core')];
     const targets = (ns: string) => [
-      { name: `broker.${ns}.svc.cluster.local`, port: PORTS.mqtt },
+      { name: `broker.${ns}.svc.cluster.local`, port: PORTS.brokerClient },
       { name: `database.${ns}.svc.cluster.local`, port: PORTS.database },
     ];
     for (const [ns, pod] of [[aNs, aCore.name], [bNs, bCore.name]] as const) {
       for (const t of targets(ns)) assert.equal((await dial(ns, pod, t.name, t.port)).outcome, 'connected', `${ns}/${pod} → its own ${t.name}:${t.port}`);
     }
-    const aPods = { [PORTS.mqtt]: (await componentPod(env, aNs, 'broker')).ip, [PORTS.database]: (await componentPod(env, aNs, 'database')).ip };
+    const aPods = { [PORTS.brokerClient]: (await componentPod(env, aNs, 'broker')).ip, [PORTS.database]: (await componentPod(env, aNs, 'database')).ip };
     for (const t of targets(aNs)) {
       const byName = await dial(bNs, bCore.name, t.name, t.port);
       console.log(`tenants: ${bNs}/${bCore.name} → ${t.name}:${t.port}: ${byName.outcome}`);

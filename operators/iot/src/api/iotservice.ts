@@ -509,7 +509,7 @@ const componentDescription: Readonly<Record<ComponentName, string>> = {
   gateway: 'Device-facing ingestion: a Deployment and a Service with one port per protocol.',
   core: 'Device registry and management API: a Deployment and a Service on port 8080.',
   processing: 'Message processing pipeline: a Deployment without a Service.',
-  broker: 'Message broker: a StatefulSet and a headless Service (1883 MQTT).',
+  broker: 'Message broker (NATS JetStream): a StatefulSet, a headless Service (client 4222, cluster 6222, monitor 8222) and the ClusterIP Service broker-client (4222).',
   database: 'Time-series store: a StatefulSet and a headless Service (5432).',
 };
 

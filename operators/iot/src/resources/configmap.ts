@@ -1,11 +1,13 @@
 /**
  * The instance's configuration: ConfigMap `iot-config` with key `config.yml`.
  *
- * Guarantees: config.yml holds the instance id, landscape, namespace, version and the in-namespace
- * endpoints of broker, database and core, followed by `spec.config` (keys sorted; the schema
- * forbids overriding the operator's keys in any spelling). Every key and every string value is
- * written as a double-quoted YAML scalar, so no `spec.config` entry can become YAML syntax (`<<`
- * a merge key, `yes` a boolean, `~` null) for any reader. Rendering is deterministic: the same instance gives
+ * Guarantees: config.yml holds the instance id, landscape, namespace, version, the in-namespace
+ * endpoints of broker (NATS client port), database and core, and `stream`: the replicas and the
+ * size limit (`maxBytes`) of the broker's telemetry stream, followed by `spec.config` (keys
+ * sorted; the schema forbids overriding the operator's keys in any spelling). Every key and every
+ * string value is written as a double-quoted YAML scalar, so no `spec.config` entry can become
+ * YAML syntax (`<<` a merge key, `yes` a boolean, `~` null) for any reader; the two numbers of
+ * `stream` are plain YAML integers. Rendering is deterministic: the same instance gives
  * byte-identical text. `configChecksum` depends only on the ConfigMap data, so it changes exactly
  * when the configuration changes; it is put on every pod template to roll pods on a change
  * (subPath mounts do not see ConfigMap updates).
@@ -17,6 +19,7 @@ import { stringify } from 'yaml';
 import type { Instance } from './instance.ts';
 import { instanceLabels } from './labels.ts';
 import { PORTS } from './ports.ts';
+import { quantityNanos } from './quantity.ts';
 import { BROKER_CLIENT_SERVICE, DATABASE_CLIENT_SERVICE } from './services.ts';
 
 export const CONFIG_MAP_NAME = 'iot-config';
@@ -24,8 +27,8 @@ export const CONFIG_FILE_KEY = 'config.yml';
 export const CONFIG_CHECKSUM_ANNOTATION = 'cp.iotservices.io/config-checksum';
 
 export interface InstanceEndpoints {
-  /** MQTT endpoint of the broker (the reference broker speaks MQTT only). */
-  brokerMqtt: string;
+  /** The broker's NATS client endpoint. */
+  broker: string;
   database: string;
   core: string;
 }
@@ -34,10 +37,42 @@ export interface InstanceEndpoints {
 export function instanceEndpoints(instance: Instance): InstanceEndpoints {
   const host = (service: string) => `${service}.${instance.namespace}.svc`;
   return {
-    brokerMqtt: `${host(BROKER_CLIENT_SERVICE)}:${PORTS.mqtt}`,
+    broker: `${host(BROKER_CLIENT_SERVICE)}:${PORTS.brokerClient}`,
     database: `${host(DATABASE_CLIENT_SERVICE)}:${PORTS.database}`,
     core: `${host('core')}:${PORTS.http}`,
   };
+}
+
+/** The broker's stream limit when neither `maxBacklog` nor `storage` is set: 256 MiB. */
+export const DEFAULT_STREAM_MAX_BYTES = 256 * 1024 * 1024;
+/** The share of `spec.broker.storage` the stream may fill when `maxBacklog` is not set: 3/4. */
+const STORAGE_SHARE = { numerator: 3n, denominator: 4n } as const;
+const NANO_PER_BYTE = 1_000_000_000n;
+
+/** The broker's telemetry stream as the data plane creates it. */
+export interface StreamSettings {
+  /** Copies of every message: `spec.broker.replicas` (1 or 3). */
+  replicas: number;
+  /** Most bytes the stream holds: `maxBacklog`, else 75 % of `storage`, else 256 MiB; whole bytes, rounded down, at least 1. */
+  maxBytes: number | bigint;
+}
+
+/** A whole number of bytes as a number, or as a bigint beyond 2^53 (rendered exactly either way). */
+function byteCount(bytes: bigint): number | bigint {
+  return bytes <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(bytes) : bytes;
+}
+
+export function streamSettings(instance: Instance): StreamSettings {
+  const { replicas, maxBacklog, storage } = instance.spec.broker;
+  const backlog = maxBacklog ? quantityNanos(maxBacklog) : undefined;
+  const stored = storage ? quantityNanos(storage) : undefined;
+  let maxBytes: number | bigint = DEFAULT_STREAM_MAX_BYTES;
+  if (backlog !== undefined) maxBytes = byteCount(backlog / NANO_PER_BYTE);
+  else if (stored !== undefined) {
+    const share = (stored * STORAGE_SHARE.numerator) / STORAGE_SHARE.denominator / NANO_PER_BYTE;
+    maxBytes = byteCount(share > 0n ? share : 1n);
+  }
+  return { replicas, maxBytes };
 }
 
 /** The text of config.yml. */
@@ -49,6 +84,7 @@ export function renderConfigYaml(instance: Instance): string {
     namespace: instance.namespace,
     version: instance.spec.version,
     endpoints: instanceEndpoints(instance),
+    stream: streamSettings(instance),
   };
   for (const key of Object.keys(user).sort()) document[key] = user[key];
   return (

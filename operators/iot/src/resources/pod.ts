@@ -66,8 +66,14 @@ export function componentImage(instance: Instance, component: ComponentName): st
   return instance.registry ? `${instance.registry}/${name}` : name;
 }
 
-/** HTTP probe on the health port. */
-export function httpProbe(path: '/healthz' | '/readyz', port: number, kind: 'readiness' | 'liveness'): V1Probe {
+/**
+ * The paths an HTTP probe may ask: the health endpoints of gateway, core and processing, and
+ * nats-server's health endpoint that fails until JetStream is up (the broker's readiness).
+ */
+export type ProbePath = '/healthz' | '/readyz' | '/healthz?js-enabled-only=true';
+
+/** HTTP probe on `port`. */
+export function httpProbe(path: ProbePath, port: number, kind: 'readiness' | 'liveness'): V1Probe {
   return {
     httpGet: { path, port, scheme: 'HTTP' },
     ...probeTiming(kind),

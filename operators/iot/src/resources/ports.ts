@@ -3,7 +3,10 @@
  *
  * Guarantees: Services, container ports, probes, NetworkPolicies and config.yml endpoints all take
  * their numbers from here, so they cannot disagree. Gateway protocol ports are those of the API
- * contract: mqtt 1883/TCP, mqtts 8883/TCP, http 8080/TCP, coap 5683/UDP.
+ * contract: mqtt 1883/TCP, mqtts 8883/TCP, http 8080/TCP, coap 5683/UDP (the gateway's, facing
+ * devices). The broker (nats-server with JetStream) has its own three: client 4222/TCP (what the
+ * components dial), cluster 6222/TCP (routes between broker replicas) and monitor 8222/TCP
+ * (nats-server's HTTP monitoring, which its readiness probe asks).
  */
 
 import { GATEWAY_PROTOCOLS, type GatewayProtocol } from '../api/iotservice.ts';
@@ -14,6 +17,12 @@ export const PORTS = {
   http: 8080,
   coap: 5683,
   database: 5432,
+  /** The broker's NATS client port: gateway, core and processing connect here. */
+  brokerClient: 4222,
+  /** The broker's cluster port: routes between the broker replicas. */
+  brokerCluster: 6222,
+  /** The broker's HTTP monitoring port (/healthz, /varz, ...). */
+  brokerMonitor: 8222,
   /** Health endpoints (/healthz, /readyz) of gateway, core and processing. */
   health: 8081,
 } as const;
@@ -44,6 +53,9 @@ export function gatewayPorts(protocols: readonly GatewayProtocol[]): NamedPort[]
 
 export const CORE_API_PORT: NamedPort = { name: 'http', port: PORTS.http, protocol: 'TCP' };
 export const HEALTH_PORT: NamedPort = { name: 'health', port: PORTS.health, protocol: 'TCP' };
-/** The reference broker (Mosquitto) speaks MQTT only: no AMQP port is opened or probed. */
-export const BROKER_PORTS: readonly NamedPort[] = [{ name: 'mqtt', port: PORTS.mqtt, protocol: 'TCP' }];
+export const BROKER_CLIENT_PORT: NamedPort = { name: 'client', port: PORTS.brokerClient, protocol: 'TCP' };
+export const BROKER_CLUSTER_PORT: NamedPort = { name: 'cluster', port: PORTS.brokerCluster, protocol: 'TCP' };
+export const BROKER_MONITOR_PORT: NamedPort = { name: 'monitor', port: PORTS.brokerMonitor, protocol: 'TCP' };
+/** Every port of the broker container: NATS clients, routes between replicas, HTTP monitoring. */
+export const BROKER_PORTS: readonly NamedPort[] = [BROKER_CLIENT_PORT, BROKER_CLUSTER_PORT, BROKER_MONITOR_PORT];
 export const DATABASE_PORT: NamedPort = { name: 'database', port: PORTS.database, protocol: 'TCP' };

@@ -3,10 +3,11 @@
  *
  * Guarantees: `gateway` exposes one port per enabled protocol (mqtt 1883/TCP, mqtts 8883/TCP,
  * http 8080/TCP, coap 5683/UDP) with the type from `spec.gateway.serviceType`; `core` exposes
- * 8080/TCP; `broker` (MQTT 1883) and `database` (5432) are headless and govern their
- * StatefulSets, the broker's publishing not-ready addresses so its peers find each other while
- * starting. `broker-client` and `database-client` are what the components dial (config.yml's
- * endpoints): ClusterIP Services of the same pods and ports. A headless name resolves to the pods'
+ * 8080/TCP; `broker` (client 4222, cluster 6222, monitor 8222) and `database` (5432) are headless
+ * and govern their StatefulSets, the broker's publishing not-ready addresses so that its replicas
+ * find each other while starting: `broker-<i>.broker.<namespace>.svc:6222` is the route to
+ * replica i. `broker-client` (the client port 4222 only) and `database-client` (5432) are what the
+ * components dial (config.yml's endpoints): ClusterIP Services of the same pods. A headless name resolves to the pods'
  * own addresses, which cluster DNS caches (30 s in a kubeadm cluster's CoreDNS, and here), so a
  * restarted broker or database pod — a new address — would be dialled at its old one until the
  * cache expires; a ClusterIP stays the same and routes to the new pod once it is ready. Every
@@ -18,7 +19,7 @@ import type { V1Service, V1ServicePort } from '@kubernetes/client-node';
 import type { ComponentName } from '../api/iotservice.ts';
 import type { Instance } from './instance.ts';
 import { componentLabels, componentSelector } from './labels.ts';
-import { BROKER_PORTS, CORE_API_PORT, DATABASE_PORT, gatewayPorts, type NamedPort } from './ports.ts';
+import { BROKER_CLIENT_PORT, BROKER_PORTS, CORE_API_PORT, DATABASE_PORT, gatewayPorts, type NamedPort } from './ports.ts';
 
 function servicePorts(ports: readonly NamedPort[]): V1ServicePort[] {
   return ports.map((p) => ({ name: p.name, port: p.port, targetPort: p.port, protocol: p.protocol }));
@@ -72,7 +73,7 @@ export function desiredDatabaseService(instance: Instance): V1Service {
 }
 
 export function desiredBrokerClientService(instance: Instance): V1Service {
-  return service(instance, 'broker', BROKER_PORTS, { type: 'ClusterIP' }, BROKER_CLIENT_SERVICE);
+  return service(instance, 'broker', [BROKER_CLIENT_PORT], { type: 'ClusterIP' }, BROKER_CLIENT_SERVICE);
 }
 
 export function desiredDatabaseClientService(instance: Instance): V1Service {

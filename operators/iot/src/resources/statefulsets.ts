@@ -7,26 +7,44 @@
  * claim template `data` of that size (and `storageClassName` when set); without, an emptyDir.
  * The claim template is a pure function of `storage` and `storageClassName` only, because the API
  * server refuses any later change to it.
+ *
+ * The broker is nats-server with JetStream: it is ready once JetStream is
+ * (`/healthz?js-enabled-only=true` on the monitor port) and alive while it accepts clients (4222).
+ * It is told its pod's name and namespace (downward API) and the number of replicas
+ * (IOT_BROKER_REPLICAS): with 3 it routes to its peers at
+ * `nats://broker-<i>.broker.<POD_NAMESPACE>.svc:6222` through the headless Service.
  */
 
 import type { V1PersistentVolumeClaim, V1StatefulSet } from '@kubernetes/client-node';
 import type { Instance } from './instance.ts';
 import { componentLabels, componentSelector, instanceLabels } from './labels.ts';
-import { DATA_VOLUME, desiredPodTemplate, tcpProbe, type ContainerRuntime } from './pod.ts';
+import { DATA_VOLUME, desiredPodTemplate, httpProbe, tcpProbe, type ContainerRuntime } from './pod.ts';
 import { BROKER_PORTS, DATABASE_PORT, PORTS } from './ports.ts';
 import { canonicalQuantity } from './quantity.ts';
 
 export type StatefulSetComponent = 'broker' | 'database';
 export const STATEFULSET_COMPONENTS: readonly StatefulSetComponent[] = ['broker', 'database'];
 export const DATA_PATH = '/var/lib/iot';
+/** How many broker replicas run (`spec.broker.replicas`): 1, or 3 routed to each other. */
+export const BROKER_REPLICAS_ENV = 'IOT_BROKER_REPLICAS';
+/** nats-server's health endpoint, answering 200 once JetStream is enabled (not waiting for streams to catch up). */
+export const BROKER_READINESS_PATH = '/healthz?js-enabled-only=true';
 
-export const BROKER_RUNTIME: ContainerRuntime = {
-  ports: BROKER_PORTS,
-  readinessProbe: tcpProbe(PORTS.mqtt, 'readiness'),
-  livenessProbe: tcpProbe(PORTS.mqtt, 'liveness'),
-  credentials: ['brokerPassword'],
-  dataPath: DATA_PATH,
-};
+/** The broker's container: its ports, probes, password, pod identity and replica count. */
+export function brokerRuntime(instance: Instance): ContainerRuntime {
+  return {
+    ports: BROKER_PORTS,
+    readinessProbe: httpProbe(BROKER_READINESS_PATH, PORTS.brokerMonitor, 'readiness'),
+    livenessProbe: tcpProbe(PORTS.brokerClient, 'liveness'),
+    credentials: ['brokerPassword'],
+    environment: [
+      { name: 'POD_NAME', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } } },
+      { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } },
+      { name: BROKER_REPLICAS_ENV, value: String(instance.spec.broker.replicas) },
+    ],
+    dataPath: DATA_PATH,
+  };
+}
 
 export const DATABASE_RUNTIME: ContainerRuntime = {
   ports: [DATABASE_PORT],
@@ -72,7 +90,7 @@ function desiredStatefulSet(
 }
 
 export function desiredBrokerStatefulSet(instance: Instance, configChecksum: string): V1StatefulSet {
-  return desiredStatefulSet(instance, 'broker', BROKER_RUNTIME, configChecksum);
+  return desiredStatefulSet(instance, 'broker', brokerRuntime(instance), configChecksum);
 }
 
 export function desiredDatabaseStatefulSet(instance: Instance, configChecksum: string): V1StatefulSet {
