@@ -434,19 +434,31 @@ describe('config map and checksum', () => {
     assert.equal(config['version'], '1.10');
   });
 
-  it('the checksum on every pod template changes when the configuration changes', () => {
+  it('the checksum on the gateway, core and processing pod templates changes when the configuration changes', () => {
     const checksums = (all: DesiredChildren) =>
-      podSpecs(all).map(([name]) => {
-        const child = all.children.find((c) => c.object.metadata.name === name && c.object.kind !== 'Service');
-        return (child?.object as V1Deployment).spec?.template.metadata?.annotations?.[CONFIG_CHECKSUM_ANNOTATION];
-      });
+      all.children
+        .filter((c) => c.object.kind === 'Deployment')
+        .map((c) => (c.object as V1Deployment).spec?.template.metadata?.annotations?.[CONFIG_CHECKSUM_ANNOTATION]);
     const before = checksums(children({ config: { logLevel: 'info' } }));
-    assert.equal(new Set(before).size, 1, 'one checksum for all workloads');
+    assert.equal(before.length, 3);
+    assert.equal(new Set(before).size, 1, 'one checksum for all three');
     assert.match(before[0] ?? '', /^[0-9a-f]{64}$/);
     assert.deepEqual(checksums(children({ config: { logLevel: 'info' }, gateway: { replicas: 7 } })), before, 'unchanged by replicas');
     assert.deepEqual(checksums(children({ config: { logLevel: 'info' }, core: { resources: { limits: { cpu: 1 } } } })), before);
     assert.notDeepEqual(checksums(children({ config: { logLevel: 'debug' } })), before, 'changed by spec.config');
     assert.notDeepEqual(checksums(children({ config: { logLevel: 'info' }, broker: { maxBacklog: '1Gi' } })), before, 'changed by the stream settings');
+  });
+
+  it('broker and database do not read config.yml: no checksum on their pod templates, a spec.config change leaves them as they are', () => {
+    const statefulSets = (all: DesiredChildren) => all.children.filter((c) => c.object.kind === 'StatefulSet').map((c) => c.object as V1StatefulSet);
+    const before = statefulSets(children({ config: { logLevel: 'info' } }));
+    assert.deepEqual(before.map((s) => s.metadata?.name), ['broker', 'database']);
+    for (const statefulSet of before) {
+      assert.equal(statefulSet.spec?.template.metadata?.annotations, undefined, statefulSet.metadata?.name);
+      const mount = onlyContainer(statefulSet.spec!.template.spec!).volumeMounts?.find((m) => m.name === 'config');
+      assert.equal(mount?.mountPath, '/etc/sap/config.yml', `${statefulSet.metadata?.name}: still mounted, as in every pod`);
+    }
+    assert.deepEqual(statefulSets(children({ config: { logLevel: 'debug', retention: '30' } })), before);
   });
 
   it('configChecksum depends on content only', () => {
@@ -599,14 +611,14 @@ describe('services', () => {
 
 describe('statefulsets', () => {
   it('keep data in an emptyDir when no storage is set', () => {
-    const broker = desiredBrokerStatefulSet(testInstance(), 'x');
+    const broker = desiredBrokerStatefulSet(testInstance());
     assert.equal(broker.spec?.volumeClaimTemplates, undefined);
     assert.deepEqual(broker.spec?.template.spec?.volumes?.find((v) => v.name === 'data'), { name: 'data', emptyDir: {} });
     assert.equal(broker.spec?.serviceName, 'broker');
   });
 
   it('claim a persistent volume of the given size and class when storage is set', () => {
-    const database = desiredDatabaseStatefulSet(testInstance({ database: { storage: '2048Mi', storageClassName: 'fast' } }), 'x');
+    const database = desiredDatabaseStatefulSet(testInstance({ database: { storage: '2048Mi', storageClassName: 'fast' } }));
     const [claim] = database.spec?.volumeClaimTemplates ?? [];
     assert.equal(claim?.metadata?.name, 'data');
     assert.deepEqual(claim?.spec?.accessModes, ['ReadWriteOnce']);

@@ -9,8 +9,9 @@
  * YAML syntax (`<<` a merge key, `yes` a boolean, `~` null) for any reader; the two numbers of
  * `stream` are plain YAML integers. Rendering is deterministic: the same instance gives
  * byte-identical text. `configChecksum` depends only on the ConfigMap data, so it changes exactly
- * when the configuration changes; it is put on every pod template to roll pods on a change
- * (subPath mounts do not see ConfigMap updates).
+ * when the configuration changes; it is put on the pod templates of the components that read
+ * config.yml (gateway, core, processing) to roll them on a change (subPath mounts do not see
+ * ConfigMap updates).
  */
 
 import { createHash } from 'node:crypto';

@@ -5,8 +5,10 @@
  * read-only root filesystem, no privilege escalation, all capabilities dropped and the
  * RuntimeDefault seccomp profile (it passes the `restricted` Pod Security Standard); every
  * container has readiness (every 2 s, lost after 2 failures) and liveness probes; config.yml is mounted read-only at
- * the instance's config mount path (default /etc/sap/config.yml, subPath) and /tmp is a small writable emptyDir; the template carries the
- * config checksum annotation, so a configuration change rolls the pods. The component's placement
+ * the instance's config mount path (default /etc/sap/config.yml, subPath) and /tmp is a small writable emptyDir; the template of
+ * a component that reads config.yml (gateway, core, processing) carries the config checksum
+ * annotation, so a configuration change rolls its pods (a subPath mount never sees a ConfigMap
+ * update); broker and database do not read it, so a configuration change leaves them running. The component's placement
  * (nodeSelector, tolerations and affinity) reaches the pod spec as copies (never shared with the
  * IoTService's spec), omitted when absent or empty. Objects are written in the form the API
  * server returns them (explicit `protocol`, numeric ports, canonical quantities, no empty maps or
@@ -133,12 +135,15 @@ function environment(configMountPath: string, runtime: ContainerRuntime): V1EnvV
 /**
  * The pod template of `component`. `dataVolume`: for StatefulSets without storage, the emptyDir
  * `data` volume; with storage the volume comes from the claim template and is not listed here.
+ * `configChecksum` (of config.yml) is given for the components that read config.yml and put on
+ * their template, so a configuration change rolls their pods; undefined: no annotation, and a
+ * configuration change leaves the pods running.
  */
 export function desiredPodTemplate(
   instance: Instance,
   component: ComponentName,
   runtime: ContainerRuntime,
-  configChecksum: string,
+  configChecksum: string | undefined,
   options: { dataEmptyDir: boolean } = { dataEmptyDir: false },
 ): V1PodTemplateSpec {
   const spec = instance.spec[component];
@@ -181,7 +186,7 @@ export function desiredPodTemplate(
   return {
     metadata: {
       labels: componentLabels(instance, component),
-      annotations: { [CONFIG_CHECKSUM_ANNOTATION]: configChecksum },
+      ...(configChecksum === undefined ? {} : { annotations: { [CONFIG_CHECKSUM_ANNOTATION]: configChecksum } }),
     },
     spec: {
       automountServiceAccountToken: false,

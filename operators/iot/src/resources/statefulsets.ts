@@ -6,7 +6,8 @@
  * pod template (pod.ts). Data lives at /var/lib/iot: with `storage` set, a ReadWriteOnce volume
  * claim template `data` of that size (and `storageClassName` when set); without, an emptyDir.
  * The claim template is a pure function of `storage` and `storageClassName` only, because the API
- * server refuses any later change to it.
+ * server refuses any later change to it. Neither reads config.yml, so their pod templates carry no
+ * config checksum: a `spec.config` change never restarts the broker or the database.
  *
  * The broker is nats-server with JetStream: it is ready once JetStream is
  * (`/healthz?js-enabled-only=true` on the monitor port) and alive while it accepts clients (4222).
@@ -68,12 +69,7 @@ export function dataClaimTemplate(instance: Instance, component: StatefulSetComp
   };
 }
 
-function desiredStatefulSet(
-  instance: Instance,
-  component: StatefulSetComponent,
-  runtime: ContainerRuntime,
-  configChecksum: string,
-): V1StatefulSet {
+function desiredStatefulSet(instance: Instance, component: StatefulSetComponent, runtime: ContainerRuntime): V1StatefulSet {
   const claim = dataClaimTemplate(instance, component);
   return {
     apiVersion: 'apps/v1',
@@ -83,16 +79,16 @@ function desiredStatefulSet(
       replicas: instance.spec[component].replicas,
       serviceName: component,
       selector: { matchLabels: componentSelector(instance, component) },
-      template: desiredPodTemplate(instance, component, runtime, configChecksum, { dataEmptyDir: !claim }),
+      template: desiredPodTemplate(instance, component, runtime, undefined, { dataEmptyDir: !claim }),
       ...(claim ? { volumeClaimTemplates: [claim] } : {}),
     },
   };
 }
 
-export function desiredBrokerStatefulSet(instance: Instance, configChecksum: string): V1StatefulSet {
-  return desiredStatefulSet(instance, 'broker', brokerRuntime(instance), configChecksum);
+export function desiredBrokerStatefulSet(instance: Instance): V1StatefulSet {
+  return desiredStatefulSet(instance, 'broker', brokerRuntime(instance));
 }
 
-export function desiredDatabaseStatefulSet(instance: Instance, configChecksum: string): V1StatefulSet {
-  return desiredStatefulSet(instance, 'database', DATABASE_RUNTIME, configChecksum);
+export function desiredDatabaseStatefulSet(instance: Instance): V1StatefulSet {
+  return desiredStatefulSet(instance, 'database', DATABASE_RUNTIME);
 }
