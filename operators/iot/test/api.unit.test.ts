@@ -42,7 +42,7 @@ describe('IoTService spec validation', () => {
 
   it('rejects replicas out of range with the allowed range in the message', () => {
     assert.deepEqual(errorsOf({ version: '1', gateway: { replicas: 51 } }), ['spec.gateway.replicas: must be an integer from 0 to 50']);
-    assert.deepEqual(errorsOf({ version: '1', processing: { replicas: 2 } }), ['spec.processing.replicas: must be an integer from 0 to 1']);
+    assert.deepEqual(errorsOf({ version: '1', processing: { replicas: 9 } }), ['spec.processing.replicas: must be an integer from 0 to 8']);
     assert.deepEqual(errorsOf({ version: '1', core: { replicas: 1.5 } }), ['spec.core.replicas: must be an integer from 0 to 20']);
   });
 

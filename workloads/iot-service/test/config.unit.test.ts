@@ -27,17 +27,33 @@ test('parseConfig reads the config.yml the operator renders, spec.config entries
     namespace: 'landscape-plant-7',
     version: '2.4.1',
     endpoints: {
-      brokerMqtt: { host: 'broker-client.landscape-plant-7.svc', port: 1883 },
+      broker: { host: 'broker-client.landscape-plant-7.svc', port: 4222 },
       database: { host: 'database-client.landscape-plant-7.svc', port: 5432 },
       core: { host: 'core.landscape-plant-7.svc', port: 8080 },
     },
+    stream: { replicas: 1, maxBytes: 256 * 1024 * 1024 },
   });
+});
+
+test('parseConfig reads the stream the operator renders: replicas and the backlog limit', () => {
+  const config = (spec: Record<string, unknown>) => {
+    const resolved = resolveInstance({ metadata: { name: 'plant-8', uid: 'u-2' }, spec: { version: '2.4.1', ...spec } }, { operatorName: 'landscape', defaultRegistry: 'registry.local/iot' });
+    assert.ok(resolved.ok);
+    return parseConfig(renderConfigYaml(resolved.instance)).stream;
+  };
+  assert.deepEqual(config({ broker: { replicas: 3, storage: '4Gi' } }), { replicas: 3, maxBytes: 3 * 1024 ** 3 });
+  assert.deepEqual(config({ broker: { maxBacklog: '512Mi' } }), { replicas: 1, maxBytes: 512 * 1024 ** 2 });
+  const withStream = (stream: string) => `instance: a\nlandscape: l\nnamespace: n\nversion: "1"\nendpoints:\n  broker: "b:4222"\n  database: "d:5432"\n  core: "c:8080"\n${stream}`;
+  assert.deepEqual(parseConfig(withStream('stream:\n  replicas: "3"\n  maxBytes: "1024"\n')).stream, { replicas: 3, maxBytes: 1024 });
+  assert.throws(() => parseConfig(withStream('')), /stream must be a mapping/);
+  assert.throws(() => parseConfig(withStream('stream:\n  replicas: 2\n  maxBytes: 1\n')), /stream\.replicas must be 1 or 3/);
+  assert.throws(() => parseConfig(withStream('stream:\n  replicas: 1\n  maxBytes: 0\n')), /stream\.maxBytes must be a positive whole number/);
 });
 
 test('parseConfig names the missing or malformed key', () => {
   assert.throws(() => parseConfig('- a list'), /not a mapping/);
   assert.throws(() => parseConfig('instance: a\nlandscape: l\nnamespace: n\nversion: "1"\n'), /endpoints must be a mapping/);
-  const base = 'instance: a\nlandscape: l\nnamespace: n\nversion: "1"\nendpoints:\n  brokerMqtt: "b:1883"\n  database: "d:5432"\n';
+  const base = 'instance: a\nlandscape: l\nnamespace: n\nversion: "1"\nendpoints:\n  broker: "b:4222"\n  database: "d:5432"\n';
   assert.throws(() => parseConfig(base), /endpoints\.core must be a non-empty string/);
   assert.throws(() => parseConfig(`${base}  core: "c:99999"\n`), /endpoints\.core must be host:port/);
   assert.throws(() => parseConfig(base.replace('version: "1"', 'version: ""') + '  core: "c:8080"\n'), /version must be a non-empty string/);

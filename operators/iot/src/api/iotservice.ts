@@ -15,9 +15,9 @@
  * accepted here too (the operator's check is at most stricter; see `validateIoTServiceSpec`).
  *
  * Replica ranges (chosen, documented in the CRD descriptions):
- *   gateway 0..50 (default 2), core 0..20 (default 2), processing 0..1 (default 1: processing
- *   holds the instance's one persistent broker session, so that messages published while it is
- *   away wait at the broker; a second replica would take that session over from the first),
+ *   gateway 0..50 (default 2), core 0..20 (default 2), processing 0..8 (default 1: the replicas
+ *   share the telemetry stream's durable consumer, each message going to one of them; more than
+ *   8 writers only contend for the one database),
  *   broker 1 or 3 (default 1; 3 replicates every message on three brokers, any one of which may
  *   fail), database 1 (it has no replication yet).
  * core and processing may be scaled to 0 to stop an instance's API or pipeline without deleting
@@ -99,7 +99,7 @@ export interface ReplicaRange {
 export const REPLICA_RANGES: Readonly<Record<ComponentName, ReplicaRange>> = {
   gateway: { min: 0, max: 50, default: 2 },
   core: { min: 0, max: 20, default: 2 },
-  processing: { min: 0, max: 1, default: 1 },
+  processing: { min: 0, max: 8, default: 1 },
   broker: {
     min: 1,
     max: 3,

@@ -5,9 +5,9 @@
  * replicas of the spec, an immutable selector (instance + component), the shared hardened pod
  * template (pod.ts) and an explicit 600 s progress deadline (after which the Deployment reports
  * ProgressDeadlineExceeded and the instance goes Failed). processing rolls with no surge (maxSurge
- * 0, maxUnavailable 1): it holds the instance's one persistent broker session, and a second pod
- * started beside the old one would take the session over from it, and back, until the old one
- * is gone (mosquitto closes the older connection of a client id). The gateway exposes exactly the ports of
+ * 0, maxUnavailable 1): its replicas share the stream's one durable consumer and write to the one
+ * database, and a rollout never adds a writer beyond `spec.processing.replicas` (what a pod had
+ * not acknowledged when it stops is handed to the others at once). The gateway exposes exactly the ports of
  * its enabled protocols plus the health port, is told those protocols in IOT_GATEWAY_PROTOCOLS and
  * gets the API token to check devices against core. Components know the broker and the database
  * as user `iot`, which the reference images fix (iot-credentials holds only passwords).
@@ -55,11 +55,11 @@ export const PROCESSING_RUNTIME: ContainerRuntime = {
 };
 
 /**
- * processing's rollout: the old pod goes before the new one starts, so the session has one holder
- * at a time. (Not `Recreate`: a Deployment created with the default strategy keeps its
+ * processing's rollout: an old pod goes before a new one starts, so no more than the spec's
+ * writers run. (Not `Recreate`: a Deployment created with the default strategy keeps its
  * rollingUpdate parameters, and the API server refuses them beside type Recreate.)
  */
-export const SESSION_HOLDER_STRATEGY = { type: 'RollingUpdate', rollingUpdate: { maxSurge: 0, maxUnavailable: 1 } } as const;
+export const NO_SURGE_STRATEGY = { type: 'RollingUpdate', rollingUpdate: { maxSurge: 0, maxUnavailable: 1 } } as const;
 
 function desiredDeployment(
   instance: Instance,
@@ -75,7 +75,7 @@ function desiredDeployment(
       replicas: instance.spec[component].replicas,
       selector: { matchLabels: componentSelector(instance, component) },
       progressDeadlineSeconds: PROGRESS_DEADLINE_SECONDS,
-      ...(component === 'processing' ? { strategy: { type: SESSION_HOLDER_STRATEGY.type, rollingUpdate: { ...SESSION_HOLDER_STRATEGY.rollingUpdate } } } : {}),
+      ...(component === 'processing' ? { strategy: { type: NO_SURGE_STRATEGY.type, rollingUpdate: { ...NO_SURGE_STRATEGY.rollingUpdate } } } : {}),
       template: desiredPodTemplate(instance, component, runtime, configChecksum),
     },
   };
