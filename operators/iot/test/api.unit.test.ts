@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { validateIoTServiceSpec } from '../src/api/iotservice.ts';
+import { retentionSeconds, validateIoTServiceSpec } from '../src/api/iotservice.ts';
 
 function errorsOf(spec: unknown): string[] {
   const result = validateIoTServiceSpec(spec);
@@ -15,6 +15,7 @@ describe('IoTService spec validation', () => {
     assert.deepEqual(result.spec, {
       version: '2.4.1',
       paused: false,
+      retention: '30d',
       gateway: { replicas: 2, protocols: ['mqtt', 'http'], serviceType: 'ClusterIP' },
       core: { replicas: 2 },
       processing: { replicas: 1 },
@@ -72,6 +73,28 @@ describe('IoTService spec validation', () => {
     }
     assert.deepEqual(errorsOf({ version: '1', broker: { maxBacklog: 1024 } }), ['spec.broker.maxBacklog: must be a size in bytes such as 512Mi, 1.5Gi or 2G (starting with a digit from 1 to 9)']);
     assert.deepEqual(errorsOf({ version: '1', database: { maxBacklog: '1Gi' } }), ['spec.database.maxBacklog: unknown field'], 'the broker\'s only');
+  });
+
+  it('takes retention as a whole number of s, m, h or d, 30d by default, refusing anything else like the CRD rule', () => {
+    for (const retention of ['30d', '12h', '90m', '1s', '999999d', '7d']) {
+      const result = validateIoTServiceSpec({ version: '1', retention });
+      assert.ok(result.ok && result.spec.retention === retention, retention);
+    }
+    const message = 'spec.retention: retention must be a whole number of s, m, h or d, e.g. 30d';
+    for (const retention of ['', '0d', '030d', '30', 'd', '30D', '30 d', ' 30d', '30d ', '1w', '1.5h', '-1d', '1000000d', '30days', 'P30D', '1h30m']) {
+      assert.deepEqual(errorsOf({ version: '1', retention }), [message], JSON.stringify(retention));
+    }
+    assert.deepEqual(errorsOf({ version: '1', retention: 30 }), [message], 'a number');
+    assert.deepEqual(errorsOf({ version: '1', retention: 'x'.repeat(65) }), [message], 'too long');
+  });
+
+  it('reads a retention as seconds', () => {
+    assert.equal(retentionSeconds('30d'), 2592000);
+    assert.equal(retentionSeconds('12h'), 43200);
+    assert.equal(retentionSeconds('90m'), 5400);
+    assert.equal(retentionSeconds('1s'), 1);
+    assert.equal(retentionSeconds('999999d'), 86399913600);
+    assert.throws(() => retentionSeconds('1w'), /retention must be a whole number of s, m, h or d, e\.g\. 30d/);
   });
 
   it('rejects an unknown protocol, naming the list item', () => {
@@ -217,8 +240,8 @@ describe('IoTService spec validation', () => {
 
   it('rejects config keys the operator writes itself', () => {
     assert.match(errorsOf({ version: '1', config: { version: '9' } }).join(), /^spec\.config: config must not set instance, landscape/);
-    for (const key of ['stream', 'Stream', 'STREAM', 'stre_am']) {
-      assert.match(errorsOf({ version: '1', config: { [key]: '1' } }).join(), /^spec\.config: config must not set .*endpoints, stream in any case/, key);
+    for (const key of ['stream', 'Stream', 'STREAM', 'stre_am', 'retention', 'Retention', 'RETENTION', 're-ten.tion']) {
+      assert.match(errorsOf({ version: '1', config: { [key]: '1' } }).join(), /^spec\.config: config must not set .*endpoints, stream, retention in any case/, key);
     }
     assert.ok(validateIoTServiceSpec({ version: '1', config: { logLevel: 'debug' } }).ok);
   });

@@ -127,6 +127,7 @@ function generate(seed: number): { alpha: IoT; beta: IoT } {
   if (r.chance(0.2)) alphaSpec.egress = [{ cidr: `198.51.100.${r.int(0, 255)}/32`, ...(r.chance() ? { ports: [r.int(1, 65535)] } : {}) }];
   if (r.chance(0.2)) alphaSpec.quota = { cpu: r.int(1, 8), memory: `${r.int(1, 16)}Gi` };
   if (r.chance(0.3)) alphaSpec.config = r.chance() ? {} : { [r.word()]: r.word() };
+  if (r.chance(0.3)) alphaSpec.retention = `${r.int(1, 999999)}${r.pick(['s', 'm', 'h', 'd'])}`;
   const betaSpec: Fields = { ...alphaSpec };
   for (const component of r.subset(COMPONENTS)) {
     const other = otherComponentFields(r, component);
@@ -197,13 +198,14 @@ describe('convertIoTService on generated IoTServices', () => {
         }
       }
       if ((beta.spec['broker'] as Fields | undefined)?.maxBacklog !== undefined) seen.add('maxBacklog');
+      if (beta.spec['retention'] !== undefined) seen.add('retention');
       if (!beta.status) seen.add('no status');
       if (beta.metadata.labels) seen.add('labels');
       if (beta.metadata.annotations) seen.add('annotations');
     }
     for (const component of COMPONENTS) for (const form of ['present', 'absent', 'placement']) assert.ok(seen.has(`${component}:${form}`), `${component} ${form}`);
     for (const field of ['nodeSelector', 'tolerations', 'affinity']) for (const form of ['empty', 'set']) assert.ok(seen.has(`${field}:${form}`), `${field} ${form}`);
-    for (const kind of ['no status', 'labels', 'annotations', 'maxBacklog']) assert.ok(seen.has(kind), kind);
+    for (const kind of ['no status', 'labels', 'annotations', 'maxBacklog', 'retention']) assert.ok(seen.has(kind), kind);
   });
 
   it(`v1alpha1 -> v1beta1 -> v1alpha1 is the identity, and v1beta1 is exactly the grouped form (${CASES} objects)`, () => {
@@ -264,6 +266,19 @@ describe('convertIoTService on generated IoTServices', () => {
     };
     const alpha = convert(beta, ALPHA);
     assert.deepEqual(alpha.spec['broker'], { replicas: 3, storage: '10Gi', maxBacklog: '2Gi', nodeSelector: { disk: 'ssd' } });
+    assert.deepEqual(schemaErrors(alpha), []);
+    assert.deepEqual(convert(alpha, BETA), beta);
+  });
+
+  it('keeps retention through v1alpha1 and back', () => {
+    const beta: IoT = {
+      apiVersion: BETA,
+      kind: 'IoTService',
+      metadata: { name: 'tenant-a', namespace: 'devawsk8s' },
+      spec: { version: '2.4.1', retention: '12h', broker: { placement: { nodeSelector: { disk: 'ssd' } } } },
+    };
+    const alpha = convert(beta, ALPHA);
+    assert.deepEqual(alpha.spec, { version: '2.4.1', retention: '12h', broker: { nodeSelector: { disk: 'ssd' } } });
     assert.deepEqual(schemaErrors(alpha), []);
     assert.deepEqual(convert(alpha, BETA), beta);
   });

@@ -130,6 +130,20 @@ describe('IoTService CRD', () => {
     const alphaBroker = (((version('v1alpha1')['schema'] as Node)['openAPIV3Schema'] as Node)['properties'] as Record<string, Node>)['spec']!['properties'] as Record<string, Node>;
     assert.deepEqual((alphaBroker['broker']!['properties'] as Record<string, Node>)['maxBacklog'], maxBacklog, 'v1alpha1 serves it too');
     assert.deepEqual((alphaBroker['broker']!['properties'] as Record<string, Node>)['replicas'], brokerReplicas);
+    const retention = props['retention'] as Node;
+    assert.deepEqual(
+      { type: retention['type'], default: retention['default'], maxLength: retention['maxLength'], pattern: retention['pattern'] },
+      { type: 'string', default: '30d', maxLength: 64, pattern: undefined },
+      'a CEL rule instead of a pattern: the API server then gives its message',
+    );
+    assert.equal(
+      retention['description'],
+      'How long telemetry is kept: rows older than this (by the time the gateway received them) are deleted by the database in small batches. s, m, h or d, e.g. 30d (default), 12h.',
+    );
+    assert.deepEqual(retention['x-kubernetes-validations'], [
+      { rule: "self.matches('^[1-9][0-9]{0,5}(s|m|h|d)$')", message: 'retention must be a whole number of s, m, h or d, e.g. 30d' },
+    ]);
+    assert.deepEqual(alphaBroker['retention'], retention, 'v1alpha1 serves it the same way');
     const rules = (broker['x-kubernetes-validations'] as Node[]).map((r) => r['message']);
     assert.ok(rules.includes('storageClassName may only be set together with storage'));
     const limits = (((gatewayProps['resources'] as Node)['properties'] as Record<string, Node>)['limits'] as Node)[

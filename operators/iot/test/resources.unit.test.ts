@@ -391,11 +391,11 @@ describe('pods', () => {
 });
 
 describe('config map and checksum', () => {
-  it('config.yml holds instance, landscape, version, endpoints, stream and spec.config', () => {
-    const cm = desiredConfigMap(testInstance({ config: { logLevel: 'debug', 'retention.days': '30' } }));
+  it('config.yml holds instance, landscape, version, endpoints, stream, retention and spec.config', () => {
+    const cm = desiredConfigMap(testInstance({ config: { logLevel: 'debug', 'batch.size': '30' } }));
     assert.equal(cm.metadata?.name, 'iot-config');
     const config = parse(cm.data?.['config.yml'] ?? '') as Record<string, unknown>;
-    assert.deepEqual(Object.keys(config), ['instance', 'landscape', 'namespace', 'version', 'endpoints', 'stream', 'logLevel', 'retention.days']);
+    assert.deepEqual(Object.keys(config), ['instance', 'landscape', 'namespace', 'version', 'endpoints', 'stream', 'retention', 'batch.size', 'logLevel']);
     assert.equal(config['instance'], 'tenant-a');
     assert.equal(config['landscape'], 'devawsk8s');
     assert.equal(config['version'], '2.4.1');
@@ -405,8 +405,9 @@ describe('config map and checksum', () => {
       core: 'core.devawsk8s-tenant-a.svc:8080',
     });
     assert.deepEqual(config['stream'], { replicas: 1, maxBytes: 268435456 });
+    assert.deepEqual(config['retention'], { seconds: 2592000 });
     assert.equal(config['logLevel'], 'debug');
-    assert.equal(config['retention.days'], '30');
+    assert.equal(config['batch.size'], '30');
   });
 
   it('stream: the broker replicas, and maxBytes from maxBacklog, else 75 % of storage, else 256 MiB, as YAML integers', () => {
@@ -429,6 +430,31 @@ describe('config map and checksum', () => {
     assert.match(stream({ maxBacklog: '16Pi' }).text, /"maxBytes": 18014398509481984\n/, 'beyond 2^53: exact');
   });
 
+  it('retention: spec.retention in seconds, 30d by default, as a YAML integer', () => {
+    const retention = (spec: Record<string, unknown>) => {
+      const text = desiredConfigMap(testInstance(spec)).data?.['config.yml'] ?? '';
+      return { text, retention: (parse(text) as { retention: unknown }).retention };
+    };
+    const plain = retention({});
+    assert.deepEqual(plain.retention, { seconds: 2592000 }, 'default 30d');
+    assert.match(plain.text, /^"retention":\n {2}"seconds": 2592000\n/m, 'a number, not a quoted string');
+    const twelveHours = retention({ retention: '12h' });
+    assert.deepEqual(twelveHours.retention, { seconds: 43200 });
+    assert.match(twelveHours.text, /^"retention":\n {2}"seconds": 43200\n/m);
+    assert.deepEqual(retention({ retention: '90m' }).retention, { seconds: 5400 });
+    assert.deepEqual(retention({ retention: '45s' }).retention, { seconds: 45 });
+    assert.deepEqual(retention({ retention: '999999d' }).retention, { seconds: 86399913600 });
+  });
+
+  it('a bad retention renders nothing: the instance is refused with the reason', () => {
+    for (const bad of ['30', '0d', '1w', '1.5h', '30D']) {
+      const resolved = resolveInstance(iotService('tenant-a', { version: '2.4.1', retention: bad }), TEST_CONFIG);
+      assert.ok(!resolved.ok, bad);
+      assert.equal(resolved.failure.reason, 'InvalidSpec', bad);
+      assert.match(resolved.failure.message, /spec\.retention: retention must be a whole number of s, m, h or d, e\.g\. 30d/, bad);
+    }
+  });
+
   it('keeps a version that looks like a number a string', () => {
     const config = parse(desiredConfigMap(testInstance({ version: '1.10' })).data?.['config.yml'] ?? '') as Record<string, unknown>;
     assert.equal(config['version'], '1.10');
@@ -447,6 +473,8 @@ describe('config map and checksum', () => {
     assert.deepEqual(checksums(children({ config: { logLevel: 'info' }, core: { resources: { limits: { cpu: 1 } } } })), before);
     assert.notDeepEqual(checksums(children({ config: { logLevel: 'debug' } })), before, 'changed by spec.config');
     assert.notDeepEqual(checksums(children({ config: { logLevel: 'info' }, broker: { maxBacklog: '1Gi' } })), before, 'changed by the stream settings');
+    assert.deepEqual(checksums(children({ config: { logLevel: 'info' }, retention: '30d' })), before, 'unchanged by the default written out');
+    assert.notDeepEqual(checksums(children({ config: { logLevel: 'info' }, retention: '12h' })), before, 'changed by the retention');
   });
 
   it('broker and database do not read config.yml: no checksum on their pod templates, a spec.config change leaves them as they are', () => {
@@ -458,7 +486,7 @@ describe('config map and checksum', () => {
       const mount = onlyContainer(statefulSet.spec!.template.spec!).volumeMounts?.find((m) => m.name === 'config');
       assert.equal(mount?.mountPath, '/etc/sap/config.yml', `${statefulSet.metadata?.name}: still mounted, as in every pod`);
     }
-    assert.deepEqual(statefulSets(children({ config: { logLevel: 'debug', retention: '30' } })), before);
+    assert.deepEqual(statefulSets(children({ config: { logLevel: 'debug', 'batch.size': '30' } })), before);
   });
 
   it('configChecksum depends on content only', () => {

@@ -45,9 +45,9 @@ describe('tenant policy', () => {
 
 describe('config keys', () => {
   it('no spelling of a reserved key is accepted, and keys keep a plain grammar', () => {
-    for (const key of ['Instance', 'VERSION', 'end_points', 'name-space', 'land.scape', 'Stream', 'stre.am']) {
+    for (const key of ['Instance', 'VERSION', 'end_points', 'name-space', 'land.scape', 'Stream', 'stre.am', 'Retention', 'reten_tion']) {
       const result = validateIoTServiceSpec({ version: '1', config: { [key]: 'x' } });
-      assert.ok(!result.ok && result.errors.some((e) => /must not set instance, landscape, namespace, version, endpoints, stream in any case or spelling/.test(e)), key);
+      assert.ok(!result.ok && result.errors.some((e) => /must not set instance, landscape, namespace, version, endpoints, stream, retention in any case or spelling/.test(e)), key);
     }
     for (const key of ['<<', ' instance', 'a b', '-x', 'ｉnstance']) {
       const result = validateIoTServiceSpec({ version: '1', config: { [key]: 'x' } });
@@ -68,6 +68,7 @@ describe('config keys', () => {
       version: '2.4.1',
       endpoints: parse(text).endpoints,
       stream: { replicas: 1, maxBytes: 268435456 },
+      retention: { seconds: 2592000 },
       anchor: '*ref',
       empty: '~',
       merge: '<<',

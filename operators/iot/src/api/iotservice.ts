@@ -62,7 +62,7 @@ export const QUANTITY_PATTERN =
 export const STORAGE_PATTERN = `^$|${QUANTITY_PATTERN}`;
 
 /** Keys of config.yml that the operator writes itself; `spec.config` may not set them in any spelling. */
-export const RESERVED_CONFIG_KEYS: readonly string[] = ['instance', 'landscape', 'namespace', 'version', 'endpoints', 'stream'];
+export const RESERVED_CONFIG_KEYS: readonly string[] = ['instance', 'landscape', 'namespace', 'version', 'endpoints', 'stream', 'retention'];
 
 /** A `spec.config` key: letters, digits, '.', '_' and '-', starting and ending with a letter or digit. */
 export const CONFIG_KEY_PATTERN = '^[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$';
@@ -179,6 +179,26 @@ export function isCidr(text: string): boolean {
   const version = isIP(address);
   if (version === 0 || prefix === undefined || rest.length > 0 || !/^\d{1,3}$/.test(prefix)) return false;
   return Number(prefix) <= (version === 4 ? 32 : 128);
+}
+
+/**
+ * How long telemetry is kept: a whole number (1 to 999999, no leading zero) of seconds, minutes,
+ * hours or days. A CEL rule rather than a `pattern`, so that the API server gives this message.
+ */
+export const RETENTION_PATTERN = '^[1-9][0-9]{0,5}(s|m|h|d)$';
+export const DEFAULT_RETENTION = '30d';
+const RETENTION_UNIT_SECONDS: Readonly<Record<string, number>> = { s: 1, m: 60, h: 3600, d: 86400 };
+
+const retentionWellFormed: CelRule = {
+  rule: `self.matches('${RETENTION_PATTERN}')`,
+  message: 'retention must be a whole number of s, m, h or d, e.g. 30d',
+};
+
+/** The seconds a valid retention (`30d`, `12h`) stands for; throws for any other text. */
+export function retentionSeconds(retention: string): number {
+  const match = new RegExp(RETENTION_PATTERN).exec(retention);
+  if (!match) throw new Error(`${retentionWellFormed.message}, got ${JSON.stringify(retention)}`);
+  return Number(retention.slice(0, -1)) * RETENTION_UNIT_SECONDS[match[1]!]!;
 }
 
 const configKeysWellFormed: CelRule = {
@@ -605,6 +625,16 @@ export const IoTServiceSpecSchema = Type.Object(
     processing: Type.Optional(ProcessingSpecSchema),
     broker: Type.Optional(BrokerSpecSchema),
     database: Type.Optional(DatabaseSpecSchema),
+    retention: Type.Optional(
+      Type.String({
+        maxLength: 64,
+        default: DEFAULT_RETENTION,
+        description:
+          'How long telemetry is kept: rows older than this (by the time the gateway received them) are deleted by the database in small batches. s, m, h or d, e.g. 30d (default), 12h.',
+        errorMessage: retentionWellFormed.message,
+        'x-kubernetes-validations': [retentionWellFormed],
+      }),
+    ),
     egress: Type.Optional(
       Type.Array(
         Type.Object(
@@ -730,6 +760,7 @@ export type Quantity = Static<typeof QuantitySchema>;
 /** A spec after `validateIoTServiceSpec`: every defaulted field is present. */
 export type DefaultedIoTServiceSpec = IoTServiceSpec & {
   paused: boolean;
+  retention: string;
   gateway: Static<typeof GatewaySpecSchema> & {
     replicas: number;
     protocols: GatewayProtocol[];
@@ -765,6 +796,11 @@ const crossFieldChecks: ReadonlyArray<{ path: string; message: string; holds: (s
     message: storageClassNeedsStorage.message,
     holds: (spec: DefaultedIoTServiceSpec) => !spec[component].storageClassName || !!spec[component].storage,
   })),
+  {
+    path: 'spec.retention',
+    message: retentionWellFormed.message,
+    holds: (spec) => new RegExp(RETENTION_PATTERN).test(spec.retention),
+  },
   {
     path: 'spec.gateway.deviceSources',
     message: deviceSourcesAreCidrs.message,

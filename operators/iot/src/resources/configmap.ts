@@ -2,12 +2,13 @@
  * The instance's configuration: ConfigMap `iot-config` with key `config.yml`.
  *
  * Guarantees: config.yml holds the instance id, landscape, namespace, version, the in-namespace
- * endpoints of broker (NATS client port), database and core, and `stream`: the replicas and the
- * size limit (`maxBytes`) of the broker's telemetry stream, followed by `spec.config` (keys
- * sorted; the schema forbids overriding the operator's keys in any spelling). Every key and every
- * string value is written as a double-quoted YAML scalar, so no `spec.config` entry can become
- * YAML syntax (`<<` a merge key, `yes` a boolean, `~` null) for any reader; the two numbers of
- * `stream` are plain YAML integers. Rendering is deterministic: the same instance gives
+ * endpoints of broker (NATS client port), database and core, `stream`: the replicas and the
+ * size limit (`maxBytes`) of the broker's telemetry stream, and `retention`: how long telemetry is
+ * kept (`seconds`, from `spec.retention`), followed by `spec.config` (keys sorted; the schema
+ * forbids overriding the operator's keys in any spelling). Every key and every string value is
+ * written as a double-quoted YAML scalar, so no `spec.config` entry can become YAML syntax (`<<` a
+ * merge key, `yes` a boolean, `~` null) for any reader; the numbers of `stream` and `retention`
+ * are plain YAML integers. Rendering is deterministic: the same instance gives
  * byte-identical text. `configChecksum` depends only on the ConfigMap data, so it changes exactly
  * when the configuration changes; it is put on the pod templates of the components that read
  * config.yml (gateway, core, processing) to roll them on a change (subPath mounts do not see
@@ -17,6 +18,7 @@
 import { createHash } from 'node:crypto';
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
+import { retentionSeconds } from '../api/iotservice.ts';
 import type { Instance } from './instance.ts';
 import { instanceLabels } from './labels.ts';
 import { PORTS } from './ports.ts';
@@ -76,6 +78,16 @@ export function streamSettings(instance: Instance): StreamSettings {
   return { replicas, maxBytes };
 }
 
+/** How long the data plane keeps telemetry. */
+export interface RetentionSettings {
+  /** `spec.retention` (default 30d) in seconds. */
+  seconds: number;
+}
+
+export function retentionSettings(instance: Instance): RetentionSettings {
+  return { seconds: retentionSeconds(instance.spec.retention) };
+}
+
 /** The text of config.yml. */
 export function renderConfigYaml(instance: Instance): string {
   const user = instance.spec.config ?? {};
@@ -86,6 +98,7 @@ export function renderConfigYaml(instance: Instance): string {
     version: instance.spec.version,
     endpoints: instanceEndpoints(instance),
     stream: streamSettings(instance),
+    retention: retentionSettings(instance),
   };
   for (const key of Object.keys(user).sort()) document[key] = user[key];
   return (
