@@ -74,6 +74,19 @@ async function sql(query: string): Promise<string> {
   return (await execInPod(env, namespace, name, ['psql', '-h', '/tmp', '-U', 'iot', '-d', 'iot', '-tAc', query])).trim();
 }
 
+/** Posts until the gateway acknowledges: 503 is the gateway's "send it again" (the database just came back, say). */
+async function postUntilAccepted(device: Awaited<ReturnType<typeof registerDevice>>, payload: unknown, messageId: string): Promise<void> {
+  await waitFor(`message ${messageId} acknowledged`, async () => {
+    try {
+      await postHttp(addresses.gatewayHttpUrl, device, payload, messageId);
+      return { done: true, value: undefined };
+    } catch (error) {
+      if (error instanceof HttpStatusError && error.status === 503) return { done: false, value: undefined, seen: String(error) };
+      throw error;
+    }
+  }, { timeoutMs: 60_000, intervalMs: 1000 });
+}
+
 /** Every acknowledged message stored exactly once, and nothing else of this device. */
 async function assertStoredExactlyOnce(deviceId: string, messages: readonly DeviceMessage[]): Promise<void> {
   const acknowledged = messages.filter((m) => m.ackedAt !== undefined).map((m) => m.messageId).sort();
@@ -168,7 +181,7 @@ describe('ingestion keeps what it acknowledged', { skip }, () => {
 
   it('a spec.config change rolls gateway, core and processing only; registry and telemetry stay', async () => {
     const device = await registerDevice(addresses, `config-${Date.now()}`);
-    for (let i = 0; i < 10; i++) await postHttp(addresses.gatewayHttpUrl, device, { i }, `c-${i}`);
+    for (let i = 0; i < 10; i++) await postUntilAccepted(device, { i }, `c-${i}`);
     await waitFor('10 stored', async () => {
       const n = (await readAllTelemetry(addresses, device.id)).length;
       return { done: n === 10, value: undefined, seen: n };
@@ -189,7 +202,53 @@ describe('ingestion keeps what it acknowledged', { skip }, () => {
 
     addresses = await deviceAddresses(env, namespace);
     assert.equal((await readAllTelemetry(addresses, device.id)).length, 10, 'telemetry kept');
-    assert.match(await postHttp(addresses.gatewayHttpUrl, device, { after: true }), /.+/, 'the device still registered');
+    await postUntilAccepted(device, { after: true }, 'c-after');
+    assert.equal((await readAllTelemetry(addresses, device.id)).length >= 10, true, 'the device still registered: its message accepted');
+  });
+
+  it('with broker.replicas 3, keeps every acknowledged message through a broker SIGKILL and a broker pod deletion', async () => {
+    const name = 'ingest-r3';
+    const spec = Object.fromEntries(COMPONENTS.map((c) => [c, { ...onRealNode, replicas: 1 }]));
+    await env.client.create(
+      IoTServiceV1alpha1Type,
+      iotService(name, landscape, {
+        ...spec,
+        gateway: { ...spec.gateway, protocols: ['mqtt', 'http'], deviceSources: [HOST_ON_POD_NETWORK] },
+        broker: { ...spec.broker, replicas: 3, storage: '1Gi' },
+        database: { ...spec.database, storage: '1Gi' },
+      } as never),
+    );
+    await waitForPhase(env, landscape, name, 'Available', 300_000);
+    const r3 = `${landscape}-${name}`;
+    const r3Addresses = await deviceAddresses(env, r3);
+    const brokers = (await env.client.list<Pod>(Kinds.Pod, { namespace: r3, labelSelector: 'app.kubernetes.io/component=broker' })).items;
+    assert.equal(brokers.length, 3, 'three broker pods');
+
+    const device = await registerDevice(r3Addresses, `r3-${Date.now()}`);
+    const running = startContinuousDevice(r3Addresses, device, { attemptTimeoutMs: 5_000, retryDelayMs: 200 });
+    const acked = () => running.messages.filter((m) => m.ackedAt !== undefined).length;
+    const progress = async (what: string) => {
+      const before = acked();
+      await waitFor(what, async () => ({ done: acked() >= before + 50, value: undefined, seen: acked() }), { timeoutMs: 120_000, intervalMs: 200 });
+    };
+    await progress('messages acknowledged before broker-0 is killed');
+    const broker0 = (await env.client.get(Kinds.Pod, 'broker-0', r3)) as Pod;
+    const id = broker0.status?.containerStatuses?.[0]?.containerID?.replace(/^containerd:\/\//, '');
+    assert.ok(id);
+    await run('ctr', ['--address', realNodeContainerd(env), '-n', 'k8s.io', 'tasks', 'kill', '--signal', 'SIGKILL', id]);
+    await progress('acknowledgements going on with broker-0 killed');
+    await env.client.delete(Kinds.Pod, 'broker-1', r3);
+    await progress('acknowledgements going on with broker-1 deleted');
+    await waitForPhase(env, landscape, name, 'Available', 300_000);
+    await progress('acknowledgements going on with all three brokers back');
+    const messages = await running.stop();
+    console.log(`ingestion R3: ${messages.length} messages acknowledged through a broker SIGKILL and a broker pod deletion, ${running.failures.length} attempts sent again`);
+    const acknowledged = messages.map((m) => m.messageId).sort();
+    const stored = await waitFor(`${acknowledged.length} messages stored`, async () => {
+      const records = await readAllTelemetry(r3Addresses, device.id);
+      return { done: records.length >= acknowledged.length, value: records, seen: records.length };
+    }, { timeoutMs: 120_000, intervalMs: 1000 });
+    assert.deepEqual(stored.map((r) => r.messageId).sort(), acknowledged, 'exactly the acknowledged messages, each once');
   });
 
   it('refuses replicas the data plane cannot keep consistent, with the reason', async () => {

@@ -35,7 +35,8 @@ if [ "$replicas" -gt 1 ]; then
   routes=""
   i=0
   while [ "$i" -lt "$replicas" ]; do
-    routes="$routes \"nats://iot:$IOT_BROKER_PASSWORD@broker-$i.broker.$POD_NAMESPACE.svc:6222\""
+    routes="$routes
+    \"nats://iot:$IOT_BROKER_PASSWORD@broker-$i.broker.$POD_NAMESPACE.svc:6222\""
     i=$((i + 1))
   done
   cat >>"$dir/nats.conf" <<CONF
@@ -43,7 +44,8 @@ cluster {
   name: "iot"
   listen: "0.0.0.0:6222"
   authorization { user: "iot", password: "$IOT_BROKER_PASSWORD" }
-  routes: [$routes ]
+  routes: [$routes
+  ]
 }
 CONF
 fi

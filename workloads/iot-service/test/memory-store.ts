@@ -6,7 +6,8 @@
  * paged by cursor (message ids compared by code unit, as PostgreSQL's C collation does), a batch
  * stored whole or not at all; a payload with a NUL character is refused with SQLSTATE 22P05, as
  * PostgreSQL's jsonb refuses it; `failNextInserts(n)` makes the next n inserts reject, as a
- * database that is away would; dead letters are kept by (device id, message id).
+ * database that is away would; dead letters are kept by (device id, message id); `deleteExpired`
+ * deletes at most `limit` rows received before the cutoff.
  */
 
 import type { DeadLetter, DeviceStore, TelemetryCursor, TelemetryRecord, TelemetryStore } from '../src/shared/store.ts';
@@ -65,6 +66,13 @@ export class MemoryStore implements DeviceStore, TelemetryStore {
       added++;
     }
     return added;
+  }
+
+  async deleteExpired(seconds: number, limit: number): Promise<number> {
+    const cutoff = new Date(Date.now() - seconds * 1000).toISOString();
+    const expired = [...this.rows.entries()].filter(([, row]) => row.receivedAt < cutoff).slice(0, limit);
+    for (const [key] of expired) this.rows.delete(key);
+    return expired.length;
   }
 
   async deadLetter(letter: DeadLetter): Promise<void> {

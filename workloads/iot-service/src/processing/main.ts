@@ -5,7 +5,8 @@
  * Guarantees: reads config.yml, IOT_BROKER_PASSWORD and IOT_DATABASE_PASSWORD; serves /healthz
  * and /readyz on 8081 (ready = consuming from the broker and the database answers); creates the
  * schema if missing (retrying until the database accepts it) before it connects to the broker,
- * then consumes the telemetry stream as consume.ts says. Messages published while processing is
+ * then consumes the telemetry stream as consume.ts says, and deletes telemetry older than
+ * config.yml's retention as retention.ts says. Messages published while processing is
  * away wait in the stream. On SIGTERM it turns unready, acknowledges nothing more, disconnects
  * and closes the database pool; what it had not acknowledged is handed out again. If the broker
  * ends its consumer otherwise, it exits 1 (and is restarted).
@@ -23,6 +24,7 @@ import { retry } from '../shared/retry.ts';
 import { createPool, ensureSchema, PostgresStore } from '../shared/store.ts';
 import { serviceVersion } from '../shared/version.ts';
 import { consumeTelemetry } from './consume.ts';
+import { keepRetention } from './retention.ts';
 
 const log = createLogger('processing');
 const version = serviceVersion();
@@ -55,6 +57,7 @@ await startComponent(log, version, async () => {
       signal: stopping.signal,
       onFailure: (error, failures) => log.warn('database not ready for the schema; retrying', { error, failures }),
     });
+    keepRetention({ store, seconds: config.retention.seconds, log, signal: stopping.signal });
     connection = await connectBroker({ broker: config.endpoints.broker, user: SERVICE_USER, password: credential('IOT_BROKER_PASSWORD'), name: `processing-${hostname()}` });
     link = watchLink(connection);
     await consumeTelemetry(connection, { stream: config.stream, store, log, signal: stopping.signal, onConsuming: () => (consuming = true) });

@@ -3,10 +3,10 @@
  * of iot-credentials passed as environment variables.
  *
  * Guarantees: `parseConfig` accepts exactly the document the operator renders (instance,
- * landscape, namespace, version, endpoints, stream; further `spec.config` keys are ignored) and
- * throws a message naming the missing or malformed key otherwise; every endpoint is split into
- * host and port; `stream.replicas` is 1 or 3 and `stream.maxBytes` a positive whole number of
- * bytes (a YAML number or a decimal string). `credential` returns a non-empty environment variable or throws naming it. Nothing here
+ * landscape, namespace, version, endpoints, stream, retention; further `spec.config` keys are
+ * ignored) and throws a message naming the missing or malformed key otherwise; every endpoint is
+ * split into host and port; `stream.replicas` is 1 or 3, and `stream.maxBytes` and
+ * `retention.seconds` are positive whole numbers (a YAML number or a decimal string). `credential` returns a non-empty environment variable or throws naming it. Nothing here
  * logs or returns a credential in any other form.
  */
 
@@ -35,6 +35,8 @@ export interface ServiceConfig {
   endpoints: { broker: Endpoint; database: Endpoint; core: Endpoint };
   /** The telemetry stream at the broker (broker.ts). */
   stream: StreamConfig;
+  /** How long telemetry is kept (`spec.retention`). */
+  retention: { seconds: number };
 }
 
 export interface StreamConfig {
@@ -74,7 +76,16 @@ export function parseConfig(text: string): ServiceConfig {
     version: stringAt(root, 'version'),
     endpoints: { broker: at('broker'), database: at('database'), core: at('core') },
     stream: parseStream(root.stream),
+    retention: parseRetention(root.retention),
   };
+}
+
+function parseRetention(value: unknown): { seconds: number } {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error('config.yml: retention must be a mapping');
+  const { seconds } = value as Record<string, unknown>;
+  const count = wholeNumber(seconds);
+  if (!(count > 0)) throw new Error(`config.yml: retention.seconds must be a positive whole number, got ${JSON.stringify(seconds)}`);
+  return { seconds: count };
 }
 
 function wholeNumber(value: unknown): number {

@@ -10,7 +10,10 @@
  * and one device's message ids cannot shadow another's. `isDataError` tells an error of the data
  * itself (SQLSTATE classes 22 and 54: the same statement fails every time) from one of the
  * connection or the server's state (worth retrying). `deadLetter` keeps a message the database
- * refused as data, its raw bytes and the error, once per (device id, message id). `createDevice` of an existing id
+ * refused as data, its raw bytes and the error, once per (device id, message id).
+ * `deleteExpired` deletes at most `limit` telemetry rows received (and dead letters set aside)
+ * more than `seconds` ago, in one short statement through an index on the time, and returns how
+ * many it deleted, so retention never holds long locks. `createDevice` of an existing id
  * returns false and leaves the device unchanged. `telemetry` lists newest first (receivedAt, then
  * message id, descending), after the cursor `before` when given (strictly older in that order:
  * paging on from the last record of a page misses and repeats nothing), each record with the time
@@ -84,6 +87,7 @@ const SCHEMA = [
      stored_at timestamptz NOT NULL DEFAULT now(),
      PRIMARY KEY (device_id, message_id))`,
   `CREATE INDEX IF NOT EXISTS telemetry_newest ON telemetry (device_id, received_at DESC, message_id DESC)`,
+  `CREATE INDEX IF NOT EXISTS telemetry_received ON telemetry (received_at)`,
   `CREATE TABLE IF NOT EXISTS dead_letters (
      device_id text NOT NULL,
      message_id text NOT NULL,
@@ -174,6 +178,13 @@ export class PostgresStore implements DeviceStore, TelemetryStore {
       ],
     );
     return result.rowCount ?? 0;
+  }
+
+  async deleteExpired(seconds: number, limit: number): Promise<number> {
+    const expired = (table: string, time: string) =>
+      this.pool.query(`DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} WHERE ${time} < now() - make_interval(secs => $1) LIMIT $2))`, [seconds, limit]);
+    const [telemetry, letters] = [await expired('telemetry', 'received_at'), await expired('dead_letters', 'failed_at')];
+    return (telemetry.rowCount ?? 0) + (letters.rowCount ?? 0);
   }
 
   async deadLetter(letter: DeadLetter): Promise<void> {
