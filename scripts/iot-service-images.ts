@@ -7,12 +7,14 @@
  * the registry (what `spec.registry` or `--default-registry` names) alone on stdout.
  *
  * Guarantees: the version defaults to workloads/iot-service/package.json's and is what every
- * component of these images reports; the registry defaults to `<local registry>/iot`
+ * component of these images reports; a tag pushed again with other content is dropped from the
+ * cluster's real node (its containerd), which would otherwise keep running the tag's old content
+ * (the operator's pods pull only what the node lacks), so the next pod pulls what was pushed; the registry defaults to `<local registry>/iot`
  * (`IMAGE_REGISTRY` overrides it). Without a local registry, or on any failed build or push, it
  * exits 1 naming the step and pushes nothing further.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -37,6 +39,22 @@ function stampVersion(image: string, version: string): boolean {
   const container = from.stdout?.trim();
   if (from.status !== 0 || !container) return false;
   return run('buildah', ['config', '--env', `IOT_SERVICE_VERSION=${version}`, container]) && run('buildah', ['commit', '--rm', '--quiet', container, image]);
+}
+
+/** The socket of the real node's containerd of the local cluster, when it has one. */
+function realNodeContainerd(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const socket = path.join(env.KWOK_WORKDIR || path.join(os.homedir(), '.kwok'), 'clusters', env.CLUSTER_NAME || 'iot-operator', 'real-node/containerd/containerd.sock');
+  return existsSync(socket) ? socket : undefined;
+}
+
+/** Removes `image` from the real node's images when the node holds it with another digest than `digest`. */
+function forgetStaleCopy(image: string, digest: string): void {
+  const socket = realNodeContainerd();
+  if (!socket) return;
+  const listed = spawnSync('ctr', ['--address', socket, '-n', 'k8s.io', 'images', 'ls', `name==${image}`], { encoding: 'utf8' });
+  const held = listed.stdout?.split('\n').find((line) => line.startsWith(`${image} `));
+  if (!held || held.includes(digest)) return;
+  if (run('ctr', ['--address', socket, '-n', 'k8s.io', 'images', 'rm', image])) console.error(`the real node held an older ${image}: removed, its next pod pulls ${digest}`);
 }
 
 function main(args: string[]): number {
@@ -71,6 +89,7 @@ function main(args: string[]): number {
       }
       const digest = readFileSync(path.join(digests, component), 'utf8').trim();
       console.error(`pushed ${image} (${digest}) in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+      forgetStaleCopy(image, digest);
     }
   } finally {
     rmSync(digests, { recursive: true, force: true });
