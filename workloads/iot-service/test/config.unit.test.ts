@@ -32,10 +32,11 @@ test('parseConfig reads the config.yml the operator renders, spec.config entries
       core: { host: 'core.landscape-plant-7.svc', port: 8080 },
     },
     stream: { replicas: 1, maxBytes: 256 * 1024 * 1024 },
+    retention: { seconds: 30 * 24 * 3600 },
   });
 });
 
-test('parseConfig reads the stream the operator renders: replicas and the backlog limit', () => {
+test('parseConfig reads the stream and retention the operator renders', () => {
   const config = (spec: Record<string, unknown>) => {
     const resolved = resolveInstance({ metadata: { name: 'plant-8', uid: 'u-2' }, spec: { version: '2.4.1', ...spec } }, { operatorName: 'landscape', defaultRegistry: 'registry.local/iot' });
     assert.ok(resolved.ok);
@@ -43,11 +44,15 @@ test('parseConfig reads the stream the operator renders: replicas and the backlo
   };
   assert.deepEqual(config({ broker: { replicas: 3, storage: '4Gi' } }), { replicas: 3, maxBytes: 3 * 1024 ** 3 });
   assert.deepEqual(config({ broker: { maxBacklog: '512Mi' } }), { replicas: 1, maxBytes: 512 * 1024 ** 2 });
-  const withStream = (stream: string) => `instance: a\nlandscape: l\nnamespace: n\nversion: "1"\nendpoints:\n  broker: "b:4222"\n  database: "d:5432"\n  core: "c:8080"\n${stream}`;
+  const withStream = (stream: string) => `instance: a\nlandscape: l\nnamespace: n\nversion: "1"\nendpoints:\n  broker: "b:4222"\n  database: "d:5432"\n  core: "c:8080"\nretention:\n  seconds: 60\n${stream}`;
   assert.deepEqual(parseConfig(withStream('stream:\n  replicas: "3"\n  maxBytes: "1024"\n')).stream, { replicas: 3, maxBytes: 1024 });
   assert.throws(() => parseConfig(withStream('')), /stream must be a mapping/);
   assert.throws(() => parseConfig(withStream('stream:\n  replicas: 2\n  maxBytes: 1\n')), /stream\.replicas must be 1 or 3/);
   assert.throws(() => parseConfig(withStream('stream:\n  replicas: 1\n  maxBytes: 0\n')), /stream\.maxBytes must be a positive whole number/);
+  const resolved = resolveInstance({ metadata: { name: 'plant-9', uid: 'u-3' }, spec: { version: '2.4.1', retention: '12h' } }, { operatorName: 'landscape', defaultRegistry: 'registry.local/iot' });
+  assert.ok(resolved.ok);
+  assert.deepEqual(parseConfig(renderConfigYaml(resolved.instance)).retention, { seconds: 12 * 3600 });
+  assert.throws(() => parseConfig(withStream('stream:\n  replicas: 1\n  maxBytes: 1\n').replace('seconds: 60', 'seconds: -1')), /retention\.seconds must be a positive whole number/);
 });
 
 test('parseConfig names the missing or malformed key', () => {
