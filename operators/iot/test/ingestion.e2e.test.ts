@@ -79,6 +79,21 @@ async function sql(query: string): Promise<string> {
   return (await execInPod(env, namespace, name, ['psql', '-h', '/tmp', '-U', 'iot', '-d', 'iot', '-tAc', query])).trim();
 }
 
+/** An instance of the reference images on the real node, broker and database on volumes, admitting this machine as a device; resolves once it is Available. */
+async function createInstance(name: string, brokers: 1 | 3): Promise<void> {
+  const spec = Object.fromEntries(COMPONENTS.map((c) => [c, { ...onRealNode, replicas: 1 }]));
+  await env.client.create(
+    IoTServiceV1alpha1Type,
+    iotService(name, landscape, {
+      ...spec,
+      gateway: { ...spec.gateway, protocols: ['mqtt', 'http'], deviceSources: [HOST_ON_POD_NETWORK] },
+      broker: { ...spec.broker, replicas: brokers, storage: '1Gi' },
+      database: { ...spec.database, storage: '1Gi' },
+    } as never),
+  );
+  await waitForPhase(env, landscape, name, 'Available', 300_000);
+}
+
 /** Posts until the gateway acknowledges: 503 is the gateway's "send it again" (the database just came back, say). */
 async function postUntilAccepted(device: Awaited<ReturnType<typeof registerDevice>>, payload: unknown, messageId: string): Promise<void> {
   await waitFor(`message ${messageId} acknowledged`, async () => {
@@ -112,17 +127,7 @@ describe('ingestion keeps what it acknowledged', { skip }, () => {
     namespace = `${landscape}-${NAME}`;
     await registryPullSecret(env, landscape, 'image-pull-secret');
     mgr = await startOperator(env, landscape, { defaultRegistry: registry });
-    const spec = Object.fromEntries(COMPONENTS.map((c) => [c, { ...onRealNode, replicas: 1 }]));
-    await env.client.create(
-      IoTServiceV1alpha1Type,
-      iotService(NAME, landscape, {
-        ...spec,
-        gateway: { ...spec.gateway, protocols: ['mqtt', 'http'], deviceSources: [HOST_ON_POD_NETWORK] },
-        broker: { ...spec.broker, storage: '1Gi' },
-        database: { ...spec.database, storage: '1Gi' },
-      } as never),
-    );
-    await waitForPhase(env, landscape, NAME, 'Available', 300_000);
+    await createInstance(NAME, 1);
     addresses = await deviceAddresses(env, namespace);
   });
 
@@ -214,17 +219,7 @@ describe('ingestion keeps what it acknowledged', { skip }, () => {
 
   it('with broker.replicas 3, keeps every acknowledged message through a broker SIGKILL and a broker pod deletion', async () => {
     const name = 'ingest-r3';
-    const spec = Object.fromEntries(COMPONENTS.map((c) => [c, { ...onRealNode, replicas: 1 }]));
-    await env.client.create(
-      IoTServiceV1alpha1Type,
-      iotService(name, landscape, {
-        ...spec,
-        gateway: { ...spec.gateway, protocols: ['mqtt', 'http'], deviceSources: [HOST_ON_POD_NETWORK] },
-        broker: { ...spec.broker, replicas: 3, storage: '1Gi' },
-        database: { ...spec.database, storage: '1Gi' },
-      } as never),
-    );
-    await waitForPhase(env, landscape, name, 'Available', 300_000);
+    await createInstance(name, 3);
     const r3 = `${landscape}-${name}`;
     const r3Addresses = await deviceAddresses(env, r3);
     const brokers = (await env.client.list<Pod>(Kinds.Pod, { namespace: r3, labelSelector: 'app.kubernetes.io/component=broker' })).items;

@@ -10,8 +10,10 @@ import { after, before, test } from 'node:test';
 import mqtt from 'mqtt';
 import { connect as tcpConnect } from 'node:net';
 import { deviceTelemetryTopic } from '../src/shared/telemetry.ts';
-import { postHttp, registerDevice, type DeviceCredentials } from '../src/simulator/index.ts';
-import { API_TOKEN, startService, waitFor, type Service } from './harness.ts';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { TELEMETRY_STREAM } from '../src/shared/broker.ts';
+import { HttpStatusError, postHttp, registerDevice, type DeviceCredentials } from '../src/simulator/index.ts';
+import { API_TOKEN, connectToBroker, startService, waitFor, type Service } from './harness.ts';
 
 let service: Service;
 let device: DeviceCredentials;
@@ -247,5 +249,26 @@ test('a full stream slows devices down: HTTP 503 with Retry-After, an MQTT PUBAC
     assert.deepEqual([...small.store.rows.values()].map((r) => r.messageId).sort(), acknowledged.sort());
   } finally {
     await small.close();
+  }
+});
+
+test('a broker that lost the stream: the gateway makes it again after the first refused message', async () => {
+  const lost = await startService({ processing: false });
+  try {
+    const dev = await registerDevice({ coreUrl: lost.coreUrl, apiToken: API_TOKEN }, 'dev-lost');
+    assert.match(await postHttp(lost.gatewayHttpUrl, dev, { before: true }), /.+/);
+    const admin = await connectToBroker(lost.broker, 'admin');
+    await (await jetstreamManager(admin)).streams.delete(TELEMETRY_STREAM);
+    await admin.close();
+    await assert.rejects(postHttp(lost.gatewayHttpUrl, dev, { during: true }), (e: unknown) => e instanceof HttpStatusError && e.status === 503);
+    let accepted = false;
+    for (let attempt = 0; attempt < 50 && !accepted; attempt++) {
+      accepted = await postHttp(lost.gatewayHttpUrl, dev, { after: attempt }).then(() => true, () => false);
+      if (!accepted) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    assert.ok(accepted, 'accepted again once the stream is made again');
+    assert.equal(((await lost.lastInStream(dev.id))?.payload as { after?: number }).after !== undefined, true, 'the accepted message is in the new stream');
+  } finally {
+    await lost.close();
   }
 });

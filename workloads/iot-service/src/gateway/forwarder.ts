@@ -9,7 +9,8 @@
  * rejected message is never acknowledged to the device, which sends it again; a message published
  * twice (the device's retry, or a lost acknowledgement) is stored once in the stream, by its
  * JetStream message id. The stream is made or brought to config.yml's limits before `connected`
- * says true (the readiness check); the link reconnects by itself.
+ * says true (the readiness check), and made again after a publish found no stream (a broker that
+ * lost its volume); the link reconnects by itself.
  */
 
 import { jetstream, jetstreamManager, JetStreamApiError, type JetStreamClient } from '@nats-io/jetstream';
@@ -41,6 +42,9 @@ export interface BrokerLinkOptions {
   onError?: (error: unknown) => void;
 }
 
+/** How the client reports a publish nothing answered: no stream takes the subject (the client takes it for JetStream being off). */
+const NO_STREAM = /jetstream is not enabled|no responders/i;
+
 /** JetStream's answers when a `discard: new` stream is at a limit (stream store and account/server resources). */
 const FULL = /maximum (bytes|messages) exceeded|insufficient resources|resource limits exceeded/i;
 
@@ -49,6 +53,7 @@ export function connectBrokerLink(options: BrokerLinkOptions): BrokerLink {
   let js: JetStreamClient | undefined;
   let link: { readonly up: boolean } = { up: false };
   let streamReady = false;
+  let remaking: Promise<void> | undefined;
   const closing = new AbortController();
   const preparing = (async () => {
     const made = await connectBroker({ broker: options.broker, user: options.username, password: options.password, name: options.name });
@@ -74,6 +79,13 @@ export function connectBrokerLink(options: BrokerLinkOptions): BrokerLink {
         });
       } catch (error) {
         if (error instanceof JetStreamApiError && FULL.test(error.message)) throw new BacklogFullError(error.message, { cause: error });
+        if (NO_STREAM.test(String(error)) && connection) {
+          const made = connection;
+          remaking ??= jetstreamManager(made)
+            .then((jsm) => ensureTelemetryStream(jsm, options.stream))
+            .catch((remakeError: unknown) => options.onError?.(remakeError))
+            .finally(() => (remaking = undefined));
+        }
         throw error;
       }
     },

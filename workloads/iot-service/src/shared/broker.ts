@@ -3,8 +3,9 @@
  * gateway to processing.
  *
  * Guarantees: `connectBroker` connects as the service user and keeps reconnecting for as long as
- * the process runs (never giving up); `watchLink` says whether a connection is up now; `ensureTelemetryStream` makes the stream `TELEMETRY` exist
- * with the configuration of config.yml's `stream` — file storage on the broker's volume,
+ * the process runs (never giving up); `watchLink` says whether a connection is up now;
+ * `ensureTelemetryStream` makes the stream `TELEMETRY` exist with the configuration of
+ * config.yml's `stream` — file storage on the broker's volume,
  * `replicas` copies (1 or 3), work-queue retention (a message leaves the stream only once
  * processing acknowledged it, after its row committed), at most `maxBytes` held, and `discard:
  * new`, so a full stream refuses a publish instead of dropping anything it acknowledged; a
