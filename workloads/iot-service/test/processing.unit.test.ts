@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { jetstream } from '@nats-io/jetstream';
-import { consumeInBatches, writeBatch, type Delivery } from '../src/processing/writer.ts';
+import { consumeInBatches, writeBatch, WriteProgress, type Delivery } from '../src/processing/writer.ts';
 import { brokerMessageId, telemetrySubject } from '../src/shared/broker.ts';
 import { encodeEnvelope, type TelemetryEnvelope } from '../src/shared/telemetry.ts';
 import { captureLog, connectToBroker, startService, waitFor } from './harness.ts';
@@ -108,6 +108,38 @@ test('consumeInBatches: what arrives while a batch is written forms the next bat
   assert.ok(batches.length < 25, `batched (${batches.join(', ')})`);
   assert.ok(batches.every((n) => n <= 10));
   assert.ok(arrived.every((d) => d.acked && !d.naked));
+});
+
+test('WriteProgress: stalled only while messages wait with no batch written; a written batch starts the clock again', () => {
+  const progress = new WriteProgress();
+  assert.equal(progress.stalledForMs(1_000), 0, 'nothing waits');
+  progress.arrived(1_000);
+  progress.arrived(5_000);
+  assert.equal(progress.stalledForMs(61_000), 60_000, 'since the first message that waits');
+  progress.written(true, 61_000);
+  assert.equal(progress.stalledForMs(62_000), 1_000, 'more wait: from the last write');
+  progress.written(false, 62_000);
+  assert.equal(progress.stalledForMs(200_000), 0, 'none wait');
+});
+
+test('consumeInBatches keeps WriteProgress: a write that keeps failing shows as stalled, and clears once written', async () => {
+  const progress = new WriteProgress();
+  const stop = new AbortController();
+  let failing = true;
+  async function* source() {
+    yield* deliveries(envelope('m-1'));
+    await new Promise(() => undefined);
+  }
+  const write = async () => {
+    while (failing) await new Promise((resolve) => setTimeout(resolve, 5));
+  };
+  const consuming = consumeInBatches(source(), write, { maxBatch: 10, signal: stop.signal, progress });
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.ok(progress.stalledForMs() >= 40, 'stalled while the write does not complete');
+  failing = false;
+  await waitFor(() => progress.stalledForMs() === 0, 'nothing waits once written');
+  stop.abort();
+  await consuming;
 });
 
 test('consumeInBatches: at a stop, the batch being written and those waiting are handed back, none acknowledged', async () => {

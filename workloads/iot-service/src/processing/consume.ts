@@ -19,7 +19,7 @@ import type { StreamConfig } from '../shared/config.ts';
 import type { Logger } from '../shared/log.ts';
 import { retry } from '../shared/retry.ts';
 import type { TelemetryStore } from '../shared/store.ts';
-import { consumeInBatches, writeBatch } from './writer.ts';
+import { consumeInBatches, writeBatch, type WriteProgress } from './writer.ts';
 
 /** Most messages written in one statement. */
 export const MAX_BATCH = 500;
@@ -31,6 +31,8 @@ export interface ConsumeOptions {
   log: Logger;
   signal: AbortSignal;
   onConsuming?: () => void;
+  /** Kept up to date with how writing keeps up (writer.ts). */
+  progress?: WriteProgress;
   /** Wait before retrying a failed write (default: retry.ts's backoff). */
   delayMs?: (failures: number) => number;
 }
@@ -53,7 +55,7 @@ export async function consumeTelemetry(connection: NatsConnection, options: Cons
     signal.addEventListener('abort', stop, { once: true });
     options.onConsuming?.();
     log.info('consuming', { stream: TELEMETRY_STREAM, consumer: PROCESSING_CONSUMER });
-    await consumeInBatches(messages, (batch) => writeBatch(batch, { store, log, signal, delayMs: options.delayMs }), { maxBatch: MAX_BATCH, signal });
+    await consumeInBatches(messages, (batch) => writeBatch(batch, { store, log, signal, delayMs: options.delayMs }), { maxBatch: MAX_BATCH, signal, progress: options.progress });
     signal.removeEventListener('abort', stop);
     if (!signal.aborted) throw new Error('the broker ended the consumer');
   } finally {

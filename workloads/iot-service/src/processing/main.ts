@@ -3,7 +3,9 @@
  * `node dist/processing.mjs`).
  *
  * Guarantees: reads config.yml, IOT_BROKER_PASSWORD and IOT_DATABASE_PASSWORD; serves /healthz
- * and /readyz on 8081 (ready = consuming from the broker and the database answers); creates the
+ * and /readyz on 8081 (ready = consuming from the broker, the database answers, and no message
+ * has waited STALLED_AFTER_MS with no batch written: a database that answers but stores nothing,
+ * a full disk say, makes processing unready, so the instance is not reported Available); creates the
  * schema if missing (retrying until the database accepts it) before it connects to the broker,
  * then consumes the telemetry stream as consume.ts says, and deletes telemetry older than
  * config.yml's retention as retention.ts says. Messages published while processing is
@@ -24,7 +26,11 @@ import { retry } from '../shared/retry.ts';
 import { createPool, ensureSchema, PostgresStore } from '../shared/store.ts';
 import { serviceVersion } from '../shared/version.ts';
 import { consumeTelemetry } from './consume.ts';
+import { WriteProgress } from './writer.ts';
 import { keepRetention } from './retention.ts';
+
+/** How long messages may wait with no batch written before processing calls itself unready. */
+const STALLED_AFTER_MS = 60_000;
 
 const log = createLogger('processing');
 const version = serviceVersion();
@@ -37,6 +43,7 @@ await startComponent(log, version, async () => {
   let connection: NatsConnection | undefined;
   let link = { up: false };
   let consuming = false;
+  const progress = new WriteProgress();
 
   const health = await startHealthServer(
     {
@@ -47,6 +54,10 @@ await startComponent(log, version, async () => {
           if (!consuming || !link.up) throw new Error('not consuming from the broker');
         },
         database: () => store.ping(),
+        writing: async () => {
+          const stalled = progress.stalledForMs();
+          if (stalled > STALLED_AFTER_MS) throw new Error(`nothing written for ${Math.round(stalled / 1000)} s while messages wait`);
+        },
       },
     },
     { host: LISTEN_HOST, port: HEALTH_PORT },
@@ -60,7 +71,7 @@ await startComponent(log, version, async () => {
     keepRetention({ store, seconds: config.retention.seconds, log, signal: stopping.signal });
     connection = await connectBroker({ broker: config.endpoints.broker, user: SERVICE_USER, password: credential('IOT_BROKER_PASSWORD'), name: `processing-${hostname()}` });
     link = watchLink(connection);
-    await consumeTelemetry(connection, { stream: config.stream, store, log, signal: stopping.signal, onConsuming: () => (consuming = true) });
+    await consumeTelemetry(connection, { stream: config.stream, store, log, signal: stopping.signal, progress, onConsuming: () => (consuming = true) });
   })();
   running.catch((error: unknown) => {
     if (stopping.signal.aborted) return;

@@ -15,7 +15,8 @@
  * previous batch was written, so a batch is one message at a low rate and `maxBatch` under load;
  * it holds at most `2 × maxBatch` unwritten deliveries, reading no further until there is room.
  * While a batch's write is retried its deliveries are kept from being handed out again; on a stop
- * every unwritten delivery it holds is handed back at once.
+ * every unwritten delivery it holds is handed back at once. `WriteProgress` tells how long
+ * messages have waited with no batch written (processing's readiness fails past a minute).
  */
 
 import { createHash } from 'node:crypto';
@@ -109,6 +110,26 @@ export async function writeBatch(deliveries: readonly Delivery[], options: Write
   return { stored: outcome.stored, duplicates: outcome.duplicates, deadLetters: outcome.deadLetters.length };
 }
 
+/** Whether writing keeps up: how long messages have waited with no batch written meanwhile. */
+export class WriteProgress {
+  private waitingSince: number | undefined;
+
+  /** A message arrived to be written. */
+  arrived(now = Date.now()): void {
+    this.waitingSince ??= now;
+  }
+
+  /** A batch was written; `more` says whether messages still wait. */
+  written(more: boolean, now = Date.now()): void {
+    this.waitingSince = more ? now : undefined;
+  }
+
+  /** How long messages have waited with no batch written: 0 while none wait. */
+  stalledForMs(now = Date.now()): number {
+    return this.waitingSince === undefined ? 0 : now - this.waitingSince;
+  }
+}
+
 /**
  * Writes what `source` delivers, batch after batch, until the source ends (rejecting with the
  * source's error if it failed) or `signal` aborts; each delivery is acknowledged after its batch
@@ -118,7 +139,7 @@ export async function writeBatch(deliveries: readonly Delivery[], options: Write
 export async function consumeInBatches(
   source: AsyncIterable<Delivery>,
   write: (batch: Delivery[]) => Promise<unknown>,
-  options: { maxBatch: number; signal: AbortSignal },
+  options: { maxBatch: number; signal: AbortSignal; progress?: WriteProgress },
 ): Promise<void> {
   const waiting: Delivery[] = [];
   let ended = false;
@@ -134,6 +155,7 @@ export async function consumeInBatches(
     try {
       for await (const delivery of source) {
         waiting.push(delivery);
+        options.progress?.arrived();
         arrived?.();
         while (waiting.length >= 2 * options.maxBatch && !options.signal.aborted) await new Promise<void>((resolve) => (room = resolve));
         if (options.signal.aborted) break;
@@ -161,6 +183,7 @@ export async function consumeInBatches(
       break;
     }
     for (const delivery of batch) delivery.ack();
+    options.progress?.written(waiting.length > 0);
   }
   for (const delivery of waiting.splice(0)) delivery.nak();
   options.signal.removeEventListener('abort', wake);
