@@ -77,7 +77,8 @@ describe('instance metrics on the real cluster', () => {
       [`iotservice_status_phase_transition_timestamp_seconds{${of(name)}}`]: availableAt,
       iotservice_time_to_available_seconds_count: 1,
     });
-    assert.ok(availableAt > failedAt, 'the transition time moved with the phase');
+    // Conditions carry whole seconds: on kwok's nodes Failed → Available can fall within one second.
+    assert.ok(availableAt >= failedAt, 'the transition time moved with the phase');
     const sinceCreation = (Date.parse(available.status!.conditions!.find((c) => c.type === 'Ready')!.lastTransitionTime) - Date.parse(String(available.metadata.creationTimestamp))) / 1000;
     assert.ok(Math.abs(samples.get('iotservice_time_to_available_seconds_sum')! - sinceCreation) < 2, `time to Available counts from creation (${sinceCreation} s): ${samples.get('iotservice_time_to_available_seconds_sum')}`);
 
