@@ -4,9 +4,9 @@
  *
  * Guarantees: reads config.yml, IOT_BROKER_PASSWORD, IOT_API_TOKEN (for core's device check) and
  * IOT_GATEWAY_PROTOCOLS; serves /healthz and /readyz on 8081 (ready = connected to the broker, its
- * telemetry stream in place, and core reachable) and the enabled device protocols (MQTT 1883, HTTP 8080) at once; a device is
- * acknowledged only for what the broker accepted, so serving before the broker is connected loses
- * nothing. On SIGTERM it turns unready, stops accepting devices, finishes open requests and
+ * telemetry stream in place, and core reachable) and the enabled device protocols (MQTT 1883,
+ * HTTP 8080) at once; a device is acknowledged only for what the broker's stream stored, so
+ * serving before the broker is connected loses nothing. On SIGTERM it turns unready, stops accepting devices, finishes open requests and
  * disconnects from the broker.
  */
 
