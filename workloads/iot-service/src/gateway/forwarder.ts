@@ -53,6 +53,8 @@ export function connectBrokerLink(options: BrokerLinkOptions): BrokerLink {
   let js: JetStreamClient | undefined;
   let link: { readonly up: boolean } = { up: false };
   let streamReady = false;
+  /** Makes the stream, or brings it to config.yml's limits: at start, and after a publish found none. */
+  let makeStream: (() => Promise<void>) | undefined;
   let remaking: Promise<void> | undefined;
   const closing = new AbortController();
   const preparing = (async () => {
@@ -61,7 +63,8 @@ export function connectBrokerLink(options: BrokerLinkOptions): BrokerLink {
     if (closing.signal.aborted) return made.close();
     link = watchLink(made);
     js = jetstream(made, { timeout: options.timeoutMs ?? 10_000 });
-    await retry(async () => ensureTelemetryStream(await jetstreamManager(made), options.stream), {
+    makeStream = async () => ensureTelemetryStream(await jetstreamManager(made), options.stream);
+    await retry(makeStream, {
       signal: closing.signal,
       onFailure: (error) => options.onError?.(error),
     });
@@ -79,10 +82,8 @@ export function connectBrokerLink(options: BrokerLinkOptions): BrokerLink {
         });
       } catch (error) {
         if (error instanceof JetStreamApiError && FULL.test(error.message)) throw new BacklogFullError(error.message, { cause: error });
-        if (NO_STREAM.test(String(error)) && connection) {
-          const made = connection;
-          remaking ??= jetstreamManager(made)
-            .then((jsm) => ensureTelemetryStream(jsm, options.stream))
+        if (NO_STREAM.test(String(error)) && makeStream) {
+          remaking ??= makeStream()
             .catch((remakeError: unknown) => options.onError?.(remakeError))
             .finally(() => (remaking = undefined));
         }
