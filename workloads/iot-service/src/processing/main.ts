@@ -5,11 +5,11 @@
  * Guarantees: reads config.yml, IOT_BROKER_PASSWORD and IOT_DATABASE_PASSWORD; serves /healthz
  * and /readyz on 8081 (ready = consuming from the broker, the database answers, and no message
  * has waited STALLED_AFTER_MS with no batch written: a database that answers but stores nothing,
- * a full disk say, makes processing unready, so the instance is not reported Available); creates the
- * schema if missing (retrying until the database accepts it) before it connects to the broker,
- * then consumes the telemetry stream as consume.ts says, and deletes telemetry older than
- * config.yml's retention as retention.ts says. Messages published while processing is
- * away wait in the stream. On SIGTERM it turns unready, acknowledges nothing more, disconnects
+ * a full disk say, makes processing unready, so the instance is not reported Available); creates
+ * the schema if missing (retrying until the database accepts it) before it connects to the
+ * broker, then consumes the telemetry stream as consume.ts says, and deletes telemetry older than
+ * config.yml's retention as retention.ts says. Messages published while processing is away wait
+ * in the stream. On SIGTERM it turns unready, acknowledges nothing more, disconnects
  * and closes the database pool; what it had not acknowledged is handed out again. If the broker
  * ends its consumer otherwise, it exits 1 (and is restarted).
  */

@@ -7,8 +7,8 @@
  * short statement each) until a batch comes back short, so no statement holds locks for long and
  * a large backlog of expired rows is worked off within one round. A failed round is logged and
  * the next one tries again; a round still running when the next is due is not run twice. It stops
- * when `signal` aborts. Several processing replicas may run it
- * at once: a row is deleted once whoever gets it.
+ * when `signal` aborts. Several processing replicas may run it at once: a row is deleted once,
+ * whoever gets it.
  */
 
 import type { Logger } from '../shared/log.ts';
