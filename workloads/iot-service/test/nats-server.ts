@@ -13,10 +13,11 @@
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, connect } from 'node:net';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { tcpReachable } from '../src/shared/net.ts';
 
 const repositoryRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 let binary: string | undefined;
@@ -41,13 +42,7 @@ async function freePort(): Promise<number> {
 async function accepting(port: number, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const socket = connect(port, '127.0.0.1', () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once('error', () => resolve(false));
-    });
+    const ok = await tcpReachable({ host: '127.0.0.1', port }, 1_000).then(() => true, () => false);
     if (ok) return;
     if (Date.now() > deadline) throw new Error(`nats-server did not accept connections on ${port} within ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, 50));
