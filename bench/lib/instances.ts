@@ -40,7 +40,7 @@ export function renderInstance(landscape: string, id: string, pullSecret: KubeOb
     { operatorName: landscape, defaultRegistry: DEFAULT_REGISTRY },
   );
   if (!resolved.ok) throw new Error(`cannot render ${landscape}/${id}: ${resolved.failure.message}`);
-  const { children } = desiredChildren(resolved.instance, { imagePullSecret: pullSecret as unknown as V1Secret, credentials: generateCredentials() });
+  const { children } = desiredChildren(resolved.instance, { imagePullSecret: pullSecret as unknown as V1Secret, credentials: generateCredentials(), keptEmptyDirs: new Set() });
   const objects = children.map((c) => c.object as unknown as KubeObject);
   const workloads = objects.filter((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet');
   return {

@@ -94,6 +94,7 @@ import { ChildBodies } from './child-bodies.ts';
 import { leanPod } from './pod-view.ts';
 import { podsBlockingStatefulSetRollouts, podsWaitingForImages } from './pod-restarts.ts';
 import { RenderedChildren, type PreparedChild, type Rendering } from './rendered-children.ts';
+import { hasEmptyDirData, STATEFULSET_COMPONENTS, type KeptEmptyDirs } from './resources/statefulsets.ts';
 import { heldBackDeployments } from './rollout-order.ts';
 import { ResolvedInstances } from './resolved-instances.ts';
 import { StatusWrites } from './status-writes.ts';
@@ -296,6 +297,16 @@ class IoTReconcile {
     return { verb: 'patch', resource: `${IOTSERVICE_PLURAL}.${API_GROUP}`, namespace: iot.metadata.namespace, purpose };
   }
 
+  /** The instance's StatefulSets that exist with an emptyDir for their data: they keep it. */
+  private keptEmptyDirs(instance: Instance): KeptEmptyDirs {
+    return new Set(
+      STATEFULSET_COMPONENTS.filter((component) => {
+        const statefulSet = this.ctx.cache.get<V1StatefulSet & KubeObject>(Kinds.StatefulSet, component, instance.namespace);
+        return statefulSet !== undefined && hasEmptyDirData(statefulSet);
+      }),
+    );
+  }
+
   /** Brings the children to their desired state (unless paused); says what happened. */
   private async realise(iot: IoTService & KubeObject, instance: Instance): Promise<ReconcileOutcome> {
     if (this.config.watchNamespace && this.config.watchNamespace !== instance.namespace) {
@@ -315,9 +326,11 @@ class IoTReconcile {
     const source = this.ctx.cache.get<V1Secret & KubeObject>(Kinds.Secret, IMAGE_PULL_SECRET_NAME, this.config.operatorName, sourceSecretSelection(this.config));
     if (!source) return failed(imagePullSecretMissingFailure(IMAGE_PULL_SECRET_NAME, this.config.operatorName));
 
-    const rendering = this.memory.rendered.get(keyOf({ namespace: iot.metadata.namespace, name: iot.metadata.name! }), `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}`, () =>
+    const keptEmptyDirs = this.keptEmptyDirs(instance);
+    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}`;
+    const rendering = this.memory.rendered.get(keyOf({ namespace: iot.metadata.namespace, name: iot.metadata.name! }), renderingKey, () =>
       // Fresh credentials are used only if the credentials Secret does not exist yet.
-      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials() }).children.map((child) => prepareChild(child, this.config.shard)),
+      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), keptEmptyDirs }).children.map((child) => prepareChild(child, this.config.shard)),
     );
     let writes = 0;
     let relabelled = 0;

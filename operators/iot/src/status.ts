@@ -17,7 +17,8 @@
  * ready replicas per workload; `ready` is "<ready pods>/<desired pods>". While Processing, the
  * Ready and Progressing messages name each workload waited for and what its pods in the way are
  * doing (`database 0/1 ready (database-0 terminating)`): a pod deleted or restarting is reported
- * so, never as Failed unless it is stuck as described below. Conditions Ready,
+ * so, never as Failed unless it is stuck as described below. Condition PersistentStorage says
+ * whether broker and database keep their data on volumes, naming each emptyDir and why. Conditions Ready,
  * Progressing and Degraded are maintained with the runtime's `setCondition`, so a condition's
  * lastTransitionTime moves only when its status changes. No field depends on `now` except those
  * transition times, so recomputing an unchanged situation yields an equal status (`statusEqual`)
@@ -55,6 +56,7 @@ import type { V1ContainerStatus, V1Deployment, V1Pod, V1StatefulSet } from '@kub
 import { canonicalJson, setCondition, type Condition, type ConditionUpdate } from '@iot-operator/runtime';
 import {
   COMPONENTS,
+  EPHEMERAL_STORAGE,
   type ComponentName,
   type ComponentStatus,
   type DefaultedIoTServiceSpec,
@@ -72,6 +74,7 @@ import {
   type ImagePull,
 } from './failure.ts';
 import { IMAGE_PULL_SECRET_NAME } from './resources/secrets.ts';
+import { hasEmptyDirData } from './resources/statefulsets.ts';
 
 /** The stuck window unless the operator is told otherwise (--stuck-pod-timeout): how long a pod may fail to pull, crash or stay unschedulable before the instance is Failed. */
 export const DEFAULT_STUCK_POD_TIMEOUT_MS = 5 * 60 * 1000;
@@ -79,6 +82,7 @@ export const DEFAULT_STUCK_POD_TIMEOUT_MS = 5 * 60 * 1000;
 export const CONDITION_READY = 'Ready';
 export const CONDITION_PROGRESSING = 'Progressing';
 export const CONDITION_DEGRADED = 'Degraded';
+export const CONDITION_PERSISTENT_STORAGE = 'PersistentStorage';
 
 const IMAGE_PULL_BACK_OFF = 'ImagePullBackOff';
 const IMAGE_PULL_REASONS = new Set([IMAGE_PULL_BACK_OFF, 'ErrImagePull']);
@@ -165,6 +169,8 @@ export function computeStatus(input: StatusInput): IoTServiceStatus {
   const updates = conditionUpdates({ phase, failure, paused, progress, readyPods, desiredPods, generation, childrenDiffered });
   let conditions: Condition[] = (input.previous?.conditions ?? []) as Condition[];
   for (const update of updates) conditions = setCondition(conditions, update, now);
+  const storage = instance.spec && persistentStorageCondition(instance.spec, observed.statefulSets, generation);
+  if (storage) conditions = setCondition(conditions, storage, now);
 
   return {
     phase,
@@ -554,6 +560,34 @@ function conditionUpdates(state: {
       : condition(CONDITION_PROGRESSING, 'True', state.childrenDiffered ? 'ChildrenUpdated' : 'RollingOut', progress),
     notDegraded,
   ];
+}
+
+/**
+ * PersistentStorage: True when broker and database keep their data on volumes; False, naming each
+ * that keeps it in an emptyDir and why, when deleting its pod would lose that data. A StatefulSet
+ * not made yet is judged by its spec.
+ */
+function persistentStorageCondition(spec: DefaultedIoTServiceSpec, statefulSets: readonly V1StatefulSet[], generation: number): ConditionUpdate {
+  const ephemeral = STORAGE_COMPONENTS.flatMap((component) => {
+    const observed = statefulSets.find((s) => s.metadata?.name === component);
+    if (spec[component].storage === EPHEMERAL_STORAGE && (!observed || hasEmptyDirData(observed))) {
+      return [`${component} keeps its data in an emptyDir (spec.${component}.storage: ${EPHEMERAL_STORAGE})`];
+    }
+    if (observed && hasEmptyDirData(observed)) {
+      return [`${component} keeps its data in an emptyDir (its StatefulSet was made before volumes were the default and cannot change; recreate the IoTService to give it a volume)`];
+    }
+    return [];
+  });
+  if (ephemeral.length === 0) {
+    return { type: CONDITION_PERSISTENT_STORAGE, status: 'True', reason: 'PersistentVolumes', message: 'Broker and database keep their data on persistent volumes.', observedGeneration: generation };
+  }
+  return {
+    type: CONDITION_PERSISTENT_STORAGE,
+    status: 'False',
+    reason: 'EmptyDir',
+    message: `${ephemeral.join('; ')}. Deleting that pod loses its data: the broker's unstored telemetry, the database's registry and telemetry.`,
+    observedGeneration: generation,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------

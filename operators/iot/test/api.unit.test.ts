@@ -110,10 +110,10 @@ describe('IoTService spec validation', () => {
 
   it('rejects a malformed storage quantity and malformed resource quantities', () => {
     assert.deepEqual(errorsOf({ version: '1', broker: { storage: '10 GB' } }), [
-      'spec.broker.storage: must be empty or a Kubernetes quantity such as 10Gi',
+      'spec.broker.storage: must be empty, "ephemeral" or a Kubernetes quantity such as 10Gi',
     ]);
     assert.deepEqual(errorsOf({ version: '1', database: { storage: '-1Gi' } }), [
-      'spec.database.storage: must be empty or a Kubernetes quantity such as 10Gi',
+      'spec.database.storage: must be empty, "ephemeral" or a Kubernetes quantity such as 10Gi',
     ]);
     assert.deepEqual(errorsOf({ version: '1', core: { resources: { limits: { cpu: '1x' }, requests: { memory: -1 } } } }), [
       'spec.core.resources.limits.cpu: must be a non-negative Kubernetes quantity such as 500m, 2, 512Mi or 10Gi',
@@ -231,11 +231,14 @@ describe('IoTService spec validation', () => {
     );
   });
 
-  it('rejects storageClassName without storage, like the CRD rule', () => {
-    assert.deepEqual(errorsOf({ version: '1', database: { storageClassName: 'fast' } }), [
-      'spec.database.storageClassName: storageClassName may only be set together with storage',
+  it('rejects storageClassName with storage: ephemeral, like the CRD rule', () => {
+    assert.deepEqual(errorsOf({ version: '1', database: { storage: 'ephemeral', storageClassName: 'fast' } }), [
+      'spec.database.storageClassName: storageClassName cannot be set with storage: ephemeral (an emptyDir has no StorageClass)',
     ]);
     assert.ok(validateIoTServiceSpec({ version: '1', database: { storage: '5Gi', storageClassName: 'fast' } }).ok);
+    assert.ok(validateIoTServiceSpec({ version: '1', database: { storageClassName: 'fast' } }).ok, 'the default size in that class');
+    assert.ok(validateIoTServiceSpec({ version: '1', broker: { storage: 'ephemeral' } }).ok);
+    assert.equal(validateIoTServiceSpec({ version: '1', broker: { storage: 'Ephemeral' } }).ok, false);
   });
 
   it('rejects config keys the operator writes itself', () => {

@@ -145,7 +145,7 @@ describe('IoTService CRD', () => {
     ]);
     assert.deepEqual(alphaBroker['retention'], retention, 'v1alpha1 serves it the same way');
     const rules = (broker['x-kubernetes-validations'] as Node[]).map((r) => r['message']);
-    assert.ok(rules.includes('storageClassName may only be set together with storage'));
+    assert.ok(rules.includes('storageClassName cannot be set with storage: ephemeral (an emptyDir has no StorageClass)'));
     const limits = (((gatewayProps['resources'] as Node)['properties'] as Record<string, Node>)['limits'] as Node)[
       'additionalProperties'
     ] as Node;

@@ -17,6 +17,8 @@ import {
   desiredCredentialsSecret,
   desiredBrokerStatefulSet,
   desiredDatabaseStatefulSet,
+  hasEmptyDirData,
+  type KeptEmptyDirs,
   desiredBrokerService,
   desiredInstanceIsolationPolicy,
   generateCredentials,
@@ -42,7 +44,7 @@ const PULL_SECRET: V1Secret = {
 const CREDENTIALS: IoTCredentials = { databasePassword: 'db-secret', brokerPassword: 'broker-secret', apiToken: 'token' };
 
 function children(spec: Record<string, unknown> = {}, config: OperatorConfig = TEST_CONFIG): DesiredChildren {
-  return desiredChildren(testInstance(spec, config), { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS });
+  return desiredChildren(testInstance(spec, config), { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS, keptEmptyDirs: new Set() });
 }
 
 function find<T>(all: DesiredChildren, kind: string, name: string): T {
@@ -360,7 +362,7 @@ describe('pods', () => {
       },
     };
     const instance = testInstance({ gateway: { placement: { affinity } }, database: { placement: { affinity } }, core: { placement: { affinity: {} } } });
-    const all = desiredChildren(instance, { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS });
+    const all = desiredChildren(instance, { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS, keptEmptyDirs: new Set() });
     const gateway = find<V1Deployment>(all, 'Deployment', 'gateway').spec!.template.spec!;
     const database = find<V1StatefulSet>(all, 'StatefulSet', 'database').spec!.template.spec!;
     assert.deepEqual(gateway.affinity, affinity);
@@ -404,21 +406,23 @@ describe('config map and checksum', () => {
       database: 'database-client.devawsk8s-tenant-a.svc:5432',
       core: 'core.devawsk8s-tenant-a.svc:8080',
     });
-    assert.deepEqual(config['stream'], { replicas: 1, maxBytes: 268435456 });
+    assert.deepEqual(config['stream'], { replicas: 1, maxBytes: 805306368 });
     assert.deepEqual(config['retention'], { seconds: 2592000 });
     assert.equal(config['logLevel'], 'debug');
     assert.equal(config['batch.size'], '30');
   });
 
-  it('stream: the broker replicas, and maxBytes from maxBacklog, else 75 % of storage, else 256 MiB, as YAML integers', () => {
-    const stream = (broker: Record<string, unknown>) => {
-      const text = desiredConfigMap(testInstance({ broker })).data?.['config.yml'] ?? '';
+  it('stream: the broker replicas, and maxBytes from maxBacklog, else 75 % of the volume, else (an emptyDir) 256 MiB, as YAML integers', () => {
+    const stream = (broker: Record<string, unknown>, kept: KeptEmptyDirs = new Set()) => {
+      const text = desiredConfigMap(testInstance({ broker }), kept).data?.['config.yml'] ?? '';
       return { text, stream: (parse(text) as { stream: unknown }).stream };
     };
     const plain = stream({});
-    assert.deepEqual(plain.stream, { replicas: 1, maxBytes: 268435456 }, 'no maxBacklog, no storage: 256Mi');
-    assert.match(plain.text, /^"stream":\n {2}"replicas": 1\n {2}"maxBytes": 268435456\n/m, 'numbers, not quoted strings');
-    assert.deepEqual(stream({ replicas: 3 }).stream, { replicas: 3, maxBytes: 268435456 });
+    assert.deepEqual(plain.stream, { replicas: 1, maxBytes: 805306368 }, 'no maxBacklog, no storage: 75 % of the default 1Gi');
+    assert.match(plain.text, /^"stream":\n {2}"replicas": 1\n {2}"maxBytes": 805306368\n/m, 'numbers, not quoted strings');
+    assert.deepEqual(stream({ storage: 'ephemeral' }).stream, { replicas: 1, maxBytes: 268435456 }, 'an emptyDir: 256Mi');
+    assert.deepEqual(stream({}, new Set(['broker'])).stream, { replicas: 1, maxBytes: 268435456 }, 'a kept emptyDir: 256Mi');
+    assert.deepEqual(stream({ replicas: 3, storage: 'ephemeral' }).stream, { replicas: 3, maxBytes: 268435456 });
     assert.deepEqual(stream({ storage: '10Gi' }).stream, { replicas: 1, maxBytes: 8053063680 }, '75 % of 10Gi');
     assert.deepEqual(stream({ storage: '1G' }).stream, { replicas: 1, maxBytes: 750000000 }, '75 % of 1G');
     assert.deepEqual(stream({ storage: '3' }).stream, { replicas: 1, maxBytes: 2 }, '75 % of 3 bytes, rounded down');
@@ -638,11 +642,25 @@ describe('services', () => {
 });
 
 describe('statefulsets', () => {
-  it('keep data in an emptyDir when no storage is set', () => {
+  it('claim a volume of the default size in the default class when no storage is set', () => {
     const broker = desiredBrokerStatefulSet(testInstance());
-    assert.equal(broker.spec?.volumeClaimTemplates, undefined);
-    assert.deepEqual(broker.spec?.template.spec?.volumes?.find((v) => v.name === 'data'), { name: 'data', emptyDir: {} });
+    const [claim] = broker.spec?.volumeClaimTemplates ?? [];
+    assert.deepEqual(claim?.spec, { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } });
+    assert.equal(broker.spec?.template.spec?.volumes?.find((v) => v.name === 'data'), undefined);
+    assert.equal(broker.spec?.template.spec?.securityContext?.fsGroupChangePolicy, 'OnRootMismatch', 'a data directory keeps its modes');
     assert.equal(broker.spec?.serviceName, 'broker');
+  });
+
+  it('keep data in an emptyDir with storage: ephemeral, or when the StatefulSet was made with one', () => {
+    const requested = desiredBrokerStatefulSet(testInstance({ broker: { storage: 'ephemeral' } }));
+    assert.equal(requested.spec?.volumeClaimTemplates, undefined);
+    assert.deepEqual(requested.spec?.template.spec?.volumes?.find((v) => v.name === 'data'), { name: 'data', emptyDir: {} });
+    const kept = desiredDatabaseStatefulSet(testInstance(), new Set(['database']));
+    assert.equal(kept.spec?.volumeClaimTemplates, undefined);
+    assert.deepEqual(kept.spec?.template.spec?.volumes?.find((v) => v.name === 'data'), { name: 'data', emptyDir: {} });
+    assert.ok(hasEmptyDirData(kept));
+    assert.equal(hasEmptyDirData(desiredDatabaseStatefulSet(testInstance())), false);
+    assert.equal(desiredDatabaseStatefulSet(testInstance({ database: { storage: '5Gi' } }), new Set(['broker'])).spec?.volumeClaimTemplates?.length, 1, 'only the kept one');
   });
 
   it('claim a persistent volume of the given size and class when storage is set', () => {

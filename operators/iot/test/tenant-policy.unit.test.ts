@@ -67,7 +67,7 @@ describe('config keys', () => {
       namespace: 'devawsk8s-tenant-a',
       version: '2.4.1',
       endpoints: parse(text).endpoints,
-      stream: { replicas: 1, maxBytes: 268435456 },
+      stream: { replicas: 1, maxBytes: 805306368 },
       retention: { seconds: 2592000 },
       anchor: '*ref',
       empty: '~',

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The database image's entry point: PostgreSQL with role and database `iot`, the role's password
 # IOT_DATABASE_PASSWORD (from iot-credentials), data in /var/lib/iot/pgdata (the database's
-# volume). At the first start it runs initdb into the volume; at every start it sets the role's
+# volume, mode 0700 at every start). At the first start it runs initdb into the volume; at every start it sets the role's
 # password from the Secret (single-user mode, before any client can connect), so the Secret is
 # what counts. It listens on 5432 with scram-sha-256 for every address (the instance's
 # NetworkPolicies decide who reaches it) and keeps its socket and lock in /tmp: nothing outside
@@ -27,6 +27,8 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
   echo 'host all all ::/0 scram-sha-256' >>"$PGDATA/pg_hba.conf"
   echo 'CREATE DATABASE iot' | "$bin/postgres" --single -D "$PGDATA" -c unix_socket_directories=/tmp postgres >/dev/null
 fi
+# PostgreSQL refuses a data directory others may read; a volume's fsGroup may have opened it.
+chmod 0700 "$PGDATA"
 echo "ALTER ROLE iot PASSWORD '$IOT_DATABASE_PASSWORD'" | "$bin/postgres" --single -D "$PGDATA" -c unix_socket_directories=/tmp postgres >/dev/null
 "$bin/postgres" -D "$PGDATA" -c listen_addresses='*' -c unix_socket_directories=/tmp -c log_destination=stderr &
 pid=$!

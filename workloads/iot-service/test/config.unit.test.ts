@@ -31,7 +31,7 @@ test('parseConfig reads the config.yml the operator renders, spec.config entries
       database: { host: 'database-client.landscape-plant-7.svc', port: 5432 },
       core: { host: 'core.landscape-plant-7.svc', port: 8080 },
     },
-    stream: { replicas: 1, maxBytes: 256 * 1024 * 1024 },
+    stream: { replicas: 1, maxBytes: 768 * 1024 * 1024 },
     retention: { seconds: 30 * 24 * 3600 },
   });
 });

@@ -58,8 +58,12 @@ export const REGISTRY_PATTERN =
 export const QUANTITY_PATTERN =
   '^(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$';
 
-/** Storage size: a quantity, or empty for "no persistent volume". */
-export const STORAGE_PATTERN = `^$|${QUANTITY_PATTERN}`;
+/** `storage` asking for no persistent volume: the data lives in an emptyDir and is lost with the pod. */
+export const EPHEMERAL_STORAGE = 'ephemeral';
+/** The size of a replica's persistent volume when `storage` is empty. */
+export const DEFAULT_STORAGE = '1Gi';
+/** `storage`: empty (a volume of DEFAULT_STORAGE), a size, or EPHEMERAL_STORAGE. */
+export const STORAGE_PATTERN = `^$|^${EPHEMERAL_STORAGE}$|${QUANTITY_PATTERN}`;
 
 /** Keys of config.yml that the operator writes itself; `spec.config` may not set them in any spelling. */
 export const RESERVED_CONFIG_KEYS: readonly string[] = ['instance', 'landscape', 'namespace', 'version', 'endpoints', 'stream', 'retention'];
@@ -146,9 +150,9 @@ export interface CelRule {
   message: string;
 }
 
-const storageClassNeedsStorage: CelRule = {
-  rule: "!has(self.storageClassName) || self.storageClassName == '' || (has(self.storage) && self.storage != '')",
-  message: 'storageClassName may only be set together with storage',
+const storageClassNeedsVolume: CelRule = {
+  rule: `!has(self.storageClassName) || self.storageClassName == '' || !has(self.storage) || self.storage != '${EPHEMERAL_STORAGE}'`,
+  message: `storageClassName cannot be set with storage: ${EPHEMERAL_STORAGE} (an emptyDir has no StorageClass)`,
 };
 
 /**
@@ -493,14 +497,14 @@ function storageFields(component: ComponentName) {
       Type.String({
         maxLength: 64,
         pattern: STORAGE_PATTERN,
-        description: `Size of each ${component} replica's persistent volume, e.g. 10Gi; empty: an emptyDir (data is lost with the pod).`,
-        errorMessage: 'must be empty or a Kubernetes quantity such as 10Gi',
+        description: `Size of each ${component} replica's persistent volume, e.g. 10Gi; empty: ${DEFAULT_STORAGE}; "${EPHEMERAL_STORAGE}": an emptyDir, whose data is lost with the pod. An instance whose StatefulSet was made with an emptyDir (storage empty before volumes were the default) keeps it.`,
+        errorMessage: `must be empty, "${EPHEMERAL_STORAGE}" or a Kubernetes quantity such as 10Gi`,
       }),
     ),
     storageClassName: Type.Optional(
       Type.String({
         maxLength: 253,
-        description: 'StorageClass of the persistent volumes; empty: the cluster default. Requires storage.',
+        description: `StorageClass of the persistent volumes; empty: the cluster default. Not with storage: ${EPHEMERAL_STORAGE}.`,
       }),
     ),
   };
@@ -519,7 +523,7 @@ const brokerFields = {
       maxLength: 64,
       pattern: BYTES_PATTERN,
       description:
-        'Most telemetry the broker holds for processing (bytes); when reached, the gateway slows devices down instead of acknowledging what it could not keep. Default: 75 % of storage, or 256Mi without storage.',
+        'Most telemetry the broker holds for processing (bytes); when reached, the gateway slows devices down instead of acknowledging what it could not keep. Default: 75 % of the broker\'s volume, or 256Mi with storage: ephemeral.',
       errorMessage: 'must be a size in bytes such as 512Mi, 1.5Gi or 2G (starting with a digit from 1 to 9)',
     }),
   ),
@@ -588,7 +592,7 @@ const statefulComponent = <Extra extends TProperties>(component: 'broker' | 'dat
       additionalProperties: false,
       default: {},
       description: componentDescription[component],
-      'x-kubernetes-validations': [storageClassNeedsStorage, storageImmutable],
+      'x-kubernetes-validations': [storageClassNeedsVolume, storageImmutable],
     },
   );
 
@@ -793,8 +797,8 @@ const crossFieldChecks: ReadonlyArray<{ path: string; message: string; holds: (s
   }),
   ...(['broker', 'database'] as const).map((component) => ({
     path: `spec.${component}.storageClassName`,
-    message: storageClassNeedsStorage.message,
-    holds: (spec: DefaultedIoTServiceSpec) => !spec[component].storageClassName || !!spec[component].storage,
+    message: storageClassNeedsVolume.message,
+    holds: (spec: DefaultedIoTServiceSpec) => !spec[component].storageClassName || spec[component].storage !== EPHEMERAL_STORAGE,
   })),
   {
     path: 'spec.retention',

@@ -24,6 +24,7 @@ import { instanceLabels } from './labels.ts';
 import { PORTS } from './ports.ts';
 import { quantityNanos } from './quantity.ts';
 import { BROKER_CLIENT_SERVICE, DATABASE_CLIENT_SERVICE } from './services.ts';
+import { dataVolume, type DataVolume, type KeptEmptyDirs } from './statefulsets.ts';
 
 export const CONFIG_MAP_NAME = 'iot-config';
 export const CONFIG_FILE_KEY = 'config.yml';
@@ -46,9 +47,9 @@ export function instanceEndpoints(instance: Instance): InstanceEndpoints {
   };
 }
 
-/** The broker's stream limit when neither `maxBacklog` nor `storage` is set: 256 MiB. */
+/** The broker's stream limit without `maxBacklog` when the broker keeps its data in an emptyDir: 256 MiB. */
 export const DEFAULT_STREAM_MAX_BYTES = 256 * 1024 * 1024;
-/** The share of `spec.broker.storage` the stream may fill when `maxBacklog` is not set: 3/4. */
+/** The share of the broker's volume the stream may fill when `maxBacklog` is not set: 3/4. */
 const STORAGE_SHARE = { numerator: 3n, denominator: 4n } as const;
 const NANO_PER_BYTE = 1_000_000_000n;
 
@@ -56,7 +57,7 @@ const NANO_PER_BYTE = 1_000_000_000n;
 export interface StreamSettings {
   /** Copies of every message: `spec.broker.replicas` (1 or 3). */
   replicas: number;
-  /** Most bytes the stream holds: `maxBacklog`, else 75 % of `storage`, else 256 MiB; whole bytes, rounded down, at least 1. */
+  /** Most bytes the stream holds: `maxBacklog`, else 75 % of the broker's volume, else (an emptyDir) 256 MiB; whole bytes, rounded down, at least 1. */
   maxBytes: number | bigint;
 }
 
@@ -65,10 +66,10 @@ function byteCount(bytes: bigint): number | bigint {
   return bytes <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(bytes) : bytes;
 }
 
-export function streamSettings(instance: Instance): StreamSettings {
-  const { replicas, maxBacklog, storage } = instance.spec.broker;
+export function streamSettings(instance: Instance, brokerVolume: DataVolume): StreamSettings {
+  const { replicas, maxBacklog } = instance.spec.broker;
   const backlog = maxBacklog ? quantityNanos(maxBacklog) : undefined;
-  const stored = storage ? quantityNanos(storage) : undefined;
+  const stored = brokerVolume.kind === 'claim' ? quantityNanos(brokerVolume.size) : undefined;
   let maxBytes: number | bigint = DEFAULT_STREAM_MAX_BYTES;
   if (backlog !== undefined) maxBytes = byteCount(backlog / NANO_PER_BYTE);
   else if (stored !== undefined) {
@@ -89,7 +90,7 @@ export function retentionSettings(instance: Instance): RetentionSettings {
 }
 
 /** The text of config.yml. */
-export function renderConfigYaml(instance: Instance): string {
+export function renderConfigYaml(instance: Instance, kept: KeptEmptyDirs = new Set()): string {
   const user = instance.spec.config ?? {};
   const document: Record<string, unknown> = {
     instance: instance.id,
@@ -97,7 +98,7 @@ export function renderConfigYaml(instance: Instance): string {
     namespace: instance.namespace,
     version: instance.spec.version,
     endpoints: instanceEndpoints(instance),
-    stream: streamSettings(instance),
+    stream: streamSettings(instance, dataVolume(instance, 'broker', kept)),
     retention: retentionSettings(instance),
   };
   for (const key of Object.keys(user).sort()) document[key] = user[key];
@@ -107,12 +108,12 @@ export function renderConfigYaml(instance: Instance): string {
   );
 }
 
-export function desiredConfigMap(instance: Instance): V1ConfigMap {
+export function desiredConfigMap(instance: Instance, kept: KeptEmptyDirs = new Set()): V1ConfigMap {
   return {
     apiVersion: 'v1',
     kind: 'ConfigMap',
     metadata: { name: CONFIG_MAP_NAME, namespace: instance.namespace, labels: instanceLabels(instance) },
-    data: { [CONFIG_FILE_KEY]: renderConfigYaml(instance) },
+    data: { [CONFIG_FILE_KEY]: renderConfigYaml(instance, kept) },
   };
 }
 

@@ -39,7 +39,7 @@ import {
   desiredDatabaseService,
   desiredGatewayService,
 } from './services.ts';
-import { desiredBrokerStatefulSet, desiredDatabaseStatefulSet } from './statefulsets.ts';
+import { desiredBrokerStatefulSet, desiredDatabaseStatefulSet, type KeptEmptyDirs } from './statefulsets.ts';
 
 export type ChildObject = V1Namespace | NetworkPolicy | V1ResourceQuota | LimitRange | V1Secret | V1ConfigMap | V1Service | V1StatefulSet | V1Deployment;
 
@@ -62,6 +62,8 @@ export interface ChildSources {
   imagePullSecret: V1Secret;
   /** Fresh credentials, used only if `iot-credentials` does not exist yet (see `generateCredentials`). */
   credentials: IoTCredentials;
+  /** The components whose existing StatefulSet keeps its emptyDir (statefulsets.ts `dataVolume`). */
+  keptEmptyDirs: KeptEmptyDirs;
 }
 
 export interface DesiredChildren {
@@ -85,7 +87,7 @@ export const CHILD_KINDS: ReadonlyArray<{ apiVersion: string; kind: string; plur
 ];
 
 export function desiredChildren(instance: Instance, sources: ChildSources): DesiredChildren {
-  const configMap = desiredConfigMap(instance);
+  const configMap = desiredConfigMap(instance, sources.keptEmptyDirs);
   const checksum = configChecksum(configMap.data ?? {});
   const apply = (object: ChildObject): DesiredChild => ({ object: object as DesiredObject, createOnly: false });
   return {
@@ -106,8 +108,8 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredDatabaseClientService(instance)),
       apply(desiredCoreService(instance)),
       apply(desiredGatewayService(instance)),
-      apply(desiredBrokerStatefulSet(instance)),
-      apply(desiredDatabaseStatefulSet(instance)),
+      apply(desiredBrokerStatefulSet(instance, sources.keptEmptyDirs)),
+      apply(desiredDatabaseStatefulSet(instance, sources.keptEmptyDirs)),
       apply(desiredCoreDeployment(instance, checksum)),
       apply(desiredProcessingDeployment(instance, checksum)),
       apply(desiredGatewayDeployment(instance, checksum)),

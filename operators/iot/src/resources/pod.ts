@@ -197,6 +197,9 @@ export function desiredPodTemplate(
         runAsUser: POD_USER_ID,
         runAsGroup: POD_USER_ID,
         fsGroup: POD_USER_ID,
+        // A volume's ownership and modes are changed only when its root does not match: a
+        // PostgreSQL data directory keeps the 0700 it needs.
+        ...(runtime.dataPath ? { fsGroupChangePolicy: 'OnRootMismatch' } : {}),
         seccompProfile: { type: 'RuntimeDefault' },
       },
       ...(nodeSelector ? { nodeSelector } : {}),

@@ -3,11 +3,14 @@
  *
  * Guarantees: one StatefulSet per component, named after it and governed by the headless Service
  * of the same name, with the replicas of the spec, an immutable selector and the shared hardened
- * pod template (pod.ts). Data lives at /var/lib/iot: with `storage` set, a ReadWriteOnce volume
- * claim template `data` of that size (and `storageClassName` when set); without, an emptyDir.
- * The claim template is a pure function of `storage` and `storageClassName` only, because the API
- * server refuses any later change to it. Neither reads config.yml, so their pod templates carry no
- * config checksum: a `spec.config` change never restarts the broker or the database.
+ * pod template (pod.ts). Data lives at /var/lib/iot (`dataVolume`): on a ReadWriteOnce volume
+ * claim template `data` of `storage`'s size, DEFAULT_STORAGE when it is empty (and
+ * `storageClassName` when set); in an emptyDir only with `storage: ephemeral`, or when the
+ * StatefulSet exists already with an emptyDir (made before volumes were the default) — the API
+ * server refuses any change to a claim template, so what a StatefulSet was made with stays.
+ * The claim template is a pure function of `storage` and `storageClassName` only, for the same
+ * reason. Neither reads config.yml, so their pod templates carry no config checksum: a
+ * `spec.config` change never restarts the broker or the database.
  *
  * The broker is nats-server with JetStream: it is ready once JetStream is
  * (`/healthz?js-enabled-only=true` on the monitor port) and alive while it accepts clients (4222).
@@ -17,6 +20,7 @@
  */
 
 import type { V1PersistentVolumeClaim, V1StatefulSet } from '@kubernetes/client-node';
+import { DEFAULT_STORAGE, EPHEMERAL_STORAGE } from '../api/iotservice.ts';
 import type { Instance } from './instance.ts';
 import { componentLabels, componentSelector, instanceLabels } from './labels.ts';
 import { DATA_VOLUME, desiredPodTemplate, httpProbe, tcpProbe, type ContainerRuntime } from './pod.ts';
@@ -55,22 +59,42 @@ export const DATABASE_RUNTIME: ContainerRuntime = {
   dataPath: DATA_PATH,
 };
 
-/** The claim template for `component`, or undefined when its data lives in an emptyDir. */
-export function dataClaimTemplate(instance: Instance, component: StatefulSetComponent): V1PersistentVolumeClaim | undefined {
+/** Where a component's replicas keep their data. */
+export type DataVolume =
+  | { kind: 'claim'; size: string; storageClassName?: string }
+  /** `requested`: `storage: ephemeral`; `kept`: the StatefulSet was made with an emptyDir. */
+  | { kind: 'emptyDir'; why: 'requested' | 'kept' };
+
+/** The components whose existing StatefulSet keeps an emptyDir, as observed. */
+export type KeptEmptyDirs = ReadonlySet<StatefulSetComponent>;
+
+/** A StatefulSet made without a claim template keeps its data in an emptyDir. */
+export function hasEmptyDirData(statefulSet: V1StatefulSet): boolean {
+  return (statefulSet.spec?.volumeClaimTemplates ?? []).length === 0;
+}
+
+export function dataVolume(instance: Instance, component: StatefulSetComponent, kept: KeptEmptyDirs): DataVolume {
   const { storage, storageClassName } = instance.spec[component];
-  if (!storage) return undefined;
+  if (storage === EPHEMERAL_STORAGE) return { kind: 'emptyDir', why: 'requested' };
+  if (kept.has(component)) return { kind: 'emptyDir', why: 'kept' };
+  return { kind: 'claim', size: canonicalQuantity(storage || DEFAULT_STORAGE), ...(storageClassName ? { storageClassName } : {}) };
+}
+
+/** The claim template for `component`, or undefined when its data lives in an emptyDir. */
+export function dataClaimTemplate(instance: Instance, volume: DataVolume): V1PersistentVolumeClaim | undefined {
+  if (volume.kind === 'emptyDir') return undefined;
   return {
     metadata: { name: DATA_VOLUME, labels: instanceLabels(instance) },
     spec: {
       accessModes: ['ReadWriteOnce'],
-      resources: { requests: { storage: canonicalQuantity(storage) } },
-      ...(storageClassName ? { storageClassName } : {}),
+      resources: { requests: { storage: volume.size } },
+      ...(volume.storageClassName ? { storageClassName: volume.storageClassName } : {}),
     },
   };
 }
 
-function desiredStatefulSet(instance: Instance, component: StatefulSetComponent, runtime: ContainerRuntime): V1StatefulSet {
-  const claim = dataClaimTemplate(instance, component);
+function desiredStatefulSet(instance: Instance, component: StatefulSetComponent, runtime: ContainerRuntime, kept: KeptEmptyDirs): V1StatefulSet {
+  const claim = dataClaimTemplate(instance, dataVolume(instance, component, kept));
   return {
     apiVersion: 'apps/v1',
     kind: 'StatefulSet',
@@ -85,10 +109,10 @@ function desiredStatefulSet(instance: Instance, component: StatefulSetComponent,
   };
 }
 
-export function desiredBrokerStatefulSet(instance: Instance): V1StatefulSet {
-  return desiredStatefulSet(instance, 'broker', brokerRuntime(instance));
+export function desiredBrokerStatefulSet(instance: Instance, kept: KeptEmptyDirs = new Set()): V1StatefulSet {
+  return desiredStatefulSet(instance, 'broker', brokerRuntime(instance), kept);
 }
 
-export function desiredDatabaseStatefulSet(instance: Instance): V1StatefulSet {
-  return desiredStatefulSet(instance, 'database', DATABASE_RUNTIME);
+export function desiredDatabaseStatefulSet(instance: Instance, kept: KeptEmptyDirs = new Set()): V1StatefulSet {
+  return desiredStatefulSet(instance, 'database', DATABASE_RUNTIME, kept);
 }
