@@ -2,7 +2,7 @@
  * Day two on the real node: nothing is lost across pod deletions and a version upgrade.
  *
  * An IoTService of the reference images (built and pushed by scripts/iot-service-images.ts,
- * placed on the real node, broker and database on volumes) serves a device simulated on this
+ * placed on the real node, broker and database on the default volumes: no storage fields) serves a device simulated on this
  * machine that publishes without pause over MQTT (QoS 1) and HTTP, each message under its own id
  * and sent again until the gateway acknowledged it (simulator `startContinuousDevice`), through
  * the gateway's and core's Services. Meanwhile the database pod is deleted, then the broker pod,
@@ -295,8 +295,6 @@ describe('day two on the real node: nothing lost across pod deletions and a vers
         ...spec,
         version: FROM,
         gateway: { ...onNode, replicas: 2, protocols: ['mqtt', 'http'], deviceSources: [HOST_ON_POD_NETWORK] },
-        broker: { ...onNode, storage: '1Gi' },
-        database: { ...onNode, storage: '1Gi' },
       } as never),
     );
     await waitForPhase(env, landscape, INSTANCE, 'Available', 600_000);

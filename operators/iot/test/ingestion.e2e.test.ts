@@ -1,6 +1,7 @@
 /**
  * What a device was told is stored is stored, on the real node with the reference images: one
- * instance (broker and database on volumes), a device publishing over MQTT (QoS 1) and HTTP as
+ * instance created without storage fields (broker and database on volumes of the default
+ * StorageClass, condition PersistentStorage True), a device publishing over MQTT (QoS 1) and HTTP as
  * fast as it is acknowledged.
  *   - poison: a payload with a NUL character or an unpaired surrogate is refused at the door with
  *     its reason over both protocols; a message that reaches the stream all the same (published
@@ -79,7 +80,7 @@ async function sql(query: string): Promise<string> {
   return (await execInPod(env, namespace, name, ['psql', '-h', '/tmp', '-U', 'iot', '-d', 'iot', '-tAc', query])).trim();
 }
 
-/** An instance of the reference images on the real node, broker and database on volumes, admitting this machine as a device; resolves once it is Available. */
+/** An instance of the reference images on the real node, without storage fields (so on the default volumes), admitting this machine as a device; resolves once it is Available. */
 async function createInstance(name: string, brokers: 1 | 3): Promise<void> {
   const spec = Object.fromEntries(COMPONENTS.map((c) => [c, { ...onRealNode, replicas: 1 }]));
   await env.client.create(
@@ -87,8 +88,7 @@ async function createInstance(name: string, brokers: 1 | 3): Promise<void> {
     iotService(name, landscape, {
       ...spec,
       gateway: { ...spec.gateway, protocols: ['mqtt', 'http'], deviceSources: [HOST_ON_POD_NETWORK] },
-      broker: { ...spec.broker, replicas: brokers, storage: '1Gi' },
-      database: { ...spec.database, storage: '1Gi' },
+      broker: { ...spec.broker, replicas: brokers },
     } as never),
   );
   await waitForPhase(env, landscape, name, 'Available', 300_000);
@@ -137,6 +137,28 @@ describe('ingestion keeps what it acknowledged', { skip }, () => {
       await mgr.stop();
     }
     await env.cleanup();
+  });
+
+  it('made without storage fields, keeps broker and database data on volumes of the default StorageClass; storage: ephemeral says what it loses', async () => {
+    type Claim = KubeObject & { spec?: { resources?: { requests?: { storage?: string } }; storageClassName?: string }; status?: { phase?: string } };
+    const claims = (await env.client.list<Claim>(Kinds.PersistentVolumeClaim, { namespace })).items;
+    assert.deepEqual(
+      claims.map((c) => [c.metadata.name, c.spec?.resources?.requests?.storage, c.spec?.storageClassName, c.status?.phase]).sort(),
+      [['data-broker-0', '1Gi', 'standard', 'Bound'], ['data-database-0', '1Gi', 'standard', 'Bound']],
+    );
+    const persistent = (await getIoT(env, landscape, NAME))!.status?.conditions?.find((c) => c.type === 'PersistentStorage');
+    assert.equal(persistent?.status, 'True');
+
+    await env.client.create(IoTServiceV1alpha1Type, iotService('scratch', landscape, { broker: { storage: 'ephemeral' }, database: { storage: 'ephemeral' } } as never));
+    const scratch = await waitFor('the ephemeral instance to report PersistentStorage False', async () => {
+      const condition = (await getIoT(env, landscape, 'scratch'))?.status?.conditions?.find((c) => c.type === 'PersistentStorage');
+      return { done: condition?.status === 'False', value: condition, seen: condition };
+    }, { timeoutMs: 60_000, intervalMs: 500 });
+    assert.equal(scratch?.reason, 'EmptyDir');
+    assert.match(scratch?.message ?? '', /broker keeps its data in an emptyDir \(spec\.broker\.storage: ephemeral\); database keeps its data in an emptyDir/);
+    assert.match(scratch?.message ?? '', /Deleting that pod loses its data/);
+    assert.deepEqual((await env.client.list(Kinds.PersistentVolumeClaim, { namespace: `${landscape}-scratch` })).items, [], 'no claims');
+    await env.client.delete(IoTServiceV1alpha1Type, 'scratch', landscape);
   });
 
   it('refuses what can never be stored with the reason; sets aside what reaches the stream anyway; other devices are stored meanwhile', async () => {

@@ -63,7 +63,7 @@ const managers: Manager[] = [];
 
 type Event = KubeObject & { type?: string; reason?: string; message?: string };
 
-/** One replica of every component, each on the real node, data in emptyDirs. */
+/** One replica of every component, each on the real node, data on the default volumes. */
 function spec(version: string) {
   return { version, ...Object.fromEntries(COMPONENTS.map((c) => [c, { ...onRealNode, replicas: 1 }])) } as never;
 }
