@@ -7,7 +7,8 @@
  * Guarantees of every generated file:
  * - Every operator on the runtime gets the runtime's alerts (operator down, no leader, reconcile
  *   errors, work queue backlog, client-side throttling, restart loop); the IoT operator also gets
- *   ShardMissing (only where it runs sharded) and the IoTService phase alerts.
+ *   ShardMissing (only where it runs sharded), the IoTService phase alerts and the ingestion
+ *   alerts (stalled, backlog high).
  * - Each alert has a `severity` label and `summary`, `description` (naming the object and what to
  *   do) and `runbook_url` = `<runbook base>#<alert name in lower case>`, a section of
  *   docs/observability.md.
@@ -152,6 +153,29 @@ export const ALERTS: readonly Alert[] = [
     description:
       'IoTService {{ $labels.name }} in namespace {{ $labels.namespace }} has not become Available within the alert\'s window. ' +
       'Its status.message names the pods in the way: kubectl -n {{ $labels.namespace }} get iots {{ $labels.name }} -o jsonpath=\'{.status.message}\', then kubectl -n {{ $labels.namespace }}-{{ $labels.name }} get pods (Pending: quota or node capacity; not ready: the pod\'s logs).',
+  },
+  {
+    name: 'IoTServiceIngestionStalled',
+    scope: 'iot',
+    severity: 'critical',
+    expr: (sel) => `max by (job, namespace, name) (iotservice_ingestion_stalled{${sel}}) == 1`,
+    for: { default: '1m' },
+    summary: 'IoTService {{ $labels.namespace }}/{{ $labels.name }} stores no telemetry',
+    description:
+      'Telemetry of IoTService {{ $labels.name }} in namespace {{ $labels.namespace }} has waited in its broker for more than a minute and processing has stored none of it: devices\' data does not reach the database. ' +
+      'Read processing\'s logs (kubectl -n {{ $labels.namespace }}-{{ $labels.name }} logs deploy/processing) and check the database; iotservice_ingestion_backlog_messages shows what waits.',
+  },
+  {
+    name: 'IoTServiceBacklogHigh',
+    scope: 'iot',
+    severity: 'warning',
+    expr: (sel) =>
+      `max by (job, namespace, name) (iotservice_ingestion_backlog_bytes{${sel}})\n/\nmax by (job, namespace, name) (iotservice_ingestion_backlog_limit_bytes{${sel}})\n> 0.8`,
+    for: { default: '5m' },
+    summary: 'The broker backlog of IoTService {{ $labels.namespace }}/{{ $labels.name }} is above 80 % of its limit',
+    description:
+      'The telemetry waiting in the broker of IoTService {{ $labels.name }} in namespace {{ $labels.namespace }} has filled more than 80 % of spec.broker.maxBacklog for 5 minutes; when full, the gateway slows devices down or refuses them. ' +
+      'Let processing catch up (spec.processing.replicas, the database\'s speed: kubectl -n {{ $labels.namespace }}-{{ $labels.name }} logs deploy/processing) or raise spec.broker.maxBacklog.',
   },
 ];
 

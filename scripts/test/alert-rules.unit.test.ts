@@ -274,10 +274,11 @@ function runtimeCases(job: string, ns: string, downFor: number, chart: boolean):
   ];
 }
 
-/** The IoTService phase alerts, with windows `failedFor` and `processingFor` (minutes). */
+/** The IoTService phase alerts, with windows `failedFor` and `processingFor` (minutes), and the ingestion alerts. */
 function instanceCases(job: string, ns: string, failedFor: number, processingFor: number): Case[] {
   const phase = (name: string, p: string) => `iotservice_status_phase{job="${job}", namespace="${ns}", instance="10.0.0.1:8080", name="${name}", phase="${p}"}`;
   const instance = (name: string) => ({ job, namespace: ns, name });
+  const ingestion = (figure: string, name: string, label = name) => `iotservice_ingestion_${figure}{job="${job}", namespace="${ns}", instance="10.0.0.1:8080", name="${label}"}`;
   return [
     {
       title: 'IoTServiceFailed: Failed for the window fires, not just under it; Failed for less, then Available, does not',
@@ -303,6 +304,31 @@ function instanceCases(job: string, ns: string, failedFor: number, processingFor
         { at: `${processingFor - 1}m`, alert: 'IoTServiceProcessingTooLong', firing: [] },
         { at: `${processingFor}m`, alert: 'IoTServiceProcessingTooLong', firing: [instance('slow')] },
         { at: `${processingFor}m`, alert: 'IoTServiceFailed', firing: [] },
+      ],
+    },
+    {
+      title: 'IoTServiceIngestionStalled: stalled for a minute fires, not just under it; stalled briefly, or flowing, does not',
+      series: {
+        [ingestion('stalled', 'stalled')]: '0 1x20',
+        [ingestion('stalled', 'stalled', 'blip')]: '0 1 0x20',
+        [ingestion('stalled', 'flowing')]: '0x20',
+      },
+      expect: [
+        { at: '1m', alert: 'IoTServiceIngestionStalled', firing: [] },
+        { at: '2m', alert: 'IoTServiceIngestionStalled', firing: [instance('stalled')] },
+      ],
+    },
+    {
+      title: 'IoTServiceBacklogHigh: above 80 % of the limit for 5 minutes fires, not just under it; 80 % or below does not',
+      series: {
+        [ingestion('backlog_bytes', 'filling')]: '900x20',
+        [ingestion('backlog_limit_bytes', 'filling')]: '1000x20',
+        [ingestion('backlog_bytes', 'fine')]: '800x20',
+        [ingestion('backlog_limit_bytes', 'fine')]: '1000x20',
+      },
+      expect: [
+        { at: '4m', alert: 'IoTServiceBacklogHigh', firing: [] },
+        { at: '5m', alert: 'IoTServiceBacklogHigh', firing: [instance('filling')] },
       ],
     },
   ];

@@ -28,7 +28,8 @@
  * - Deletion: the finalizer holds the IoTService until the instance namespace is gone; it is then
  *   removed without touching any other party's finalizer. An IoTService found gone on that
  *   removal (a stale cache) is finalized: nothing is retried or logged as an error.
- * - Status is recomputed from what is observed and written only when it changes; progress within
+ * - Status is recomputed from what is observed (and the instance's latest ingestion reading,
+ *   ingestion.ts) and written only when it changes; progress within
  *   a rollout is written at most every few seconds (status-writes.ts); each meaningful
  *   transition is recorded as an Event on the IoTService. Refusals that retrying cannot fix
  *   (403, 422) become `Failed`; transient errors are retried with backoff and never set `Failed`.
@@ -91,6 +92,7 @@ import {
   type OperatorConfig,
 } from './resources/index.ts';
 import { ChildBodies } from './child-bodies.ts';
+import type { IngestionMonitor } from './ingestion.ts';
 import { leanPod } from './pod-view.ts';
 import { podsBlockingStatefulSetRollouts, podsWaitingForImages } from './pod-restarts.ts';
 import { RenderedChildren, type PreparedChild, type Rendering } from './rendered-children.ts';
@@ -210,7 +212,8 @@ function sourceSecretSelection(config: IoTControllerConfig): Selection {
   return { namespace: config.operatorName, fieldSelector: `metadata.name=${IMAGE_PULL_SECRET_NAME}` };
 }
 
-export function registerIoTController(mgr: Manager, config: IoTControllerConfig, syncPeriodMs?: number) {
+/** The IoTService controller; its status reads the ingestion of each instance from `ingestion`. */
+export function registerIoTController(mgr: Manager, config: IoTControllerConfig, syncPeriodMs?: number, ingestion?: IngestionMonitor) {
   const toInstance = (obj: KubeObject): Request[] => {
     const id = instanceIdOf(obj.metadata.labels, config.operatorName);
     return id ? [{ namespace: config.operatorName, name: id }] : [];
@@ -225,12 +228,12 @@ export function registerIoTController(mgr: Manager, config: IoTControllerConfig,
     builder = type === CHILD_TYPES['ResourceQuota'] ? builder.watches(type, toInstance, specOrMetadataChanged()) : builder.watches(type, toInstance);
   }
   builder = builder.watchesSelected(Kinds.Secret, sourceSecretSelection(config), everyInstance);
-  return builder.reconcile(iotReconciler(config));
+  return builder.reconcile(iotReconciler(config, ingestion));
 }
 
 /** The reconcile step, with the memory its shortcuts keep between runs of one controller. */
-export function iotReconciler(config: IoTControllerConfig): Reconciler {
-  const memory: ReconcileMemory = { statusWrites: new StatusWrites(), rendered: new RenderedChildren(), resolved: new ResolvedInstances(config), bodies: childBodies(config) };
+export function iotReconciler(config: IoTControllerConfig, ingestion?: IngestionMonitor): Reconciler {
+  const memory: ReconcileMemory = { statusWrites: new StatusWrites(), rendered: new RenderedChildren(), resolved: new ResolvedInstances(config), bodies: childBodies(config), ingestion };
   return (request, ctx) => new IoTReconcile(config, ctx, memory).run(request);
 }
 
@@ -240,6 +243,8 @@ interface ReconcileMemory {
   rendered: RenderedChildren;
   resolved: ResolvedInstances;
   bodies: ChildBodies;
+  /** The brokers' latest readings (none in tests that run the reconcile alone). */
+  ingestion: IngestionMonitor | undefined;
 }
 
 /** One reconcile of one IoTService. */
@@ -528,15 +533,16 @@ class IoTReconcile {
     const now = new Date();
     const pods = this.config.shard ? await this.listPods(namespace, iot.metadata.name!) : inNamespace<V1Pod>(Kinds.Pod);
     const missingStorageClasses = await this.missingStorageClasses(instance, pods);
+    const key = keyOf({ namespace: iot.metadata.namespace, name: iot.metadata.name! });
     const next = computeStatus({
       instance: { generation: iot.metadata.generation ?? 0, namespace, spec: instance?.spec, landscape: iot.metadata.namespace },
       previous: iot.status,
       outcome,
       observed: { deployments: inNamespace<V1Deployment>(Kinds.Deployment), statefulSets: inNamespace<V1StatefulSet>(Kinds.StatefulSet), pods, missingStorageClasses },
+      ingestion: this.memory.ingestion?.verdict(key),
       now,
       stuckPodTimeoutMs: this.config.stuckPodTimeoutMs,
     });
-    const key = keyOf({ namespace: iot.metadata.namespace, name: iot.metadata.name! });
     const decision = this.memory.statusWrites.decide(key, iot, next);
     if (decision.write) {
       await this.writeStatus(iot, decision.current, next);

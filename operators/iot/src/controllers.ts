@@ -1,6 +1,7 @@
 /**
- * Every controller of the IoT operator — the IoTService controller and the clean-up of orphaned
- * instance namespaces — and the client calls they make beyond what their `for` and `watches`
+ * Every controller of the IoT operator — the IoTService controller, the ingestion monitor that
+ * reads each instance's broker for it (ingestion.ts), and the clean-up of orphaned instance
+ * namespaces — and the client calls they make beyond what their `for` and `watches`
  * imply.
  *
  * The operator's RBAC is not generated from these: it is split on purpose (deploy/role.yml: a
@@ -13,6 +14,7 @@
 import { Kinds, type ExtraPermission, type Manager } from '@iot-operator/runtime';
 import { CHILD_TYPES, IoTServiceType, registerIoTController, StorageClassType, type IoTControllerConfig } from './controller.ts';
 import { EndpointSliceType } from './crd-conversion.ts';
+import { registerIngestionMonitor, type IngestionMonitor } from './ingestion.ts';
 import { registerOrphanedNamespaceCleanup } from './orphaned-namespaces.ts';
 
 export const extraPermissions: ExtraPermission[] = [
@@ -48,7 +50,11 @@ export const extraPermissions: ExtraPermission[] = [
   { type: EndpointSliceType, verbs: ['list'], reason: "that Service's EndpointSlices: has it a ready endpoint (another landscape's operator serving the conversion)" },
 ];
 
-export function registerControllers(mgr: Manager, config: IoTControllerConfig, syncPeriodMs?: number): void {
-  registerIoTController(mgr, config, syncPeriodMs);
+/** Registers every controller; returns the ingestion monitor, whose readings the instance metrics export. */
+export function registerControllers(mgr: Manager, config: IoTControllerConfig, syncPeriodMs?: number): IngestionMonitor {
+  // A changed ingestion state changes the status: the IoTService is looked at again.
+  const ingestion = registerIngestionMonitor(mgr, config, (instance) => iot.enqueue(instance));
+  const iot = registerIoTController(mgr, config, syncPeriodMs, ingestion);
   registerOrphanedNamespaceCleanup(mgr, config);
+  return ingestion;
 }

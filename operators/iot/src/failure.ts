@@ -4,11 +4,13 @@
  * Guarantees: every failure has a stable CamelCase `reason` (used as condition reason and Event
  * reason, safe to alert on) and a `message`: one sentence a user can act on, containing no
  * secret and nothing that changes from one reconcile to the next (so status is not rewritten
- * while the failure persists).
+ * while the failure persists): the figures of an ingestion failure are those of status.ingestion,
+ * read when the ingestion's state changed.
  *
  * The stuck window is the operator's --stuck-pod-timeout (default 5 minutes): how long a pod may
  * fail to pull, crash or stay unschedulable before the instance is Failed.
  */
+import type { IngestionStatus } from './api/iotservice.ts';
 
 export type FailureReason =
   /** The spec violates the schema (possible only if the CRD's validation was bypassed). */
@@ -42,7 +44,11 @@ export type FailureReason =
   /** A pod's volume claim names a StorageClass (spec.<component>.storageClassName) that does not exist. */
   | 'StorageClassNotFound'
   /** A pod cannot be scheduled for more than five minutes because its volume claim is not bound. */
-  | 'VolumeNotBound';
+  | 'VolumeNotBound'
+  /** Messages wait in the broker and processing has stored none for a minute (ingestion.ts). */
+  | 'IngestionStalled'
+  /** The broker's backlog is at its limit: the gateway slows devices down (ingestion.ts). */
+  | 'StorageFull';
 
 export interface Failure {
   reason: FailureReason;
@@ -159,5 +165,39 @@ export function crashLoopingFailure(component: string, pod: string, container: s
     message:
       `Component ${component} is in a crash loop: container ${container} of pod ${pod} keeps exiting and has not been ready for more than ${durationText(window)}; ` +
       `see why with kubectl logs -n ${namespace} ${pod} -c ${container} --previous, then fix its image (spec.version or spec.${component}.image) or what it depends on.`,
+  };
+}
+
+/** A size as the messages give it: `168 B`, `4.2 KiB`, `5.1 MiB`, `1.2 GiB`. */
+export function bytesText(bytes: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return unit === 0 ? `${value} B` : `${value.toFixed(1)} ${units[unit]}`;
+}
+
+/** Telemetry waits in the broker and processing stores none of it. */
+export function ingestionStalledFailure(ingestion: IngestionStatus, namespace: string): Failure {
+  const stored = ingestion.lastStoredSecondsAgo === undefined ? 'processing has stored none yet' : `processing has stored none for ${ingestion.lastStoredSecondsAgo} s`;
+  return {
+    reason: 'IngestionStalled',
+    message:
+      `Ingestion stalled: ${ingestion.backlogMessages} messages (${bytesText(ingestion.backlogBytes)}) wait in the broker, the oldest for ${ingestion.oldestUnstoredSeconds} s, and ${stored}; ` +
+      `check processing's pods and logs (kubectl -n ${namespace} logs deploy/processing) and the database.`,
+  };
+}
+
+/** The broker's backlog is at its limit. */
+export function storageFullFailure(ingestion: IngestionStatus, namespace: string): Failure {
+  const limit = ingestion.backlogLimitBytes === undefined ? '' : ` of ${bytesText(ingestion.backlogLimitBytes)}`;
+  return {
+    reason: 'StorageFull',
+    message:
+      `The broker's backlog is full (${bytesText(ingestion.backlogBytes)}${limit}, ${ingestion.backlogMessages} messages): devices are slowed or refused until processing catches up; ` +
+      `raise spec.broker.maxBacklog (or spec.broker.storage) or spec.processing.replicas, and check processing (kubectl -n ${namespace} logs deploy/processing).`,
   };
 }

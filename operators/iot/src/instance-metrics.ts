@@ -10,13 +10,19 @@
  *   whose statuses together are the phase;
  * - `iotservice_time_to_available_seconds` (histogram, no per-object labels): from an
  *   IoTService's creation, or from the spec change that made its generation, to its status
- *   reporting Available for that generation.
+ *   reporting Available for that generation;
+ * - `iotservice_ingestion_backlog_messages`, `iotservice_ingestion_backlog_bytes`,
+ *   `iotservice_ingestion_backlog_limit_bytes`, `iotservice_ingestion_oldest_unstored_age_seconds`
+ *   and `iotservice_ingestion_stalled` (1 when Stalled, else 0){namespace,name}: the latest
+ *   reading of the instance's broker (ingestion.ts).
  *
  * Guarantees:
  * - Labels are the IoTService's namespace and name (and phase) only: nothing of its spec, config
  *   or secrets.
  * - The gauges are computed from the cache when /metrics is scraped: an IoTService deleted has
- *   no series in the next scrape, and nothing runs between scrapes.
+ *   no series in the next scrape, and nothing runs between scrapes. The ingestion gauges are the
+ *   ingestion monitor's readings as held in memory: an instance whose broker could not be read
+ *   (or whose backlog has no limit, for the limit) has no series.
  * - One exporter per object: only a replica whose controllers run exports instance series and
  *   counts times to Available — the leader (a replica waiting for the lease exports none), or,
  *   in a ControllerRing, each shard for the IoTServices assigned to it while it holds its Lease.
@@ -29,13 +35,15 @@
 import { Gauge, Histogram, type KubeObject, type Manager, type Registry } from '@iot-operator/runtime';
 import { PHASES, type IoTService, type IoTServicePhase } from './api/iotservice.ts';
 import { IoTServiceType } from './controller.ts';
+import type { IngestionMonitor, IngestionVerdict, InstanceName } from './ingestion.ts';
 import { CONDITION_DEGRADED, CONDITION_READY } from './status.ts';
 
 export type IoTServiceObject = IoTService & KubeObject;
 
-/** What the metrics are read from: the IoTServices, and whether this replica exports them. */
+/** What the metrics are read from: the IoTServices, their brokers' readings, and whether this replica exports them. */
 export interface InstanceSource {
   list(): readonly IoTServiceObject[];
+  ingestion(): readonly (InstanceName & IngestionVerdict)[];
   exporting(): boolean;
 }
 
@@ -144,6 +152,26 @@ export function registerInstanceMetrics(registry: Registry, source: InstanceSour
   figure('iotservice_status_pods_ready', 'Ready pods of an IoTService (status.ready, before the slash).', (s) => s.podsReady);
   figure('iotservice_status_pods_desired', 'Pods an IoTService asks for (status.ready, after the slash).', (s) => s.podsDesired);
   figure('iotservice_status_phase_transition_timestamp_seconds', 'Unix time of the last phase change of an IoTService.', (s) => s.phaseTransitionSeconds);
+  const ingestionFigure = (name: string, help: string, of: (v: IngestionVerdict) => number | undefined) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['namespace', 'name'],
+      registers,
+      collect() {
+        this.reset();
+        if (!source.exporting()) return;
+        for (const r of source.ingestion()) {
+          const value = of(r);
+          if (value !== undefined) this.set({ namespace: r.namespace, name: r.name }, value);
+        }
+      },
+    });
+  ingestionFigure('iotservice_ingestion_backlog_messages', "Messages in an IoTService's broker not yet stored by processing.", (v) => v.reading.backlogMessages);
+  ingestionFigure('iotservice_ingestion_backlog_bytes', 'Bytes of those messages.', (v) => v.reading.backlogBytes);
+  ingestionFigure('iotservice_ingestion_backlog_limit_bytes', "The broker's limit of that backlog in bytes (spec.broker.maxBacklog).", (v) => v.reading.backlogLimitBytes);
+  ingestionFigure('iotservice_ingestion_oldest_unstored_age_seconds', 'Age of the oldest message not yet stored.', (v) => v.reading.oldestUnstoredSeconds);
+  ingestionFigure('iotservice_ingestion_stalled', 'Whether ingestion is stalled: messages wait and none was stored for a minute (1), or not (0).', (v) => (v.state === 'Stalled' ? 1 : 0));
   const histogram = new Histogram({
     name: 'iotservice_time_to_available_seconds',
     help: 'Seconds from the creation of an IoTService, or from a change of its spec, to its status reporting Available.',
@@ -153,10 +181,11 @@ export function registerInstanceMetrics(registry: Registry, source: InstanceSour
   return { observeTimeToAvailable: (seconds) => histogram.observe(seconds) };
 }
 
-/** The instance metrics of the IoTServices in `landscape`, on the manager's registry and cache. */
-export function exportInstanceMetrics(mgr: Manager, landscape: string): void {
+/** The instance metrics of the IoTServices in `landscape`, on the manager's registry and cache, and of their brokers' readings. */
+export function exportInstanceMetrics(mgr: Manager, landscape: string, ingestion: IngestionMonitor): void {
   const metrics = registerInstanceMetrics(mgr.metrics.registry, {
     list: () => mgr.cache.list<IoTServiceObject>(IoTServiceType, { namespace: landscape }),
+    ingestion: () => ingestion.readings(),
     exporting: () => mgr.isLeader,
   });
   const waits = new TimeToAvailable();

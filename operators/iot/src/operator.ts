@@ -1,7 +1,8 @@
 /**
  * Builds the IoT operator's manager from its options: cache scoping, leader election or one
- * shard of a ControllerRing, HTTP server, the controllers of controllers.ts (the IoTService controller and the clean-up of
- * orphaned instance namespaces), the instance metrics (instance-metrics.ts) and, when webhook options
+ * shard of a ControllerRing, HTTP server, the controllers of controllers.ts (the IoTService
+ * controller, its ingestion monitor and the clean-up of orphaned instance namespaces), the
+ * instance metrics (instance-metrics.ts, with the brokers' readings) and, when webhook options
  * are given, the IoTService admission webhook (instance-namespace-webhook.ts) and the IoTService
  * conversion webhook (conversion-webhook.ts), with `webhookCertSecret` a webhook certificate of its
  * own, kept in a Secret (webhook-certificate.ts), and with `conversionService` the CRD's conversion
@@ -41,8 +42,8 @@ export async function createIoTOperator(options: OperatorOptions): Promise<Manag
     leaderElection: options.leaderElect ? { namespace: options.operatorName, name: `iot-operator-${options.operatorName}` } : undefined,
     shard: options.shard ? { ...options.shard, namespace: options.operatorName, types: SHARDED_TYPES } : undefined,
   });
-  registerControllers(mgr, config, options.syncPeriodMs);
-  exportInstanceMetrics(mgr, options.operatorName);
+  const ingestion = registerControllers(mgr, config, options.syncPeriodMs);
+  exportInstanceMetrics(mgr, options.operatorName, ingestion);
   if (options.webhook) {
     registerInstanceNamespaceWebhook(mgr, options.operatorName);
     registerConversionWebhook(mgr);

@@ -16,7 +16,8 @@
  *   message (the kubelet's pull error: no such image, or credentials refused), and the exit code
  *   of its current and the exit code and end of its last termination (a crash loop). A Ready pod
  *   is neither stuck nor on its way to being stuck (status.ts looks only at pods that are not
- *   Ready), and most pods of an instance at rest are Ready: they cost their identity and phase.
+ *   Ready), and most pods of an instance at rest are Ready: they cost their identity, phase and
+ *   IP (the ingestion monitor, ingestion.ts, asks the Ready broker pod at its IP: `readyPodIP`).
  * Every event brings the whole pod again, so a pod that stops being Ready is kept in full detail
  * from that event on.
  */
@@ -29,7 +30,7 @@ export const REVISION_LABEL = 'controller-revision-hash';
 const KEPT_LABELS = [MANAGED_BY_LABEL, LANDSCAPE_LABEL, INSTANCE_LABEL] as const;
 const NOT_READY_KEPT_LABELS = [...KEPT_LABELS, REVISION_LABEL] as const;
 
-const readyPodFields = keepFields<KubeObject>('status.phase');
+const readyPodFields = keepFields<KubeObject>('status.phase', 'status.podIP');
 
 const notReadyPodFields = keepFields<KubeObject>(
   ...['spec.containers[]', 'spec.initContainers[]'].flatMap((list) => [`${list}.name`, `${list}.image`]),
@@ -55,6 +56,17 @@ interface PodConditions {
 /** True when the pod's Ready condition is True. */
 function isReady(pod: KubeObject): boolean {
   return (pod as PodConditions).status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+}
+
+/**
+ * The IP of a pod that is Running, Ready and not being deleted, as received or as `leanPod` keeps
+ * it (a kept pod without conditions was Ready: leanPod drops them only then).
+ */
+export function readyPodIP(pod: KubeObject): string | undefined {
+  const status = (pod as { status?: { phase?: string; podIP?: string } } & PodConditions).status;
+  const notReady = status?.conditions?.some((c) => c.type === 'Ready' && c.status !== 'True') ?? false;
+  if (pod.metadata.deletionTimestamp || status?.phase !== 'Running' || notReady) return undefined;
+  return status.podIP || undefined;
 }
 
 export function leanPod(pod: KubeObject): KubeObject {

@@ -11,7 +11,14 @@
  *     itself), otherwise after the stuck window (a provisioner may be slow);
  *   - Processing when a child was missing or differed (the reconcile just wrote it), or any
  *     workload is missing, not fully rolled out or not ready;
+ *   - otherwise Failed when the instance's ingestion (ingestion.ts) is Stalled (`IngestionStalled`)
+ *     or Full (`StorageFull`);
  *   - Available otherwise.
+ * The ingestion reading is an input: `status.ingestion` takes its figures only when its state
+ * differs from the previous status's, and the failure's message is made from `status.ingestion`,
+ * so readings with other figures but the same state change nothing. An unknown reading (the
+ * broker could not be asked) keeps `status.ingestion` as it is and neither makes an instance
+ * Failed nor ends such a failure: it keeps an ingestion failure of the previous status.
  * `observedGeneration` is the instance's generation; `reason` is present only when Failed;
  * `pods` lists the instance's Running pods by name, sorted; `components` gives desired / updated /
  * ready replicas per workload; `ready` is "<ready pods>/<desired pods>". While Processing, the
@@ -60,6 +67,7 @@ import {
   type ComponentName,
   type ComponentStatus,
   type DefaultedIoTServiceSpec,
+  type IngestionStatus,
   type IoTServicePhase,
   type IoTServiceStatus,
 } from './api/iotservice.ts';
@@ -69,10 +77,13 @@ import {
   imageNotFoundFailure,
   imagePullFailingFailure,
   imagePullUnauthorizedFailure,
+  ingestionStalledFailure,
+  storageFullFailure,
   type Failure,
   type FailureReason,
   type ImagePull,
 } from './failure.ts';
+import type { IngestionVerdict } from './ingestion.ts';
 import { IMAGE_PULL_SECRET_NAME } from './resources/secrets.ts';
 import { hasEmptyDirData } from './resources/statefulsets.ts';
 
@@ -119,6 +130,8 @@ export interface StatusInput {
     /** StorageClasses named in the spec that were looked up and do not exist. */
     missingStorageClasses?: readonly string[];
   };
+  /** The latest reading of the instance's broker (ingestion.ts); undefined when unknown. */
+  ingestion?: IngestionVerdict;
   now: Date;
   /** The stuck window; default DEFAULT_STUCK_POD_TIMEOUT_MS. */
   stuckPodTimeoutMs?: number;
@@ -147,7 +160,7 @@ export function computeStatus(input: StatusInput): IoTServiceStatus {
   const { instance, outcome, observed, now } = input;
   const window = input.stuckPodTimeoutMs ?? DEFAULT_STUCK_POD_TIMEOUT_MS;
   const workloads = viewWorkloads(input);
-  const failure =
+  const workloadFailure =
     outcome.kind === 'failed'
       ? outcome.failure
       : (progressDeadlineFailure(observed.deployments) ??
@@ -156,6 +169,9 @@ export function computeStatus(input: StatusInput): IoTServiceStatus {
 
   const childrenDiffered = outcome.kind !== 'failed' && outcome.childrenMatched === false;
   const pending = workloads.filter((w) => !w.rolledOut);
+  const ingestion = ingestionStatus(input.ingestion, input.previous?.ingestion);
+  const settled = !workloadFailure && !childrenDiffered && pending.length === 0;
+  const failure = workloadFailure ?? (settled ? ingestionFailure(input, ingestion) : undefined);
   const phase: IoTServicePhase = failure ? 'Failed' : childrenDiffered || pending.length > 0 ? 'Processing' : 'Available';
 
   const desiredPods = workloads.reduce((sum, w) => sum + w.desired, 0);
@@ -180,8 +196,47 @@ export function computeStatus(input: StatusInput): IoTServiceStatus {
     ready: `${readyPods}/${desiredPods}`,
     ...(workloads.length > 0 ? { components } : {}),
     pods: runningPodNames(observed.pods),
+    ...(ingestion ? { ingestion } : {}),
     conditions,
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ingestion
+// ---------------------------------------------------------------------------------------------
+
+const INGESTION_REASONS: ReadonlySet<string> = new Set<FailureReason>(['IngestionStalled', 'StorageFull']);
+
+/** status.ingestion: the previous one while the state is the same or unknown, else the reading's figures. */
+function ingestionStatus(verdict: IngestionVerdict | undefined, previous: IngestionStatus | undefined): IngestionStatus | undefined {
+  if (!verdict || verdict.state === previous?.state) return previous;
+  const { reading } = verdict;
+  const whole = (n: number) => Math.max(0, Math.round(n));
+  return {
+    state: verdict.state,
+    backlogMessages: whole(reading.backlogMessages),
+    backlogBytes: whole(reading.backlogBytes),
+    ...(reading.backlogLimitBytes !== undefined ? { backlogLimitBytes: whole(reading.backlogLimitBytes) } : {}),
+    oldestUnstoredSeconds: whole(reading.oldestUnstoredSeconds),
+    ...(reading.lastStoredSecondsAgo !== undefined ? { lastStoredSecondsAgo: whole(reading.lastStoredSecondsAgo) } : {}),
+  };
+}
+
+/**
+ * The failure of an instance otherwise Available whose ingestion is Stalled or Full: by the
+ * reading when there is one, else (unknown) only the one the previous status reported.
+ */
+function ingestionFailure(input: StatusInput, ingestion: IngestionStatus | undefined): Failure | undefined {
+  if (!ingestion) return undefined;
+  if (!input.ingestion) {
+    const previous = input.previous;
+    const reason = previous?.conditions?.find((c) => c.type === CONDITION_DEGRADED && c.status === 'True')?.reason;
+    if (previous?.phase !== 'Failed' || !reason || !INGESTION_REASONS.has(reason)) return undefined;
+  }
+  const namespace = input.instance.namespace ?? '';
+  if (ingestion.state === 'Stalled') return ingestionStalledFailure(ingestion, namespace);
+  if (ingestion.state === 'Full') return storageFullFailure(ingestion, namespace);
+  return undefined;
 }
 
 // ---------------------------------------------------------------------------------------------

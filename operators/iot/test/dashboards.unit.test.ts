@@ -22,7 +22,7 @@ const repoRoot = path.resolve(import.meta.dirname, '../../..');
 async function registeredNames(): Promise<Set<string>> {
   const registry = new Registry();
   new RuntimeMetrics(registry).collectProcessMetrics();
-  registerInstanceMetrics(registry, { list: () => [], exporting: () => false });
+  registerInstanceMetrics(registry, { list: () => [], ingestion: () => [], exporting: () => false });
   const names = new Set<string>();
   for (const metric of await registry.getMetricsAsJSON()) {
     if (String(metric.type) === 'histogram') for (const suffix of ['_bucket', '_sum', '_count']) names.add(`${metric.name}${suffix}`);

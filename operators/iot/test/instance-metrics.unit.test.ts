@@ -2,12 +2,14 @@
  * The IoT operator's instance metrics as a scraper reads them: one series per IoTService and
  * phase with its namespace and name only, pod figures and the last phase change from its status,
  * nothing for a deleted IoTService or on a replica that does not export; time to Available
- * counted from creation or a spec change, and never for a recovery without a spec change.
+ * counted from creation or a spec change, and never for a recovery without a spec change; the
+ * ingestion figures of each instance whose broker was read, and none of one that was not.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Registry } from '@iot-operator/runtime';
 import type { IoTServiceStatus } from '../src/api/iotservice.ts';
+import type { IngestionVerdict, InstanceName } from '../src/ingestion.ts';
 import { registerInstanceMetrics, TimeToAvailable, type IoTServiceObject } from '../src/instance-metrics.ts';
 
 function iot(name: string, status?: Partial<IoTServiceStatus>, generation = 1, created = '2026-11-27T10:00:00Z'): IoTServiceObject {
@@ -31,7 +33,7 @@ const available = (generation = 1): Partial<IoTServiceStatus> => ({
 
 async function scrape(objects: IoTServiceObject[], exporting = true): Promise<string[]> {
   const registry = new Registry();
-  registerInstanceMetrics(registry, { list: () => objects, exporting: () => exporting });
+  registerInstanceMetrics(registry, { list: () => objects, ingestion: () => [], exporting: () => exporting });
   return (await registry.metrics()).split('\n').filter((line) => line.startsWith('iotservice_status_'));
 }
 
@@ -70,7 +72,7 @@ describe('instance series', () => {
   it('follow the cache: a deleted IoTService has none in the next scrape', async () => {
     const objects = [iot('a', available()), iot('b', available())];
     const registry = new Registry();
-    registerInstanceMetrics(registry, { list: () => objects, exporting: () => true });
+    registerInstanceMetrics(registry, { list: () => objects, ingestion: () => [], exporting: () => true });
     assert.match(await registry.metrics(), /name="b"/);
     objects.pop();
     const after = await registry.metrics();
@@ -84,6 +86,41 @@ describe('instance series', () => {
 
   it('carry nothing of the spec or its config', async () => {
     assert.doesNotMatch((await scrape([iot('a', available())])).join('\n'), /secretish|do-not-export|2\.4\.1/);
+  });
+});
+
+describe('ingestion series', () => {
+  const readings: (InstanceName & IngestionVerdict)[] = [
+    {
+      namespace: 'landscape',
+      name: 'a',
+      state: 'Stalled',
+      reading: { backlogMessages: 1234, backlogBytes: 5_347_738, backlogLimitBytes: 268_435_456, oldestUnstoredSeconds: 95.4, lastStoredSecondsAgo: 95 },
+    },
+    { namespace: 'landscape', name: 'b', state: 'Flowing', reading: { backlogMessages: 0, backlogBytes: 0, oldestUnstoredSeconds: 0 } },
+  ];
+  const scrapeIngestion = async (exporting: boolean) => {
+    const registry = new Registry();
+    registerInstanceMetrics(registry, { list: () => [], ingestion: () => readings, exporting: () => exporting });
+    return (await registry.metrics()).split('\n').filter((line) => line.startsWith('iotservice_ingestion_'));
+  };
+
+  it('give each reading by namespace and name; a backlog without a limit has no limit series', async () => {
+    assert.deepEqual((await scrapeIngestion(true)).sort(), [
+      'iotservice_ingestion_backlog_bytes{namespace="landscape",name="a"} 5347738',
+      'iotservice_ingestion_backlog_bytes{namespace="landscape",name="b"} 0',
+      'iotservice_ingestion_backlog_limit_bytes{namespace="landscape",name="a"} 268435456',
+      'iotservice_ingestion_backlog_messages{namespace="landscape",name="a"} 1234',
+      'iotservice_ingestion_backlog_messages{namespace="landscape",name="b"} 0',
+      'iotservice_ingestion_oldest_unstored_age_seconds{namespace="landscape",name="a"} 95.4',
+      'iotservice_ingestion_oldest_unstored_age_seconds{namespace="landscape",name="b"} 0',
+      'iotservice_ingestion_stalled{namespace="landscape",name="a"} 1',
+      'iotservice_ingestion_stalled{namespace="landscape",name="b"} 0',
+    ]);
+  });
+
+  it('are not exported by a replica whose controllers do not run', async () => {
+    assert.deepEqual(await scrapeIngestion(false), []);
   });
 });
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { KubeObject } from '@iot-operator/runtime';
-import { leanPod } from '../src/pod-view.ts';
+import { leanPod, readyPodIP } from '../src/pod-view.ts';
 import { computeStatus, msUntilStuckPodFailure } from '../src/status.ts';
 import { testInstance } from './fixtures.ts';
 
@@ -184,7 +184,7 @@ describe('leanPod', () => {
     assert.deepEqual(statusOf(full, 0).pods, ['crashLooping', 'crashedAndRunningAgain', 'crashedBeforeNotReady', 'justExited', 'ready', 'readyAfterCrash']);
   });
 
-  it('keeps of a Ready pod its identity, phase and the labels that tie it to its instance', () => {
+  it('keeps of a Ready pod its identity, phase, IP and the labels that tie it to its instance', () => {
     assert.deepEqual(leanPod(fullPod('ready', PODS['ready']!)), {
       apiVersion: 'v1',
       kind: 'Pod',
@@ -196,9 +196,17 @@ describe('leanPod', () => {
         creationTimestamp: at(-1),
         labels: { 'app.kubernetes.io/managed-by': 'iot-operator', 'cp.iotservices.io/landscape': 'devawsk8s', 'cp.iotservices.io/instance': 'tenant-a' },
       },
-      status: { phase: 'Running' },
+      status: { phase: 'Running', podIP: '10.0.0.7' },
     });
     assert.equal(leanPod(fullPod('gone', PODS['readyBeingDeleted']!)).metadata.deletionTimestamp, at(1));
+  });
+
+  it('gives the IP of a pod only while it is Ready and not being deleted, as received and as kept', () => {
+    for (const view of [(pod: KubeObject) => pod, leanPod]) {
+      assert.equal(readyPodIP(view(fullPod('ready', PODS['ready']!))), '10.0.0.7');
+      assert.equal(readyPodIP(view(fullPod('gone', PODS['readyBeingDeleted']!))), undefined);
+      assert.equal(readyPodIP(view(fullPod('crashed', PODS['crashedAndRunningAgain']!))), undefined);
+    }
   });
 
   it('keeps of a pod that is not Ready its start, conditions, StatefulSet revision, each container image, waiting reason and message, and its exits', () => {

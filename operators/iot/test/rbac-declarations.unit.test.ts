@@ -45,10 +45,10 @@ describe('the RBAC of deploy/role.yml and what the IoT controllers declare', () 
   const declarations = recordControllers(runtime, (mgr) => registerControllers(mgr as runtime.Manager, { ...TEST_CONFIG, watchNamespace: '', maxConcurrentReconciles: 4 }));
   const computed = policyRules(declarations, extraPermissions, { metricsService: false });
 
-  test('both controllers are recorded: the IoTService controller and the orphaned-namespace clean-up', () => {
+  test('every controller is recorded: the ingestion monitor, the IoTService controller and the orphaned-namespace clean-up', () => {
     assert.deepEqual(
       declarations.filter((d) => d.role === 'for').map((d) => `${d.controller}: ${d.type.kind}`),
-      ['0: IoTService', '1: Namespace'],
+      ['0: IoTService', '1: IoTService', '2: Namespace'],
     );
   });
 

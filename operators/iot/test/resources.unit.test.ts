@@ -21,6 +21,7 @@ import {
   type KeptEmptyDirs,
   desiredBrokerService,
   desiredInstanceIsolationPolicy,
+  desiredOperatorMonitoringPolicy,
   generateCredentials,
   instanceIdOf,
   instanceNamespaceName,
@@ -144,6 +145,7 @@ describe('desired children', () => {
       'NetworkPolicy/devawsk8s-tenant-a/instance-isolation',
       'NetworkPolicy/devawsk8s-tenant-a/gateway-devices',
       'NetworkPolicy/devawsk8s-tenant-a/instance-egress',
+      'NetworkPolicy/devawsk8s-tenant-a/operator-monitoring',
       'ResourceQuota/devawsk8s-tenant-a/instance-quota',
       'LimitRange/devawsk8s-tenant-a/instance-limits',
       'Secret/devawsk8s-tenant-a/image-pull-secret',
@@ -177,6 +179,7 @@ describe('desired children', () => {
         'NetworkPolicy/instance-isolation',
         'NetworkPolicy/gateway-devices',
         'NetworkPolicy/instance-egress',
+        'NetworkPolicy/operator-monitoring',
         'ResourceQuota/instance-quota',
         'LimitRange/instance-limits',
         'Secret/image-pull-secret',
@@ -718,6 +721,16 @@ describe('network policies', () => {
     ]);
     assert.equal(policy.spec.egress?.[0]?.to?.[0]?.podSelector?.matchLabels?.['cp.iotservices.io/instance'], 'tenant-a');
     assert.equal(desiredEgressPolicy(testInstance()).spec.egress?.length, 2, 'nothing declared: same instance and DNS only');
+  });
+
+  it('operator-monitoring admits the landscape namespace, where the operator runs, to the broker pods\' monitoring port only', () => {
+    const policy = desiredOperatorMonitoringPolicy(testInstance());
+    assert.equal(policy.metadata?.name, 'operator-monitoring');
+    assert.deepEqual(policy.spec.podSelector?.matchLabels, { 'cp.iotservices.io/instance': 'tenant-a', 'app.kubernetes.io/component': 'broker' });
+    assert.deepEqual(policy.spec.policyTypes, ['Ingress']);
+    assert.deepEqual(policy.spec.ingress, [
+      { from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'devawsk8s' } } }], ports: [{ protocol: 'TCP', port: 8222 }] },
+    ]);
   });
 
   it('device sources and egress destinations must be CIDRs', () => {

@@ -11,6 +11,7 @@ import {
   type ReconcileOutcome,
   type StatusInput,
 } from '../src/status.ts';
+import type { IngestionReading, IngestionVerdict } from '../src/ingestion.ts';
 import { testInstance } from './fixtures.ts';
 
 const NS = 'devawsk8s-tenant-a';
@@ -529,6 +530,81 @@ describe('what a user meets when pods are stuck (the stuck window)', () => {
     const pods = [pod('broker-0', { container: 'broker', notReadySince: T0, ...shape })];
     assert.equal(msUntilStuckPodFailure(pods, seconds(5), 20_000), 15_001);
     assert.equal(msUntilStuckPodFailure(pods, seconds(5)), 295_001);
+  });
+});
+
+describe('ingestion in the status', () => {
+  const reading = (r: Partial<IngestionReading> = {}): IngestionReading => ({
+    backlogMessages: 1234,
+    backlogBytes: 5_347_738,
+    backlogLimitBytes: 268_435_456,
+    oldestUnstoredSeconds: 95.4,
+    lastStoredSecondsAgo: 95.2,
+    ...r,
+  });
+  const stalled = (r: Partial<IngestionReading> = {}): IngestionVerdict => ({ state: 'Stalled', reading: reading(r) });
+  const full: IngestionVerdict = { state: 'Full', reading: reading({ backlogBytes: 260_000_000, oldestUnstoredSeconds: 12, lastStoredSecondsAgo: 0.4 }) };
+  const flowing: IngestionVerdict = { state: 'Flowing', reading: reading({ backlogMessages: 3, backlogBytes: 126, oldestUnstoredSeconds: 0.2, lastStoredSecondsAgo: 0.1 }) };
+
+  it('a Stalled reading makes an instance otherwise Available Failed with IngestionStalled, saying what waits and where to look', () => {
+    const s = status({ ingestion: stalled() });
+    assert.equal(s.phase, 'Failed');
+    assert.equal(condition(s, 'Degraded')?.status, 'True');
+    assert.equal(condition(s, 'Degraded')?.reason, 'IngestionStalled');
+    assert.equal(condition(s, 'Ready')?.status, 'False', 'not Available while nothing is stored');
+    assert.equal(
+      s.reason,
+      `Ingestion stalled: 1234 messages (5.1 MiB) wait in the broker, the oldest for 95 s, and processing has stored none for 95 s; check processing's pods and logs (kubectl -n ${NS} logs deploy/processing) and the database.`,
+    );
+    assert.deepEqual(s.ingestion, { state: 'Stalled', backlogMessages: 1234, backlogBytes: 5_347_738, backlogLimitBytes: 268_435_456, oldestUnstoredSeconds: 95, lastStoredSecondsAgo: 95 });
+    assert.match(status({ ingestion: stalled({ lastStoredSecondsAgo: undefined }) }).reason ?? '', /processing has stored none yet/);
+  });
+
+  it('a Full reading: Failed with StorageFull, naming the backlog and its limit and what to raise', () => {
+    const s = status({ ingestion: full });
+    assert.equal(s.phase, 'Failed');
+    assert.equal(condition(s, 'Degraded')?.reason, 'StorageFull');
+    assert.equal(
+      s.reason,
+      `The broker's backlog is full (248.0 MiB of 256.0 MiB, 1234 messages): devices are slowed or refused until processing catches up; raise spec.broker.maxBacklog (or spec.broker.storage) or spec.processing.replicas, and check processing (kubectl -n ${NS} logs deploy/processing).`,
+    );
+  });
+
+  it('a Flowing reading changes nothing but status.ingestion', () => {
+    const s = status({ ingestion: flowing });
+    const { ingestion, ...rest } = s;
+    assert.ok(statusEqual(rest, status()));
+    assert.deepEqual(ingestion, { state: 'Flowing', backlogMessages: 3, backlogBytes: 126, backlogLimitBytes: 268_435_456, oldestUnstoredSeconds: 0, lastStoredSecondsAgo: 0 });
+  });
+
+  it('an unknown reading neither makes an instance Failed nor ends its ingestion failure', () => {
+    assert.ok(statusEqual(status({ ingestion: undefined }), status()), 'Available unchanged');
+    const failed = status({ ingestion: stalled() });
+    const unknown = status({ previous: failed, ingestion: undefined, now: minutes(1) });
+    assert.ok(statusEqual(unknown, failed), 'still Failed, same message and figures');
+    const wasFlowing = status({ ingestion: flowing });
+    assert.equal(status({ previous: wasFlowing, ingestion: undefined }).phase, 'Available');
+    assert.deepEqual(status({ previous: wasFlowing, ingestion: undefined }).ingestion, wasFlowing.ingestion, 'figures kept');
+  });
+
+  it('an unknown reading does not turn an instance that was Processing Failed by an earlier Stalled state', () => {
+    const rolling = allReady();
+    rolling.deployments[2] = deployment('processing', { replicas: 1, ready: 0 });
+    const processing = status({ observed: rolling, ingestion: stalled() });
+    assert.equal(processing.phase, 'Processing', 'a rollout in progress comes first');
+    assert.equal(processing.ingestion?.state, 'Stalled');
+    assert.equal(status({ previous: processing, ingestion: undefined, now: minutes(1) }).phase, 'Available');
+  });
+
+  it('readings with other figures in the same state give an equal status: figures and message are those of the change of state', () => {
+    const first = status({ ingestion: stalled() });
+    const later = status({ previous: first, ingestion: stalled({ backlogMessages: 5000, backlogBytes: 21_000_000, oldestUnstoredSeconds: 110, lastStoredSecondsAgo: 110 }), now: minutes(1) });
+    assert.ok(statusEqual(first, later));
+    const recovered = status({ previous: later, ingestion: flowing, now: minutes(2) });
+    assert.equal(recovered.phase, 'Available');
+    assert.equal(recovered.ingestion?.state, 'Flowing');
+    assert.equal(statusTransitionEvent(later, recovered)?.reason, 'Available');
+    assert.equal(statusTransitionEvent(status(), first)?.reason, 'IngestionStalled', 'a Warning Event names the reason');
   });
 });
 

@@ -85,6 +85,9 @@ export const SERVICE_TYPES = ['ClusterIP', 'NodePort', 'LoadBalancer'] as const;
 export type GatewayServiceType = (typeof SERVICE_TYPES)[number];
 export const PHASES = ['Available', 'Processing', 'Failed'] as const;
 export type IoTServicePhase = (typeof PHASES)[number];
+/** How telemetry moves from the broker into the database (ingestion.ts). */
+export const INGESTION_STATES = ['Flowing', 'Stalled', 'Full'] as const;
+export type IngestionState = (typeof INGESTION_STATES)[number];
 
 /** Components of an instance, in the order they are reported. */
 export const COMPONENTS = ['gateway', 'core', 'processing', 'broker', 'database'] as const;
@@ -722,6 +725,24 @@ export const ConditionSchema = Type.Object(
   { additionalProperties: false },
 );
 
+const IngestionStatusSchema = Type.Object(
+  {
+    state: Type.Union(
+      INGESTION_STATES.map((s) => Type.Literal(s)),
+      { description: 'Flowing; Stalled (messages wait and none was stored for a minute); Full (the backlog is at its limit).' },
+    ),
+    backlogMessages: Type.Integer({ format: 'int64', minimum: 0, description: 'Messages in the broker not yet stored.' }),
+    backlogBytes: Type.Integer({ format: 'int64', minimum: 0, description: 'Bytes of those messages.' }),
+    backlogLimitBytes: Type.Optional(Type.Integer({ format: 'int64', minimum: 0, description: "The backlog's limit in bytes (spec.broker.maxBacklog)." })),
+    oldestUnstoredSeconds: Type.Integer({ format: 'int64', minimum: 0, description: 'Age of the oldest message not yet stored.' }),
+    lastStoredSecondsAgo: Type.Optional(Type.Integer({ format: 'int64', minimum: 0, description: 'Seconds since processing last stored a message; absent when it never did.' })),
+  },
+  {
+    additionalProperties: false,
+    description: "The ingestion as read from the instance's broker when its state last changed (the metrics iotservice_ingestion_* give it as it is now).",
+  },
+);
+
 export const IoTServiceStatusSchema = Type.Object(
   {
     phase: Type.Optional(
@@ -740,6 +761,7 @@ export const IoTServiceStatusSchema = Type.Object(
     components: Type.Optional(
       Type.Record(Type.String(), ComponentStatusSchema, { description: 'Per workload: desired, updated and ready replicas.' }),
     ),
+    ingestion: Type.Optional(IngestionStatusSchema),
     conditions: Type.Optional(
       Type.Array(ConditionSchema, {
         description: 'Ready, Progressing and Degraded.',
@@ -758,6 +780,7 @@ export type IoTServiceV1alpha1Spec = {
   [K in keyof IoTServiceSpec]: K extends ComponentName ? Omit<NonNullable<IoTServiceSpec[K]>, 'placement'> & NonNullable<NonNullable<IoTServiceSpec[K]>['placement']> : IoTServiceSpec[K];
 };
 export type ComponentStatus = Static<typeof ComponentStatusSchema>;
+export type IngestionStatus = Static<typeof IngestionStatusSchema>;
 export type ResourceRequirements = Static<typeof ResourceRequirementsSchema>;
 export type Quantity = Static<typeof QuantitySchema>;
 

@@ -29,7 +29,7 @@ import { desiredCoreDeployment, desiredGatewayDeployment, desiredProcessingDeplo
 import type { Instance } from './instance.ts';
 import { desiredNamespace } from './namespace.ts';
 import { desiredLimitRange, desiredResourceQuota, type LimitRange } from './namespace-limits.ts';
-import { desiredEgressPolicy, desiredGatewayDevicesPolicy, desiredInstanceIsolationPolicy, type NetworkPolicy } from './network-policies.ts';
+import { desiredEgressPolicy, desiredGatewayDevicesPolicy, desiredInstanceIsolationPolicy, desiredOperatorMonitoringPolicy, type NetworkPolicy } from './network-policies.ts';
 import { desiredCredentialsSecret, desiredImagePullSecret, type IoTCredentials } from './secrets.ts';
 import {
   desiredBrokerClientService,
@@ -97,6 +97,7 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredInstanceIsolationPolicy(instance)),
       apply(desiredGatewayDevicesPolicy(instance)),
       apply(desiredEgressPolicy(instance)),
+      apply(desiredOperatorMonitoringPolicy(instance)),
       apply(desiredResourceQuota(instance)),
       apply(desiredLimitRange(instance)),
       apply(desiredImagePullSecret(instance, sources.imagePullSecret)),

@@ -7,8 +7,10 @@
  * `spec.gateway.deviceSources`, on the ports of the enabled protocols only (with the right TCP/UDP
  * protocol per port) — with no sources it admits nothing; `instance-egress` denies every
  * connection out of the instance's pods except to pods of the same instance, DNS in kube-system
- * (port 53, UDP and TCP) and the destinations declared in `spec.egress`. Policies are additive,
- * so all other ports of the gateway stay instance-internal.
+ * (port 53, UDP and TCP) and the destinations declared in `spec.egress`; `operator-monitoring`
+ * admits the operator — pods of the landscape namespace, where it runs — to the broker pods'
+ * monitoring port (8222) alone, which it reads the ingestion from (ingestion.ts). Policies are
+ * additive, so all other ports of the gateway and the broker stay instance-internal.
  */
 
 import type {
@@ -20,7 +22,7 @@ import type {
 } from '@kubernetes/client-node';
 import type { Instance } from './instance.ts';
 import { componentSelector, instanceLabels } from './labels.ts';
-import { gatewayPorts } from './ports.ts';
+import { PORTS, gatewayPorts } from './ports.ts';
 
 /**
  * An ingress rule as the API server reads and writes it. (@kubernetes/client-node's model names
@@ -36,6 +38,7 @@ export type NetworkPolicy = Omit<V1NetworkPolicy, 'spec'> & {
 export const INSTANCE_ISOLATION_POLICY = 'instance-isolation';
 export const GATEWAY_DEVICES_POLICY = 'gateway-devices';
 export const INSTANCE_EGRESS_POLICY = 'instance-egress';
+export const OPERATOR_MONITORING_POLICY = 'operator-monitoring';
 /** Where cluster DNS runs: the kube-system namespace, by its immutable name label. */
 export const DNS_NAMESPACE_SELECTOR = { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } };
 
@@ -92,6 +95,19 @@ export function desiredEgressPolicy(instance: Instance): NetworkPolicy {
         ],
       },
       ...declared,
+    ],
+  });
+}
+
+export function desiredOperatorMonitoringPolicy(instance: Instance): NetworkPolicy {
+  return policy(instance, OPERATOR_MONITORING_POLICY, {
+    podSelector: { matchLabels: componentSelector(instance, 'broker') },
+    policyTypes: ['Ingress'],
+    ingress: [
+      {
+        from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': instance.landscape } } }],
+        ports: [{ protocol: 'TCP', port: PORTS.brokerMonitor }],
+      },
     ],
   });
 }

@@ -1,0 +1,230 @@
+/**
+ * An instance's ingestion health as read from its broker: how much telemetry waits in the
+ * JetStream stream `TELEMETRY` for processing to store it, how old the oldest of it is, and when
+ * processing last stored a message (its durable consumer `processing` last acknowledged one; the
+ * stream is a work queue, so its first message is the oldest one not stored).
+ *
+ * Guarantees:
+ * - `parseJsz` reads nats-server's /jsz answer (streams, consumers and config) and nothing else;
+ *   `ingestionState` is a pure function of a reading: `Stalled` when messages wait, the oldest
+ *   for at least `STALLED_AFTER_SECONDS`, and processing stored none for as long (or never, or
+ *   has no consumer); otherwise `Full` when the backlog holds at least `FULL_FRACTION` of its
+ *   limit; otherwise `Flowing`.
+ * - `IngestionMonitor` keeps the latest reading of each instance in memory only. A fetch takes
+ *   at most `FETCH_TIMEOUT_MS`; a failed one, or an instance without a Ready broker pod, leaves
+ *   no reading (unknown), never a guess. An instance whose fetches fail is asked again after
+ *   twice as long each time, from the check interval up to `MAX_BACKOFF_MS`, and at the interval
+ *   again after a success, so brokers that cannot be reached cost little. Asked earlier than
+ *   its schedule (an event, a resync), it fetches nothing.
+ * - `onChange` is called when an instance's state differs from the last one known (a first
+ *   reading included); an unknown reading changes no state.
+ * - `registerIngestionMonitor` polls as a controller of IoTServices: it runs only where the
+ *   operator's controllers run (the leader, or the shard holding its Lease, for its own
+ *   IoTServices), starts and stops with them, and has at most `MAX_FETCHES_IN_FLIGHT` fetches in
+ *   flight. The broker pod's IP comes from the pod cache; a shard caches no pods (controller.ts
+ *   SHARDED_TYPES), so under a ControllerRing there are no readings.
+ */
+import type { V1Pod } from '@kubernetes/client-node';
+import { Kinds, controller, generationChanged, type KubeObject, type Manager } from '@iot-operator/runtime';
+import type { IngestionState } from './api/iotservice.ts';
+import { IoTServiceType, type IoTControllerConfig } from './controller.ts';
+import { readyPodIP } from './pod-view.ts';
+import { instanceNamespaceName } from './resources/index.ts';
+import { PORTS } from './resources/ports.ts';
+
+/** The stream and durable consumer the workloads make (workloads/iot-service/src/shared/broker.ts). */
+export const TELEMETRY_STREAM = 'TELEMETRY';
+export const PROCESSING_CONSUMER = 'processing';
+/** The broker pod asked: the StatefulSet's first, which every instance has. */
+export const BROKER_POD = 'broker-0';
+
+/** How long messages may wait, with none stored, before ingestion is Stalled. */
+export const STALLED_AFTER_SECONDS = 60;
+/** The share of its limit at which the backlog is Full. */
+export const FULL_FRACTION = 0.95;
+
+export const CHECK_INTERVAL_MS = 15_000;
+export const MAX_BACKOFF_MS = 10 * 60_000;
+export const FETCH_TIMEOUT_MS = 1_000;
+export const MAX_FETCHES_IN_FLIGHT = 8;
+
+/** nats-server's time for "never" (Go's zero time); any time before the epoch counts as never. */
+const NEVER_MS = 0;
+
+export interface IngestionReading {
+  backlogMessages: number;
+  backlogBytes: number;
+  /** The stream's max_bytes; undefined when it has none. */
+  backlogLimitBytes?: number;
+  /** Age of the stream's first message; 0 when it is empty. */
+  oldestUnstoredSeconds: number;
+  /** Since processing's consumer last acknowledged; undefined without consumer or acknowledgement. */
+  lastStoredSecondsAgo?: number;
+}
+
+/** A reading and the state it makes. */
+export interface IngestionVerdict {
+  state: IngestionState;
+  reading: IngestionReading;
+}
+
+interface JszStream {
+  name?: string;
+  config?: { max_bytes?: number };
+  state?: { messages?: number; bytes?: number; first_ts?: string };
+  consumer_detail?: Array<{ name?: string; ack_floor?: { last_active?: string } }>;
+}
+
+/** The ingestion figures of a /jsz answer at `now`; undefined when it has no TELEMETRY stream. */
+export function parseJsz(body: unknown, now: Date): IngestionReading | undefined {
+  const accounts = (body as { account_details?: Array<{ stream_detail?: JszStream[] }> } | undefined)?.account_details ?? [];
+  const stream = accounts.flatMap((a) => a.stream_detail ?? []).find((s) => s.name === TELEMETRY_STREAM);
+  if (!stream) return undefined;
+  const secondsSince = (time: string | undefined): number | undefined => {
+    const ms = Date.parse(time ?? '');
+    return Number.isNaN(ms) || ms <= NEVER_MS ? undefined : Math.max(0, (now.getTime() - ms) / 1000);
+  };
+  const messages = stream.state?.messages ?? 0;
+  const limit = stream.config?.max_bytes;
+  const consumer = stream.consumer_detail?.find((c) => c.name === PROCESSING_CONSUMER);
+  const lastStored = secondsSince(consumer?.ack_floor?.last_active);
+  return {
+    backlogMessages: messages,
+    backlogBytes: stream.state?.bytes ?? 0,
+    ...(limit !== undefined && limit > 0 ? { backlogLimitBytes: limit } : {}),
+    oldestUnstoredSeconds: messages > 0 ? (secondsSince(stream.state?.first_ts) ?? 0) : 0,
+    ...(lastStored !== undefined ? { lastStoredSecondsAgo: lastStored } : {}),
+  };
+}
+
+export function ingestionState(reading: IngestionReading): IngestionState {
+  const storedNothingLately = reading.lastStoredSecondsAgo === undefined || reading.lastStoredSecondsAgo >= STALLED_AFTER_SECONDS;
+  if (reading.backlogMessages > 0 && reading.oldestUnstoredSeconds >= STALLED_AFTER_SECONDS && storedNothingLately) return 'Stalled';
+  if (reading.backlogLimitBytes !== undefined && reading.backlogBytes >= FULL_FRACTION * reading.backlogLimitBytes) return 'Full';
+  return 'Flowing';
+}
+
+/** The part of fetch the monitor uses. */
+export type JszFetch = (url: string, init: { signal: AbortSignal }) => Promise<{ ok: boolean; status: number; json(): Promise<unknown> }>;
+
+export interface IngestionMonitorOptions {
+  /** An instance's state changed. */
+  onChange(instance: InstanceName): void;
+  fetch?: JszFetch;
+  /** Milliseconds since the epoch. */
+  now?: () => number;
+  intervalMs?: number;
+}
+
+/** Where an instance is, for the metrics. */
+export interface InstanceName {
+  namespace: string;
+  name: string;
+}
+
+interface Tracked {
+  instance: InstanceName;
+  verdict?: IngestionVerdict;
+  /** The last state known, kept while readings are unknown. */
+  lastState?: IngestionState;
+  failures: number;
+  /** When the next fetch is due (ms since the epoch). */
+  dueAt: number;
+}
+
+export class IngestionMonitor {
+  private readonly tracked = new Map<string, Tracked>();
+  private readonly fetch: JszFetch;
+  private readonly now: () => number;
+  private readonly intervalMs: number;
+
+  constructor(private readonly options: IngestionMonitorOptions) {
+    this.fetch = options.fetch ?? ((url, init) => fetch(url, init));
+    this.now = options.now ?? Date.now;
+    this.intervalMs = options.intervalMs ?? CHECK_INTERVAL_MS;
+  }
+
+  /**
+   * Reads the instance's broker at `brokerIP` (undefined: no Ready broker pod) if a fetch is due;
+   * returns the milliseconds until the next one is.
+   */
+  async check(key: string, instance: InstanceName, brokerIP: string | undefined): Promise<number> {
+    const entry = this.tracked.get(key) ?? { instance, failures: 0, dueAt: 0 };
+    this.tracked.set(key, entry);
+    const early = entry.dueAt - this.now();
+    if (early > 0) return early;
+    if (!brokerIP) {
+      entry.verdict = undefined;
+      return this.schedule(entry, this.intervalMs);
+    }
+    const reading = await this.read(brokerIP);
+    if (reading === 'failed') {
+      entry.verdict = undefined;
+      entry.failures += 1;
+      return this.schedule(entry, Math.min(this.intervalMs * 2 ** (entry.failures - 1), MAX_BACKOFF_MS));
+    }
+    entry.failures = 0;
+    entry.verdict = reading && { state: ingestionState(reading), reading };
+    if (entry.verdict && entry.verdict.state !== entry.lastState) {
+      entry.lastState = entry.verdict.state;
+      this.options.onChange(entry.instance);
+    }
+    return this.schedule(entry, this.intervalMs);
+  }
+
+  /** The instance's latest reading and its state; undefined when unknown. */
+  verdict(key: string): IngestionVerdict | undefined {
+    return this.tracked.get(key)?.verdict;
+  }
+
+  /** Every instance with a reading. */
+  readings(): Array<InstanceName & IngestionVerdict> {
+    return [...this.tracked.values()].flatMap((t) => (t.verdict ? [{ ...t.instance, ...t.verdict }] : []));
+  }
+
+  forget(key: string): void {
+    this.tracked.delete(key);
+  }
+
+  private schedule(entry: Tracked, delayMs: number): number {
+    entry.dueAt = this.now() + delayMs;
+    return delayMs;
+  }
+
+  private async read(ip: string): Promise<IngestionReading | undefined | 'failed'> {
+    const host = ip.includes(':') ? `[${ip}]` : ip;
+    try {
+      const response = await this.fetch(`http://${host}:${PORTS.brokerMonitor}/jsz?streams=true&consumers=true&config=true`, { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
+      if (!response.ok) return 'failed';
+      return parseJsz(await response.json(), new Date(this.now()));
+    } catch {
+      return 'failed';
+    }
+  }
+}
+
+/**
+ * Polls the brokers of the landscape's IoTServices while the operator's controllers run (see the
+ * module comment); `onChange` gets the IoTService whose ingestion state changed.
+ */
+export function registerIngestionMonitor(mgr: Manager, config: IoTControllerConfig, onChange: (instance: InstanceName) => void): IngestionMonitor {
+  const landscape = config.operatorName;
+  const monitor = new IngestionMonitor({ onChange });
+  controller(mgr)
+    .named('iotservice-ingestion')
+    // Its own status writes and other updates do not change the schedule.
+    .for(IoTServiceType, generationChanged())
+    .maxConcurrentReconciles(MAX_FETCHES_IN_FLIGHT)
+    .reconcile(async (request, ctx) => {
+      const key = `${landscape}/${request.name}`;
+      const iot = request.namespace === landscape ? ctx.cache.get(IoTServiceType, request.name, landscape) : undefined;
+      if (!iot || iot.metadata.deletionTimestamp) {
+        monitor.forget(key);
+        return;
+      }
+      const namespace = instanceNamespaceName(landscape, request.name);
+      const pod = namespace.ok && !config.shard ? ctx.cache.get<V1Pod & KubeObject>(Kinds.Pod, BROKER_POD, namespace.name) : undefined;
+      return { requeueAfterMs: await monitor.check(key, { namespace: landscape, name: request.name }, pod && readyPodIP(pod)) };
+    });
+  return monitor;
+}
