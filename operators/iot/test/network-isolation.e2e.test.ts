@@ -5,7 +5,8 @@
  * declares, answering its probes), loaded onto the node under the name the operator gives it.
  * Checked: pods of an instance reach its broker and database, another instance's pods and an
  * outside pod of the project do not; device traffic reaches the gateway's device ports only from
- * `spec.gateway.deviceSources` and stops when the source is removed; connections out of the
+ * `spec.gateway.deviceSources` and stops when the source is removed; the landscape namespace,
+ * where an operator in the cluster runs, reaches the broker's monitoring port and nothing else; connections out of the
  * instance to an undeclared destination fail, a declared one (`spec.egress`) is reached, and the
  * instance's own names resolve through cluster DNS in kube-system. Every
  * address dialled is a pod of the test. The API server rejecting a non-CIDR source or destination
@@ -132,6 +133,11 @@ describe('network isolation with real packets', { skip }, () => {
         containers: [{ name: 'c', image: await busyboxImage(env), imagePullPolicy: 'Never', command: ['/bin/sh', '-c', 'mkdir -p /tmp/www && echo ok >/tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www'] }],
       },
     });
+    // A pod where the operator runs in a cluster: the landscape namespace.
+    await env.client.create(Kinds.Pod, {
+      metadata: { name: 'operator-side', namespace: landscape },
+      spec: { ...onRealNode, terminationGracePeriodSeconds: 0, containers: [{ name: 'c', image: await busyboxImage(env), imagePullPolicy: 'Never', command: ['sleep', '3600'] }] },
+    });
     await env.client.create(IoTServiceV1alpha1Type, iotService('alpha', landscape, onTheRealNode));
     await env.client.create(IoTServiceV1alpha1Type, iotService('beta', landscape, onTheRealNode));
     await waitForPhase(env, landscape, 'alpha', 'Available', 180_000);
@@ -152,6 +158,16 @@ describe('network isolation with real packets', { skip }, () => {
       assert.equal(await reaches(outsideNs, 'outside', target, port), false, `outside pod → alpha ${target}:${port}`);
     }
     assert.ok(await reaches(betaNs(), beta.core.name, beta.database.ip, PORTS.database), 'beta reaches its own database');
+  });
+
+  it('the landscape namespace (the operator) reaches the broker’s monitoring port only', async () => {
+    await waitFor('the operator-side pod to run', async () => {
+      const p = (await env.client.get(Kinds.Pod, 'operator-side', landscape)) as Pod;
+      return { done: p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true, value: undefined, seen: p.status };
+    }, { timeoutMs: 90_000 });
+    assert.ok(await reaches(landscape, 'operator-side', alpha.broker.ip, PORTS.brokerMonitor), 'landscape → alpha broker:8222');
+    assert.equal(await reaches(landscape, 'operator-side', alpha.broker.ip, PORTS.brokerClient), false, 'landscape → alpha broker:4222');
+    assert.equal(await reaches(landscape, 'operator-side', alpha.database.ip, PORTS.database), false, 'landscape → alpha database');
   });
 
   it('device traffic reaches the gateway only from spec.gateway.deviceSources, on the device ports, and stops when the source is removed', async () => {
