@@ -146,6 +146,7 @@ describe('IoTService CRD', () => {
     assert.deepEqual(alphaBroker['retention'], retention, 'v1alpha1 serves it the same way');
     const rules = (broker['x-kubernetes-validations'] as Node[]).map((r) => r['message']);
     assert.ok(rules.includes('storageClassName cannot be set with storage: ephemeral (an emptyDir has no StorageClass)'));
+    assert.ok(rules.some((m) => String(m).startsWith('broker.replicas cannot be changed after creation')), 'broker.replicas is fixed');
     const limits = (((gatewayProps['resources'] as Node)['properties'] as Record<string, Node>)['limits'] as Node)[
       'additionalProperties'
     ] as Node;

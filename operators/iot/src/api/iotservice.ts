@@ -113,7 +113,7 @@ export const REPLICA_RANGES: Readonly<Record<ComponentName, ReplicaRange>> = {
     default: 1,
     only: {
       counts: [1, 3],
-      description: 'Number of broker replicas: 1, or 3 to replicate every message on three brokers, any one of which may fail (default 1).',
+      description: 'Number of broker replicas: 1, or 3 to replicate every message on three brokers, any one of which may fail (default 1). Fixed at creation.',
       message: 'broker.replicas must be 1 or 3: 3 replicates every message on three brokers (any one may fail)',
     },
   },
@@ -168,6 +168,16 @@ const storageImmutable: CelRule = {
     "(has(self.storage) ? self.storage : '') == (has(oldSelf.storage) ? oldSelf.storage : '') && " +
     "(has(self.storageClassName) ? self.storageClassName : '') == (has(oldSelf.storageClassName) ? oldSelf.storageClassName : '')",
   message: 'storage and storageClassName cannot be changed after creation (StatefulSet volume claims are immutable)',
+};
+
+/**
+ * A single broker's stream does not carry over into a cluster of three (nor back): JetStream keeps
+ * a standalone server's streams apart from a cluster's, so changing the count would strand what
+ * the stream holds. A transition rule, like `storageImmutable`.
+ */
+const brokerReplicasFixed: CelRule = {
+  rule: `(has(self.replicas) ? self.replicas : ${REPLICA_RANGES.broker.default}) == (has(oldSelf.replicas) ? oldSelf.replicas : ${REPLICA_RANGES.broker.default})`,
+  message: 'broker.replicas cannot be changed after creation: the stream of one broker does not carry over into a cluster of three, or back (create a new IoTService with the count you need)',
 };
 
 const deviceSourcesAreCidrs: CelRule = {
@@ -588,20 +598,20 @@ const plainComponent = (component: 'core' | 'processing') =>
     description: componentDescription[component],
   });
 
-const statefulComponent = <Extra extends TProperties>(component: 'broker' | 'database', extra: Extra) =>
+const statefulComponent = <Extra extends TProperties>(component: 'broker' | 'database', extra: Extra, rules: readonly CelRule[] = []) =>
   Type.Object(
     { ...commonComponentFields(component), ...storageFields(component), ...extra },
     {
       additionalProperties: false,
       default: {},
       description: componentDescription[component],
-      'x-kubernetes-validations': [storageClassNeedsVolume, storageImmutable],
+      'x-kubernetes-validations': [storageClassNeedsVolume, storageImmutable, ...rules],
     },
   );
 
 export const CoreSpecSchema = plainComponent('core');
 export const ProcessingSpecSchema = plainComponent('processing');
-export const BrokerSpecSchema = statefulComponent('broker', brokerFields);
+export const BrokerSpecSchema = statefulComponent('broker', brokerFields, [brokerReplicasFixed]);
 export const DatabaseSpecSchema = statefulComponent('database', {});
 
 export const IoTServiceSpecSchema = Type.Object(
