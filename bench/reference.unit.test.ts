@@ -1,13 +1,15 @@
 /**
  * Unit tests of the reference scenario's pure parts (bench/lib/reference.ts): where the
- * acknowledged rate saturates and which step comes next, the kubelet's stats/summary and the
- * cgroup files read into per-pod figures, CPU limits, image sizes from manifests, and the database
- * count of stored messages.
+ * acknowledged rate saturates, which step comes next and how the latency step is paced, the
+ * kubelet's stats/summary and the cgroup files read into per-pod figures, CPU limits, image sizes
+ * from manifests, and the database's count of stored messages and their latency.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
   cpuCores,
+  latencyPace,
+  latencySql,
   latestWorkingSet,
   limitedBy,
   limitingPod,
@@ -15,6 +17,7 @@ import {
   maxWorkingSetWithin,
   nextDevices,
   parseCpuStat,
+  parseLatency,
   parsePerSecond,
   parseStoredCount,
   perSecondCounts,
@@ -76,6 +79,30 @@ describe('nextDevices', () => {
     assert.equal(nextDevices(plan, steps([1, 1700], [4, 1480], [16, 3130], [64, 6970])), 256, 'a dip earlier does not end the stepping');
     assert.equal(nextDevices([2], steps([2, 10]), { factor: 2, max: 4 }), 4);
     assert.equal(nextDevices([], []), undefined);
+  });
+});
+
+describe('latencyPace', () => {
+  const rates = (...triples: [number, number, number][]) => triples.map(([devices, ackedPerS, storedPerS]) => ({ devices, ackedPerS, storedPerS }));
+
+  it('offers the share of the highest stored rate from that step’s devices, pausing what their ack time leaves', () => {
+    // 64 devices at 3,200 acknowledged/s: 20 ms per acknowledgement; 80 % of 3,000 stored/s is
+    // 2,400/s, 37.5/s per device, 26.67 ms per message: 6.67 ms of pause, rounded to 7
+    assert.deepEqual(latencyPace(rates([1, 1000, 1000], [16, 2500, 2500], [64, 3200, 3000], [256, 3300, 2900]), 0.8), {
+      devices: 64, peakStoredPerS: 3000, targetPerS: 2400, ackMs: 20, intervalMs: 7,
+    });
+  });
+
+  it('takes the first of steps storing equally, and never pauses less than 0', () => {
+    assert.equal(latencyPace(rates([4, 400, 500], [16, 400, 500]), 0.5)?.devices, 4);
+    // all of the rate: devices / target (8 ms) is below the ack time of 10 ms
+    assert.equal(latencyPace(rates([4, 400, 500]), 1)?.intervalMs, 0);
+  });
+
+  it('is undefined without a step that stored and acknowledged something', () => {
+    assert.equal(latencyPace([], 0.8), undefined);
+    assert.equal(latencyPace(rates([4, 0, 0], [16, 0, 0]), 0.8), undefined);
+    assert.equal(latencyPace(rates([4, 0, 10]), 0.8), undefined);
   });
 });
 
@@ -225,6 +252,37 @@ describe('the stored count', () => {
   it('reads psql’s unaligned row', () => {
     assert.deepEqual(parseStoredCount('31250,30000,1795790589123\n'), { total: 31250, inWindow: 30000, lastStoredAt: 1795790589123 });
     assert.throws(() => parseStoredCount('psql: error: connection refused'), /unexpected psql output/);
+  });
+});
+
+describe('the latency of stored messages', () => {
+  const from = Date.parse('2026-11-27T14:00:00Z');
+  const to = Date.parse('2026-11-27T14:00:30Z');
+
+  it('takes p50, p90, p99 and max of stored_at − received_at in ms, for the prefix’s rows received within the window', () => {
+    const sql = latencySql('mqtt-paced-k64-', from, to);
+    assert.match(sql, /percentile_cont\(ARRAY\[0\.5,0\.9,0\.99\]\) WITHIN GROUP \(ORDER BY ms\)/);
+    assert.match(sql, /max\(ms\)/);
+    assert.match(sql, /\(extract\(epoch FROM stored_at - received_at\) \* 1000\)::float8 AS ms/);
+    assert.match(sql, /device_id LIKE 'mqtt-paced-k64-%' AND received_at >= '2026-11-27T14:00:00\.000Z'::timestamptz AND received_at < '2026-11-27T14:00:30\.000Z'::timestamptz/);
+    assert.match(sql, /^SELECT n, p\[1\], p\[2\], p\[3\], top FROM/, 'the array is taken apart: psql would print it with the separator inside');
+    assert.throws(() => latencySql("x'; DROP TABLE telemetry; --", from, to), /prefix/);
+  });
+
+  it('reads psql’s unaligned row, times to 0.1 ms', () => {
+    assert.deepEqual(parseLatency('30000,12.345,40.04,180.96,912.5\n'), { rows: 30000, p50Ms: 12.3, p90Ms: 40, p99Ms: 181, maxMs: 912.5 });
+    assert.deepEqual(parseLatency('1,1e-05,1e-05,1e-05,1e-05'), { rows: 1, p50Ms: 0, p90Ms: 0, p99Ms: 0, maxMs: 0 });
+  });
+
+  it('gives NaN times for no rows, and refuses anything else', () => {
+    const none = parseLatency('0,,,,\n');
+    assert.equal(none.rows, 0);
+    assert.ok([none.p50Ms, none.p90Ms, none.p99Ms, none.maxMs].every(Number.isNaN));
+    assert.throws(() => parseLatency('ERROR: syntax error'), /unexpected psql output/);
+    assert.throws(() => parseLatency('5,,,,'), /unexpected psql output/, 'rows counted but no times');
+    assert.throws(() => parseLatency('0,1,2,3,4'), /unexpected psql output/, 'times without rows');
+    assert.throws(() => parseLatency('{1,2,3},4,5'), /unexpected psql output/);
+    assert.throws(() => parseLatency(',,,,'), /unexpected psql output/);
   });
 });
 

@@ -26,6 +26,21 @@ import { cdfSvg, type Series } from './lib/svg.ts';
 
 export const SCENARIO_ORDER = ['burst', 'floor', 'steady', 'latency', 'churn', 'restart', 'scale', 'memcached', 'throughput', 'armada', 'start', 'reference'];
 
+/** The reference scenario's latency step of one protocol (figures absent from results made before it existed, so no rows). */
+const referenceLatencyFigures = (label: string, protocol: string): [string, string][] => [
+  [`${label} latency step: share of the peak stored rate offered`, `${protocol}.latency.share`],
+  [`${label} latency step: messages/s offered (planned)`, `${protocol}.latency.targetPerS`],
+  [`${label} latency step: devices`, `${protocol}.latency.devices`],
+  [`${label} latency step: pause after each acknowledgement (ms)`, `${protocol}.latency.intervalMs`],
+  [`${label} latency step: messages acknowledged/s (offered, achieved)`, `${protocol}.latency.ackedPerS`],
+  [`${label} latency step: messages stored/s`, `${protocol}.latency.storedPerS`],
+  [`${label} latency step: acknowledgement → stored p50 (ms)`, `${protocol}.latency.latencyMs.p50Ms`],
+  [`${label} latency step: acknowledgement → stored p90 (ms)`, `${protocol}.latency.latencyMs.p90Ms`],
+  [`${label} latency step: acknowledgement → stored p99 (ms)`, `${protocol}.latency.latencyMs.p99Ms`],
+  [`${label} latency step: acknowledgement → stored max (ms)`, `${protocol}.latency.latencyMs.maxMs`],
+  [`${label} latency step: working set (MiB): `, `${protocol}.latency.workingSetMiB.*`],
+];
+
 /** Figures shown per scenario: [label, dotted path]; a path ending in `.*` expands to every key found. */
 export const FIGURES: Record<string, [string, string][]> = {
   burst: [
@@ -245,6 +260,8 @@ export const FIGURES: Record<string, [string, string][]> = {
     ['host CPU utilisation where MQTT stops growing', 'mqtt.saturation.hostUtilisation'],
     ['working set idle (MiB): ', 'memory.idleMiB.*'],
     ['working set where MQTT stops growing (MiB): ', 'memory.mqttSaturationMiB.*'],
+    ...referenceLatencyFigures('MQTT', 'mqtt'),
+    ...referenceLatencyFigures('HTTP', 'http'),
     ['delete → instance namespace gone (s)', 'deleteToNamespaceGoneS'],
   ],
 };

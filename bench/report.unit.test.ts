@@ -2,7 +2,8 @@
  * Unit tests of the report (bench/report.ts) and its chart (bench/lib/svg.ts): medians with
  * ranges per scenario and size, expansion of per-verb figures, target verdicts (paired ratios
  * preferred, "not measured" when no run at the target's size exists, failed runs never
- * averaged in), and a well-formed, escaped SVG.
+ * averaged in), the reference scenario's latency step (and results made before it), and a
+ * well-formed, escaped SVG.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -156,6 +157,56 @@ describe('buildReport', () => {
   it('is deterministic', () => {
     const input = { results: [burst(10, 1.1, 100, { GET: 1, POST: 2 })], svgName: 'x.svg' };
     assert.equal(buildReport(input).markdown, buildReport(input).markdown);
+  });
+});
+
+describe('reference: the latency step', () => {
+  const throughput = { ackedPerSecondMedian: { k001: 1700, k004: 2800 }, storedPerSecondMedian: { k001: 1690, k004: 2790 }, saturation: { devices: null, peakPerS: 2800 } };
+  const latency = (p99Ms: number) => ({
+    share: 0.8, peakStoredPerS: 2790, targetPerS: 2232, peakAckMs: 1.4, protocol: 'mqtt', devices: 4, intervalMs: 0, ackedPerS: 2250.5, storedPerS: 2249.8,
+    latencyMs: { rows: 67000, p50Ms: 4.2, p90Ms: 9.9, p99Ms, maxMs: 640 }, workingSetMiB: { 'database-0': 190, 'gateway-0': 60 },
+  });
+  const before = result('reference', { devices: [1, 4] }, { applyToAvailableS: 40, mqtt: throughput, memory: { idleMiB: { 'database-0': 39 } } });
+  const withLatency = (p99Ms: number) => result('reference', { devices: [1, 4] }, { applyToAvailableS: 42, mqtt: { ...throughput, latency: latency(p99Ms) }, memory: { idleMiB: { 'database-0': 40 } } });
+  const row = (rows: string[][], label: string) => rows.find((r) => r[0] === label);
+
+  it('a result made before the latency step renders as before: no latency rows', () => {
+    const rows = figureRows('reference', [before]);
+    assert.deepEqual(rows.map((r) => r[0]), [
+      'create → Available (s)',
+      'MQTT messages acknowledged in the median second, devices k001',
+      'MQTT messages acknowledged in the median second, devices k004',
+      'MQTT messages stored in the median second, devices k001',
+      'MQTT messages stored in the median second, devices k004',
+      'MQTT peak acknowledged messages/s (median second)',
+      'working set idle (MiB): database-0',
+    ]);
+    assert.match(buildReport({ results: [before], svgName: 'x.svg' }).markdown, /### reference \(defaults; 1 run\)/);
+  });
+
+  it('shows the offered, acknowledged and stored rates, devices, p50/p90/p99/max and the pods’ memory of the latency step', () => {
+    const rows = figureRows('reference', [withLatency(181)]);
+    assert.deepEqual(row(rows, 'MQTT latency step: share of the peak stored rate offered'), ['MQTT latency step: share of the peak stored rate offered', '0.800', '', '1']);
+    assert.equal(row(rows, 'MQTT latency step: messages/s offered (planned)')?.[1], '2232');
+    assert.equal(row(rows, 'MQTT latency step: devices')?.[1], '4');
+    assert.equal(row(rows, 'MQTT latency step: pause after each acknowledgement (ms)')?.[1], '0');
+    assert.equal(row(rows, 'MQTT latency step: messages acknowledged/s (offered, achieved)')?.[1], '2251');
+    assert.equal(row(rows, 'MQTT latency step: messages stored/s')?.[1], '2250');
+    assert.deepEqual(
+      ['p50', 'p90', 'p99', 'max'].map((p) => row(rows, `MQTT latency step: acknowledgement → stored ${p} (ms)`)?.[1]),
+      ['4.20', '9.90', '181', '640'],
+    );
+    assert.equal(row(rows, 'MQTT latency step: working set (MiB): database-0')?.[1], '190');
+    assert.equal(row(rows, 'MQTT latency step: working set (MiB): gateway-0')?.[1], '60');
+    assert.ok(!rows.some((r) => r[0]!.startsWith('HTTP latency step')), 'a protocol not measured has no rows');
+  });
+
+  it('runs with and without the latency step in one group: its figures over the runs that have it', () => {
+    const rows = figureRows('reference', [before, withLatency(181), withLatency(300)]);
+    assert.deepEqual(row(rows, 'MQTT latency step: acknowledgement → stored p99 (ms)'), ['MQTT latency step: acknowledgement → stored p99 (ms)', '241', '181–300', '2']);
+    assert.deepEqual(row(rows, 'create → Available (s)'), ['create → Available (s)', '42', '40–42', '3']);
+    const { markdown } = buildReport({ results: [before, withLatency(181), withLatency(300)], svgName: 'x.svg' });
+    assert.match(markdown, /\| MQTT latency step: acknowledgement → stored p99 \(ms\) \| 241 \| 181–300 \| 2 \|/);
   });
 });
 

@@ -71,7 +71,7 @@ const scenarios: Record<string, ScenarioSpec> = {
   floor: { run: runFloor, defaults: { n: 100, k: 30 }, pods: (o) => Math.max(o.n, o.k) * PODS_PER_INSTANCE, uses: ['n', 'k'] },
   start: { run: runStart, defaults: {}, pods: () => 0, uses: [] },
   reference: {
-    run: runReference, defaults: {}, pods: () => 0, uses: ['devices', 'windowS', 'protocols', 'settleS', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot',
+    run: runReference, defaults: {}, pods: () => 0, uses: ['devices', 'windowS', 'protocols', 'latencyShare', 'settleS', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot',
     needsKubeconfig: 'reference runs on the cluster with the real node: --kubeconfig <its kubeconfig> (e.g. /root/.kwok/clusters/iot-operator/kubeconfig.yaml)',
   },
 };
@@ -112,6 +112,9 @@ options:
                          while the acknowledged rate still grows by 10 % a step)
   --window <seconds>     reference: measuring window of each throughput step (default 30)
   --protocols <p>[,<p>]  reference: mqtt, http or both, in that order (default mqtt,http)
+  --latency-share <0..1> reference: after a protocol's throughput steps, a latency step paced to this
+                         share of their highest stored rate (median second), with the device count
+                         of the step that reached it: acknowledgement → stored p50/p90/p99/max (default 0.8)
   --timeout <seconds>    give up waiting after this long (default 900)
   --kubeconfig <path>    use this cluster instead of the bench cluster 'iot-bench'
   --out <dir>            where result files go (default bench/results)`;
@@ -128,6 +131,12 @@ function parseProtocols(value: string | undefined): string[] | undefined {
   const list = [...new Set(value.split(',').map((p) => p.trim()))];
   if (list.length === 0 || list.some((p) => p !== 'mqtt' && p !== 'http')) throw new Error(`--protocols must list mqtt and/or http, got "${value}"`);
   return list;
+}
+
+function parseShare(value: string | undefined, name: string): number | undefined {
+  const share = num(value, name);
+  if (share !== undefined && (share === 0 || share > 1)) throw new Error(`--${name} must be a share above 0 and at most 1, got "${value}"`);
+  return share;
 }
 
 async function main(): Promise<number> {
@@ -153,6 +162,7 @@ async function main(): Promise<number> {
       devices: { type: 'string' },
       window: { type: 'string' },
       protocols: { type: 'string' },
+      'latency-share': { type: 'string' },
       kubeconfig: { type: 'string' },
       out: { type: 'string' },
       doc: { type: 'string' },
@@ -220,6 +230,7 @@ async function main(): Promise<number> {
     devices: parseList(values.devices, 'devices'),
     windowS: num(values.window, 'window'),
     protocols: parseProtocols(values.protocols),
+    latencyShare: parseShare(values['latency-share'], 'latency-share'),
     out: path.resolve(values.out ?? path.join(repoRoot, 'bench/results')),
   };
 

@@ -42,6 +42,8 @@ export interface BenchOptions {
   windowS?: number;
   /** reference: protocols measured, in order (default mqtt,http). */
   protocols?: string[];
+  /** reference: the latency step's rate as a share of the highest stored rate of a protocol's steps (default 0.8). */
+  latencyShare?: number;
   /** Give up waiting after this many seconds. */
   timeoutS: number;
   out: string;

@@ -1,7 +1,8 @@
 /**
- * The pure parts of the `reference` scenario (scenarios/reference.ts): the step plan and where
- * throughput saturates, the kubelet's stats/summary and the real node's cgroup files read into
- * per-pod figures, image sizes from manifests, and the database count of stored messages.
+ * The pure parts of the `reference` scenario (scenarios/reference.ts): the step plan, where
+ * throughput saturates and how the latency step is paced, the kubelet's stats/summary and the real
+ * node's cgroup files read into per-pod figures, image sizes from manifests, and the database's
+ * count of stored messages and their time from receipt to storage.
  *
  * Guarantees: no I/O; inputs are never mutated. Times are milliseconds since the epoch (the
  * kubelet's and PostgreSQL's clocks are this machine's).
@@ -17,6 +18,11 @@
  *   busy, else no CPU at all (the rate is bound by waiting, not computing).
  * - `workingSetBytes` is the kubelet's (cadvisor's) working set of a cgroup v1 memory controller:
  *   usage minus inactive file pages, never below 0.
+ * - `latencyPace` plans the paced latency step: a share of the highest stored rate among a
+ *   protocol's steps, offered by as many devices as the step that reached it, each pausing so
+ *   long after an acknowledgement that ack time plus pause gives it its part of that rate.
+ * - The SQL built here names devices only by a prefix of lowercase letters, digits and '-'
+ *   (checked: no LIKE wildcard, no quote), and times as ISO timestamps.
  */
 
 export interface StepRate {
@@ -54,6 +60,35 @@ export function nextDevices(plan: readonly number[], done: readonly StepRate[], 
   if (done.length === 0 || saturation(done, o.growth) !== undefined) return undefined;
   const next = done.at(-1)!.devices * (o.factor ?? 4);
   return next <= (o.max ?? 256) ? next : undefined;
+}
+
+/** A throughput step's device count and median seconds' rates, as `latencyPace` reads them. */
+export interface StepRates {
+  devices: number;
+  ackedPerS: number;
+  storedPerS: number;
+}
+
+export interface Pace {
+  /** Devices of the step with the highest stored rate (the first of equals). */
+  devices: number;
+  /** That step's stored rate. */
+  peakStoredPerS: number;
+  /** share × peakStoredPerS: the rate the paced devices are meant to offer together. */
+  targetPerS: number;
+  /** That step's time from sending a message to its acknowledgement (devices / acknowledged rate, Little's law). */
+  ackMs: number;
+  /** Pause after each acknowledgement, whole ms: devices / targetPerS − ackMs, never below 0. */
+  intervalMs: number;
+}
+
+/** How the latency step paces its devices (see the module comment); undefined without a step that stored and acknowledged anything. */
+export function latencyPace(steps: readonly StepRates[], share: number): Pace | undefined {
+  const peak = steps.reduce<StepRates | undefined>((top, s) => (!top || s.storedPerS > top.storedPerS ? s : top), undefined);
+  if (!peak || !(peak.storedPerS > 0) || !(peak.ackedPerS > 0)) return undefined;
+  const targetPerS = share * peak.storedPerS;
+  const ackMs = (1000 * peak.devices) / peak.ackedPerS;
+  return { devices: peak.devices, peakStoredPerS: peak.storedPerS, targetPerS, ackMs, intervalMs: Math.max(0, Math.round((1000 * peak.devices) / targetPerS - ackMs)) };
 }
 
 /** A pod as the kubelet's /stats/summary reports it, reduced to what the scenario uses. */
@@ -191,17 +226,23 @@ export function manifestBytes(manifest: unknown): number {
 
 const PREFIX = /^[a-z0-9][a-z0-9-]*$/;
 
+/** `prefix` as a LIKE pattern of the device ids starting with it (see the module comment). */
+function devicesLike(prefix: string): string {
+  if (!PREFIX.test(prefix)) throw new Error(`device id prefix must be lowercase letters, digits and '-', got "${prefix}"`);
+  return `device_id LIKE '${prefix}%'`;
+}
+
+const timestamp = (ms: number) => `'${new Date(ms).toISOString()}'::timestamptz`;
+
 /**
  * SQL counting the telemetry rows of devices whose ids start with `prefix`: all of them, those
- * stored within [from, to), and when the last was stored (ms since the epoch). The prefix holds
- * no LIKE wildcard or quote (checked), and the times are written as ISO timestamps.
+ * stored within [from, to), and when the last was stored (ms since the epoch).
  */
 export function storedCountSql(prefix: string, from: number, to: number): string {
-  if (!PREFIX.test(prefix)) throw new Error(`device id prefix must be lowercase letters, digits and '-', got "${prefix}"`);
-  const at = (ms: number) => `'${new Date(ms).toISOString()}'::timestamptz`;
+  const like = devicesLike(prefix);
   return (
-    `SELECT count(*), count(*) FILTER (WHERE stored_at >= ${at(from)} AND stored_at < ${at(to)}), ` +
-    `coalesce(floor(extract(epoch FROM max(stored_at)) * 1000), 0)::bigint FROM telemetry WHERE device_id LIKE '${prefix}%'`
+    `SELECT count(*), count(*) FILTER (WHERE stored_at >= ${timestamp(from)} AND stored_at < ${timestamp(to)}), ` +
+    `coalesce(floor(extract(epoch FROM max(stored_at)) * 1000), 0)::bigint FROM telemetry WHERE ${like}`
   );
 }
 
@@ -210,12 +251,47 @@ export function storedCountSql(prefix: string, from: number, to: number): string
  * whose ids start with `prefix` stored in it: rows `<second>,<count>` (seconds with none absent).
  */
 export function storedPerSecondSql(prefix: string, from: number, seconds: number): string {
-  if (!PREFIX.test(prefix)) throw new Error(`device id prefix must be lowercase letters, digits and '-', got "${prefix}"`);
-  const at = (ms: number) => `'${new Date(ms).toISOString()}'::timestamptz`;
+  const like = devicesLike(prefix);
   return (
-    `SELECT floor(extract(epoch FROM stored_at - ${at(from)}))::int AS s, count(*) FROM telemetry ` +
-    `WHERE device_id LIKE '${prefix}%' AND stored_at >= ${at(from)} AND stored_at < ${at(from + seconds * 1000)} GROUP BY s ORDER BY s`
+    `SELECT floor(extract(epoch FROM stored_at - ${timestamp(from)}))::int AS s, count(*) FROM telemetry ` +
+    `WHERE ${like} AND stored_at >= ${timestamp(from)} AND stored_at < ${timestamp(from + seconds * 1000)} GROUP BY s ORDER BY s`
   );
+}
+
+/**
+ * SQL of the time from receipt to storage (`stored_at - received_at`, in ms) of the telemetry rows
+ * of devices whose ids start with `prefix` received within [from, to): one row `<rows>,<p50>,<p90>,
+ * <p99>,<max>` (percentiles interpolated by percentile_cont; all but the count empty for no rows).
+ */
+export function latencySql(prefix: string, from: number, to: number): string {
+  const like = devicesLike(prefix);
+  return (
+    'SELECT n, p[1], p[2], p[3], top FROM (' +
+    'SELECT count(*) AS n, percentile_cont(ARRAY[0.5,0.9,0.99]) WITHIN GROUP (ORDER BY ms) AS p, max(ms) AS top FROM (' +
+    `SELECT (extract(epoch FROM stored_at - received_at) * 1000)::float8 AS ms FROM telemetry ` +
+    `WHERE ${like} AND received_at >= ${timestamp(from)} AND received_at < ${timestamp(to)}` +
+    ') AS latency) AS q'
+  );
+}
+
+export interface Latency {
+  rows: number;
+  p50Ms: number;
+  p90Ms: number;
+  p99Ms: number;
+  maxMs: number;
+}
+
+/** The row `psql -At -F,` prints for `latencySql`, times rounded to 0.1 ms; NaN times when no row was counted. */
+export function parseLatency(output: string): Latency {
+  const line = output.trim().split('\n').at(-1) ?? '';
+  const parts = line.split(',');
+  const rows = Number(parts[0]);
+  const times = parts.slice(1).map((v) => (v === '' ? Number.NaN : Math.round(Number(v) * 10) / 10));
+  const expected = rows === 0 ? times.every((t) => Number.isNaN(t)) : times.every((t) => Number.isFinite(t));
+  if (parts.length !== 5 || parts[0] === '' || !Number.isInteger(rows) || !expected) throw new Error(`unexpected psql output: ${output.slice(0, 200)}`);
+  const [p50Ms, p90Ms, p99Ms, maxMs] = times as [number, number, number, number];
+  return { rows, p50Ms, p90Ms, p99Ms, maxMs };
 }
 
 /** The counts of `seconds` seconds from `psql -At -F,` rows `<second>,<count>`; a second without a row counted 0. */

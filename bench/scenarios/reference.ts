@@ -36,7 +36,18 @@
  *    the median second's rate stops growing by 10 % (lib/reference.ts), for the acknowledged and
  *    for the stored rate, with what that step's CPU figures point at (a pod at ≥ 90 % of its CPU
  *    limit, else the host when ≥ 90 % busy, else no CPU).
- * 5. Deletes the IoTService and waits until its namespace is gone; then the landscape goes.
+ * 5. Latency, per protocol, after its throughput steps: one more step, paced (lib/reference.ts
+ *    `latencyPace`): `--latency-share` (default 0.8) of the highest median second's stored rate
+ *    among the protocol's steps, offered by as many devices as the step that reached it, each
+ *    pausing `intervalMs` after every acknowledgement so that that step's ack time (devices /
+ *    acknowledged rate) plus the pause gives it its part of the rate; its devices have ids of their
+ *    own (`<protocol>-paced-k<K>-`). The same warm-up, window, CPU and memory figures as a
+ *    throughput step, the offered rate achieved being its acknowledged rate; once the backlog
+ *    drained, from the database, over the rows of its devices received within the window:
+ *    `stored_at - received_at` in ms (received: by the gateway, just before it acknowledged;
+ *    stored: the inserting transaction's now()), p50, p90, p99 (percentile_cont) and max. It takes
+ *    no part in finding the saturation.
+ * 6. Deletes the IoTService and waits until its namespace is gone; then the landscape goes.
  *
  * Guarantees: the landscape is torn down whether the run succeeds or fails (lib/teardown.ts);
  * nothing outside the landscape and its instance namespace is created or deleted on the shared
@@ -66,6 +77,8 @@ import { createNamespace, log, mapLimit, now, repoRoot, sleep, uniqueName } from
 import type { OperatorProcess } from '../lib/operator.ts';
 import { MiB, readHostCpu } from '../lib/proc.ts';
 import {
+  latencyPace,
+  latencySql,
   latestWorkingSet,
   limitedBy,
   limitingPod,
@@ -73,6 +86,7 @@ import {
   maxWorkingSetWithin,
   nextDevices,
   parseCpuStat,
+  parseLatency,
   parsePerSecond,
   parseStoredCount,
   perSecondCounts,
@@ -83,6 +97,7 @@ import {
   storedCountSql,
   storedPerSecondSql,
   workingSetBytes,
+  type Latency,
   type PodStats,
 } from '../lib/reference.ts';
 import { median, round } from '../lib/stats.ts';
@@ -93,6 +108,7 @@ const REAL_NODE = 'real-node-0';
 const NAME = 'ref';
 const COMPONENTS = ['gateway', 'core', 'processing', 'broker', 'database'] as const;
 export const REFERENCE_DEFAULT_DEVICES = [1, 4, 16, 64];
+const DEFAULT_LATENCY_SHARE = 0.8;
 const WARMUP_MS = 3_000;
 const SUMMARY_EVERY_MS = 3_000;
 const KUBEPODS = '/sys/fs/cgroup/%s/iot-operator-real-node/kubepods';
@@ -334,6 +350,10 @@ interface Step {
   simulatorCores: number;
   /** Host CPU (cores) used by neither the seven pods nor the simulator: the control plane, the node's agents, other work on the machine. */
   otherCores: number;
+  /** The latency step only: each device's pause after an acknowledgement. */
+  intervalMs?: number;
+  /** The latency step only: receipt → stored of the messages its devices sent in the window, once the backlog drained. */
+  latencyMs?: Latency;
 }
 
 interface Service {
@@ -351,8 +371,14 @@ function readPodWorkingSets(pods: readonly InstancePod[]): Record<string, number
   );
 }
 
-async function runStep(ctx: BenchContext, s: Service, protocol: Protocol, devices: number, windowS: number): Promise<Step> {
-  const prefix = `${protocol}-k${devices}-`;
+/**
+ * One step: `devices` continuous devices of `protocol` measured over a window. Given
+ * `intervalMs`, the latency step: each device pauses that long after every acknowledgement, its
+ * devices are registered under ids of their own, and the step also reports the messages' latency.
+ */
+async function runStep(ctx: BenchContext, s: Service, protocol: Protocol, devices: number, windowS: number, intervalMs?: number): Promise<Step> {
+  const paced = intervalMs !== undefined;
+  const prefix = `${protocol}-${paced ? 'paced-' : ''}k${devices}-`;
   const cores = s.pods.filter((p) => p.component === 'core');
   const gateways = s.pods.filter((p) => p.component === 'gateway');
   const database = s.pods.find((p) => p.component === 'database')!;
@@ -360,11 +386,12 @@ async function runStep(ctx: BenchContext, s: Service, protocol: Protocol, device
     registerDevice({ coreUrl: `http://${cores[i % cores.length]!.ip}:8080`, apiToken: s.token }, `${prefix}${i}`),
   );
   // One continuous device per registered one (the simulator's startContinuousDevice: one message
-  // at a time, the next as soon as the last is acknowledged, each sent again until it is), on the
-  // gateway pods in turn. They start 8 at a time, each wave once the last had a message
-  // acknowledged, as a fleet ramps up: started all at once, a few hundred devices' first
-  // connections each make the gateway ask core (an scrypt check each), and the checks that wait
-  // past the gateway's 3 s refuse the devices, which come back 250 ms later with more of them.
+  // at a time, the next as soon as the last is acknowledged, or `intervalMs` after it, each sent
+  // again until it is), on the gateway pods in turn. They start 8 at a time, each wave once the
+  // last had a message acknowledged, as a fleet ramps up: started all at once, a few hundred
+  // devices' first connections each make the gateway ask core (an scrypt check each), and the
+  // checks that wait past the gateway's 3 s refuse the devices, which come back 250 ms later with
+  // more of them.
   const senders: ContinuousDevice[] = [];
   let stopped = false;
   const stopAll = async (timeoutMs: number) => {
@@ -385,7 +412,7 @@ async function runStep(ctx: BenchContext, s: Service, protocol: Protocol, device
     await mapLimit(credentials, 8, async (device, i) => {
       if (stopped) return;
       const gateway = gateways[i % gateways.length]!.ip;
-      const d = startContinuousDevice({ gatewayMqttUrl: `mqtt://${gateway}:1883`, gatewayHttpUrl: `http://${gateway}:8080` }, device, { protocols: [protocol] });
+      const d = startContinuousDevice({ gatewayMqttUrl: `mqtt://${gateway}:1883`, gatewayHttpUrl: `http://${gateway}:8080` }, device, { protocols: [protocol], intervalMs });
       d.done.catch(() => undefined); // a refusal is reported by stop()
       senders.push(d);
       while (!d.messages.some((m) => m.ackedAt !== undefined)) {
@@ -423,6 +450,7 @@ async function runStep(ctx: BenchContext, s: Service, protocol: Protocol, device
       wholeSeconds,
     );
     const storedSeconds = parsePerSecond(await psql(ctx, database, s.namespace, storedPerSecondSql(prefix, start.wall, wholeSeconds)), wholeSeconds);
+    const latencyMs = paced ? parseLatency(await psql(ctx, database, s.namespace, latencySql(prefix, start.wall, end.wall))) : undefined;
     const spread = (counts: number[]) => ({ p50: median(counts), min: Math.min(...counts), max: Math.max(...counts) });
     const podCores: Record<string, number> = {};
     const podThrottledS: Record<string, number> = {};
@@ -459,13 +487,15 @@ async function runStep(ctx: BenchContext, s: Service, protocol: Protocol, device
       hostUtilisation,
       simulatorCores,
       otherCores: round(Math.max(0, hostUtilisation * os.cpus().length - podsCores - simulatorCores)),
+      ...(paced ? { intervalMs, latencyMs } : {}),
     };
     log(
-      `reference: ${protocol} ${devices} devices: ${step.ackedPerS} acknowledged/s (median second ${step.ackedPerSecond.p50}), ` +
+      `reference: ${protocol} ${devices} devices${paced ? ` pausing ${intervalMs} ms` : ''}: ${step.ackedPerS} acknowledged/s (median second ${step.ackedPerSecond.p50}), ` +
         `${step.storedPerS} stored/s (median second ${step.storedPerSecond.p50}), ` +
         `drained ${step.drainS} s after the window; host ${Math.round(hostUtilisation * 100)} % busy: simulator ${simulatorCores} cores, ` +
         `pods ${Object.entries(podCores).map(([k, v]) => `${k} ${v}`).join(', ')}, others ${step.otherCores}` +
-        `${failures.length ? `; ${failures.length} failed attempts (${failuresInWindow.length} in the window), the first: ${failures[0]!.error.slice(0, 160)}` : ''}`,
+        `${failures.length ? `; ${failures.length} failed attempts (${failuresInWindow.length} in the window), the first: ${failures[0]!.error.slice(0, 160)}` : ''}` +
+        `${latencyMs ? `; receipt → stored of ${latencyMs.rows} messages: p50 ${latencyMs.p50Ms} ms, p90 ${latencyMs.p90Ms} ms, p99 ${latencyMs.p99Ms} ms, max ${latencyMs.maxMs} ms` : ''}`,
     );
     return step;
   } finally {
@@ -499,7 +529,32 @@ function saturationFigures(steps: readonly Step[], rate: (s: Step) => number, ma
   };
 }
 
-function protocolFigures(steps: readonly Step[], machineCores: number, pods: readonly InstancePod[]): Record<string, unknown> {
+/** The latency step of a protocol with how it was paced: `share` of the highest stored rate of its throughput steps. */
+interface LatencyStep extends Step {
+  share: number;
+  /** The highest median second's stored rate among the throughput steps, and the rate aimed at. */
+  peakStoredPerS: number;
+  targetPerS: number;
+  /** devices / acknowledged rate of the step that reached it: how long an acknowledgement took there. */
+  peakAckMs: number;
+}
+
+/** After a protocol's throughput steps, its latency step (undefined, with a log line, when no step stored anything). */
+async function runLatencyStep(ctx: BenchContext, s: Service, protocol: Protocol, steps: readonly Step[], windowS: number, share: number): Promise<LatencyStep | undefined> {
+  const pace = latencyPace(steps.map((st) => ({ devices: st.devices, ackedPerS: st.ackedPerSecond.p50, storedPerS: st.storedPerSecond.p50 })), share);
+  if (!pace) {
+    log(`reference: ${protocol}: no step stored messages, no latency step`);
+    return undefined;
+  }
+  log(
+    `reference: ${protocol} latency step: ${Math.round(share * 100)} % of ${pace.peakStoredPerS} stored/s = ${round(pace.targetPerS, 1)} messages/s ` +
+      `from ${pace.devices} devices, each pausing ${pace.intervalMs} ms after an acknowledgement (${round(pace.ackMs, 1)} ms at the peak)`,
+  );
+  const step = await runStep(ctx, s, protocol, pace.devices, windowS, pace.intervalMs);
+  return { share, peakStoredPerS: pace.peakStoredPerS, targetPerS: round(pace.targetPerS, 1), peakAckMs: round(pace.ackMs, 1), ...step };
+}
+
+function protocolFigures(steps: readonly Step[], latency: LatencyStep | undefined, machineCores: number, pods: readonly InstancePod[]): Record<string, unknown> {
   return {
     ackedPerSecondMedian: byDevices(steps, (s) => s.ackedPerSecond.p50),
     storedPerSecondMedian: byDevices(steps, (s) => s.storedPerSecond.p50),
@@ -508,6 +563,7 @@ function protocolFigures(steps: readonly Step[], machineCores: number, pods: rea
     saturation: saturationFigures(steps, (s) => s.ackedPerSecond.p50, machineCores, pods),
     storedSaturation: saturationFigures(steps, (s) => s.storedPerSecond.p50, machineCores, pods),
     steps: byDevices(steps, (s) => s),
+    ...(latency ? { latency } : {}),
   };
 }
 
@@ -521,6 +577,7 @@ export async function runReference(ctx: BenchContext): Promise<ScenarioOutput> {
   const plan = ctx.options.devices ?? REFERENCE_DEFAULT_DEVICES;
   const windowS = ctx.options.windowS ?? 30;
   const protocols = (ctx.options.protocols ?? ['mqtt', 'http']) as Protocol[];
+  const latencyShare = ctx.options.latencyShare ?? DEFAULT_LATENCY_SHARE;
   const machineCores = os.cpus().length;
 
   const node = (await ctx.client.get(Kinds.Node, REAL_NODE).catch((e: unknown) => (isNotFound(e) ? undefined : Promise.reject(e)))) as
@@ -600,7 +657,7 @@ export async function runReference(ctx: BenchContext): Promise<ScenarioOutput> {
           steps.push(await runStep(ctx, service, protocol, devices, windowS));
         }
         all.push(...steps);
-        results[protocol] = protocolFigures(steps, machineCores, pods);
+        results[protocol] = protocolFigures(steps, await runLatencyStep(ctx, service, protocol, steps, windowS, latencyShare), machineCores, pods);
         const at = steps[saturation(rates())?.index ?? steps.length - 1];
         if (protocol === 'mqtt' && at) saturationMemory = { summaryMiB: at.workingSetMiB, cgroupMiB: at.cgroupWorkingSetMiB, devices: at.devices };
       }
