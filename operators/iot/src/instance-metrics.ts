@@ -135,38 +135,28 @@ export function registerInstanceMetrics(registry: Registry, source: InstanceSour
       for (const s of current()) for (const phase of PHASES) this.set({ namespace: s.namespace, name: s.name, phase }, s.phase === phase ? 1 : 0);
     },
   });
-  const figure = (name: string, help: string, of: (s: InstanceSeries) => number | undefined) =>
-    new Gauge({
-      name,
-      help,
-      labelNames: ['namespace', 'name'],
-      registers,
-      collect() {
-        this.reset();
-        for (const s of current()) {
-          const value = of(s);
-          if (value !== undefined) this.set({ namespace: s.namespace, name: s.name }, value);
-        }
-      },
-    });
+  /** A gauge of one figure per instance, from `rows` (each with the instance's namespace and name); an absent figure has no series. */
+  const figureOf =
+    <Row extends { namespace: string; name: string }>(rows: () => readonly Row[]) =>
+    (name: string, help: string, of: (row: Row) => number | undefined) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['namespace', 'name'],
+        registers,
+        collect() {
+          this.reset();
+          for (const row of rows()) {
+            const value = of(row);
+            if (value !== undefined) this.set({ namespace: row.namespace, name: row.name }, value);
+          }
+        },
+      });
+  const figure = figureOf(current);
   figure('iotservice_status_pods_ready', 'Ready pods of an IoTService (status.ready, before the slash).', (s) => s.podsReady);
   figure('iotservice_status_pods_desired', 'Pods an IoTService asks for (status.ready, after the slash).', (s) => s.podsDesired);
   figure('iotservice_status_phase_transition_timestamp_seconds', 'Unix time of the last phase change of an IoTService.', (s) => s.phaseTransitionSeconds);
-  const ingestionFigure = (name: string, help: string, of: (v: IngestionVerdict) => number | undefined) =>
-    new Gauge({
-      name,
-      help,
-      labelNames: ['namespace', 'name'],
-      registers,
-      collect() {
-        this.reset();
-        if (!source.exporting()) return;
-        for (const r of source.ingestion()) {
-          const value = of(r);
-          if (value !== undefined) this.set({ namespace: r.namespace, name: r.name }, value);
-        }
-      },
-    });
+  const ingestionFigure = figureOf(() => (source.exporting() ? source.ingestion() : []));
   ingestionFigure('iotservice_ingestion_backlog_messages', "Messages in an IoTService's broker not yet stored by processing.", (v) => v.reading.backlogMessages);
   ingestionFigure('iotservice_ingestion_backlog_bytes', 'Bytes of those messages.', (v) => v.reading.backlogBytes);
   ingestionFigure('iotservice_ingestion_backlog_limit_bytes', "The broker's limit of that backlog in bytes (spec.broker.maxBacklog).", (v) => v.reading.backlogLimitBytes);
