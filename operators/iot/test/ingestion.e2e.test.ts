@@ -12,21 +12,28 @@
  *     afterwards every acknowledged message is stored exactly once;
  *   - routine changes: a `spec.config` change rolls gateway, core and processing but leaves the
  *     broker's and the database's pods running; the registry and all telemetry are still there;
+ *   - back-pressure: with processing scaled to 0 and a 1Mi backlog, the gateway answers 503 with
+ *     Retry-After once the backlog is full; the status reports StorageFull, then IngestionStalled,
+ *     and a real Prometheus fires IoTServiceIngestionStalled from the operator's metrics; all of
+ *     it clears once processing is back, and every acknowledged message is stored once;
  *   - with `broker.replicas: 3`, a broker's process SIGKILLed and another broker's pod deleted
  *     under load lose nothing acknowledged;
  *   - retention: with `spec.retention` shortened, what is older is deleted and what is newer kept;
- *   - a `database.replicas` other than 1, and a `broker.replicas` other than 1 or 3, are refused
- *     with the reason.
+ *   - a `database.replicas` other than 1, a `broker.replicas` other than 1 or 3, and a change of
+ *     `broker.replicas`, are refused with the reason.
  * Reported as not run where the cluster has no real node.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
+import { parse } from 'yaml';
 import { jetstream } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { onRealNode, realNode, realNodeContainerd, registryPullSecret, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { deployPrometheus, onRealNode, realNode, realNodeContainerd, registryPullSecret, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import {
   HttpStatusError,
   postHttp,
@@ -126,7 +133,8 @@ describe('ingestion keeps what it acknowledged', { skip }, () => {
     landscape = await env.namespace('ig');
     namespace = `${landscape}-${NAME}`;
     await registryPullSecret(env, landscape, 'image-pull-secret');
-    mgr = await startOperator(env, landscape, { defaultRegistry: registry });
+    // Its /metrics on this machine's address on the pod network, where Prometheus scrapes it.
+    mgr = await startOperator(env, landscape, { defaultRegistry: registry, metricsBindAddress: `${HOST_ON_POD_NETWORK.replace('/32', '')}:0` });
     await createInstance(NAME, 1);
     addresses = await deviceAddresses(env, namespace);
   });
@@ -239,6 +247,80 @@ describe('ingestion keeps what it acknowledged', { skip }, () => {
     assert.equal((await readAllTelemetry(addresses, device.id)).length >= 10, true, 'the device still registered: its message accepted');
   });
 
+  it('processing stopped until the backlog is full: devices are slowed and refused, StorageFull then IngestionStalled and its alert appear, and clear once processing is back; nothing acknowledged is lost', { timeout: 10 * 60_000 }, async () => {
+    const rules = parse(readFileSync(path.join(repoRoot, 'operators/iot/deploy/prometheus_rules.yml'), 'utf8')) as { groups: Array<{ name: string; rules: Array<{ alert?: string; for?: string }> }> };
+    // The alert's expression as shipped; its one-minute window shortened so the test need not wait it out.
+    const ingestionRules = rules.groups.map((g) => ({ ...g, rules: g.rules.filter((r) => r.alert === 'IoTServiceIngestionStalled').map((r) => ({ ...r, for: '5s' })) }));
+    const prometheus = await deployPrometheus(env, {
+      namespace: await env.namespace('prom-ig'),
+      scrapeConfigs: [{ job_name: 'iot-operator-metrics', static_configs: [{ targets: [`${HOST_ON_POD_NETWORK.replace('/32', '')}:${mgr!.httpPort}`] }] }],
+      ruleFiles: { 'ingestion.rules.yaml': { groups: ingestionRules } },
+    });
+    let publishing: ReturnType<typeof startContinuousDevice> | undefined;
+    try {
+      await env.client.patch(IoTServiceV1alpha1Type, NAME, landscape, { spec: { broker: { maxBacklog: '1Mi' }, processing: { replicas: 0 } } }, 'merge');
+      await waitFor('processing stopped', async () => {
+        const pods = (await env.client.list<Pod>(Kinds.Pod, { namespace, labelSelector: 'app.kubernetes.io/component=processing' })).items;
+        return { done: pods.length === 0, value: undefined, seen: pods.length };
+      }, { timeoutMs: 120_000 });
+      await waitFor('the gateway rolled to the 1Mi backlog, no old pod left', async () => {
+        type Deployment = KubeObject & { spec?: { replicas?: number }; status?: { observedGeneration?: number; replicas?: number; updatedReplicas?: number; readyReplicas?: number } };
+        const gateway = (await env.client.get(Kinds.Deployment, 'gateway', namespace)) as Deployment;
+        const { observedGeneration, replicas, updatedReplicas, readyReplicas } = gateway.status ?? {};
+        const want = gateway.spec?.replicas;
+        return { done: observedGeneration === gateway.metadata.generation && replicas === want && updatedReplicas === want && readyReplicas === want, value: undefined, seen: gateway.status };
+      }, { timeoutMs: 180_000 });
+      await waitForPhase(env, landscape, NAME, 'Available', 180_000);
+      addresses = await deviceAddresses(env, namespace);
+
+      const device = await registerDevice(addresses, `full-${Date.now()}`);
+      const running = startContinuousDevice(addresses, device, { attemptTimeoutMs: 40_000, retryDelayMs: 500 });
+      publishing = running;
+      const prober = await registerDevice(addresses, `probe-${Date.now()}`);
+      const full = await waitFor('HTTP 503 with Retry-After once the backlog is full', async () => {
+        const response = await fetch(`${addresses.gatewayHttpUrl}/v1/telemetry`, {
+          method: 'POST',
+          headers: { Authorization: `Basic ${Buffer.from(`${prober.id}:${prober.password}`).toString('base64')}`, 'Content-Type': 'application/json', 'Message-Id': `probe-${Date.now()}` },
+          body: JSON.stringify({ probe: 'x'.repeat(2000) }),
+        });
+        const body = await response.text();
+        return { done: response.status === 503 && /send it again later/.test(body), value: { retryAfter: response.headers.get('retry-after'), body }, seen: `${response.status} ${body}` };
+      }, { timeoutMs: 120_000, intervalMs: 500 });
+      assert.equal(full.retryAfter, '5');
+
+      const reasons = new Set<string>();
+      const stalled = await waitFor('Failed with IngestionStalled', async () => {
+        const iot = (await getIoT(env, landscape, NAME))!;
+        const reason = iot.status?.conditions?.find((c) => c.type === 'Degraded' && c.status === 'True')?.reason;
+        if (reason) reasons.add(reason);
+        return { done: iot.status?.phase === 'Failed' && reason === 'IngestionStalled', value: iot.status, seen: { phase: iot.status?.phase, reason, ingestion: iot.status?.ingestion } };
+      }, { timeoutMs: 180_000, intervalMs: 1000 });
+      assert.ok(reasons.has('StorageFull'), `the full backlog was reported before the stall: ${[...reasons].join(', ')}`);
+      assert.match(stalled?.reason ?? '', /Ingestion stalled/);
+      assert.equal(stalled?.ingestion?.state, 'Stalled');
+      assert.ok((stalled?.ingestion?.backlogMessages ?? 0) > 0);
+      await prometheus.waitForAlert('IoTServiceIngestionStalled', 'firing', { namespace: landscape, name: NAME }, 60_000);
+
+      // Only processing comes back: a changed maxBacklog would roll the gateway away from the device's addresses.
+      await env.client.patch(IoTServiceV1alpha1Type, NAME, landscape, { spec: { processing: { replicas: 1 } } }, 'merge');
+      await waitForPhase(env, landscape, NAME, 'Available', 240_000);
+      await prometheus.waitForAlert('IoTServiceIngestionStalled', 'inactive', { namespace: landscape, name: NAME }, 60_000);
+      const before = running.messages.filter((m) => m.ackedAt !== undefined).length;
+      await waitFor('acknowledgements going on', async () => {
+        const acked = running.messages.filter((m) => m.ackedAt !== undefined).length;
+        return { done: acked >= before + 50, value: undefined, seen: acked };
+      }, { timeoutMs: 120_000, intervalMs: 500 });
+      const messages = await running.stop();
+      console.log(`ingestion back-pressure: ${messages.length} messages acknowledged, ${running.failures.length} attempts refused or timed out and sent again`);
+      assert.ok(running.failures.length > 0, 'the full backlog refused some attempts');
+      await assertStoredExactlyOnce(addresses, device.id, messages);
+    } finally {
+      await publishing?.stop(5_000).catch(() => undefined);
+      await env.client.patch(IoTServiceV1alpha1Type, NAME, landscape, { spec: { processing: { replicas: 1 } } }, 'merge');
+      await prometheus.remove();
+    }
+  });
+
   it('with broker.replicas 3, keeps every acknowledged message through a broker SIGKILL and a broker pod deletion', async () => {
     const name = 'ingest-r3';
     await createInstance(name, 3);
@@ -286,5 +368,9 @@ describe('ingestion keeps what it acknowledged', { skip }, () => {
     const spec = (component: 'broker' | 'database', replicas: number) => ({ [component]: { replicas } }) as never;
     await assert.rejects(env.client.create(IoTServiceV1alpha1Type, iotService('two-db', landscape, spec('database', 2))), /database\.replicas must be 1/);
     await assert.rejects(env.client.create(IoTServiceV1alpha1Type, iotService('two-brokers', landscape, spec('broker', 2))), /broker\.replicas must be 1 or 3/);
+    await assert.rejects(
+      env.client.patch(IoTServiceV1alpha1Type, NAME, landscape, { spec: { broker: { replicas: 3 } } }, 'merge'),
+      /broker\.replicas cannot be changed after creation: the stream of one broker does not carry over/,
+    );
   });
 });
