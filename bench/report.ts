@@ -1,5 +1,6 @@
 /**
- * `npm run bench -- report`: turns the result files into docs/performance.md and the chart
+ * `npm run bench -- report`: turns the result files into docs/performance.md (targets and headline
+ * figures, short), bench/results/README.md (every figure of every scenario) and the chart
  * docs/burst-distribution.svg.
  *
  * Guarantees:
@@ -13,8 +14,8 @@
  *   commands or cluster settings are reported in groups of their own. Ratios measured within one
  *   run (burst against the floor of the same run) are preferred over ratios of medians from
  *   separate runs.
- * - Hand-written findings (bench/analysis.md) are included verbatim between the environment and
- *   the results, so regenerating the report never loses them.
+ * - Hand-written findings stay in bench/analysis.md, which both pages link to; regenerating the
+ *   report never touches it.
  */
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -615,25 +616,91 @@ export function throughputTables(results: readonly BenchResult[]): string[] {
 
 export interface ReportInput {
   results: readonly BenchResult[];
-  notes?: string;
+  /** The chart's path relative to docs/performance.md. */
   svgName: string;
+  /** Paths relative to docs/performance.md (defaults: the repository's layout). */
+  links?: { analysis?: string; results?: string; bench?: string };
+  /** docs/performance.md's path relative to the results page (default: the repository's layout). */
+  docFromResults?: string;
+  /** bench/analysis.md's path relative to the results page (default: the repository's layout). */
+  analysisFromResults?: string;
 }
 
-export function buildReport({ results, notes, svgName }: ReportInput): { markdown: string; svg: string } {
+/**
+ * The figures docs/performance.md shows as headlines: one group of runs each, named by scenario
+ * and size key (sizeKey); a headline with no such runs is left out.
+ */
+export const HEADLINES: { scenario: string; size: string; figures: [string, string][] }[] = [
+  { scenario: 'burst', size: 'n=100', figures: [['100 IoTServices at once: wall time to all Available (s)', 'wallS'], ['burst wall / operator-free floor wall (same run)', 'ratioWallToFloor'], ['operator CPU (s)', 'operator.cpuS'], ['operator peak RSS (MiB)', 'operator.peakRssMiB']] },
+  { scenario: 'latency', size: 'k=30', figures: [['one IoTService: create → Available p99 (s)', 'availableP99S'], ['Available p99 − floor p99 (s)', 'availableP99MinusFloorS']] },
+  { scenario: 'steady', size: 'n=100 m=2', figures: [['idle: operator writes per minute', 'idle.writesPerMin'], ['forced resync: writes', 'resync.writes']] },
+  { scenario: 'churn', size: 'n=100 m=5 controller-manager QPS 200', figures: [['change → Available p99 (s)', 'changeToAvailable.p99S'], ['floor (same run, no operator): change → ready p99 (s)', 'floor.changeToReady.p99S']] },
+  { scenario: 'restart', size: 'n=100', figures: [['kill → every instance verified (s)', 'killToVerifiedS'], ['writes after restart', 'writes']] },
+  { scenario: 'scale', size: 'n=1000 m=5 fraction=0.01 controller-manager QPS 200 scheduler QPS 200', figures: [['1,000 IoTServices: burst wall / floor wall (same run)', 'ratioWallToFloor'], ['burst: operator peak RSS (MiB)', 'burst.operator.peakRssMiB'], ['restart: kill → every instance re-checked (s)', 'restart.killToVerifiedS']] },
+  { scenario: 'sharded', size: 'n=2000 shards=3 controller-manager QPS 200', figures: [['2,000 IoTServices on 3 shards: wall time to all Available (s)', 'wallS'], ['largest replica: peak RSS (MiB)', 'totals.maxPeakRssMiB']] },
+  { scenario: 'memcached', size: 'n=500', figures: [['500 Memcacheds: wall time, every Deployment ready (s)', 'wallS'], ['operator peak RSS (MiB)', 'operator.peakRssMiB']] },
+  { scenario: 'throughput', size: 'n=2000 controller-manager QPS 200', figures: [['Memcached operator as the bottleneck: objects/s', 'objectsPerS']] },
+  { scenario: 'armada', size: 'n=50', figures: [['50 ArmadaCharts: operator wall / helm install --wait wall (same run)', 'ratioToFloor']] },
+  { scenario: 'start', size: '', figures: [['warm npm start → Available, cluster running (s)', 'clusterRunningS']] },
+  { scenario: 'reference', size: 'controller-manager QPS 100', figures: [['one reference IoT service on 2 cores: create → Available (s)', 'applyToAvailableS'], ['MQTT QoS 1: peak messages/s acknowledged (median second)', 'mqtt.saturation.peakPerS'], ['HTTP: peak messages/s acknowledged (median second)', 'http.saturation.peakPerS'], ['MQTT latency step: acknowledgement → stored p99 (ms)', 'mqtt.latency.latencyMs.p99Ms']] },
+];
+
+/** Rows "scenario | figure | median | min–max | runs" of the headlines the runs have. */
+export function headlineRows(results: readonly BenchResult[]): string[][] {
+  const rows: string[][] = [];
+  for (const h of HEADLINES) {
+    const group = results.filter((r) => r.ok && r.scenario === h.scenario && sizeKey(r) === h.size);
+    for (const [label, dotted] of h.figures) {
+      const values = numbersAt(group, dotted);
+      if (values.length === 0) continue;
+      const range = values.length > 1 ? `${show(Math.min(...values))}–${show(Math.max(...values))}` : '';
+      rows.push([`${h.scenario}${h.size ? ` (${h.size})` : ''}`, label, show(median(values)), range, String(values.length)]);
+    }
+  }
+  return rows;
+}
+
+function environment(ok: readonly BenchResult[]): string[] {
+  if (ok.length === 0) return [];
+  const commits = [...new Set(ok.map((r) => r.versions.gitCommit.slice(0, 10)))];
+  const m = ok[0]!.machine;
+  const loads = ok.map((r) => r.machine.loadavgStart[0] ?? 0);
+  const apiservers = ok.map((r) => r.machine.kubeApiserversRunning);
+  return [
+    '## Environment',
+    '',
+    `- Machine: ${m.cores} cores (${m.cpuModel}), ${m.memoryGiB} GiB; Node.js ${ok[0]!.versions.node}; Kubernetes ${ok[0]!.versions.kubernetes} (kwok fake nodes).`,
+    `- Commits measured: ${commits.length > 3 ? `${commits.length} (the project moved on while the runs went on; each result file names its commit)` : commits.join(', ')}.`,
+    `- The machine was shared: the 1-minute load average at the start of a run ranged ${show(Math.min(...loads))}–${show(Math.max(...loads))} ` +
+      `and ${spread(apiservers.map((n) => n - 1))} other clusters' API servers ran beside the bench cluster's. ` +
+      'Absolute times are therefore noisy; ratios measured within one run are the robust figures.',
+    '',
+  ];
+}
+
+/**
+ * docs/performance.md (`markdown`): targets, headline figures, the chart and the environment, with
+ * links to the findings (bench/analysis.md) and every figure (`results`, bench/results/README.md).
+ */
+export function buildReport({ results, svgName, links = {}, docFromResults = '../../docs/performance.md', analysisFromResults = '../analysis.md' }: ReportInput): { markdown: string; results: string; svg: string } {
+  const { analysis = '../bench/analysis.md', results: resultsLink = '../bench/results/README.md', bench = '../bench/README.md' } = links;
   const ok = results.filter((r) => r.ok);
   const failed = results.filter((r) => !r.ok);
   const out: string[] = [];
   out.push('# Performance');
   out.push('');
-  out.push('<!-- Generated by `npm run bench -- report` from bench/results/*.json and bench/analysis.md; edit those, not this file. -->');
+  out.push('<!-- Generated by `npm run bench -- report` from bench/results/*.json; edit bench/report.ts, not this file. -->');
   out.push('');
   out.push(
-    'Benchmarks of the IoT operator (and the Memcached operator) on the real local control plane ' +
+    'What the operators cost and how fast they are, measured on the real local control plane ' +
       '(kube-apiserver, etcd, controller-manager, scheduler and kwok fake nodes, all on one machine). ' +
-      'Each scenario is described in bench/scenarios/*.ts; every figure below is the median over ' +
-      'runs, with the min–max range. Reproduce with `npm run bench -- <scenario> --runs 3`, then ' +
-      '`npm run bench -- report`.',
+      'Every figure is the median over runs, with the min–max range. ' +
+      `Every figure of every scenario: [bench/results/README.md](${resultsLink}); what was found and how: [bench/analysis.md](${analysis}); ` +
+      `the scenarios and their options: [bench/README.md](${bench}).`,
   );
+  out.push('');
+  out.push('Reproduce a figure with `npm run bench -- <scenario> --runs 3`, then `npm run bench -- report`. ' +
+    'Figures far from these on a similar machine: compare the environment below and the failed runs in the results page first.');
   out.push('');
 
   out.push('## Targets');
@@ -641,29 +708,36 @@ export function buildReport({ results, notes, svgName }: ReportInput): { markdow
   out.push(markdownTable(['target', 'measured', 'verdict', 'basis'], evaluateTargets(ok).map((t) => [t.target, t.figure, t.verdict, t.basis]), 'lrll'));
   out.push('');
 
-  if (ok.length > 0) {
-    const commits = [...new Set(ok.map((r) => r.versions.gitCommit.slice(0, 10)))];
-    const m = ok[0]!.machine;
-    const loads = ok.map((r) => r.machine.loadavgStart[0] ?? 0);
-    const apiservers = ok.map((r) => r.machine.kubeApiserversRunning);
-    out.push('## Environment');
+  const headlines = headlineRows(ok);
+  if (headlines.length > 0) {
+    out.push('## Headline figures');
     out.push('');
-    out.push(`- Machine: ${m.cores} cores (${m.cpuModel}), ${m.memoryGiB} GiB; Node.js ${ok[0]!.versions.node}; Kubernetes ${ok[0]!.versions.kubernetes} (kwok fake nodes).`);
-    out.push(`- Commits measured: ${commits.length > 3 ? `${commits.length} (the project moved on while the runs went on; each result file names its commit)` : commits.join(', ')}.`);
-    out.push(
-      `- The machine was shared: the 1-minute load average at the start of a run ranged ${show(Math.min(...loads))}–${show(Math.max(...loads))} ` +
-        `and ${spread(apiservers.map((n) => n - 1))} other clusters' API servers ran beside the bench cluster's. ` +
-        'Absolute times are therefore noisy; ratios measured within one run are the robust figures.',
-    );
+    out.push(markdownTable(['scenario', 'figure', 'median', 'min–max', 'runs'], headlines, 'llrrr'));
+    out.push('');
+  }
+  if (ok.some((r) => r.scenario === 'burst')) {
+    out.push(`![per-instance time to Available, burst](${svgName})`);
+    out.push('');
+  }
+  out.push(...environment(ok));
+  if (failed.length > 0) {
+    out.push(`${failed.length} failed run${failed.length === 1 ? '' : 's'} (never averaged in): listed in [bench/results/README.md](${resultsLink}).`);
     out.push('');
   }
 
-  if (notes && notes.trim()) {
-    out.push(notes.trim());
-    out.push('');
-  }
-
-  out.push('## Results');
+  const res: string[] = [];
+  res.push('# Benchmark results');
+  res.push('');
+  res.push('<!-- Generated by `npm run bench -- report` from bench/results/*.json; edit bench/report.ts, not this file. -->');
+  res.push('');
+  res.push(
+    'Every figure of every scenario in this folder\'s result files: the median over the successful runs of one scenario at one size, ' +
+      'with the min–max range and the number of runs. Each scenario is described in bench/scenarios/*.ts. ' +
+      `Targets and headline figures: [docs/performance.md](${docFromResults}); findings: [bench/analysis.md](${analysisFromResults}).`,
+  );
+  res.push('');
+  res.push(...environment(ok));
+  res.push('## Results');
   for (const scenario of [...SCENARIO_ORDER, ...new Set(ok.map((r) => r.scenario).filter((s) => !SCENARIO_ORDER.includes(s)))]) {
     const runs = ok.filter((r) => r.scenario === scenario);
     if (runs.length === 0) continue;
@@ -671,37 +745,33 @@ export function buildReport({ results, notes, svgName }: ReportInput): { markdow
     for (const r of runs) groups.set(sizeKey(r), [...(groups.get(sizeKey(r)) ?? []), r]);
     const keys = [...groups.keys()].sort((a, b) => a.localeCompare(b, 'en', { numeric: true }));
     if (scenario === 'throughput') {
-      out.push('');
-      out.push('### throughput: the operator as the bottleneck');
-      out.push(...throughputTables(runs));
+      res.push('');
+      res.push('### throughput: the operator as the bottleneck');
+      res.push(...throughputTables(runs));
     }
     if (scenario === 'scale') {
-      out.push('');
-      out.push('### scale: how the figures grow with N (medians)');
-      out.push('');
-      out.push(scaleGrowthTable(runs));
+      res.push('');
+      res.push('### scale: how the figures grow with N (medians)');
+      res.push('');
+      res.push(scaleGrowthTable(runs));
     }
     for (const key of keys) {
       const group = groups.get(key)!;
-      out.push('');
-      out.push(`### ${scenario} (${key || 'defaults'}; ${group.length} run${group.length === 1 ? '' : 's'})`);
-      out.push('');
-      out.push(markdownTable(['figure', 'median', 'min–max', 'runs'], figureRows(scenario, group)));
-      if (scenario === 'burst') {
-        out.push('');
-        out.push(`![per-instance time to Available, burst](${svgName})`);
-      }
+      res.push('');
+      res.push(`### ${scenario} (${key || 'defaults'}; ${group.length} run${group.length === 1 ? '' : 's'})`);
+      res.push('');
+      res.push(markdownTable(['figure', 'median', 'min–max', 'runs'], figureRows(scenario, group)));
     }
   }
-  out.push('');
+  res.push('');
 
   if (failed.length > 0) {
-    out.push('## Failed runs');
-    out.push('');
-    for (const r of failed) out.push(`- ${r.scenario} (${sizeKey(r)}) at ${r.startedAt}: ${(r.error ?? 'unknown error').split('\n')[0]}`);
-    out.push('');
+    res.push('## Failed runs');
+    res.push('');
+    for (const r of failed) res.push(`- ${r.scenario} (${sizeKey(r)}) at ${r.startedAt}: ${(r.error ?? 'unknown error').split('\n')[0]}`);
+    res.push('');
   }
-  return { markdown: out.join('\n'), svg: burstChart(ok) };
+  return { markdown: out.join('\n'), results: res.join('\n'), svg: burstChart(ok) };
 }
 
 export function loadResults(dir: string): BenchResult[] {
@@ -712,11 +782,21 @@ export function loadResults(dir: string): BenchResult[] {
     .map((f) => JSON.parse(readFileSync(path.join(dir, f), 'utf8')) as BenchResult);
 }
 
-export function writeReport(o: { resultsDir: string; docFile: string; svgFile: string }): string[] {
-  const notesFile = path.join(path.dirname(o.resultsDir), 'analysis.md');
-  const notes = existsSync(notesFile) ? readFileSync(notesFile, 'utf8') : undefined;
-  const { markdown, svg } = buildReport({ results: loadResults(o.resultsDir), notes, svgName: path.relative(path.dirname(o.docFile), o.svgFile) });
+export function writeReport(o: { resultsDir: string; docFile: string; svgFile: string; resultsFile?: string }): string[] {
+  const resultsFile = o.resultsFile ?? path.join(o.resultsDir, 'README.md');
+  const analysisFile = path.join(path.dirname(o.resultsDir), 'analysis.md');
+  const benchReadme = path.join(path.dirname(o.resultsDir), 'README.md');
+  const fromDoc = (f: string) => path.relative(path.dirname(o.docFile), f);
+  const fromResults = (f: string) => path.relative(path.dirname(resultsFile), f);
+  const { markdown, results, svg } = buildReport({
+    results: loadResults(o.resultsDir),
+    svgName: fromDoc(o.svgFile),
+    links: { analysis: fromDoc(analysisFile), results: fromDoc(resultsFile), bench: fromDoc(benchReadme) },
+    docFromResults: fromResults(o.docFile),
+    analysisFromResults: fromResults(analysisFile),
+  });
   writeFileSync(o.docFile, markdown);
+  writeFileSync(resultsFile, results);
   writeFileSync(o.svgFile, svg);
-  return [o.docFile, o.svgFile];
+  return [o.docFile, resultsFile, o.svgFile];
 }

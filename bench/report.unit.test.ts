@@ -1,5 +1,6 @@
 /**
- * Unit tests of the report (bench/report.ts) and its chart (bench/lib/svg.ts): medians with
+ * Unit tests of the report (bench/report.ts) and its chart (bench/lib/svg.ts): the short
+ * docs/performance.md (targets, headlines, links) apart from the results page, medians with
  * ranges per scenario and size, expansion of per-verb figures, target verdicts (paired ratios
  * preferred, "not measured" when no run at the target's size exists, failed runs never
  * averaged in), the reference scenario's latency step (and results made before it), and a
@@ -8,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { BenchResult } from './lib/results.ts';
-import { buildReport, evaluateTargets, figureRows, markdownTable, sizeKey } from './report.ts';
+import { buildReport, evaluateTargets, figureRows, headlineRows, markdownTable, sizeKey } from './report.ts';
 import { cdfSvg, escapeXml, niceCeil } from './lib/svg.ts';
 
 function result(scenario: string, options: Record<string, unknown>, figures: Record<string, unknown>, samples: Record<string, number[]> = {}, ok = true): BenchResult {
@@ -138,25 +139,51 @@ describe('evaluateTargets', () => {
 });
 
 describe('buildReport', () => {
-  it('writes targets, one table per scenario and size, notes and failed runs', () => {
-    const { markdown, svg } = buildReport({
-      results: [burst(10, 1.1, 100, { GET: 1 }), result('burst', { n: 10 }, { wallS: 3 }), result('floor', { n: 100, k: 30 }, { wallS: 9 }), result('steady', { n: 100, m: 5 }, {}, {}, false)],
-      notes: '## Findings\n\nSomething learned.',
-      svgName: 'burst-distribution.svg',
-    });
+  const input = {
+    results: [burst(10, 1.1, 100, { GET: 1 }), result('burst', { n: 10 }, { wallS: 3 }), result('floor', { n: 100, k: 30 }, { wallS: 9 }), result('steady', { n: 100, m: 5 }, {}, {}, false)],
+    svgName: 'burst-distribution.svg',
+  };
+
+  it('docs/performance.md: targets, headline figures, the chart and links to the findings and every figure — no per-scenario tables', () => {
+    const { markdown } = buildReport(input);
     assert.match(markdown, /^# Performance/);
-    assert.match(markdown, /## Targets/);
-    assert.match(markdown, /### burst \(n=10; 1 run\)[\s\S]*### burst \(n=100; 1 run\)[\s\S]*### floor \(n=100 k=30; 1 run\)/);
+    assert.match(markdown, /## Targets\n\n\| target \| measured \| verdict \| basis \|/);
+    assert.match(markdown, /## Headline figures\n\n\| scenario \| figure \| median \| min–max \| runs \|\n[^\n]*\n\| burst \(n=100\) \| 100 IoTServices at once: wall time to all Available \(s\) \| 10 \|  \| 1 \|/);
     assert.match(markdown, /!\[per-instance time to Available, burst\]\(burst-distribution.svg\)/);
-    assert.match(markdown, /## Findings\n\nSomething learned./);
-    assert.match(markdown, /## Failed runs\n\n- steady \(n=100 m=5\) at 2026-01-01T00:00:00.000Z: Error: boom\n/);
+    assert.match(markdown, /\[bench\/analysis.md\]\(\.\.\/bench\/analysis.md\)/);
+    assert.match(markdown, /\[bench\/results\/README.md\]\(\.\.\/bench\/results\/README.md\)/);
+    assert.match(markdown, /1 failed run \(never averaged in\)/);
+    assert.doesNotMatch(markdown, /^## Results|^### burst \(/m, 'the per-scenario tables are on the results page');
+    assert.ok(markdown.split('\n').length < 100, 'a short page');
+  });
+
+  it('bench/results/README.md: one table per scenario and size, and the failed runs', () => {
+    const { results, svg } = buildReport(input);
+    assert.match(results, /^# Benchmark results/);
+    assert.match(results, /\[docs\/performance.md\]\(\.\.\/\.\.\/docs\/performance.md\)/);
+    assert.match(results, /### burst \(n=10; 1 run\)[\s\S]*### burst \(n=100; 1 run\)[\s\S]*### floor \(n=100 k=30; 1 run\)/);
+    assert.match(results, /## Failed runs\n\n- steady \(n=100 m=5\) at 2026-01-01T00:00:00.000Z: Error: boom\n/);
     assert.match(svg, /^<svg /);
     assert.equal((svg.match(/<polyline /g) ?? []).length, 2, 'one operator line and one floor line');
+  });
+
+  it('links as given', () => {
+    const { markdown, results } = buildReport({ ...input, links: { analysis: 'a.md', results: 'r.md', bench: 'b.md' }, docFromResults: 'p.md', analysisFromResults: 'f.md' });
+    assert.match(markdown, /\]\(a.md\)/);
+    assert.match(markdown, /\]\(r.md\)/);
+    assert.match(markdown, /\]\(b.md\)/);
+    assert.match(results, /\]\(p.md\)[\s\S]*\]\(f.md\)/);
+  });
+
+  it('leaves out headlines no run has', () => {
+    assert.deepEqual(headlineRows([result('floor', { n: 100, k: 30 }, { wallS: 9 })]), []);
+    assert.doesNotMatch(buildReport({ results: [], svgName: 'x.svg' }).markdown, /## Headline figures/);
   });
 
   it('is deterministic', () => {
     const input = { results: [burst(10, 1.1, 100, { GET: 1, POST: 2 })], svgName: 'x.svg' };
     assert.equal(buildReport(input).markdown, buildReport(input).markdown);
+    assert.equal(buildReport(input).results, buildReport(input).results);
   });
 });
 
@@ -181,7 +208,7 @@ describe('reference: the latency step', () => {
       'MQTT peak acknowledged messages/s (median second)',
       'working set idle (MiB): database-0',
     ]);
-    assert.match(buildReport({ results: [before], svgName: 'x.svg' }).markdown, /### reference \(defaults; 1 run\)/);
+    assert.match(buildReport({ results: [before], svgName: 'x.svg' }).results, /### reference \(defaults; 1 run\)/);
   });
 
   it('shows the offered, acknowledged and stored rates, devices, p50/p90/p99/max and the pods’ memory of the latency step', () => {
@@ -205,8 +232,8 @@ describe('reference: the latency step', () => {
     const rows = figureRows('reference', [before, withLatency(181), withLatency(300)]);
     assert.deepEqual(row(rows, 'MQTT latency step: acknowledgement → stored p99 (ms)'), ['MQTT latency step: acknowledgement → stored p99 (ms)', '241', '181–300', '2']);
     assert.deepEqual(row(rows, 'create → Available (s)'), ['create → Available (s)', '42', '40–42', '3']);
-    const { markdown } = buildReport({ results: [before, withLatency(181), withLatency(300)], svgName: 'x.svg' });
-    assert.match(markdown, /\| MQTT latency step: acknowledgement → stored p99 \(ms\) \| 241 \| 181–300 \| 2 \|/);
+    const { results } = buildReport({ results: [before, withLatency(181), withLatency(300)], svgName: 'x.svg' });
+    assert.match(results, /\| MQTT latency step: acknowledgement → stored p99 \(ms\) \| 241 \| 181–300 \| 2 \|/);
   });
 });
 
@@ -248,8 +275,8 @@ describe('operator variants', () => {
     const variant = result('burst', { n: 100, operatorCmd: 'node other.mjs' }, { ratioWallToFloor: 5, operator: { peakRssMiB: 90 } });
     assert.equal(sizeKey(variant), 'n=100; operator: `node other.mjs`');
     assert.ok(evaluateTargets([variant]).every((r) => r.verdict === 'not measured'));
-    const { markdown } = buildReport({ results: [variant, burst(10, 1.1, 100, {})], svgName: 'x.svg' });
-    assert.match(markdown, /### burst \(n=100; operator: `node other.mjs`; 1 run\)/);
+    const { results } = buildReport({ results: [variant, burst(10, 1.1, 100, {})], svgName: 'x.svg' });
+    assert.match(results, /### burst \(n=100; operator: `node other.mjs`; 1 run\)/);
   });
 });
 

@@ -78,6 +78,7 @@ const scenarios: Record<string, ScenarioSpec> = {
 
 const usage = `usage: npm run bench -- <scenario> [options]
        npm run bench -- report [--out bench/results] [--doc docs/performance.md] [--svg docs/burst-distribution.svg]
+                         (also writes every figure of every scenario to <out>/README.md)
        npm run bench -- profile <file.cpuprofile | directory>   (self time by function and by area)
 
 scenarios: ${Object.keys(scenarios).join(', ')}

@@ -36,7 +36,7 @@ export const OPERATORS = ['iot', 'memcached', 'ptemplate', 'armada'] as const;
  *   code were ≈ 12 MiB of the Memcached operator's peak.
  * - `--single-threaded`: V8 collects and compiles on the main thread only, so no helper thread
  *   keeps a malloc arena of its own.
- * Measured on the IoT burst (N = 100) and the Memcached operator (N = 500), docs/performance.md:
+ * Measured on the IoT burst (N = 100) and the Memcached operator (N = 500), bench/analysis.md:
  * the first two ≈ 25 MiB less peak RSS for 10–20 % more CPU; the last two another 11–12 MiB for
  * 5–8 % more CPU.
  */

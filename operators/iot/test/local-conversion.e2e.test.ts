@@ -1,5 +1,5 @@
 /**
- * README step 3a: the operator run as a local process with `--local-conversion` serves the
+ * Step 3a of the walkthrough in docs/iotservice.md: the operator run as a local process with `--local-conversion` serves the
  * IoTService conversion itself, so the seed's v1alpha1 example works against the local cluster
  * without anything in the cluster. Proves: the process points the CRD at its own
  * https://127.0.0.1 URL with its CA; a v1alpha1 IoTService is stored (as v1beta1) and read back
@@ -60,7 +60,7 @@ async function stopAndExpectRestored(): Promise<void> {
   assert.deepEqual((await conversion())?.webhook?.clientConfig?.service, { ...BEFORE, path: '/convert', port: 443 }, 'the CRD names the Service it named before the run');
 }
 
-describe('iot-operator --local-conversion (README step 3a)', () => {
+describe('iot-operator --local-conversion (docs/iotservice.md walkthrough, step 3a)', () => {
   test('serves the conversion from the process: a v1alpha1 IoTService is stored, read back as both versions and made Available; SIGTERM gives the CRD back', async () => {
     await runLocally();
     const caBundle = (await conversion())?.webhook?.clientConfig?.caBundle ?? '';

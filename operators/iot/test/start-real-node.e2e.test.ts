@@ -1,5 +1,5 @@
 /**
- * `npm start -- --real-node --exit-when-available` (README "A working IoT service"): on the
+ * `npm start -- --real-node --exit-when-available` (docs/iotservice.md, "A working IoT service"): on the
  * embedded cluster with its real node, the reference images built and pushed to the cluster's
  * registry, the landscape's image-pull-secret holding that registry's credentials, the real-node
  * example Available with its seven pods running on the real node from the registry's images, and
