@@ -8,7 +8,7 @@ import { iotServiceCrd, iotServiceCrdYaml } from '../src/api/crd.ts';
 import { AffinitySchema, IoTServiceSpecSchema, IoTServiceV1alpha1SpecSchema, validateIoTServiceSpec } from '../src/api/iotservice.ts';
 import { degradedConditionProblem } from '@iot-operator/runtime/testing';
 
-const CRD_FILES = ['../deploy/crds/cp_v1alpha1_iotservice_crd.yml', '../chart/iot-operator/crds/cp_v1alpha1_iotservice_crd.yml'];
+const CRD_FILES = ['../deploy/crds/iotservices.cp.iotservices.io.yaml', '../chart/iot-operator/crds/iotservices.cp.iotservices.io.yaml'];
 const EXAMPLE_FILE = new URL('../deploy/crds/example-iotservice.yml', import.meta.url);
 
 type Node = Record<string, unknown>;

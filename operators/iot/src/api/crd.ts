@@ -81,7 +81,7 @@ export function iotServiceCrd(): Record<string, unknown> {
   return { ...crd, spec: { ...crd.spec, conversion: conversionClientConfig({ service: DEFAULT_CONVERSION_SERVICE }, '') } };
 }
 
-/** The CRD as the YAML committed at deploy/crds/cp_v1alpha1_iotservice_crd.yml. */
+/** The CRD as the YAML committed at deploy/crds/iotservices.cp.iotservices.io.yaml. */
 export function iotServiceCrdYaml(): string {
   return generatedManifestYaml(iotServiceCrd(), { source: 'operators/iot/src/api/iotservice.ts', command: 'npm run -w @iot-operator/iot generate' });
 }
