@@ -7,6 +7,7 @@ import { convertIoTService } from '../src/api/conversion.ts';
 import { iotServiceCrd, iotServiceCrdYaml } from '../src/api/crd.ts';
 import { AffinitySchema, IoTServiceSpecSchema, IoTServiceV1alpha1SpecSchema, validateIoTServiceSpec } from '../src/api/iotservice.ts';
 import { degradedConditionProblem } from '@iot-operator/runtime/testing';
+import { FULL_PLACEMENT } from './full-placement.ts';
 
 const CRD_FILES = ['../deploy/crds/iotservices.cp.iotservices.io.yaml', '../chart/iot-operator/crds/iotservices.cp.iotservices.io.yaml'];
 const EXAMPLE_FILE = new URL('../deploy/crds/example-iotservice.yml', import.meta.url);
@@ -166,6 +167,19 @@ describe('IoTService CRD', () => {
     }
     const placement = ((everyField(JSON.parse(JSON.stringify(IoTServiceSpecSchema)) as Node) as Node)['core'] as Node)['placement'] as Node;
     assert.ok(JSON.stringify(placement).includes('"namespaceSelector":{"matchLabels"'), 'the generated object sets the label selectors\' fields');
+  });
+
+  it('test/full-placement.ts (what placement-storage.e2e writes) is valid and sets every scheduling field, so the API server could prune none unseen', () => {
+    const paths = (value: unknown, at = ''): string[] =>
+      Array.isArray(value)
+        ? value.flatMap((item) => paths(item, `${at}[]`))
+        : value !== null && typeof value === 'object'
+          ? Object.entries(value).flatMap(([key, child]) => paths(child, `${at}.${key.includes('/') ? '{}' : key}`))
+          : [at];
+    const schemaPlacement = ((everyField(JSON.parse(JSON.stringify(IoTServiceSpecSchema)) as Node) as Node)['gateway'] as Node)['placement'];
+    assert.deepEqual([...new Set(paths(FULL_PLACEMENT))].sort(), [...new Set(paths(schemaPlacement))].sort());
+    const result = validateIoTServiceSpec({ version: '1', gateway: { placement: FULL_PLACEMENT } });
+    assert.ok(result.ok, JSON.stringify(result));
   });
 
   it('carries the defaults and the quantity and enum validations', () => {
