@@ -8,8 +8,9 @@
  * `type` (or is an int-or-string quantity), maps are `additionalProperties` schemas, no TypeBox
  * internals remain, and only the objects crd-schema.ts leaves unchecked are marked
  * `x-kubernetes-preserve-unknown-fields`, so the API server prunes unknown fields everywhere
- * else. Defaults and CEL rules (`x-kubernetes-validations`) are carried over unchanged. `iotServiceCrdYaml()` is the exact content of the committed CRD files
- * (a unit test compares them).
+ * else. Defaults and CEL rules (`x-kubernetes-validations`) are carried over unchanged.
+ * `iotServiceCrdYaml()` is the exact content of the committed CRD files (a unit test compares
+ * them).
  */
 
 import { customResourceDefinition, generatedManifestYaml } from '@iot-operator/runtime';
