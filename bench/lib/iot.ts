@@ -31,7 +31,7 @@ import { bundledOperatorCommand, OperatorProcess } from './operator.ts';
 import { iotAvailable, type IoTLike } from './readiness.ts';
 
 export const IoTServiceV1alpha1Type = customResource('cp.iotservices.io', 'v1alpha1', 'IoTService', 'iotservices');
-export const IOT_CRD = 'operators/iot/deploy/crds/cp_v1alpha1_iotservice_crd.yml';
+export const IOT_CRD = 'operators/iot/deploy/crds/iotservices.cp.iotservices.io.yaml';
 /** The operator as the image runs it: the bundle that `npm run build` (and the runner) writes. */
 export const IOT_DEFAULT_COMMAND = bundledOperatorCommand('iot');
 export const PODS_PER_INSTANCE = 7;

@@ -58,7 +58,7 @@ describe('deploy artefacts', () => {
     assert.deepEqual(rules(read('chart/iot-operator/templates/role.yaml')).rules, landscapeRole.rules);
     const checks = (text: string) => text.slice(text.indexOf('  variables:'), text.indexOf('---'));
     assert.equal(checks(read('chart/iot-operator/templates/admissionpolicy.yaml')), checks(read('deploy/admission_policy.yml')));
-    assert.equal(read('chart/iot-operator/crds/cp_v1alpha1_iotservice_crd.yml'), read('deploy/crds/cp_v1alpha1_iotservice_crd.yml'));
+    assert.equal(read('chart/iot-operator/crds/iotservices.cp.iotservices.io.yaml'), read('deploy/crds/iotservices.cp.iotservices.io.yaml'));
   });
 
   it('operator.yml runs the operator as the seed describes: REPLACE_VERSION, OPERATOR_NAME from its namespace, hardened', () => {

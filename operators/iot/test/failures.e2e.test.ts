@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ApiError, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceV1alpha1Type, StorageClassType } from '../src/controller.ts';
+import { IoTServiceType, IoTServiceV1alpha1Type, StorageClassType } from '../src/controller.ts';
 import { createLandscape, createPullSecret, deleteAllInstances, getIoT, getOrUndefined, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
 
 let env: TestEnv;
@@ -30,30 +30,37 @@ async function landscapeWithOperator(withSecret = true, watchNamespace = ''): Pr
 describe('bad input on the real cluster', () => {
   it('schema-invalid specs are rejected by the API server with a message naming the field', async () => {
     const landscape = await createLandscape(env);
-    const cases: Array<[string, Record<string, unknown>, RegExp]> = [
-      ['missing version', { gateway: { replicas: 1 } }, /spec\.version: Required value/],
-      ['replicas out of range', { version: '1.0.0', gateway: { replicas: 99 } }, /spec\.gateway\.replicas: Invalid value: 99/],
-      ['unknown protocol', { version: '1.0.0', gateway: { protocols: ['ftp'] } }, /spec\.gateway\.protocols\[0\]: Unsupported value: "ftp"/],
-      ['malformed storage quantity', { version: '1.0.0', broker: { storage: 'lots' } }, /spec\.broker\.storage/],
+    const alpha = 'cp.iotservices.io/v1alpha1';
+    const beta = 'cp.iotservices.io/v1beta1';
+    const cases: Array<[string, string, Record<string, unknown>, RegExp]> = [
+      ['missing version', alpha, { gateway: { replicas: 1 } }, /spec\.version: Required value/],
+      ['replicas out of range', alpha, { version: '1.0.0', gateway: { replicas: 99 } }, /spec\.gateway\.replicas: Invalid value: 99/],
+      ['unknown protocol', alpha, { version: '1.0.0', gateway: { protocols: ['ftp'] } }, /spec\.gateway\.protocols\[0\]: Unsupported value: "ftp"/],
+      ['malformed storage quantity', alpha, { version: '1.0.0', broker: { storage: 'lots' } }, /spec\.broker\.storage/],
+      // The CRD types affinity in v1beta1 only (crd-schema.ts); v1alpha1's is the operator's to check (below).
       [
         'unknown node affinity operator',
-        { version: '1.0.0', gateway: { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'Near', values: ['node-000000'] }] }] } } } } },
-        /spec\.gateway\.affinity\.nodeAffinity\.requiredDuringSchedulingIgnoredDuringExecution\.nodeSelectorTerms\[0\]\.matchExpressions\[0\]\.operator: Unsupported value: "Near"/,
+        beta,
+        { version: '1.0.0', gateway: { placement: { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'Near', values: ['node-000000'] }] }] } } } } } },
+        /spec\.gateway\.placement\.affinity\.nodeAffinity\.requiredDuringSchedulingIgnoredDuringExecution\.nodeSelectorTerms\[0\]\.matchExpressions\[0\]\.operator: Unsupported value: "Near"/,
       ],
       [
         'affinity weight out of range',
-        { version: '1.0.0', core: { affinity: { podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 101, podAffinityTerm: { topologyKey: 'kubernetes.io/hostname' } }] } } } },
-        /spec\.core\.affinity\.podAntiAffinity\.preferredDuringSchedulingIgnoredDuringExecution\[0\]\.weight: Invalid value: 101/,
+        beta,
+        { version: '1.0.0', core: { placement: { affinity: { podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 101, podAffinityTerm: { topologyKey: 'kubernetes.io/hostname' } }] } } } } },
+        /spec\.core\.placement\.affinity\.podAntiAffinity\.preferredDuringSchedulingIgnoredDuringExecution\[0\]\.weight: Invalid value: 101/,
       ],
       [
         'pod affinity term without topologyKey',
-        { version: '1.0.0', broker: { affinity: { podAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ labelSelector: { matchLabels: { app: 'x' } } }] } } } },
-        /spec\.broker\.affinity\.podAffinity\.requiredDuringSchedulingIgnoredDuringExecution\[0\]\.topologyKey: Required value/,
+        beta,
+        { version: '1.0.0', broker: { placement: { affinity: { podAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ labelSelector: { matchLabels: { app: 'x' } } }] } } } } },
+        /spec\.broker\.placement\.affinity\.podAffinity\.requiredDuringSchedulingIgnoredDuringExecution\[0\]\.topologyKey: Required value/,
       ],
+      ['unknown toleration operator', alpha, { version: '1.0.0', database: { tolerations: [{ key: 'dedicated', operator: 'Is' }] } }, /spec\.database\.tolerations\[0\]\.operator: Unsupported value: "Is"/],
     ];
-    for (const [what, spec, message] of cases) {
+    for (const [what, apiVersion, spec, message] of cases) {
       await assert.rejects(
-        env.client.create(IoTServiceV1alpha1Type, { apiVersion: 'cp.iotservices.io/v1alpha1', kind: 'IoTService', metadata: { name: 'bad', namespace: landscape }, spec }),
+        env.client.create(apiVersion === alpha ? IoTServiceV1alpha1Type : IoTServiceType, { apiVersion, kind: 'IoTService', metadata: { name: 'bad', namespace: landscape }, spec }),
         (err: unknown) => {
           assert.ok(err instanceof ApiError, `${what}: expected an ApiError`);
           assert.equal(err.reason, 'Invalid', `${what}: reason`);
@@ -63,6 +70,26 @@ describe('bad input on the real cluster', () => {
       );
     }
     assert.equal((await env.client.list(IoTServiceV1alpha1Type, { namespace: landscape })).items.length, 0, 'nothing was stored');
+  });
+
+  it('an affinity the API server does not check (v1alpha1\'s, a label selector): stored as written, Failed InvalidSpec naming the field, nothing created', async () => {
+    const landscape = await landscapeWithOperator();
+    const weight = { podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 101, podAffinityTerm: { topologyKey: 'kubernetes.io/hostname' } }] } };
+    await env.client.create(IoTServiceV1alpha1Type, iotService('tenant-w', landscape, { core: { affinity: weight } } as never));
+    const selector = { podAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ topologyKey: 'kubernetes.io/hostname', labelSelector: { matchExpressions: [{ key: 'app', operator: 'in', values: ['x'] }] } }] } };
+    await env.client.create(IoTServiceType, { apiVersion: 'cp.iotservices.io/v1beta1', kind: 'IoTService', metadata: { name: 'tenant-l', namespace: landscape }, spec: { version: '2.4.1', broker: { placement: { affinity: selector } } } });
+    const cases: Array<[string, string]> = [
+      ['tenant-w', 'spec.core.placement.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: must be an integer from 1 to 100'],
+      ['tenant-l', 'spec.broker.placement.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchExpressions[0].operator: must be one of In, NotIn, Exists, DoesNotExist'],
+    ];
+    for (const [name, error] of cases) {
+      const failed = await waitForPhase(env, landscape, name, 'Failed');
+      assert.equal(failed.status?.reason, `The spec is invalid: ${error}.`, name);
+      assert.equal(failed.status?.conditions?.find((c) => c.type === 'Degraded')?.reason, 'InvalidSpec', name);
+    }
+    assert.deepEqual((await getIoT(env, landscape, 'tenant-w'))?.spec.core?.affinity, weight, 'v1alpha1 reads it back as written');
+    const namespaces = await env.client.list(Kinds.Namespace, { labelSelector: `cp.iotservices.io/landscape=${landscape}` });
+    assert.deepEqual(namespaces.items.map((n) => n.metadata.name), [], 'no namespace was created');
   });
 
   it('an instance name too long for its namespace: Failed with a reason naming the limit, nothing created', async () => {

@@ -3,12 +3,14 @@
  *
  * Guarantees: `iotServiceCrd()` is deterministic and returns an apiextensions.k8s.io/v1 CRD for
  * `iotservices.cp.iotservices.io` (namespaced; v1alpha1 and v1beta1 served, v1beta1 stored and
- * converted by the operator's webhook; status subresource, short name `iots`) whose schema is structural (see the runtime's `toStructuralSchema`): every
- * node has a `type` (or is an int-or-string quantity), maps are `additionalProperties` schemas,
- * no TypeBox internals remain, and nothing is marked `x-kubernetes-preserve-unknown-fields`, so
- * the API server prunes unknown fields. Defaults and CEL rules (`x-kubernetes-validations`) are
- * carried over unchanged. `iotServiceCrdYaml()` is the exact content of the committed CRD files
- * (a unit test compares them).
+ * converted by the operator's webhook; status subresource, short name `iots`) whose schemas are
+ * those of crd-schema.ts, made structural by the runtime's `toStructuralSchema`: every node has a
+ * `type` (or is an int-or-string quantity), maps are `additionalProperties` schemas, no TypeBox
+ * internals remain, and only the objects crd-schema.ts leaves unchecked are marked
+ * `x-kubernetes-preserve-unknown-fields`, so the API server prunes unknown fields everywhere
+ * else. Defaults and CEL rules (`x-kubernetes-validations`) are carried over unchanged.
+ * `iotServiceCrdYaml()` is the exact content of the committed CRD files (a unit test compares
+ * them).
  */
 
 import { customResourceDefinition, generatedManifestYaml } from '@iot-operator/runtime';
@@ -20,10 +22,9 @@ import {
   IOTSERVICE_PLURAL,
   IOTSERVICE_SHORT_NAMES,
   IOTSERVICE_SINGULAR,
-  IoTServiceSpecSchema,
   IoTServiceStatusSchema,
-  IoTServiceV1alpha1SpecSchema,
 } from './iotservice.ts';
+import { IoTServiceCrdSpecSchema, IoTServiceV1alpha1CrdSpecSchema, IoTServiceV1alpha1CrdStatusSchema } from './crd-schema.ts';
 
 export const IOTSERVICE_CRD_NAME = `${IOTSERVICE_PLURAL}.${API_GROUP}`;
 
@@ -56,6 +57,9 @@ const printerColumns = [
 ] as const;
 
 const description = 'IoTService is one IoT service instance of a landscape; its name is the instance id.';
+const v1alpha1Description =
+  `${description} ${API_VERSION_V1ALPHA1} has the fields of ${API_VERSION} (kubectl explain iotservices --api-version=${API_GROUP}/${API_VERSION} describes them), ` +
+  "with each component's nodeSelector, tolerations and affinity beside its other fields instead of under placement; the operator, not the API server, checks affinity.";
 
 /**
  * Until an operator points it at its conversion webhook (conversion-webhook.ts), the CRD names
@@ -71,14 +75,14 @@ export function iotServiceCrd(): Record<string, unknown> {
     names: { kind: IOTSERVICE_KIND, plural: IOTSERVICE_PLURAL, singular: IOTSERVICE_SINGULAR, shortNames: IOTSERVICE_SHORT_NAMES },
     labels: { 'app.kubernetes.io/part-of': 'iot-operator' },
     versions: [
-      { name: API_VERSION_V1ALPHA1, served: true, storage: false, subresources: { status: {} }, printerColumns: [...printerColumns], description, spec: IoTServiceV1alpha1SpecSchema, status: IoTServiceStatusSchema },
-      { name: API_VERSION, served: true, storage: true, subresources: { status: {} }, printerColumns: [...printerColumns], description, spec: IoTServiceSpecSchema, status: IoTServiceStatusSchema },
+      { name: API_VERSION_V1ALPHA1, served: true, storage: false, subresources: { status: {} }, printerColumns: [...printerColumns], description: v1alpha1Description, spec: IoTServiceV1alpha1CrdSpecSchema, status: IoTServiceV1alpha1CrdStatusSchema },
+      { name: API_VERSION, served: true, storage: true, subresources: { status: {} }, printerColumns: [...printerColumns], description, spec: IoTServiceCrdSpecSchema, status: IoTServiceStatusSchema },
     ],
   });
   return { ...crd, spec: { ...crd.spec, conversion: conversionClientConfig({ service: DEFAULT_CONVERSION_SERVICE }, '') } };
 }
 
-/** The CRD as the YAML committed at deploy/crds/cp_v1alpha1_iotservice_crd.yml. */
+/** The CRD as the YAML committed at deploy/crds/iotservices.cp.iotservices.io.yaml. */
 export function iotServiceCrdYaml(): string {
   return generatedManifestYaml(iotServiceCrd(), { source: 'operators/iot/src/api/iotservice.ts', command: 'npm run -w @iot-operator/iot generate' });
 }

@@ -1,5 +1,5 @@
 /**
- * Writes the generated IoTService CRD to deploy/crds/cp_v1alpha1_iotservice_crd.yml and into the
+ * Writes the generated IoTService CRD to deploy/crds/iotservices.cp.iotservices.io.yaml and into the
  * Helm chart (chart/iot-operator/crds/).
  *
  * Guarantees: both files' content is exactly `iotServiceCrdYaml()`; running it twice changes
@@ -11,7 +11,7 @@ import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { iotServiceCrdYaml } from './crd.ts';
 
-const files = ['../../deploy/crds/cp_v1alpha1_iotservice_crd.yml', '../../chart/iot-operator/crds/cp_v1alpha1_iotservice_crd.yml'];
+const files = ['../../deploy/crds/iotservices.cp.iotservices.io.yaml', '../../chart/iot-operator/crds/iotservices.cp.iotservices.io.yaml'];
 
 for (const relative of files) {
   const file = fileURLToPath(new URL(relative, import.meta.url));

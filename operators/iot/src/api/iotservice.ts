@@ -23,10 +23,12 @@
  * core and processing may be scaled to 0 to stop an instance's API or pipeline without deleting
  * it; broker and database hold the instance's data and always run at least one replica.
  *
- * Unknown fields: the CRD schema is structural and uses `x-kubernetes-preserve-unknown-fields`
- * nowhere, so the API server prunes unknown fields (and rejects them outright for clients that
- * ask for strict field validation, e.g. `kubectl apply`, whose default is `--validate=strict`).
- * The operator's validator rejects them as well, so a pre-pruning object can never slip through.
+ * Unknown fields: the CRD schema is structural, so the API server prunes unknown fields (and
+ * rejects them outright for clients that ask for strict field validation, e.g. `kubectl apply`,
+ * whose default is `--validate=strict`), except inside the few objects the CRD leaves unchecked
+ * to stay small (crd-schema.ts: label selectors of an affinity; v1alpha1's affinity). The
+ * operator's validator checks every field of the schemas below and rejects unknown fields
+ * everywhere, so what the API server does not check still never reaches a workload.
  */
 
 import { isIP } from 'node:net';
@@ -276,6 +278,9 @@ function replicas(component: ComponentName) {
   });
 }
 
+/** Where core/v1 documents a pod's scheduling fields (nodeSelector, affinity, tolerations). */
+export const CORE_V1_SCHEDULING_DOCS = 'https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#scheduling';
+
 /** core/v1 Toleration: which taint a component's pods tolerate. */
 export const TolerationSchema = Type.Object(
   {
@@ -465,7 +470,7 @@ export const AffinitySchema = Type.Object(
     podAffinity: Type.Optional(podAffinityOf('podAffinity')),
     podAntiAffinity: Type.Optional(podAffinityOf('podAntiAffinity')),
   },
-  { additionalProperties: false, description: 'Scheduling constraints of the pods (core/v1 Affinity).' },
+  { additionalProperties: false, description: `Scheduling constraints of the pods (core/v1 Affinity, ${CORE_V1_SCHEDULING_DOCS}).` },
 );
 
 /** A component's scheduling fields: under `placement` in v1beta1, beside its other fields in v1alpha1. */
@@ -473,7 +478,7 @@ function placementFields(component: ComponentName) {
   return {
     nodeSelector: Type.Optional(StringMap(`Node labels the ${component} pods must be scheduled on.`)),
     tolerations: Type.Optional(
-      Type.Array(TolerationSchema, { maxItems: 16, description: `Taints the ${component} pods tolerate (core/v1 Toleration), e.g. a dedicated node's.` }),
+      Type.Array(TolerationSchema, { maxItems: 16, description: `Taints the ${component} pods tolerate, e.g. a dedicated node's (core/v1 Toleration, ${CORE_V1_SCHEDULING_DOCS}).` }),
     ),
     affinity: Type.Optional(AffinitySchema),
   };
