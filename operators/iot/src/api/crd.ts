@@ -80,5 +80,5 @@ export function iotServiceCrd(): Record<string, unknown> {
 
 /** The CRD as the YAML committed at deploy/crds/cp_v1alpha1_iotservice_crd.yml. */
 export function iotServiceCrdYaml(): string {
-  return generatedManifestYaml(iotServiceCrd(), { source: 'operators/iot/src/api/iotservice.ts', command: 'npm run -w @iot-operator/iot generate' });
+  return generatedManifestYaml(iotServiceCrd(), { source: 'operators/iot/src/api/iotservice.ts', command: 'npm run generate (iot:generate)' });
 }
