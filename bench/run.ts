@@ -23,7 +23,7 @@ import { OperatorProcess } from './lib/operator.ts';
 import { componentFlag } from './lib/proc.ts';
 import { flatten, formatTable, gitInfo, machineInfo, writeResult, type BenchResult } from './lib/results.ts';
 import { bundleOperator } from '../scripts/bundle.ts';
-import { writeReport } from './report.ts';
+import { DEFAULT_REPORT, writeReport } from './report.ts';
 import { ARMADA_DEFAULT_COMMAND, runArmada } from './scenarios/armada.ts';
 import { runBurst } from './scenarios/burst.ts';
 import { runChurn } from './scenarios/churn.ts';
@@ -178,9 +178,9 @@ async function main(): Promise<number> {
   }
   if (name === 'report') {
     const written = writeReport({
-      resultsDir: path.resolve(values.out ?? path.join(repoRoot, 'bench/results')),
-      docFile: path.resolve(values.doc ?? path.join(repoRoot, 'docs/performance.md')),
-      svgFile: path.resolve(values.svg ?? path.join(repoRoot, 'docs/burst-distribution.svg')),
+      resultsDir: path.resolve(values.out ?? DEFAULT_REPORT.resultsDir),
+      docFile: path.resolve(values.doc ?? DEFAULT_REPORT.docFile),
+      svgFile: path.resolve(values.svg ?? DEFAULT_REPORT.svgFile),
     });
     console.log(`wrote ${written.join(', ')}`);
     return 0;

@@ -6,7 +6,7 @@
  * chart/armada-operator/files/role.yml and deploy/role_binding.yml from it (operator-ts.json:
  * a ClusterRole, bound by a RoleBinding in the watched namespace or by a ClusterRoleBinding for
  * every namespace; no metrics Service rules, the chart makes that Service);
- * test/generated.unit.test.ts fails while the committed files differ.
+ * `npm run generate` runs it, and its check fails while the committed files differ.
  *
  * Helm runs with the operator's identity for charts that name no ServiceAccount (and with no
  * default account), so the operator needs the rights of whatever such charts contain; a chart

@@ -1,30 +1,19 @@
 /**
- * The Grafana dashboards of this repository, where they are defined and where copies are kept:
- * the operator runtime's (serving every operator on the runtime) and the IoT instances'. Tests
- * read them from here, so every test holds the same files.
+ * The Grafana dashboards of this repository as tests read them: the operator runtime's (serving
+ * every operator on the runtime) and the IoT instances', each from its one source
+ * (scripts/dashboards.ts, whose generator writes the copies), so every test holds the same files.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { DashboardPanel } from '@iot-operator/runtime';
+import { DASHBOARDS } from '../../../scripts/dashboards.ts';
+import { repoRoot } from '../../../scripts/generator.ts';
 
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-
-/** Each dashboard's source, and the copies that must equal it (the charts', the SDK's). */
-export const DASHBOARDS = {
-  runtime: {
-    source: path.join(repoRoot, 'packages/runtime/dashboards/operator-runtime.json'),
-    copies: [
-      path.join(repoRoot, 'operators/iot/chart/iot-operator/dashboards/operator-runtime.json'),
-      path.join(repoRoot, 'operators/armada/chart/armada-operator/dashboards/operator-runtime.json'),
-      path.join(repoRoot, 'packages/sdk/dashboards/operator-runtime.json'),
-    ],
-  },
-  iot: {
-    source: path.join(repoRoot, 'operators/iot/dashboards/iot-instances.json'),
-    copies: [path.join(repoRoot, 'operators/iot/chart/iot-operator/dashboards/iot-instances.json')],
-  },
-} as const;
+/** Each dashboard's source (absolute), as scripts/dashboards.ts lists it; its copies are generated from it. */
+export const DASHBOARD_SOURCES = {
+  runtime: path.join(repoRoot, DASHBOARDS.runtime.source),
+  iot: path.join(repoRoot, DASHBOARDS.iot.source),
+};
 
 export interface Dashboard {
   uid: string;

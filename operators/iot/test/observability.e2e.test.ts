@@ -27,7 +27,7 @@ import {
 } from '@iot-operator/runtime/testing';
 import { dashboardSvg, type Panel } from '../../../bench/lib/dashboard-svg.ts';
 import { chart, prepareChartRelease, type ChartRelease } from './chart-release.ts';
-import { DASHBOARDS, readDashboard, type Dashboard } from './dashboards.ts';
+import { DASHBOARD_SOURCES, readDashboard, type Dashboard } from './dashboards.ts';
 import { abandonLandscape, iotService, waitForPhase } from './e2e-support.ts';
 
 const env: TestEnv = await testEnv();
@@ -163,7 +163,7 @@ describe('the IoT operator watched by a real Prometheus', { skip }, () => {
     const end = Math.ceil(Date.now() / 1000);
     const empty: string[] = [];
     const panels: Panel[] = [];
-    for (const dashboard of [readDashboard(DASHBOARDS.runtime.source), readDashboard(DASHBOARDS.iot.source)]) {
+    for (const dashboard of [readDashboard(DASHBOARD_SOURCES.runtime), readDashboard(DASHBOARD_SOURCES.iot)]) {
       const queries = panelQueries(dashboard);
       assert.ok(queries.length > 0, `${dashboard.title} has panel queries`);
       for (const { title, expr } of queries) {

@@ -2,7 +2,7 @@
  * Every controller of the memcached operator, and the client calls they make beyond what their
  * `for`, `owns` and `watches` imply (none). `operator-ts generate rbac` records what
  * `registerControllers` declares and writes deploy/role.yaml and role_binding.yaml from it;
- * test/generated.unit.test.ts fails while the committed files differ.
+ * `npm run generate` runs it, and its check fails while the committed files differ.
  */
 import type { ExtraPermission, Manager } from '@iot-operator/runtime';
 import { registerMemcachedController, type MemcachedControllerOptions } from './controller.ts';

@@ -1,6 +1,6 @@
 /**
- * The committed OLM bundles (0.0.1, 0.0.2) and catalog of the memcached operator are exactly
- * what `operator-ts generate bundle` makes from today's deploy/, their ClusterServiceVersions say
+ * The committed OLM bundles (0.0.1, 0.0.2) and catalog of the memcached operator are the files
+ * `operator-ts generate bundle` makes from today's deploy/ (their contents: `npm run generate -- --check`), their ClusterServiceVersions say
  * what deploy/ says (RBAC, Deployment, CRD descriptions, example), 0.0.2 upgrades 0.0.1;
  * a ClusterRole becomes clusterPermissions; manifests that cannot make a sound CSV are refused
  * with a message naming what to fix.
@@ -32,10 +32,9 @@ function deployManifest(file: string): any {
 }
 
 describe('committed bundles', () => {
-  test(`bundle/ and catalog/ are what deploy/ makes today (regenerate: ${regenerate})`, () => {
-    const expected = expectedOperatorFiles(operatorDir);
-    assert.deepEqual([...filesUnder('bundle'), ...filesUnder('catalog')].sort(), [...expected.keys()].sort(), 'the same files');
-    for (const [rel, content] of expected) assert.equal(readFileSync(path.join(operatorDir, rel), 'utf8'), content, `${rel} is stale`);
+  // npm run generate -- --check (scripts/test/generate.unit.test.ts) holds each file's content to what deploy/ makes.
+  test(`bundle/ and catalog/ hold exactly the files deploy/ makes today (regenerate: ${regenerate})`, () => {
+    assert.deepEqual([...filesUnder('bundle'), ...filesUnder('catalog')].sort(), [...expectedOperatorFiles(operatorDir).keys()].sort());
   });
 
   test('there are bundles 0.0.1 and 0.0.2; 0.0.2 replaces 0.0.1 and each runs its own image', () => {

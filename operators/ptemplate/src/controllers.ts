@@ -2,8 +2,8 @@
  * Every controller of the ptemplate operator, and the client calls they make beyond what their
  * `for`, `owns` and `watches` imply. `operator-ts generate rbac` records what
  * `registerControllers` declares (called with the manager alone: the default settings) and
- * writes deploy/role.yml and role_binding.yml from it; test/generated.unit.test.ts fails while
- * the committed files differ.
+ * writes deploy/role.yml and role_binding.yml from it; `npm run generate` runs it, and its check
+ * fails while the committed files differ.
  */
 import type { ExtraPermission, Manager } from '@iot-operator/runtime';
 import { registerPtemplateController, type PtemplateControllerOptions } from './controller.ts';

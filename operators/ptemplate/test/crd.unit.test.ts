@@ -1,6 +1,6 @@
 /**
- * The committed Ptemplate CRD is the one generated from the schema, and the schema says what the
- * operator relies on: the fields of the ptemplate-operator example, defaults, the CEL rule, a
+ * The Ptemplate CRD's schema says what the operator relies on (`npm run generate -- --check`,
+ * scripts/test/generate.unit.test.ts, holds the committed CRD to it): the fields of the ptemplate-operator example, defaults, the CEL rule, a
  * status with consumers and conditions, a status subresource.
  */
 import assert from 'node:assert/strict';
@@ -9,15 +9,10 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { degradedConditionProblem } from '@iot-operator/runtime/testing';
-import { PTEMPLATE_CRD_FILE, ptemplateCrd, ptemplateCrdYaml } from '../src/api/crd.ts';
+import { ptemplateCrd, ptemplateCrdYaml } from '../src/api/crd.ts';
 import { isValidPtemplateSpec } from '../src/api/ptemplate.ts';
 
-const committedFile = fileURLToPath(new URL(`../${PTEMPLATE_CRD_FILE}`, import.meta.url));
 const exampleFile = fileURLToPath(new URL('../deploy/crds/pt_v1alpha1_ptemplate_cr.yml', import.meta.url));
-
-test('the committed CRD equals the generated one (run `npm run -w @iot-operator/ptemplate generate` after a schema change)', () => {
-  assert.equal(readFileSync(committedFile, 'utf8'), ptemplateCrdYaml());
-});
 
 test('the CRD serves pt.example.com/v1alpha1 Ptemplate with a status subresource and the spec fields', () => {
   const crd = parse(ptemplateCrdYaml());

@@ -68,5 +68,5 @@ export function armadaCrds(): CustomResourceDefinition[] {
 }
 
 export function crdYaml(crd: CustomResourceDefinition): string {
-  return generatedManifestYaml(crd, { source: 'operators/armada/src/api/armada.ts', command: 'npm run -w @iot-operator/armada generate' });
+  return generatedManifestYaml(crd, { source: 'operators/armada/src/api/armada.ts', command: 'npm run generate (armada:generate)' });
 }

@@ -84,5 +84,5 @@ export function iotServiceCrd(): Record<string, unknown> {
 
 /** The CRD as the YAML committed at deploy/crds/iotservices.cp.iotservices.io.yaml. */
 export function iotServiceCrdYaml(): string {
-  return generatedManifestYaml(iotServiceCrd(), { source: 'operators/iot/src/api/iotservice.ts', command: 'npm run -w @iot-operator/iot generate' });
+  return generatedManifestYaml(iotServiceCrd(), { source: 'operators/iot/src/api/iotservice.ts', command: 'npm run generate (iot:generate)' });
 }

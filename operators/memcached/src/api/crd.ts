@@ -46,5 +46,5 @@ export function memcachedCrd(): Record<string, unknown> {
 }
 
 export function memcachedCrdYaml(): string {
-  return generatedManifestYaml(memcachedCrd(), { source: 'operators/memcached/src/api/memcached.ts', command: 'npm run -w @iot-operator/memcached generate' });
+  return generatedManifestYaml(memcachedCrd(), { source: 'operators/memcached/src/api/memcached.ts', command: 'npm run generate (memcached:generate)' });
 }

@@ -47,5 +47,5 @@ export function ptemplateCrd(): Record<string, unknown> {
 }
 
 export function ptemplateCrdYaml(): string {
-  return generatedManifestYaml(ptemplateCrd(), { source: 'operators/ptemplate/src/api/ptemplate.ts', command: 'npm run -w @iot-operator/ptemplate generate' });
+  return generatedManifestYaml(ptemplateCrd(), { source: 'operators/ptemplate/src/api/ptemplate.ts', command: 'npm run generate (ptemplate:generate)' });
 }

@@ -67,7 +67,8 @@ export async function generatedRbac(projectDir: string): Promise<Record<string, 
   return rbacFiles(project, declarations, extra);
 }
 
-function firstDifference(expected: string, actual: string): string {
+/** Where `actual` first differs from `expected`: the line number and both lines. */
+export function firstDifference(expected: string, actual: string): string {
   const want = expected.split('\n');
   const have = actual.split('\n');
   const line = want.findIndex((l, i) => l !== have[i]);
