@@ -1,15 +1,22 @@
 /**
  * An instance's ingestion health as read from its broker: how much telemetry waits in the
- * JetStream stream `TELEMETRY` for processing to store it, how old the oldest of it is, and when
+ * JetStream stream `TELEMETRY` for processing to store it, how old the oldest of it is, when
  * processing last stored a message (its durable consumer `processing` last acknowledged one; the
- * stream is a work queue, so its first message is the oldest one not stored).
+ * stream is a work queue, so its first message is the oldest one not stored), and how many
+ * messages processing set aside as dead letters (the last sequence number of the stream
+ * `DEAD_LETTERS`, where processing announces each once: it only grows while the stream exists).
  *
  * Guarantees:
  * - `parseJsz` reads nats-server's /jsz answer (streams, consumers and config) and nothing else;
  *   `ingestionState` is a pure function of a reading: `Stalled` when messages wait, the oldest
  *   for at least `STALLED_AFTER_SECONDS`, and processing stored none for as long (or never, or
  *   has no consumer); otherwise `Full` when the backlog holds at least `FULL_FRACTION` of its
- *   limit; otherwise `Flowing`.
+ *   limit; otherwise `Flowing`. A reading's `deadLetters` is 0 while there is no `DEAD_LETTERS`
+ *   stream.
+ * - `deadLettersEvent` is a pure function of two dead-letter counts of an instance: a Warning
+ *   `DeadLetters` when the count grew, naming how many were added and how to read them from the
+ *   table; none for the first count (the baseline: letters from before the operator read the
+ *   broker make no Event), none when it stayed or fell (a stream made again starts from 0).
  * - `IngestionMonitor` keeps the latest reading of each instance in memory only. A fetch takes
  *   at most `FETCH_TIMEOUT_MS`; a failed one, or an instance without a Ready broker pod, leaves
  *   no reading (unknown), never a guess. An instance whose fetches fail is asked again after
@@ -17,24 +24,30 @@
  *   again after a success, so brokers that cannot be reached cost little. Asked earlier than
  *   its schedule (an event, a resync), it fetches nothing.
  * - `onChange` is called when an instance's state differs from the last one known (a first
- *   reading included); an unknown reading changes no state.
+ *   reading included); an unknown reading changes no state. `deadLetters` is the dead-letter
+ *   count of the last reading, kept while readings are unknown, so letters set aside while the
+ *   broker could not be read are counted at the next reading.
  * - `registerIngestionMonitor` polls as a controller of IoTServices: it runs only where the
  *   operator's controllers run (the leader, or the shard holding its Lease, for its own
  *   IoTServices), starts and stops with them, and has at most `MAX_FETCHES_IN_FLIGHT` fetches in
- *   flight. The broker pod's IP comes from the pod cache; a shard caches no pods (controller.ts
- *   SHARDED_TYPES), so under a ControllerRing there are no readings.
+ *   flight; its turn for one IoTService is `ingestionReconciler`, which after each reading
+ *   records the `DeadLetters` Event, if any, on the IoTService. The broker pod's IP comes from
+ *   the pod cache; a shard caches no pods (controller.ts SHARDED_TYPES), so under a
+ *   ControllerRing there are no readings.
  */
 import type { V1Pod } from '@kubernetes/client-node';
-import { Kinds, controller, generationChanged, type KubeObject, type Manager } from '@iot-operator/runtime';
+import { Kinds, controller, generationChanged, type KubeObject, type Manager, type Reconciler } from '@iot-operator/runtime';
 import type { IngestionState } from './api/iotservice.ts';
 import { IoTServiceType, type IoTControllerConfig } from './controller.ts';
 import { readyPodIP } from './pod-view.ts';
 import { instanceNamespaceName } from './resources/index.ts';
 import { PORTS } from './resources/ports.ts';
+import type { StatusEvent } from './status.ts';
 
-/** The stream and durable consumer the workloads make (workloads/iot-service/src/shared/broker.ts). */
+/** The streams and durable consumer the workloads make (workloads/iot-service/src/shared/broker.ts). */
 export const TELEMETRY_STREAM = 'TELEMETRY';
 export const PROCESSING_CONSUMER = 'processing';
+export const DEAD_LETTER_STREAM = 'DEAD_LETTERS';
 /** The broker pod asked: the StatefulSet's first, which every instance has. */
 export const BROKER_POD = 'broker-0';
 
@@ -60,6 +73,8 @@ export interface IngestionReading {
   oldestUnstoredSeconds: number;
   /** Since processing's consumer last acknowledged; undefined without consumer or acknowledgement. */
   lastStoredSecondsAgo?: number;
+  /** Messages set aside as dead letters since the DEAD_LETTERS stream was made (its last sequence number); 0 without it. */
+  deadLetters: number;
 }
 
 /** A reading and the state it makes. */
@@ -71,14 +86,15 @@ export interface IngestionVerdict {
 interface JszStream {
   name?: string;
   config?: { max_bytes?: number };
-  state?: { messages?: number; bytes?: number; first_ts?: string };
+  state?: { messages?: number; bytes?: number; first_ts?: string; last_seq?: number };
   consumer_detail?: Array<{ name?: string; ack_floor?: { last_active?: string } }>;
 }
 
 /** The ingestion figures of a /jsz answer at `now`; undefined when it has no TELEMETRY stream. */
 export function parseJsz(body: unknown, now: Date): IngestionReading | undefined {
   const accounts = (body as { account_details?: Array<{ stream_detail?: JszStream[] }> } | undefined)?.account_details ?? [];
-  const stream = accounts.flatMap((a) => a.stream_detail ?? []).find((s) => s.name === TELEMETRY_STREAM);
+  const streams = accounts.flatMap((a) => a.stream_detail ?? []);
+  const stream = streams.find((s) => s.name === TELEMETRY_STREAM);
   if (!stream) return undefined;
   const secondsSince = (time: string | undefined): number | undefined => {
     const ms = Date.parse(time ?? '');
@@ -94,6 +110,7 @@ export function parseJsz(body: unknown, now: Date): IngestionReading | undefined
     ...(limit !== undefined && limit > 0 ? { backlogLimitBytes: limit } : {}),
     oldestUnstoredSeconds: messages > 0 ? (secondsSince(stream.state?.first_ts) ?? 0) : 0,
     ...(lastStored !== undefined ? { lastStoredSecondsAgo: lastStored } : {}),
+    deadLetters: streams.find((s) => s.name === DEAD_LETTER_STREAM)?.state?.last_seq ?? 0,
   };
 }
 
@@ -102,6 +119,23 @@ export function ingestionState(reading: IngestionReading): IngestionState {
   if (reading.backlogMessages > 0 && reading.oldestUnstoredSeconds >= STALLED_AFTER_SECONDS && storedNothingLately) return 'Stalled';
   if (reading.backlogLimitBytes !== undefined && reading.backlogBytes >= FULL_FRACTION * reading.backlogLimitBytes) return 'Full';
   return 'Flowing';
+}
+
+/**
+ * The Event for an instance whose dead-letter count went from `previous` (undefined: none read
+ * yet, this is the baseline) to `current`, in instance namespace `namespace`; undefined unless
+ * it grew.
+ */
+export function deadLettersEvent(previous: number | undefined, current: number | undefined, namespace: string): StatusEvent | undefined {
+  if (previous === undefined || current === undefined || current <= previous) return undefined;
+  const added = current - previous;
+  return {
+    type: 'Warning',
+    reason: 'DeadLetters',
+    message:
+      `${added} ${added === 1 ? 'message' : 'messages'} set aside as dead letters since the last check (${current} in all): the database refused ${added === 1 ? 'it' : 'them'} for ${added === 1 ? 'its' : 'their'} data; ` +
+      `see table dead_letters (kubectl -n ${namespace} exec database-0 -- psql -h /tmp -U iot -d iot -c 'SELECT device_id, message_id, error, failed_at FROM dead_letters ORDER BY failed_at DESC LIMIT 20')`,
+  };
 }
 
 /** The part of fetch the monitor uses. */
@@ -127,6 +161,8 @@ interface Tracked {
   verdict?: IngestionVerdict;
   /** The last state known, kept while readings are unknown. */
   lastState?: IngestionState;
+  /** The last dead-letter count read, kept while readings are unknown. */
+  deadLetters?: number;
   failures: number;
   /** When the next fetch is due (ms since the epoch). */
   dueAt: number;
@@ -165,6 +201,7 @@ export class IngestionMonitor {
     }
     entry.failures = 0;
     entry.verdict = reading && { state: ingestionState(reading), reading };
+    if (reading) entry.deadLetters = reading.deadLetters;
     if (entry.verdict && entry.verdict.state !== entry.lastState) {
       entry.lastState = entry.verdict.state;
       this.options.onChange(entry.instance);
@@ -175,6 +212,11 @@ export class IngestionMonitor {
   /** The instance's latest reading and its state; undefined when unknown. */
   verdict(key: string): IngestionVerdict | undefined {
     return this.tracked.get(key)?.verdict;
+  }
+
+  /** The instance's dead-letter count as last read; undefined before its first reading. */
+  deadLetters(key: string): number | undefined {
+    return this.tracked.get(key)?.deadLetters;
   }
 
   /** Every instance with a reading. */
@@ -208,23 +250,32 @@ export class IngestionMonitor {
  * module comment); `onChange` gets the IoTService whose ingestion state changed.
  */
 export function registerIngestionMonitor(mgr: Manager, config: IoTControllerConfig, onChange: (instance: InstanceName) => void): IngestionMonitor {
-  const landscape = config.operatorName;
   const monitor = new IngestionMonitor({ onChange });
   controller(mgr)
     .named('iotservice-ingestion')
     // Its own status writes and other updates do not change the schedule.
     .for(IoTServiceType, generationChanged())
     .maxConcurrentReconciles(MAX_FETCHES_IN_FLIGHT)
-    .reconcile(async (request, ctx) => {
-      const key = `${landscape}/${request.name}`;
-      const iot = request.namespace === landscape ? ctx.cache.get(IoTServiceType, request.name, landscape) : undefined;
-      if (!iot || iot.metadata.deletionTimestamp) {
-        monitor.forget(key);
-        return;
-      }
-      const namespace = instanceNamespaceName(landscape, request.name);
-      const pod = namespace.ok && !config.shard ? ctx.cache.get<V1Pod & KubeObject>(Kinds.Pod, BROKER_POD, namespace.name) : undefined;
-      return { requeueAfterMs: await monitor.check(key, { namespace: landscape, name: request.name }, pod && readyPodIP(pod)) };
-    });
+    .reconcile(ingestionReconciler(monitor, config));
   return monitor;
+}
+
+/** One IoTService's turn: its broker read when due, the `DeadLetters` Event recorded when its count grew. */
+export function ingestionReconciler(monitor: IngestionMonitor, config: IoTControllerConfig): Reconciler {
+  const landscape = config.operatorName;
+  return async (request, ctx) => {
+    const key = `${landscape}/${request.name}`;
+    const iot = request.namespace === landscape ? ctx.cache.get(IoTServiceType, request.name, landscape) : undefined;
+    if (!iot || iot.metadata.deletionTimestamp) {
+      monitor.forget(key);
+      return;
+    }
+    const namespace = instanceNamespaceName(landscape, request.name);
+    const pod = namespace.ok && !config.shard ? ctx.cache.get<V1Pod & KubeObject>(Kinds.Pod, BROKER_POD, namespace.name) : undefined;
+    const deadLetters = monitor.deadLetters(key);
+    const requeueAfterMs = await monitor.check(key, { namespace: landscape, name: request.name }, pod && readyPodIP(pod));
+    const event = namespace.ok ? deadLettersEvent(deadLetters, monitor.deadLetters(key), namespace.name) : undefined;
+    if (event) ctx.recorder.event(iot, event.type, event.reason, event.message);
+    return { requeueAfterMs };
+  };
 }

@@ -13,8 +13,10 @@
  *   reporting Available for that generation;
  * - `iotservice_ingestion_backlog_messages`, `iotservice_ingestion_backlog_bytes`,
  *   `iotservice_ingestion_backlog_limit_bytes`, `iotservice_ingestion_oldest_unstored_age_seconds`
- *   and `iotservice_ingestion_stalled` (1 when Stalled, else 0){namespace,name}: the latest
- *   reading of the instance's broker (ingestion.ts).
+ *   `iotservice_ingestion_stalled` (1 when Stalled, else 0) and
+ *   `iotservice_ingestion_dead_letters_total` (messages set aside as dead letters since the
+ *   broker's DEAD_LETTERS stream was made){namespace,name}: the latest reading of the instance's
+ *   broker (ingestion.ts).
  *
  * Guarantees:
  * - Labels are the IoTService's namespace and name (and phase) only: nothing of its spec, config
@@ -162,6 +164,7 @@ export function registerInstanceMetrics(registry: Registry, source: InstanceSour
   ingestionFigure('iotservice_ingestion_backlog_limit_bytes', "The broker's limit of that backlog in bytes (spec.broker.maxBacklog).", (v) => v.reading.backlogLimitBytes);
   ingestionFigure('iotservice_ingestion_oldest_unstored_age_seconds', 'Age of the oldest message not yet stored.', (v) => v.reading.oldestUnstoredSeconds);
   ingestionFigure('iotservice_ingestion_stalled', 'Whether ingestion is stalled: messages wait and none was stored for a minute (1), or not (0).', (v) => (v.state === 'Stalled' ? 1 : 0));
+  ingestionFigure('iotservice_ingestion_dead_letters_total', 'Messages processing set aside as dead letters: refused by the database for their data (table dead_letters).', (v) => v.reading.deadLetters);
   const histogram = new Histogram({
     name: 'iotservice_time_to_available_seconds',
     help: 'Seconds from the creation of an IoTService, or from a change of its spec, to its status reporting Available.',

@@ -95,9 +95,9 @@ describe('ingestion series', () => {
       namespace: 'landscape',
       name: 'a',
       state: 'Stalled',
-      reading: { backlogMessages: 1234, backlogBytes: 5_347_738, backlogLimitBytes: 268_435_456, oldestUnstoredSeconds: 95.4, lastStoredSecondsAgo: 95 },
+      reading: { backlogMessages: 1234, backlogBytes: 5_347_738, backlogLimitBytes: 268_435_456, oldestUnstoredSeconds: 95.4, lastStoredSecondsAgo: 95, deadLetters: 12 },
     },
-    { namespace: 'landscape', name: 'b', state: 'Flowing', reading: { backlogMessages: 0, backlogBytes: 0, oldestUnstoredSeconds: 0 } },
+    { namespace: 'landscape', name: 'b', state: 'Flowing', reading: { backlogMessages: 0, backlogBytes: 0, oldestUnstoredSeconds: 0, deadLetters: 0 } },
   ];
   const scrapeIngestion = async (exporting: boolean) => {
     const registry = new Registry();
@@ -112,6 +112,8 @@ describe('ingestion series', () => {
       'iotservice_ingestion_backlog_limit_bytes{namespace="landscape",name="a"} 268435456',
       'iotservice_ingestion_backlog_messages{namespace="landscape",name="a"} 1234',
       'iotservice_ingestion_backlog_messages{namespace="landscape",name="b"} 0',
+      'iotservice_ingestion_dead_letters_total{namespace="landscape",name="a"} 12',
+      'iotservice_ingestion_dead_letters_total{namespace="landscape",name="b"} 0',
       'iotservice_ingestion_oldest_unstored_age_seconds{namespace="landscape",name="a"} 95.4',
       'iotservice_ingestion_oldest_unstored_age_seconds{namespace="landscape",name="b"} 0',
       'iotservice_ingestion_stalled{namespace="landscape",name="a"} 1',

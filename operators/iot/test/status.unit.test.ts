@@ -540,6 +540,7 @@ describe('ingestion in the status', () => {
     backlogLimitBytes: 268_435_456,
     oldestUnstoredSeconds: 95.4,
     lastStoredSecondsAgo: 95.2,
+    deadLetters: 12,
     ...r,
   });
   const stalled = (r: Partial<IngestionReading> = {}): IngestionVerdict => ({ state: 'Stalled', reading: reading(r) });

@@ -1,16 +1,27 @@
 /**
  * processing: batches written once and acknowledged only after the write, a message the database
- * refuses set aside without holding up the rest, nothing acknowledged after a stop — alone over
- * the in-memory store, and consuming the telemetry stream of a real NATS Server on 127.0.0.1.
+ * refuses set aside without holding up the rest and announced once in the stream DEAD_LETTERS,
+ * nothing acknowledged after a stop — alone over the in-memory store, and consuming the telemetry
+ * stream of a real NATS Server on 127.0.0.1.
  */
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { jetstream } from '@nats-io/jetstream';
+import { DiscardPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { deadLetterNotices, NOTICE_ERROR_CHARS, type DeadLetterNotice } from '../src/processing/dead-letter-notices.ts';
 import { consumeInBatches, writeBatch, WriteProgress, type Delivery } from '../src/processing/writer.ts';
-import { brokerMessageId, telemetrySubject } from '../src/shared/broker.ts';
+import {
+  brokerMessageId,
+  DEAD_LETTER_MAX_AGE_MS,
+  DEAD_LETTER_MAX_MESSAGES,
+  DEAD_LETTER_STREAM,
+  ensureDeadLetterStream,
+  telemetrySubject,
+} from '../src/shared/broker.ts';
+import type { DeadLetter } from '../src/shared/store.ts';
 import { encodeEnvelope, type TelemetryEnvelope } from '../src/shared/telemetry.ts';
-import { captureLog, connectToBroker, startService, waitFor } from './harness.ts';
+import { captureLog, connectToBroker, startService, waitFor, type Service } from './harness.ts';
 import { MemoryStore } from './memory-store.ts';
 
 const envelope = (messageId: string, payload: Record<string, unknown> = { messageId }, deviceId = 'dev-1'): TelemetryEnvelope => ({
@@ -75,6 +86,22 @@ test('a message that is no envelope goes to the dead letters, keyed by its hash,
   assert.equal(letter?.deviceId, '');
   assert.match(letter?.messageId ?? '', /^[0-9a-f]{64}$/);
   assert.match(letter?.error ?? '', /messageId missing/);
+});
+
+test('each dead letter is handed on once, after it is in the table, however often its batch was retried', async () => {
+  const store = new MemoryStore();
+  store.failNextInserts(2);
+  const announced: Array<[string, string, boolean]> = [];
+  const onDeadLetter = (letter: DeadLetter) => announced.push([letter.deviceId, letter.messageId, store.deadLetters.has(JSON.stringify([letter.deviceId, letter.messageId]))]);
+  const batch = deliveries(envelope('a-1'), envelope('bad', { x: '\u0000' }, 'dev-poison'), Buffer.from('not json'));
+  const outcome = await writeBatch(batch, { ...options(store), onDeadLetter });
+  assert.deepEqual(outcome, { stored: 1, duplicates: 0, deadLetters: 2 });
+  assert.equal(store.insertAttempts, 5, 'two failed attempts, then the batch and its two halves one by one');
+  assert.equal(announced.length, 2);
+  assert.match(announced[0]![1], /^[0-9a-f]{64}$/, 'the message that is no envelope, by its hash');
+  assert.deepEqual(announced, [['', announced[0]![1], true], ['dev-poison', 'bad', true]], 'each in the table when announced');
+  await writeBatch(deliveries(envelope('a-2')), { ...options(store), onDeadLetter });
+  assert.equal(announced.length, 2, 'a batch without dead letters announces none');
 });
 
 test('after a stop nothing is written or acknowledged: a write in retry gives up', async () => {
@@ -183,17 +210,89 @@ test('through the broker: a message not stored before processing stops is handed
   }
 });
 
-test('through the broker: a poison message in the stream is set aside and every other device’s messages are stored', async () => {
-  const service = await startService();
-  try {
-    const publisher = await connectToBroker(service.broker, 'publisher');
-    const js = jetstream(publisher);
+test('through the broker: a poison message in the stream is set aside, announced in DEAD_LETTERS, and every other device’s messages are stored', () =>
+  withService(async (service, client) => {
+    const js = jetstream(client);
     const poison = envelope('poison-1', { x: '\u0000' }, 'dev-poison');
     await js.publish(telemetrySubject(poison.deviceId), encodeEnvelope(poison));
     for (let i = 0; i < 5; i++) await js.publish(telemetrySubject('dev-other'), encodeEnvelope(envelope(`o-${i}`, { i }, 'dev-other')));
     await waitFor(() => service.store.rows.size === 5 && service.store.deadLetters.size === 1, 'five stored and one set aside', 10_000);
-    await publisher.close();
+    const jsm = await jetstreamManager(client);
+    await waitForAsync(async () => (await jsm.streams.info(DEAD_LETTER_STREAM)).state.messages === 1, 'the notice in DEAD_LETTERS');
+    const stored = await jsm.streams.getMessage(DEAD_LETTER_STREAM, { seq: 1 });
+    assert.equal(stored?.subject, 'deadletters.refused.dev-poison');
+    assert.equal(stored?.header?.get('Nats-Msg-Id'), 'dev-poison/poison-1');
+    const notice = stored!.json<DeadLetterNotice>();
+    assert.deepEqual({ ...notice, failedAt: undefined }, { deviceId: 'dev-poison', messageId: 'poison-1', error: 'unsupported Unicode escape sequence', failedAt: undefined });
+    assert.ok(Math.abs(Date.parse(notice.failedAt) - Date.now()) < 10_000, notice.failedAt);
+  }));
+
+test('the DEAD_LETTERS stream as processing makes it: limits retention, 30 days and 100,000 notices at most, the oldest dropped; other limits are updated', () =>
+  withService(async (service, client) => {
+    const jsm = await jetstreamManager(client);
+    const made = (await jsm.streams.info(DEAD_LETTER_STREAM)).config;
+    assert.deepEqual(
+      { subjects: made.subjects, storage: made.storage, retention: made.retention, discard: made.discard, replicas: made.num_replicas, maxAge: made.max_age, maxMsgs: made.max_msgs },
+      { subjects: ['deadletters.>'], storage: StorageType.File, retention: RetentionPolicy.Limits, discard: DiscardPolicy.Old, replicas: 1, maxAge: DEAD_LETTER_MAX_AGE_MS * 1_000_000, maxMsgs: DEAD_LETTER_MAX_MESSAGES },
+    );
+    await jsm.streams.update(DEAD_LETTER_STREAM, { ...made, max_msgs: 10, max_age: 3_600_000_000_000 });
+    await ensureDeadLetterStream(jsm, service.stream);
+    const updated = (await jsm.streams.info(DEAD_LETTER_STREAM)).config;
+    assert.deepEqual([updated.max_msgs, updated.max_age], [DEAD_LETTER_MAX_MESSAGES, DEAD_LETTER_MAX_AGE_MS * 1_000_000]);
+  }));
+
+test('through the broker: a dead letter of a batch handed out again is counted once; the error is cut to 500 characters', () =>
+  withService(async (service, client) => {
+    const jsm = await jetstreamManager(client);
+    const onDeadLetter = deadLetterNotices(client, captureLog('processing').log);
+    const write = (...envelopes: TelemetryEnvelope[]) => writeBatch(deliveries(...envelopes), { ...options(service.store), onDeadLetter });
+    const poison = envelope('p-1', { x: '\u0000' }, 'dev.poison');
+    await write(poison, envelope('ok-1'));
+    await write(poison, envelope('ok-1')); // the same batch again, as after a restart before the acknowledgement
+    onDeadLetter({ deviceId: 'dev-long', messageId: 'p-2', bytes: new Uint8Array(), error: 'e'.repeat(2_000) });
+    // Notices from one connection reach the stream in order: once the last is in, the repeat was dropped.
+    const lastIn = () => jsm.streams.getMessage(DEAD_LETTER_STREAM, { last_by_subj: 'deadletters.refused.dev-long' }).then((m) => m !== null);
+    await waitForAsync(lastIn, 'the last letter announced');
+    const { state } = await jsm.streams.info(DEAD_LETTER_STREAM);
+    assert.deepEqual([state.messages, state.last_seq], [2, 2]);
+    assert.equal((await jsm.streams.getMessage(DEAD_LETTER_STREAM, { seq: 1 }))?.subject, 'deadletters.refused.dev%2Epoison');
+    const long = (await jsm.streams.getMessage(DEAD_LETTER_STREAM, { seq: 2 }))!.json<DeadLetterNotice>();
+    assert.equal(long.error.length, NOTICE_ERROR_CHARS);
+  }));
+
+test('through the broker: without the DEAD_LETTERS stream, a dead letter is kept and logged and telemetry flows on', () =>
+  withService(async (service, client) => {
+    await (await jetstreamManager(client)).streams.delete(DEAD_LETTER_STREAM);
+    const js = jetstream(client);
+    const poison = envelope('poison-2', { x: '\u0000' }, 'dev-poison');
+    await js.publish(telemetrySubject(poison.deviceId), encodeEnvelope(poison));
+    for (let i = 0; i < 3; i++) await js.publish(telemetrySubject('dev-other'), encodeEnvelope(envelope(`n-${i}`, { i }, 'dev-other')));
+    await waitFor(() => service.store.rows.size === 3 && service.store.deadLetters.size === 1, 'three stored and one set aside', 10_000);
+    await waitFor(
+      () => service.logs.processing.lines.some((l) => l.msg === 'dead-letter notice not published; the letter is in the table' && l.device === 'dev-poison' && l.messageId === 'poison-2'),
+      'the failed notice logged',
+    );
+  }));
+
+/** Runs `body` against a service with processing and a client connection of its broker; closes both however it ends. */
+async function withService(body: (service: Service, client: NatsConnection) => Promise<void>): Promise<void> {
+  const service = await startService();
+  try {
+    const client = await connectToBroker(service.broker, 'test-client');
+    try {
+      await body(service, client);
+    } finally {
+      await client.close();
+    }
   } finally {
     await service.close();
   }
-});
+}
+
+async function waitForAsync(condition: () => Promise<boolean>, what: string, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}

@@ -6,19 +6,23 @@
  * `processing` exist (retrying until the broker accepts; every processing replica shares that
  * consumer, each message going to one of them), then writes what it is handed with
  * writer.ts's `consumeInBatches` and `writeBatch`, acknowledging each message after its batch
- * committed, and calls `onConsuming` once it consumes. Every CHECK_INTERVAL_MS it checks that
- * stream and consumer are still there and makes them again if the broker lost them. It resolves
+ * committed, and calls `onConsuming` once it consumes. A dead letter, once in the table, is
+ * announced in the stream `DEAD_LETTERS` (dead-letter-notices.ts); that stream is made once
+ * before consuming starts and again at every check, and a broker that refuses it gets a warning
+ * logged while consuming goes on without it. Every CHECK_INTERVAL_MS it checks that the streams
+ * and the consumer are still there and makes them again if the broker lost them. It resolves
  * once `signal` aborted (what it had not acknowledged is handed out again) and rejects when the
  * broker ended the consumer otherwise.
  */
 
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { ensureProcessingConsumer, ensureTelemetryStream, PROCESSING_CONSUMER, TELEMETRY_STREAM } from '../shared/broker.ts';
+import { ensureDeadLetterStream, ensureProcessingConsumer, ensureTelemetryStream, PROCESSING_CONSUMER, TELEMETRY_STREAM } from '../shared/broker.ts';
 import type { StreamConfig } from '../shared/config.ts';
 import type { Logger } from '../shared/log.ts';
 import { retry } from '../shared/retry.ts';
 import type { TelemetryStore } from '../shared/store.ts';
+import { deadLetterNotices } from './dead-letter-notices.ts';
 import { consumeInBatches, writeBatch, type WriteProgress } from './writer.ts';
 
 /** Most messages written in one statement. */
@@ -44,18 +48,28 @@ export async function consumeTelemetry(connection: NatsConnection, options: Cons
     await ensureTelemetryStream(jsm, options.stream);
     await ensureProcessingConsumer(jsm);
   };
+  const ensureDeadLetters = async () => {
+    try {
+      await ensureDeadLetterStream(await jetstreamManager(connection), options.stream);
+    } catch (error) {
+      log.warn('dead-letter stream not ready; dead letters go unannounced until it is', { error });
+    }
+  };
   await retry(ensureResources, { signal, onFailure: (error, failures) => log.warn('telemetry stream not ready; retrying', { error, failures }) });
+  await ensureDeadLetters();
   const checks = setInterval(() => {
     ensureResources().catch((error: unknown) => log.warn('telemetry stream check failed', { error }));
+    void ensureDeadLetters();
   }, CHECK_INTERVAL_MS);
   try {
+    const onDeadLetter = deadLetterNotices(connection, log);
     const consumer = await jetstream(connection).consumers.get(TELEMETRY_STREAM, PROCESSING_CONSUMER);
     const messages = await consumer.consume({ max_messages: 2 * MAX_BATCH });
     const stop = () => void messages.close().catch(() => undefined);
     signal.addEventListener('abort', stop, { once: true });
     options.onConsuming?.();
     log.info('consuming', { stream: TELEMETRY_STREAM, consumer: PROCESSING_CONSUMER });
-    await consumeInBatches(messages, (batch) => writeBatch(batch, { store, log, signal, delayMs: options.delayMs }), { maxBatch: MAX_BATCH, signal, progress: options.progress });
+    await consumeInBatches(messages, (batch) => writeBatch(batch, { store, log, signal, delayMs: options.delayMs, onDeadLetter }), { maxBatch: MAX_BATCH, signal, progress: options.progress });
     signal.removeEventListener('abort', stop);
     if (!signal.aborted) throw new Error('the broker ended the consumer');
   } finally {

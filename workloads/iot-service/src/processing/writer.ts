@@ -8,8 +8,9 @@
  * in one statement keyed by (device id, message id), so a redelivered message is stored once.
  * When the database refuses the batch for its data (store.ts `isDataError`), the messages are
  * written one by one and each one refused for its data goes to the dead-letter table with the
- * error (as does a message that is no telemetry envelope): it is counted, logged and acknowledged,
- * and never holds up the next. Every other failure (connection, server, disk) is retried, the
+ * error (as does a message that is no telemetry envelope): it is counted, logged, handed to
+ * `onDeadLetter` once its batch's writes are done (once per letter per `writeBatch`, however often
+ * the write was retried) and acknowledged, and never holds up the next. Every other failure (connection, server, disk) is retried, the
  * whole batch, until it succeeds. `consumeInBatches` takes deliveries from the stream as they
  * come and hands them to `write` in batches of at most `maxBatch`: whatever arrived while the
  * previous batch was written, so a batch is one message at a low rate and `maxBatch` under load;
@@ -41,6 +42,8 @@ export interface WriterOptions {
   log: Logger;
   signal: AbortSignal;
   delayMs?: (failures: number) => number;
+  /** Told of each dead letter once it is in the table; returns at once (dead-letter-notices.ts). */
+  onDeadLetter?: (letter: DeadLetter) => void;
 }
 
 export interface BatchOutcome {
@@ -106,6 +109,7 @@ export async function writeBatch(deliveries: readonly Delivery[], options: Write
   );
   for (const letter of outcome.deadLetters) {
     options.log.error('message set aside: the database cannot store it', { device: letter.deviceId, messageId: letter.messageId, error: letter.error });
+    options.onDeadLetter?.(letter);
   }
   return { stored: outcome.stored, duplicates: outcome.duplicates, deadLetters: outcome.deadLetters.length };
 }

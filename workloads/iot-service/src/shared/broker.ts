@@ -1,6 +1,6 @@
 /**
- * The instance's broker: NATS with JetStream, and the one stream telemetry travels in from the
- * gateway to processing.
+ * The instance's broker: NATS with JetStream, the stream telemetry travels in from the gateway to
+ * processing, and the stream of notices of the messages processing set aside as dead letters.
  *
  * Guarantees: `connectBroker` connects as the service user and keeps reconnecting for as long as
  * the process runs (never giving up); `watchLink` says whether a connection is up now;
@@ -10,21 +10,34 @@
  * processing acknowledged it, after its row committed), at most `maxBytes` held, and `discard:
  * new`, so a full stream refuses a publish instead of dropping anything it acknowledged; a
  * stream made before with other limits is updated to these. It is safe from any number of
- * processes at once. `ensureProcessingConsumer` does the same for the durable pull consumer all
+ * processes at once. `ensureDeadLetterStream` does the same for the stream `DEAD_LETTERS`
+ * (subjects `deadletters.>`): file storage, the telemetry stream's `replicas`, limits retention
+ * keeping a notice at most `DEAD_LETTER_MAX_AGE_MS` (30 days) and the newest
+ * `DEAD_LETTER_MAX_MESSAGES`, dropping the oldest beyond (`discard: old`), so its last sequence
+ * number counts every notice it ever took and only grows while the stream exists.
+ * `ensureProcessingConsumer` does the same for the durable pull consumer all
  * processing replicas share: explicit acknowledgement, redelivery after `ACK_WAIT_MS` without one,
  * never giving up on a message. A device's message is on subject `telemetry.<device id>` with
  * every `.` of the id written `%2E`, so one device is one subject token; its JetStream message id
  * is `<device id>/<message id>`, so the stream stores a message the gateway publishes twice
- * within its duplicate window once.
+ * within its duplicate window once. The notice of a dead letter is on
+ * `deadletters.refused.<device id>` (written the same way) or, for a message that was no envelope,
+ * `deadletters.malformed`, with the same message id, so either stream keeps one message published
+ * twice within `DUPLICATE_WINDOW_MS` once.
  */
 
-import type { JetStreamManager } from '@nats-io/jetstream';
+import type { JetStreamManager, StreamConfig as JetStreamStreamConfig } from '@nats-io/jetstream';
 import { AckPolicy, DiscardPolicy, JetStreamApiCodes, JetStreamApiError, RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type { Endpoint, StreamConfig } from './config.ts';
 
 export const TELEMETRY_STREAM = 'TELEMETRY';
 export const TELEMETRY_SUBJECTS = 'telemetry.>';
+export const DEAD_LETTER_STREAM = 'DEAD_LETTERS';
+export const DEAD_LETTER_SUBJECTS = 'deadletters.>';
+/** The notices of dead letters the stream keeps: those of the last 30 days, and the newest 100,000 of them. */
+export const DEAD_LETTER_MAX_AGE_MS = 30 * 24 * 60 * 60_000;
+export const DEAD_LETTER_MAX_MESSAGES = 100_000;
 export const PROCESSING_CONSUMER = 'processing';
 /** How long processing holds a message without acknowledging it before the broker hands it out again. */
 export const ACK_WAIT_MS = 30_000;
@@ -32,12 +45,17 @@ export const ACK_WAIT_MS = 30_000;
 export const MAX_ACK_PENDING = 20_000;
 /** The largest message the stream takes: an envelope around the gateway's largest payload. */
 export const MAX_MESSAGE_BYTES = 128 * 1024;
-/** How long the stream remembers a message id to drop a second publish of it. */
-const DUPLICATE_WINDOW_MS = 2 * 60_000;
+/** How long a stream remembers a message id to drop a second publish of it. */
+export const DUPLICATE_WINDOW_MS = 2 * 60_000;
 const nanos = (ms: number) => ms * 1_000_000;
 
 export function telemetrySubject(deviceId: string): string {
   return `telemetry.${deviceId.replaceAll('.', '%2E')}`;
+}
+
+/** Where the notice of a dead letter goes: by device, or for a message that was no envelope (no device id) on its own subject. */
+export function deadLetterSubject(deviceId: string): string {
+  return deviceId === '' ? 'deadletters.malformed' : `deadletters.refused.${deviceId.replaceAll('.', '%2E')}`;
 }
 
 export function brokerMessageId(deviceId: string, messageId: string): string {
@@ -80,7 +98,7 @@ export function watchLink(connection: NatsConnection): { readonly up: boolean } 
   return link;
 }
 
-function streamSettings(stream: StreamConfig) {
+function telemetryStreamSettings(stream: StreamConfig): StreamSettings {
   return {
     name: TELEMETRY_STREAM,
     subjects: [TELEMETRY_SUBJECTS],
@@ -94,15 +112,32 @@ function streamSettings(stream: StreamConfig) {
   };
 }
 
+function deadLetterStreamSettings(stream: StreamConfig): StreamSettings {
+  return {
+    name: DEAD_LETTER_STREAM,
+    subjects: [DEAD_LETTER_SUBJECTS],
+    storage: StorageType.File,
+    retention: RetentionPolicy.Limits,
+    discard: DiscardPolicy.Old,
+    num_replicas: stream.replicas,
+    max_age: nanos(DEAD_LETTER_MAX_AGE_MS),
+    max_msgs: DEAD_LETTER_MAX_MESSAGES,
+    duplicate_window: nanos(DUPLICATE_WINDOW_MS),
+  };
+}
+
+type StreamSettings = Partial<JetStreamStreamConfig> & { name: string; subjects: string[] };
+/** The settings an existing stream is updated to when they differ. */
+const COMPARED = ['num_replicas', 'max_bytes', 'max_msg_size', 'max_age', 'max_msgs'] as const;
+
 function isApiError(error: unknown, code: number): boolean {
   return error instanceof JetStreamApiError && error.code === code;
 }
 
-export async function ensureTelemetryStream(jsm: JetStreamManager, stream: StreamConfig): Promise<void> {
-  const wanted = streamSettings(stream);
+async function ensureStream(jsm: JetStreamManager, wanted: StreamSettings): Promise<void> {
   let current;
   try {
-    current = (await jsm.streams.info(TELEMETRY_STREAM)).config;
+    current = (await jsm.streams.info(wanted.name)).config;
   } catch (error) {
     if (!isApiError(error, JetStreamApiCodes.StreamNotFound)) throw error;
     try {
@@ -110,12 +145,20 @@ export async function ensureTelemetryStream(jsm: JetStreamManager, stream: Strea
       return;
     } catch (addError) {
       // Another process made it meanwhile: compare with what it made.
-      current = (await jsm.streams.info(TELEMETRY_STREAM).catch(() => Promise.reject(addError))).config;
+      current = (await jsm.streams.info(wanted.name).catch(() => Promise.reject(addError))).config;
     }
   }
-  if (current.num_replicas !== wanted.num_replicas || current.max_bytes !== wanted.max_bytes || current.max_msg_size !== wanted.max_msg_size) {
-    await jsm.streams.update(TELEMETRY_STREAM, { ...wanted });
+  if (COMPARED.some((key) => wanted[key] !== undefined && current[key] !== wanted[key])) {
+    await jsm.streams.update(wanted.name, { ...wanted });
   }
+}
+
+export function ensureTelemetryStream(jsm: JetStreamManager, stream: StreamConfig): Promise<void> {
+  return ensureStream(jsm, telemetryStreamSettings(stream));
+}
+
+export function ensureDeadLetterStream(jsm: JetStreamManager, stream: StreamConfig): Promise<void> {
+  return ensureStream(jsm, deadLetterStreamSettings(stream));
 }
 
 export async function ensureProcessingConsumer(jsm: JetStreamManager): Promise<void> {
