@@ -6,7 +6,8 @@
  *   - poison: a payload with a NUL character or an unpaired surrogate is refused at the door with
  *     its reason over both protocols; a message that reaches the stream all the same (published
  *     into it directly, as only a component could) is set aside in the database's dead-letter
- *     table, and another device's messages are all stored meanwhile;
+ *     table — counted in the operator's metric and a DeadLetters Event on the IoTService — and
+ *     another device's messages are all stored meanwhile;
  *   - crashes: the processes of broker, processing and database are SIGKILLed through the node's
  *     containerd (as an OOM kill would), one after the other, while the device publishes:
  *     afterwards every acknowledged message is stored exactly once;
@@ -80,6 +81,13 @@ async function killProcess(component: ComponentName): Promise<void> {
     const restarted = (status?.restartCount ?? 0) > (pod.status?.containerStatuses?.[0]?.restartCount ?? 0);
     return { done: restarted && status?.ready === true, value: undefined, seen: status };
   }, { timeoutMs: 120_000, intervalMs: 500 });
+}
+
+/** The operator's `iotservice_ingestion_dead_letters_total` of this instance; undefined before its first reading. */
+async function deadLettersMetric(): Promise<number | undefined> {
+  const text = await (await fetch(`http://${HOST_ON_POD_NETWORK.replace('/32', '')}:${mgr!.httpPort}/metrics`)).text();
+  const match = new RegExp(`^iotservice_ingestion_dead_letters_total\\{[^}]*name="${NAME}"[^}]*\\} (\\d+)`, 'm').exec(text);
+  return match ? Number(match[1]) : undefined;
 }
 
 async function sql(query: string): Promise<string> {
@@ -181,6 +189,12 @@ describe('ingestion keeps what it acknowledged', { skip }, () => {
       assert.match(((await response.json()) as { error: string }).error, reason);
     }
 
+    // The operator counts dead letters from its first reading of the broker on: wait for it.
+    await waitFor('the operator to have read the broker’s dead-letter count', async () => {
+      const count = await deadLettersMetric();
+      return { done: count === 0, value: undefined, seen: count };
+    }, { timeoutMs: 60_000, intervalMs: 1000 });
+
     // Straight into the stream, past the gateway, as only a component holding the broker password could.
     const { ip } = await componentPod(env, namespace, 'broker');
     const secret = (await env.client.get(Kinds.Secret, 'iot-credentials', namespace)) as KubeObject & { data: Record<string, string> };
@@ -198,6 +212,14 @@ describe('ingestion keeps what it acknowledged', { skip }, () => {
       return { done: stored === 5 && letters === '1', value: undefined, seen: { stored, letters } };
     }, { timeoutMs: 60_000, intervalMs: 1000 });
     assert.match(await sql(`SELECT error FROM dead_letters WHERE message_id = 'poison-1'`), /Unicode|escape|jsonb/i);
+    const event = await waitFor('a DeadLetters Event on the IoTService and the count in the metric', async () => {
+      type Event = KubeObject & { reason?: string; type?: string; message?: string; involvedObject?: { name?: string } };
+      const events = (await env.client.list<Event>(Kinds.Event, { namespace: landscape })).items.filter((e) => e.reason === 'DeadLetters' && e.involvedObject?.name === NAME);
+      const count = await deadLettersMetric();
+      return { done: events.length > 0 && count === 1, value: events[0], seen: { events: events.length, count } };
+    }, { timeoutMs: 60_000, intervalMs: 1000 });
+    assert.equal(event?.type, 'Warning');
+    assert.match(event?.message ?? '', /1 message set aside as dead letter/);
     assert.deepEqual(await readAllTelemetry(addresses, poisoner.id), [], 'nothing of the poison stored as telemetry');
     await assert.rejects(postHttp(addresses.gatewayHttpUrl, poisoner, { x: 'a\u0000b' }), (e: unknown) => e instanceof HttpStatusError && e.status === 400);
   });
