@@ -50,10 +50,14 @@ export const extraPermissions: ExtraPermission[] = [
   { type: EndpointSliceType, verbs: ['list'], reason: "that Service's EndpointSlices: has it a ready endpoint (another landscape's operator serving the conversion)" },
 ];
 
-/** Registers every controller; returns the ingestion monitor, whose readings the instance metrics export. */
-export function registerControllers(mgr: Manager, config: IoTControllerConfig, syncPeriodMs?: number): IngestionMonitor {
+/**
+ * Registers every controller; returns the ingestion monitor, whose readings the instance metrics
+ * export. A shard of a ControllerRing runs none: it caches no pods, so it could read no broker,
+ * and a second controller of IoTServices would keep working on objects the shard handed back.
+ */
+export function registerControllers(mgr: Manager, config: IoTControllerConfig, syncPeriodMs?: number): IngestionMonitor | undefined {
   // A changed ingestion state changes the status: the IoTService is looked at again.
-  const ingestion = registerIngestionMonitor(mgr, config, (instance) => iot.enqueue(instance));
+  const ingestion = config.shard ? undefined : registerIngestionMonitor(mgr, config, (instance) => iot.enqueue(instance));
   const iot = registerIoTController(mgr, config, syncPeriodMs, ingestion);
   registerOrphanedNamespaceCleanup(mgr, config);
   return ingestion;

@@ -28,12 +28,12 @@
  *   count of the last reading, kept while readings are unknown, so letters set aside while the
  *   broker could not be read are counted at the next reading.
  * - `registerIngestionMonitor` polls as a controller of IoTServices: it runs only where the
- *   operator's controllers run (the leader, or the shard holding its Lease, for its own
- *   IoTServices), starts and stops with them, and has at most `MAX_FETCHES_IN_FLIGHT` fetches in
- *   flight; its turn for one IoTService is `ingestionReconciler`, which after each reading
- *   records the `DeadLetters` Event, if any, on the IoTService. The broker pod's IP comes from
- *   the pod cache; a shard caches no pods (controller.ts SHARDED_TYPES), so under a
- *   ControllerRing there are no readings.
+ *   operator's controllers run (the leader), starts and stops with them, and has at most
+ *   `MAX_FETCHES_IN_FLIGHT` fetches in flight; its turn for one IoTService is
+ *   `ingestionReconciler`, which after each reading records the `DeadLetters` Event, if any, on
+ *   the IoTService. The broker pod's IP comes from the pod cache. A shard of a ControllerRing
+ *   caches no pods (controller.ts SHARDED_TYPES) and registers no monitor (controllers.ts), so
+ *   under a ControllerRing there are no readings.
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import { Kinds, controller, generationChanged, type KubeObject, type Manager, type Reconciler } from '@iot-operator/runtime';
@@ -271,7 +271,7 @@ export function ingestionReconciler(monitor: IngestionMonitor, config: IoTContro
       return;
     }
     const namespace = instanceNamespaceName(landscape, request.name);
-    const pod = namespace.ok && !config.shard ? ctx.cache.get<V1Pod & KubeObject>(Kinds.Pod, BROKER_POD, namespace.name) : undefined;
+    const pod = namespace.ok ? ctx.cache.get<V1Pod & KubeObject>(Kinds.Pod, BROKER_POD, namespace.name) : undefined;
     const deadLetters = monitor.deadLetters(key);
     const requeueAfterMs = await monitor.check(key, { namespace: landscape, name: request.name }, pod && readyPodIP(pod));
     const event = namespace.ok ? deadLettersEvent(deadLetters, monitor.deadLetters(key), namespace.name) : undefined;

@@ -175,10 +175,10 @@ export function registerInstanceMetrics(registry: Registry, source: InstanceSour
 }
 
 /** The instance metrics of the IoTServices in `landscape`, on the manager's registry and cache, and of their brokers' readings. */
-export function exportInstanceMetrics(mgr: Manager, landscape: string, ingestion: IngestionMonitor): void {
+export function exportInstanceMetrics(mgr: Manager, landscape: string, ingestion: IngestionMonitor | undefined): void {
   const metrics = registerInstanceMetrics(mgr.metrics.registry, {
     list: () => mgr.cache.list<IoTServiceObject>(IoTServiceType, { namespace: landscape }),
-    ingestion: () => ingestion.readings(),
+    ingestion: () => ingestion?.readings() ?? [],
     exporting: () => mgr.isLeader,
   });
   const waits = new TimeToAvailable();
