@@ -64,11 +64,11 @@ describe('seeds 000/001: the IoT operator walkthrough, verbatim', () => {
     if (workdir) await rm(workdir, { recursive: true, force: true });
   });
 
-  test('kubectl apply -f deploy/crds/iotservices.cp.iotservices.io.yaml registers the IoTService CRD', async () => {
+  test('kubectl apply -f deploy/crds/cp_v1alpha1_iotservice_crd.yml (the seed’s path, client-side as the seed runs it) registers the IoTService CRD', async () => {
     // The CRD may be installed already, its conversion pointed at a test process's URL; put back
     // what the file says first, or applying it would set a Service beside that URL.
     await restoreShippedConversion(env);
-    await seed('kubectl apply --server-side --force-conflicts -f deploy/crds/iotservices.cp.iotservices.io.yaml');
+    await seed('kubectl apply -f deploy/crds/cp_v1alpha1_iotservice_crd.yml');
     await seed('kubectl wait --for=condition=Established crd/iotservices.cp.iotservices.io --timeout=60s');
     // The operator's pod would serve the conversion the CRD names; on this cluster it runs no
     // container, so this test process serves it.
