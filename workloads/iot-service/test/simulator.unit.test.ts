@@ -4,6 +4,7 @@
  */
 
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { after, before, test } from 'node:test';
 import { HttpStatusError, postHttp, publishMqtt, readTelemetry, registerDevice, simulateDevice } from '../src/simulator/index.ts';
 import { API_TOKEN, startService, type Service } from './harness.ts';
@@ -27,6 +28,30 @@ test('M messages over MQTT and M over HTTP are all stored, newest first, each on
     records.map((r) => (r.payload as { via: string }).via).sort(),
     ['http', 'http', 'http', 'http', 'http', 'mqtt', 'mqtt', 'mqtt', 'mqtt', 'mqtt'],
   );
+});
+
+test('an MQTT connection refused at first (nothing listening yet) is tried again until the gateway answers', async () => {
+  const gateway = new URL(service.gatewayMqttUrl);
+  const port = await new Promise<number>((resolve) => {
+    const probe = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+  // The gateway comes up on that port 1.5 s after the device first dials it.
+  let relay: net.Server | undefined;
+  const opening = setTimeout(() => {
+    relay = net.createServer((socket) => socket.pipe(net.connect(Number(gateway.port), gateway.hostname)).pipe(socket)).listen(port, '127.0.0.1');
+  }, 1_500);
+  try {
+    const addresses = { coreUrl: service.coreUrl, gatewayHttpUrl: service.gatewayHttpUrl, gatewayMqttUrl: `mqtt://127.0.0.1:${port}`, apiToken: API_TOKEN };
+    const report = await simulateDevice(addresses, { deviceId: 'sim-late', messages: 2, timeoutMs: 10_000, pollMs: 20 });
+    assert.deepEqual(report.sent, { mqtt: 2, http: 2, total: 4 });
+    assert.equal(report.stored, 4);
+  } finally {
+    clearTimeout(opening);
+    relay?.close();
+  }
 });
 
 test('a wrong device password is refused on both protocols, a wrong token with 401', async () => {

@@ -6,8 +6,9 @@
  * messages over MQTT (QoS 1, each awaited until the gateway's PUBACK) and `messages` over HTTP
  * (each with its own Message-Id, awaited until 202), then reads the device's telemetry back from
  * core until all of them are there or `timeoutMs` passed, and reports what was sent and stored
- * (`stored` counts distinct message ids read back). Each step's refusal rejects with the status or
- * the error it got. The step functions are exported on their own, so a test can also send with a
+ * (`stored` counts distinct message ids read back). An MQTT connection refused outright is tried
+ * again every second until `timeoutMs` (nothing was sent on it); any other refusal of a step rejects
+ * with the status or the error it got. The step functions are exported on their own, so a test can also send with a
  * wrong password or token and see the refusal (`HttpStatusError`, or an MQTT connection error).
  */
 
@@ -98,6 +99,21 @@ export async function postHttp(gatewayHttpUrl: string, device: DeviceCredentials
   return body.messageId;
 }
 
+/**
+ * `attempt` again, once a second, while its connection is refused (nothing was sent: a Service
+ * whose ready gateways the node has not routed to yet), until `deadline`; any other error at once.
+ */
+async function whileRefused<T>(deadline: number, attempt: () => Promise<T>): Promise<T> {
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ECONNREFUSED' || Date.now() >= deadline) throw error;
+      await sleep(1_000);
+    }
+  }
+}
+
 export async function simulateDevice(
   addresses: ServiceAddresses,
   options: { deviceId?: string; messages: number; timeoutMs?: number; pollMs?: number },
@@ -107,10 +123,13 @@ export async function simulateDevice(
   const started = Date.now();
   const payload = (via: string, seq: number) => ({ via, seq, at: new Date().toISOString() });
 
-  const mqttSent = await publishMqtt(
-    addresses.gatewayMqttUrl,
-    device,
-    Array.from({ length: options.messages }, (_, seq) => payload('mqtt', seq)),
+  const deadline = started + (options.timeoutMs ?? 60_000);
+  const mqttSent = await whileRefused(deadline, () =>
+    publishMqtt(
+      addresses.gatewayMqttUrl,
+      device,
+      Array.from({ length: options.messages }, (_, seq) => payload('mqtt', seq)),
+    ),
   );
   let httpSent = 0;
   for (let seq = 0; seq < options.messages; seq++) {
@@ -119,7 +138,6 @@ export async function simulateDevice(
   }
 
   const total = mqttSent + httpSent;
-  const deadline = started + (options.timeoutMs ?? 60_000);
   let stored = 0;
   for (;;) {
     const records = await readTelemetry(addresses, deviceId, Math.min(Math.max(total, 1), 1000));
