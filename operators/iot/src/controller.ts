@@ -669,7 +669,8 @@ function isRefusal(err: unknown): err is ApiError & { reason: 'Forbidden' | 'Inv
   return isApiError(err, 'Forbidden') || isApiError(err, 'Invalid');
 }
 
-function keyOf(request: Request): string {
+/** The key an IoTService's memory is kept under, in every controller of IoTServices. */
+export function keyOf(request: Request): string {
   return `${request.namespace ?? ''}/${request.name}`;
 }
 

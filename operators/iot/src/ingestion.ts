@@ -38,7 +38,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { Kinds, controller, generationChanged, type KubeObject, type Manager, type Reconciler } from '@iot-operator/runtime';
 import type { IngestionState } from './api/iotservice.ts';
-import { IoTServiceType, type IoTControllerConfig } from './controller.ts';
+import { IoTServiceType, keyOf, type IoTControllerConfig } from './controller.ts';
 import { readyPodIP } from './pod-view.ts';
 import { instanceNamespaceName } from './resources/index.ts';
 import { PORTS } from './resources/ports.ts';
@@ -264,7 +264,7 @@ export function registerIngestionMonitor(mgr: Manager, config: IoTControllerConf
 export function ingestionReconciler(monitor: IngestionMonitor, config: IoTControllerConfig): Reconciler {
   const landscape = config.operatorName;
   return async (request, ctx) => {
-    const key = `${landscape}/${request.name}`;
+    const key = keyOf(request);
     const iot = request.namespace === landscape ? ctx.cache.get(IoTServiceType, request.name, landscape) : undefined;
     if (!iot || iot.metadata.deletionTimestamp) {
       monitor.forget(key);

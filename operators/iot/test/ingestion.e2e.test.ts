@@ -53,6 +53,8 @@ const env: TestEnv = await testEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
 const VERSION = '2.4.1';
+/** This machine's address on the pod network: where the operator serves /metrics to Prometheus and the test. */
+const HOST_ADDRESS = HOST_ON_POD_NETWORK.replace('/32', '');
 const NAME = 'ingest';
 
 let landscape = '';
@@ -85,7 +87,7 @@ async function killProcess(component: ComponentName): Promise<void> {
 
 /** The operator's `iotservice_ingestion_dead_letters_total` of this instance; undefined before its first reading. */
 async function deadLettersMetric(): Promise<number | undefined> {
-  const text = await (await fetch(`http://${HOST_ON_POD_NETWORK.replace('/32', '')}:${mgr!.httpPort}/metrics`)).text();
+  const text = await (await fetch(`http://${HOST_ADDRESS}:${mgr!.httpPort}/metrics`)).text();
   const match = new RegExp(`^iotservice_ingestion_dead_letters_total\\{[^}]*name="${NAME}"[^}]*\\} (\\d+)`, 'm').exec(text);
   return match ? Number(match[1]) : undefined;
 }
@@ -142,7 +144,7 @@ describe('ingestion keeps what it acknowledged', { skip }, () => {
     namespace = `${landscape}-${NAME}`;
     await registryPullSecret(env, landscape, 'image-pull-secret');
     // Its /metrics on this machine's address on the pod network, where Prometheus scrapes it.
-    mgr = await startOperator(env, landscape, { defaultRegistry: registry, metricsBindAddress: `${HOST_ON_POD_NETWORK.replace('/32', '')}:0` });
+    mgr = await startOperator(env, landscape, { defaultRegistry: registry, metricsBindAddress: `${HOST_ADDRESS}:0` });
     await createInstance(NAME, 1);
     addresses = await deviceAddresses(env, namespace);
   });
@@ -275,7 +277,7 @@ describe('ingestion keeps what it acknowledged', { skip }, () => {
     const ingestionRules = rules.groups.map((g) => ({ ...g, rules: g.rules.filter((r) => r.alert === 'IoTServiceIngestionStalled').map((r) => ({ ...r, for: '5s' })) }));
     const prometheus = await deployPrometheus(env, {
       namespace: await env.namespace('prom-ig'),
-      scrapeConfigs: [{ job_name: 'iot-operator-metrics', static_configs: [{ targets: [`${HOST_ON_POD_NETWORK.replace('/32', '')}:${mgr!.httpPort}`] }] }],
+      scrapeConfigs: [{ job_name: 'iot-operator-metrics', static_configs: [{ targets: [`${HOST_ADDRESS}:${mgr!.httpPort}`] }] }],
       ruleFiles: { 'ingestion.rules.yaml': { groups: ingestionRules } },
     });
     let publishing: ReturnType<typeof startContinuousDevice> | undefined;

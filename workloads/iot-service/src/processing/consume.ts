@@ -47,19 +47,14 @@ export async function consumeTelemetry(connection: NatsConnection, options: Cons
     const jsm = await jetstreamManager(connection);
     await ensureTelemetryStream(jsm, options.stream);
     await ensureProcessingConsumer(jsm);
-  };
-  const ensureDeadLetters = async () => {
-    try {
-      await ensureDeadLetterStream(await jetstreamManager(connection), options.stream);
-    } catch (error) {
-      log.warn('dead-letter stream not ready; dead letters go unannounced until it is', { error });
-    }
+    // Never a reason to wait: without it, dead letters only go unannounced.
+    await ensureDeadLetterStream(jsm, options.stream).catch((error: unknown) =>
+      log.warn('dead-letter stream not ready; dead letters go unannounced until it is', { error }),
+    );
   };
   await retry(ensureResources, { signal, onFailure: (error, failures) => log.warn('telemetry stream not ready; retrying', { error, failures }) });
-  await ensureDeadLetters();
   const checks = setInterval(() => {
     ensureResources().catch((error: unknown) => log.warn('telemetry stream check failed', { error }));
-    void ensureDeadLetters();
   }, CHECK_INTERVAL_MS);
   try {
     const onDeadLetter = deadLetterNotices(connection, log);

@@ -4,6 +4,7 @@
  * Guarantees: `retry` calls `attempt` until it resolves and returns its value; after each failure
  * it calls `onFailure` and waits `delayMs(n)` (n = failures so far; default 0.2 s doubling up to
  * 5 s); once `signal` aborts it makes no further attempt and rejects with the signal's reason.
+ * An error `onFailure` throws ends it at once with that error (a failure not worth retrying).
  */
 
 import { setTimeout as sleep } from 'node:timers/promises';

@@ -15,6 +15,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import mqtt from 'mqtt';
+import { retry } from '../shared/retry.ts';
 
 import type { DeviceCredentials, ServiceAddresses, TelemetryRecord } from './types.ts';
 
@@ -103,15 +104,14 @@ export async function postHttp(gatewayHttpUrl: string, device: DeviceCredentials
  * `attempt` again, once a second, while its connection is refused (nothing was sent: a Service
  * whose ready gateways the node has not routed to yet), until `deadline`; any other error at once.
  */
-async function whileRefused<T>(deadline: number, attempt: () => Promise<T>): Promise<T> {
-  for (;;) {
-    try {
-      return await attempt();
-    } catch (error) {
+function whileRefused<T>(deadline: number, attempt: () => Promise<T>): Promise<T> {
+  return retry(attempt, {
+    signal: new AbortController().signal,
+    onFailure: (error) => {
       if ((error as NodeJS.ErrnoException).code !== 'ECONNREFUSED' || Date.now() >= deadline) throw error;
-      await sleep(1_000);
-    }
-  }
+    },
+    delayMs: () => 1_000,
+  });
 }
 
 export async function simulateDevice(
