@@ -1,6 +1,17 @@
 // Runs the project's tests with node's test runner: `unit` (no cluster) or `e2e` (real local
 // cluster). Node 20's runner does not expand globs, so the files are collected here.
-import { spawnSync } from 'node:child_process';
+//
+// End-to-end files run one per process on the one shared cluster:
+// - first, alone, the files that stop a part every other file uses (the API server restarted, the
+//   registry stopped: EXCLUSIVE);
+// - then two lanes side by side, each one file at a time: the files of the folders in ALONGSIDE
+//   (the Armada, Memcached and Ptemplate operators, the runtime: their own CRDs, namespaces and
+//   fault proxies; all files of one operator in one lane, as some delete their operator's CRD),
+//   and every other file (the IoT operator's, which share the IoTService CRD and its conversion,
+//   the sharder, most real-node pods).
+// Each file's output is printed whole when it ends. At the end: the failed files, the ten slowest
+// and the wall time. `E2E_LANES=1` runs every file one after the other.
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,6 +24,11 @@ if (kind !== 'unit' && kind !== 'e2e') {
 const filter = process.argv[3];
 const roots = ['cluster/test', 'packages', 'operators', 'workloads', 'bench', 'scripts'];
 const suffix = `.${kind}.test.ts`;
+
+/** What a file's text shows when it stops a part of the cluster every other file uses. */
+const EXCLUSIVE = ['restart-apiserver', 'restartApiServer', 'registry_stop'];
+/** The folders (and files) of the second lane. */
+const ALONGSIDE = ['operators/armada/test/', 'operators/memcached/test/', 'operators/ptemplate/test/', 'packages/runtime/test/', 'cluster/test/helm.', 'cluster/test/olm.'];
 
 function collect(dir, out) {
   let entries;
@@ -35,9 +51,51 @@ if (files.length === 0) {
   console.error(`no ${kind} test files found`);
   process.exit(1);
 }
-const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', ...files], { stdio: 'inherit' });
-if (kind === 'e2e') reportRealNode(files);
-process.exit(result.status ?? 1);
+// --test-force-exit: a file is done when its tests and hooks are, not when the last idle keep-alive
+// socket or timer of its clients has closed (seconds per file).
+const testArgs = (list) => ['--import', 'tsx', '--test', '--test-concurrency=1', '--test-force-exit', ...list];
+if (kind === 'unit') {
+  const result = spawnSync(process.execPath, testArgs(files), { stdio: 'inherit' });
+  process.exit(result.status ?? 1);
+}
+
+const exclusive = files.filter((file) => EXCLUSIVE.some((marker) => readFileSync(file, 'utf8').includes(marker)));
+const shared = files.filter((file) => !exclusive.includes(file));
+const alongside = (file) => process.env.E2E_LANES !== '1' && ALONGSIDE.some((prefix) => file.startsWith(prefix));
+const lanes = [shared.filter((f) => !alongside(f)), shared.filter(alongside)].filter((lane) => lane.length > 0);
+
+const started = Date.now();
+const results = [];
+/** Runs one file; its output is printed once it ends. */
+function runFile(file) {
+  return new Promise((resolve) => {
+    const begun = Date.now();
+    const child = spawn(process.execPath, testArgs([file]), { stdio: ['ignore', 'pipe', 'pipe'] });
+    const output = [];
+    child.stdout.on('data', (chunk) => output.push(chunk));
+    child.stderr.on('data', (chunk) => output.push(chunk));
+    child.on('close', (code, signal) => {
+      const seconds = (Date.now() - begun) / 1000;
+      process.stdout.write(`# file ${file}: ${code === 0 ? 'passed' : `FAILED (${signal ?? `exit ${code}`})`} in ${seconds.toFixed(0)} s\n`);
+      process.stdout.write(Buffer.concat(output));
+      results.push({ file, seconds, passed: code === 0 });
+      resolve();
+    });
+  });
+}
+for (const file of exclusive) await runFile(file);
+await Promise.all(lanes.map(async (lane) => {
+  for (const file of lane) await runFile(file);
+}));
+
+const failed = results.filter((r) => !r.passed);
+const slowest = [...results].sort((a, b) => b.seconds - a.seconds).slice(0, 10);
+console.log(`\n# e2e: ${results.length} files (${exclusive.length} alone, then ${lanes.map((l) => l.length).join(' beside ')}) in ${((Date.now() - started) / 60000).toFixed(1)} min`);
+console.log('# slowest ten files:');
+for (const r of slowest) console.log(`#   ${r.seconds.toFixed(0).padStart(5)} s  ${r.file}`);
+if (failed.length > 0) console.log(`# FAILED: ${failed.length} files: ${failed.map((r) => r.file).join(', ')}`);
+reportRealNode(files);
+process.exit(failed.length > 0 ? 1 : 0);
 
 // Tests of operators in real pods (files that ask `realNode(...)`) skip where the cluster has no
 // real node: say so, and why, on the last lines, so that nobody takes them for passed.

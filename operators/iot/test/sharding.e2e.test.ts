@@ -1,7 +1,7 @@
 /**
  * The IoT operator sharded across replicas by the Kubernetes controller sharder (run by
  * cluster/up.sh with CLUSTER_SHARDER=1): three operator processes, each one shard of a
- * ControllerRing of this landscape's IoTServices, share 150 instances (SHARDING_TEST_N); one is killed, a fourth
+ * ControllerRing of this landscape's IoTServices, share 90 instances (SHARDING_TEST_N); one is killed, a fourth
  * joins, all restart one by one. What a user sees is asserted: every instance Available
  * throughout the moves, each replica holding about its share, children following their instance,
  * and no instance worked on by two replicas at once (from the replicas' own logs: the replica
@@ -16,9 +16,9 @@ import { abandonLandscape, createLandscape, installIoTCrd, iotService, spawnOper
 
 process.env.CLUSTER_SHARDER = '1'; // cluster/up.sh (run by testEnv) starts the sharder unless it runs
 
-const N = Number(process.env.SHARDING_TEST_N ?? 150);
-/** Two pods per instance (broker and database): the moves are what is tested, not pod counts. */
-const LIGHT = { gateway: { replicas: 0 }, core: { replicas: 0 }, processing: { replicas: 0 } };
+const N = Number(process.env.SHARDING_TEST_N ?? 90);
+/** Two pods per instance (broker and database), without volumes: the moves are what is tested, not pods or storage. */
+const LIGHT = { gateway: { replicas: 0 }, core: { replicas: 0 }, processing: { replicas: 0 }, broker: { storage: 'ephemeral' }, database: { storage: 'ephemeral' } };
 const ControllerRingType = customResource('sharding.timebertt.dev', 'v1alpha1', 'ControllerRing', 'controllerrings', false);
 /** The shard Lease's duration: the sharder takes a silent shard's Lease one duration after it expired. */
 const LEASE_DURATION_S = 15;

@@ -10,6 +10,7 @@ import { repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/
 import { localWebhookCertDir } from '../src/local-conversion.ts';
 import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { IOTSERVICE_CRD_NAME } from '../src/api/crd.ts';
+import { kubectlDir } from './storage-migration.ts';
 
 const run = promisify(execFile);
 const landscape = `qs-${randomBytes(3).toString('hex')}`;
@@ -66,7 +67,7 @@ describe('npm start (the README’s first command)', () => {
     assert.match(stdout, /example-iotservice: Available 7\/7/);
   });
 
-  it('left running once the example is Available: v1alpha1 reads are converted by it; Ctrl-C stops the operator and exits 0 within 5 s, pointing the CRD away from it', async () => {
+  it('left running once the example is Available: v1alpha1 reads are converted by it, also after the walkthrough’s kubectl apply -f of the CRD; Ctrl-C stops the operator and exits 0 within 5 s, pointing the CRD away from it', async () => {
     const { KUBECONFIG: _unused, ...withoutKubeconfig } = process.env;
     const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'operators/iot/src/start.ts'), '--local'], {
       cwd: repoRoot,
@@ -90,7 +91,22 @@ describe('npm start (the README’s first command)', () => {
     const conversionOf = async () => (await env.client.get<{ spec: { conversion?: { webhook?: { clientConfig?: { url?: string } } } } } & { metadata: Record<string, unknown> }>(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME)).spec.conversion;
     try {
       assert.equal((await conversionOf())?.webhook?.clientConfig?.url, conversionUrl, 'the CRD names the webhook npm start serves');
-      const seed = await env.client.get<{ apiVersion?: string; status?: { phase?: string } } & { metadata: Record<string, unknown> }>(IoTServiceV1alpha1Type, 'example-iotservice', landscape);
+      // The walkthrough's step 1 as written (docs/iotservice.md), while npm start runs: the shipped
+      // file, applied client-side, names a Service; npm start takes the conversion back.
+      const applied = await run(path.join(await kubectlDir(), 'kubectl'), ['apply', '-f', 'deploy/crds/iotservices.cp.iotservices.io.yaml'], {
+        cwd: path.join(repoRoot, 'operators/iot'),
+        env: { ...process.env, KUBECONFIG: env.kubeconfigPath },
+      });
+      assert.match(applied.stdout, /customresourcedefinition\.apiextensions\.k8s\.io\/iotservices\.cp\.iotservices\.io (configured|unchanged)/);
+      await waitFor('npm start to point the applied CRD at itself again', async () => {
+        const url = (await conversionOf())?.webhook?.clientConfig?.url;
+        return { done: url === conversionUrl, value: undefined, seen: url };
+      }, { timeoutMs: 15_000 });
+      const seed = await waitFor('a v1alpha1 read converted by npm start', async () => {
+        const read = await env.client.get<{ apiVersion?: string; status?: { phase?: string } } & { metadata: Record<string, unknown> }>(IoTServiceV1alpha1Type, 'example-iotservice', landscape).catch((err: unknown) => err as Error);
+        return { done: !(read instanceof Error), value: read, seen: read instanceof Error ? read.message : undefined };
+      }, { timeoutMs: 15_000 });
+      assert.ok(!(seed instanceof Error));
       assert.equal(seed.apiVersion, 'cp.iotservices.io/v1alpha1');
       assert.equal(seed.status?.phase, 'Available');
     } catch (err) {
