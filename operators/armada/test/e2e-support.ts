@@ -8,11 +8,11 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { isNotFound, type Manager, type ResourceType } from '@iot-operator/runtime';
-import { repoRoot, type TestEnv } from '@iot-operator/runtime/testing';
+import { repoRoot, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 import { ArmadaChart, type ArmadaChartObject, type ChartSpec, type CommonStatus } from '../src/api/armada.ts';
 import { CRD_FILES } from '../src/api/crd.ts';
 import type { HelmRevision } from '../src/helm/helm.ts';
-import { createArmadaOperator } from '../src/operator.ts';
+import { createArmadaOperator, type ArmadaOperatorOptions } from '../src/operator.ts';
 
 const run = promisify(execFile);
 
@@ -31,10 +31,47 @@ export async function installArmadaCrds(env: TestEnv): Promise<void> {
   for (const file of Object.values(CRD_FILES)) await env.installCrd(path.join(repoRoot, 'operators/armada', file));
 }
 
-export async function startOperator(env: TestEnv, namespace: string): Promise<Manager> {
-  const mgr = await createArmadaOperator({ ...env.operatorOptions(namespace), helmBinary: await helmBinary() });
+/** The shared TestEnv with the Armada CRDs installed: where an Armada e2e suite starts. */
+export async function armadaTestEnv(): Promise<TestEnv> {
+  const env = await testEnv();
+  await installArmadaCrds(env);
+  return env;
+}
+
+/** The operator in this process with the project's helm, watching `namespace` ('' for every namespace), `overrides` on top. */
+export async function startOperator(env: TestEnv, namespace: string, overrides: Partial<ArmadaOperatorOptions> = {}): Promise<Manager> {
+  const mgr = await createArmadaOperator({ ...env.operatorOptions(namespace), helmBinary: await helmBinary(), ...overrides });
   await mgr.start();
   return mgr;
+}
+
+/** A namespace on `armadaTestEnv()` and the operator watching it in this process. */
+export interface ServedNamespace {
+  env: TestEnv;
+  ns: string;
+  mgr: Manager;
+}
+
+/**
+ * A fresh namespace (`prefix`-…) on `armadaTestEnv()`, watched by the operator in this process.
+ * Should the operator not start, the env's namespaces are deleted before the error is passed on:
+ * nothing is left for a caller that got nothing. `stopServedNamespace` undoes it.
+ */
+export async function startServedNamespace(prefix: string): Promise<ServedNamespace> {
+  const env = await armadaTestEnv();
+  const ns = await env.namespace(prefix);
+  try {
+    return { env, ns, mgr: await startOperator(env, ns) };
+  } catch (err) {
+    await env.cleanup();
+    throw err;
+  }
+}
+
+/** The operator stopped, then the env's namespaces deleted; parts never started are passed over. */
+export async function stopServedNamespace({ env, mgr }: Partial<ServedNamespace>): Promise<void> {
+  await mgr?.stop();
+  await env?.cleanup();
 }
 
 let kubectlPath: Promise<string> | undefined;

@@ -14,9 +14,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Manager } from '@iot-operator/runtime';
-import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
 import { ArmadaChart, type ArmadaChartObject } from '../src/api/armada.ts';
-import { deleteCharts, helm, installArmadaCrds, kubectl, startOperator, TESTCHART, testChart, waitForStatus } from './e2e-support.ts';
+import { armadaTestEnv, deleteCharts, helm, kubectl, startOperator, TESTCHART, testChart, waitForStatus } from './e2e-support.ts';
 
 let env: TestEnv;
 let ns: string;
@@ -32,8 +32,7 @@ const condition = (chart: ArmadaChartObject, type: string) => chart.status?.cond
 
 describe('transient and deterministic failures, kstatus conditions', () => {
   before(async () => {
-    env = await testEnv();
-    await installArmadaCrds(env);
+    env = await armadaTestEnv();
     ns = await env.namespace('armada-failures');
     dir = mkdtempSync(path.join(os.tmpdir(), 'armada-failures-e2e-'));
     await helm(env, 'package', TESTCHART, '--destination', dir);

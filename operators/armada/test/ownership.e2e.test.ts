@@ -17,10 +17,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
 import { ArmadaChart, type ArmadaChartObject } from '../src/api/armada.ts';
-import { createArmadaOperator } from '../src/operator.ts';
-import { deleteCharts, eventsOf, helm, helmBinary, helmHistory, helmList, installArmadaCrds, TESTCHART, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
+import { armadaTestEnv, deleteCharts, eventsOf, helm, helmHistory, helmList, startOperator, TESTCHART, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
 
 let env: TestEnv;
 let teamA: string;
@@ -31,12 +30,10 @@ type DeploymentObject = KubeObject & { spec?: { replicas?: number } };
 
 describe('ownership of releases (operator watching all namespaces)', () => {
   before(async () => {
-    env = await testEnv();
-    await installArmadaCrds(env);
+    env = await armadaTestEnv();
     teamA = await env.namespace('armada-team-a');
     teamB = await env.namespace('armada-team-b');
-    mgr = await createArmadaOperator({ ...env.operatorOptions(''), helmBinary: await helmBinary() });
-    await mgr.start();
+    mgr = await startOperator(env, '');
   });
 
   after(async () => {
@@ -97,12 +94,10 @@ describe('ownership between ArmadaCharts, renames, and a release made by hand du
   let release: () => void = () => undefined;
 
   before(async () => {
-    env = await testEnv();
-    await installArmadaCrds(env);
+    env = await armadaTestEnv();
     teamA = await env.namespace('armada-owner-a');
     teamB = await env.namespace('armada-owner-b');
-    mgr = await createArmadaOperator({ ...env.operatorOptions(''), helmBinary: await helmBinary() });
-    await mgr.start();
+    mgr = await startOperator(env, '');
   });
 
   after(async () => {
