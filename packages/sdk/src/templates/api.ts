@@ -48,7 +48,7 @@ function types(n: Names): string {
  */
 import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
-import { customResource, customResourceDefinition, type KubeObject, type ObjectMeta } from '@iot-operator/runtime';
+import { customResource, singleVersionCustomResourceDefinition, type KubeObject, type ObjectMeta } from '@iot-operator/runtime';
 
 export const ${n.kind} = customResource('${n.group}', '${n.version}', '${n.kind}', '${n.plural}', ${n.namespaced});
 
@@ -82,25 +82,20 @@ export function isValid${n.kind}Spec(spec: unknown): spec is ${n.kind}Spec {
 
 /** The CustomResourceDefinition of ${n.plural}.${n.group}. */
 export function crd(): Record<string, unknown> {
-  return customResourceDefinition({
+  return singleVersionCustomResourceDefinition({
     group: '${n.group}',
     scope: '${n.scope}',
     names: { kind: '${n.kind}', plural: '${n.plural}', singular: '${n.lower}' },
-    versions: [
-      {
-        name: '${n.version}',
-        served: true,
-        storage: true,
-        subresources: { status: {} },
-        printerColumns: [
-          { name: '${n.child.kind}', type: 'string', jsonPath: '.status.${n.child.field}' },
-          { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
-        ],
-        description: '${n.kind} is the Schema for the ${n.plural} API.',
-        spec: ${n.kind}SpecSchema,
-        status: ${n.kind}StatusSchema,
-      },
-    ],
+    version: {
+      name: '${n.version}',
+      printerColumns: [
+        { name: '${n.child.kind}', type: 'string', jsonPath: '.status.${n.child.field}' },
+        { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+      ],
+      description: '${n.kind} is the Schema for the ${n.plural} API.',
+      spec: ${n.kind}SpecSchema,
+      status: ${n.kind}StatusSchema,
+    },
   });
 }
 `;
