@@ -7,7 +7,7 @@
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { isNotFound, type Manager, type ResourceType } from '@iot-operator/runtime';
+import { ifFound, type Manager, type ResourceType } from '@iot-operator/runtime';
 import { repoRoot, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 import { ArmadaChart, type ArmadaChartObject, type ChartSpec, type CommonStatus } from '../src/api/armada.ts';
 import { CRD_FILES } from '../src/api/crd.ts';
@@ -125,13 +125,8 @@ export function testChart(name: string, namespace: string, spec: Partial<ChartSp
   };
 }
 
-export async function getOrUndefined<T extends { metadata: object }>(env: TestEnv, type: ResourceType, name: string, namespace?: string): Promise<T | undefined> {
-  try {
-    return await env.client.get<T & { metadata: Record<string, unknown> }>(type, name, namespace);
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
+export function getOrUndefined<T extends { metadata: object }>(env: TestEnv, type: ResourceType, name: string, namespace?: string): Promise<T | undefined> {
+  return ifFound(env.client.get<T & { metadata: Record<string, unknown> }>(type, name, namespace));
 }
 
 /** Waits until the object's status, for its current generation, satisfies `check`. */

@@ -9,7 +9,7 @@
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { Kinds, isNotFound, type KubeObject, type Manager } from '@iot-operator/runtime';
+import { Kinds, ifFound, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { repoRoot, spawnOperator as spawnOperatorProcess, testEnv, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
 import type { ServiceAddresses } from '@iot-operator/iot-service/simulator';
 import type { ComponentName, IoTServiceStatus, IoTServiceV1alpha1Spec } from '../src/api/iotservice.ts';
@@ -94,13 +94,8 @@ export function iotService(name: string, landscape: string, spec: Partial<IoTSer
   };
 }
 
-export async function getIoT(env: TestEnv, landscape: string, name: string): Promise<IoTObject | undefined> {
-  try {
-    return await env.client.get<IoTObject>(IoTServiceV1alpha1Type, name, landscape);
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
+export function getIoT(env: TestEnv, landscape: string, name: string): Promise<IoTObject | undefined> {
+  return ifFound(env.client.get<IoTObject>(IoTServiceV1alpha1Type, name, landscape));
 }
 
 /** Waits until the instance reports `phase` for its current generation. */
@@ -116,13 +111,8 @@ export async function waitForPhase(env: TestEnv, landscape: string, name: string
   );
 }
 
-export async function getOrUndefined<T extends KubeObject>(env: TestEnv, type: Parameters<TestEnv['client']['get']>[0], name: string, namespace?: string): Promise<T | undefined> {
-  try {
-    return await env.client.get<T>(type, name, namespace);
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
+export function getOrUndefined<T extends KubeObject>(env: TestEnv, type: Parameters<TestEnv['client']['get']>[0], name: string, namespace?: string): Promise<T | undefined> {
+  return ifFound(env.client.get<T>(type, name, namespace));
 }
 
 /** Deletes every IoTService of the landscape and waits until the operator has finalized them. */

@@ -236,7 +236,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { isNotFound, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
+import { ifFound, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { serviceAccountKubeconfig, testEnv, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
 import { ${n.kind}, type ${n.kind}Object } from '../src/api/${n.lower}.ts';
 import { ${n.lower}ConfigMapName } from '../src/controllers/${n.lower}.ts';
@@ -250,13 +250,8 @@ let account: ServiceAccountKubeconfig;
 let mgr: Manager;
 let ns: string;
 
-async function configMap(): Promise<KubeObject | undefined> {
-  try {
-    return await env.client.get(Kinds.ConfigMap, configMapName, ns);
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
+function configMap(): Promise<KubeObject | undefined> {
+  return ifFound(env.client.get(Kinds.ConfigMap, configMapName, ns));
 }
 
 function messageIs(message: string) {
@@ -440,7 +435,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { isNotFound, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
+import { ifFound, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { serviceAccountKubeconfig, testEnv, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
 import { ${n.kind}, type ${n.kind}Object } from '../src/api/${n.lower}.ts';
 import { MESSAGE_ANNOTATION } from '../src/controllers/${n.lower}.ts';
@@ -453,13 +448,8 @@ let env: TestEnv;
 let account: ServiceAccountKubeconfig;
 let mgr: Manager;
 
-async function namespace(): Promise<KubeObject | undefined> {
-  try {
-    return await env.client.get(Kinds.Namespace, name);
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
+function namespace(): Promise<KubeObject | undefined> {
+  return ifFound(env.client.get(Kinds.Namespace, name));
 }
 
 describe('${n.kind} controller', () => {
