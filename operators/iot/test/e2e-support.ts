@@ -142,12 +142,12 @@ interface LandscapeOperator {
 
 /**
  * Stops `operator` once it has finalized every IoTService of `landscape`: deletes them and waits
- * until they are gone (a wait that fails is passed over), then stops it. Without an operator
- * nothing is deleted: no one would finalize them.
+ * until they are gone, up to `finalizeTimeoutMs` (a wait that fails is passed over), then stops
+ * it. Without an operator nothing is deleted: no one would finalize them.
  */
-export async function stopOperator(env: TestEnv, landscape: string, operator: LandscapeOperator | undefined): Promise<void> {
+export async function stopOperator(env: TestEnv, landscape: string, operator: LandscapeOperator | undefined, finalizeTimeoutMs?: number): Promise<void> {
   if (!operator) return;
-  await deleteAllInstances(env, landscape).catch(() => undefined);
+  await deleteAllInstances(env, landscape, finalizeTimeoutMs).catch(() => undefined);
   await operator.stop();
 }
 
@@ -175,9 +175,9 @@ export async function startServedLandscape(overrides: Partial<OperatorOptions> =
 }
 
 /** The operator stopped as `stopOperator` does, then the env's namespaces deleted; parts never started are passed over. */
-export async function stopServedLandscape({ env, landscape, mgr }: Partial<ServedLandscape>): Promise<void> {
+export async function stopServedLandscape({ env, landscape, mgr }: Partial<ServedLandscape>, finalizeTimeoutMs?: number): Promise<void> {
   if (!env) return;
-  if (landscape) await stopOperator(env, landscape, mgr);
+  if (landscape) await stopOperator(env, landscape, mgr, finalizeTimeoutMs);
   await env.cleanup();
 }
 
