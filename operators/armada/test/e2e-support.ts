@@ -1,10 +1,14 @@
 /**
  * Shared pieces of the Armada end-to-end tests: the helm binary (built from Go modules by
  * cluster/build-helm.sh on a fresh machine, cached afterwards), the CRDs, an operator in the
- * test process, ArmadaChart objects on the project's test chart, Helm's own view of releases
+ * test process, ArmadaChart objects on the project's test chart (also packaged, for a loopback
+ * server of the test to serve), Helm's own view of releases
  * (`helm list`, `helm history`) and waits on the objects' status.
  */
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import type http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { ifFound, type Manager, type ResourceType } from '@iot-operator/runtime';
@@ -87,6 +91,18 @@ export async function kubectl(env: TestEnv, ...args: string[]): Promise<string> 
 export async function helm(env: TestEnv, ...args: string[]): Promise<string> {
   const { stdout } = await run(await helmBinary(), [...args, '--kubeconfig', env.kubeconfigPath], { timeout: 120_000 });
   return stdout;
+}
+
+/** The project's test chart packaged by `helm package` into `dir`: the archive's bytes (testchart-0.1.0.tgz). */
+export async function packageTestChart(env: TestEnv, dir: string): Promise<Buffer> {
+  await helm(env, 'package', TESTCHART, '--destination', dir);
+  return readFileSync(path.join(dir, 'testchart-0.1.0.tgz'));
+}
+
+/** Starts `server` on a free port of 127.0.0.1 (a chart source only the test serves); its base URL. */
+export async function listenOnLoopback(server: http.Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
 export interface ListedRelease {

@@ -10,16 +10,13 @@
  * that release untouched.
  */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
-import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import type { TestEnv } from '@iot-operator/runtime/testing';
 import { ArmadaChart, type ArmadaChartObject } from '../src/api/armada.ts';
-import { armadaTestEnv, deleteCharts, eventsOf, helm, helmHistory, helmList, startOperator, TESTCHART, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
+import { armadaTestEnv, deleteCharts, eventsOf, helm, helmHistory, helmList, listenOnLoopback, packageTestChart, startOperator, TESTCHART, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
 
 let env: TestEnv;
 let teamA: string;
@@ -134,8 +131,7 @@ describe('ownership between ArmadaCharts, renames, and a release made by hand du
   });
 
   test('a release installed by hand while the chart fetches its source: the failed install leaves it untouched', async () => {
-    await helm(env, 'package', TESTCHART, '--destination', os.tmpdir());
-    const archive = readFileSync(path.join(os.tmpdir(), 'testchart-0.1.0.tgz'));
+    const archive = await packageTestChart(env, os.tmpdir());
     let requested: () => void = () => undefined;
     const downloadStarted = new Promise<void>((resolve) => (requested = resolve));
     const held = new Promise<void>((resolve) => (release = resolve));
@@ -143,8 +139,7 @@ describe('ownership between ArmadaCharts, renames, and a release made by hand du
       requested();
       void held.then(() => res.writeHead(200, { 'content-type': 'application/gzip' }).end(archive));
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/testchart-0.1.0.tgz`;
+    const url = `${await listenOnLoopback(server)}/testchart-0.1.0.tgz`;
     await env.client.create(ArmadaChart, testChart('racer', teamA, { release: 'raced', source: { type: 'tar', location: url } }));
     await downloadStarted; // the chart found no release named raced and is fetching its chart
     await helm(env, 'install', 'raced', TESTCHART, '--namespace', teamA, '--set', 'replicaCount=3');
