@@ -8,18 +8,10 @@
  * is also printed; the exit code is the tests' (a failed test still writes the rows it reported).
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-
-interface Row {
-  fault: string;
-  injection: string;
-  behaviour: string;
-  recoveryMs: number;
-  objectsLost: number;
-  test: string;
-}
+import { FAULT_REPORT_FILE, readFaultRows } from '../packages/runtime/test/faults/fault-report.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const dir = path.join(root, 'bench/results/faults');
@@ -31,10 +23,10 @@ writeFileSync(rowsFile, '');
 const result = spawnSync(process.execPath, [path.join(root, 'scripts/run-tests.mjs'), 'e2e', 'packages/runtime/test/faults/'], {
   cwd: root,
   stdio: 'inherit',
-  env: { ...process.env, FAULT_REPORT_FILE: rowsFile },
+  env: { ...process.env, [FAULT_REPORT_FILE]: rowsFile },
 });
 
-const rows = readFileSync(rowsFile, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Row);
+const rows = readFaultRows(rowsFile);
 rmSync(rowsFile);
 const cell = (text: string) => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 const table = [

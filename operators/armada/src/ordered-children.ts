@@ -15,11 +15,14 @@
  *   parent) unless `skippable` says it does not hold the parent back.
  * - Status: `deployed` once every child is, `failed` naming a failed child, `running` while
  *   children progress — written through status.ts (kstatus conditions included).
+ * - `reconcileOrderedParent` is a parent controller's whole reconcile: nothing for a parent that is
+ *   gone or being deleted, `error` (reason InvalidSpec) naming the first problem of a spec its
+ *   schema refuses, else the above.
  * - `parentsOf` maps a child to the parents controlling or naming it, for the parent's watch.
  */
 
-import { controllerReference, type KubeObject, type MapFunc, type Manager, type ReconcileContext, type ResourceType } from '@iot-operator/runtime';
-import type { CommonStatus, TargetState } from './api/armada.ts';
+import { controllerReference, type KubeObject, type MapFunc, type Manager, type ReconcileContext, type Request, type ResourceType } from '@iot-operator/runtime';
+import { specError, type CommonStatus, type GroupSpecSchema, type ManifestSpecSchema, type TargetState } from './api/armada.ts';
 import { adopt, enable, foreignController } from './ownership.ts';
 import { isDeployed, nextStatus, writeStatus } from './status.ts';
 
@@ -46,7 +49,7 @@ export interface OrderedChildren<C extends ArmadaChild> {
 
 type State = NonNullable<CommonStatus['actual_state']>;
 
-export async function reconcileOrderedChildren<P extends ArmadaParent, C extends ArmadaChild>(ctx: ReconcileContext, parent: P, spec: OrderedChildren<C>): Promise<void> {
+async function reconcileOrderedChildren<P extends ArmadaParent, C extends ArmadaChild>(ctx: ReconcileContext, parent: P, spec: OrderedChildren<C>): Promise<void> {
   const report = async (state: State, reason?: string): Promise<void> => {
     await writeStatus(ctx, spec.parentType, parent, nextStatus<CommonStatus>(spec.parentType, parent, state, reason));
   };
@@ -80,6 +83,25 @@ export async function reconcileOrderedChildren<P extends ArmadaParent, C extends
   const waiting = present.filter((c) => !isDeployed(c) && !skippable(c)).map((c) => c.metadata.name);
   if (waiting.length > 0) return report('running', `waiting for ${kind} ${waiting.join(', ')} to be deployed`);
   return report('deployed');
+}
+
+/** A kind of parent: its type and spec schema, and what a parent of valid spec names as its ordered children. */
+export interface OrderedParentKind<P extends ArmadaParent, C extends ArmadaChild> {
+  parentType: ResourceType;
+  childType: ResourceType;
+  specSchema: typeof GroupSpecSchema | typeof ManifestSpecSchema;
+  isValidSpec: (spec: unknown) => boolean;
+  children: (parent: P) => Omit<OrderedChildren<C>, 'parentType' | 'childType'>;
+}
+
+export async function reconcileOrderedParent<P extends ArmadaParent, C extends ArmadaChild>(req: Request, ctx: ReconcileContext, kind: OrderedParentKind<P, C>): Promise<void> {
+  const parent = ctx.cache.get<P>(kind.parentType, req.name, req.namespace);
+  if (!parent || parent.metadata.deletionTimestamp) return;
+  if (!kind.isValidSpec(parent.spec)) {
+    await writeStatus(ctx, kind.parentType, parent, nextStatus<CommonStatus>(kind.parentType, parent, 'error', `the spec is invalid: ${specError(kind.specSchema, parent.spec)}`, {}, [], 'InvalidSpec'));
+    return;
+  }
+  await reconcileOrderedChildren<P, C>(ctx, parent, { parentType: kind.parentType, childType: kind.childType, ...kind.children(parent) });
 }
 
 /** Maps a child to the parents (of `parentType`, same namespace) controlling it or naming it in `names(parent)`. */

@@ -9,10 +9,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, type KubeObject, type Manager, type ResourceType } from '@iot-operator/runtime';
-import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
 import { ArmadaChart, type ArmadaChartObject } from '../src/api/armada.ts';
-import { createArmadaOperator } from '../src/operator.ts';
-import { helm, helmBinary, helmHistory, helmList, installArmadaCrds, TESTCHART, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
+import { armadaTestEnv, helm, helmHistory, helmList, startOperator, TESTCHART, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
 
 const Role: ResourceType = { group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'Role', plural: 'roles', namespaced: true };
 const RoleBinding: ResourceType = { group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'RoleBinding', plural: 'rolebindings', namespaced: true };
@@ -38,13 +37,11 @@ async function namespaceAdmin(namespace: string): Promise<void> {
 
 describe('Helm acts with the ArmadaChart\'s ServiceAccount', () => {
   before(async () => {
-    env = await testEnv();
-    await installArmadaCrds(env);
+    env = await armadaTestEnv();
     teamA = await env.namespace('armada-authority-a');
     teamB = await env.namespace('armada-authority-b');
     await namespaceAdmin(teamA);
-    mgr = await createArmadaOperator({ ...env.operatorOptions(''), helmBinary: await helmBinary() });
-    await mgr.start();
+    mgr = await startOperator(env, '');
   });
 
   after(async () => {
@@ -97,8 +94,7 @@ describe('Helm acts with the ArmadaChart\'s ServiceAccount', () => {
 
   test('an operator requiring an account refuses a chart naming none: Stalled, nothing installed', async () => {
     await mgr.stop();
-    strict = await createArmadaOperator({ ...env.operatorOptions(''), helmBinary: await helmBinary(), requireServiceAccount: true });
-    await strict.start();
+    strict = await startOperator(env, '', { requireServiceAccount: true });
     await env.client.create(ArmadaChart, testChart('anonymous', teamA));
     const refused = await waitForChartState(env, teamA, 'anonymous', 'error');
     assert.match(refused.status?.reason ?? '', /requires every ArmadaChart to name the ServiceAccount .*spec\.serviceAccountName/);

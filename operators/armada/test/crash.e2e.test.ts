@@ -11,9 +11,9 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Kinds } from '@iot-operator/runtime';
-import { repoRoot, serviceAccountKubeconfig, spawnOperator, testEnv, type OperatorProcess, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
+import { repoRoot, serviceAccountKubeconfig, spawnOperator, type OperatorProcess, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
 import { ArmadaChart } from '../src/api/armada.ts';
-import { eventsOf, FIXTURES, helmBinary, helmHistory, helmList, installArmadaCrds, testChart, waitForChartState } from './e2e-support.ts';
+import { armadaTestEnv, eventsOf, FIXTURES, helmBinary, helmHistory, helmList, testChart, waitForChartState } from './e2e-support.ts';
 
 const deploy = (file: string) => path.join(repoRoot, 'operators/armada/deploy', file);
 
@@ -52,8 +52,7 @@ function childrenOf(pid: number): number[] {
 
 describe('an operator killed in the middle of helm install', () => {
   before(async () => {
-    env = await testEnv();
-    await installArmadaCrds(env);
+    env = await armadaTestEnv();
     ns = await env.namespace('armada-crash');
     account = await serviceAccountKubeconfig(env, ns, ['service_account.yml', 'role.yml', 'role_binding.yml'].map(deploy));
   });

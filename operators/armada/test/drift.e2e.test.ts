@@ -8,9 +8,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
 import { ArmadaChart, type ArmadaChartObject } from '../src/api/armada.ts';
-import { deleteCharts, eventsOf, installArmadaCrds, kubectl, startOperator, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
+import { deleteCharts, eventsOf, kubectl, startServedNamespace, stopServedNamespace, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
 
 let env: TestEnv;
 let ns: string;
@@ -27,17 +27,11 @@ async function nudge(name: string): Promise<void> {
 const driftEvents = async (name: string) => (await eventsOf(env, ns, name)).filter((e) => e.reason === 'DriftDetected' || e.reason === 'DriftRepaired');
 
 describe('drift without false drift', () => {
-  before(async () => {
-    env = await testEnv();
-    await installArmadaCrds(env);
-    ns = await env.namespace('armada-drift');
-    mgr = await startOperator(env, ns);
-  });
+  before(async () => ({ env, ns, mgr } = await startServedNamespace('armada-drift')));
 
   after(async () => {
     if (ns) await deleteCharts(env, ns).catch(() => undefined); // while the operator still removes their finalizers
-    await mgr?.stop();
-    await env?.cleanup();
+    await stopServedNamespace({ env, mgr });
   });
 
   test('a quantity the API server writes another way is no drift', async () => {

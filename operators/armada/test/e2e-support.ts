@@ -1,18 +1,22 @@
 /**
  * Shared pieces of the Armada end-to-end tests: the helm binary (built from Go modules by
  * cluster/build-helm.sh on a fresh machine, cached afterwards), the CRDs, an operator in the
- * test process, ArmadaChart objects on the project's test chart, Helm's own view of releases
+ * test process, ArmadaChart objects on the project's test chart (also packaged, for a loopback
+ * server of the test to serve), Helm's own view of releases
  * (`helm list`, `helm history`) and waits on the objects' status.
  */
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import type http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { isNotFound, type Manager, type ResourceType } from '@iot-operator/runtime';
-import { repoRoot, type TestEnv } from '@iot-operator/runtime/testing';
+import { ifFound, type Manager, type ResourceType } from '@iot-operator/runtime';
+import { repoRoot, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 import { ArmadaChart, type ArmadaChartObject, type ChartSpec, type CommonStatus } from '../src/api/armada.ts';
 import { CRD_FILES } from '../src/api/crd.ts';
 import type { HelmRevision } from '../src/helm/helm.ts';
-import { createArmadaOperator } from '../src/operator.ts';
+import { createArmadaOperator, type ArmadaOperatorOptions } from '../src/operator.ts';
 
 const run = promisify(execFile);
 
@@ -31,10 +35,47 @@ export async function installArmadaCrds(env: TestEnv): Promise<void> {
   for (const file of Object.values(CRD_FILES)) await env.installCrd(path.join(repoRoot, 'operators/armada', file));
 }
 
-export async function startOperator(env: TestEnv, namespace: string): Promise<Manager> {
-  const mgr = await createArmadaOperator({ ...env.operatorOptions(namespace), helmBinary: await helmBinary() });
+/** The shared TestEnv with the Armada CRDs installed: where an Armada e2e suite starts. */
+export async function armadaTestEnv(): Promise<TestEnv> {
+  const env = await testEnv();
+  await installArmadaCrds(env);
+  return env;
+}
+
+/** The operator in this process with the project's helm, watching `namespace` ('' for every namespace), `overrides` on top. */
+export async function startOperator(env: TestEnv, namespace: string, overrides: Partial<ArmadaOperatorOptions> = {}): Promise<Manager> {
+  const mgr = await createArmadaOperator({ ...env.operatorOptions(namespace), helmBinary: await helmBinary(), ...overrides });
   await mgr.start();
   return mgr;
+}
+
+/** A namespace on `armadaTestEnv()` and the operator watching it in this process. */
+export interface ServedNamespace {
+  env: TestEnv;
+  ns: string;
+  mgr: Manager;
+}
+
+/**
+ * A fresh namespace (`prefix`-…) on `armadaTestEnv()`, watched by the operator in this process.
+ * Should the operator not start, the env's namespaces are deleted before the error is passed on:
+ * nothing is left for a caller that got nothing. `stopServedNamespace` undoes it.
+ */
+export async function startServedNamespace(prefix: string): Promise<ServedNamespace> {
+  const env = await armadaTestEnv();
+  const ns = await env.namespace(prefix);
+  try {
+    return { env, ns, mgr: await startOperator(env, ns) };
+  } catch (err) {
+    await env.cleanup();
+    throw err;
+  }
+}
+
+/** The operator stopped, then the env's namespaces deleted; parts never started are passed over. */
+export async function stopServedNamespace({ env, mgr }: Partial<ServedNamespace>): Promise<void> {
+  await mgr?.stop();
+  await env?.cleanup();
 }
 
 let kubectlPath: Promise<string> | undefined;
@@ -50,6 +91,18 @@ export async function kubectl(env: TestEnv, ...args: string[]): Promise<string> 
 export async function helm(env: TestEnv, ...args: string[]): Promise<string> {
   const { stdout } = await run(await helmBinary(), [...args, '--kubeconfig', env.kubeconfigPath], { timeout: 120_000 });
   return stdout;
+}
+
+/** The project's test chart packaged by `helm package` into `dir`: the archive's bytes (testchart-0.1.0.tgz). */
+export async function packageTestChart(env: TestEnv, dir: string): Promise<Buffer> {
+  await helm(env, 'package', TESTCHART, '--destination', dir);
+  return readFileSync(path.join(dir, 'testchart-0.1.0.tgz'));
+}
+
+/** Starts `server` on a free port of 127.0.0.1 (a chart source only the test serves); its base URL. */
+export async function listenOnLoopback(server: http.Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
 export interface ListedRelease {
@@ -88,13 +141,8 @@ export function testChart(name: string, namespace: string, spec: Partial<ChartSp
   };
 }
 
-export async function getOrUndefined<T extends { metadata: object }>(env: TestEnv, type: ResourceType, name: string, namespace?: string): Promise<T | undefined> {
-  try {
-    return await env.client.get<T & { metadata: Record<string, unknown> }>(type, name, namespace);
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
+export function getOrUndefined<T extends { metadata: object }>(env: TestEnv, type: ResourceType, name: string, namespace?: string): Promise<T | undefined> {
+  return ifFound(env.client.get<T & { metadata: Record<string, unknown> }>(type, name, namespace));
 }
 
 /** Waits until the object's status, for its current generation, satisfies `check`. */

@@ -7,16 +7,15 @@
  * --for=condition=Ready` and `--for=condition=Stalled` work on ArmadaCharts.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Manager } from '@iot-operator/runtime';
-import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
 import { ArmadaChart, type ArmadaChartObject } from '../src/api/armada.ts';
-import { deleteCharts, helm, installArmadaCrds, kubectl, startOperator, TESTCHART, testChart, waitForStatus } from './e2e-support.ts';
+import { armadaTestEnv, deleteCharts, kubectl, listenOnLoopback, packageTestChart, startOperator, testChart, waitForStatus } from './e2e-support.ts';
 
 let env: TestEnv;
 let ns: string;
@@ -32,12 +31,10 @@ const condition = (chart: ArmadaChartObject, type: string) => chart.status?.cond
 
 describe('transient and deterministic failures, kstatus conditions', () => {
   before(async () => {
-    env = await testEnv();
-    await installArmadaCrds(env);
+    env = await armadaTestEnv();
     ns = await env.namespace('armada-failures');
     dir = mkdtempSync(path.join(os.tmpdir(), 'armada-failures-e2e-'));
-    await helm(env, 'package', TESTCHART, '--destination', dir);
-    archive = readFileSync(path.join(dir, 'testchart-0.1.0.tgz'));
+    archive = await packageTestChart(env, dir);
     server = http.createServer((_req, res) => {
       served.requests++;
       if (served.unavailable > 0) {
@@ -46,8 +43,7 @@ describe('transient and deterministic failures, kstatus conditions', () => {
       }
       res.writeHead(200, { 'content-type': 'application/gzip' }).end(archive);
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/testchart-0.1.0.tgz`;
+    baseUrl = `${await listenOnLoopback(server)}/testchart-0.1.0.tgz`;
     mgr = await startOperator(env, ns);
   });
 

@@ -10,17 +10,13 @@
  * that release untouched.
  */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
-import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
 import { ArmadaChart, type ArmadaChartObject } from '../src/api/armada.ts';
-import { createArmadaOperator } from '../src/operator.ts';
-import { deleteCharts, eventsOf, helm, helmBinary, helmHistory, helmList, installArmadaCrds, TESTCHART, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
+import { armadaTestEnv, deleteCharts, eventsOf, helm, helmHistory, helmList, listenOnLoopback, packageTestChart, startOperator, TESTCHART, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
 
 let env: TestEnv;
 let teamA: string;
@@ -31,12 +27,10 @@ type DeploymentObject = KubeObject & { spec?: { replicas?: number } };
 
 describe('ownership of releases (operator watching all namespaces)', () => {
   before(async () => {
-    env = await testEnv();
-    await installArmadaCrds(env);
+    env = await armadaTestEnv();
     teamA = await env.namespace('armada-team-a');
     teamB = await env.namespace('armada-team-b');
-    mgr = await createArmadaOperator({ ...env.operatorOptions(''), helmBinary: await helmBinary() });
-    await mgr.start();
+    mgr = await startOperator(env, '');
   });
 
   after(async () => {
@@ -97,12 +91,10 @@ describe('ownership between ArmadaCharts, renames, and a release made by hand du
   let release: () => void = () => undefined;
 
   before(async () => {
-    env = await testEnv();
-    await installArmadaCrds(env);
+    env = await armadaTestEnv();
     teamA = await env.namespace('armada-owner-a');
     teamB = await env.namespace('armada-owner-b');
-    mgr = await createArmadaOperator({ ...env.operatorOptions(''), helmBinary: await helmBinary() });
-    await mgr.start();
+    mgr = await startOperator(env, '');
   });
 
   after(async () => {
@@ -139,8 +131,7 @@ describe('ownership between ArmadaCharts, renames, and a release made by hand du
   });
 
   test('a release installed by hand while the chart fetches its source: the failed install leaves it untouched', async () => {
-    await helm(env, 'package', TESTCHART, '--destination', os.tmpdir());
-    const archive = readFileSync(path.join(os.tmpdir(), 'testchart-0.1.0.tgz'));
+    const archive = await packageTestChart(env, os.tmpdir());
     let requested: () => void = () => undefined;
     const downloadStarted = new Promise<void>((resolve) => (requested = resolve));
     const held = new Promise<void>((resolve) => (release = resolve));
@@ -148,8 +139,7 @@ describe('ownership between ArmadaCharts, renames, and a release made by hand du
       requested();
       void held.then(() => res.writeHead(200, { 'content-type': 'application/gzip' }).end(archive));
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/testchart-0.1.0.tgz`;
+    const url = `${await listenOnLoopback(server)}/testchart-0.1.0.tgz`;
     await env.client.create(ArmadaChart, testChart('racer', teamA, { release: 'raced', source: { type: 'tar', location: url } }));
     await downloadStarted; // the chart found no release named raced and is fetching its chart
     await helm(env, 'install', 'raced', TESTCHART, '--namespace', teamA, '--set', 'replicaCount=3');

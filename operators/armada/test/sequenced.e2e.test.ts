@@ -9,9 +9,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, type Manager } from '@iot-operator/runtime';
-import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
 import { ArmadaChart, ArmadaChartGroup, type ArmadaChartGroupObject, type ArmadaChartObject } from '../src/api/armada.ts';
-import { helmList, installArmadaCrds, startOperator, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
+import { helmList, startServedNamespace, stopServedNamespace, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
 
 let env: TestEnv;
 let ns: string;
@@ -20,17 +20,8 @@ let mgr: Manager;
 const isDeployed = (c: ArmadaChartObject) => c.status?.actual_state === 'deployed' && c.status.observedGeneration === c.metadata.generation;
 
 describe('a sequenced group', () => {
-  before(async () => {
-    env = await testEnv();
-    await installArmadaCrds(env);
-    ns = await env.namespace('armada-seq');
-    mgr = await startOperator(env, ns);
-  });
-
-  after(async () => {
-    await mgr?.stop();
-    await env?.cleanup();
-  });
+  before(async () => ({ env, ns, mgr } = await startServedNamespace('armada-seq')));
+  after(() => stopServedNamespace({ env, mgr }));
 
   test('disabled charts install nothing', async () => {
     for (const name of ['blog-1', 'blog-2']) await env.client.create(ArmadaChart, testChart(name, ns, { target_state: 'uninitialized' }));

@@ -12,15 +12,14 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
 import type { Manager } from '@iot-operator/runtime';
-import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
 import { ArmadaChart, type ArmadaChartObject } from '../src/api/armada.ts';
-import { helm, helmList, installArmadaCrds, startOperator, TESTCHART, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
+import { armadaTestEnv, helm, helmList, listenOnLoopback, packageTestChart, startOperator, TESTCHART, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
 
 let env: TestEnv;
 let ns: string;
@@ -40,14 +39,12 @@ function git(...args: string[]): string {
 
 describe('chart sources', () => {
   before(async () => {
-    env = await testEnv();
-    await installArmadaCrds(env);
+    env = await armadaTestEnv();
     ns = await env.namespace('armada-sources');
     dir = mkdtempSync(path.join(os.tmpdir(), 'armada-sources-e2e-'));
 
-    await helm(env, 'package', TESTCHART, '--destination', dir);
     files = {
-      '/charts/testchart-0.1.0.tgz': readFileSync(path.join(dir, 'testchart-0.1.0.tgz')),
+      '/charts/testchart-0.1.0.tgz': await packageTestChart(env, dir),
       '/charts/not-a-chart.tgz': gzipSync(Buffer.from('just some text, not a tar archive of a chart\n')),
     };
     server = http.createServer((req, res) => {
@@ -55,8 +52,7 @@ describe('chart sources', () => {
       if (!body) return res.writeHead(404).end('not found');
       res.writeHead(200, { 'content-type': 'application/gzip' }).end(body);
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    baseUrl = await listenOnLoopback(server);
 
     repo = path.join(dir, 'charts-repo');
     cpSync(TESTCHART, path.join(repo, 'charts/testchart'), { recursive: true });

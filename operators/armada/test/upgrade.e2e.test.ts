@@ -8,9 +8,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
 import { ArmadaChart, type ArmadaChartObject } from '../src/api/armada.ts';
-import { eventsOf, getOrUndefined, helmHistory, helmList, installArmadaCrds, startOperator, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
+import { eventsOf, getOrUndefined, helmHistory, helmList, startServedNamespace, stopServedNamespace, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
 
 let env: TestEnv;
 let ns: string;
@@ -26,17 +26,8 @@ interface DeploymentObject extends KubeObject {
 const patchSpec = (name: string, spec: Record<string, unknown>) => env.client.patch(ArmadaChart, name, ns, { spec }, 'merge');
 
 describe('upgrades and remediation', () => {
-  before(async () => {
-    env = await testEnv();
-    await installArmadaCrds(env);
-    ns = await env.namespace('armada-upgrade');
-    mgr = await startOperator(env, ns);
-  });
-
-  after(async () => {
-    await mgr?.stop();
-    await env?.cleanup();
-  });
+  before(async () => ({ env, ns, mgr } = await startServedNamespace('armada-upgrade')));
+  after(() => stopServedNamespace({ env, mgr }));
 
   test('install once; a spec change that is not an input makes no helm upgrade', async () => {
     await env.client.create(ArmadaChart, testChart('app', ns, { values: { replicaCount: 1 } }));

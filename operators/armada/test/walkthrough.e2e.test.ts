@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
 import {
   ArmadaChart,
   ArmadaChartGroup,
@@ -17,24 +17,15 @@ import {
   type ArmadaChartObject,
   type ArmadaManifestObject,
 } from '../src/api/armada.ts';
-import { eventsOf, getOrUndefined, helmList, installArmadaCrds, startOperator, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
+import { eventsOf, getOrUndefined, helmList, startServedNamespace, stopServedNamespace, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
 
 let env: TestEnv;
 let ns: string;
 let mgr: Manager;
 
 describe('the seed walkthrough (examples/armada)', () => {
-  before(async () => {
-    env = await testEnv();
-    await installArmadaCrds(env);
-    ns = await env.namespace('armada-walk');
-    mgr = await startOperator(env, ns);
-  });
-
-  after(async () => {
-    await mgr?.stop();
-    await env?.cleanup();
-  });
+  before(async () => ({ env, ns, mgr } = await startServedNamespace('armada-walk')));
+  after(() => stopServedNamespace({ env, mgr }));
 
   test('creating two charts, a group and a manifest deploys both releases', async () => {
     await env.client.create(ArmadaChart, testChart('blog-1', ns));

@@ -8,9 +8,9 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
-import { testEnv, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
-import { createLandscape, deleteAllInstances, getOrUndefined, installIoTCrd, iotService, spawnOperator, waitForPhase } from './e2e-support.ts';
+import { deleteAllInstances, getOrUndefined, iotService, iotTestLandscape, spawnOperator, waitForPhase } from './e2e-support.ts';
 
 const PLANTED = 300;
 const PLANTED_BYTES = 900 * 1024;
@@ -20,11 +20,7 @@ let env: TestEnv;
 let landscape: string;
 let operator: OperatorProcess | undefined;
 
-before(async () => {
-  env = await testEnv();
-  await installIoTCrd(env);
-  landscape = await createLandscape(env);
-});
+before(async () => ({ env, landscape } = await iotTestLandscape()));
 
 after(async () => {
   await deleteAllInstances(env, landscape).catch(() => undefined);

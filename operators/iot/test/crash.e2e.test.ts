@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { isDeepStrictEqual } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
-import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { IMAGE_PULL_SECRET_NAME } from '../src/resources/index.ts';
-import { createLandscape, deleteAllInstances, installIoTCrd, iotService, metricsPort, spawnOperator, type IoTObject } from './e2e-support.ts';
+import { deleteAllInstances, iotService, iotTestLandscape, metricsPort, spawnOperator, type IoTObject } from './e2e-support.ts';
 
 const instances = Array.from({ length: 20 }, (_, i) => `crash-${String(i).padStart(2, '0')}`);
 
@@ -13,11 +13,7 @@ let env: TestEnv;
 let landscape: string;
 let operator: ReturnType<typeof spawnOperator> | undefined;
 
-before(async () => {
-  env = await testEnv();
-  await installIoTCrd(env);
-  landscape = await createLandscape(env);
-});
+before(async () => ({ env, landscape } = await iotTestLandscape()));
 
 after(async () => {
   await deleteAllInstances(env, landscape).catch(() => undefined);

@@ -43,7 +43,7 @@ import {
 } from '@iot-operator/iot-service/simulator';
 import { COMPONENTS, type ComponentName, type IoTServiceStatus } from '../src/api/iotservice.ts';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
-import { HOST_ON_POD_NETWORK, deleteAllInstances, getIoT, installIoTCrd, iotService, referenceImages, startOperator, waitForPhase } from './e2e-support.ts';
+import { HOST_ON_POD_NETWORK, getIoT, installIoTCrd, iotService, referenceImages, startOperator, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 
 const run = promisify(execFile);
 const env: TestEnv = await testEnv();
@@ -279,11 +279,7 @@ describe('day two on the real node: nothing lost across pod deletions and a vers
 
   after(async () => {
     await device?.stop(5_000).catch(() => undefined);
-    if (mgr) {
-      await deleteAllInstances(env, landscape, 180_000).catch(() => undefined);
-      await mgr.stop();
-    }
-    await env.cleanup();
+    await stopServedLandscape({ env, landscape, mgr }, 180_000);
   });
 
   it('every acknowledged message is stored exactly once through the deletion of the database, broker and gateway pods and the upgrade 2.4.1 → 2.5.0', { timeout: 40 * 60_000 }, async () => {

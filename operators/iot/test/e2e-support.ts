@@ -1,6 +1,7 @@
 /**
  * End-to-end helpers for the IoT operator on the real local cluster: the IoTService CRD converted
- * by the test process (conversion-server.ts), landscapes (a namespace with its image-pull-secret), the operator in-process or as a process, IoTService objects and waits on
+ * by the test process (conversion-server.ts), landscapes (a namespace with its image-pull-secret), the operator in-process or as a process
+ * (stopped only once it has finalized its landscape's IoTServices), IoTService objects and waits on
  * what `kubectl` would show; for instances of the reference images on the real node, the images
  * built and pushed, the addresses a simulated device dials (pod IPs, the API token) and commands
  * run inside an instance's pods (`kubectl exec`).
@@ -8,19 +9,27 @@
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { Kinds, isNotFound, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { repoRoot, spawnOperator as spawnOperatorProcess, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
+import { Kinds, ifFound, type KubeObject, type Manager } from '@iot-operator/runtime';
+import { repoRoot, spawnOperator as spawnOperatorProcess, testEnv, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
 import type { ServiceAddresses } from '@iot-operator/iot-service/simulator';
 import type { ComponentName, IoTServiceStatus, IoTServiceV1alpha1Spec } from '../src/api/iotservice.ts';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { createIoTOperator } from '../src/operator.ts';
 import type { OperatorOptions } from '../src/options.ts';
+import { installIoTCrd } from './conversion-server.ts';
 
 export type IoTObject = KubeObject & { spec: IoTServiceV1alpha1Spec; status?: IoTServiceStatus };
 
 export const pullSecretData = { '.dockerconfigjson': Buffer.from('{"auths":{"registry.example.com":{"auth":"dGVzdDp0ZXN0"}}}').toString('base64') };
 
 export { createThroughConversion, installIoTCrd, restoreShippedConversion, serveIoTConversion, testConversion } from './conversion-server.ts';
+
+/** The shared TestEnv with the IoTService CRD installed (its conversion served by this process): where an IoT e2e file starts. */
+export async function iotTestEnv(): Promise<TestEnv> {
+  const env = await testEnv();
+  await installIoTCrd(env);
+  return env;
+}
 
 /** A landscape namespace holding the image-pull-secret (unless `withSecret` is false). */
 export async function createLandscape(env: TestEnv, withSecret = true): Promise<string> {
@@ -85,13 +94,8 @@ export function iotService(name: string, landscape: string, spec: Partial<IoTSer
   };
 }
 
-export async function getIoT(env: TestEnv, landscape: string, name: string): Promise<IoTObject | undefined> {
-  try {
-    return await env.client.get<IoTObject>(IoTServiceV1alpha1Type, name, landscape);
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
+export function getIoT(env: TestEnv, landscape: string, name: string): Promise<IoTObject | undefined> {
+  return ifFound(env.client.get<IoTObject>(IoTServiceV1alpha1Type, name, landscape));
 }
 
 /** Waits until the instance reports `phase` for its current generation. */
@@ -107,13 +111,8 @@ export async function waitForPhase(env: TestEnv, landscape: string, name: string
   );
 }
 
-export async function getOrUndefined<T extends KubeObject>(env: TestEnv, type: Parameters<TestEnv['client']['get']>[0], name: string, namespace?: string): Promise<T | undefined> {
-  try {
-    return await env.client.get<T>(type, name, namespace);
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
+export function getOrUndefined<T extends KubeObject>(env: TestEnv, type: Parameters<TestEnv['client']['get']>[0], name: string, namespace?: string): Promise<T | undefined> {
+  return ifFound(env.client.get<T>(type, name, namespace));
 }
 
 /** Deletes every IoTService of the landscape and waits until the operator has finalized them. */
@@ -128,6 +127,58 @@ export async function deleteAllInstances(env: TestEnv, landscape: string, timeou
     },
     { timeoutMs },
   );
+}
+
+/** A landscape (with its image-pull-secret) on `iotTestEnv()`. */
+export async function iotTestLandscape(): Promise<{ env: TestEnv; landscape: string }> {
+  const env = await iotTestEnv();
+  return { env, landscape: await createLandscape(env) };
+}
+
+/** An operator serving a landscape: in this process (`Manager`) or as its own (`OperatorProcess`). */
+interface LandscapeOperator {
+  stop(): Promise<unknown>;
+}
+
+/**
+ * Stops `operator` once it has finalized every IoTService of `landscape`: deletes them and waits
+ * until they are gone, up to `finalizeTimeoutMs` (a wait that fails is passed over), then stops
+ * it. Without an operator nothing is deleted: no one would finalize them.
+ */
+export async function stopOperator(env: TestEnv, landscape: string, operator: LandscapeOperator | undefined, finalizeTimeoutMs?: number): Promise<void> {
+  if (!operator) return;
+  await deleteAllInstances(env, landscape, finalizeTimeoutMs).catch(() => undefined);
+  await operator.stop();
+}
+
+/** A landscape on `iotTestEnv()` and the operator serving it in this process. */
+export interface ServedLandscape {
+  env: TestEnv;
+  landscape: string;
+  mgr: Manager;
+}
+
+/**
+ * A landscape (with its image-pull-secret) on `iotTestEnv()`, served by the operator in this
+ * process (`overrides` on `operatorOptions`). Should the operator not start, the env's
+ * namespaces are deleted before the error is passed on: nothing is left for a caller that got
+ * nothing. `stopServedLandscape` undoes it.
+ */
+export async function startServedLandscape(overrides: Partial<OperatorOptions> = {}): Promise<ServedLandscape> {
+  const { env, landscape } = await iotTestLandscape();
+  try {
+    return { env, landscape, mgr: await startOperator(env, landscape, overrides) };
+  } catch (err) {
+    await env.cleanup();
+    throw err;
+  }
+}
+
+/** The operator stopped as `stopOperator` does, then the env's namespaces deleted; parts never started are passed over. */
+export async function stopServedLandscape({ env, landscape, mgr }: Partial<ServedLandscape>, finalizeTimeoutMs?: number): Promise<void> {
+  if (!env) return;
+  if (landscape) await stopOperator(env, landscape, mgr, finalizeTimeoutMs);
+  await env.cleanup();
 }
 
 /**

@@ -1,23 +1,17 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ApiError, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { IoTServiceType, IoTServiceV1alpha1Type, StorageClassType } from '../src/controller.ts';
-import { createLandscape, createPullSecret, deleteAllInstances, getIoT, getOrUndefined, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
+import { createLandscape, createPullSecret, getIoT, getOrUndefined, iotService, iotTestEnv, startOperator, stopOperator, waitForPhase } from './e2e-support.ts';
 
 let env: TestEnv;
 const operators: Array<{ mgr: Manager; landscape: string }> = [];
 
-before(async () => {
-  env = await testEnv();
-  await installIoTCrd(env);
-});
+before(async () => (env = await iotTestEnv()));
 
 after(async () => {
-  for (const { mgr, landscape } of operators) {
-    await deleteAllInstances(env, landscape).catch(() => undefined);
-    await mgr.stop();
-  }
+  for (const { mgr, landscape } of operators) await stopOperator(env, landscape, mgr);
   await env?.cleanup();
 });
 

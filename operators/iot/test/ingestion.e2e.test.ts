@@ -46,7 +46,7 @@ import {
 } from '@iot-operator/iot-service/simulator';
 import { COMPONENTS, type ComponentName } from '../src/api/iotservice.ts';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
-import { HOST_ON_POD_NETWORK, componentPod, deleteAllInstances, deviceAddresses, execInPod, getIoT, installIoTCrd, iotService, referenceImages, startOperator, waitForPhase } from './e2e-support.ts';
+import { HOST_ON_POD_NETWORK, componentPod, deviceAddresses, execInPod, getIoT, installIoTCrd, iotService, referenceImages, startOperator, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 
 const run = promisify(execFile);
 const env: TestEnv = await testEnv();
@@ -149,13 +149,7 @@ describe('ingestion keeps what it acknowledged', { skip }, () => {
     addresses = await deviceAddresses(env, namespace);
   });
 
-  after(async () => {
-    if (mgr) {
-      await deleteAllInstances(env, landscape, 180_000).catch(() => undefined);
-      await mgr.stop();
-    }
-    await env.cleanup();
-  });
+  after(() => stopServedLandscape({ env, landscape, mgr }, 180_000));
 
   it('made without storage fields, keeps broker and database data on volumes of the default StorageClass; storage: ephemeral says what it loses', async () => {
     type Claim = KubeObject & { spec?: { resources?: { requests?: { storage?: string } }; storageClassName?: string }; status?: { phase?: string } };

@@ -7,9 +7,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Manager } from '@iot-operator/runtime';
-import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
-import { createLandscape, createPullSecret, deleteAllInstances, getIoT, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
+import { createLandscape, createPullSecret, deleteAllInstances, getIoT, iotService, iotTestEnv, startOperator, waitForPhase } from './e2e-support.ts';
 
 let env: TestEnv;
 let landscape: string;
@@ -17,8 +17,7 @@ let leader: Manager;
 let standby: Manager;
 
 before(async () => {
-  env = await testEnv();
-  await installIoTCrd(env);
+  env = await iotTestEnv();
   landscape = await createLandscape(env, false);
   leader = await startOperator(env, landscape, { leaderElect: true });
   await waitFor('the first replica to lead', async () => ({ done: leader.isLeader, value: undefined }));

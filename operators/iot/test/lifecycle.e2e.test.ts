@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { FINALIZER, IoTServiceV1alpha1Type } from '../src/controller.ts';
-import { createLandscape, deleteAllInstances, installIoTCrd, getIoT, getOrUndefined, iotService, pullSecretData, startOperator, waitForPhase, writeRequests, type IoTObject } from './e2e-support.ts';
+import { getIoT, getOrUndefined, iotService, pullSecretData, startServedLandscape, stopServedLandscape, waitForPhase, writeRequests, type IoTObject } from './e2e-support.ts';
 
 type Workload = KubeObject & {
   spec: { replicas?: number; template: { metadata?: { annotations?: Record<string, string> }; spec: { containers: Array<{ image: string }> } } };
@@ -16,20 +16,8 @@ let env: TestEnv;
 let landscape: string;
 let mgr: Manager;
 
-before(async () => {
-  env = await testEnv();
-  await installIoTCrd(env);
-  landscape = await createLandscape(env);
-  mgr = await startOperator(env, landscape);
-});
-
-after(async () => {
-  if (mgr) {
-    await deleteAllInstances(env, landscape).catch(() => undefined);
-    await mgr.stop();
-  }
-  await env?.cleanup();
-});
+before(async () => ({ env, landscape, mgr } = await startServedLandscape()));
+after(() => stopServedLandscape({ env, landscape, mgr }));
 
 const labelsOf = (id: string) => ({ 'app.kubernetes.io/managed-by': 'iot-operator', 'cp.iotservices.io/landscape': landscape, 'cp.iotservices.io/instance': id });
 

@@ -25,7 +25,7 @@ import { busyboxImage, importScratchImage, onRealNode, realNode, tagOnRealNode, 
 import { COMPONENTS, type ComponentName } from '../src/api/iotservice.ts';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { PORTS } from '../src/resources/ports.ts';
-import { createLandscape, deleteAllInstances, execInPod, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
+import { execInPod, iotService, startServedLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 
 const run = promisify(execFile);
 const env: TestEnv = await testEnv();
@@ -37,19 +37,8 @@ const VERSION = '2.4.1';
 let landscape: string;
 let mgr: Manager | undefined;
 
-before(async () => {
-  await installIoTCrd(env);
-  landscape = await createLandscape(env);
-  mgr = await startOperator(env, landscape, { defaultRegistry: REGISTRY });
-});
-
-after(async () => {
-  if (mgr) {
-    await deleteAllInstances(env, landscape).catch(() => undefined);
-    await mgr.stop();
-  }
-  await env.cleanup();
-});
+before(async () => ({ landscape, mgr } = await startServedLandscape({ defaultRegistry: REGISTRY })));
+after(() => stopServedLandscape({ env, landscape, mgr }));
 
 // Which ports each component listens on, as the operator declares them (ports.ts).
 const LISTEN: Readonly<Record<ComponentName, number[]>> = {

@@ -14,7 +14,7 @@ import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { localRegistry, onRealNode, pushTestImage, realNode, registryPullSecret, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { IMAGE_PULL_SECRET_NAME } from '../src/resources/secrets.ts';
-import { createLandscape, deleteAllInstances, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
+import { createLandscape, installIoTCrd, iotService, startOperator, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 
 const run = promisify(execFile);
 const env: TestEnv = await testEnv();
@@ -77,13 +77,7 @@ before(async () => {
   mgr = await startOperator(env, landscape);
 });
 
-after(async () => {
-  if (mgr) {
-    await deleteAllInstances(env, landscape).catch(() => undefined);
-    await mgr.stop();
-  }
-  await env.cleanup();
-});
+after(() => stopServedLandscape({ env, landscape, mgr }));
 
 describe('the landscape pull secret through a registry password rotation', { skip }, () => {
   it('the copy in the instance namespace follows the landscape secret, and pods there pull with it before and after', async () => {

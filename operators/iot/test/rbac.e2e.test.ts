@@ -13,9 +13,9 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { ApiError, KubeClient, Kinds, customResource, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { TestEnv as TestEnvClass, repoRoot, serviceAccountKubeconfig, testEnv, waitFor, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
+import { TestEnv as TestEnvClass, repoRoot, serviceAccountKubeconfig, waitFor, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
-import { createLandscape, deleteAllInstances, getIoT, getOrUndefined, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
+import { getIoT, getOrUndefined, iotService, iotTestLandscape, startOperator, stopOperator, waitForPhase } from './e2e-support.ts';
 
 const run = promisify(execFile);
 const deploy = (file: string) => path.join(repoRoot, 'operators/iot/deploy', file);
@@ -33,9 +33,7 @@ let asOperator: KubeClient | undefined;
 const policyObjects: KubeObject[] = [];
 
 before(async () => {
-  env = await testEnv();
-  await installIoTCrd(env);
-  landscape = await createLandscape(env);
+  ({ env, landscape } = await iotTestLandscape());
   kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/build.sh')])).stdout.trim().split('\n').at(-1)!, 'kubectl');
   for (const obj of await TestEnvClass.readManifests(deploy('admission_policy.yml'))) {
     await env.client.apply(AdmissionTypes[obj.kind!]!, obj, { fieldManager: 'iot-operator-tests', force: true });
@@ -47,10 +45,7 @@ before(async () => {
 });
 
 after(async () => {
-  if (mgr) {
-    await deleteAllInstances(env, landscape).catch(() => undefined);
-    await mgr.stop();
-  }
+  await stopOperator(env, landscape, mgr);
   asOperator?.close();
   for (const obj of policyObjects.reverse()) await env.client.delete(AdmissionTypes[obj.kind!]!, obj.metadata.name!).catch(() => undefined);
   await serviceAccount?.cleanup().catch(() => undefined);

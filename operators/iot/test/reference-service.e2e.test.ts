@@ -19,7 +19,7 @@ import { onRealNode, REAL_NODE_NAME, realNode, registryPullSecret, testEnv, type
 import { HttpStatusError, postHttp, publishMqtt, readTelemetry, registerDevice, simulateDevice } from '@iot-operator/iot-service/simulator';
 import { COMPONENTS } from '../src/api/iotservice.ts';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
-import { HOST_ON_POD_NETWORK, deleteAllInstances, deviceAddresses, installIoTCrd, iotService, referenceImages, startOperator, waitForPhase } from './e2e-support.ts';
+import { HOST_ON_POD_NETWORK, deviceAddresses, installIoTCrd, iotService, referenceImages, startOperator, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 
 const env: TestEnv = await testEnv();
 const node = await realNode(env);
@@ -41,13 +41,7 @@ describe('the reference IoT service on the real node', { skip }, () => {
     mgr = await startOperator(env, landscape, { defaultRegistry: registry });
   });
 
-  after(async () => {
-    if (mgr) {
-      await deleteAllInstances(env, landscape, 180_000).catch(() => undefined);
-      await mgr.stop();
-    }
-    await env.cleanup();
-  });
+  after(() => stopServedLandscape({ env, landscape, mgr }, 180_000));
 
   it('goes Available; a device’s 2M messages over MQTT and HTTP are read back from core; wrong credentials are refused', async () => {
     const spec = Object.fromEntries(COMPONENTS.map((c) => [c, { ...onRealNode, replicas: 1 }]));

@@ -7,23 +7,17 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { V1Deployment, V1StatefulSet } from '@kubernetes/client-node';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
-import { testEnv, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
-import { createLandscape, deleteAllInstances, installIoTCrd, iotService, spawnOperator, waitForPhase } from './e2e-support.ts';
+import { createLandscape, iotService, iotTestEnv, spawnOperator, stopOperator, waitForPhase } from './e2e-support.ts';
 
 let env: TestEnv;
 const running: Array<{ operator: OperatorProcess; landscape: string }> = [];
 
-before(async () => {
-  env = await testEnv();
-  await installIoTCrd(env);
-});
+before(async () => (env = await iotTestEnv()));
 
 after(async () => {
-  for (const { operator, landscape } of running) {
-    await deleteAllInstances(env, landscape).catch(() => undefined);
-    await operator.stop();
-  }
+  for (const { operator, landscape } of running) await stopOperator(env, landscape, operator);
   await env?.cleanup();
 });
 

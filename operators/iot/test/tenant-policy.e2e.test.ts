@@ -8,9 +8,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { V1ConfigMap, V1LimitRange, V1Pod, V1ResourceQuota } from '@kubernetes/client-node';
 import { ApiError, Kinds, customResource, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
-import { createLandscape, deleteAllInstances, getOrUndefined, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
+import { getOrUndefined, iotService, startServedLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 
 const ResourceQuotaType = customResource('', 'v1', 'ResourceQuota', 'resourcequotas');
 const LimitRangeType = customResource('', 'v1', 'LimitRange', 'limitranges');
@@ -19,20 +19,8 @@ let env: TestEnv;
 let landscape: string;
 let mgr: Manager | undefined;
 
-before(async () => {
-  env = await testEnv();
-  await installIoTCrd(env);
-  landscape = await createLandscape(env);
-  mgr = await startOperator(env, landscape);
-});
-
-after(async () => {
-  if (mgr) {
-    await deleteAllInstances(env, landscape).catch(() => undefined);
-    await mgr.stop();
-  }
-  await env?.cleanup();
-});
+before(async () => ({ env, landscape, mgr } = await startServedLandscape()));
+after(() => stopServedLandscape({ env, landscape, mgr }));
 
 describe('what an IoTService author can ask for', () => {
   it('config keys that spell a reserved key, or are not plain names, are rejected by the API server', async () => {

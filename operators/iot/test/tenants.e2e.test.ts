@@ -27,7 +27,7 @@ import { HttpStatusError, postHttp, publishMqtt, readTelemetry, registerDevice, 
 import { COMPONENTS } from '../src/api/iotservice.ts';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { PORTS } from '../src/resources/ports.ts';
-import { HOST_ON_POD_NETWORK, componentPod, deleteAllInstances, deviceAddresses, execInPod, getIoT, getOrUndefined, installIoTCrd, iotService, referenceImages, startOperator, waitForPhase } from './e2e-support.ts';
+import { HOST_ON_POD_NETWORK, componentPod, deviceAddresses, execInPod, getIoT, getOrUndefined, installIoTCrd, iotService, referenceImages, startOperator, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 
 const env: TestEnv = await testEnv();
 const node = await realNode(env);
@@ -107,13 +107,7 @@ describe('two tenants of the reference IoT service on the real node', { skip }, 
     for (const tenant of TENANTS) addresses[tenant] = await deviceAddresses(env, namespaceOf(tenant));
   });
 
-  after(async () => {
-    if (mgr) {
-      await deleteAllInstances(env, landscape, 300_000).catch(() => undefined);
-      await mgr.stop();
-    }
-    await env.cleanup();
-  });
+  after(() => stopServedLandscape({ env, landscape, mgr }, 300_000));
 
   it('a device of tenant A is refused by tenant B’s gateway on MQTT and HTTP; A’s gateway takes its messages and A stores them', async () => {
     const [a, b] = [addresses['tenant-a']!, addresses['tenant-b']!];

@@ -23,7 +23,7 @@ import { convertIoTService } from '../src/api/conversion.ts';
 import { IOTSERVICE_CRD_NAME, iotServiceCrd } from '../src/api/crd.ts';
 import { API_VERSION, API_VERSION_V1ALPHA1, IOTSERVICE_API_VERSION, IOTSERVICE_V1ALPHA1_API_VERSION } from '../src/api/iotservice.ts';
 import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
-import { abandonLandscape, createLandscape, deleteAllInstances, installIoTCrd, iotService, serveIoTConversion, startOperator, testConversion, waitForPhase } from './e2e-support.ts';
+import { abandonLandscape, createLandscape, installIoTCrd, iotService, serveIoTConversion, startOperator, stopOperator, testConversion, waitForPhase } from './e2e-support.ts';
 import { iotServiceKey, localEtcd, storedIoTServices, type LocalEtcd } from './etcd-store.ts';
 import { rewriteIoTServices, setStoredVersions } from './storage-migration.ts';
 
@@ -147,12 +147,8 @@ before(async () => {
 after(async () => {
   if (skip) return;
   await installIoTCrd(env);
-  if (mgr) {
-    await deleteAllInstances(env, landscape).catch(() => undefined);
-    await mgr.stop();
-  } else if (landscape) {
-    await abandonLandscape(env, landscape);
-  }
+  if (mgr) await stopOperator(env, landscape, mgr);
+  else if (landscape) await abandonLandscape(env, landscape);
   await env.cleanup();
 });
 

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ApiError, isNotFound, Kinds, type Manager } from '@iot-operator/runtime';
+import { ApiError, ifFound, Kinds, type Manager } from '@iot-operator/runtime';
 import { serviceAccountKubeconfig, spawnOperator, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 import { MEMCACHED_CRD_FILE } from '../src/api/crd.ts';
 import { Memcached, type MemcachedObject } from '../src/api/memcached.ts';
@@ -30,13 +30,8 @@ function memcached(size: number, objectName = name): MemcachedObject {
   return { apiVersion: 'cache.example.com/v1alpha1', kind: 'Memcached', metadata: { name: objectName, namespace: ns }, spec: { size } };
 }
 
-async function deployment(objectName = name): Promise<DeploymentObject | undefined> {
-  try {
-    return await env.client.get<DeploymentObject>(Kinds.Deployment, objectName, ns);
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
+function deployment(objectName = name): Promise<DeploymentObject | undefined> {
+  return ifFound(env.client.get<DeploymentObject>(Kinds.Deployment, objectName, ns));
 }
 
 /** Names of the instance's pods that are Running and Ready and not being deleted, sorted. */

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
-import { isNotFound, Kinds, ServiceMonitor, type KubeObject, type OwnerReference, type ResourceType } from '@iot-operator/runtime';
+import { ifFound, Kinds, ServiceMonitor, type KubeObject, type OwnerReference, type ResourceType } from '@iot-operator/runtime';
 import { installServiceMonitorApi, removeServiceMonitorApi, serviceAccountKubeconfig, spawnOperator, testEnv, type OperatorProcess, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
 import { MEMCACHED_CRD_FILE } from '../src/api/crd.ts';
 
@@ -39,13 +39,8 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-async function getOrUndefined<T extends KubeObject>(type: ResourceType, name: string): Promise<T | undefined> {
-  try {
-    return await env.client.get<T>(type, name, ns);
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
+function getOrUndefined<T extends KubeObject>(type: ResourceType, name: string): Promise<T | undefined> {
+  return ifFound(env.client.get<T>(type, name, ns));
 }
 
 /** The operator run as its Deployment's pod would run it. */

@@ -24,7 +24,7 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { parse } from 'yaml';
-import { ApiError, customResource, isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
+import { ApiError, customResource, ifFound, isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
 import { repoRoot, serviceAccountKubeconfig, spawnOperator, testEnv, type OperatorProcess, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
 
 const run = promisify(execFile);
@@ -64,13 +64,8 @@ async function walkthrough(command: string, namespace = ns): Promise<string> {
   return stdout;
 }
 
-async function csv(name: string, namespace = ns): Promise<Csv | undefined> {
-  try {
-    return await env.client.get<Csv>(ClusterServiceVersion, name, namespace);
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
+function csv(name: string, namespace = ns): Promise<Csv | undefined> {
+  return ifFound(env.client.get<Csv>(ClusterServiceVersion, name, namespace));
 }
 
 /** Pending past OLM's first step, which says `RequirementsUnknown` until it has checked the requirements. */

@@ -16,7 +16,7 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { parse, stringify } from 'yaml';
-import { isNotFound, Kinds } from '@iot-operator/runtime';
+import { ifFound, Kinds } from '@iot-operator/runtime';
 import { repoRoot, serviceAccountKubeconfig, spawnOperator, testEnv, type OperatorProcess, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
 
 const exec = promisify(execCallback);
@@ -43,13 +43,7 @@ function table(output: string): string[][] {
 }
 
 async function crdGone(): Promise<boolean> {
-  try {
-    await env.client.get(Kinds.CustomResourceDefinition, CRD);
-    return false;
-  } catch (err) {
-    if (isNotFound(err)) return true;
-    throw err;
-  }
+  return (await ifFound(env.client.get(Kinds.CustomResourceDefinition, CRD))) === undefined;
 }
 
 describe("seed 002: the memcached walkthrough, verbatim", () => {

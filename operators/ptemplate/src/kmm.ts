@@ -16,7 +16,7 @@
  *   404 then means "no such Module").
  */
 
-import { isNotFound, parseApiVersion, type EventHandler, type KubeApi, type KubeObject, type ResourceType, type Request } from '@iot-operator/runtime';
+import { ifFound, isNotFound, parseApiVersion, type EventHandler, type KubeApi, type KubeObject, type ResourceType, type Request } from '@iot-operator/runtime';
 import { API_GROUP, PTEMPLATE_KIND } from './api/ptemplate.ts';
 import { Module, type ModuleObject } from './resources/module.ts';
 
@@ -63,12 +63,7 @@ export class KmmModules {
 
   async get(client: KubeApi, name: string, namespace: string | undefined): Promise<ModuleObject | undefined> {
     if (this.watching && this.cache.informer(Module).isSynced) return this.cache.get<ModuleObject>(Module, name, namespace);
-    try {
-      return await client.get<ModuleObject>(Module, name, namespace);
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
+    return ifFound(client.get<ModuleObject>(Module, name, namespace));
   }
 
   private watch(): void {

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isNotFound, Kinds, type KubeObject, type Manager, type ResourceType } from '@iot-operator/runtime';
+import { ifFound, isNotFound, Kinds, type KubeObject, type Manager, type ResourceType } from '@iot-operator/runtime';
 import { serviceAccountKubeconfig, spawnOperator, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 import { PTEMPLATE_CRD_FILE } from '../src/api/crd.ts';
 import { Ptemplate, type PtemplateObject, type PtemplateSpec } from '../src/api/ptemplate.ts';
@@ -37,13 +37,8 @@ let selectedNode: string;
 let otherNodes: string[];
 let labelKey: string;
 
-async function getOrUndefined<T extends KubeObject>(type: ResourceType, objectName: string): Promise<T | undefined> {
-  try {
-    return await env.client.get<T>(type, objectName, ns);
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
+function getOrUndefined<T extends KubeObject>(type: ResourceType, objectName: string): Promise<T | undefined> {
+  return ifFound(env.client.get<T>(type, objectName, ns));
 }
 
 function ptemplate(objectName: string, spec: Partial<PtemplateSpec> = {}): PtemplateObject {
@@ -103,10 +98,7 @@ async function patchNode(nodeName: string, labels: Record<string, string | null>
 
 /** Removes the stand-in Module CRD; refuses to touch a Module CRD that is not ours (a real KMM). */
 async function uninstallModuleCrd(): Promise<void> {
-  const existing = await env.client.get(Kinds.CustomResourceDefinition, MODULE_CRD_NAME).catch((err: unknown) => {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  });
+  const existing = await ifFound(env.client.get(Kinds.CustomResourceDefinition, MODULE_CRD_NAME));
   if (!existing) return;
   if (existing.metadata.labels?.['pt.example.com/kmm-stand-in'] !== 'true') {
     throw new Error(`${MODULE_CRD_NAME} is installed and is not the tests' stand-in (KMM itself?); these tests would delete it, so they do not run here`);

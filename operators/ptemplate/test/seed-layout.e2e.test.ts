@@ -15,7 +15,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { isNotFound, Kinds, type KubeObject, type ResourceType } from '@iot-operator/runtime';
+import { ifFound, isNotFound, Kinds, type KubeObject, type ResourceType } from '@iot-operator/runtime';
 import { repoRoot, serviceAccountKubeconfig, spawnOperator, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 import type { DaemonSetObject } from '../src/resources/daemonset.ts';
 
@@ -42,13 +42,7 @@ async function kubectlRun(...args: string[]): Promise<string> {
 }
 
 async function exists(type: ResourceType, name: string, namespace?: string): Promise<boolean> {
-  try {
-    await env.client.get(type, name, namespace);
-    return true;
-  } catch (err) {
-    if (isNotFound(err)) return false;
-    throw err;
-  }
+  return (await ifFound(env.client.get(type, name, namespace))) !== undefined;
 }
 
 describe('the seed layout: make install / deploy / undeploy / uninstall', () => {

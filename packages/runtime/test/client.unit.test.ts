@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { KubeClient } from '../src/client/client.ts';
-import { ApiError, isAlreadyExists, isConflict, isForbidden, isGone } from '../src/client/errors.ts';
+import { ApiError, ifFound, isAlreadyExists, isConflict, isForbidden, isGone } from '../src/client/errors.ts';
 import { Kinds } from '../src/client/resource.ts';
 import { RuntimeMetrics } from '../src/metrics/runtime-metrics.ts';
 
@@ -87,6 +87,15 @@ describe('client', () => {
     await assert.rejects(client.list(Kinds.ConfigMap, { namespace: 'ns' }), (err: unknown) => isGone(err));
     handlers = [() => ({ code: 403, body: { kind: 'Status', reason: '' } })];
     await assert.rejects(client.get(Kinds.ConfigMap, 'x', 'ns'), (err: unknown) => isForbidden(err));
+  });
+
+  it('ifFound: the object, undefined for NotFound, any other failure passed on', async () => {
+    handlers = [() => ({ code: 200, body: { metadata: { name: 'x', namespace: 'ns' } } })];
+    assert.equal((await ifFound(client.get(Kinds.ConfigMap, 'x', 'ns')))?.metadata.name, 'x');
+    handlers = [() => ({ code: 404, body: { kind: 'Status', reason: 'NotFound' } })];
+    assert.equal(await ifFound(client.get(Kinds.ConfigMap, 'x', 'ns')), undefined);
+    handlers = [() => ({ code: 403, body: { kind: 'Status', reason: 'Forbidden' } })];
+    await assert.rejects(ifFound(client.get(Kinds.ConfigMap, 'x', 'ns')), (err: unknown) => isForbidden(err));
   });
 
   it('honours Retry-After on 429 and retries', async () => {

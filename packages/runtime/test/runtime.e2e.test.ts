@@ -3,7 +3,7 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
-import { Kinds, isNotFound, type KubeObject, type Manager } from '../src/index.ts';
+import { Kinds, ifFound, type KubeObject, type Manager } from '../src/index.ts';
 import { repoRoot, testEnv, waitFor, type TestEnv } from '../src/testing/index.ts';
 import { derivedName, startDeriveOperator } from '../examples/derive-operator.ts';
 
@@ -23,13 +23,8 @@ const configMap = (name: string, namespace: string, data: Record<string, string>
 });
 
 async function secretData(namespace: string, name: string): Promise<Record<string, string> | undefined> {
-  try {
-    const secret = await env.client.get<KubeObject & { data?: Record<string, string> }>(Kinds.Secret, name, namespace);
-    return Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()]));
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
+  const secret = await ifFound(env.client.get<KubeObject & { data?: Record<string, string> }>(Kinds.Secret, name, namespace));
+  return secret && Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()]));
 }
 
 function waitForSecret(namespace: string, cm: string, expected: Record<string, string> | undefined, timeoutMs = 30_000) {
@@ -135,13 +130,8 @@ describe('runtime on the real cluster', () => {
       return { child, output: () => output };
     };
     const leaseHolder = async () => {
-      try {
-        const lease = await env.client.get<KubeObject & { spec?: { holderIdentity?: string } }>(Kinds.Lease, 'derive-operator-leader', ns);
-        return lease.spec?.holderIdentity ?? '';
-      } catch (err) {
-        if (isNotFound(err)) return '';
-        throw err;
-      }
+      const lease = await ifFound(env.client.get<KubeObject & { spec?: { holderIdentity?: string } }>(Kinds.Lease, 'derive-operator-leader', ns));
+      return lease?.spec?.holderIdentity ?? '';
     };
     try {
       const a = startProcess('candidate-a');

@@ -84,36 +84,49 @@ create
   );
 
 const generate = program.command('generate').description('write files derived from the code');
-generate
-  .command('crd')
-  .description('deploy/crds/<group>_<version>_<kind>_crd.yaml from each API\'s TypeBox schema')
-  .option('--check', 'write nothing; fail when a committed CRD differs')
-  .action(
-    action(async (options: { check?: boolean }) => {
-      const report = writeOrCheck(process.cwd(), await generatedCrds(process.cwd()), !!options.check, 'operator-ts generate crd');
-      console.log(report.length > 0 ? report.join('\n') : options.check ? 'CRDs are up to date' : 'CRDs unchanged');
-    }),
-  );
-generate
-  .command('rbac')
-  .description('deploy/role.yaml and role_binding.yaml from what src/controllers.ts declares (for, owns, watches, extraPermissions)')
-  .option('--check', 'write nothing; fail when the committed RBAC differs')
-  .action(
-    action(async (options: { check?: boolean }) => {
-      const report = writeOrCheck(process.cwd(), await generatedRbac(process.cwd()), !!options.check, 'operator-ts generate rbac');
-      console.log(report.length > 0 ? report.join('\n') : options.check ? 'RBAC is up to date' : 'RBAC unchanged');
-    }),
-  );
-generate
-  .command('webhook')
-  .description('deploy/webhook.yaml: the Mutating- and ValidatingWebhookConfiguration and the webhook Service, from operator-ts.json')
-  .option('--check', 'write nothing; fail when the committed file differs')
-  .action(
-    action((options: { check?: boolean }) => {
-      const report = writeOrCheck(process.cwd(), generatedWebhooks(process.cwd()), !!options.check, 'operator-ts generate webhook');
-      console.log(report.length > 0 ? report.join('\n') : options.check ? 'webhooks are up to date' : 'webhooks unchanged');
-    }),
-  );
+
+/**
+ * `generate <name>`: the files `derive` makes of the project in the working directory, written
+ * where they differ, or with --check only compared (a difference fails the command, naming it);
+ * prints what it wrote, else `outcome.unchanged` (or with --check `outcome.upToDate`).
+ */
+function generateCommand(
+  name: string,
+  description: string,
+  checkHelp: string,
+  derive: (projectDir: string) => Record<string, string> | Promise<Record<string, string>>,
+  outcome: { unchanged: string; upToDate: string },
+): void {
+  generate
+    .command(name)
+    .description(description)
+    .option('--check', checkHelp)
+    .action(
+      action(async (options: { check?: boolean }) => {
+        const report = writeOrCheck(process.cwd(), await derive(process.cwd()), !!options.check, `operator-ts generate ${name}`);
+        console.log(report.length > 0 ? report.join('\n') : options.check ? outcome.upToDate : outcome.unchanged);
+      }),
+    );
+}
+
+generateCommand('crd', 'deploy/crds/<group>_<version>_<kind>_crd.yaml from each API\'s TypeBox schema', 'write nothing; fail when a committed CRD differs', generatedCrds, {
+  unchanged: 'CRDs unchanged',
+  upToDate: 'CRDs are up to date',
+});
+generateCommand(
+  'rbac',
+  'deploy/role.yaml and role_binding.yaml from what src/controllers.ts declares (for, owns, watches, extraPermissions)',
+  'write nothing; fail when the committed RBAC differs',
+  generatedRbac,
+  { unchanged: 'RBAC unchanged', upToDate: 'RBAC is up to date' },
+);
+generateCommand(
+  'webhook',
+  'deploy/webhook.yaml: the Mutating- and ValidatingWebhookConfiguration and the webhook Service, from operator-ts.json',
+  'write nothing; fail when the committed file differs',
+  generatedWebhooks,
+  { unchanged: 'webhooks unchanged', upToDate: 'webhooks are up to date' },
+);
 
 generate
   .command('bundle')

@@ -18,7 +18,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
-import { customResource, isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
+import { customResource, ifFound, isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
 import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
@@ -41,13 +41,7 @@ function succeed(command: string, args: string[], cwd: string): string {
 }
 
 async function gone(type: typeof Kinds.Namespace, name: string): Promise<boolean> {
-  try {
-    await env.client.get(type, name);
-    return false;
-  } catch (err) {
-    if (isNotFound(err)) return true;
-    throw err;
-  }
+  return (await ifFound(env.client.get(type, name))) === undefined;
 }
 
 describe("docs/sdk.md's webhook walkthrough", () => {

@@ -9,7 +9,7 @@
  * compares them).
  */
 
-import { customResourceDefinition, generatedManifestYaml, type CustomResourceDefinition, type PrinterColumn } from '@iot-operator/runtime';
+import { generatedManifestYaml, singleVersionCustomResourceDefinition, type CustomResourceDefinition, type PrinterColumn } from '@iot-operator/runtime';
 import type { TSchema } from '@sinclair/typebox';
 import {
   API_GROUP,
@@ -57,12 +57,12 @@ export const CRD_FILES: Record<string, string> = {
 
 export function armadaCrds(): CustomResourceDefinition[] {
   return kinds.map((k) =>
-    customResourceDefinition({
+    singleVersionCustomResourceDefinition({
       group: API_GROUP,
       scope: 'Namespaced',
       names: { kind: k.kind, plural: k.plural, singular: k.singular, shortNames: [k.shortName] },
       labels: { 'app.kubernetes.io/part-of': 'armada-operator' },
-      versions: [{ name: API_VERSION, served: true, storage: true, subresources: { status: {} }, printerColumns, description: k.description, spec: k.spec, status: k.status }],
+      version: { name: API_VERSION, printerColumns, description: k.description, spec: k.spec, status: k.status },
     }),
   );
 }

@@ -22,25 +22,17 @@
  */
 
 import { controller, type Controller, type Manager, type ReconcileContext, type ReconcileResult, type Request } from '@iot-operator/runtime';
-import { ArmadaChart, ArmadaChartGroup, GroupSpecSchema, isValidGroupSpec, specError, type ArmadaChartGroupObject, type ArmadaChartObject, type CommonStatus } from '../api/armada.ts';
+import { ArmadaChart, ArmadaChartGroup, GroupSpecSchema, isValidGroupSpec, type ArmadaChartGroupObject, type ArmadaChartObject } from '../api/armada.ts';
 import { specOrMetadataChanged } from '../chart/controller.ts';
-import { parentsOf, reconcileOrderedChildren } from '../ordered-children.ts';
-import { nextStatus, writeStatus } from '../status.ts';
+import { parentsOf, reconcileOrderedParent } from '../ordered-children.ts';
 
 export async function reconcileGroup(req: Request, ctx: ReconcileContext): Promise<ReconcileResult> {
-  const group = ctx.cache.get<ArmadaChartGroupObject>(ArmadaChartGroup, req.name, req.namespace);
-  if (!group || group.metadata.deletionTimestamp) return;
-  if (!isValidGroupSpec(group.spec)) {
-    await writeStatus(ctx, ArmadaChartGroup, group, nextStatus<CommonStatus>(ArmadaChartGroup, group, 'error', `the spec is invalid: ${specError(GroupSpecSchema, group.spec)}`, {}, [], 'InvalidSpec'));
-    return;
-  }
-  await reconcileOrderedChildren<ArmadaChartGroupObject, ArmadaChartObject>(ctx, group, {
+  await reconcileOrderedParent<ArmadaChartGroupObject, ArmadaChartObject>(req, ctx, {
     parentType: ArmadaChartGroup,
     childType: ArmadaChart,
-    names: group.spec.chart_group,
-    field: 'chart_group',
-    sequenced: !!group.spec.sequenced,
-    skippable,
+    specSchema: GroupSpecSchema,
+    isValidSpec: isValidGroupSpec,
+    children: (group) => ({ names: group.spec.chart_group, field: 'chart_group', sequenced: !!group.spec.sequenced, skippable }),
   });
 }
 

@@ -17,24 +17,17 @@
  */
 
 import { controller, type Controller, type Manager, type ReconcileContext, type ReconcileResult, type Request } from '@iot-operator/runtime';
-import { ArmadaChartGroup, ArmadaManifest, isValidManifestSpec, ManifestSpecSchema, specError, type ArmadaChartGroupObject, type ArmadaManifestObject, type CommonStatus } from '../api/armada.ts';
+import { ArmadaChartGroup, ArmadaManifest, isValidManifestSpec, ManifestSpecSchema, type ArmadaChartGroupObject, type ArmadaManifestObject } from '../api/armada.ts';
 import { specOrMetadataChanged } from '../chart/controller.ts';
-import { parentsOf, reconcileOrderedChildren } from '../ordered-children.ts';
-import { nextStatus, writeStatus } from '../status.ts';
+import { parentsOf, reconcileOrderedParent } from '../ordered-children.ts';
 
 export async function reconcileManifest(req: Request, ctx: ReconcileContext): Promise<ReconcileResult> {
-  const manifest = ctx.cache.get<ArmadaManifestObject>(ArmadaManifest, req.name, req.namespace);
-  if (!manifest || manifest.metadata.deletionTimestamp) return;
-  if (!isValidManifestSpec(manifest.spec)) {
-    await writeStatus(ctx, ArmadaManifest, manifest, nextStatus<CommonStatus>(ArmadaManifest, manifest, 'error', `the spec is invalid: ${specError(ManifestSpecSchema, manifest.spec)}`, {}, [], 'InvalidSpec'));
-    return;
-  }
-  await reconcileOrderedChildren<ArmadaManifestObject, ArmadaChartGroupObject>(ctx, manifest, {
+  await reconcileOrderedParent<ArmadaManifestObject, ArmadaChartGroupObject>(req, ctx, {
     parentType: ArmadaManifest,
     childType: ArmadaChartGroup,
-    names: manifest.spec.chart_groups,
-    field: 'chart_groups',
-    sequenced: true,
+    specSchema: ManifestSpecSchema,
+    isValidSpec: isValidManifestSpec,
+    children: (manifest) => ({ names: manifest.spec.chart_groups, field: 'chart_groups', sequenced: true }),
   });
 }
 

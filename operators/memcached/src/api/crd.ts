@@ -8,7 +8,7 @@
  * deploy/crds/cache_v1alpha1_memcached_crd.yaml (a unit test compares them).
  */
 
-import { customResourceDefinition, generatedManifestYaml } from '@iot-operator/runtime';
+import { generatedManifestYaml, singleVersionCustomResourceDefinition } from '@iot-operator/runtime';
 import {
   API_GROUP,
   API_VERSION,
@@ -23,25 +23,20 @@ export const MEMCACHED_CRD_NAME = `${MEMCACHED_PLURAL}.${API_GROUP}`;
 export const MEMCACHED_CRD_FILE = 'deploy/crds/cache_v1alpha1_memcached_crd.yaml';
 
 export function memcachedCrd(): Record<string, unknown> {
-  return customResourceDefinition({
+  return singleVersionCustomResourceDefinition({
     group: API_GROUP,
     scope: 'Namespaced',
     names: { kind: MEMCACHED_KIND, plural: MEMCACHED_PLURAL, singular: MEMCACHED_SINGULAR },
-    versions: [
-      {
-        name: API_VERSION,
-        served: true,
-        storage: true,
-        subresources: { status: {} },
-        printerColumns: [
-          { name: 'Size', type: 'integer', jsonPath: '.spec.size', description: 'Desired number of memcached pods' },
-          { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
-        ],
-        description: 'Memcached is a memcached cluster of spec.size pods run by the memcached operator.',
-        spec: MemcachedSpecSchema,
-        status: MemcachedStatusSchema,
-      },
-    ],
+    version: {
+      name: API_VERSION,
+      printerColumns: [
+        { name: 'Size', type: 'integer', jsonPath: '.spec.size', description: 'Desired number of memcached pods' },
+        { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+      ],
+      description: 'Memcached is a memcached cluster of spec.size pods run by the memcached operator.',
+      spec: MemcachedSpecSchema,
+      status: MemcachedStatusSchema,
+    },
   });
 }
 

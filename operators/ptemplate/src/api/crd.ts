@@ -8,7 +8,7 @@
  * config/crd/bases/pt.example.com_ptemplates.yaml (a unit test compares them).
  */
 
-import { customResourceDefinition, generatedManifestYaml } from '@iot-operator/runtime';
+import { generatedManifestYaml, singleVersionCustomResourceDefinition } from '@iot-operator/runtime';
 import {
   API_GROUP,
   API_VERSION,
@@ -23,26 +23,21 @@ export const PTEMPLATE_CRD_NAME = `${PTEMPLATE_PLURAL}.${API_GROUP}`;
 export const PTEMPLATE_CRD_FILE = 'config/crd/bases/pt.example.com_ptemplates.yaml';
 
 export function ptemplateCrd(): Record<string, unknown> {
-  return customResourceDefinition({
+  return singleVersionCustomResourceDefinition({
     group: API_GROUP,
     scope: 'Namespaced',
     names: { kind: PTEMPLATE_KIND, plural: PTEMPLATE_PLURAL, singular: PTEMPLATE_SINGULAR },
-    versions: [
-      {
-        name: API_VERSION,
-        served: true,
-        storage: true,
-        subresources: { status: {} },
-        printerColumns: [
-          { name: 'KMM', type: 'string', jsonPath: ".status.conditions[?(@.type=='KMMAvailable')].status", description: 'Whether the KMM Module exists' },
-          { name: 'Consumers', type: 'string', jsonPath: ".status.conditions[?(@.type=='ConsumersReady')].message", description: 'Ready consumer pods' },
-          { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
-        ],
-        description: 'Ptemplate loads the pt kernel module through KMM on selected nodes and runs a consumer pod on each.',
-        spec: PtemplateSpecSchema,
-        status: PtemplateStatusSchema,
-      },
-    ],
+    version: {
+      name: API_VERSION,
+      printerColumns: [
+        { name: 'KMM', type: 'string', jsonPath: ".status.conditions[?(@.type=='KMMAvailable')].status", description: 'Whether the KMM Module exists' },
+        { name: 'Consumers', type: 'string', jsonPath: ".status.conditions[?(@.type=='ConsumersReady')].message", description: 'Ready consumer pods' },
+        { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+      ],
+      description: 'Ptemplate loads the pt kernel module through KMM on selected nodes and runs a consumer pod on each.',
+      spec: PtemplateSpecSchema,
+      status: PtemplateStatusSchema,
+    },
   });
 }
 

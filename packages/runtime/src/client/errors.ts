@@ -8,6 +8,7 @@
  * `ServerTimeout`, ...); only an answer without one gets a reason derived from the code.
  * Transport failures (connection refused, reset, timeout) become `ApiError` with code 0 and
  * reason `ServiceUnavailable`, so they are retried like any other transient failure.
+ * `ifFound(request)` turns a NotFound answer into undefined.
  */
 
 /** The reasons of metav1.StatusReason; a server may send others, which are kept as sent. */
@@ -109,6 +110,17 @@ export function isApiError(err: unknown, reason?: StatusReason): err is ApiError
 }
 
 export const isNotFound = (err: unknown): boolean => isApiError(err, 'NotFound');
+
+/** What `request` resolves to, or undefined when the API server answers NotFound; any other failure is passed on. */
+export async function ifFound<T>(request: Promise<T>): Promise<T | undefined> {
+  try {
+    return await request;
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+}
+
 /** A write lost a race: the object changed since it was read (resourceVersion precondition). */
 export const isConflict = (err: unknown): boolean => isApiError(err, 'Conflict');
 export const isAlreadyExists = (err: unknown): boolean => isApiError(err, 'AlreadyExists');

@@ -5,7 +5,9 @@
  * apiextensions.k8s.io/v1 CRD named `<plural>.<group>` whose names carry `listKind:
  * <kind>List`, and whose every version has the structural schema `toStructuralSchema` makes of
  * its spec (required) and status schemas under a top-level object with `apiVersion`, `kind` and
- * `metadata`; nothing preserves unknown fields, so the API server prunes them. Key order is fixed,
+ * `metadata`; nothing preserves unknown fields, so the API server prunes them.
+ * `singleVersionCustomResourceDefinition` is the same for a resource with one version, served and
+ * stored, with a status subresource. Key order is fixed,
  * so the YAML of `generatedManifestYaml` is byte-for-byte stable and can be committed and compared
  * by a unit test.
  */
@@ -103,6 +105,15 @@ export function customResourceDefinition(options: CustomResourceDefinitionOption
       })),
     },
   };
+}
+
+export interface SingleVersionCustomResourceDefinitionOptions extends Omit<CustomResourceDefinitionOptions, 'versions'> {
+  version: Omit<CustomResourceVersion, 'served' | 'storage' | 'subresources'>;
+}
+
+/** The CustomResourceDefinition of a resource whose one version is served and stored, with a status subresource. */
+export function singleVersionCustomResourceDefinition({ version, ...options }: SingleVersionCustomResourceDefinitionOptions): CustomResourceDefinition {
+  return customResourceDefinition({ ...options, versions: [{ ...version, served: true, storage: true, subresources: { status: {} } }] });
 }
 
 /**

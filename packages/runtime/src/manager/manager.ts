@@ -42,7 +42,7 @@ import { pino, type Logger } from 'pino';
 import { clientRateLimitDefaults, KubeClient } from '../client/client.ts';
 import type { RateLimit } from '../client/token-bucket.ts';
 import { Kinds, collectionPath, objectPath, typeId } from '../client/resource.ts';
-import { isGone, isNotFound } from '../client/errors.ts';
+import { ifFound, isGone } from '../client/errors.ts';
 import { Cache, type CacheOptions } from '../cache/cache.ts';
 import type { ControllerHost } from '../controller/builder.ts';
 import type { Controller } from '../controller/controller.ts';
@@ -303,14 +303,7 @@ export class Manager implements ControllerHost {
   private leaseAccess(namespace: string, name: string) {
     const client = this.client;
     return {
-      async get(signal: AbortSignal): Promise<LeaseObject | undefined> {
-        try {
-          return await client.raw<LeaseObject>({ method: 'GET', path: objectPath(Kinds.Lease, name, namespace), signal });
-        } catch (err) {
-          if (isNotFound(err)) return undefined;
-          throw err;
-        }
-      },
+      get: (signal: AbortSignal): Promise<LeaseObject | undefined> => ifFound(client.raw<LeaseObject>({ method: 'GET', path: objectPath(Kinds.Lease, name, namespace), signal })),
       create: (lease: LeaseObject, signal: AbortSignal) => client.raw<LeaseObject>({ method: 'POST', path: collectionPath(Kinds.Lease, namespace), body: lease, signal }),
       replace: (lease: LeaseObject, signal: AbortSignal) => client.raw<LeaseObject>({ method: 'PUT', path: objectPath(Kinds.Lease, name, namespace), body: lease, signal }),
     };

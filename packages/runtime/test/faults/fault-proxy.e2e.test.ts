@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ApiError, KubeClient, Kinds, type KubeObject } from '../../src/index.ts';
-import { FaultProxy, faults, testEnv, type TestEnv } from '../../src/testing/index.ts';
+import { faults, type FaultProxy, type TestEnv } from '../../src/testing/index.ts';
+import { startProxiedEnv, stopProxiedEnv } from './proxied-env.ts';
 
 let env: TestEnv;
 let proxy: FaultProxy;
@@ -9,15 +10,13 @@ let client: KubeClient;
 let ns: string;
 
 before(async () => {
-  env = await testEnv();
-  proxy = await FaultProxy.start({ kubeconfigPath: env.kubeconfigPath });
+  ({ env, proxy } = await startProxiedEnv());
   client = await KubeClient.fromKubeconfig({ kubeconfigPath: await proxy.kubeconfigFor('tester') });
   ns = await env.namespace('fault-proxy');
 });
 after(async () => {
   client?.close();
-  await proxy?.stop();
-  await env?.cleanup();
+  await stopProxiedEnv({ env, proxy });
 });
 
 const configMap = (name: string, data: Record<string, string> = {}): KubeObject => ({ metadata: { name, namespace: ns }, data });

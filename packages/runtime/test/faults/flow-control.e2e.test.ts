@@ -6,9 +6,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject, type Manager, type RateLimit } from '../../src/index.ts';
-import { FaultProxy, faults, testEnv, type RecordedRequest, type TestEnv } from '../../src/testing/index.ts';
+import { faults, type FaultProxy, type RecordedRequest, type TestEnv } from '../../src/testing/index.ts';
 import { derivedName, startDeriveOperator } from '../../examples/derive-operator.ts';
 import { reportFault } from './fault-report.ts';
+import { startProxiedEnv, stopProxiedEnv } from './proxied-env.ts';
 
 const keys = 500;
 const observeMs = 12_000;
@@ -19,8 +20,7 @@ let ns: string;
 const managers: Manager[] = [];
 
 before(async () => {
-  env = await testEnv();
-  proxy = await FaultProxy.start({ kubeconfigPath: env.kubeconfigPath });
+  ({ env, proxy } = await startProxiedEnv());
   ns = await env.namespace('flow-control');
   const names = Array.from({ length: keys }, (_, i) => `cm-${i}`);
   for (let i = 0; i < names.length; i += 50) {
@@ -29,8 +29,7 @@ before(async () => {
 });
 after(async () => {
   for (const mgr of managers) await mgr.stop();
-  await proxy?.stop();
-  await env?.cleanup();
+  await stopProxiedEnv({ env, proxy });
 });
 
 /** Starts the derive operator through the proxy as `client`, its secret writes all answered 500. */

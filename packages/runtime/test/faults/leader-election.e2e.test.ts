@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '../../src/index.ts';
-import { FaultProxy, faults, spawnOperator, testEnv, waitFor, type OperatorProcess, type RecordedRequest, type TestEnv } from '../../src/testing/index.ts';
+import { faults, spawnOperator, waitFor, type FaultProxy, type OperatorProcess, type RecordedRequest, type TestEnv } from '../../src/testing/index.ts';
 import { reportFault } from './fault-report.ts';
+import { startProxiedEnv, stopProxiedEnv } from './proxied-env.ts';
 
 const leaseDurationMs = 15_000;
 const retryPeriodMs = 2_000;
@@ -15,15 +16,8 @@ let env: TestEnv;
 let proxy: FaultProxy;
 const processes: OperatorProcess[] = [];
 
-before(async () => {
-  env = await testEnv();
-  proxy = await FaultProxy.start({ kubeconfigPath: env.kubeconfigPath });
-});
-after(async () => {
-  for (const child of processes) child.kill('SIGKILL');
-  await proxy?.stop();
-  await env?.cleanup();
-});
+before(async () => ({ env, proxy } = await startProxiedEnv()));
+after(() => stopProxiedEnv({ env, proxy, spawned: processes }));
 
 /** The derive operator with leader election, as its own process, talking through the proxy as `identity`. */
 async function replica(identity: string, namespace: string): Promise<OperatorProcess & { exitedAt: Promise<number> }> {

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { FaultProxy, faults, spawnOperator, testEnv, waitFor, type OperatorProcess, type TestEnv } from '../../src/testing/index.ts';
+import { faults, spawnOperator, waitFor, type FaultProxy, type OperatorProcess, type TestEnv } from '../../src/testing/index.ts';
 import { reportFault } from './fault-report.ts';
+import { startProxiedEnv, stopProxiedEnv } from './proxied-env.ts';
 
 /** The manager's drain deadline: a stop must never take longer than this when nothing is in flight. */
 const drainDeadlineMs = 30_000;
@@ -10,15 +11,8 @@ let env: TestEnv;
 let proxy: FaultProxy;
 const processes: OperatorProcess[] = [];
 
-before(async () => {
-  env = await testEnv();
-  proxy = await FaultProxy.start({ kubeconfigPath: env.kubeconfigPath });
-});
-after(async () => {
-  for (const child of processes) child.kill('SIGKILL');
-  await proxy?.stop();
-  await env?.cleanup();
-});
+before(async () => ({ env, proxy } = await startProxiedEnv()));
+after(() => stopProxiedEnv({ env, proxy, spawned: processes }));
 
 describe('shutdown under API faults', () => {
   it('SIGTERM while the caches cannot sync (list requests hang) exits 0 at once, not after the 120 s sync timeout', async () => {

@@ -1,23 +1,20 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Informer, KubeClient, Kinds, clientSource, type KubeObject, type WatcherConfig } from '../../src/index.ts';
-import { FaultProxy, faults, testEnv, waitFor, type TestEnv } from '../../src/testing/index.ts';
+import { faults, waitFor, type FaultProxy, type TestEnv } from '../../src/testing/index.ts';
 import { reportFault } from './fault-report.ts';
+import { startProxiedEnv, stopProxiedEnv } from './proxied-env.ts';
 
 let env: TestEnv;
 let proxy: FaultProxy;
 const clients: KubeClient[] = [];
 const stops: AbortController[] = [];
 
-before(async () => {
-  env = await testEnv();
-  proxy = await FaultProxy.start({ kubeconfigPath: env.kubeconfigPath });
-});
+before(async () => ({ env, proxy } = await startProxiedEnv()));
 after(async () => {
   for (const stop of stops) stop.abort();
   for (const client of clients) client.close();
-  await proxy?.stop();
-  await env?.cleanup();
+  await stopProxiedEnv({ env, proxy });
 });
 
 /** A ConfigMap informer of `namespace` that talks to the API server through the proxy as `name`. */

@@ -48,7 +48,7 @@ function types(n: Names): string {
  */
 import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
-import { customResource, customResourceDefinition, type KubeObject, type ObjectMeta } from '@iot-operator/runtime';
+import { customResource, singleVersionCustomResourceDefinition, type KubeObject, type ObjectMeta } from '@iot-operator/runtime';
 
 export const ${n.kind} = customResource('${n.group}', '${n.version}', '${n.kind}', '${n.plural}', ${n.namespaced});
 
@@ -82,25 +82,20 @@ export function isValid${n.kind}Spec(spec: unknown): spec is ${n.kind}Spec {
 
 /** The CustomResourceDefinition of ${n.plural}.${n.group}. */
 export function crd(): Record<string, unknown> {
-  return customResourceDefinition({
+  return singleVersionCustomResourceDefinition({
     group: '${n.group}',
     scope: '${n.scope}',
     names: { kind: '${n.kind}', plural: '${n.plural}', singular: '${n.lower}' },
-    versions: [
-      {
-        name: '${n.version}',
-        served: true,
-        storage: true,
-        subresources: { status: {} },
-        printerColumns: [
-          { name: '${n.child.kind}', type: 'string', jsonPath: '.status.${n.child.field}' },
-          { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
-        ],
-        description: '${n.kind} is the Schema for the ${n.plural} API.',
-        spec: ${n.kind}SpecSchema,
-        status: ${n.kind}StatusSchema,
-      },
-    ],
+    version: {
+      name: '${n.version}',
+      printerColumns: [
+        { name: '${n.child.kind}', type: 'string', jsonPath: '.status.${n.child.field}' },
+        { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+      ],
+      description: '${n.kind} is the Schema for the ${n.plural} API.',
+      spec: ${n.kind}SpecSchema,
+      status: ${n.kind}StatusSchema,
+    },
   });
 }
 `;
@@ -241,7 +236,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { isNotFound, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
+import { ifFound, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { serviceAccountKubeconfig, testEnv, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
 import { ${n.kind}, type ${n.kind}Object } from '../src/api/${n.lower}.ts';
 import { ${n.lower}ConfigMapName } from '../src/controllers/${n.lower}.ts';
@@ -255,13 +250,8 @@ let account: ServiceAccountKubeconfig;
 let mgr: Manager;
 let ns: string;
 
-async function configMap(): Promise<KubeObject | undefined> {
-  try {
-    return await env.client.get(Kinds.ConfigMap, configMapName, ns);
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
+function configMap(): Promise<KubeObject | undefined> {
+  return ifFound(env.client.get(Kinds.ConfigMap, configMapName, ns));
 }
 
 function messageIs(message: string) {
@@ -445,7 +435,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { isNotFound, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
+import { ifFound, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { serviceAccountKubeconfig, testEnv, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
 import { ${n.kind}, type ${n.kind}Object } from '../src/api/${n.lower}.ts';
 import { MESSAGE_ANNOTATION } from '../src/controllers/${n.lower}.ts';
@@ -458,13 +448,8 @@ let env: TestEnv;
 let account: ServiceAccountKubeconfig;
 let mgr: Manager;
 
-async function namespace(): Promise<KubeObject | undefined> {
-  try {
-    return await env.client.get(Kinds.Namespace, name);
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
+function namespace(): Promise<KubeObject | undefined> {
+  return ifFound(env.client.get(Kinds.Namespace, name));
 }
 
 describe('${n.kind} controller', () => {
