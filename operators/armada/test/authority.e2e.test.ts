@@ -9,7 +9,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, type KubeObject, type Manager, type ResourceType } from '@iot-operator/runtime';
-import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { ArmadaChart, type ArmadaChartObject } from '../src/api/armada.ts';
 import { createArmadaOperator } from '../src/operator.ts';
 import { helm, helmBinary, helmHistory, helmList, installArmadaCrds, TESTCHART, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
@@ -38,7 +39,7 @@ async function namespaceAdmin(namespace: string): Promise<void> {
 
 describe('Helm acts with the ArmadaChart\'s ServiceAccount', () => {
   before(async () => {
-    env = await testEnv();
+    env = await localTestEnv();
     await installArmadaCrds(env);
     teamA = await env.namespace('armada-authority-a');
     teamB = await env.namespace('armada-authority-b');

@@ -11,7 +11,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Kinds } from '@iot-operator/runtime';
-import { repoRoot, serviceAccountKubeconfig, spawnOperator, testEnv, type OperatorProcess, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
+import { serviceAccountKubeconfig, spawnOperator, type OperatorProcess, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
 import { ArmadaChart } from '../src/api/armada.ts';
 import { eventsOf, FIXTURES, helmBinary, helmHistory, helmList, installArmadaCrds, testChart, waitForChartState } from './e2e-support.ts';
 
@@ -52,7 +53,7 @@ function childrenOf(pid: number): number[] {
 
 describe('an operator killed in the middle of helm install', () => {
   before(async () => {
-    env = await testEnv();
+    env = await localTestEnv();
     await installArmadaCrds(env);
     ns = await env.namespace('armada-crash');
     account = await serviceAccountKubeconfig(env, ns, ['service_account.yml', 'role.yml', 'role_binding.yml'].map(deploy));

@@ -8,7 +8,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { ArmadaChart, type ArmadaChartObject } from '../src/api/armada.ts';
 import { deleteCharts, eventsOf, installArmadaCrds, kubectl, startOperator, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
 
@@ -28,7 +29,7 @@ const driftEvents = async (name: string) => (await eventsOf(env, ns, name)).filt
 
 describe('drift without false drift', () => {
   before(async () => {
-    env = await testEnv();
+    env = await localTestEnv();
     await installArmadaCrds(env);
     ns = await env.namespace('armada-drift');
     mgr = await startOperator(env, ns);

@@ -14,7 +14,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Manager } from '@iot-operator/runtime';
-import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { ArmadaChart, type ArmadaChartObject } from '../src/api/armada.ts';
 import { deleteCharts, helm, installArmadaCrds, kubectl, startOperator, TESTCHART, testChart, waitForStatus } from './e2e-support.ts';
 
@@ -32,7 +33,7 @@ const condition = (chart: ArmadaChartObject, type: string) => chart.status?.cond
 
 describe('transient and deterministic failures, kstatus conditions', () => {
   before(async () => {
-    env = await testEnv();
+    env = await localTestEnv();
     await installArmadaCrds(env);
     ns = await env.namespace('armada-failures');
     dir = mkdtempSync(path.join(os.tmpdir(), 'armada-failures-e2e-'));

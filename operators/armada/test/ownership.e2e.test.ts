@@ -17,7 +17,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { ArmadaChart, type ArmadaChartObject } from '../src/api/armada.ts';
 import { createArmadaOperator } from '../src/operator.ts';
 import { deleteCharts, eventsOf, helm, helmBinary, helmHistory, helmList, installArmadaCrds, TESTCHART, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
@@ -31,7 +32,7 @@ type DeploymentObject = KubeObject & { spec?: { replicas?: number } };
 
 describe('ownership of releases (operator watching all namespaces)', () => {
   before(async () => {
-    env = await testEnv();
+    env = await localTestEnv();
     await installArmadaCrds(env);
     teamA = await env.namespace('armada-team-a');
     teamB = await env.namespace('armada-team-b');
@@ -97,7 +98,7 @@ describe('ownership between ArmadaCharts, renames, and a release made by hand du
   let release: () => void = () => undefined;
 
   before(async () => {
-    env = await testEnv();
+    env = await localTestEnv();
     await installArmadaCrds(env);
     teamA = await env.namespace('armada-owner-a');
     teamB = await env.namespace('armada-owner-b');

@@ -9,7 +9,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, type Manager } from '@iot-operator/runtime';
-import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { ArmadaChart, ArmadaChartGroup, type ArmadaChartGroupObject, type ArmadaChartObject } from '../src/api/armada.ts';
 import { helmList, installArmadaCrds, startOperator, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
 
@@ -21,7 +22,7 @@ const isDeployed = (c: ArmadaChartObject) => c.status?.actual_state === 'deploye
 
 describe('a sequenced group', () => {
   before(async () => {
-    env = await testEnv();
+    env = await localTestEnv();
     await installArmadaCrds(env);
     ns = await env.namespace('armada-seq');
     mgr = await startOperator(env, ns);

@@ -18,7 +18,8 @@ import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
 import type { Manager } from '@iot-operator/runtime';
-import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { ArmadaChart, type ArmadaChartObject } from '../src/api/armada.ts';
 import { helm, helmList, installArmadaCrds, startOperator, TESTCHART, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
 
@@ -40,7 +41,7 @@ function git(...args: string[]): string {
 
 describe('chart sources', () => {
   before(async () => {
-    env = await testEnv();
+    env = await localTestEnv();
     await installArmadaCrds(env);
     ns = await env.namespace('armada-sources');
     dir = mkdtempSync(path.join(os.tmpdir(), 'armada-sources-e2e-'));

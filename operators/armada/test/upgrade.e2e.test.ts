@@ -8,7 +8,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { ArmadaChart, type ArmadaChartObject } from '../src/api/armada.ts';
 import { eventsOf, getOrUndefined, helmHistory, helmList, installArmadaCrds, startOperator, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
 
@@ -27,7 +28,7 @@ const patchSpec = (name: string, spec: Record<string, unknown>) => env.client.pa
 
 describe('upgrades and remediation', () => {
   before(async () => {
-    env = await testEnv();
+    env = await localTestEnv();
     await installArmadaCrds(env);
     ns = await env.namespace('armada-upgrade');
     mgr = await startOperator(env, ns);

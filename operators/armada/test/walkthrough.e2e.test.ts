@@ -8,7 +8,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import {
   ArmadaChart,
   ArmadaChartGroup,
@@ -25,7 +26,7 @@ let mgr: Manager;
 
 describe('the seed walkthrough (examples/armada)', () => {
   before(async () => {
-    env = await testEnv();
+    env = await localTestEnv();
     await installArmadaCrds(env);
     ns = await env.namespace('armada-walk');
     mgr = await startOperator(env, ns);

@@ -8,7 +8,8 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { spawnOperator, testEnv, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
+import { spawnOperator, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { bundleOperator } from '../../../scripts/bundle.ts';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { createLandscape, deleteAllInstances, installIoTCrd, iotService, metricsPort, waitForPhase } from './e2e-support.ts';
@@ -19,7 +20,7 @@ let dir: string;
 let operator: OperatorProcess | undefined;
 
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
   await installIoTCrd(env);
   landscape = await createLandscape(env);
   dir = mkdtempSync(path.join(os.tmpdir(), 'iot-bundle-'));

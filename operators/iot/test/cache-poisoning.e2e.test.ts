@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
-import { testEnv, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { createLandscape, deleteAllInstances, getOrUndefined, installIoTCrd, iotService, spawnOperator, waitForPhase } from './e2e-support.ts';
 
@@ -21,7 +22,7 @@ let landscape: string;
 let operator: OperatorProcess | undefined;
 
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
   await installIoTCrd(env);
   landscape = await createLandscape(env);
 });

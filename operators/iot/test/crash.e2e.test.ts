@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { isDeepStrictEqual } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
-import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { IMAGE_PULL_SECRET_NAME } from '../src/resources/index.ts';
 import { createLandscape, deleteAllInstances, installIoTCrd, iotService, metricsPort, spawnOperator, type IoTObject } from './e2e-support.ts';
@@ -14,7 +15,7 @@ let landscape: string;
 let operator: ReturnType<typeof spawnOperator> | undefined;
 
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
   await installIoTCrd(env);
   landscape = await createLandscape(env);
 });

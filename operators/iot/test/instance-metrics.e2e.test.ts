@@ -7,7 +7,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Manager } from '@iot-operator/runtime';
-import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { createLandscape, createPullSecret, deleteAllInstances, getIoT, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
 
@@ -17,7 +18,7 @@ let leader: Manager;
 let standby: Manager;
 
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
   await installIoTCrd(env);
   landscape = await createLandscape(env, false);
   leader = await startOperator(env, landscape, { leaderElect: true });

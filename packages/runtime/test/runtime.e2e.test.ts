@@ -3,15 +3,16 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
+import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
 import { Kinds, isNotFound, type KubeObject, type Manager } from '../src/index.ts';
-import { repoRoot, testEnv, waitFor, type TestEnv } from '../src/testing/index.ts';
+import { waitFor, type TestEnv } from '../src/testing/index.ts';
 import { derivedName, startDeriveOperator } from '../examples/derive-operator.ts';
 
 const run = promisify(execFile);
 
 let env: TestEnv;
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
 });
 after(async () => {
   await env?.cleanup();

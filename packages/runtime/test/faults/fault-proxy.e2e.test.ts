@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { ApiError, KubeClient, Kinds, type KubeObject } from '../../src/index.ts';
-import { FaultProxy, faults, testEnv, type TestEnv } from '../../src/testing/index.ts';
+import { FaultProxy, faults, type TestEnv } from '../../src/testing/index.ts';
 
 let env: TestEnv;
 let proxy: FaultProxy;
@@ -9,7 +10,7 @@ let client: KubeClient;
 let ns: string;
 
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
   proxy = await FaultProxy.start({ kubeconfigPath: env.kubeconfigPath });
   client = await KubeClient.fromKubeconfig({ kubeconfigPath: await proxy.kubeconfigFor('tester') });
   ns = await env.namespace('fault-proxy');

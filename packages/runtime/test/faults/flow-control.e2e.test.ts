@@ -5,8 +5,9 @@
 // is removed every object is written.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { Kinds, type KubeObject, type Manager, type RateLimit } from '../../src/index.ts';
-import { FaultProxy, faults, testEnv, type RecordedRequest, type TestEnv } from '../../src/testing/index.ts';
+import { FaultProxy, faults, type RecordedRequest, type TestEnv } from '../../src/testing/index.ts';
 import { derivedName, startDeriveOperator } from '../../examples/derive-operator.ts';
 import { reportFault } from './fault-report.ts';
 
@@ -19,7 +20,7 @@ let ns: string;
 const managers: Manager[] = [];
 
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
   proxy = await FaultProxy.start({ kubeconfigPath: env.kubeconfigPath });
   ns = await env.namespace('flow-control');
   const names = Array.from({ length: keys }, (_, i) => `cm-${i}`);

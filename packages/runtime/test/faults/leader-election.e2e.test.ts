@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { Kinds, type KubeObject } from '../../src/index.ts';
-import { FaultProxy, faults, spawnOperator, testEnv, waitFor, type OperatorProcess, type RecordedRequest, type TestEnv } from '../../src/testing/index.ts';
+import { FaultProxy, faults, spawnOperator, waitFor, type OperatorProcess, type RecordedRequest, type TestEnv } from '../../src/testing/index.ts';
 import { reportFault } from './fault-report.ts';
 
 const leaseDurationMs = 15_000;
@@ -16,7 +17,7 @@ let proxy: FaultProxy;
 const processes: OperatorProcess[] = [];
 
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
   proxy = await FaultProxy.start({ kubeconfigPath: env.kubeconfigPath });
 });
 after(async () => {

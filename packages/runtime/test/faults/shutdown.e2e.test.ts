@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { FaultProxy, faults, spawnOperator, testEnv, waitFor, type OperatorProcess, type TestEnv } from '../../src/testing/index.ts';
+import { localTestEnv } from '@iot-operator/local-cluster';
+import { FaultProxy, faults, spawnOperator, waitFor, type OperatorProcess, type TestEnv } from '../../src/testing/index.ts';
 import { reportFault } from './fault-report.ts';
 
 /** The manager's drain deadline: a stop must never take longer than this when nothing is in flight. */
@@ -11,7 +12,7 @@ let proxy: FaultProxy;
 const processes: OperatorProcess[] = [];
 
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
   proxy = await FaultProxy.start({ kubeconfigPath: env.kubeconfigPath });
 });
 after(async () => {

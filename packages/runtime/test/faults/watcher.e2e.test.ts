@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { Informer, KubeClient, Kinds, clientSource, type KubeObject, type WatcherConfig } from '../../src/index.ts';
-import { FaultProxy, faults, testEnv, waitFor, type TestEnv } from '../../src/testing/index.ts';
+import { FaultProxy, faults, waitFor, type TestEnv } from '../../src/testing/index.ts';
 import { reportFault } from './fault-report.ts';
 
 let env: TestEnv;
@@ -10,7 +11,7 @@ const clients: KubeClient[] = [];
 const stops: AbortController[] = [];
 
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
   proxy = await FaultProxy.start({ kubeconfigPath: env.kubeconfigPath });
 });
 after(async () => {
