@@ -1,6 +1,6 @@
 /**
  * End-to-end helpers for the IoT operator on the real local cluster: the IoTService CRD converted
- * by the test process (conversion-server.ts), landscapes (a namespace with its image-pull-secret), the operator in-process or as a process, IoTService objects and waits on
+ * by the test process (src/conversion-server.ts), landscapes (a namespace with its image-pull-secret), the operator in-process or as a process, IoTService objects and waits on
  * what `kubectl` would show; for instances of the reference images on the real node, the images
  * built and pushed, the addresses a simulated device dials (pod IPs, the API token) and commands
  * run inside an instance's pods (`kubectl exec`).
@@ -21,7 +21,7 @@ export type IoTObject = KubeObject & { spec: IoTServiceV1alpha1Spec; status?: Io
 
 export const pullSecretData = { '.dockerconfigjson': Buffer.from('{"auths":{"registry.example.com":{"auth":"dGVzdDp0ZXN0"}}}').toString('base64') };
 
-export { createThroughConversion, installIoTCrd, restoreShippedConversion, serveIoTConversion, testConversion } from './conversion-server.ts';
+export { createThroughConversion, installIoTCrd, restoreShippedConversion, serveIoTConversion, testConversion } from '../src/conversion-server.ts';
 
 /** A landscape namespace holding the image-pull-secret (unless `withSecret` is false). */
 export async function createLandscape(env: TestEnv, withSecret = true): Promise<string> {
