@@ -11,7 +11,7 @@ if (kind !== 'unit' && kind !== 'e2e') {
   process.exit(2);
 }
 const filter = process.argv[3];
-const roots = ['cluster/test', 'packages', 'operators', 'workloads', 'bench', 'scripts'];
+const roots = ['cluster/test', 'packages', 'operators', 'workloads', 'bench', 'scripts', 'images'];
 const suffix = `.${kind}.test.ts`;
 
 function collect(dir, out) {

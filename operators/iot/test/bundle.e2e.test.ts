@@ -1,5 +1,5 @@
 /**
- * The operator as the image ships it: `scripts/bundle.ts` turns it into one JavaScript file which,
+ * The operator as the image ships it: `images/bundle.ts` turns it into one JavaScript file which,
  * copied alone into an empty directory (no node_modules, no TypeScript loader), takes an instance
  * to Available on the real cluster, serves its metrics and stops cleanly on SIGTERM.
  */
@@ -10,7 +10,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { spawnOperator, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv } from '@iot-operator/local-cluster';
-import { bundleOperator } from '../../../scripts/bundle.ts';
+import { bundleOperator } from '../../../images/bundle.ts';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { createLandscape, deleteAllInstances, installIoTCrd, iotService, metricsPort, waitForPhase } from './e2e-support.ts';
 
