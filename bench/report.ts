@@ -20,12 +20,13 @@
  */
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { generatedNotice } from '@iot-operator/runtime';
 import type { BenchResult } from './lib/results.ts';
 import { formatNumber } from './lib/results.ts';
 import { median } from './lib/stats.ts';
 import { rssSlope } from './lib/throughput.ts';
 import { cdfSvg, type Series } from './lib/svg.ts';
-import { fromRoot, notice, repoRoot, type Generator } from '../scripts/generator.ts';
+import { repoRoot } from './lib/kube.ts';
 
 export const SCENARIO_ORDER = ['burst', 'floor', 'steady', 'latency', 'churn', 'restart', 'scale', 'memcached', 'throughput', 'armada', 'start', 'reference'];
 
@@ -790,7 +791,7 @@ export const DEFAULT_REPORT = {
 };
 
 /** The report's three files (absolute path → text) from the results in `resultsDir`; the results page is README.md there. */
-function reportFiles(o: typeof DEFAULT_REPORT): Record<string, string> {
+export function reportFiles(o: typeof DEFAULT_REPORT): Record<string, string> {
   const resultsFile = path.join(o.resultsDir, 'README.md');
   const analysisFile = path.join(path.dirname(o.resultsDir), 'analysis.md');
   const benchReadme = path.join(path.dirname(o.resultsDir), 'README.md');
@@ -812,9 +813,7 @@ export function writeReport(o: typeof DEFAULT_REPORT): string[] {
   return Object.keys(files);
 }
 
-export const PERFORMANCE_REPORT: Generator = {
-  name: 'performance-report',
-  files: () => Object.fromEntries(Object.entries(reportFiles(DEFAULT_REPORT)).map(([file, text]) => [fromRoot(file), text])),
-};
+/** The generator of `npm run generate` that writes the report (scripts/generate.ts runs `reportFiles` under this name). */
+export const REPORT_GENERATOR = 'performance-report';
 
-const NOTICE = notice(PERFORMANCE_REPORT.name, 'bench/report.ts (from bench/results/*.json)');
+const NOTICE = generatedNotice({ command: `npm run generate (${REPORT_GENERATOR})`, source: 'bench/report.ts (from bench/results/*.json)' });

@@ -22,7 +22,7 @@ import { BENCH_CLUSTER, clusterDirOf, connect, ensureBenchCluster, kubernetesVer
 import { OperatorProcess } from './lib/operator.ts';
 import { componentFlag } from './lib/proc.ts';
 import { flatten, formatTable, gitInfo, machineInfo, writeResult, type BenchResult } from './lib/results.ts';
-import { bundleOperator } from '../scripts/bundle.ts';
+import { bundleOperator } from '../images/bundle.ts';
 import { DEFAULT_REPORT, writeReport } from './report.ts';
 import { ARMADA_DEFAULT_COMMAND, runArmada } from './scenarios/armada.ts';
 import { runBurst } from './scenarios/burst.ts';
@@ -47,7 +47,7 @@ interface ScenarioSpec {
   /** Option names that matter for this scenario (recorded in the result). */
   uses: (keyof BenchOptions)[];
   operator?: string;
-  /** The operator whose bundle (scripts/bundle.ts) the default command runs; rebuilt before the runs. */
+  /** The operator whose bundle (images/bundle.ts) the default command runs; rebuilt before the runs. */
   bundle?: string;
   /** The scenario needs the Kubernetes controller sharder on the cluster (cluster/up.sh CLUSTER_SHARDER=1). */
   sharder?: boolean;

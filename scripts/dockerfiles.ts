@@ -13,7 +13,7 @@
  *   registry is reachable, and `npm run image:build` / `npm run image:iot-service` pass them. The
  *   steps are the same on both (Debian with apt), so what is built here is what users build.
  * - A build stage installs the one workspace it bundles (`npm ci --workspace`) and bundles it with
- *   scripts/bundle.ts; a Node.js image holds Node.js and the bundle (no node_modules, no TypeScript
+ *   images/bundle.ts; a Node.js image holds Node.js and the bundle (no node_modules, no TypeScript
  *   loader) with NODE_ENV=production, and every image runs as a non-root user and writes nothing
  *   outside /tmp (and, for the IoT service's broker and database, their data volume), so it runs
  *   on a read-only root file system.
@@ -29,7 +29,7 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { BUNDLES, OPERATOR_NODE_FLAGS } from './bundle.ts';
+import { BUNDLES, OPERATOR_NODE_FLAGS } from '../images/bundle.ts';
 import { notice, repoRoot as root, type Files, type Generator } from './generator.ts';
 import { IOT_SERVICE_COMPONENTS, IOT_SERVICE_DOCKERFILE } from './iot-service-images.ts';
 export const OPERATOR_IMAGES = ['iot', 'memcached', 'ptemplate', 'armada'] as const;
@@ -78,7 +78,7 @@ function baseArgs(extra: string[] = []): string[] {
 
 /**
  * The build stage: `npm ci` of the bundle's workspace (with the workspaces it depends on,
- * `dependencies`, and the root's tools: tsx, esbuild), then scripts/bundle.ts writes the bundle
+ * `dependencies`, and the root's tools: tsx, esbuild), then images/bundle.ts writes the bundle
  * into /src/<its package>/dist/.
  */
 function buildStage(bundle: string, dependencies: string[] = []): string[] {
@@ -91,9 +91,9 @@ function buildStage(bundle: string, dependencies: string[] = []): string[] {
     'COPY package.json package-lock.json ./',
     ...dirs.map((d) => `COPY ${d}/package.json ${d}/`),
     `RUN npm ci --workspace ${workspace} --include-workspace-root --no-audit --no-fund`,
-    'COPY scripts/bundle.ts scripts/',
+    'COPY images/bundle.ts images/',
     ...dirs.map((d) => `COPY ${d}/src ${d}/src`),
-    `RUN node --import tsx scripts/bundle.ts ${bundle}`,
+    `RUN node --import tsx images/bundle.ts ${bundle}`,
   ];
 }
 
@@ -294,7 +294,7 @@ export function iotServiceDockerfile(): string {
     npmCommand: 'npm run image:iot-service -- --version <version>',
     about: [
       'One target per component, each run by the IoT operator as <registry>/iot-<component>:<version>:',
-      '  core, gateway, processing  Node.js 20 and the bundle `scripts/bundle.ts iot-service` (no',
+      '  core, gateway, processing  Node.js 20 and the bundle `images/bundle.ts iot-service` (no',
       "                             node_modules), each started with its component's entry file",
       '  broker                     NATS Server with JetStream (built from the module cluster/nats-server pins):',
       '                             clients on 4222 as user `iot` with the broker password, monitoring 8222',

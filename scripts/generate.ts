@@ -28,7 +28,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PERFORMANCE_REPORT } from '../bench/report.ts';
+import { DEFAULT_REPORT, REPORT_GENERATOR, reportFiles } from '../bench/report.ts';
 import { expectedOperatorFiles } from '../packages/sdk/src/generate/bundle.ts';
 import { firstDifference, generatedRbac, generatedWebhooks } from '../packages/sdk/src/generate/generate.ts';
 import { readProject } from '../packages/sdk/src/project.ts';
@@ -36,7 +36,7 @@ import { ALERT_RULES } from './alert-rules.ts';
 import { CHART_READMES } from './chart-values.ts';
 import { DASHBOARD_COPIES } from './dashboards.ts';
 import { DOCKERFILES } from './dockerfiles.ts';
-import { repoRoot, type Files, type Generator } from './generator.ts';
+import { fromRoot, repoRoot, type Files, type Generator } from './generator.ts';
 import { hasGenerateScript, packageScriptGenerator } from './package-script.ts';
 
 const operators = readdirSync(path.join(repoRoot, 'operators')).sort().map((name) => `operators/${name}`);
@@ -51,6 +51,12 @@ const sdkGenerator = (dir: string, what: string, files: (projectDir: string) => 
   unmarked: () => `made by the SDK, whose header names \`operator-ts generate\` and the source`,
   files: async () => inProject(dir, await files(path.join(repoRoot, dir))),
 });
+
+/** bench/report.ts's files from the committed results (`npm run bench -- report` writes the same). */
+const PERFORMANCE_REPORT: Generator = {
+  name: REPORT_GENERATOR,
+  files: () => Object.fromEntries(Object.entries(reportFiles(DEFAULT_REPORT)).map(([file, text]) => [fromRoot(file), text])),
+};
 
 export const GENERATORS: readonly Generator[] = [
   ...operators.filter(hasGenerateScript).map(packageScriptGenerator),

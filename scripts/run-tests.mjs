@@ -22,7 +22,7 @@ if (kind !== 'unit' && kind !== 'e2e') {
   process.exit(2);
 }
 const filter = process.argv[3];
-const roots = ['cluster/test', 'packages', 'operators', 'workloads', 'bench', 'scripts'];
+const roots = ['cluster/test', 'packages', 'operators', 'workloads', 'bench', 'scripts', 'images'];
 const suffix = `.${kind}.test.ts`;
 
 /** What a file's text shows when it stops a part of the cluster every other file uses. */

@@ -14,8 +14,7 @@
  */
 import { Kinds, RuntimeMetrics, customResource, type KubeClient, type KubeObject } from '@iot-operator/runtime';
 import { TestEnv } from '@iot-operator/runtime/testing';
-import { installIoTCrd as installConvertedIoTCrd } from '../../operators/iot/test/conversion-server.ts';
-import { landscapeSelector } from '@iot-operator/iot';
+import { installIoTCrd as installConvertedIoTCrd, landscapeSelector } from '@iot-operator/iot';
 import {
   deleteAllAndWait,
   deleteNamespaceAndWait,

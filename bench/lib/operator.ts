@@ -24,7 +24,7 @@ import { repoRoot, sleep, now } from './kube.ts';
 import { parseMetrics, type Sample } from './prom.ts';
 import { ProcSampler } from './proc.ts';
 import { createMemoryCgroup, enterCommand } from './cgroup.ts';
-import { OPERATOR_NODE_FLAGS } from '../../scripts/bundle.ts';
+import { OPERATOR_NODE_FLAGS } from '../../images/bundle.ts';
 
 /** The command that runs operator `name` as its image does: the bundle, with the image's V8 flags. */
 export function bundledOperatorCommand(name: string): string {

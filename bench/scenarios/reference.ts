@@ -61,7 +61,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Kinds, RuntimeMetrics, isNotFound, type KubeObject } from '@iot-operator/runtime';
-import { TestEnv, localRegistry, onRealNode, registryPullSecret, type LocalRegistry } from '@iot-operator/runtime/testing';
+import { TestEnv } from '@iot-operator/runtime/testing';
+import { localRegistry, onRealNode, registryPullSecret, type LocalRegistry } from '@iot-operator/local-cluster';
 import {
   HttpStatusError,
   publishMqtt,

@@ -14,10 +14,11 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
-import { busyboxImage, onRealNode, realNode, REAL_NODE_NAME, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { busyboxImage, localTestEnv, onRealNode, realNode, REAL_NODE_NAME } from '../src/index.ts';
 
 const run = promisify(execFile);
-const env: TestEnv = await testEnv();
+const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
 const CLUSTER_DNS_IP = '10.96.0.10';

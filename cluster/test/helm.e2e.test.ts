@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { before, describe, test } from 'node:test';
-import { repoRoot } from '@iot-operator/runtime/testing';
+import { repoRoot } from '../src/index.ts';
 
 const run = promisify(execFile);
 let helm = '';

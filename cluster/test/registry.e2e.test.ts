@@ -15,10 +15,11 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
-import { localRegistry, onRealNode, pushTestImage, realNode, registryPullSecret, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { localRegistry, localTestEnv, onRealNode, pushTestImage, realNode, registryPullSecret, repoRoot } from '../src/index.ts';
 
 const run = promisify(execFile);
-const env: TestEnv = await testEnv();
+const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
 

@@ -1,6 +1,6 @@
 /**
  * End-to-end tests of the Kubernetes controller sharder run by the local cluster
- * (cluster/up.sh with CLUSTER_SHARDER=1, which testEnv's up.sh starts unless it runs), speaking
+ * (cluster/up.sh with CLUSTER_SHARDER=1, which localTestEnv's up.sh starts unless it runs), speaking
  * the sharding protocol to it with plain objects, as a shard written in any language would
  * (docs/implement-sharding.md upstream): a ControllerRing of ConfigMaps in a namespace of this
  * run, and shard Leases renewed by the test.
@@ -28,9 +28,10 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { customResource, isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
-import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '../src/index.ts';
 
-process.env.CLUSTER_SHARDER = '1'; // cluster/up.sh (run by testEnv) starts the sharder unless it runs
+process.env.CLUSTER_SHARDER = '1'; // cluster/up.sh (run by localTestEnv) starts the sharder unless it runs
 
 const run = promisify(execFile);
 const clusterDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -104,7 +105,7 @@ async function ringStatus(): Promise<{ shards?: number; availableShards?: number
 
 describe('the controller sharder on the local cluster', () => {
   before(async () => {
-    env = await testEnv();
+    env = await localTestEnv();
     ns = await env.namespace('sharder-e2e');
     ring = `e2e-${randomBytes(3).toString('hex')}`;
     shardLabel = `shard.alpha.sharding.timebertt.dev/${ring}`;

@@ -37,7 +37,7 @@ describe('Dockerfiles', () => {
     const serviceBuild = stages(iotServiceDockerfile()).get('build')!;
     const generic = (lines: string[], dir: string) => lines.map((line) => line.replaceAll(dir, 'DIR').replace(/bundle\.ts \S+$/, 'bundle.ts BUNDLE').replace(/@iot-operator\/\S+/, '@SCOPE/NAME'));
     assert.deepEqual(generic(serviceBuild, 'workloads/iot-service'), generic(operatorBuild, 'operators/iot'));
-    assert.match(serviceBuild.at(-1)!, /^RUN node --import tsx scripts\/bundle\.ts iot-service$/);
+    assert.match(serviceBuild.at(-1)!, /^RUN node --import tsx images\/bundle\.ts iot-service$/);
   });
 
   it("the IoT service's Dockerfile has one target per component, each as the pod user 10001 reporting VERSION", () => {

@@ -11,7 +11,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
-import { repoRoot, spawnOperator, testEnv, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
+import { spawnOperator, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
 import { createPullSecret, deleteAllInstances, installIoTCrd, iotService } from '../../operators/iot/test/e2e-support.ts';
 import { IoTServiceV1alpha1Type } from '../../operators/iot/src/controller.ts';
 import { JOBS, OPERATORS, type Operator } from '../alert-rules.ts';
@@ -25,7 +26,7 @@ const lastLine = async (script: string, ...args: string[]) =>
   (await run('bash', [path.join(repoRoot, script), ...args], { timeout: 900_000, maxBuffer: 16 * 1024 * 1024 })).stdout.trim().split('\n').at(-1)!;
 
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
   promtool = await lastLine('cluster/build-engine.sh', 'promtool');
   helm = await lastLine('cluster/build-helm.sh');
 });

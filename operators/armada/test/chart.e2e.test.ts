@@ -13,7 +13,8 @@ import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { parse as parseYaml, parseAllDocuments, stringify as stringifyYaml } from 'yaml';
 import { customResource, isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
-import { repoRoot, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
 
 const run = promisify(execFile);
 const operatorDir = path.join(repoRoot, 'operators/armada');
@@ -70,7 +71,7 @@ async function helmReleases(namespace: string): Promise<Array<[string, string]>>
 }
 
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
   helm = (await run('bash', [path.join(repoRoot, 'cluster/build-helm.sh')], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
   kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/build.sh')])).stdout.trim().split('\n').at(-1)!, 'kubectl');
 });

@@ -11,7 +11,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Kinds } from '@iot-operator/runtime';
-import { repoRoot, serviceAccountKubeconfig, spawnOperator, type OperatorProcess, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
+import { serviceAccountKubeconfig, spawnOperator, type OperatorProcess, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
+import { repoRoot } from '@iot-operator/local-cluster';
 import { ArmadaChart } from '../src/api/armada.ts';
 import { armadaTestEnv, eventsOf, FIXTURES, helmBinary, helmHistory, helmList, testChart, waitForChartState } from './e2e-support.ts';
 

@@ -12,7 +12,8 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { ifFound, type Manager, type ResourceType } from '@iot-operator/runtime';
-import { repoRoot, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
 import { ArmadaChart, type ArmadaChartObject, type ChartSpec, type CommonStatus } from '../src/api/armada.ts';
 import { CRD_FILES } from '../src/api/crd.ts';
 import type { HelmRevision } from '../src/helm/helm.ts';
@@ -37,7 +38,7 @@ export async function installArmadaCrds(env: TestEnv): Promise<void> {
 
 /** The shared TestEnv with the Armada CRDs installed: where an Armada e2e suite starts. */
 export async function armadaTestEnv(): Promise<TestEnv> {
-  const env = await testEnv();
+  const env = await localTestEnv();
   await installArmadaCrds(env);
   return env;
 }

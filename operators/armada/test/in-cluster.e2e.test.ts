@@ -14,11 +14,12 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
-import { deletePodAwaitingHandover, onRealNode, operatorImage, realNode, REAL_NODE_NAME, registryImageId, registryPullSecret, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { deletePodAwaitingHandover, localTestEnv, onRealNode, operatorImage, realNode, REAL_NODE_NAME, registryImageId, registryPullSecret, repoRoot } from '@iot-operator/local-cluster';
 import { ArmadaChart } from '../src/api/armada.ts';
 import { helm, helmHistory, helmList, installArmadaCrds, waitForChartState } from './e2e-support.ts';
 
-const env: TestEnv = await testEnv();
+const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
 const chart = path.join(repoRoot, 'operators/armada/chart/armada-operator');

@@ -15,7 +15,8 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { parse, stringify } from 'yaml';
-import { repoRoot, spawnOperator, testEnv, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
+import { spawnOperator, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
 import { helmBinary, installArmadaCrds } from './e2e-support.ts';
 
 const exec = promisify(execCallback);
@@ -46,7 +47,7 @@ async function helmReleases(): Promise<Array<{ name: string; status: string; cha
 
 describe('the Armada README, command by command', () => {
   before(async () => {
-    env = await testEnv();
+    env = await localTestEnv();
     readme = await readFile(path.join(operatorDir, 'README.md'), 'utf8');
     await installArmadaCrds(env);
     ns = await env.namespace('armada-readme');

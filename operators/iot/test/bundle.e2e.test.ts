@@ -1,5 +1,5 @@
 /**
- * The operator as the image ships it: `scripts/bundle.ts` turns it into one JavaScript file which,
+ * The operator as the image ships it: `images/bundle.ts` turns it into one JavaScript file which,
  * copied alone into an empty directory (no node_modules, no TypeScript loader), takes an instance
  * to Available on the real cluster, serves its metrics and stops cleanly on SIGTERM.
  */
@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { spawnOperator, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
-import { bundleOperator } from '../../../scripts/bundle.ts';
+import { bundleOperator } from '../../../images/bundle.ts';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { deleteAllInstances, iotService, iotTestLandscape, metricsPort, waitForPhase } from './e2e-support.ts';
 

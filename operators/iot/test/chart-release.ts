@@ -9,8 +9,9 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
-import { onRealNode, operatorImage, registryPullSecret, repoRoot, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { installIoTCrd } from './conversion-server.ts';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { onRealNode, operatorImage, registryPullSecret, repoRoot } from '@iot-operator/local-cluster';
+import { installIoTCrd } from '../src/conversion-server.ts';
 
 const run = promisify(execFile);
 

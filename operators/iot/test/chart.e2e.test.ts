@@ -5,7 +5,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { parseAllDocuments } from 'yaml';
-import { installServiceMonitorApi, removeServiceMonitorApi, repoRoot, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import { installServiceMonitorApi, removeServiceMonitorApi, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
 import { installIoTCrd, restoreShippedConversion, serveIoTConversion } from './e2e-support.ts';
 
 const run = promisify(execFile);
@@ -27,7 +28,7 @@ let helm: string;
 let kubectl: string;
 
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
   await installIoTCrd(env);
   helm = (await run('bash', [path.join(repoRoot, 'cluster/build-helm.sh')], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
   kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/build.sh')])).stdout.trim().split('\n').at(-1)!, 'kubectl');

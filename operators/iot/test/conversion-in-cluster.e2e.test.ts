@@ -23,7 +23,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { customResource, Kinds, type KubeObject } from '@iot-operator/runtime';
-import { onRealNode, realNode, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv, onRealNode, realNode, repoRoot } from '@iot-operator/local-cluster';
 import { parseAllDocuments, stringify } from 'yaml';
 import { DEFAULT_CONVERSION_SERVICE, IOTSERVICE_CRD_NAME, conversionClientConfig } from '../src/api/crd.ts';
 import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
@@ -32,7 +33,7 @@ import { chart, isReady, prepareChartRelease, type ChartRelease, type Pod } from
 import { abandonLandscape, createThroughConversion, installIoTCrd, iotService, serveIoTConversion } from './e2e-support.ts';
 
 const run = promisify(execFile);
-const env: TestEnv = await testEnv();
+const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
 const PodDisruptionBudgets = customResource('policy', 'v1', 'PodDisruptionBudget', 'poddisruptionbudgets');

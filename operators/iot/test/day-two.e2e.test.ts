@@ -28,7 +28,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { onRealNode, realNode, realNodeContainerd, registryImageId, registryPullSecret, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv, onRealNode, realNode, realNodeContainerd, registryImageId, registryPullSecret } from '@iot-operator/local-cluster';
 import {
   inFlightAt,
   longestAckGapMs,
@@ -46,7 +47,7 @@ import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { HOST_ON_POD_NETWORK, getIoT, installIoTCrd, iotService, referenceImages, startOperator, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 
 const run = promisify(execFile);
-const env: TestEnv = await testEnv();
+const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
 const FROM = '2.4.1';

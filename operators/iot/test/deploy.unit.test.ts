@@ -99,6 +99,6 @@ describe('deploy artefacts', () => {
     assert.deepEqual(docs.map((d) => `${d.kind}/${d.metadata.name}`), ['Namespace/devawsk8s', 'Secret/image-pull-secret']);
     const dockerfile = read('Dockerfile');
     assert.match(dockerfile, /^USER 1000/m);
-    assert.match(dockerfile, /RUN node --import tsx scripts\/bundle\.ts iot/);
+    assert.match(dockerfile, /RUN node --import tsx images\/bundle\.ts iot/);
   });
 });

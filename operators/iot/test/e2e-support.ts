@@ -10,23 +10,24 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Kinds, ifFound, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { repoRoot, spawnOperator as spawnOperatorProcess, testEnv, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
+import { spawnOperator as spawnOperatorProcess, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
 import type { ServiceAddresses } from '@iot-operator/iot-service/simulator';
 import type { ComponentName, IoTServiceStatus, IoTServiceV1alpha1Spec } from '../src/api/iotservice.ts';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { createIoTOperator } from '../src/operator.ts';
 import type { OperatorOptions } from '../src/options.ts';
-import { installIoTCrd } from './conversion-server.ts';
+import { installIoTCrd } from '../src/conversion-server.ts';
 
 export type IoTObject = KubeObject & { spec: IoTServiceV1alpha1Spec; status?: IoTServiceStatus };
 
 export const pullSecretData = { '.dockerconfigjson': Buffer.from('{"auths":{"registry.example.com":{"auth":"dGVzdDp0ZXN0"}}}').toString('base64') };
 
-export { createThroughConversion, installIoTCrd, restoreShippedConversion, serveIoTConversion, testConversion } from './conversion-server.ts';
+export { createThroughConversion, installIoTCrd, restoreShippedConversion, serveIoTConversion, testConversion } from '../src/conversion-server.ts';
 
 /** The shared TestEnv with the IoTService CRD installed (its conversion served by this process): where an IoT e2e file starts. */
 export async function iotTestEnv(): Promise<TestEnv> {
-  const env = await testEnv();
+  const env = await localTestEnv();
   await installIoTCrd(env);
   return env;
 }

@@ -19,12 +19,13 @@ import assert from 'node:assert/strict';
 import https from 'node:https';
 import { after, before, describe, test } from 'node:test';
 import { CONTROLLER_RING_LABEL, Kinds, customResource, isNotFound, shardLabel, type KubeObject } from '@iot-operator/runtime';
-import { deletePodAwaitingHandover, podPeakMemoryBytes, realNode, REAL_NODE_NAME, registryImageId, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { deletePodAwaitingHandover, localTestEnv, podPeakMemoryBytes, realNode, REAL_NODE_NAME, registryImageId } from '@iot-operator/local-cluster';
 import { chart, isReady, prepareChartRelease, type ChartRelease, type Pod } from './chart-release.ts';
 import { abandonLandscape, iotService, waitForPhase, type IoTObject } from './e2e-support.ts';
 
-process.env.CLUSTER_SHARDER = '1'; // cluster/up.sh (run by testEnv) starts the sharder unless it runs
-const env: TestEnv = await testEnv();
+process.env.CLUSTER_SHARDER = '1'; // cluster/up.sh (run by localTestEnv) starts the sharder unless it runs
+const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
 const IoTServices = customResource('cp.iotservices.io', 'v1alpha1', 'IoTService', 'iotservices');

@@ -34,7 +34,8 @@ import { parse } from 'yaml';
 import { jetstream } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { deployPrometheus, onRealNode, realNode, realNodeContainerd, registryPullSecret, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { deployPrometheus, localTestEnv, onRealNode, realNode, realNodeContainerd, registryPullSecret, repoRoot } from '@iot-operator/local-cluster';
 import {
   HttpStatusError,
   postHttp,
@@ -49,7 +50,7 @@ import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { HOST_ON_POD_NETWORK, componentPod, deviceAddresses, execInPod, getIoT, installIoTCrd, iotService, referenceImages, startOperator, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 
 const run = promisify(execFile);
-const env: TestEnv = await testEnv();
+const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
 const VERSION = '2.4.1';

@@ -12,14 +12,15 @@ import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
-import { testEnv, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { IOTSERVICE_CRD_NAME, conversionClientConfig } from '../src/api/crd.ts';
 import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
 import type { CrdConversion } from '../src/crd-conversion.ts';
 import { localWebhookCertDir } from '../src/local-conversion.ts';
 import { abandonLandscape, createLandscape, createThroughConversion, installIoTCrd, iotService, serveIoTConversion, spawnOperator, waitForPhase } from './e2e-support.ts';
 
-const env: TestEnv = await testEnv();
+const env: TestEnv = await localTestEnv();
 let landscape = '';
 let operator: OperatorProcess | undefined;
 type Crd = KubeObject & { spec: { conversion?: CrdConversion } };

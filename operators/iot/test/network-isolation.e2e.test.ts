@@ -21,14 +21,15 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { ApiError, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { busyboxImage, importScratchImage, onRealNode, realNode, tagOnRealNode, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { busyboxImage, importScratchImage, localTestEnv, onRealNode, realNode, tagOnRealNode } from '@iot-operator/local-cluster';
 import { COMPONENTS, type ComponentName } from '../src/api/iotservice.ts';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { PORTS } from '../src/resources/ports.ts';
 import { execInPod, iotService, startServedLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 
 const run = promisify(execFile);
-const env: TestEnv = await testEnv();
+const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
 const REGISTRY = 'registry.example.com/iot';

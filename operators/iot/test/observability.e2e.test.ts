@@ -21,16 +21,14 @@ import { writeFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import { Kinds, concreteQuery, customResource, panelQueries, type KubeObject } from '@iot-operator/runtime';
-import {
-  deployPrometheus, realNode, registryPullSecret, scrapeConfigForServiceMonitor, testEnv, waitFor,
-  type Prometheus, type ServiceMonitor, type TestEnv,
-} from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { deployPrometheus, localTestEnv, realNode, registryPullSecret, scrapeConfigForServiceMonitor, type Prometheus, type ServiceMonitor } from '@iot-operator/local-cluster';
 import { dashboardSvg, type Panel } from '../../../bench/lib/dashboard-svg.ts';
 import { chart, prepareChartRelease, type ChartRelease } from './chart-release.ts';
 import { DASHBOARD_SOURCES, readDashboard, type Dashboard } from './dashboards.ts';
 import { abandonLandscape, iotService, waitForPhase } from './e2e-support.ts';
 
-const env: TestEnv = await testEnv();
+const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
 const IoTServices = customResource('cp.iotservices.io', 'v1alpha1', 'IoTService', 'iotservices');

@@ -9,14 +9,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { KubeObject } from '@iot-operator/runtime';
-import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { COMPONENTS } from '../src/api/iotservice.ts';
 import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { abandonLandscape, createLandscape, createThroughConversion, installIoTCrd } from './e2e-support.ts';
 import { FULL_PLACEMENT } from './full-placement.ts';
 
 type Spec = Record<string, unknown>;
-const env: TestEnv = await testEnv();
+const env: TestEnv = await localTestEnv();
 let landscape = '';
 
 const betaSpec: Spec = { version: '2.4.1', ...Object.fromEntries(COMPONENTS.map((c) => [c, { placement: FULL_PLACEMENT }])) };

@@ -11,13 +11,14 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { localRegistry, onRealNode, pushTestImage, realNode, registryPullSecret, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { localRegistry, localTestEnv, onRealNode, pushTestImage, realNode, registryPullSecret, repoRoot } from '@iot-operator/local-cluster';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { IMAGE_PULL_SECRET_NAME } from '../src/resources/secrets.ts';
 import { createLandscape, installIoTCrd, iotService, startOperator, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 
 const run = promisify(execFile);
-const env: TestEnv = await testEnv();
+const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
 

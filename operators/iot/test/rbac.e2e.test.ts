@@ -13,7 +13,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { ApiError, KubeClient, Kinds, customResource, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { TestEnv as TestEnvClass, repoRoot, serviceAccountKubeconfig, waitFor, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
+import { TestEnv as TestEnvClass, serviceAccountKubeconfig, waitFor, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
+import { repoRoot } from '@iot-operator/local-cluster';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { getIoT, getOrUndefined, iotService, iotTestLandscape, startOperator, stopOperator, waitForPhase } from './e2e-support.ts';
 

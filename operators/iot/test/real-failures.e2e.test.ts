@@ -25,24 +25,14 @@ import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import {
-  localRegistry,
-  onRealNode,
-  pushUnderTag,
-  realNode,
-  realNodeContainerd,
-  registryPullSecret,
-  repoRoot,
-  testEnv,
-  waitFor,
-  type TestEnv,
-} from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { localRegistry, localTestEnv, onRealNode, pushUnderTag, realNode, realNodeContainerd, registryPullSecret, repoRoot } from '@iot-operator/local-cluster';
 import { COMPONENTS } from '../src/api/iotservice.ts';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { deleteAllInstances, getIoT, installIoTCrd, iotService, startOperator, waitForPhase, type IoTObject } from './e2e-support.ts';
 
 const run = promisify(execFile);
-const env: TestEnv = await testEnv();
+const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
 

@@ -15,7 +15,8 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { Kinds, customResource, type KubeObject } from '@iot-operator/runtime';
-import { TestEnv as TestEnvClass, repoRoot, serviceAccountKubeconfig, testEnv, waitFor, type OperatorProcess, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
+import { TestEnv as TestEnvClass, serviceAccountKubeconfig, waitFor, type OperatorProcess, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
 import { restoreShippedConversion, serveIoTConversion, spawnOperator } from './e2e-support.ts';
 
 const exec = promisify(execCallback);
@@ -47,7 +48,7 @@ function table(output: string): string[][] {
 
 describe('seeds 000/001: the IoT operator walkthrough, verbatim', () => {
   before(async () => {
-    env = await testEnv();
+    env = await localTestEnv();
     binDir = (await exec(`bash ${path.join(repoRoot, 'cluster/build.sh')}`)).stdout.trim().split('\n').at(-1)!;
     workdir = await mkdtemp(path.join(os.tmpdir(), 'iot-seed-'));
     await cp(path.join(operatorDir, 'deploy'), path.join(workdir, 'deploy'), { recursive: true });

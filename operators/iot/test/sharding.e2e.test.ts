@@ -10,11 +10,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, customResource, shardLabel, type KubeObject } from '@iot-operator/runtime';
-import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { abandonLandscape, createLandscape, installIoTCrd, iotService, spawnOperator, type IoTObject } from './e2e-support.ts';
 
-process.env.CLUSTER_SHARDER = '1'; // cluster/up.sh (run by testEnv) starts the sharder unless it runs
+process.env.CLUSTER_SHARDER = '1'; // cluster/up.sh (run by localTestEnv) starts the sharder unless it runs
 
 const N = Number(process.env.SHARDING_TEST_N ?? 90);
 /** Two pods per instance (broker and database), without volumes: the moves are what is tested, not pods or storage. */
@@ -29,7 +30,7 @@ let ring: string;
 const shards = new Map<string, ReturnType<typeof spawnOperator>>();
 
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
   await installIoTCrd(env);
   landscape = await createLandscape(env);
   ring = `iot-${landscape}`;

@@ -16,7 +16,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, describe, it } from 'node:test';
-import { repoRoot, waitFor } from '@iot-operator/runtime/testing';
+import { waitFor } from '@iot-operator/runtime/testing';
+import { repoRoot } from '@iot-operator/local-cluster';
 
 const run = promisify(execFile);
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'iot-start-progress-'));

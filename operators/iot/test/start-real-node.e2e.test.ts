@@ -16,12 +16,13 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
-import { localRegistry, realNode, REAL_NODE_NAME, repoRoot, testEnv, waitFor } from '@iot-operator/runtime/testing';
+import { waitFor } from '@iot-operator/runtime/testing';
+import { localRegistry, localTestEnv, realNode, REAL_NODE_NAME, repoRoot } from '@iot-operator/local-cluster';
 import { localWebhookCertDir } from '../src/local-conversion.ts';
 import { IoTServiceType } from '../src/controller.ts';
 
 const run = promisify(execFile);
-const env = await testEnv();
+const env = await localTestEnv();
 const node = await realNode(env);
 const landscape = `qsr-${randomBytes(3).toString('hex')}`;
 const instanceNamespace = `${landscape}-reference-iotservice`;

@@ -6,7 +6,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Kinds } from '@iot-operator/runtime';
-import { repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
 import { localWebhookCertDir } from '../src/local-conversion.ts';
 import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { IOTSERVICE_CRD_NAME } from '../src/api/crd.ts';
@@ -17,7 +18,7 @@ const landscape = `qs-${randomBytes(3).toString('hex')}`;
 let env: TestEnv;
 
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
 });
 
 after(async () => {

@@ -13,7 +13,8 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Kinds } from '@iot-operator/runtime';
-import { repoRoot, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
+import { repoRoot } from '@iot-operator/local-cluster';
 import { IOTSERVICE_CRD_NAME } from '../src/api/crd.ts';
 
 const run = promisify(execFile);

@@ -11,7 +11,8 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parseAllDocuments, stringify } from 'yaml';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { repoRoot, serviceAccountKubeconfig, testEnv, waitFor, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
+import { serviceAccountKubeconfig, waitFor, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
 import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { createLandscape, deleteAllInstances, getIoT, installIoTCrd, iotService, startOperator, waitForPhase, type IoTObject } from './e2e-support.ts';
 
@@ -24,7 +25,7 @@ const accounts: ServiceAccountKubeconfig[] = [];
 const reducedRoles: string[] = [];
 
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
   await installIoTCrd(env);
   workDir = await mkdtemp(path.join(os.tmpdir(), 'iot-stuck-'));
 });

@@ -18,7 +18,8 @@ import assert from 'node:assert/strict';
 import { createServer, type AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { ApiError, Kinds, isNotFound, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { convertIoTService } from '../src/api/conversion.ts';
 import { IOTSERVICE_CRD_NAME, iotServiceCrd } from '../src/api/crd.ts';
 import { API_VERSION, API_VERSION_V1ALPHA1, IOTSERVICE_API_VERSION, IOTSERVICE_V1ALPHA1_API_VERSION } from '../src/api/iotservice.ts';
@@ -53,7 +54,7 @@ const idle: Fields = { gateway: { nodeSelector: {} }, core: { affinity: onKwok, 
 const untouched = ['plain', 'selected', 'tolerant'];
 const untouchedPods = 7 + 6 + 7;
 
-const env: TestEnv = await testEnv();
+const env: TestEnv = await localTestEnv();
 const found = localEtcd(env.kubeconfigPath);
 const skip = 'reason' in found ? found.reason : false;
 const etcd = found as LocalEtcd;

@@ -17,7 +17,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { before, describe, it } from 'node:test';
 import { parseAllDocuments } from 'yaml';
-import { repoRoot } from '@iot-operator/runtime/testing';
+import { repoRoot } from '@iot-operator/local-cluster';
 import { IOTSERVICE_WEBHOOK_PATH } from '../src/instance-namespace-webhook.ts';
 
 const run = promisify(execFile);

@@ -12,11 +12,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ApiError, customResource, Kinds, type KubeObject } from '@iot-operator/runtime';
-import { realNode, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv, realNode } from '@iot-operator/local-cluster';
 import { chart, prepareChartRelease, type ChartRelease } from './chart-release.ts';
 import { abandonLandscape, getOrUndefined, iotService, waitForPhase } from './e2e-support.ts';
 
-const env: TestEnv = await testEnv();
+const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
 const IoTServices = customResource('cp.iotservices.io', 'v1alpha1', 'IoTService', 'iotservices');

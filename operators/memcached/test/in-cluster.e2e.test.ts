@@ -27,11 +27,12 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { customResource, isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
-import { deletePodAwaitingHandover, localRegistry, onRealNode, operatorImage, pushUnderTag, realNode, REAL_NODE_NAME, registryImageId, registryPullSecret, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { deletePodAwaitingHandover, localRegistry, localTestEnv, onRealNode, operatorImage, pushUnderTag, realNode, REAL_NODE_NAME, registryImageId, registryPullSecret } from '@iot-operator/local-cluster';
 
-process.env.CLUSTER_OLM = '1'; // cluster/up.sh (run by testEnv) starts OLM unless it runs
+process.env.CLUSTER_OLM = '1'; // cluster/up.sh (run by localTestEnv) starts OLM unless it runs
 const run = promisify(execFile);
-const env: TestEnv = await testEnv();
+const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
 const operatorDir = fileURLToPath(new URL('..', import.meta.url));

@@ -11,7 +11,8 @@ import { after, before, describe, test } from 'node:test';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ApiError, ifFound, Kinds, type Manager } from '@iot-operator/runtime';
-import { serviceAccountKubeconfig, spawnOperator, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import { serviceAccountKubeconfig, spawnOperator, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { MEMCACHED_CRD_FILE } from '../src/api/crd.ts';
 import { Memcached, type MemcachedObject } from '../src/api/memcached.ts';
 import { createMemcachedOperator } from '../src/operator.ts';
@@ -60,7 +61,7 @@ async function waitForPodsAndStatus(size: number, objectName = name): Promise<st
 
 describe('memcached operator', () => {
   before(async () => {
-    env = await testEnv();
+    env = await localTestEnv();
     await env.installCrd(crdFile);
     ns = await env.namespace('memcached');
     mgr = await createMemcachedOperator(env.operatorOptions(ns));

@@ -15,7 +15,8 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { ifFound, Kinds, ServiceMonitor, type KubeObject, type OwnerReference, type ResourceType } from '@iot-operator/runtime';
-import { installServiceMonitorApi, removeServiceMonitorApi, serviceAccountKubeconfig, spawnOperator, testEnv, type OperatorProcess, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
+import { installServiceMonitorApi, removeServiceMonitorApi, serviceAccountKubeconfig, spawnOperator, type OperatorProcess, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { MEMCACHED_CRD_FILE } from '../src/api/crd.ts';
 
 const deployDir = fileURLToPath(new URL('../deploy/', import.meta.url));
@@ -62,7 +63,7 @@ async function stopped(operator: OperatorProcess): Promise<void> {
 
 describe('memcached operator: metrics Service and ServiceMonitor', () => {
   before(async () => {
-    env = await testEnv();
+    env = await localTestEnv();
     await removeServiceMonitorApi(env);
     await env.installCrd(memcachedCrdFile);
     ns = await env.namespace('mc-metrics');

@@ -25,7 +25,8 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { parse } from 'yaml';
 import { ApiError, customResource, ifFound, isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
-import { repoRoot, serviceAccountKubeconfig, spawnOperator, testEnv, type OperatorProcess, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
+import { serviceAccountKubeconfig, spawnOperator, type OperatorProcess, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
 
 const run = promisify(execFile);
 const operatorDir = fileURLToPath(new URL('..', import.meta.url));
@@ -98,8 +99,8 @@ function csvOwningAMissingCrd(): Csv {
 
 describe('memcached operator on OLM (seed 002, second half)', () => {
   before(async () => {
-    process.env.CLUSTER_OLM = '1'; // cluster/up.sh (run by testEnv) starts OLM unless it runs
-    env = await testEnv();
+    process.env.CLUSTER_OLM = '1'; // cluster/up.sh (run by localTestEnv) starts OLM unless it runs
+    env = await localTestEnv();
     const { stdout } = await run('bash', [path.join(repoRoot, 'cluster/build.sh')]);
     kubectlPath = stdout.trim().split('\n').at(-1)!;
     ns = await env.namespace('olm-memcached');

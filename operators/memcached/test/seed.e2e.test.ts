@@ -17,7 +17,8 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { parse, stringify } from 'yaml';
 import { ifFound, Kinds } from '@iot-operator/runtime';
-import { repoRoot, serviceAccountKubeconfig, spawnOperator, testEnv, type OperatorProcess, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
+import { serviceAccountKubeconfig, spawnOperator, type OperatorProcess, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
 
 const exec = promisify(execCallback);
 const operatorDir = fileURLToPath(new URL('..', import.meta.url));
@@ -48,7 +49,7 @@ async function crdGone(): Promise<boolean> {
 
 describe("seed 002: the memcached walkthrough, verbatim", () => {
   before(async () => {
-    env = await testEnv();
+    env = await localTestEnv();
     binDir = (await exec(`bash ${path.join(repoRoot, 'cluster/build.sh')}`)).stdout.trim().split('\n').at(-1)!;
     ns = await env.namespace('seed-memcached');
     workdir = await mkdtemp(path.join(os.tmpdir(), 'memcached-seed-'));

@@ -17,14 +17,15 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { customResource, Kinds, type KubeObject } from '@iot-operator/runtime';
-import { onRealNode, operatorImage, realNode, registryPullSecret, testEnv, waitFor } from '@iot-operator/runtime/testing';
+import { waitFor } from '@iot-operator/runtime/testing';
+import { localTestEnv, onRealNode, operatorImage, realNode, registryPullSecret } from '@iot-operator/local-cluster';
 import { readProject } from '../../../packages/sdk/src/project.ts';
 import { makeWebhookCertificate } from '@iot-operator/runtime';
 import { clusterWebhookObjects, webhookSecretName, webhookServiceName } from '../../../packages/sdk/src/webhook/manifests.ts';
 import { MEMCACHED_CRD_FILE } from '../src/api/crd.ts';
 import { Memcached, type MemcachedObject } from '../src/api/memcached.ts';
 
-const env = await testEnv();
+const env = await localTestEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
 const operatorDir = fileURLToPath(new URL('..', import.meta.url));

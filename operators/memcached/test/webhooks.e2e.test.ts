@@ -15,7 +15,8 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { customResource, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { readProject } from '../../../packages/sdk/src/project.ts';
 import { ensureWebhookCertificate } from '@iot-operator/runtime';
 import { localWebhookObjects } from '../../../packages/sdk/src/webhook/manifests.ts';
@@ -39,7 +40,7 @@ function memcached(name: string, spec: Record<string, unknown>): MemcachedObject
 
 describe('Memcached webhooks', () => {
   before(async () => {
-    env = await testEnv();
+    env = await localTestEnv();
     await env.installCrd(crdFile);
     ns = await env.namespace('memcached-webhooks');
     certDir = mkdtempSync(path.join(os.tmpdir(), 'memcached-webhook-certs-'));

@@ -23,10 +23,11 @@ import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
-import { deletePodAwaitingHandover, onRealNode, operatorImage, realNode, REAL_NODE_NAME, registryImageId, registryPullSecret, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { deletePodAwaitingHandover, localTestEnv, onRealNode, operatorImage, realNode, REAL_NODE_NAME, registryImageId, registryPullSecret, repoRoot } from '@iot-operator/local-cluster';
 
 const run = promisify(execFile);
-const env: TestEnv = await testEnv();
+const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
 const operatorDir = fileURLToPath(new URL('..', import.meta.url));

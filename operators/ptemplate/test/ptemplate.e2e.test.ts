@@ -15,7 +15,8 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ifFound, isNotFound, Kinds, type KubeObject, type Manager, type ResourceType } from '@iot-operator/runtime';
-import { serviceAccountKubeconfig, spawnOperator, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import { serviceAccountKubeconfig, spawnOperator, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { PTEMPLATE_CRD_FILE } from '../src/api/crd.ts';
 import { Ptemplate, type PtemplateObject, type PtemplateSpec } from '../src/api/ptemplate.ts';
 import { createPtemplateOperator } from '../src/operator.ts';
@@ -112,7 +113,7 @@ async function uninstallModuleCrd(): Promise<void> {
 
 describe('ptemplate operator', () => {
   before(async () => {
-    env = await testEnv();
+    env = await localTestEnv();
     await env.installCrd(crdFile);
     await uninstallModuleCrd();
     ns = await env.namespace('ptemplate');

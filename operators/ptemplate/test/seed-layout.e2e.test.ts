@@ -16,7 +16,8 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { ifFound, isNotFound, Kinds, type KubeObject, type ResourceType } from '@iot-operator/runtime';
-import { repoRoot, serviceAccountKubeconfig, spawnOperator, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import { serviceAccountKubeconfig, spawnOperator, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
 import type { DaemonSetObject } from '../src/resources/daemonset.ts';
 
 const run = promisify(execFile);
@@ -47,7 +48,7 @@ async function exists(type: ResourceType, name: string, namespace?: string): Pro
 
 describe('the seed layout: make install / deploy / undeploy / uninstall', () => {
   before(async () => {
-    env = await testEnv();
+    env = await localTestEnv();
     kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/build.sh')])).stdout.trim().split('\n').at(-1)!, 'kubectl');
     scratch = await mkdtemp(path.join(os.tmpdir(), 'ptemplate-seed-'));
     await make('undeploy'); // a clean start even after an interrupted run

@@ -5,6 +5,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import {
   ApiError,
   clientSource,
@@ -18,14 +19,14 @@ import {
   KubeClient,
   type KubeObject,
 } from '../src/index.ts';
-import { serviceAccountKubeconfig, testEnv, type TestEnv } from '../src/testing/index.ts';
+import { serviceAccountKubeconfig, type TestEnv } from '../src/testing/index.ts';
 
 const predicates = { isNotFound, isAlreadyExists, isConflict, isInvalid, isForbidden, isGone };
 
 let env: TestEnv;
 let ns: string;
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
   ns = await env.namespace('rt-reasons');
 });
 after(async () => {

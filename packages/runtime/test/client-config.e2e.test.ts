@@ -12,8 +12,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parse, stringify } from 'yaml';
+import { localTestEnv, realNode } from '@iot-operator/local-cluster';
 import { ApiError, Kinds, KubeClient, RuntimeMetrics } from '../src/index.ts';
-import { realNode, serviceAccountKubeconfig, testEnv, type TestEnv } from '../src/testing/index.ts';
+import { serviceAccountKubeconfig, type TestEnv } from '../src/testing/index.ts';
 import { makeCertificates } from './certificates.ts';
 
 interface KubeconfigFile {
@@ -26,7 +27,7 @@ interface KubeconfigFile {
 // The API server as a pod reaches it: at a non-loopback address (the real node's bridge gateway,
 // forwarded to the API server; loopback addresses are never proxied).
 const podAddress = '10.244.0.1';
-const node = await realNode(await testEnv());
+const node = await realNode(await localTestEnv());
 const withoutRealNode = node.available ? false : node.reason;
 
 let env: TestEnv;
@@ -36,7 +37,7 @@ let admin: KubeconfigFile;
 const closers: Array<() => void> = [];
 
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
   ns = await env.namespace('client-config');
   dir = await mkdtemp(path.join(os.tmpdir(), 'client-config-'));
   admin = parse(await readFile(env.kubeconfigPath, 'utf8')) as KubeconfigFile;

@@ -4,14 +4,15 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, ifFound, type KubeObject, type Manager } from '../src/index.ts';
-import { repoRoot, testEnv, waitFor, type TestEnv } from '../src/testing/index.ts';
+import { waitFor, type TestEnv } from '../src/testing/index.ts';
+import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
 import { derivedName, startDeriveOperator } from '../examples/derive-operator.ts';
 
 const run = promisify(execFile);
 
 let env: TestEnv;
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
 });
 after(async () => {
   await env?.cleanup();

@@ -9,8 +9,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parse } from 'yaml';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { Kinds, type Manager } from '../src/index.ts';
-import { serviceAccountKubeconfig, testEnv, type ServiceAccountKubeconfig, type TestEnv } from '../src/testing/index.ts';
+import { serviceAccountKubeconfig, type ServiceAccountKubeconfig, type TestEnv } from '../src/testing/index.ts';
 import { derivedName, startDeriveOperator } from '../examples/derive-operator.ts';
 import { makeCertificates, type TestCertificates } from './certificates.ts';
 
@@ -22,7 +23,7 @@ let mgr: Manager | undefined;
 const accounts: ServiceAccountKubeconfig[] = [];
 
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
   ns = await env.namespace('rt-secure-metrics');
   dir = await mkdtemp(path.join(os.tmpdir(), 'secure-metrics-'));
   certs = makeCertificates(dir, ['IP:127.0.0.1', 'DNS:localhost']);

@@ -10,8 +10,9 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { ensureWebhookCertificateSecret, Kinds, makeWebhookCertificate, usableCertificate, writeWebhookCertificate, type KubeObject } from '../src/index.ts';
-import { testEnv, type TestEnv } from '../src/testing/index.ts';
+import type { TestEnv } from '../src/testing/index.ts';
 
 type Secret = KubeObject & { type?: string; data?: Record<string, string> };
 
@@ -22,7 +23,7 @@ const decode = (secret: Secret, key: string) => Buffer.from(secret.data?.[key] ?
 const ensure = (name: string) => ensureWebhookCertificateSecret(env.client, { namespace: ns, name, names, managedBy: 'iot-operator' });
 
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
   ns = await env.namespace('rt-webhook-cert');
 });
 after(async () => {

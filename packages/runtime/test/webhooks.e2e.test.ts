@@ -12,8 +12,9 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
+import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
 import { allow, conversionWebhook, customResource, deny, Manager, mutatingWebhook, validatingWebhook, type KubeObject } from '../src/index.ts';
-import { repoRoot, testEnv, type TestEnv } from '../src/testing/index.ts';
+import type { TestEnv } from '../src/testing/index.ts';
 import { makeCertificates, type TestCertificates } from './certificates.ts';
 
 const run = promisify(execFile);
@@ -131,7 +132,7 @@ async function scrape(port: number, urlPath: string): Promise<{ code: number; bo
 }
 
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
   dir = await mkdtemp(path.join(os.tmpdir(), 'webhooks-e2e-'));
   certs = makeCertificates(dir, ['IP:127.0.0.1']);
   failNs = await env.namespace('rt-webhooks-fail');

@@ -1,15 +1,16 @@
 // Ships the local control plane with the package: `copy` (prepack) puts the repository's
 // cluster/ scripts, pinned versions and Go modules into packages/sdk/cluster/; `remove`
 // (postpack) deletes that copy, so the workspace keeps one source of truth (cluster/ at the
-// repository root, which the CLI uses when no copy is present). Everything but the tests goes:
-// the real node and its parts (build-node.sh, build-engine.sh and the wrapper modules they build)
-// are started by any up.sh of a cluster that has one, the SDK's included. Running either twice
-// changes nothing.
+// repository root, which the CLI uses when no copy is present). Everything but the tests and the
+// repository's TypeScript harness (src/, package.json, tsconfig.json: @iot-operator/local-cluster)
+// goes: the real node and its parts (build-node.sh, build-engine.sh and the wrapper modules they
+// build) are started by any up.sh of a cluster that has one, the SDK's included. Running either
+// twice changes nothing.
 import { cpSync, readdirSync, rmSync } from 'node:fs';
 
 const source = new URL('../../../cluster/', import.meta.url);
 const target = new URL('../cluster/', import.meta.url);
-const shipped = readdirSync(source).filter((entry) => entry !== 'test' && entry !== 'tsconfig.json');
+const shipped = readdirSync(source).filter((entry) => !['test', 'src', 'package.json', 'tsconfig.json'].includes(entry));
 
 const action = process.argv[2];
 rmSync(target, { recursive: true, force: true });

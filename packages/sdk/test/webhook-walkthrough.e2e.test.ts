@@ -19,7 +19,8 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { customResource, ifFound, isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
-import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import type { TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 const docs = readFileSync(path.join(repoRoot, 'docs/sdk.md'), 'utf8');
@@ -46,7 +47,7 @@ async function gone(type: typeof Kinds.Namespace, name: string): Promise<boolean
 
 describe("docs/sdk.md's webhook walkthrough", () => {
   before(async () => {
-    env = await testEnv();
+    env = await localTestEnv();
     workDir = mkdtempSync(path.join(os.tmpdir(), 'operator-ts-webhooks-'));
     projectDir = path.join(workDir, 'demo-operator');
     succeed(process.execPath, [cli, 'init', 'demo-operator'], workDir);

@@ -19,7 +19,8 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { customResource, isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
-import { serviceAccountKubeconfig, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
+import { serviceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv } from '@iot-operator/local-cluster';
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 let workDir: string;
@@ -81,8 +82,9 @@ describe('the operator-ts workflow of a new user', () => {
     // block per cluster: a package without them would rewrite the block of a shared cluster).
     const shippedCluster = path.join(projectDir, 'node_modules/@iot-operator/sdk/cluster');
     const repoCluster = path.join(repoRoot, 'cluster');
-    // Everything but the tests: an up.sh of a cluster with a real node builds and starts its parts.
-    assert.deepEqual(readdirSync(shippedCluster).sort(), readdirSync(repoCluster).filter((e) => e !== 'test' && e !== 'tsconfig.json').sort());
+    // Everything but the tests and the repository's TypeScript harness: an up.sh of a cluster with a
+    // real node builds and starts its parts.
+    assert.deepEqual(readdirSync(shippedCluster).sort(), readdirSync(repoCluster).filter((e) => !['test', 'src', 'package.json', 'tsconfig.json'].includes(e)).sort());
     const needed = [
       ...['up.sh', 'down.sh', 'status.sh', 'build.sh', 'build-olm.sh', 'build-node.sh', 'build-engine.sh', 'versions.env', 'kwokctl.yaml'],
       ...['lib', 'kwok-stages', 'manifests'].flatMap((dir) => readdirSync(path.join(repoCluster, dir)).map((f) => path.join(dir, f))),
@@ -98,7 +100,7 @@ describe('the operator-ts workflow of a new user', () => {
     const { IOT_TEST_USE_KUBECONFIG: _use, ...env } = userEnv;
     const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', 'test/operator.e2e.test.ts'], { cwd: projectDir, encoding: 'utf8', env });
     assert.equal(result.status, 1);
-    assert.match(result.stdout, /no local cluster scripts at .* \(an installed runtime ships none\): run the tests through `operator-ts cluster exec -- <command>`/);
+    assert.match(result.stdout, /no cluster is named for the tests: run them through `operator-ts cluster exec -- <command>`/);
   });
 
   test('create api adds a namespaced and a cluster-scoped API; the committed RBAC then fails its check until generated', () => {
@@ -132,7 +134,7 @@ describe('the operator-ts workflow of a new user', () => {
   });
 
   test('npm start runs the operator on the local cluster with its CRDs installed; it reconciles and stops on SIGINT', async () => {
-    env = await testEnv();
+    env = await localTestEnv();
     const ns = await env.namespace('sdk-start');
     const operator = spawn('npm', ['start', '--', '--metrics-bind-address', '127.0.0.1:0'], { cwd: projectDir, env: userEnv, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';

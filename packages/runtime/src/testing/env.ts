@@ -1,12 +1,13 @@
 /**
- * The end-to-end test environment on the real local control plane.
+ * The end-to-end test environment on a real cluster: the one the environment names.
  *
  * Guarantees:
- * - `testEnv()` starts or reuses the local cluster once per test process (`cluster/up.sh`,
- *   which builds nothing when its binaries are cached) unless `KUBECONFIG` names a reachable
- *   cluster and `IOT_TEST_USE_KUBECONFIG=1` asks for it; every call returns the same env. An
- *   installed runtime has no cluster/ beside it: it then fails saying to run the tests through
- *   `operator-ts cluster exec` (which sets both variables).
+ * - `testEnv()` connects to the cluster of `KUBECONFIG` once per test process when
+ *   `IOT_TEST_USE_KUBECONFIG=1` asks for it (`operator-ts cluster exec` sets both, for the local
+ *   cluster it starts or reuses); every call returns the same env. Without them it fails saying to
+ *   run the tests through `operator-ts cluster exec`, so a cluster that merely happens to be in
+ *   KUBECONFIG is never written to by tests.
+ * - `TestEnv.connect(kubeconfigPath)` is an env of its own on the cluster of that kubeconfig.
  * - `namespace()` creates a fresh namespace with a unique name per call and deletes it in
  *   `cleanup()` (call it from the suite's `after`).
  * - `installCrd` applies a CRD and waits until it is Established.
@@ -15,13 +16,8 @@
  * - `waitFor` polls until a condition holds and, on timeout, fails with a message saying what
  *   was expected and what was last seen.
  */
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { pino } from 'pino';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { KubeClient } from '../client/client.ts';
@@ -29,9 +25,6 @@ import { isNotFound } from '../client/errors.ts';
 import { Kinds, type KubeObject } from '../client/resource.ts';
 import type { OperatorProcessOptions } from '../manager/operator-process.ts';
 import { RuntimeMetrics } from '../metrics/runtime-metrics.ts';
-
-const run = promisify(execFile);
-export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../..');
 
 export interface WaitOptions {
   timeoutMs?: number;
@@ -46,6 +39,13 @@ export class TestEnv {
     readonly client: KubeClient,
     readonly metrics: RuntimeMetrics,
   ) {}
+
+  /** An env on the cluster of the kubeconfig at `kubeconfigPath`, with a client and metrics of its own. */
+  static async connect(kubeconfigPath: string): Promise<TestEnv> {
+    const metrics = new RuntimeMetrics();
+    const client = await KubeClient.fromKubeconfig({ kubeconfigPath, metrics });
+    return new TestEnv(kubeconfigPath, client, metrics);
+  }
 
   /** Creates a namespace with a unique name starting with `prefix`; removed in cleanup(). */
   async namespace(prefix = 'test', labels: Record<string, string> = {}): Promise<string> {
@@ -120,28 +120,16 @@ export async function waitFor<T>(expected: string, check: () => Promise<{ done: 
   }
 }
 
-/** Starts or reuses the local cluster and returns the path of its kubeconfig. */
-export async function ensureLocalCluster(): Promise<string> {
+/** The kubeconfig the environment names for tests, or an error saying how to name one. */
+function testKubeconfig(): string {
   if (process.env.IOT_TEST_USE_KUBECONFIG === '1' && process.env.KUBECONFIG) return process.env.KUBECONFIG;
-  const upScript = path.join(repoRoot, 'cluster/up.sh');
-  if (!existsSync(upScript)) {
-    throw new Error(`no local cluster scripts at ${upScript} (an installed runtime ships none): run the tests through \`operator-ts cluster exec -- <command>\`, or set KUBECONFIG and IOT_TEST_USE_KUBECONFIG=1`);
-  }
-  const { stdout } = await run('bash', [upScript], { maxBuffer: 16 * 1024 * 1024, timeout: 60 * 60 * 1000 });
-  const last = stdout.trim().split('\n').at(-1) ?? '';
-  if (!last.startsWith('KUBECONFIG=')) throw new Error(`cluster/up.sh did not print KUBECONFIG=...; its output ended with: ${last}`);
-  return last.slice('KUBECONFIG='.length);
+  throw new Error('no cluster is named for the tests: run them through `operator-ts cluster exec -- <command>` (the local cluster), or set KUBECONFIG and IOT_TEST_USE_KUBECONFIG=1');
 }
 
 let shared: Promise<TestEnv> | undefined;
 
-/** The process-wide test environment (cluster started once). */
+/** The process-wide test environment on the cluster the environment names. */
 export function testEnv(): Promise<TestEnv> {
-  shared ??= (async () => {
-    const kubeconfigPath = await ensureLocalCluster();
-    const metrics = new RuntimeMetrics();
-    const client = await KubeClient.fromKubeconfig({ kubeconfigPath, metrics });
-    return new TestEnv(kubeconfigPath, client, metrics);
-  })();
+  shared ??= (async () => TestEnv.connect(testKubeconfig()))();
   return shared;
 }

@@ -1,14 +1,13 @@
 /**
  * Test support: an operator run as a child process, the way it runs in a container.
  *
- * Guarantees: `spawnOperator(args, env)` runs `node <args>` from the repository root (or `cwd`) with the
+ * Guarantees: `spawnOperator(args, env)` runs `node <args>` from the current directory (or `cwd`) with the
  * test process's environment plus `env`; `output()` is everything the process has written to
  * stderr so far (stdout too with `{ output: 'all' }`; stdin is closed); `stop()` sends SIGTERM
  * and resolves with the exit code (null when a signal ended it) once the process has exited —
  * at once if it already had.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { repoRoot } from './env.ts';
 
 export type OperatorProcess = ChildProcess & {
   output(): string;
@@ -18,7 +17,7 @@ export type OperatorProcess = ChildProcess & {
 export function spawnOperator(args: readonly string[], env: Record<string, string>, options: { output?: 'stderr' | 'all'; cwd?: string } = {}): OperatorProcess {
   const all = options.output === 'all';
   const child = spawn(process.execPath, [...args], {
-    cwd: options.cwd ?? repoRoot,
+    cwd: options.cwd,
     env: { ...process.env, ...env },
     stdio: ['ignore', all ? 'pipe' : 'ignore', 'pipe'],
   });

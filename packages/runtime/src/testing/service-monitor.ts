@@ -1,5 +1,5 @@
 /**
- * Test support: the Prometheus Operator's ServiceMonitor API on the local cluster, from a
+ * Test support: the Prometheus Operator's ServiceMonitor API on the test cluster, from a
  * stand-in CRD of this project's own (`fixtures/monitoring.coreos.com_servicemonitors.yml`: the
  * same group, version, kind and scope, any spec kept), so tests can show what an operator or chart
  * does with and without that API.

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { ApiError, KubeClient, Kinds, type KubeObject } from '../../src/index.ts';
 import { faults, type FaultProxy, type TestEnv } from '../../src/testing/index.ts';
 import { startProxiedEnv, stopProxiedEnv } from './proxied-env.ts';

@@ -5,6 +5,7 @@
 // is removed every object is written.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { Kinds, type KubeObject, type Manager, type RateLimit } from '../../src/index.ts';
 import { faults, type FaultProxy, type RecordedRequest, type TestEnv } from '../../src/testing/index.ts';
 import { derivedName, startDeriveOperator } from '../../examples/derive-operator.ts';

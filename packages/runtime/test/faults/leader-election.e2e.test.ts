@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { Kinds, type KubeObject } from '../../src/index.ts';
 import { faults, spawnOperator, waitFor, type FaultProxy, type OperatorProcess, type RecordedRequest, type TestEnv } from '../../src/testing/index.ts';
 import { reportFault } from './fault-report.ts';

@@ -6,7 +6,8 @@
  * the operator processes the suite spawned (`spawned`), then stops the proxy and deletes the
  * env's namespaces; parts never started are passed over.
  */
-import { FaultProxy, testEnv, type OperatorProcess, type TestEnv } from '../../src/testing/index.ts';
+import { localTestEnv } from '@iot-operator/local-cluster';
+import { FaultProxy, type OperatorProcess, type TestEnv } from '../../src/testing/index.ts';
 
 export interface ProxiedEnv {
   env: TestEnv;
@@ -14,7 +15,7 @@ export interface ProxiedEnv {
 }
 
 export async function startProxiedEnv(): Promise<ProxiedEnv> {
-  const env = await testEnv();
+  const env = await localTestEnv();
   return { env, proxy: await FaultProxy.start({ kubeconfigPath: env.kubeconfigPath }) };
 }
 

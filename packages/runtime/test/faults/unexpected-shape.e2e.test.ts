@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { Kinds, Manager, controller, findCondition, generationChanged, readConditions, setCondition, type Condition, type KubeObject, type ResourceType } from '../../src/index.ts';
-import { testEnv, waitFor, type TestEnv } from '../../src/testing/index.ts';
+import { waitFor, type TestEnv } from '../../src/testing/index.ts';
 import { reportFault } from './fault-report.ts';
 
 const group = 'faults.iot-operator.test';
@@ -49,7 +50,7 @@ let env: TestEnv;
 let mgr: Manager | undefined;
 
 before(async () => {
-  env = await testEnv();
+  env = await localTestEnv();
 });
 after(async () => {
   await mgr?.stop();

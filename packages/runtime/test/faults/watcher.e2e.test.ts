@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { localTestEnv } from '@iot-operator/local-cluster';
 import { Informer, KubeClient, Kinds, clientSource, type KubeObject, type WatcherConfig } from '../../src/index.ts';
 import { faults, waitFor, type FaultProxy, type TestEnv } from '../../src/testing/index.ts';
 import { reportFault } from './fault-report.ts';

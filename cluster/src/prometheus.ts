@@ -1,6 +1,6 @@
 /**
  * A real Prometheus (github.com/prometheus/prometheus, built from Go modules by
- * `cluster/build-engine.sh prometheus`) in a pod on the local cluster's real node, for end-to-end
+ * `build-engine.sh prometheus`) in a pod on the local cluster's real node, for end-to-end
  * tests of what operators promise to a monitoring stack: scrape configurations, alert rules and
  * dashboard queries evaluated by Prometheus itself.
  *
@@ -26,20 +26,19 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { stringify as toYaml } from 'yaml';
-import { isNotFound } from '../client/errors.ts';
-import { Kinds, type KubeObject } from '../client/resource.ts';
-import { repoRoot, waitFor, type TestEnv } from './env.ts';
+import { isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { importScratchImage, onRealNode, realNodeHasImage } from './real-node.ts';
+import { clusterDir } from './up.ts';
 
 const run = promisify(execFile);
 
-const SERVICE_ACCOUNT_TOKEN = '/var/run/secrets/kubernetes.io/serviceaccount/token';
 const CONFIG_DIR = '/etc/prometheus';
 const PORT = 9090;
 
 let image: Promise<string> | undefined;
 
-/** The Prometheus image (the binary built by cluster/build-engine.sh), loaded into the real node's containerd; its reference. */
+/** The Prometheus image (the binary built by build-engine.sh), loaded into the real node's containerd; its reference. */
 export function prometheusImage(env: TestEnv): Promise<string> {
   image ??= loadPrometheusImage(env).catch((e: unknown) => {
     image = undefined;
@@ -49,7 +48,7 @@ export function prometheusImage(env: TestEnv): Promise<string> {
 }
 
 async function loadPrometheusImage(env: TestEnv): Promise<string> {
-  const built = await run('bash', [path.join(repoRoot, 'cluster/build-engine.sh'), 'prometheus'], { maxBuffer: 16 * 1024 * 1024, timeout: 30 * 60 * 1000 });
+  const built = await run('bash', [path.join(clusterDir, 'build-engine.sh'), 'prometheus'], { maxBuffer: 16 * 1024 * 1024, timeout: 30 * 60 * 1000 });
   const binary = built.stdout.trim().split('\n').at(-1)!;
   const reference = `localhost/iot-operator/prometheus:${path.basename(path.dirname(binary)).replace(/^prometheus-/, '')}`;
   if (await realNodeHasImage(env, reference)) return reference;

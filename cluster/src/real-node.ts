@@ -1,10 +1,10 @@
 /**
  * End-to-end tests of operators running as images in real pods: the local cluster's real node
- * (cluster/lib/real-node.sh) and the operators' images built and loaded onto it.
+ * (lib/real-node.sh) and the operators' images built and loaded onto it.
  *
  * Guarantees:
  * - `realNode(env)` says whether the cluster has a Ready real node, and when it has none, why:
- *   the reason `cluster/up.sh` recorded (what this machine lacks), or that the cluster was started
+ *   the reason `up.sh` recorded (what this machine lacks), or that the cluster was started
  *   without one. Tests pass that reason to node:test's `skip`, so they are reported as not run,
  *   never silently passed; `scripts/run-tests.mjs` repeats it on the last lines of the run.
  * - `onRealNode` is the scheduling a pod needs to land there (node selector and toleration of the
@@ -20,7 +20,7 @@
  *   `registryImageId(env, image)` is the imageID a container reports when the kubelet pulled that
  *   reference from the registry (`<repository>@<digest the registry serves>`).
  * - `localRegistry(env)` reads where the cluster's registry is and its credentials (the files
- *   cluster/lib/registry.sh keeps in the cluster's workdir); `registryPullSecret` makes a
+ *   lib/registry.sh keeps in the cluster's workdir); `registryPullSecret` makes a
  *   `kubernetes.io/dockerconfigjson` Secret of them in a namespace; `pushTestImage` pushes a
  *   busybox image holding a file of the caller's content there (a new digest per content).
  * - `busyboxImage(env)` is a small image made here from Debian's busybox-static, every applet
@@ -33,9 +33,9 @@ import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { isNotFound } from '../client/errors.ts';
-import { Kinds, type KubeObject } from '../client/resource.ts';
-import { repoRoot, waitFor, type TestEnv } from './env.ts';
+import { isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { repoRoot } from './up.ts';
 
 const run = promisify(execFile);
 
