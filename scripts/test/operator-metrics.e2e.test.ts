@@ -13,7 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { repoRoot, spawnOperator, testEnv, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
 import { createPullSecret, deleteAllInstances, installIoTCrd, iotService } from '../../operators/iot/test/e2e-support.ts';
-import { IoTServiceV1alpha1Type } from '../../operators/iot/src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../../operators/iot/src/iotservice-types.ts';
 import { JOBS, OPERATORS, type Operator } from '../alert-rules.ts';
 
 const run = promisify(execFile);

@@ -12,9 +12,10 @@
  * and declared here cannot be missing from the RBAC.
  */
 import { Kinds, type ExtraPermission, type Manager } from '@iot-operator/runtime';
-import { CHILD_TYPES, IoTServiceType, registerIoTController, StorageClassType, type IoTControllerConfig } from './controller.ts';
+import { registerIoTController } from './controller.ts';
 import { EndpointSliceType } from './crd-conversion.ts';
 import { registerIngestionMonitor, type IngestionMonitor } from './ingestion.ts';
+import { CHILD_TYPES, IoTServiceType, StorageClassType, type IoTControllerConfig } from './iotservice-types.ts';
 import { registerOrphanedNamespaceCleanup } from './orphaned-namespaces.ts';
 
 export const extraPermissions: ExtraPermission[] = [

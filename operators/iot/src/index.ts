@@ -11,7 +11,7 @@
  */
 export { createIoTOperator } from './operator.ts';
 export type { OperatorOptions } from './options.ts';
-export { CHILD_TYPES, IoTServiceType } from './controller.ts';
+export { CHILD_TYPES, IoTServiceType } from './iotservice-types.ts';
 export type { IoTService, IoTServiceSpec, IoTServiceStatus } from './api/iotservice.ts';
 export { desiredChildren, type DesiredChild, type DesiredChildren } from './resources/index.ts';
 export { resolveInstance, type Instance } from './resources/instance.ts';

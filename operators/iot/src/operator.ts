@@ -10,7 +10,7 @@
  * operator in-process.
  */
 import { Manager } from '@iot-operator/runtime';
-import { SHARDED_TYPES, iotCacheOptions, type IoTControllerConfig } from './controller.ts';
+import { SHARDED_TYPES, iotCacheOptions, type IoTControllerConfig } from './iotservice-types.ts';
 import { registerControllers } from './controllers.ts';
 import { exportInstanceMetrics } from './instance-metrics.ts';
 import { registerConversionWebhook } from './conversion-webhook.ts';

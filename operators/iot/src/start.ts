@@ -39,7 +39,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Kinds, KubeClient, apiVersionOf, ensureWebhookCertificate, isAlreadyExists, isNotFound, type KubeObject, type Manager, type ResourceType } from '@iot-operator/runtime';
 import { registryPullSecret, TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceType, IoTServiceV1alpha1Type } from './controller.ts';
+import { IoTServiceType, IoTServiceV1alpha1Type } from './iotservice-types.ts';
 import { createIoTOperator } from './operator.ts';
 import type { IoTServiceStatus } from './api/iotservice.ts';
 import { IOTSERVICE_CRD_NAME, iotServiceCrd } from './api/crd.ts';

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { spawnOperator, testEnv, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
 import { bundleOperator } from '../../../scripts/bundle.ts';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { createLandscape, deleteAllInstances, installIoTCrd, iotService, metricsPort, waitForPhase } from './e2e-support.ts';
 
 let env: TestEnv;

@@ -9,7 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { testEnv, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { createLandscape, deleteAllInstances, getOrUndefined, installIoTCrd, iotService, spawnOperator, waitForPhase } from './e2e-support.ts';
 
 const PLANTED = 300;

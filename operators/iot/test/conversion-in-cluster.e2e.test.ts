@@ -26,7 +26,7 @@ import { customResource, Kinds, type KubeObject } from '@iot-operator/runtime';
 import { onRealNode, realNode, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { parseAllDocuments, stringify } from 'yaml';
 import { DEFAULT_CONVERSION_SERVICE, IOTSERVICE_CRD_NAME, conversionClientConfig } from '../src/api/crd.ts';
-import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import type { CrdConversion } from '../src/crd-conversion.ts';
 import { chart, isReady, prepareChartRelease, type ChartRelease, type Pod } from './chart-release.ts';
 import { abandonLandscape, createThroughConversion, installIoTCrd, iotService, serveIoTConversion } from './e2e-support.ts';

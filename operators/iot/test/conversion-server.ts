@@ -10,7 +10,7 @@ import path from 'node:path';
 import { Kinds, Registry, isNotFound, WebhookServer, ensureWebhookCertificate, type KubeObject } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { DEFAULT_CONVERSION_SERVICE, IOTSERVICE_CONVERSION_PATH, IOTSERVICE_CRD_NAME, conversionClientConfig, iotServiceCrd } from '../src/api/crd.ts';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { iotServiceConversionWebhook } from '../src/conversion-webhook.ts';
 
 let conversionServer: Promise<{ url: string; ca: string }> | undefined;

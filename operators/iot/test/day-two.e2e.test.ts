@@ -42,7 +42,7 @@ import {
   type StoredTelemetryRecord,
 } from '@iot-operator/iot-service/simulator';
 import { COMPONENTS, type ComponentName, type IoTServiceStatus } from '../src/api/iotservice.ts';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { HOST_ON_POD_NETWORK, deleteAllInstances, getIoT, installIoTCrd, iotService, referenceImages, startOperator, waitForPhase } from './e2e-support.ts';
 
 const run = promisify(execFile);

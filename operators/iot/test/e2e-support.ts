@@ -12,7 +12,7 @@ import { Kinds, isNotFound, type KubeObject, type Manager } from '@iot-operator/
 import { repoRoot, spawnOperator as spawnOperatorProcess, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
 import type { ServiceAddresses } from '@iot-operator/iot-service/simulator';
 import type { ComponentName, IoTServiceStatus, IoTServiceV1alpha1Spec } from '../src/api/iotservice.ts';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { createIoTOperator } from '../src/operator.ts';
 import type { OperatorOptions } from '../src/options.ts';
 

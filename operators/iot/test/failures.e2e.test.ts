@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ApiError, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceType, IoTServiceV1alpha1Type, StorageClassType } from '../src/controller.ts';
+import { IoTServiceType, IoTServiceV1alpha1Type, StorageClassType } from '../src/iotservice-types.ts';
 import { createLandscape, createPullSecret, deleteAllInstances, getIoT, getOrUndefined, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
 
 let env: TestEnv;

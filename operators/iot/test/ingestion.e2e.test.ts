@@ -45,7 +45,7 @@ import {
   type ServiceAddresses,
 } from '@iot-operator/iot-service/simulator';
 import { COMPONENTS, type ComponentName } from '../src/api/iotservice.ts';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { HOST_ON_POD_NETWORK, componentPod, deleteAllInstances, deviceAddresses, execInPod, getIoT, installIoTCrd, iotService, referenceImages, startOperator, waitForPhase } from './e2e-support.ts';
 
 const run = promisify(execFile);

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Manager } from '@iot-operator/runtime';
 import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { createLandscape, createPullSecret, deleteAllInstances, getIoT, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
 
 let env: TestEnv;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { FINALIZER, IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { FINALIZER, IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { createLandscape, deleteAllInstances, installIoTCrd, getIoT, getOrUndefined, iotService, pullSecretData, startOperator, waitForPhase, writeRequests, type IoTObject } from './e2e-support.ts';
 
 type Workload = KubeObject & {

@@ -14,7 +14,7 @@ import { after, before, describe, test } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { testEnv, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
 import { IOTSERVICE_CRD_NAME, conversionClientConfig } from '../src/api/crd.ts';
-import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import type { CrdConversion } from '../src/crd-conversion.ts';
 import { localWebhookCertDir } from '../src/local-conversion.ts';
 import { abandonLandscape, createLandscape, createThroughConversion, installIoTCrd, iotService, serveIoTConversion, spawnOperator, waitForPhase } from './e2e-support.ts';

@@ -23,7 +23,7 @@ import { after, before, describe, it } from 'node:test';
 import { ApiError, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { busyboxImage, importScratchImage, onRealNode, realNode, tagOnRealNode, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { COMPONENTS, type ComponentName } from '../src/api/iotservice.ts';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { PORTS } from '../src/resources/ports.ts';
 import { createLandscape, deleteAllInstances, execInPod, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
 

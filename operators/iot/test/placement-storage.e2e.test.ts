@@ -11,7 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import type { KubeObject } from '@iot-operator/runtime';
 import { testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 import { COMPONENTS } from '../src/api/iotservice.ts';
-import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { abandonLandscape, createLandscape, createThroughConversion, installIoTCrd } from './e2e-support.ts';
 import { FULL_PLACEMENT } from './full-placement.ts';
 

@@ -12,7 +12,7 @@ import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { localRegistry, onRealNode, pushTestImage, realNode, registryPullSecret, repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { IMAGE_PULL_SECRET_NAME } from '../src/resources/secrets.ts';
 import { createLandscape, deleteAllInstances, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
 

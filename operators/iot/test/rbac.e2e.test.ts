@@ -14,7 +14,7 @@ import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { ApiError, KubeClient, Kinds, customResource, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { TestEnv as TestEnvClass, repoRoot, serviceAccountKubeconfig, testEnv, waitFor, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { createLandscape, deleteAllInstances, getIoT, getOrUndefined, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
 
 const run = promisify(execFile);

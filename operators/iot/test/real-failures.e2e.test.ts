@@ -38,7 +38,7 @@ import {
   type TestEnv,
 } from '@iot-operator/runtime/testing';
 import { COMPONENTS } from '../src/api/iotservice.ts';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { deleteAllInstances, getIoT, installIoTCrd, iotService, startOperator, waitForPhase, type IoTObject } from './e2e-support.ts';
 
 const run = promisify(execFile);

@@ -18,7 +18,7 @@ import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { onRealNode, REAL_NODE_NAME, realNode, registryPullSecret, testEnv, type TestEnv } from '@iot-operator/runtime/testing';
 import { HttpStatusError, postHttp, publishMqtt, readTelemetry, registerDevice, simulateDevice } from '@iot-operator/iot-service/simulator';
 import { COMPONENTS } from '../src/api/iotservice.ts';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { HOST_ON_POD_NETWORK, deleteAllInstances, deviceAddresses, installIoTCrd, iotService, referenceImages, startOperator, waitForPhase } from './e2e-support.ts';
 
 const env: TestEnv = await testEnv();

@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import type { V1Deployment, V1StatefulSet } from '@kubernetes/client-node';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { testEnv, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { createLandscape, deleteAllInstances, installIoTCrd, iotService, spawnOperator, waitForPhase } from './e2e-support.ts';
 
 let env: TestEnv;

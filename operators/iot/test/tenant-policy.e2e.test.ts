@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import type { V1ConfigMap, V1LimitRange, V1Pod, V1ResourceQuota } from '@kubernetes/client-node';
 import { ApiError, Kinds, customResource, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { createLandscape, deleteAllInstances, getOrUndefined, installIoTCrd, iotService, startOperator, waitForPhase } from './e2e-support.ts';
 
 const ResourceQuotaType = customResource('', 'v1', 'ResourceQuota', 'resourcequotas');

@@ -25,7 +25,7 @@ import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { onRealNode, realNode, registryPullSecret, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { HttpStatusError, postHttp, publishMqtt, readTelemetry, registerDevice, simulateDevice, type ServiceAddresses } from '@iot-operator/iot-service/simulator';
 import { COMPONENTS } from '../src/api/iotservice.ts';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { PORTS } from '../src/resources/ports.ts';
 import { HOST_ON_POD_NETWORK, componentPod, deleteAllInstances, deviceAddresses, execInPod, getIoT, getOrUndefined, installIoTCrd, iotService, referenceImages, startOperator, waitForPhase } from './e2e-support.ts';
 
