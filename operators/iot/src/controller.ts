@@ -107,8 +107,9 @@ import { RenderedChildren, type PreparedChild, type Rendering } from './rendered
 import { hasEmptyDirData, STATEFULSET_COMPONENTS, type KeptEmptyDirs } from './resources/statefulsets.ts';
 import { heldBackDeployments } from './rollout-order.ts';
 import { ResolvedInstances } from './resolved-instances.ts';
-import { StatusWrites } from './status-writes.ts';
-import { computeStatus, msUntilStuckPodFailure, statusTransitionEvent, STORAGE_COMPONENTS, unboundClaims, type ReconcileOutcome } from './status.ts';
+import { msUntilStuckPodFailure, unboundClaims } from './status/pod-health.ts';
+import { StatusWrites } from './status/status-writes.ts';
+import { computeStatus, statusTransitionEvent, STORAGE_COMPONENTS, type ReconcileOutcome } from './status/status.ts';
 
 /** How often an instance that is not yet Available is looked at again without any event. */
 const PROCESSING_RECHECK_MS = 30_000;

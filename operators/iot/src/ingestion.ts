@@ -42,7 +42,7 @@ import { IoTServiceType, keyOf, type IoTControllerConfig } from './iotservice-ty
 import { readyPodIP } from './pod-view.ts';
 import { instanceNamespaceName } from './resources/index.ts';
 import { PORTS } from './resources/ports.ts';
-import type { StatusEvent } from './status.ts';
+import type { StatusEvent } from './status/status.ts';
 
 /** The streams and durable consumer the workloads make (workloads/iot-service/src/shared/broker.ts). */
 export const TELEMETRY_STREAM = 'TELEMETRY';

@@ -38,7 +38,7 @@ import { Gauge, Histogram, type KubeObject, type Manager, type Registry } from '
 import { PHASES, type IoTService, type IoTServicePhase } from './api/iotservice.ts';
 import { IoTServiceType } from './iotservice-types.ts';
 import type { IngestionMonitor, IngestionVerdict, InstanceName } from './ingestion.ts';
-import { CONDITION_DEGRADED, CONDITION_READY } from './status.ts';
+import { CONDITION_DEGRADED, CONDITION_READY } from './status/status.ts';
 
 export type IoTServiceObject = IoTService & KubeObject;
 

@@ -35,7 +35,7 @@ export interface IoTControllerConfig extends OperatorConfig {
   maxConcurrentReconciles: number;
   /** Set when this process is one shard of a ControllerRing of IoTServices (see SHARDED_TYPES). */
   shard?: { ring: string; name: string };
-  /** The stuck window of the status (--stuck-pod-timeout); default status.ts DEFAULT_STUCK_POD_TIMEOUT_MS. */
+  /** The stuck window of the status (--stuck-pod-timeout); default pod-health.ts DEFAULT_STUCK_POD_TIMEOUT_MS. */
   stuckPodTimeoutMs?: number;
 }
 
