@@ -104,7 +104,7 @@ import {
 import { leanPod } from './pod-view.ts';
 import { podsBlockingStatefulSetRollouts, podsWaitingForImages } from './pod-restarts.ts';
 import { RenderedChildren, type PreparedChild, type Rendering } from './rendered-children.ts';
-import { hasEmptyDirData, STATEFULSET_COMPONENTS, type KeptEmptyDirs } from './resources/statefulsets.ts';
+import { hasEmptyDirData, STATEFULSET_COMPONENTS, type KeptEmptyDirs } from './resources/data-volume.ts';
 import { heldBackDeployments } from './rollout-order.ts';
 import { ResolvedInstances } from './resolved-instances.ts';
 import { msUntilStuckPodFailure, unboundClaims } from './status/pod-health.ts';

@@ -38,11 +38,10 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { Kinds, controller, generationChanged, type KubeObject, type Manager, type Reconciler } from '@iot-operator/runtime';
 import type { IngestionState } from './api/iotservice.ts';
-import { IoTServiceType, keyOf, type IoTControllerConfig } from './iotservice-types.ts';
+import { IoTServiceType, keyOf, type IoTControllerConfig, type StatusEvent } from './iotservice-types.ts';
 import { readyPodIP } from './pod-view.ts';
 import { instanceNamespaceName } from './resources/index.ts';
 import { PORTS } from './resources/ports.ts';
-import type { StatusEvent } from './status/status.ts';
 
 /** The streams and durable consumer the workloads make (workloads/iot-service/src/shared/broker.ts). */
 export const TELEMETRY_STREAM = 'TELEMETRY';

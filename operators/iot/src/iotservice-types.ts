@@ -1,8 +1,9 @@
 /**
  * The IoTService as every controller of the IoT operator handles it: its resource types (v1beta1,
  * the stored version, and the seed's v1alpha1), its finalizer and field manager, the resource type
- * of each kind of child, the key an IoTService's memory is kept under, the IoTService controller's
- * configuration, and the cache scoping that controller needs (`iotCacheOptions`).
+ * of each kind of child, the key an IoTService's memory is kept under, the Events recorded on it
+ * (`StatusEvent`), the IoTService controller's configuration, and the cache scoping that controller
+ * needs (`iotCacheOptions`).
  *
  * Guarantees: secondary caches hold only objects carrying this landscape's label, whole only inside
  * this landscape's instance namespaces (any other is kept as a bare name), and never the data of a
@@ -112,6 +113,13 @@ function onlyInInstanceNamespaces(landscape: string, keep: Transform<KubeObject>
     const { name, namespace, uid, resourceVersion } = obj.metadata;
     return { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name, namespace, uid, resourceVersion } };
   };
+}
+
+/** An Event to record on an IoTService: a status transition (status.ts) or dead letters its ingestion set aside (ingestion.ts). */
+export interface StatusEvent {
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
 }
 
 /** The key an IoTService's memory is kept under, in every controller of IoTServices. */

@@ -70,6 +70,7 @@ import {
   type ImagePull,
 } from '../failure.ts';
 import type { IngestionVerdict } from '../ingestion.ts';
+import type { StatusEvent } from '../iotservice-types.ts';
 import {
   DEFAULT_STUCK_POD_TIMEOUT_MS,
   IMAGE_PULL_BACK_OFF,
@@ -81,8 +82,8 @@ import {
   unboundClaims,
   type PodTrouble,
 } from './pod-health.ts';
+import { hasEmptyDirData } from '../resources/data-volume.ts';
 import { IMAGE_PULL_SECRET_NAME } from '../resources/secrets.ts';
-import { hasEmptyDirData } from '../resources/statefulsets.ts';
 
 export const CONDITION_READY = 'Ready';
 export const CONDITION_PROGRESSING = 'Progressing';
@@ -495,12 +496,6 @@ function persistentStorageCondition(spec: DefaultedIoTServiceSpec, statefulSets:
 /** Deep equality ignoring key order and undefined fields: decides whether a status write is needed. */
 export function statusEqual(a: IoTServiceStatus | undefined, b: IoTServiceStatus | undefined): boolean {
   return canonicalJson(a ?? {}) === canonicalJson(b ?? {});
-}
-
-export interface StatusEvent {
-  type: 'Normal' | 'Warning';
-  reason: string;
-  message: string;
 }
 
 /**
