@@ -43,8 +43,8 @@ import { IoTServiceType, IoTServiceV1alpha1Type } from './iotservice-types.ts';
 import { createIoTOperator } from './operator.ts';
 import type { IoTServiceStatus } from './api/iotservice.ts';
 import { IOTSERVICE_CRD_NAME, iotServiceCrd } from './api/crd.ts';
-import type { CrdConversion } from './crd-conversion.ts';
-import { localWebhookCertDir, pointConversionHere } from './local-conversion.ts';
+import type { CrdConversion } from './webhooks/crd-conversion.ts';
+import { localWebhookCertDir, pointConversionHere } from './webhooks/local-conversion.ts';
 import { startLocalCluster, startStep, type StartStep } from './start-step.ts';
 
 const operatorDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');

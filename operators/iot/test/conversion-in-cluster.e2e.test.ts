@@ -27,7 +27,7 @@ import { onRealNode, realNode, repoRoot, testEnv, waitFor, type TestEnv } from '
 import { parseAllDocuments, stringify } from 'yaml';
 import { DEFAULT_CONVERSION_SERVICE, IOTSERVICE_CRD_NAME, conversionClientConfig } from '../src/api/crd.ts';
 import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
-import type { CrdConversion } from '../src/crd-conversion.ts';
+import type { CrdConversion } from '../src/webhooks/crd-conversion.ts';
 import { chart, isReady, prepareChartRelease, type ChartRelease, type Pod } from './chart-release.ts';
 import { abandonLandscape, createThroughConversion, installIoTCrd, iotService, serveIoTConversion } from './e2e-support.ts';
 

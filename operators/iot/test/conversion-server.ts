@@ -11,7 +11,7 @@ import { Kinds, Registry, isNotFound, WebhookServer, ensureWebhookCertificate, t
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { DEFAULT_CONVERSION_SERVICE, IOTSERVICE_CONVERSION_PATH, IOTSERVICE_CRD_NAME, conversionClientConfig, iotServiceCrd } from '../src/api/crd.ts';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
-import { iotServiceConversionWebhook } from '../src/conversion-webhook.ts';
+import { iotServiceConversionWebhook } from '../src/webhooks/conversion-webhook.ts';
 
 let conversionServer: Promise<{ url: string; ca: string }> | undefined;
 

@@ -17,7 +17,7 @@ import { promisify } from 'node:util';
 import { after, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { localRegistry, realNode, REAL_NODE_NAME, repoRoot, testEnv, waitFor } from '@iot-operator/runtime/testing';
-import { localWebhookCertDir } from '../src/local-conversion.ts';
+import { localWebhookCertDir } from '../src/webhooks/local-conversion.ts';
 import { IoTServiceType } from '../src/iotservice-types.ts';
 
 const run = promisify(execFile);

@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Kinds } from '@iot-operator/runtime';
 import { repoRoot, testEnv, waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { localWebhookCertDir } from '../src/local-conversion.ts';
+import { localWebhookCertDir } from '../src/webhooks/local-conversion.ts';
 import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { IOTSERVICE_CRD_NAME } from '../src/api/crd.ts';
 

@@ -17,7 +17,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { Kinds, type KubeApi, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { DEFAULT_CONVERSION_SERVICE, IOTSERVICE_CONVERSION_PATH, IOTSERVICE_CRD_NAME, conversionClientConfig } from './api/crd.ts';
+import { DEFAULT_CONVERSION_SERVICE, IOTSERVICE_CONVERSION_PATH, IOTSERVICE_CRD_NAME, conversionClientConfig } from '../api/crd.ts';
 import type { CrdConversion } from './crd-conversion.ts';
 
 /** Where a landscape's local webhook certificate is kept across runs. */
