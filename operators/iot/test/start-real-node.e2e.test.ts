@@ -43,7 +43,7 @@ describe('npm start -- --real-node (a working IoT service)', { skip: node.availa
 
   it('builds and pushes the reference images, brings the example to Available on the real node and ends with a device’s messages stored', async () => {
     const { KUBECONFIG: _unused, ...withoutKubeconfig } = process.env;
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'operators/iot/src/start.ts'), '--real-node', '--exit-when-available'], {
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'operators/iot/quickstart/start.ts'), '--real-node', '--exit-when-available'], {
       cwd: repoRoot,
       env: { ...withoutKubeconfig, OPERATOR_NAME: landscape },
       timeout: 900_000,

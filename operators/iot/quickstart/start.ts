@@ -39,12 +39,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Kinds, KubeClient, apiVersionOf, ensureWebhookCertificate, isAlreadyExists, isNotFound, type KubeObject, type Manager, type ResourceType } from '@iot-operator/runtime';
 import { registryPullSecret, TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceType, IoTServiceV1alpha1Type } from './iotservice-types.ts';
-import { createIoTOperator } from './operator.ts';
-import type { IoTServiceStatus } from './api/iotservice.ts';
-import { IOTSERVICE_CRD_NAME, iotServiceCrd } from './api/crd.ts';
-import type { CrdConversion } from './webhooks/crd-conversion.ts';
-import { localWebhookCertDir, pointConversionHere } from './webhooks/local-conversion.ts';
+import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
+import { createIoTOperator } from '../src/operator.ts';
+import type { IoTServiceStatus } from '../src/api/iotservice.ts';
+import { IOTSERVICE_CRD_NAME, iotServiceCrd } from '../src/api/crd.ts';
+import type { CrdConversion } from '../src/webhooks/crd-conversion.ts';
+import { localWebhookCertDir, pointConversionHere } from '../src/webhooks/local-conversion.ts';
 import { startLocalCluster, startStep, type StartStep } from './start-step.ts';
 
 const operatorDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
