@@ -19,7 +19,8 @@ import {
   type ResourceType,
   type Transform,
 } from '@iot-operator/runtime';
-import { API_GROUP, API_VERSION, API_VERSION_V1ALPHA1, IOTSERVICE_KIND, IOTSERVICE_PLURAL } from './api/iotservice.ts';
+import { API_GROUP, API_VERSION, IOTSERVICE_KIND, IOTSERVICE_PLURAL } from './api/iotservice.ts';
+import { API_VERSION_V1ALPHA1 } from './api/v1alpha1.ts';
 import { INSTANCE_LABEL, instanceIdOf, landscapeSelector, type OperatorConfig } from './resources/index.ts';
 import { leanPod } from './pod-view.ts';
 
