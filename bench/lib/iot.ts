@@ -14,7 +14,8 @@
  */
 import { Kinds, RuntimeMetrics, customResource, type KubeClient, type KubeObject } from '@iot-operator/runtime';
 import { TestEnv } from '@iot-operator/runtime/testing';
-import { installIoTCrd as installConvertedIoTCrd, landscapeSelector } from '@iot-operator/iot';
+import { landscapeSelector } from '@iot-operator/iot';
+import { installIoTCrd as installConvertedIoTCrd } from '@iot-operator/iot/testing';
 import {
   deleteAllAndWait,
   deleteNamespaceAndWait,

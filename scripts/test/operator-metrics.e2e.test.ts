@@ -14,7 +14,7 @@ import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { spawnOperator, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
 import { createPullSecret, deleteAllInstances, installIoTCrd, iotService } from '../../operators/iot/test/e2e-support.ts';
-import { IoTServiceV1alpha1Type } from '../../operators/iot/src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../../operators/iot/src/iotservice-types.ts';
 import { JOBS, OPERATORS, type Operator } from '../alert-rules.ts';
 
 const run = promisify(execFile);

@@ -1,6 +1,6 @@
 /**
  * The bodies of children the cache holds as metadata only (ConfigMaps and Secrets: see
- * METADATA_ONLY_TYPES in controller.ts), read when such a child is compared with its desired form.
+ * METADATA_ONLY_TYPES in iotservice-types.ts), read when such a child is compared with its desired form.
  *
  * Guarantees:
  * - `read` returns the child as the API server has it at the resourceVersion the cache shows, or

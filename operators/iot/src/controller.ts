@@ -5,7 +5,7 @@
  * - Only IoTServices in the landscape namespace (OPERATOR_NAME) are processed; secondary caches
  *   hold only objects carrying this landscape's label (plus the landscape's image-pull-secret),
  *   whole only inside this landscape's instance namespaces, and never a ConfigMap's or Secret's
- *   data (see `iotCacheOptions`): labelled objects planted elsewhere cannot fill its memory.
+ *   data (see iotservice-types.ts `iotCacheOptions`): labelled objects planted elsewhere cannot fill its memory.
  * - Child events reach their IoTService through the instance label; a change of the source
  *   image-pull-secret reaches every instance of the landscape.
  * - Children are written stage by stage (resources/index.ts `writeStages`), the children of one
@@ -50,8 +50,6 @@ import {
   Kinds,
   addFinalizer,
   controller,
-  customResource,
-  dropManagedFields,
   firstDifference,
   hasFinalizer,
   isAlreadyExists,
@@ -72,10 +70,9 @@ import {
   type Request,
   type ResourceType,
   type Selection,
-  type Transform,
   withDesiredHash,
 } from '@iot-operator/runtime';
-import { API_GROUP, API_VERSION, API_VERSION_V1ALPHA1, IOTSERVICE_KIND, IOTSERVICE_PLURAL, type IoTService, type IoTServiceStatus } from './api/iotservice.ts';
+import { API_GROUP, IOTSERVICE_PLURAL, type IoTService, type IoTServiceStatus } from './api/iotservice.ts';
 import { apiRefusedFailure, imagePullSecretMissingFailure, namespaceNotOwnedFailure, permissionMissingFailure, type Failure, type RefusedRequest } from './failure.ts';
 import {
   IMAGE_PULL_SECRET_NAME,
@@ -89,25 +86,30 @@ import {
   resolveInstance,
   type DesiredChild,
   type Instance,
-  type OperatorConfig,
 } from './resources/index.ts';
 import { ChildBodies } from './child-bodies.ts';
 import type { IngestionMonitor } from './ingestion.ts';
+import {
+  CHILD_TYPES,
+  FIELD_MANAGER,
+  FINALIZER,
+  IoTServiceType,
+  METADATA_ONLY_TYPES,
+  StorageClassType,
+  inInstanceNamespace,
+  keyOf,
+  watchedTypes,
+  type IoTControllerConfig,
+} from './iotservice-types.ts';
 import { leanPod } from './pod-view.ts';
 import { podsBlockingStatefulSetRollouts, podsWaitingForImages } from './pod-restarts.ts';
 import { RenderedChildren, type PreparedChild, type Rendering } from './rendered-children.ts';
-import { hasEmptyDirData, STATEFULSET_COMPONENTS, type KeptEmptyDirs } from './resources/statefulsets.ts';
+import { hasEmptyDirData, STATEFULSET_COMPONENTS, type KeptEmptyDirs } from './resources/data-volume.ts';
 import { heldBackDeployments } from './rollout-order.ts';
 import { ResolvedInstances } from './resolved-instances.ts';
-import { StatusWrites } from './status-writes.ts';
-import { computeStatus, msUntilStuckPodFailure, statusTransitionEvent, STORAGE_COMPONENTS, unboundClaims, type ReconcileOutcome } from './status.ts';
-
-/** IoTServices as the operator reads and writes them: v1beta1, the stored version. */
-export const IoTServiceType = customResource(API_GROUP, API_VERSION, IOTSERVICE_KIND, IOTSERVICE_PLURAL);
-/** IoTServices in the seed's v1alpha1, converted by the API server through the conversion webhook. */
-export const IoTServiceV1alpha1Type = customResource(API_GROUP, API_VERSION_V1ALPHA1, IOTSERVICE_KIND, IOTSERVICE_PLURAL);
-export const FINALIZER = 'cp.iotservices.io/cleanup';
-export const FIELD_MANAGER = 'iot-operator';
+import { msUntilStuckPodFailure, unboundClaims } from './status/pod-health.ts';
+import { StatusWrites } from './status/status-writes.ts';
+import { computeStatus, statusTransitionEvent, STORAGE_COMPONENTS, type ReconcileOutcome } from './status/status.ts';
 
 /** How often an instance that is not yet Available is looked at again without any event. */
 const PROCESSING_RECHECK_MS = 30_000;
@@ -115,91 +117,6 @@ const PROCESSING_RECHECK_MS = 30_000;
 const MOVED_CHILDREN_RECHECK_MS = 2_000;
 /** How often deletion checks whether the instance namespace is gone. */
 const DELETION_RECHECK_MS = 2_000;
-
-export interface IoTControllerConfig extends OperatorConfig {
-  /** WATCH_NAMESPACE: '' watches secondary resources cluster-wide; otherwise only that namespace. */
-  watchNamespace: string;
-  maxConcurrentReconciles: number;
-  /** Set when this process is one shard of a ControllerRing of IoTServices (see SHARDED_TYPES). */
-  shard?: { ring: string; name: string };
-  /** The stuck window of the status (--stuck-pod-timeout); default status.ts DEFAULT_STUCK_POD_TIMEOUT_MS. */
-  stuckPodTimeoutMs?: number;
-}
-
-/** The resource type of each kind of child, by kind. */
-export const CHILD_TYPES: Readonly<Record<string, ResourceType>> = {
-  Namespace: Kinds.Namespace,
-  NetworkPolicy: Kinds.NetworkPolicy,
-  // Built-in kinds the runtime's Kinds does not list.
-  ResourceQuota: customResource('', 'v1', 'ResourceQuota', 'resourcequotas'),
-  LimitRange: customResource('', 'v1', 'LimitRange', 'limitranges'),
-  Secret: Kinds.Secret,
-  ConfigMap: Kinds.ConfigMap,
-  Service: Kinds.Service,
-  StatefulSet: Kinds.StatefulSet,
-  Deployment: Kinds.Deployment,
-};
-
-/** StorageClasses are only looked up by name, never watched (see `missingStorageClasses`). */
-export const StorageClassType: ResourceType = Object.freeze({ group: 'storage.k8s.io', version: 'v1', kind: 'StorageClass', plural: 'storageclasses', namespaced: false });
-
-/**
- * What a shard's caches select by its shard label: IoTServices, which the sharder assigns, and
- * their children, which carry their instance's shard label (written by this operator: they live
- * in another namespace, so the sharder cannot follow owner references to them). Pods carry it
- * only through their templates, where changing it would restart them on every move, so a shard
- * does not cache pods: it lists an instance's pods when it computes its status.
- */
-export const SHARDED_TYPES: readonly ResourceType[] = [IoTServiceType, ...Object.values(CHILD_TYPES)];
-
-/**
- * Kinds whose bodies (`data`) the cache never holds: anyone who can create a ConfigMap or Secret
- * somewhere can give it our labels, and up to 1 MiB of data each. Only their metadata is
- * watched; a child of these kinds is read from the API server when its metadata changed
- * (child-bodies.ts: after a start, listed in pages rather than got one by one).
- */
-const METADATA_ONLY_TYPES: readonly ResourceType[] = [Kinds.ConfigMap, Kinds.Secret];
-
-/**
- * The cache scoping this controller needs; pass it to `Manager.create({ cache })`. Secondary
- * caches select this landscape's labels; of what they receive, only objects inside one of this
- * landscape's instance namespaces (`<landscape>-<instance label>`) are kept whole: anything else
- * carrying our labels — planted in some other namespace — is kept as a bare name, so it costs
- * the cache next to nothing.
- */
-export function iotCacheOptions(config: IoTControllerConfig) {
-  const labelSelector = landscapeSelector(config.operatorName);
-  const secondary = watchedTypes(config).map((type) => ({
-    type,
-    namespace: config.watchNamespace || undefined,
-    labelSelector,
-    indexLabels: [INSTANCE_LABEL],
-    metadataOnly: METADATA_ONLY_TYPES.includes(type),
-    transform: onlyInInstanceNamespaces(config.operatorName, type === Kinds.Pod ? leanPod : dropManagedFields),
-  }));
-  return { byType: [{ type: IoTServiceType, namespace: config.operatorName }, ...secondary] };
-}
-
-/** The secondary types watched: children, and pods unless this process is a shard (see SHARDED_TYPES). */
-function watchedTypes(config: IoTControllerConfig): ResourceType[] {
-  return config.shard ? Object.values(CHILD_TYPES) : [...Object.values(CHILD_TYPES), Kinds.Pod];
-}
-
-/** True for an object of one of this landscape's instance namespaces (labelled for the instance whose namespace it is in). */
-function inInstanceNamespace(landscape: string, obj: KubeObject): boolean {
-  const id = instanceIdOf(obj.metadata.labels, landscape);
-  const namespace = obj.kind === 'Namespace' ? obj.metadata.name : obj.metadata.namespace;
-  return id !== undefined && namespace === `${landscape}-${id}`;
-}
-
-/** Keeps objects of this landscape's instance namespaces (as `keep` makes them); reduces any other to its identity. */
-function onlyInInstanceNamespaces(landscape: string, keep: Transform<KubeObject>): Transform<KubeObject> {
-  return (obj) => {
-    if (inInstanceNamespace(landscape, obj)) return keep(obj);
-    const { name, namespace, uid, resourceVersion } = obj.metadata;
-    return { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name, namespace, uid, resourceVersion } };
-  };
-}
 
 /** Where the bodies of metadata-only children are read from: this landscape's (and shard's) children in instance namespaces. */
 function childBodies(config: IoTControllerConfig): ChildBodies {
@@ -667,11 +584,6 @@ function prepareChild(child: DesiredChild, shard: IoTControllerConfig['shard']):
 /** 403 and 422: the API server refuses the child as it is; retrying cannot help. */
 function isRefusal(err: unknown): err is ApiError & { reason: 'Forbidden' | 'Invalid' } {
   return isApiError(err, 'Forbidden') || isApiError(err, 'Invalid');
-}
-
-/** The key an IoTService's memory is kept under, in every controller of IoTServices. */
-export function keyOf(request: Request): string {
-  return `${request.namespace ?? ''}/${request.name}`;
 }
 
 function failed(failure: Failure): ReconcileOutcome {

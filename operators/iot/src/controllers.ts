@@ -12,10 +12,11 @@
  * and declared here cannot be missing from the RBAC.
  */
 import { Kinds, type ExtraPermission, type Manager } from '@iot-operator/runtime';
-import { CHILD_TYPES, IoTServiceType, registerIoTController, StorageClassType, type IoTControllerConfig } from './controller.ts';
-import { EndpointSliceType } from './crd-conversion.ts';
+import { registerIoTController } from './controller.ts';
 import { registerIngestionMonitor, type IngestionMonitor } from './ingestion.ts';
+import { CHILD_TYPES, IoTServiceType, StorageClassType, type IoTControllerConfig } from './iotservice-types.ts';
 import { registerOrphanedNamespaceCleanup } from './orphaned-namespaces.ts';
+import { EndpointSliceType } from './webhooks/crd-conversion.ts';
 
 export const extraPermissions: ExtraPermission[] = [
   { type: IoTServiceType, verbs: ['patch'], reason: 'the cleanup finalizer, added and removed with JSON patches' },

@@ -32,17 +32,16 @@
  *   `MAX_FETCHES_IN_FLIGHT` fetches in flight; its turn for one IoTService is
  *   `ingestionReconciler`, which after each reading records the `DeadLetters` Event, if any, on
  *   the IoTService. The broker pod's IP comes from the pod cache. A shard of a ControllerRing
- *   caches no pods (controller.ts SHARDED_TYPES) and registers no monitor (controllers.ts), so
+ *   caches no pods (iotservice-types.ts SHARDED_TYPES) and registers no monitor (controllers.ts), so
  *   under a ControllerRing there are no readings.
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import { Kinds, controller, generationChanged, type KubeObject, type Manager, type Reconciler } from '@iot-operator/runtime';
 import type { IngestionState } from './api/iotservice.ts';
-import { IoTServiceType, keyOf, type IoTControllerConfig } from './controller.ts';
+import { IoTServiceType, keyOf, type IoTControllerConfig, type StatusEvent } from './iotservice-types.ts';
 import { readyPodIP } from './pod-view.ts';
 import { instanceNamespaceName } from './resources/index.ts';
 import { PORTS } from './resources/ports.ts';
-import type { StatusEvent } from './status.ts';
 
 /** The streams and durable consumer the workloads make (workloads/iot-service/src/shared/broker.ts). */
 export const TELEMETRY_STREAM = 'TELEMETRY';

@@ -36,9 +36,9 @@
  */
 import { Gauge, Histogram, type KubeObject, type Manager, type Registry } from '@iot-operator/runtime';
 import { PHASES, type IoTService, type IoTServicePhase } from './api/iotservice.ts';
-import { IoTServiceType } from './controller.ts';
+import { IoTServiceType } from './iotservice-types.ts';
 import type { IngestionMonitor, IngestionVerdict, InstanceName } from './ingestion.ts';
-import { CONDITION_DEGRADED, CONDITION_READY } from './status.ts';
+import { CONDITION_DEGRADED, CONDITION_READY } from './status/status.ts';
 
 export type IoTServiceObject = IoTService & KubeObject;
 

@@ -1,6 +1,6 @@
 /** The `iot-operator` process: options from flags and environment, then run until SIGTERM/SIGINT. */
 import { ensureWebhookCertificate } from '@iot-operator/runtime';
-import { serveConversionLocally } from './local-conversion.ts';
+import { serveConversionLocally } from './webhooks/local-conversion.ts';
 import { parseOperatorOptions } from './options.ts';
 import { createIoTOperator } from './operator.ts';
 

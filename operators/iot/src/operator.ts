@@ -10,14 +10,14 @@
  * operator in-process.
  */
 import { Manager } from '@iot-operator/runtime';
-import { SHARDED_TYPES, iotCacheOptions, type IoTControllerConfig } from './controller.ts';
 import { registerControllers } from './controllers.ts';
 import { exportInstanceMetrics } from './instance-metrics.ts';
-import { registerConversionWebhook } from './conversion-webhook.ts';
-import { registerConversionService } from './crd-conversion.ts';
-import { registerInstanceNamespaceWebhook } from './instance-namespace-webhook.ts';
+import { SHARDED_TYPES, iotCacheOptions, type IoTControllerConfig } from './iotservice-types.ts';
 import { iotRateLimitDefaults, type OperatorOptions } from './options.ts';
-import { keepWebhookCertificate } from './webhook-certificate.ts';
+import { registerConversionWebhook } from './webhooks/conversion-webhook.ts';
+import { registerConversionService } from './webhooks/crd-conversion.ts';
+import { registerInstanceNamespaceWebhook } from './webhooks/instance-namespace-webhook.ts';
+import { keepWebhookCertificate } from './webhooks/webhook-certificate.ts';
 
 export async function createIoTOperator(options: OperatorOptions): Promise<Manager> {
   const config: IoTControllerConfig = {

@@ -31,12 +31,12 @@ import path from 'node:path';
 import { metricsSecureNeedsCertDir, parseBurst, parseQps, secureMetricsFromCertDir, validateShardIdentity, webhookServerDefaults, type RateLimit, type SecureMetricsOptions, type WebhookServerOptions } from '@iot-operator/runtime';
 import { Command, InvalidArgumentError } from 'commander';
 import { SERVICE_TYPES, type GatewayServiceType } from './api/iotservice.ts';
-import type { ConversionServiceOptions } from './crd-conversion.ts';
-import { localWebhookCertDir } from './local-conversion.ts';
-import type { OwnWebhookCertificateOptions } from './webhook-certificate.ts';
 import { DEFAULT_CONFIG_MOUNT_PATH } from './resources/instance.ts';
 import { canonicalQuantity, quantityNanos } from './resources/quantity.ts';
 import { QUOTA_RESOURCES, defaultTenantPolicy, type QuotaValues, type TenantPolicy } from './resources/tenant-policy.ts';
+import type { ConversionServiceOptions } from './webhooks/crd-conversion.ts';
+import { localWebhookCertDir } from './webhooks/local-conversion.ts';
+import type { OwnWebhookCertificateOptions } from './webhooks/webhook-certificate.ts';
 
 export interface OperatorOptions {
   operatorName: string;

@@ -16,7 +16,7 @@
  */
 import type { V1Namespace } from '@kubernetes/client-node';
 import { Kinds, controller, isNotFound, type KubeObject, type Manager, type ReconcileContext, type Request } from '@iot-operator/runtime';
-import { IoTServiceType, type IoTControllerConfig } from './controller.ts';
+import { IoTServiceType, type IoTControllerConfig } from './iotservice-types.ts';
 import { OWNER_UID_ANNOTATION, instanceIdOf, instanceNamespaceName } from './resources/index.ts';
 
 export const ORPHAN_DELETED_REASON = 'OrphanedNamespaceDeleted';

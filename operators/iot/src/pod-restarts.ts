@@ -11,7 +11,7 @@
  *   minutes, so fixed credentials would otherwise take up to 5 minutes to be tried.
  * - `podsBlockingStatefulSetRollouts`: pods of a StatefulSet whose revision
  *   (`controller-revision-hash`) is not the StatefulSet's update revision and that are stuck
- *   (waiting for their image or crash-looping, see status.ts `isStuckOrFailing`). The StatefulSet
+ *   (waiting for their image or crash-looping, see pod-health.ts `isStuckOrFailing`). The StatefulSet
  *   controller replaces pods in order and only once each is Running and Ready (podManagementPolicy
  *   OrderedReady), so a pod stuck on a broken revision — a `spec.version` with no such image, or
  *   one that crashes — blocks the rollout of the fixed spec forever; Kubernetes' documentation
@@ -20,7 +20,7 @@
  */
 import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import { REVISION_LABEL } from './pod-view.ts';
-import { isStuckOrFailing, waitsToPullImage } from './status.ts';
+import { isStuckOrFailing, waitsToPullImage } from './status/pod-health.ts';
 
 export function podsWaitingForImages(pods: readonly V1Pod[]): V1Pod[] {
   return pods.filter((pod) => !pod.metadata?.deletionTimestamp && waitsToPullImage(pod)).sort(byName);

@@ -2,9 +2,9 @@
  * What the IoT operator keeps of a pod: the cache transform of its pod informer, also applied to
  * pods a shard lists.
  *
- * Guarantees: the kept pod carries exactly what the status computation (status.ts) reads, so
- * `computeStatus` and `msUntilStuckPodFailure` give the same result for the kept pod as for the
- * pod as received:
+ * Guarantees: the kept pod carries exactly what the status computation (status.ts,
+ * pod-health.ts) reads, so `computeStatus` and `msUntilStuckPodFailure` give the same result for
+ * the kept pod as for the pod as received:
  * - of its metadata: name, namespace, uid, resourceVersion, creation and deletion times, the
  *   labels that tie it to its landscape and instance (the cache's label index and selectors read
  *   no other) and, while it is not Ready, its StatefulSet revision (`controller-revision-hash`:
@@ -15,7 +15,7 @@
  *   volume, and of each container (init containers too) its name, image, waiting reason and
  *   message (the kubelet's pull error: no such image, or credentials refused), and the exit code
  *   of its current and the exit code and end of its last termination (a crash loop). A Ready pod
- *   is neither stuck nor on its way to being stuck (status.ts looks only at pods that are not
+ *   is neither stuck nor on its way to being stuck (pod-health.ts looks only at pods that are not
  *   Ready), and most pods of an instance at rest are Ready: they cost their identity, phase and
  *   IP (the ingestion monitor, ingestion.ts, asks the Ready broker pod at its IP: `readyPodIP`).
  * Every event brings the whole pod again, so a pod that stops being Ready is kept in full detail

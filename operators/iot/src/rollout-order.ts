@@ -19,7 +19,7 @@
  */
 import type { V1Deployment, V1StatefulSet } from '@kubernetes/client-node';
 import { firstDifference, type KubeObject } from '@iot-operator/runtime';
-import { judgeStatefulSet } from './status.ts';
+import { judgeStatefulSet } from './status/pod-health.ts';
 
 export interface Workload<T> {
   name: string;

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { retentionSeconds, validateIoTServiceSpec } from '../src/api/iotservice.ts';
+import { retentionSeconds } from '../src/api/iotservice.ts';
+import { validateIoTServiceSpec } from '../src/api/validation.ts';
 
 function errorsOf(spec: unknown): string[] {
   const result = validateIoTServiceSpec(spec);

@@ -10,8 +10,8 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { spawnOperator, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
 import { bundleOperator } from '../../../images/bundle.ts';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { deleteAllInstances, iotService, iotTestLandscape, metricsPort, waitForPhase } from './e2e-support.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 
 let env: TestEnv;
 let landscape: string;

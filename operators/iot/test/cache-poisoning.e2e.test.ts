@@ -9,8 +9,8 @@ import { readFile } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { deleteAllInstances, getOrUndefined, iotService, iotTestLandscape, spawnOperator, waitForPhase } from './e2e-support.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 
 const PLANTED = 300;
 const PLANTED_BYTES = 900 * 1024;

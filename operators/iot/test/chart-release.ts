@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { onRealNode, operatorImage, registryPullSecret, repoRoot } from '@iot-operator/local-cluster';
-import { installIoTCrd } from '../src/conversion-server.ts';
+import { installIoTCrd } from '../testing/conversion-server.ts';
 
 const run = promisify(execFile);
 

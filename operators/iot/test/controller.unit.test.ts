@@ -13,7 +13,8 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { ApiError, Kinds, UnexpectedShapeError, type ApplyOptions, type KubeObject, type ResourceType } from '@iot-operator/runtime';
 import { FakeClient } from '@iot-operator/runtime/testing';
 import type { IoTService } from '../src/api/iotservice.ts';
-import { FINALIZER, IoTServiceType, iotReconciler } from '../src/controller.ts';
+import { iotReconciler } from '../src/controller.ts';
+import { FINALIZER, IoTServiceType } from '../src/iotservice-types.ts';
 import { iotService, TEST_CONFIG } from './fixtures.ts';
 
 const INSTANCE_NAMESPACE = 'devawsk8s-tenant-a';

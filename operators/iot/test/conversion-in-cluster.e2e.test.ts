@@ -27,8 +27,8 @@ import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv, onRealNode, realNode, repoRoot } from '@iot-operator/local-cluster';
 import { parseAllDocuments, stringify } from 'yaml';
 import { DEFAULT_CONVERSION_SERVICE, IOTSERVICE_CRD_NAME, conversionClientConfig } from '../src/api/crd.ts';
-import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
-import type { CrdConversion } from '../src/crd-conversion.ts';
+import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
+import type { CrdConversion } from '../src/webhooks/crd-conversion.ts';
 import { chart, isReady, prepareChartRelease, type ChartRelease, type Pod } from './chart-release.ts';
 import { abandonLandscape, createThroughConversion, installIoTCrd, iotService, serveIoTConversion } from './e2e-support.ts';
 

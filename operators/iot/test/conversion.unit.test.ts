@@ -19,8 +19,9 @@ import { Value } from '@sinclair/typebox/value';
 import type { TSchema } from '@sinclair/typebox';
 import { pino } from 'pino';
 import { convertIoTService } from '../src/api/conversion.ts';
-import { allowedReplicas, COMPONENTS, GATEWAY_PROTOCOLS, IOTSERVICE_API_VERSION, IOTSERVICE_V1ALPHA1_API_VERSION, IoTServiceSpecSchema, IoTServiceV1alpha1SpecSchema, SERVICE_TYPES } from '../src/api/iotservice.ts';
-import { iotServiceConversionWebhook } from '../src/conversion-webhook.ts';
+import { allowedReplicas, COMPONENTS, GATEWAY_PROTOCOLS, IOTSERVICE_API_VERSION, IoTServiceSpecSchema, SERVICE_TYPES } from '../src/api/iotservice.ts';
+import { IOTSERVICE_V1ALPHA1_API_VERSION, IoTServiceV1alpha1SpecSchema } from '../src/api/v1alpha1.ts';
+import { iotServiceConversionWebhook } from '../src/webhooks/conversion-webhook.ts';
 
 const ALPHA = IOTSERVICE_V1ALPHA1_API_VERSION;
 const BETA = IOTSERVICE_API_VERSION;

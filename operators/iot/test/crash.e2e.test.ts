@@ -3,7 +3,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { IMAGE_PULL_SECRET_NAME } from '../src/resources/index.ts';
 import { deleteAllInstances, iotService, iotTestLandscape, metricsPort, spawnOperator, type IoTObject } from './e2e-support.ts';
 

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { ApiError } from '@iot-operator/runtime';
 import { DEFAULT_CONVERSION_SERVICE, IOTSERVICE_CRD_NAME, conversionClientConfig } from '../src/api/crd.ts';
-import { checkConversion, conversionDecision, type CrdConversion } from '../src/crd-conversion.ts';
+import { checkConversion, conversionDecision, type CrdConversion } from '../src/webhooks/crd-conversion.ts';
 
 const own = { namespace: 'landscape-a', name: 'iot-operator-webhook' };
 const ca = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';

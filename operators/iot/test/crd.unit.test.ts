@@ -5,8 +5,11 @@ import { parse } from 'yaml';
 import type { KubeObject } from '@iot-operator/runtime';
 import { convertIoTService } from '../src/api/conversion.ts';
 import { iotServiceCrd } from '../src/api/crd.ts';
-import { AffinitySchema, IoTServiceSpecSchema, IoTServiceV1alpha1SpecSchema, validateIoTServiceSpec } from '../src/api/iotservice.ts';
+import { IoTServiceSpecSchema } from '../src/api/iotservice.ts';
 import { degradedConditionProblem } from '@iot-operator/runtime/testing';
+import { AffinitySchema } from '../src/api/scheduling.ts';
+import { IoTServiceV1alpha1SpecSchema } from '../src/api/v1alpha1.ts';
+import { validateIoTServiceSpec } from '../src/api/validation.ts';
 import { FULL_PLACEMENT } from './full-placement.ts';
 
 const EXAMPLE_FILE = new URL('../deploy/crds/example-iotservice.yml', import.meta.url);

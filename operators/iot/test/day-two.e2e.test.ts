@@ -43,8 +43,8 @@ import {
   type StoredTelemetryRecord,
 } from '@iot-operator/iot-service/simulator';
 import { COMPONENTS, type ComponentName, type IoTServiceStatus } from '../src/api/iotservice.ts';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { HOST_ON_POD_NETWORK, getIoT, installIoTCrd, iotService, referenceImages, startOperator, stopServedLandscape, waitForPhase } from './e2e-support.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 
 const run = promisify(execFile);
 const env: TestEnv = await localTestEnv();

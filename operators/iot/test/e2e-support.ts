@@ -1,6 +1,6 @@
 /**
  * End-to-end helpers for the IoT operator on the real local cluster: the IoTService CRD converted
- * by the test process (conversion-server.ts), landscapes (a namespace with its image-pull-secret), the operator in-process or as a process
+ * by the test process (testing/conversion-server.ts), landscapes (a namespace with its image-pull-secret), the operator in-process or as a process
  * (stopped only once it has finalized its landscape's IoTServices), IoTService objects and waits on
  * what `kubectl` would show; for instances of the reference images on the real node, the images
  * built and pushed, the addresses a simulated device dials (pod IPs, the API token) and commands
@@ -13,17 +13,18 @@ import { Kinds, ifFound, type KubeObject, type Manager } from '@iot-operator/run
 import { spawnOperator as spawnOperatorProcess, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
 import type { ServiceAddresses } from '@iot-operator/iot-service/simulator';
-import type { ComponentName, IoTServiceStatus, IoTServiceV1alpha1Spec } from '../src/api/iotservice.ts';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import type { ComponentName, IoTServiceStatus } from '../src/api/iotservice.ts';
+import type { IoTServiceV1alpha1Spec } from '../src/api/v1alpha1.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { createIoTOperator } from '../src/operator.ts';
 import type { OperatorOptions } from '../src/options.ts';
-import { installIoTCrd } from '../src/conversion-server.ts';
+import { installIoTCrd } from '../testing/conversion-server.ts';
 
 export type IoTObject = KubeObject & { spec: IoTServiceV1alpha1Spec; status?: IoTServiceStatus };
 
 export const pullSecretData = { '.dockerconfigjson': Buffer.from('{"auths":{"registry.example.com":{"auth":"dGVzdDp0ZXN0"}}}').toString('base64') };
 
-export { createThroughConversion, installIoTCrd, restoreShippedConversion, serveIoTConversion, testConversion } from '../src/conversion-server.ts';
+export { createThroughConversion, installIoTCrd, restoreShippedConversion, serveIoTConversion, testConversion } from '../testing/conversion-server.ts';
 
 /** The shared TestEnv with the IoTService CRD installed (its conversion served by this process): where an IoT e2e file starts. */
 export async function iotTestEnv(): Promise<TestEnv> {

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ApiError, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceType, IoTServiceV1alpha1Type, StorageClassType } from '../src/controller.ts';
 import { createLandscape, createPullSecret, getIoT, getOrUndefined, iotService, iotTestEnv, startOperator, stopOperator, waitForPhase } from './e2e-support.ts';
+import { IoTServiceType, IoTServiceV1alpha1Type, StorageClassType } from '../src/iotservice-types.ts';
 
 let env: TestEnv;
 const operators: Array<{ mgr: Manager; landscape: string }> = [];

@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Manager } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { createLandscape, createPullSecret, deleteAllInstances, getIoT, iotService, iotTestEnv, startOperator, waitForPhase } from './e2e-support.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 
 let env: TestEnv;
 let landscape: string;

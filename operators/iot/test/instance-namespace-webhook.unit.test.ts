@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import { pino } from 'pino';
 import { ApiError, Kinds, type AdmissionReviewAnswer, type KubeApi, type KubeObject } from '@iot-operator/runtime';
 import { FakeClient } from '@iot-operator/runtime/testing';
-import { instanceNamespaceWebhook } from '../src/instance-namespace-webhook.ts';
+import { instanceNamespaceWebhook } from '../src/webhooks/instance-namespace-webhook.ts';
 import { OWNER_UID_ANNOTATION, instanceLabels } from '../src/resources/index.ts';
 
 const landscape = 'devawsk8s';

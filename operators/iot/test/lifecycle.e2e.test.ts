@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { FINALIZER, IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { getIoT, getOrUndefined, iotService, pullSecretData, startServedLandscape, stopServedLandscape, waitForPhase, writeRequests, type IoTObject } from './e2e-support.ts';
+import { FINALIZER, IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 
 type Workload = KubeObject & {
   spec: { replicas?: number; template: { metadata?: { annotations?: Record<string, string> }; spec: { containers: Array<{ image: string }> } } };

@@ -15,9 +15,9 @@ import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv } from '@iot-operator/local-cluster';
 import { IOTSERVICE_CRD_NAME, conversionClientConfig } from '../src/api/crd.ts';
-import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
-import type { CrdConversion } from '../src/crd-conversion.ts';
-import { localWebhookCertDir } from '../src/local-conversion.ts';
+import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
+import type { CrdConversion } from '../src/webhooks/crd-conversion.ts';
+import { localWebhookCertDir } from '../src/webhooks/local-conversion.ts';
 import { abandonLandscape, createLandscape, createThroughConversion, installIoTCrd, iotService, serveIoTConversion, spawnOperator, waitForPhase } from './e2e-support.ts';
 
 const env: TestEnv = await localTestEnv();

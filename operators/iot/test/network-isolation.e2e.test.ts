@@ -24,7 +24,7 @@ import { ApiError, Kinds, type KubeObject, type Manager } from '@iot-operator/ru
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { busyboxImage, importScratchImage, localTestEnv, onRealNode, realNode, tagOnRealNode } from '@iot-operator/local-cluster';
 import { COMPONENTS, type ComponentName } from '../src/api/iotservice.ts';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { PORTS } from '../src/resources/ports.ts';
 import { execInPod, iotService, startServedLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 

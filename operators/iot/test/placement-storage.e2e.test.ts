@@ -12,7 +12,7 @@ import type { KubeObject } from '@iot-operator/runtime';
 import type { TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv } from '@iot-operator/local-cluster';
 import { COMPONENTS } from '../src/api/iotservice.ts';
-import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { abandonLandscape, createLandscape, createThroughConversion, installIoTCrd } from './e2e-support.ts';
 import { FULL_PLACEMENT } from './full-placement.ts';
 

@@ -12,7 +12,8 @@ import { describe, it } from 'node:test';
 import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { FakeClient } from '@iot-operator/runtime/testing';
-import { IoTServiceType, iotReconciler } from '../src/controller.ts';
+import { iotReconciler } from '../src/controller.ts';
+import { IoTServiceType } from '../src/iotservice-types.ts';
 import { podsBlockingStatefulSetRollouts, podsWaitingForImages } from '../src/pod-restarts.ts';
 import { iotService, TEST_CONFIG } from './fixtures.ts';
 

@@ -3,7 +3,8 @@ import { describe, it } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { KubeObject } from '@iot-operator/runtime';
 import { leanPod, readyPodIP } from '../src/pod-view.ts';
-import { computeStatus, msUntilStuckPodFailure } from '../src/status.ts';
+import { msUntilStuckPodFailure } from '../src/status/pod-health.ts';
+import { computeStatus } from '../src/status/status.ts';
 import { testInstance } from './fixtures.ts';
 
 const NS = 'devawsk8s-tenant-a';

@@ -13,7 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { localRegistry, localTestEnv, onRealNode, pushTestImage, realNode, registryPullSecret, repoRoot } from '@iot-operator/local-cluster';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { IMAGE_PULL_SECRET_NAME } from '../src/resources/secrets.ts';
 import { createLandscape, installIoTCrd, iotService, startOperator, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 

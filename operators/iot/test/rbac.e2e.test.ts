@@ -15,8 +15,8 @@ import { after, before, describe, it } from 'node:test';
 import { ApiError, KubeClient, Kinds, customResource, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { TestEnv as TestEnvClass, serviceAccountKubeconfig, waitFor, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
 import { repoRoot } from '@iot-operator/local-cluster';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { getIoT, getOrUndefined, iotService, iotTestLandscape, startOperator, stopOperator, waitForPhase } from './e2e-support.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 
 const run = promisify(execFile);
 const deploy = (file: string) => path.join(repoRoot, 'operators/iot/deploy', file);

@@ -28,7 +28,7 @@ import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { localRegistry, localTestEnv, onRealNode, pushUnderTag, realNode, realNodeContainerd, registryPullSecret, repoRoot } from '@iot-operator/local-cluster';
 import { COMPONENTS } from '../src/api/iotservice.ts';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { deleteAllInstances, getIoT, installIoTCrd, iotService, startOperator, waitForPhase, type IoTObject } from './e2e-support.ts';
 
 const run = promisify(execFile);

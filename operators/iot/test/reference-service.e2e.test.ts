@@ -19,8 +19,8 @@ import type { TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv, onRealNode, REAL_NODE_NAME, realNode, registryPullSecret } from '@iot-operator/local-cluster';
 import { HttpStatusError, postHttp, publishMqtt, readTelemetry, registerDevice, simulateDevice } from '@iot-operator/iot-service/simulator';
 import { COMPONENTS } from '../src/api/iotservice.ts';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { HOST_ON_POD_NETWORK, deviceAddresses, installIoTCrd, iotService, referenceImages, startOperator, stopServedLandscape, waitForPhase } from './e2e-support.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 
 const env: TestEnv = await localTestEnv();
 const node = await realNode(env);

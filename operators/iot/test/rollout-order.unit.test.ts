@@ -13,7 +13,8 @@ import type { V1Deployment, V1StatefulSet } from '@kubernetes/client-node';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { FakeClient } from '@iot-operator/runtime/testing';
 import type { IoTService } from '../src/api/iotservice.ts';
-import { IoTServiceType, iotReconciler } from '../src/controller.ts';
+import { iotReconciler } from '../src/controller.ts';
+import { IoTServiceType } from '../src/iotservice-types.ts';
 import { heldBackDeployments, rollsPods, statefulSetRolledOut } from '../src/rollout-order.ts';
 import { iotService, TEST_CONFIG } from './fixtures.ts';
 

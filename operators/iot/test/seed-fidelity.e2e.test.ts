@@ -8,8 +8,8 @@ import { after, before, describe, it } from 'node:test';
 import type { V1Deployment, V1StatefulSet } from '@kubernetes/client-node';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { createLandscape, iotService, iotTestEnv, spawnOperator, stopOperator, waitForPhase } from './e2e-support.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 
 let env: TestEnv;
 const running: Array<{ operator: OperatorProcess; landscape: string }> = [];

@@ -12,7 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import { Kinds, customResource, shardLabel, type KubeObject } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv } from '@iot-operator/local-cluster';
-import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { abandonLandscape, createLandscape, installIoTCrd, iotService, spawnOperator, type IoTObject } from './e2e-support.ts';
 
 process.env.CLUSTER_SHARDER = '1'; // cluster/up.sh (run by localTestEnv) starts the sharder unless it runs

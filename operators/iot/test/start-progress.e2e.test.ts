@@ -56,7 +56,7 @@ after(() => {
 
 /** Starts the quick start as a user would, with the cache at `cacheDir`; `output` is what the terminal shows. */
 function startQuickStart() {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'operators/iot/src/start.ts'), '--local'], {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'operators/iot/quickstart/start.ts'), '--local'], {
     cwd: repoRoot,
     env: { ...process.env, IOT_OPERATOR_CACHE_DIR: cacheDir, KWOK_WORKDIR: path.join(tmp, 'kwok'), CLUSTER_NAME: 'start-progress' },
     stdio: ['ignore', 'pipe', 'pipe'],

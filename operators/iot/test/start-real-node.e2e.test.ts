@@ -18,8 +18,8 @@ import { after, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { waitFor } from '@iot-operator/runtime/testing';
 import { localRegistry, localTestEnv, realNode, REAL_NODE_NAME, repoRoot } from '@iot-operator/local-cluster';
-import { localWebhookCertDir } from '../src/local-conversion.ts';
-import { IoTServiceType } from '../src/controller.ts';
+import { localWebhookCertDir } from '../src/webhooks/local-conversion.ts';
+import { IoTServiceType } from '../src/iotservice-types.ts';
 
 const run = promisify(execFile);
 const env = await localTestEnv();
@@ -44,7 +44,7 @@ describe('npm start -- --real-node (a working IoT service)', { skip: node.availa
 
   it('builds and pushes the reference images, brings the example to Available on the real node and ends with a device’s messages stored', async () => {
     const { KUBECONFIG: _unused, ...withoutKubeconfig } = process.env;
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'operators/iot/src/start.ts'), '--real-node', '--exit-when-available'], {
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'operators/iot/quickstart/start.ts'), '--real-node', '--exit-when-available'], {
       cwd: repoRoot,
       env: { ...withoutKubeconfig, OPERATOR_NAME: landscape },
       timeout: 900_000,

@@ -8,8 +8,8 @@ import { after, before, describe, it } from 'node:test';
 import { Kinds } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
-import { localWebhookCertDir } from '../src/local-conversion.ts';
-import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { localWebhookCertDir } from '../src/webhooks/local-conversion.ts';
+import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { IOTSERVICE_CRD_NAME } from '../src/api/crd.ts';
 import { kubectlDir } from './storage-migration.ts';
 
@@ -31,7 +31,7 @@ after(async () => {
 
 describe('npm start (the README’s first command)', () => {
   it('refuses an unknown flag with the list of known ones, before it starts anything', async () => {
-    const failure = await run(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'operators/iot/src/start.ts'), '--locla'], { cwd: repoRoot, env: { ...process.env, OPERATOR_NAME: landscape } }).then(
+    const failure = await run(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'operators/iot/quickstart/start.ts'), '--locla'], { cwd: repoRoot, env: { ...process.env, OPERATOR_NAME: landscape } }).then(
       () => assert.fail('npm start accepted --locla'),
       (e: { code?: number; stdout: string; stderr: string }) => e,
     );
@@ -43,7 +43,7 @@ describe('npm start (the README’s first command)', () => {
 
   it('on the embedded cluster: installs the CRD and landscape, runs the operator and brings the example to Available', async () => {
     const { KUBECONFIG: _unused, ...withoutKubeconfig } = process.env;
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'operators/iot/src/start.ts'), '--local', '--exit-when-available'], {
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'operators/iot/quickstart/start.ts'), '--local', '--exit-when-available'], {
       cwd: repoRoot,
       env: { ...withoutKubeconfig, OPERATOR_NAME: landscape },
       timeout: 300_000,
@@ -58,7 +58,7 @@ describe('npm start (the README’s first command)', () => {
 
   it('run again on the running cluster: what exists is left as it is and the example is Available again', async () => {
     const { KUBECONFIG: _unused, ...withoutKubeconfig } = process.env;
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'operators/iot/src/start.ts'), '--local', '--exit-when-available'], {
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'operators/iot/quickstart/start.ts'), '--local', '--exit-when-available'], {
       cwd: repoRoot,
       env: { ...withoutKubeconfig, OPERATOR_NAME: landscape },
       timeout: 300_000,
@@ -70,7 +70,7 @@ describe('npm start (the README’s first command)', () => {
 
   it('left running once the example is Available: v1alpha1 reads are converted by it, also after the walkthrough’s kubectl apply -f of the CRD; Ctrl-C stops the operator and exits 0 within 5 s, pointing the CRD away from it', async () => {
     const { KUBECONFIG: _unused, ...withoutKubeconfig } = process.env;
-    const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'operators/iot/src/start.ts'), '--local'], {
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'operators/iot/quickstart/start.ts'), '--local'], {
       cwd: repoRoot,
       env: { ...withoutKubeconfig, OPERATOR_NAME: landscape },
       stdio: ['ignore', 'pipe', 'pipe'],

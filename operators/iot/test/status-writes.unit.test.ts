@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { IoTServiceStatus } from '../src/api/iotservice.ts';
-import { StatusWrites } from '../src/status-writes.ts';
+import { StatusWrites } from '../src/status/status-writes.ts';
 
 const KEY = 'devawsk8s/tenant-a';
 

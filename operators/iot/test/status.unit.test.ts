@@ -3,14 +3,8 @@ import { describe, it } from 'node:test';
 import type { V1Deployment, V1DeploymentCondition, V1Pod, V1StatefulSet } from '@kubernetes/client-node';
 import type { IoTServiceStatus } from '../src/api/iotservice.ts';
 import { imagePullSecretMissingFailure } from '../src/failure.ts';
-import {
-  computeStatus,
-  msUntilStuckPodFailure,
-  statusEqual,
-  statusTransitionEvent,
-  type ReconcileOutcome,
-  type StatusInput,
-} from '../src/status.ts';
+import { msUntilStuckPodFailure } from '../src/status/pod-health.ts';
+import { computeStatus, statusEqual, statusTransitionEvent, type ReconcileOutcome, type StatusInput } from '../src/status/status.ts';
 import type { IngestionReading, IngestionVerdict } from '../src/ingestion.ts';
 import { testInstance } from './fixtures.ts';
 

@@ -13,7 +13,7 @@ import { parseAllDocuments, stringify } from 'yaml';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { serviceAccountKubeconfig, waitFor, type ServiceAccountKubeconfig, type TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { createLandscape, deleteAllInstances, getIoT, installIoTCrd, iotService, startOperator, waitForPhase, type IoTObject } from './e2e-support.ts';
 
 const RBAC_FILES = ['service_account.yml', 'role.yml', 'role_binding.yml'].map((file) => path.join(repoRoot, 'operators/iot/deploy', file));

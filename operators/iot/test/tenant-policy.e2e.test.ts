@@ -9,8 +9,8 @@ import { after, before, describe, it } from 'node:test';
 import type { V1ConfigMap, V1LimitRange, V1Pod, V1ResourceQuota } from '@kubernetes/client-node';
 import { ApiError, Kinds, customResource, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { getOrUndefined, iotService, startServedLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 
 const ResourceQuotaType = customResource('', 'v1', 'ResourceQuota', 'resourcequotas');
 const LimitRangeType = customResource('', 'v1', 'LimitRange', 'limitranges');

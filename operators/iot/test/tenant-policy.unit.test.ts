@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parse } from 'yaml';
-import { validateIoTServiceSpec } from '../src/api/iotservice.ts';
+import { validateIoTServiceSpec } from '../src/api/validation.ts';
 import { desiredLimitRange, desiredResourceQuota, renderConfigYaml, resolveInstance } from '../src/resources/index.ts';
 import { iotService, TEST_CONFIG, testInstance } from './fixtures.ts';
 

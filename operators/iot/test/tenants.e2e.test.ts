@@ -26,7 +26,7 @@ import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv, onRealNode, realNode, registryPullSecret } from '@iot-operator/local-cluster';
 import { HttpStatusError, postHttp, publishMqtt, readTelemetry, registerDevice, simulateDevice, type ServiceAddresses } from '@iot-operator/iot-service/simulator';
 import { COMPONENTS } from '../src/api/iotservice.ts';
-import { IoTServiceV1alpha1Type } from '../src/controller.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { PORTS } from '../src/resources/ports.ts';
 import { HOST_ON_POD_NETWORK, componentPod, deviceAddresses, execInPod, getIoT, getOrUndefined, installIoTCrd, iotService, referenceImages, startOperator, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 

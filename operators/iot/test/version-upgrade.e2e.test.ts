@@ -22,9 +22,10 @@ import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv } from '@iot-operator/local-cluster';
 import { convertIoTService } from '../src/api/conversion.ts';
 import { IOTSERVICE_CRD_NAME, iotServiceCrd } from '../src/api/crd.ts';
-import { API_VERSION, API_VERSION_V1ALPHA1, IOTSERVICE_API_VERSION, IOTSERVICE_V1ALPHA1_API_VERSION } from '../src/api/iotservice.ts';
-import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/controller.ts';
 import { abandonLandscape, createLandscape, installIoTCrd, iotService, serveIoTConversion, startOperator, stopOperator, testConversion, waitForPhase } from './e2e-support.ts';
+import { API_VERSION, IOTSERVICE_API_VERSION } from '../src/api/iotservice.ts';
+import { API_VERSION_V1ALPHA1, IOTSERVICE_V1ALPHA1_API_VERSION } from '../src/api/v1alpha1.ts';
+import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { iotServiceKey, localEtcd, storedIoTServices, type LocalEtcd } from './etcd-store.ts';
 import { rewriteIoTServices, setStoredVersions } from './storage-migration.ts';
 

@@ -18,7 +18,7 @@ import { promisify } from 'node:util';
 import { before, describe, it } from 'node:test';
 import { parseAllDocuments } from 'yaml';
 import { repoRoot } from '@iot-operator/local-cluster';
-import { IOTSERVICE_WEBHOOK_PATH } from '../src/instance-namespace-webhook.ts';
+import { IOTSERVICE_WEBHOOK_PATH } from '../src/webhooks/instance-namespace-webhook.ts';
 
 const run = promisify(execFile);
 const chart = path.join(repoRoot, 'operators/iot/chart/iot-operator');

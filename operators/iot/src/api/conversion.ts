@@ -15,7 +15,8 @@
  *   server then fails the whole request with its message.
  */
 import type { KubeObject } from '@iot-operator/runtime';
-import { COMPONENTS, IOTSERVICE_API_VERSION, IOTSERVICE_V1ALPHA1_API_VERSION } from './iotservice.ts';
+import { COMPONENTS, IOTSERVICE_API_VERSION } from './iotservice.ts';
+import { IOTSERVICE_V1ALPHA1_API_VERSION } from './v1alpha1.ts';
 
 const PLACEMENT_FIELDS = ['nodeSelector', 'tolerations', 'affinity'] as const;
 const VERSIONS: readonly string[] = [IOTSERVICE_V1ALPHA1_API_VERSION, IOTSERVICE_API_VERSION];

@@ -31,7 +31,9 @@
  */
 
 import type { TSchema } from '@sinclair/typebox';
-import { COMPONENTS, IoTServiceSpecSchema, IoTServiceStatusSchema, IoTServiceV1alpha1SpecSchema, LabelSelectorSchema } from './iotservice.ts';
+import { COMPONENTS, IoTServiceSpecSchema, IoTServiceStatusSchema } from './iotservice.ts';
+import { LabelSelectorSchema } from './scheduling.ts';
+import { IoTServiceV1alpha1SpecSchema } from './v1alpha1.ts';
 
 type Node = Record<string, unknown>;
 

@@ -17,7 +17,6 @@ import { customResourceDefinition, generatedManifestYaml } from '@iot-operator/r
 import {
   API_GROUP,
   API_VERSION,
-  API_VERSION_V1ALPHA1,
   IOTSERVICE_KIND,
   IOTSERVICE_PLURAL,
   IOTSERVICE_SHORT_NAMES,
@@ -25,6 +24,7 @@ import {
   IoTServiceStatusSchema,
 } from './iotservice.ts';
 import { IoTServiceCrdSpecSchema, IoTServiceV1alpha1CrdSpecSchema, IoTServiceV1alpha1CrdStatusSchema } from './crd-schema.ts';
+import { API_VERSION_V1ALPHA1 } from './v1alpha1.ts';
 
 export const IOTSERVICE_CRD_NAME = `${IOTSERVICE_PLURAL}.${API_GROUP}`;
 

@@ -1,6 +1,8 @@
 /**
  * The IoTService API (cp.iotservices.io v1beta1, the stored version the operator works on, and
- * v1alpha1, the seed's), defined once.
+ * v1alpha1, the seed's), defined once: its names, the v1beta1 spec and status, and the cross-field
+ * rules; the core/v1 scheduling fields come from scheduling.ts, the v1alpha1 spec is derived from
+ * this one in v1alpha1.ts.
  *
  * Versions: v1beta1 differs from v1alpha1 in one place only: a component's scheduling fields
  * (`nodeSelector`, `tolerations`, `affinity`) sit under `spec.<component>.placement` instead of
@@ -8,11 +10,11 @@
  *
  * Guarantees: the TypeBox schemas below are the single source of the TypeScript types
  * (`IoTServiceSpec`, `IoTServiceStatus`, `IoTService`), of the operator-side validation
- * (`validateIoTServiceSpec`) and of the CRD's OpenAPI schema (see crd.ts). Defaults live in the
- * schema and are applied identically by the API server (CRD `default`) and by
+ * (`validateIoTServiceSpec`, validation.ts) and of the CRD's OpenAPI schema (see crd.ts). Defaults
+ * live in the schema and are applied identically by the API server (CRD `default`) and by
  * `validateIoTServiceSpec`. Cross-field rules are written once as CEL for the API server and
- * mirrored here as predicates with the same message, so a spec the API server accepts is
- * accepted here too (the operator's check is at most stricter; see `validateIoTServiceSpec`).
+ * mirrored in validation.ts as predicates with the same message, so a spec the API server accepts
+ * is accepted there too (the operator's check is at most stricter; see `validateIoTServiceSpec`).
  *
  * Replica ranges (chosen, documented in the CRD descriptions):
  *   gateway 0..50 (default 2), core 0..20 (default 2), processing 0..8 (default 1: the replicas
@@ -31,19 +33,14 @@
  * everywhere, so what the API server does not check still never reaches a workload.
  */
 
-import { isIP } from 'node:net';
-import { Type, type Static, type TProperties, type TSchema } from '@sinclair/typebox';
-import { TypeCompiler, ValueErrorType, type ValueError } from '@sinclair/typebox/compiler';
-import { Value } from '@sinclair/typebox/value';
+import { Type, type Static, type TProperties } from '@sinclair/typebox';
 import type { V1ObjectMeta } from '@kubernetes/client-node';
+import { AffinitySchema, CORE_V1_SCHEDULING_DOCS, TolerationSchema } from './scheduling.ts';
 
 export const API_GROUP = 'cp.iotservices.io';
 /** The version the operator reads and writes, and the API server stores. */
 export const API_VERSION = 'v1beta1';
 export const IOTSERVICE_API_VERSION = `${API_GROUP}/${API_VERSION}` as const;
-/** The seed's version, still served: converted to and from v1beta1 by conversion.ts. */
-export const API_VERSION_V1ALPHA1 = 'v1alpha1';
-export const IOTSERVICE_V1ALPHA1_API_VERSION = `${API_GROUP}/${API_VERSION_V1ALPHA1}` as const;
 export const IOTSERVICE_KIND = 'IoTService' as const;
 export const IOTSERVICE_PLURAL = 'iotservices';
 export const IOTSERVICE_SINGULAR = 'iotservice';
@@ -72,14 +69,6 @@ export const RESERVED_CONFIG_KEYS: readonly string[] = ['instance', 'landscape',
 
 /** A `spec.config` key: letters, digits, '.', '_' and '-', starting and ending with a letter or digit. */
 export const CONFIG_KEY_PATTERN = '^[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$';
-
-/**
- * A config key as a reader might match it: case, '.', '_' and '-' ignored, so `Instance`,
- * `VERSION` and `end_points` all name a reserved key. (The key grammar admits nothing else.)
- */
-export function configKeySpelling(key: string): string {
-  return key.normalize('NFKC').toLowerCase().replace(/[^a-z0-9]/g, '');
-}
 
 export const GATEWAY_PROTOCOLS = ['mqtt', 'mqtts', 'http', 'coap'] as const;
 export type GatewayProtocol = (typeof GATEWAY_PROTOCOLS)[number];
@@ -137,16 +126,9 @@ export function allowedReplicas(component: ComponentName): number[] {
   return r.only ? [...r.only.counts] : Array.from({ length: r.max - r.min + 1 }, (_, i) => r.min + i);
 }
 
-/**
- * Options that exist only for this module's error messages. crd.ts strips them (it keeps only
- * JSON-Schema-props keywords), so they never reach the API server.
- */
-interface Readable {
-  errorMessage?: string;
-}
-
 // ---------------------------------------------------------------------------------------------
-// Cross-field rules: CEL for the API server, a predicate with the same meaning for the operator.
+// Cross-field rules: CEL for the API server, a predicate with the same meaning for the operator
+// (validation.ts).
 // ---------------------------------------------------------------------------------------------
 
 /** A CEL rule on one object of the schema, in the shape of `x-kubernetes-validations` entries. */
@@ -155,7 +137,7 @@ export interface CelRule {
   message: string;
 }
 
-const storageClassNeedsVolume: CelRule = {
+export const storageClassNeedsVolume: CelRule = {
   rule: `!has(self.storageClassName) || self.storageClassName == '' || !has(self.storage) || self.storage != '${EPHEMERAL_STORAGE}'`,
   message: `storageClassName cannot be set with storage: ${EPHEMERAL_STORAGE} (an emptyDir has no StorageClass)`,
 };
@@ -182,23 +164,15 @@ const brokerReplicasFixed: CelRule = {
   message: 'broker.replicas cannot be changed after creation: the stream of one broker does not carry over into a cluster of three, or back (create a new IoTService with the count you need)',
 };
 
-const deviceSourcesAreCidrs: CelRule = {
+export const deviceSourcesAreCidrs: CelRule = {
   rule: 'self.all(c, isCIDR(c))',
   message: 'every device source must be a CIDR such as 203.0.113.0/24',
 };
 
-const egressCidr: CelRule = {
+export const egressCidr: CelRule = {
   rule: 'isCIDR(self.cidr)',
   message: 'cidr must be a CIDR such as 198.51.100.0/24',
 };
-
-/** True for an IPv4 or IPv6 CIDR (address/prefix length), as CEL's isCIDR. */
-export function isCidr(text: string): boolean {
-  const [address = '', prefix, ...rest] = text.split('/');
-  const version = isIP(address);
-  if (version === 0 || prefix === undefined || rest.length > 0 || !/^\d{1,3}$/.test(prefix)) return false;
-  return Number(prefix) <= (version === 4 ? 32 : 128);
-}
 
 /**
  * How long telemetry is kept: a whole number (1 to 999999, no leading zero) of seconds, minutes,
@@ -208,7 +182,7 @@ export const RETENTION_PATTERN = '^[1-9][0-9]{0,5}(s|m|h|d)$';
 export const DEFAULT_RETENTION = '30d';
 const RETENTION_UNIT_SECONDS: Readonly<Record<string, number>> = { s: 1, m: 60, h: 3600, d: 86400 };
 
-const retentionWellFormed: CelRule = {
+export const retentionWellFormed: CelRule = {
   rule: `self.matches('${RETENTION_PATTERN}')`,
   message: 'retention must be a whole number of s, m, h or d, e.g. 30d',
 };
@@ -220,12 +194,12 @@ export function retentionSeconds(retention: string): number {
   return Number(retention.slice(0, -1)) * RETENTION_UNIT_SECONDS[match[1]!]!;
 }
 
-const configKeysWellFormed: CelRule = {
+export const configKeysWellFormed: CelRule = {
   rule: `!has(self.config) || self.config.all(k, k.matches('${CONFIG_KEY_PATTERN}'))`,
   message: "config keys may hold only letters, digits, '.', '_' and '-', start and end with a letter or digit, and have at most 128 characters",
 };
 
-const configKeysNotReserved: CelRule = {
+export const configKeysNotReserved: CelRule = {
   rule:
     "!has(self.config) || !self.config.exists(k, k.lowerAscii().replace('.', '').replace('_', '').replace('-', '') in " +
     `[${RESERVED_CONFIG_KEYS.map((k) => `'${k}'`).join(', ')}])`,
@@ -277,201 +251,6 @@ function replicas(component: ComponentName) {
     ...(rule ? { 'x-kubernetes-validations': [rule] } : {}),
   });
 }
-
-/** Where core/v1 documents a pod's scheduling fields (nodeSelector, affinity, tolerations). */
-export const CORE_V1_SCHEDULING_DOCS = 'https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#scheduling';
-
-/** core/v1 Toleration: which taint a component's pods tolerate. */
-export const TolerationSchema = Type.Object(
-  {
-    key: Type.Optional(Type.String({ maxLength: 316, description: 'Taint key; empty with operator Exists: every taint.' })),
-    operator: Type.Optional(Type.Union([Type.Literal('Exists'), Type.Literal('Equal')], { description: 'Exists or Equal (default).', errorMessage: 'must be Exists or Equal' })),
-    value: Type.Optional(Type.String({ maxLength: 63, description: 'Taint value (operator Equal).' })),
-    effect: Type.Optional(
-      Type.Union([Type.Literal('NoSchedule'), Type.Literal('PreferNoSchedule'), Type.Literal('NoExecute')], {
-        description: 'Taint effect; empty: every effect.',
-        errorMessage: 'must be NoSchedule, PreferNoSchedule or NoExecute',
-      }),
-    ),
-    tolerationSeconds: Type.Optional(Type.Integer({ format: 'int64', description: 'How long a NoExecute taint is tolerated.' })),
-  },
-  { additionalProperties: false, description: 'A taint the pods tolerate (core/v1 Toleration).' },
-);
-
-// core/v1 Affinity, defined once from its parts. The API server's validation of pod templates is
-// not repeated here (values that must be empty for Exists, a label key's grammar): a Deployment or
-// StatefulSet it refuses makes the instance Failed with the server's message. The list bounds are
-// this API's, chosen generously: core/v1 leaves these lists unbounded.
-
-/** A label key: an optional DNS-subdomain prefix (253) and '/', then a name (63). */
-const LABEL_KEY_MAX_LENGTH = 317;
-
-const NODE_OPERATORS = ['In', 'NotIn', 'Exists', 'DoesNotExist', 'Gt', 'Lt'] as const;
-const LABEL_SELECTOR_OPERATORS = ['In', 'NotIn', 'Exists', 'DoesNotExist'] as const;
-
-const labelKey = (description: string) =>
-  Type.String({ minLength: 1, maxLength: LABEL_KEY_MAX_LENGTH, description, errorMessage: `must be a label key of 1 to ${LABEL_KEY_MAX_LENGTH} characters` });
-
-const operatorOf = <O extends string>(operators: readonly O[], description: string) =>
-  Type.Union(
-    operators.map((o) => Type.Literal(o)),
-    { description, errorMessage: `must be one of ${operators.join(', ')}` },
-  );
-
-const schedulingWeight = Type.Integer({
-  minimum: 1,
-  maximum: 100,
-  format: 'int32',
-  description: "Added to a node's score when the term matches, 1..100.",
-  errorMessage: 'must be an integer from 1 to 100',
-});
-
-/** core/v1 NodeSelectorRequirement: a node label (or field) compared with values. */
-export const NodeSelectorRequirementSchema = Type.Object(
-  {
-    key: labelKey('Node label key (matchFields: metadata.name).'),
-    operator: operatorOf(NODE_OPERATORS, 'In, NotIn, Exists, DoesNotExist, Gt or Lt.'),
-    values: Type.Optional(
-      Type.Array(Type.String({ maxLength: 253 }), {
-        maxItems: 64,
-        description: 'Values for In and NotIn; one integer for Gt and Lt; empty for Exists and DoesNotExist.',
-        errorMessage: 'must be a list of at most 64 values',
-      }),
-    ),
-  },
-  { additionalProperties: false, description: 'A node selector requirement (core/v1 NodeSelectorRequirement).' },
-);
-
-/** core/v1 NodeSelectorTerm: its requirements are ANDed. */
-export const NodeSelectorTermSchema = Type.Object(
-  {
-    matchExpressions: Type.Optional(
-      Type.Array(NodeSelectorRequirementSchema, { maxItems: 16, description: "Requirements on the node's labels.", errorMessage: 'must be a list of at most 16 requirements' }),
-    ),
-    matchFields: Type.Optional(
-      Type.Array(NodeSelectorRequirementSchema, { maxItems: 16, description: "Requirements on the node's fields.", errorMessage: 'must be a list of at most 16 requirements' }),
-    ),
-  },
-  { additionalProperties: false, description: 'A node selector term; its requirements are ANDed (core/v1 NodeSelectorTerm).' },
-);
-
-/** core/v1 LabelSelectorRequirement. */
-export const LabelSelectorRequirementSchema = Type.Object(
-  {
-    key: labelKey('Label key.'),
-    operator: operatorOf(LABEL_SELECTOR_OPERATORS, 'In, NotIn, Exists or DoesNotExist.'),
-    values: Type.Optional(
-      Type.Array(Type.String({ maxLength: 63 }), {
-        maxItems: 64,
-        description: 'Values for In and NotIn; empty for Exists and DoesNotExist.',
-        errorMessage: 'must be a list of at most 64 values',
-      }),
-    ),
-  },
-  { additionalProperties: false, description: 'A label selector requirement (core/v1 LabelSelectorRequirement).' },
-);
-
-/** meta/v1 LabelSelector. */
-export const LabelSelectorSchema = Type.Object(
-  {
-    matchLabels: Type.Optional(
-      Type.Record(Type.String(), Type.String({ maxLength: 63 }), { maxProperties: 64, description: 'Labels the objects must carry, ANDed.' }),
-    ),
-    matchExpressions: Type.Optional(
-      Type.Array(LabelSelectorRequirementSchema, { maxItems: 16, description: 'Requirements, ANDed.', errorMessage: 'must be a list of at most 16 requirements' }),
-    ),
-  },
-  { additionalProperties: false, description: 'A label selector (meta/v1 LabelSelector).' },
-);
-
-const labelKeyList = (description: string) =>
-  Type.Array(Type.String({ minLength: 1, maxLength: LABEL_KEY_MAX_LENGTH }), { maxItems: 16, description, errorMessage: 'must be a list of at most 16 label keys' });
-
-/** core/v1 PodAffinityTerm: pods matching the selector, within a topology domain. */
-export const PodAffinityTermSchema = Type.Object(
-  {
-    labelSelector: Type.Optional(LabelSelectorSchema),
-    namespaces: Type.Optional(
-      Type.Array(Type.String({ maxLength: 63 }), {
-        maxItems: 64,
-        description: "Namespaces of the pods to match; absent and no namespaceSelector: the pod's own namespace.",
-        errorMessage: 'must be a list of at most 64 namespaces',
-      }),
-    ),
-    topologyKey: labelKey('Node label whose value defines the topology domain, e.g. kubernetes.io/hostname or topology.kubernetes.io/zone.'),
-    namespaceSelector: Type.Optional(LabelSelectorSchema),
-    matchLabelKeys: Type.Optional(labelKeyList("Keys of the incoming pod's labels whose values are added to labelSelector as In requirements.")),
-    mismatchLabelKeys: Type.Optional(labelKeyList("Keys of the incoming pod's labels whose values are added to labelSelector as NotIn requirements.")),
-  },
-  { additionalProperties: false, description: 'Pods of a topology domain (core/v1 PodAffinityTerm).' },
-);
-
-/** core/v1 PodAffinity and PodAntiAffinity have the same shape. */
-const podAffinityOf = (kind: 'podAffinity' | 'podAntiAffinity') => {
-  const relation = kind === 'podAffinity' ? 'near' : 'away from';
-  return Type.Object(
-    {
-      requiredDuringSchedulingIgnoredDuringExecution: Type.Optional(
-        Type.Array(PodAffinityTermSchema, {
-          maxItems: 16,
-          description: `Terms the pods must be scheduled ${relation}, ANDed.`,
-          errorMessage: 'must be a list of at most 16 terms',
-        }),
-      ),
-      preferredDuringSchedulingIgnoredDuringExecution: Type.Optional(
-        Type.Array(
-          Type.Object(
-            { weight: schedulingWeight, podAffinityTerm: PodAffinityTermSchema },
-            { additionalProperties: false, description: 'A weighted pod affinity term (core/v1 WeightedPodAffinityTerm).' },
-          ),
-          { maxItems: 16, description: `Terms the scheduler prefers the pods ${relation}.`, errorMessage: 'must be a list of at most 16 terms' },
-        ),
-      ),
-    },
-    {
-      additionalProperties: false,
-      description: kind === 'podAffinity' ? 'Pods to schedule near (core/v1 PodAffinity).' : 'Pods to schedule away from (core/v1 PodAntiAffinity).',
-    },
-  );
-};
-
-/** core/v1 Affinity: node affinity, pod affinity and pod anti-affinity. */
-export const AffinitySchema = Type.Object(
-  {
-    nodeAffinity: Type.Optional(
-      Type.Object(
-        {
-          requiredDuringSchedulingIgnoredDuringExecution: Type.Optional(
-            Type.Object(
-              {
-                nodeSelectorTerms: Type.Array(NodeSelectorTermSchema, {
-                  minItems: 1,
-                  maxItems: 16,
-                  description: 'Terms, ORed: a node must match one.',
-                  errorMessage: 'must be a list of 1 to 16 node selector terms',
-                }),
-              },
-              { additionalProperties: false, description: 'Nodes the pods may be scheduled on (core/v1 NodeSelector).' },
-            ),
-          ),
-          preferredDuringSchedulingIgnoredDuringExecution: Type.Optional(
-            Type.Array(
-              Type.Object(
-                { weight: schedulingWeight, preference: NodeSelectorTermSchema },
-                { additionalProperties: false, description: 'A weighted node selector term (core/v1 PreferredSchedulingTerm).' },
-              ),
-              { maxItems: 16, description: 'Nodes the scheduler prefers for the pods.', errorMessage: 'must be a list of at most 16 terms' },
-            ),
-          ),
-        },
-        { additionalProperties: false, description: 'Nodes to schedule on (core/v1 NodeAffinity).' },
-      ),
-    ),
-    podAffinity: Type.Optional(podAffinityOf('podAffinity')),
-    podAntiAffinity: Type.Optional(podAffinityOf('podAntiAffinity')),
-  },
-  { additionalProperties: false, description: `Scheduling constraints of the pods (core/v1 Affinity, ${CORE_V1_SCHEDULING_DOCS}).` },
-);
 
 /** A component's scheduling fields: under `placement` in v1beta1, beside its other fields in v1alpha1. */
 function placementFields(component: ComponentName) {
@@ -703,21 +482,6 @@ export const IoTServiceSpecSchema = Type.Object(
   },
 );
 
-/**
- * The v1alpha1 spec: the v1beta1 spec with each component's `placement` fields moved up beside
- * its other fields (the one difference between the versions).
- */
-export const IoTServiceV1alpha1SpecSchema: TSchema = (() => {
-  type ObjectSchema = TSchema & { properties: Record<string, ObjectSchema> };
-  const spec = IoTServiceSpecSchema as unknown as ObjectSchema;
-  const properties = { ...spec.properties };
-  for (const component of COMPONENTS) {
-    const { placement, ...fields } = properties[component]!.properties;
-    properties[component] = { ...properties[component]!, properties: { ...fields, ...placement!.properties } };
-  }
-  return { ...spec, properties };
-})();
-
 const ComponentStatusSchema = Type.Object(
   {
     desired: Type.Integer({ format: 'int32', description: 'Replicas the spec asks for.' }),
@@ -790,10 +554,6 @@ export const IoTServiceStatusSchema = Type.Object(
 
 export type IoTServiceSpec = Static<typeof IoTServiceSpecSchema>;
 export type IoTServiceStatus = Static<typeof IoTServiceStatusSchema>;
-/** A v1alpha1 spec: each component's placement fields beside its other fields. */
-export type IoTServiceV1alpha1Spec = {
-  [K in keyof IoTServiceSpec]: K extends ComponentName ? Omit<NonNullable<IoTServiceSpec[K]>, 'placement'> & NonNullable<NonNullable<IoTServiceSpec[K]>['placement']> : IoTServiceSpec[K];
-};
 export type ComponentStatus = Static<typeof ComponentStatusSchema>;
 export type IngestionStatus = Static<typeof IngestionStatusSchema>;
 export type ResourceRequirements = Static<typeof ResourceRequirementsSchema>;
@@ -821,129 +581,4 @@ export interface IoTService {
   metadata: V1ObjectMeta;
   spec: IoTServiceSpec;
   status?: IoTServiceStatus;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Validation
-// ---------------------------------------------------------------------------------------------
-
-/** Cross-field rules as predicates over a schema-valid, defaulted spec; same messages as the CEL. */
-const crossFieldChecks: ReadonlyArray<{ path: string; message: string; holds: (spec: DefaultedIoTServiceSpec) => boolean }> = [
-  ...COMPONENTS.flatMap((component) => {
-    const only = REPLICA_RANGES[component].only;
-    return only ? [{ path: `spec.${component}.replicas`, message: only.message, holds: (spec: DefaultedIoTServiceSpec) => only.counts.includes(spec[component].replicas) }] : [];
-  }),
-  ...(['broker', 'database'] as const).map((component) => ({
-    path: `spec.${component}.storageClassName`,
-    message: storageClassNeedsVolume.message,
-    holds: (spec: DefaultedIoTServiceSpec) => !spec[component].storageClassName || spec[component].storage !== EPHEMERAL_STORAGE,
-  })),
-  {
-    path: 'spec.retention',
-    message: retentionWellFormed.message,
-    holds: (spec) => new RegExp(RETENTION_PATTERN).test(spec.retention),
-  },
-  {
-    path: 'spec.gateway.deviceSources',
-    message: deviceSourcesAreCidrs.message,
-    holds: (spec) => (spec.gateway.deviceSources ?? []).every(isCidr),
-  },
-  {
-    path: 'spec.egress',
-    message: egressCidr.message,
-    holds: (spec) => (spec.egress ?? []).every((rule) => isCidr(rule.cidr)),
-  },
-  {
-    path: 'spec.config',
-    message: configKeysWellFormed.message,
-    holds: (spec) => Object.keys(spec.config ?? {}).every((k) => new RegExp(CONFIG_KEY_PATTERN).test(k)),
-  },
-  {
-    path: 'spec.config',
-    message: configKeysNotReserved.message,
-    holds: (spec) => !Object.keys(spec.config ?? {}).some((k) => RESERVED_CONFIG_KEYS.includes(configKeySpelling(k))),
-  },
-];
-
-export type SpecValidationResult =
-  | { ok: true; spec: DefaultedIoTServiceSpec }
-  | { ok: false; errors: string[] };
-
-const compiledSpec = TypeCompiler.Compile(IoTServiceSpecSchema);
-
-/**
- * Validates a spec the way the CRD does and returns it with defaults applied (the input is not
- * modified). Errors are readable: `spec.gateway.replicas: must be an integer from 0 to 50`.
- */
-export function validateIoTServiceSpec(spec: unknown): SpecValidationResult {
-  if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) {
-    return { ok: false, errors: ['spec: must be an object with at least spec.version'] };
-  }
-  const defaulted = Value.Default(IoTServiceSpecSchema, Value.Clone(spec));
-  if (!compiledSpec.Check(defaulted)) {
-    return { ok: false, errors: readableErrors(compiledSpec.Errors(defaulted)) };
-  }
-  const typed = defaulted as DefaultedIoTServiceSpec;
-  const errors = crossFieldChecks.filter((c) => !c.holds(typed)).map((c) => `${c.path}: ${c.message}`);
-  return errors.length === 0 ? { ok: true, spec: typed } : { ok: false, errors };
-}
-
-/** One message per path, the most specific schema's own wording where it has one. */
-function readableErrors(errors: Iterable<ValueError>): string[] {
-  const byPath = new Map<string, string>();
-  for (const error of errors) {
-    const path = specPath(error.path);
-    if (error.type === ValueErrorType.ObjectRequiredProperty) {
-      if (!byPath.has(path)) byPath.set(path, 'required field is missing');
-      continue;
-    }
-    const owner = ownerWithMessage(error);
-    const message = owner ? owner.message : error.message.replace(/^Expected/, 'expected');
-    const key = owner ? specPath(owner.path) : path;
-    if (!byPath.has(key)) byPath.set(key, message === 'Unexpected property' ? 'unknown field' : message);
-  }
-  return [...byPath].map(([path, message]) => `${path}: ${message}`);
-}
-
-/**
- * The error's schema carries `errorMessage`, or (for a bad item of an array whose schema carries
- * one, e.g. an unknown protocol) the enclosing array does.
- */
-function ownerWithMessage(error: ValueError): { path: string; message: string } | undefined {
-  const own = (error.schema as TSchema & Readable).errorMessage;
-  if (own) return { path: error.path, message: own };
-  const parentPath = error.path.replace(/\/[^/]*$/, '');
-  if (/\/\d+$/.test(error.path)) {
-    // an item schema without its own message, e.g. a non-string in a list of strings
-    const parent = schemaAt(IoTServiceSpecSchema, parentPath);
-    const message = (parent as (TSchema & Readable) | undefined)?.errorMessage;
-    if (message) return { path: parentPath, message };
-  }
-  return undefined;
-}
-
-function schemaAt(schema: TSchema, pointer: string): TSchema | undefined {
-  let current: TSchema | undefined = schema;
-  for (const segment of pointer.split('/').slice(1)) {
-    const key = decodePointerSegment(segment);
-    const properties = current?.['properties'] as Record<string, TSchema> | undefined;
-    current = properties?.[key];
-  }
-  return current;
-}
-
-function decodePointerSegment(segment: string): string {
-  return segment.replace(/~1/g, '/').replace(/~0/g, '~');
-}
-
-/** `/gateway/protocols/2` -> `spec.gateway.protocols[2]`; map keys with dots or slashes are quoted. */
-function specPath(pointer: string): string {
-  let path = 'spec';
-  for (const segment of pointer.split('/').slice(1)) {
-    const key = decodePointerSegment(segment);
-    if (/^\d+$/.test(key)) path += `[${key}]`;
-    else if (/^[A-Za-z_][A-Za-z0-9_-]*$/.test(key)) path += `.${key}`;
-    else path += `[${JSON.stringify(key)}]`;
-  }
-  return path;
 }

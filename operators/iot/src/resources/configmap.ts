@@ -24,7 +24,7 @@ import { instanceLabels } from './labels.ts';
 import { PORTS } from './ports.ts';
 import { quantityNanos } from './quantity.ts';
 import { BROKER_CLIENT_SERVICE, DATABASE_CLIENT_SERVICE } from './services.ts';
-import { dataVolume, type DataVolume, type KeptEmptyDirs } from './statefulsets.ts';
+import { dataVolume, type DataVolume, type KeptEmptyDirs } from './data-volume.ts';
 
 export const CONFIG_MAP_NAME = 'iot-config';
 export const CONFIG_FILE_KEY = 'config.yml';

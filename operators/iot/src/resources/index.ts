@@ -25,6 +25,7 @@ import type {
   V1StatefulSet,
 } from '@kubernetes/client-node';
 import { configChecksum, desiredConfigMap } from './configmap.ts';
+import type { KeptEmptyDirs } from './data-volume.ts';
 import { desiredCoreDeployment, desiredGatewayDeployment, desiredProcessingDeployment } from './deployments.ts';
 import type { Instance } from './instance.ts';
 import { desiredNamespace } from './namespace.ts';
@@ -39,7 +40,7 @@ import {
   desiredDatabaseService,
   desiredGatewayService,
 } from './services.ts';
-import { desiredBrokerStatefulSet, desiredDatabaseStatefulSet, type KeptEmptyDirs } from './statefulsets.ts';
+import { desiredBrokerStatefulSet, desiredDatabaseStatefulSet } from './statefulsets.ts';
 
 export type ChildObject = V1Namespace | NetworkPolicy | V1ResourceQuota | LimitRange | V1Secret | V1ConfigMap | V1Service | V1StatefulSet | V1Deployment;
 
@@ -62,7 +63,7 @@ export interface ChildSources {
   imagePullSecret: V1Secret;
   /** Fresh credentials, used only if `iot-credentials` does not exist yet (see `generateCredentials`). */
   credentials: IoTCredentials;
-  /** The components whose existing StatefulSet keeps its emptyDir (statefulsets.ts `dataVolume`). */
+  /** The components whose existing StatefulSet keeps its emptyDir (data-volume.ts `dataVolume`). */
   keptEmptyDirs: KeptEmptyDirs;
 }
 
@@ -148,6 +149,7 @@ export function childKey(object: KubernetesObject): string {
 }
 
 export * from './configmap.ts';
+export * from './data-volume.ts';
 export * from './deployments.ts';
 export * from './instance.ts';
 export * from './labels.ts';

@@ -9,7 +9,8 @@
  * QuotaAboveLimit) whose message tells the user what to change. It does no I/O.
  */
 
-import { validateIoTServiceSpec, type DefaultedIoTServiceSpec, type IoTService } from '../api/iotservice.ts';
+import type { DefaultedIoTServiceSpec, IoTService } from '../api/iotservice.ts';
+import { validateIoTServiceSpec } from '../api/validation.ts';
 import { invalidSpecFailure, type Failure } from '../failure.ts';
 import { instanceNamespaceName, type NamespaceOwner } from './namespace.ts';
 import { checkTenantPolicy, defaultTenantPolicy, type QuotaValues, type TenantPolicy } from './tenant-policy.ts';

@@ -3,9 +3,9 @@
  *
  * Guarantees: one StatefulSet per component, named after it and governed by the headless Service
  * of the same name, with the replicas of the spec, an immutable selector and the shared hardened
- * pod template (pod.ts). Data lives at /var/lib/iot (`dataVolume`): on a ReadWriteOnce volume
- * claim template `data` of `storage`'s size, DEFAULT_STORAGE when it is empty (and
- * `storageClassName` when set); in an emptyDir only with `storage: ephemeral`, or when the
+ * pod template (pod.ts). Data lives at /var/lib/iot (data-volume.ts `dataVolume`): on a
+ * ReadWriteOnce volume claim template `data` of `storage`'s size, DEFAULT_STORAGE when it is empty
+ * (and `storageClassName` when set); in an emptyDir only with `storage: ephemeral`, or when the
  * StatefulSet exists already with an emptyDir (made before volumes were the default) — the API
  * server refuses any change to a claim template, so what a StatefulSet was made with stays.
  * The claim template is a pure function of `storage` and `storageClassName` only, for the same
@@ -20,15 +20,12 @@
  */
 
 import type { V1PersistentVolumeClaim, V1StatefulSet } from '@kubernetes/client-node';
-import { DEFAULT_STORAGE, EPHEMERAL_STORAGE } from '../api/iotservice.ts';
+import { dataVolume, type DataVolume, type KeptEmptyDirs, type StatefulSetComponent } from './data-volume.ts';
 import type { Instance } from './instance.ts';
 import { componentLabels, componentSelector, instanceLabels } from './labels.ts';
 import { DATA_VOLUME, desiredPodTemplate, httpProbe, tcpProbe, type ContainerRuntime } from './pod.ts';
 import { BROKER_PORTS, DATABASE_PORT, PORTS } from './ports.ts';
-import { canonicalQuantity } from './quantity.ts';
 
-export type StatefulSetComponent = 'broker' | 'database';
-export const STATEFULSET_COMPONENTS: readonly StatefulSetComponent[] = ['broker', 'database'];
 export const DATA_PATH = '/var/lib/iot';
 /** How many broker replicas run (`spec.broker.replicas`): 1, or 3 routed to each other. */
 export const BROKER_REPLICAS_ENV = 'IOT_BROKER_REPLICAS';
@@ -58,27 +55,6 @@ export const DATABASE_RUNTIME: ContainerRuntime = {
   credentials: ['databasePassword'],
   dataPath: DATA_PATH,
 };
-
-/** Where a component's replicas keep their data. */
-export type DataVolume =
-  | { kind: 'claim'; size: string; storageClassName?: string }
-  /** `requested`: `storage: ephemeral`; `kept`: the StatefulSet was made with an emptyDir. */
-  | { kind: 'emptyDir'; why: 'requested' | 'kept' };
-
-/** The components whose existing StatefulSet keeps an emptyDir, as observed. */
-export type KeptEmptyDirs = ReadonlySet<StatefulSetComponent>;
-
-/** A StatefulSet made without a claim template keeps its data in an emptyDir. */
-export function hasEmptyDirData(statefulSet: V1StatefulSet): boolean {
-  return (statefulSet.spec?.volumeClaimTemplates ?? []).length === 0;
-}
-
-export function dataVolume(instance: Instance, component: StatefulSetComponent, kept: KeptEmptyDirs): DataVolume {
-  const { storage, storageClassName } = instance.spec[component];
-  if (storage === EPHEMERAL_STORAGE) return { kind: 'emptyDir', why: 'requested' };
-  if (kept.has(component)) return { kind: 'emptyDir', why: 'kept' };
-  return { kind: 'claim', size: canonicalQuantity(storage || DEFAULT_STORAGE), ...(storageClassName ? { storageClassName } : {}) };
-}
 
 /** The claim template for `component`, or undefined when its data lives in an emptyDir. */
 export function dataClaimTemplate(instance: Instance, volume: DataVolume): V1PersistentVolumeClaim | undefined {

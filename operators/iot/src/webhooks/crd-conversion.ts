@@ -17,7 +17,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { customResource, isConflict, isNotFound, Kinds, type KubeApi, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { IOTSERVICE_CRD_NAME, conversionClientConfig } from './api/crd.ts';
+import { IOTSERVICE_CRD_NAME, conversionClientConfig } from '../api/crd.ts';
 
 export const EndpointSliceType = customResource('discovery.k8s.io', 'v1', 'EndpointSlice', 'endpointslices');
 

@@ -1,7 +1,7 @@
 /**
  * The IoTService CRD for tests and benchmarks, its conversion webhook served by the process that
  * installs it (a test file, a benchmark run): a webhook server on 127.0.0.1 with a certificate of
- * its own, started once and living as long as the process (test files run one at a time, each
+ * its own, started once and living as long as the process (the IoT operator's test files run one at a time, each
  * pointing the CRD at its own server). The operators under test or measured run on kwok nodes, in
  * this process or as plain processes, so none of them can serve it. `npm start` and
  * `--local-conversion` have the operator serve it instead (local-conversion.ts).
@@ -11,9 +11,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { Kinds, Registry, isNotFound, WebhookServer, ensureWebhookCertificate, type KubeObject } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { DEFAULT_CONVERSION_SERVICE, IOTSERVICE_CONVERSION_PATH, IOTSERVICE_CRD_NAME, conversionClientConfig, iotServiceCrd } from './api/crd.ts';
-import { IoTServiceV1alpha1Type } from './controller.ts';
-import { iotServiceConversionWebhook } from './conversion-webhook.ts';
+import { DEFAULT_CONVERSION_SERVICE, IOTSERVICE_CONVERSION_PATH, IOTSERVICE_CRD_NAME, conversionClientConfig, iotServiceCrd } from '../src/api/crd.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
+import { iotServiceConversionWebhook } from '../src/webhooks/conversion-webhook.ts';
 
 let conversionServer: Promise<{ url: string; ca: string }> | undefined;
 

@@ -34,23 +34,26 @@
  * --exit-when-available too, which then exits after it). The device's messages not all stored
  * within 60 s is a failure (exit 1).
  */
-import os, { constants } from 'node:os';
+import { constants } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { readFile } from 'node:fs/promises';
+import { parseAllDocuments } from 'yaml';
 import { Kinds, KubeClient, apiVersionOf, ensureWebhookCertificate, isAlreadyExists, isNotFound, type KubeObject, type Manager, type ResourceType } from '@iot-operator/runtime';
-import { TestEnv } from '@iot-operator/runtime/testing';
 import { registryPullSecret } from '@iot-operator/local-cluster';
-import { IoTServiceType, IoTServiceV1alpha1Type } from './controller.ts';
-import { createIoTOperator } from './operator.ts';
-import type { IoTServiceStatus } from './api/iotservice.ts';
-import { IOTSERVICE_CRD_NAME, iotServiceCrd } from './api/crd.ts';
-import type { CrdConversion } from './crd-conversion.ts';
-import { localWebhookCertDir, pointConversionHere } from './local-conversion.ts';
+import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
+import { createIoTOperator } from '../src/operator.ts';
+import type { IoTServiceStatus } from '../src/api/iotservice.ts';
+import { IOTSERVICE_CRD_NAME, iotServiceCrd } from '../src/api/crd.ts';
+import type { CrdConversion } from '../src/webhooks/crd-conversion.ts';
+import { localWebhookCertDir, pointConversionHere } from '../src/webhooks/local-conversion.ts';
 import { startLocalCluster, startStep, type StartStep } from './start-step.ts';
 
 const operatorDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const repoDir = path.resolve(operatorDir, '../..');
 const deployFile = (name: string) => path.join(operatorDir, 'deploy', name);
+/** The objects of a manifest file of deploy/. */
+const readManifests = async (file: string) => parseAllDocuments(await readFile(file, 'utf8')).map((doc) => doc.toJSON() as KubeObject).filter((obj) => obj && typeof obj === 'object');
 
 const KNOWN_FLAGS = ['--local', '--real-node', '--exit-when-available'];
 const args = new Set(process.argv.slice(2));
@@ -220,8 +223,8 @@ async function main(): Promise<void> {
   const client = await KubeClient.fromKubeconfig({ kubeconfigPath: kubeconfig });
   await installCrd(client);
   say('installed the IoTService CRD (v1beta1 stored, v1alpha1 served)');
-  for (const obj of await TestEnv.readManifests(deployFile('namespace.yml'))) await createIfAbsent(client, obj);
-  const [example] = await TestEnv.readManifests(deployFile(realNode ? 'crds/example-iotservice-real-node.yml' : 'crds/example-iotservice.yml'));
+  for (const obj of await readManifests(deployFile('namespace.yml'))) await createIfAbsent(client, obj);
+  const [example] = await readManifests(deployFile(realNode ? 'crds/example-iotservice-real-node.yml' : 'crds/example-iotservice.yml'));
   const exampleSpec = example!.spec as { version: string };
   const registry = realNode ? await referenceImages(client, kubeconfig!, exampleSpec.version) : 'registry.example.com/iot';
   await new Promise((r) => setTimeout(r, 1000)); // let the new CRD's API appear

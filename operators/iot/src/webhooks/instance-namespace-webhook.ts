@@ -19,10 +19,10 @@
  */
 import type { V1Namespace } from '@kubernetes/client-node';
 import { allow, deny, isNotFound, Kinds, validatingWebhook, type AdmissionRequest, type KubeApi, type KubeObject, type Manager, type Verdict } from '@iot-operator/runtime';
-import type { IoTService } from './api/iotservice.ts';
-import { namespaceNotOwnedFailure } from './failure.ts';
-import { hasLabels, instanceLabels } from './resources/labels.ts';
-import { OWNER_UID_ANNOTATION, instanceNamespaceName } from './resources/namespace.ts';
+import type { IoTService } from '../api/iotservice.ts';
+import { namespaceNotOwnedFailure } from '../failure.ts';
+import { hasLabels, instanceLabels } from '../resources/labels.ts';
+import { OWNER_UID_ANNOTATION, instanceNamespaceName } from '../resources/namespace.ts';
 
 /** Where the operator serves the webhook (the chart's ValidatingWebhookConfiguration calls it). */
 export const IOTSERVICE_WEBHOOK_PATH = '/validate-cp-iotservices-io-v1alpha1-iotservice';

@@ -8,8 +8,8 @@
  *   the cluster, so any replica of any landscape's operator answers for every IoTService.
  */
 import { conversionWebhook, type Manager } from '@iot-operator/runtime';
-import { convertIoTService } from './api/conversion.ts';
-import { IOTSERVICE_CONVERSION_PATH } from './api/crd.ts';
+import { convertIoTService } from '../api/conversion.ts';
+import { IOTSERVICE_CONVERSION_PATH } from '../api/crd.ts';
 
 export function iotServiceConversionWebhook() {
   return conversionWebhook((object, desiredAPIVersion) => convertIoTService(object, desiredAPIVersion));

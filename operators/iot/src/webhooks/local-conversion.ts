@@ -23,8 +23,8 @@
 import os from 'node:os';
 import path from 'node:path';
 import { Kinds, type KubeApi, type KubeObject, type Manager } from '@iot-operator/runtime';
-import { DEFAULT_CONVERSION_SERVICE, IOTSERVICE_CONVERSION_PATH, IOTSERVICE_CRD_NAME, conversionClientConfig, iotServiceCrd } from './api/crd.ts';
 import { namedService, type CrdConversion } from './crd-conversion.ts';
+import { DEFAULT_CONVERSION_SERVICE, IOTSERVICE_CONVERSION_PATH, IOTSERVICE_CRD_NAME, conversionClientConfig, iotServiceCrd } from '../api/crd.ts';
 
 /** Where a landscape's local webhook certificate is kept across runs. */
 export function localWebhookCertDir(landscape: string): string {

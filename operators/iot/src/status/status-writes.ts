@@ -14,7 +14,7 @@
  *   then is. A user watching sees progress every few seconds instead of on every pod transition,
  *   which spares the API server most status writes of a rollout.
  */
-import type { IoTServiceStatus } from './api/iotservice.ts';
+import type { IoTServiceStatus } from '../api/iotservice.ts';
 import { statusEqual } from './status.ts';
 
 /** Least time between two progress writes of one instance while it stays Processing. */
