@@ -4,11 +4,11 @@
 // End-to-end files run one per process on the one shared cluster:
 // - first, alone, the files that stop a part every other file uses (the API server restarted, the
 //   registry stopped: EXCLUSIVE);
-// - then two lanes side by side, each one file at a time: the files of the folders in ALONGSIDE
-//   (the Armada, Memcached and Ptemplate operators, the runtime: their own CRDs, namespaces and
-//   fault proxies; all files of one operator in one lane, as some delete their operator's CRD),
-//   and every other file (the IoT operator's, which share the IoTService CRD and its conversion,
-//   the sharder, most real-node pods).
+// - then two lanes side by side, each one file at a time: the files of ALONGSIDE (the Armada,
+//   Memcached and Ptemplate operators, the runtime, the SDK and the cluster parts no other file
+//   stops: their own CRDs, namespaces and fault proxies; all files of one operator in one lane, as
+//   some delete their operator's CRD), and every other file (the IoT operator's, which share the
+//   IoTService CRD and its conversion, the sharder, CoreDNS).
 // Each file's output is printed whole when it ends. At the end: the failed files, the ten slowest
 // and the wall time. `E2E_LANES=1` runs every file one after the other.
 import { spawn, spawnSync } from 'node:child_process';
@@ -28,7 +28,18 @@ const suffix = `.${kind}.test.ts`;
 /** What a file's text shows when it stops a part of the cluster every other file uses. */
 const EXCLUSIVE = ['restart-apiserver', 'restartApiServer', 'registry_stop'];
 /** The folders (and files) of the second lane. */
-const ALONGSIDE = ['operators/armada/test/', 'operators/memcached/test/', 'operators/ptemplate/test/', 'packages/runtime/test/', 'cluster/test/helm.', 'cluster/test/olm.'];
+const ALONGSIDE = [
+  'operators/armada/test/',
+  'operators/memcached/test/',
+  'operators/ptemplate/test/',
+  'packages/runtime/test/',
+  'packages/sdk/test/',
+  'cluster/test/helm.',
+  'cluster/test/olm.',
+  'cluster/test/network-policy.',
+  'cluster/test/real-node.',
+  'cluster/test/volumes.',
+];
 
 function collect(dir, out) {
   let entries;
