@@ -9,7 +9,7 @@ import { readFile } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
-import { deleteAllInstances, getOrUndefined, iotService, iotTestLandscape, spawnOperator, waitForPhase } from './e2e-support.ts';
+import { getOrUndefined, iotService, iotTestLandscape, spawnOperator, stopOperator, waitForPhase } from './e2e-support.ts';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 
 const PLANTED = 300;
@@ -27,8 +27,7 @@ let operator: OperatorProcess | undefined;
 before(async () => ({ env, landscape } = await iotTestLandscape()));
 
 after(async () => {
-  await deleteAllInstances(env, landscape).catch(() => undefined);
-  await operator?.stop();
+  await stopOperator(env, landscape, operator);
   await env?.cleanup();
 });
 

@@ -5,7 +5,7 @@ import { Kinds, type KubeObject } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { IMAGE_PULL_SECRET_NAME } from '../src/resources/index.ts';
-import { deleteAllInstances, iotService, iotTestLandscape, metricsPort, spawnOperator, type IoTObject } from './e2e-support.ts';
+import { iotService, iotTestLandscape, metricsPort, spawnOperator, stopOperator, type IoTObject } from './e2e-support.ts';
 
 const instances = Array.from({ length: 20 }, (_, i) => `crash-${String(i).padStart(2, '0')}`);
 
@@ -16,8 +16,7 @@ let operator: ReturnType<typeof spawnOperator> | undefined;
 before(async () => ({ env, landscape } = await iotTestLandscape()));
 
 after(async () => {
-  await deleteAllInstances(env, landscape).catch(() => undefined);
-  operator?.kill('SIGKILL');
+  await stopOperator(env, landscape, operator);
   await env?.cleanup();
 });
 

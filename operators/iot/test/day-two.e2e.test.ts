@@ -280,7 +280,7 @@ describe('day two on the real node: nothing lost across pod deletions and a vers
 
   after(async () => {
     await device?.stop(5_000).catch(() => undefined);
-    await stopServedLandscape({ env, landscape, mgr }, 180_000);
+    await stopServedLandscape({ env, landscape, mgr });
   });
 
   it('every acknowledged message is stored exactly once through the deletion of the database, broker and gateway pods and the upgrade 2.4.1 → 2.5.0', { timeout: 40 * 60_000 }, async () => {

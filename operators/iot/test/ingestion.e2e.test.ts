@@ -150,7 +150,7 @@ describe('ingestion keeps what it acknowledged', { skip }, () => {
     addresses = await deviceAddresses(env, namespace);
   });
 
-  after(() => stopServedLandscape({ env, landscape, mgr }, 180_000));
+  after(() => stopServedLandscape({ env, landscape, mgr }));
 
   it('made without storage fields, keeps broker and database data on volumes of the default StorageClass; storage: ephemeral says what it loses', async () => {
     type Claim = KubeObject & { spec?: { resources?: { requests?: { storage?: string } }; storageClassName?: string }; status?: { phase?: string } };

@@ -29,7 +29,7 @@ import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { localRegistry, localTestEnv, onRealNode, pushUnderTag, realNode, realNodeContainerd, registryPullSecret, repoRoot } from '@iot-operator/local-cluster';
 import { COMPONENTS } from '../src/api/iotservice.ts';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
-import { deleteAllInstances, getIoT, installIoTCrd, iotService, startOperator, waitForPhase, type IoTObject } from './e2e-support.ts';
+import { abandonLandscape, getIoT, installIoTCrd, iotService, startOperator, waitForPhase, type IoTObject } from './e2e-support.ts';
 
 const run = promisify(execFile);
 const env: TestEnv = await localTestEnv();
@@ -147,8 +147,8 @@ describe('what a user meets when it goes wrong, on the real node', { skip }, () 
   });
 
   after(async () => {
-    for (const landscape of [good, locked].filter(Boolean)) await deleteAllInstances(env, landscape, 180_000).catch(() => undefined);
     for (const mgr of managers) await mgr.stop();
+    for (const landscape of [good, locked].filter(Boolean)) await abandonLandscape(env, landscape);
     if (registry) await removeFromNode(FRESH);
     await env.cleanup();
   });

@@ -42,7 +42,7 @@ describe('the reference IoT service on the real node', { skip }, () => {
     mgr = await startOperator(env, landscape, { defaultRegistry: registry });
   });
 
-  after(() => stopServedLandscape({ env, landscape, mgr }, 180_000));
+  after(() => stopServedLandscape({ env, landscape, mgr }));
 
   it('goes Available; a device’s 2M messages over MQTT and HTTP are read back from core; wrong credentials are refused', async () => {
     const spec = Object.fromEntries(COMPONENTS.map((c) => [c, { ...onRealNode, replicas: 1 }]));

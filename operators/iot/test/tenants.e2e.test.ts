@@ -108,7 +108,7 @@ describe('two tenants of the reference IoT service on the real node', { skip }, 
     for (const tenant of TENANTS) addresses[tenant] = await deviceAddresses(env, namespaceOf(tenant));
   });
 
-  after(() => stopServedLandscape({ env, landscape, mgr }, 300_000));
+  after(() => stopServedLandscape({ env, landscape, mgr }));
 
   it('a device of tenant A is refused by tenant B’s gateway on MQTT and HTTP; A’s gateway takes its messages and A stores them', async () => {
     const [a, b] = [addresses['tenant-a']!, addresses['tenant-b']!];
