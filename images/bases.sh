@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # Makes the base images of the operator images from Debian 13 (trixie) packages, for machines
-# that reach Debian's mirror but no image registry, into buildah's local storage:
+# that reach Debian's mirror but no image registry, into buildah's local storage. Two sets:
 #
-#   localhost/iot-operator/node:20-trixie        Node.js 20 (Debian's nodejs) + CA certificates,
-#                                                 user and group `node` (1000) as in the public
-#                                                 node images; apt kept (images may add packages)
-#   localhost/iot-operator/node-build:20-trixie  the same + npm (the Dockerfiles' build stage)
-#   localhost/iot-operator/golang:1.24-trixie    Go 1.24 + git (Armada's helm stage)
+#   node  localhost/iot-operator/node:20-trixie        Node.js 20 (Debian's nodejs) + CA certificates,
+#                                                      user and group `node` (1000) as in the public
+#                                                      node images; apt kept (images may add packages)
+#         localhost/iot-operator/node-build:20-trixie  the same + npm (the Dockerfiles' build stage)
+#   go    localhost/iot-operator/golang:1.24-trixie    Go 1.24 + git (Armada's helm stage)
 #
-#   bash images/bases.sh   -> progress on stderr; the build arguments that select them on stdout
+#   bash images/bases.sh [node] [go]   -> progress on stderr; the build arguments that select the
+#                                         named sets (default: both) on stdout
 #
-# Guarantees: idempotent and cached: the images are made again only when this script or the
+# Guarantees: idempotent and cached per set: a set is made again only when this script or the
 # machine's own CA certificates change (their hash is recorded in
-# $IOT_OPERATOR_CACHE_DIR/images/bases.sha256) or one of them is missing. It installs what it needs
-# (debootstrap, buildah) with apt-get. Nothing is pulled from a registry: debootstrap fetches
-# Debian's packages from DEBIAN_MIRROR (default http://deb.debian.org/debian), and buildah commits
-# the resulting directories as single-layer images.
+# $IOT_OPERATOR_CACHE_DIR/images/<set>.sha256) or one of its images is missing; a set nobody asked
+# for is never made (the IoT service's images need only `node`). It installs what it needs
+# (debootstrap, buildah) with apt-get, waiting for another apt-get to finish. Nothing is pulled
+# from a registry: debootstrap fetches Debian's packages from DEBIAN_MIRROR (default
+# http://deb.debian.org/debian), and buildah commits the resulting directories as single-layer
+# images.
 # Slim like Debian's official slim images: no apt lists or caches, docs (copyright files kept), man
 # pages or locales, and apt/dpkg configured to keep it so for packages installed later. No trace of
 # the machine that made them (its resolv.conf and host name), except its own CA certificates
@@ -36,8 +39,16 @@ GO_IMAGE=localhost/iot-operator/golang:1.24-trixie
 log() { printf '[images %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
+SETS=("$@")
+((${#SETS[@]} > 0)) || SETS=(node go)
+for set in "${SETS[@]}"; do [[ $set == node || $set == go ]] || die "unknown base set '$set' (known: node, go)"; done
+wanted() { [[ " ${SETS[*]} " == *" $1 "* ]]; }
+
 build_args() {
-  echo "--build-arg NODE_IMAGE=$NODE_IMAGE --build-arg NODE_BUILD_IMAGE=$NODE_BUILD_IMAGE --build-arg GO_IMAGE=$GO_IMAGE"
+  local args=()
+  if wanted node; then args+=(--build-arg "NODE_IMAGE=$NODE_IMAGE" --build-arg "NODE_BUILD_IMAGE=$NODE_BUILD_IMAGE"); fi
+  if wanted go; then args+=(--build-arg "GO_IMAGE=$GO_IMAGE"); fi
+  echo "${args[*]}"
 }
 
 have_image() { buildah inspect --type image "$1" >/dev/null 2>&1; }
@@ -46,7 +57,16 @@ mkdir -p "$WORK"
 exec 7>"$WORK/.lock"
 flock 7
 hash=$(cat "$SCRIPT" /usr/local/share/ca-certificates/*.crt 2>/dev/null | sha256sum | cut -d' ' -f1)
-if [[ "$(cat "$WORK/bases.sha256" 2>/dev/null)" == "$hash" ]] && have_image "$NODE_IMAGE" && have_image "$NODE_BUILD_IMAGE" && have_image "$GO_IMAGE"; then
+current() { # set images...
+  local set=$1 image
+  shift
+  [[ "$(cat "$WORK/$set.sha256" 2>/dev/null)" == "$hash" ]] || return 1
+  for image in "$@"; do have_image "$image" || return 1; done
+}
+make_node=0 make_go=0
+if wanted node && ! current node "$NODE_IMAGE" "$NODE_BUILD_IMAGE"; then make_node=1; fi
+if wanted go && ! current go "$GO_IMAGE"; then make_go=1; fi
+if ((make_node == 0 && make_go == 0)); then
   build_args
   exit 0
 fi
@@ -55,7 +75,8 @@ missing=()
 for p in debootstrap buildah; do command -v "$p" >/dev/null || missing+=("$p"); done
 if ((${#missing[@]} > 0)); then
   log "installing ${missing[*]}"
-  apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 ||
+  apt-get -o DPkg::Lock::Timeout=600 update -qq >&2 &&
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >&2 ||
     die "apt-get install ${missing[*]} failed"
 fi
 
@@ -163,31 +184,35 @@ commit() {
 }
 
 start=$SECONDS
-node_root="$WORK/node-root"
-bootstrap "$node_root" nodejs,ca-certificates
-slim_config "$node_root"
-sources_and_upgrade "$node_root"
-chroot "$node_root" sh -c 'groupadd --gid 1000 node && useradd --uid 1000 --gid node --shell /bin/sh --create-home node'
-trust_local_cas "$node_root"
-trim "$node_root"
-commit "$node_root" "$NODE_IMAGE" node
-log "Node.js $(chroot "$node_root" node --version) in $NODE_IMAGE"
+if ((make_node)); then
+  node_root="$WORK/node-root"
+  bootstrap "$node_root" nodejs,ca-certificates
+  slim_config "$node_root"
+  sources_and_upgrade "$node_root"
+  chroot "$node_root" sh -c 'groupadd --gid 1000 node && useradd --uid 1000 --gid node --shell /bin/sh --create-home node'
+  trust_local_cas "$node_root"
+  trim "$node_root"
+  commit "$node_root" "$NODE_IMAGE" node
+  log "Node.js $(chroot "$node_root" node --version) in $NODE_IMAGE"
+  apt_in "$node_root" update
+  apt_in "$node_root" install -y --no-install-recommends npm
+  trim "$node_root"
+  commit "$node_root" "$NODE_BUILD_IMAGE" node
+  rm -rf "$node_root"
+  echo "$hash" >"$WORK/node.sha256"
+fi
 
-apt_in "$node_root" update
-apt_in "$node_root" install -y --no-install-recommends npm
-trim "$node_root"
-commit "$node_root" "$NODE_BUILD_IMAGE" node
-rm -rf "$node_root"
+if ((make_go)); then
+  go_root="$WORK/go-root"
+  bootstrap "$go_root" golang-go,git,ca-certificates
+  slim_config "$go_root"
+  sources_and_upgrade "$go_root"
+  trust_local_cas "$go_root"
+  trim "$go_root"
+  commit "$go_root" "$GO_IMAGE" bash
+  rm -rf "$go_root"
+  echo "$hash" >"$WORK/go.sha256"
+fi
 
-go_root="$WORK/go-root"
-bootstrap "$go_root" golang-go,git,ca-certificates
-slim_config "$go_root"
-sources_and_upgrade "$go_root"
-trust_local_cas "$go_root"
-trim "$go_root"
-commit "$go_root" "$GO_IMAGE" bash
-rm -rf "$go_root"
-
-echo "$hash" >"$WORK/bases.sha256"
-log "base images made in $((SECONDS - start)) s"
+log "base images (${SETS[*]}) made in $((SECONDS - start)) s"
 build_args

@@ -23,9 +23,10 @@
  *   charts at /opt/armada/helm-charts.
  * - The IoT service's Dockerfile has exactly the targets scripts/iot-service-images.ts builds
  *   (IOT_SERVICE_COMPONENTS), each running as the operator's pod user 10001:10001 and reporting
- *   the build argument VERSION as IOT_SERVICE_VERSION; the broker is NATS Server built in a Go
- *   stage from the module cluster/nats-server pins, the database Debian's postgresql, each with
- *   user `iot` (10001) and its entry script beside the Dockerfile.
+ *   the build argument VERSION as IOT_SERVICE_VERSION; the broker is NATS Server of the version
+ *   the module cluster/nats-server pins (NATS' image, or locally the binary built from that
+ *   module), the database Debian's postgresql, each with user `iot` (10001) and its entry script
+ *   beside the Dockerfile. It needs no Go base image.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -250,25 +251,27 @@ const debianPackageComponent = (component: IoTServiceComponent, debianPackage: s
 });
 
 /** The wrapper module that pins NATS Server (one source for the image and the tests' build). */
-const NATS_SERVER_MODULE = 'cluster/nats-server';
+export const NATS_SERVER_MODULE = 'cluster/nats-server';
+
+/** The NATS Server version the wrapper module pins, e.g. `2.15.3`. */
+export function pinnedNatsServerVersion(): string {
+  const match = /^\tgithub\.com\/nats-io\/nats-server\/v2 v(\d+\.\d+\.\d+)\b/m.exec(readFileSync(path.join(root, NATS_SERVER_MODULE, 'go.mod'), 'utf8'));
+  if (!match) throw new Error(`${NATS_SERVER_MODULE}/go.mod pins no github.com/nats-io/nats-server/v2`);
+  return match[1]!;
+}
 
 /**
- * The Go stage building NATS Server from the pinned wrapper module. Go switches to the toolchain
- * the module asks for (GOTOOLCHAIN=auto, fetched through the module proxy) when the base's is older.
+ * NATS Server's program, from an image that holds it at /nats-server: by default NATS' own image
+ * of the pinned version; `npm run image:iot-service` passes one holding the binary the cluster's
+ * engine build made from the wrapper module (the one the tests run), so no Go toolchain is needed.
  */
-const natsServerStage = [
-  'FROM ${GO_IMAGE} AS nats-server',
-  'WORKDIR /src',
-  `COPY ${NATS_SERVER_MODULE}/go.mod ${NATS_SERVER_MODULE}/go.sum ./`,
-  'RUN GOTOOLCHAIN=auto CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false" \\',
-  '      go build -trimpath -ldflags "-s -w" -o /out/nats-server github.com/nats-io/nats-server/v2 && /out/nats-server --version',
-];
+const natsServerStage = ['FROM ${NATS_SERVER_IMAGE} AS nats-server'];
 
-/** The broker: NATS Server from the Go stage, user `iot` (10001) and its entry script. */
+/** The broker: NATS Server from its image, user `iot` (10001) and its entry script. */
 const natsBroker: RuntimeStage = {
   target: 'broker',
   packages: { names: [], user: IOT_USER },
-  carries: ['COPY --from=nats-server /out/nats-server /usr/local/bin/nats-server'],
+  carries: ['COPY --from=nats-server /nats-server /usr/local/bin/nats-server'],
   program: [`COPY ${path.dirname(IOT_SERVICE_DOCKERFILE)}/broker.sh /usr/local/bin/iot-broker`],
   version: true,
   user: IOT_USER_IDS,
@@ -296,7 +299,8 @@ export function iotServiceDockerfile(): string {
       'One target per component, each run by the IoT operator as <registry>/iot-<component>:<version>:',
       '  core, gateway, processing  Node.js 20 and the bundle `images/bundle.ts iot-service` (no',
       "                             node_modules), each started with its component's entry file",
-      '  broker                     NATS Server with JetStream (built from the module cluster/nats-server pins):',
+      `  broker                     NATS Server ${pinnedNatsServerVersion()} with JetStream (NATS_SERVER_IMAGE; locally the binary`,
+      `                             built from ${NATS_SERVER_MODULE}):`,
       '                             clients on 4222 as user `iot` with the broker password, monitoring 8222',
       "  database                   Debian's postgresql: role and database `iot`, initdb into the volume",
       'VERSION is what every component reports (/healthz, start log line; the broker and the database',
@@ -306,7 +310,7 @@ export function iotServiceDockerfile(): string {
     ],
   });
   return render([
-    [...head, ...baseArgs(['ARG GO_IMAGE=golang:1.24-bookworm'])],
+    [...head, ...baseArgs([`ARG NATS_SERVER_IMAGE=nats:${pinnedNatsServerVersion()}`])],
     buildStage('iot-service'),
     natsServerStage,
     ...IOT_SERVICE_COMPONENTS.map((c) => runtimeStage(IOT_SERVICE_STAGES[c])),

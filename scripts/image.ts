@@ -89,9 +89,14 @@ export function parseBaseArgs(stdout: string): string[] {
   return args;
 }
 
+/** The build arguments a Dockerfile declares (`ARG NAME`). */
+function declaredArgs(dockerfileText: string): Set<string> {
+  return new Set([...dockerfileText.matchAll(/^ARG ([A-Za-z_][A-Za-z0-9_]*)/gm)].map((m) => m[1]!));
+}
+
 /** The `--build-arg` pairs whose argument the Dockerfile declares (`ARG NAME`), so that none goes unused. */
 export function argsDeclaredBy(dockerfileText: string, buildArgs: string[]): string[] {
-  const declared = new Set([...dockerfileText.matchAll(/^ARG ([A-Za-z_][A-Za-z0-9_]*)/gm)].map((m) => m[1]!));
+  const declared = declaredArgs(dockerfileText);
   const kept: string[] = [];
   for (let i = 0; i + 1 < buildArgs.length; i += 2) {
     if (declared.has(buildArgs[i + 1]!.split('=')[0]!)) kept.push(buildArgs[i]!, buildArgs[i + 1]!);
@@ -99,11 +104,25 @@ export function argsDeclaredBy(dockerfileText: string, buildArgs: string[]): str
   return kept;
 }
 
-/** `--build-arg` pairs that select the Debian 13 bases made by images/bases.sh (made first if needed). */
-export function localBaseArgs(): string[] {
-  const result = spawnSync('bash', [path.join(root, 'images/bases.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+/** The sets of base images images/bases.sh makes, by the build arguments that select them. */
+export const BASE_SETS: Readonly<Record<string, readonly string[]>> = { node: ['NODE_IMAGE', 'NODE_BUILD_IMAGE'], go: ['GO_IMAGE'] };
+
+/** The sets of BASE_SETS a Dockerfile builds from. */
+export function baseSetsOf(dockerfileText: string): string[] {
+  const declared = declaredArgs(dockerfileText);
+  return Object.keys(BASE_SETS).filter((set) => BASE_SETS[set]!.some((arg) => declared.has(arg)));
+}
+
+/**
+ * `--build-arg` pairs that select the Debian 13 bases a Dockerfile declares, made first by
+ * images/bases.sh if needed — only the sets it builds from.
+ */
+export function localBaseArgs(dockerfileText: string): string[] {
+  const sets = baseSetsOf(dockerfileText);
+  if (sets.length === 0) return [];
+  const result = spawnSync('bash', [path.join(root, 'images/bases.sh'), ...sets], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   if (result.status !== 0) throw new Error('images/bases.sh could not make the base images');
-  return parseBaseArgs(result.stdout);
+  return argsDeclaredBy(dockerfileText, parseBaseArgs(result.stdout));
 }
 
 /** The local cluster's registry: the address image references name, the client's credentials and CA directory. */
@@ -137,9 +156,9 @@ export function registryHost(image: string): string {
   return first !== '' && (first.includes('.') || first.includes(':') || first === 'localhost') ? first : 'docker.io';
 }
 
-/** The push of `image` to the local registry with its credentials and CA, writing the pushed digest to `digestFile`. */
-export function pushCommand(builder: 'buildah' | 'podman', image: string, registry: LocalRegistry, digestFile: string): string[] {
-  return [builder, 'push', '--authfile', registry.authFile, '--cert-dir', registry.certDir, '--digestfile', digestFile, image, `docker://${image}`];
+/** The push of `image` to the local registry as `destination` (default: its own name) with the registry's credentials and CA, writing the pushed digest to `digestFile`. */
+export function pushCommand(builder: 'buildah' | 'podman', image: string, registry: LocalRegistry, digestFile: string, destination = image): string[] {
+  return [builder, 'push', '--authfile', registry.authFile, '--cert-dir', registry.certDir, '--digestfile', digestFile, image, `docker://${destination}`];
 }
 
 /** Pushes `image` to the local registry; its digest, or why it could not. */
@@ -204,7 +223,7 @@ function main(args: string[]): number {
   }
   let extra: string[] = [];
   try {
-    if (bases === 'local') extra = argsDeclaredBy(readFileSync(path.join(root, dockerfile), 'utf8'), localBaseArgs());
+    if (bases === 'local') extra = localBaseArgs(readFileSync(path.join(root, dockerfile), 'utf8'));
   } catch (err) {
     console.error((err as Error).message);
     return 1;

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { argsDeclaredBy, BUILDERS, chooseBuilder, imageVersion, localRegistry, parseBaseArgs, pushCommand, registryHost, type Builder } from '../image.ts';
+import { argsDeclaredBy, baseSetsOf, BUILDERS, chooseBuilder, imageVersion, localRegistry, parseBaseArgs, pushCommand, registryHost, type Builder } from '../image.ts';
 
 const script = fileURLToPath(new URL('../image.ts', import.meta.url));
 const repoRoot = path.resolve(path.dirname(script), '..');
@@ -155,6 +155,14 @@ describe('base arguments', () => {
     assert.deepEqual(argsDeclaredBy(armada, all), all);
     assert.deepEqual(argsDeclaredBy('FROM scratch\n# ARG GO_IMAGE=x\n', all), []);
   });
+
+  it("asks images/bases.sh only for the sets a Dockerfile builds from: the IoT service's images need no Go base", () => {
+    const read = (file: string) => readFileSync(path.join(repoRoot, file), 'utf8');
+    assert.deepEqual(baseSetsOf(read('workloads/iot-service/image/Dockerfile')), ['node']);
+    assert.deepEqual(baseSetsOf(read('operators/iot/Dockerfile')), ['node']);
+    assert.deepEqual(baseSetsOf(read('operators/armada/Dockerfile')), ['node', 'go']);
+    assert.deepEqual(baseSetsOf('FROM scratch\n'), []);
+  });
 });
 
 describe('pushing to the local cluster\'s registry', () => {
@@ -180,6 +188,9 @@ describe('pushing to the local cluster\'s registry', () => {
     const registry = { address: '127.0.0.1:5443', authFile: '/w/auth.json', certDir: '/w/certs' };
     assert.deepEqual(pushCommand('buildah', '127.0.0.1:5443/iot-operator/x:1', registry, '/t/d'), [
       'buildah', 'push', '--authfile', '/w/auth.json', '--cert-dir', '/w/certs', '--digestfile', '/t/d', '127.0.0.1:5443/iot-operator/x:1', 'docker://127.0.0.1:5443/iot-operator/x:1',
+    ]);
+    assert.deepEqual(pushCommand('buildah', 'localhost/iot/iot-core:1', registry, '/t/d', '127.0.0.1:5443/iot/iot-core:1').slice(-2), [
+      'localhost/iot/iot-core:1', 'docker://127.0.0.1:5443/iot/iot-core:1',
     ]);
   });
 

@@ -24,8 +24,8 @@
  * any other argument is refused with the list of known flags (exit 2) before anything starts.
  *
  * --real-node: the embedded cluster with its real node (`cluster/up.sh --real-node`), the
- * reference IoT service's images (workloads/iot-service) built and pushed to the cluster's
- * registry, the landscape's image-pull-secret set to that registry's credentials (the only
+ * reference IoT service's images (workloads/iot-service) built while the cluster comes up, then
+ * pushed to the cluster's registry, the landscape's image-pull-secret set to that registry's credentials (the only
  * object it overwrites: the registry is the cluster's own), the operator's default registry set
  * to it, and deploy/crds/example-iotservice-real-node.yml applied instead of the kwok example.
  * Once it is Available, one simulated device registers through core's Service, sends a message
@@ -63,11 +63,12 @@ if (unknown.length > 0) {
   process.exit(2);
 }
 const realNode = args.has('--real-node');
+const IMAGES_SCRIPT = path.join(repoDir, 'scripts/iot-service-images.ts');
 const landscape = process.env.OPERATOR_NAME || 'devawsk8s';
 const say = (text: string) => console.log(`[iot-operator] ${text}`);
 
-/** What runs and has to be stopped on SIGINT/SIGTERM. */
-let step: { running: StartStep; what: string } | undefined;
+/** What runs and has to be stopped on SIGINT/SIGTERM, and what each is. */
+const steps = new Map<StartStep, string>();
 let manager: Manager | undefined;
 /** Points the CRD's conversion away from this process again, once it serves it (local-conversion.ts). */
 let releaseConversion: (() => Promise<void>) | undefined;
@@ -79,10 +80,10 @@ function stopOnSignal(signal: NodeJS.Signals): void {
   if (stopping) return;
   stopping = true;
   const code = available ? 0 : 128 + constants.signals[signal];
-  const what = [step?.what, manager && 'the operator'].filter(Boolean).join(' and ');
+  const what = [...steps.values(), manager && 'the operator'].filter(Boolean).join(' and ');
   say(`${signal}: stopping${what ? ` ${what}` : ''}`);
   setTimeout(() => process.exit(code), 4500); // in-flight reconciles are cut short past this
-  void Promise.allSettled([step?.running.stop(), releaseConversion?.(), manager?.stop()]).then(() => process.exit(code));
+  void Promise.allSettled([...[...steps.keys()].map((running) => running.stop()), releaseConversion?.(), manager?.stop()]).then(() => process.exit(code));
 }
 process.on('SIGINT', stopOnSignal);
 process.on('SIGTERM', stopOnSignal);
@@ -103,11 +104,11 @@ async function reachable(kubeconfigPath?: string): Promise<boolean> {
 
 /** Runs a step that Ctrl-C can stop; its result. */
 async function runStep(started: StartStep, what: string): Promise<string> {
-  step = { running: started, what };
+  steps.set(started, what);
   try {
     return await started.result;
   } finally {
-    step = undefined;
+    steps.delete(started);
   }
 }
 
@@ -131,9 +132,8 @@ async function chooseCluster(): Promise<string | undefined> {
  * pull secret gets the registry's credentials. Returns the registry the operator defaults to.
  */
 async function referenceImages(client: KubeClient, kubeconfigPath: string, version: string): Promise<string> {
-  say(`building the reference IoT service's images ${version} and pushing them to the cluster's registry (the first run builds the base images too)`);
-  const script = path.join(repoDir, 'scripts/iot-service-images.ts');
-  const registry = await runStep(startStep('the image build', process.execPath, ['--import', 'tsx', script, '--version', version], repoDir), 'the image build');
+  say(`pushing the reference IoT service's images ${version} to the cluster's registry`);
+  const registry = await runStep(startStep('the image push', process.execPath, ['--import', 'tsx', IMAGES_SCRIPT, '--version', version], repoDir), 'the image push');
   say(`images pushed: ${registry}/iot-<component>:${version}`);
   await registryPullSecret({ client, kubeconfigPath }, landscape, 'image-pull-secret');
   say(`Secret image-pull-secret holds the credentials of the cluster's registry`);
@@ -218,14 +218,23 @@ async function watchUntilAvailable(client: KubeClient, name: string): Promise<vo
   }
 }
 
+/**
+ * The reference images built (not pushed: the registry comes with the cluster) beside the
+ * cluster's own build, so that a first run compiles and downloads at once.
+ */
+function buildReferenceImages(version: string): Promise<string> {
+  say(`building the reference IoT service's images ${version} while the cluster starts (the first run builds the base images too)`);
+  return runStep(startStep('the image build', process.execPath, ['--import', 'tsx', IMAGES_SCRIPT, '--version', version, '--build-only'], repoDir), 'the image build');
+}
+
 async function main(): Promise<void> {
-  const kubeconfig = await chooseCluster();
+  const [example] = await readManifests(deployFile(realNode ? 'crds/example-iotservice-real-node.yml' : 'crds/example-iotservice.yml'));
+  const exampleSpec = example!.spec as { version: string };
+  const [kubeconfig] = await Promise.all([chooseCluster(), realNode && buildReferenceImages(exampleSpec.version)]);
   const client = await KubeClient.fromKubeconfig({ kubeconfigPath: kubeconfig });
   await installCrd(client);
   say('installed the IoTService CRD (v1beta1 stored, v1alpha1 served)');
   for (const obj of await readManifests(deployFile('namespace.yml'))) await createIfAbsent(client, obj);
-  const [example] = await readManifests(deployFile(realNode ? 'crds/example-iotservice-real-node.yml' : 'crds/example-iotservice.yml'));
-  const exampleSpec = example!.spec as { version: string };
   const registry = realNode ? await referenceImages(client, kubeconfig!, exampleSpec.version) : 'registry.example.com/iot';
   await new Promise((r) => setTimeout(r, 1000)); // let the new CRD's API appear
 
@@ -280,5 +289,5 @@ main().catch((err: unknown) => {
   if (stopping) return; // what a stop interrupted fails; stopOnSignal says so and exits
   console.error(`[iot-operator] failed: ${err instanceof Error ? err.message : String(err)}`);
   setTimeout(() => process.exit(1), 4500);
-  void Promise.allSettled([releaseConversion?.(), manager?.stop()]).then(() => process.exit(1));
+  void Promise.allSettled([...[...steps.keys()].map((running) => running.stop()), releaseConversion?.(), manager?.stop()]).then(() => process.exit(1));
 });
