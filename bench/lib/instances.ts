@@ -16,7 +16,7 @@
  *   the API server small.
  */
 import { Kinds, type KubeClient, type KubeObject } from '@iot-operator/runtime';
-import { CHILD_TYPES, INSTANCE_LABEL, desiredChildren, gatewayCertificateNames, generateCredentials, keepOrIssue, landscapeSelector, resolveInstance, type IoTService } from '@iot-operator/iot';
+import { CHILD_TYPES, INSTANCE_LABEL, desiredChildren, generateCredentials, landscapeSelector, resolveInstance, type IoTService } from '@iot-operator/iot';
 import type { V1Secret } from '@kubernetes/client-node';
 import { log, now, watchObjects } from './kube.ts';
 import { podReady, workloadReady, type PodLike, type WorkloadLike } from './readiness.ts';
@@ -40,8 +40,7 @@ export function renderInstance(landscape: string, id: string, pullSecret: KubeOb
     { operatorName: landscape, defaultRegistry: DEFAULT_REGISTRY },
   );
   if (!resolved.ok) throw new Error(`cannot render ${landscape}/${id}: ${resolved.failure.message}`);
-  const gatewayTls = keepOrIssue({}, gatewayCertificateNames(resolved.instance), new Date()).certificates;
-  const { children } = desiredChildren(resolved.instance, { imagePullSecret: pullSecret as unknown as V1Secret, credentials: generateCredentials(), keptEmptyDirs: new Set(), gatewayTls });
+  const { children } = desiredChildren(resolved.instance, { imagePullSecret: pullSecret as unknown as V1Secret, credentials: generateCredentials(), keptEmptyDirs: new Set() });
   const objects = children.map((c) => c.object as unknown as KubeObject);
   const workloads = objects.filter((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet');
   return {

@@ -43,8 +43,8 @@
  *   as `Failed` with a `Degraded` condition and a Warning Event naming the missing permission
  *   (verb, resource, namespace) and, while the IoTService is being deleted, that its deletion
  *   waits for it; it is looked at again periodically, so granting the permission is enough.
- * - The gateway's CA and server certificate (gateway-certificates.ts) are kept from the instance's
- *   Secrets or made before the children are rendered, and become children like the others; the
+ * - The gateway's CA and server certificate (gateway-certificates.ts), for an instance serving TLS,
+ *   are kept from the instance's Secrets or made before the children are rendered, and become children like the others; the
  *   instance is looked at again when its server certificate is due for renewal.
  */
 import { isDeepStrictEqual } from 'node:util';
@@ -87,6 +87,7 @@ import {
   landscapeSelector,
   namespaceOwnership,
   resolveInstance,
+  servesTls,
   type DesiredChild,
   type Instance,
 } from './resources/index.ts';
@@ -260,13 +261,15 @@ class IoTReconcile {
 
     const key = keyOf({ namespace: iot.metadata.namespace, name: iot.metadata.name! });
     const event = (type: 'Normal' | 'Warning', reason: string, message: string) => this.ctx.recorder.event(iot, type, reason, message);
-    const tls = await this.memory.tls.material({ client: this.ctx.client, cache: this.ctx.cache, event }, key, instance, new Date());
-    if (!tls.ok) return failed(tls.failure);
-    this.tls = tls.tls;
-    const gatewayTls = tls.tls.material;
+    if (servesTls(instance)) {
+      const tls = await this.memory.tls.material({ client: this.ctx.client, cache: this.ctx.cache, event }, key, instance, new Date());
+      if (!tls.ok) return failed(tls.failure);
+      this.tls = tls.tls;
+    }
+    const gatewayTls = this.tls?.material;
 
     const keptEmptyDirs = this.keptEmptyDirs(instance);
-    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${tls.tls.fingerprint}`;
+    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${this.tls?.fingerprint ?? ''}`;
     const rendering = this.memory.rendered.get(key, renderingKey, () =>
       // Fresh credentials are used only if the credentials Secret does not exist yet.
       desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), keptEmptyDirs, gatewayTls }).children.map((child) => prepareChild(child, this.config.shard)),

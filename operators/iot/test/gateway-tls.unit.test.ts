@@ -125,7 +125,8 @@ describe('gateway TLS: the children', () => {
   });
 
   it('the gateway pods mount Secret gateway-tls read-only at /etc/iot/tls, whole (no subPath), with no hash of it on the template', () => {
-    const { deployment } = rendered({});
+    const tlsSpec = { gateway: { protocols: ['mqtts'] } };
+    const { deployment } = rendered(tlsSpec);
     const pod = deployment.spec!.template.spec!;
     const container = pod.containers[0]!;
     assert.deepEqual(
@@ -135,14 +136,30 @@ describe('gateway TLS: the children', () => {
     assert.deepEqual(pod.volumes?.find((v) => v.name === 'gateway-tls'), { name: 'gateway-tls', secret: { secretName: 'gateway-tls', defaultMode: 0o440 } });
     assert.equal(container.env?.find((e) => e.name === 'IOT_GATEWAY_TLS_DIR')?.value, '/etc/iot/tls');
     // A renewal changes the Secret only: the template stays the same.
-    const renewed = keepOrIssue(testGatewayCertificates(), gatewayCertificateNames(testInstance()), renewalTime(testGatewayCertificates().server.cert)).certificates;
-    const again = desiredChildren(testInstance(), {
+    const renewed = keepOrIssue(testGatewayCertificates(), gatewayCertificateNames(testInstance(tlsSpec)), renewalTime(testGatewayCertificates().server.cert)).certificates;
+    const again = desiredChildren(testInstance(tlsSpec), {
       imagePullSecret: { metadata: { name: 'image-pull-secret' }, data: {} },
       credentials: { databasePassword: 'd', brokerPassword: 'b', apiToken: 't' },
       keptEmptyDirs: new Set(),
       gatewayTls: renewed,
     }).children.find((c) => c.object.kind === 'Deployment' && c.object.metadata.name === 'gateway')!.object as V1Deployment;
     assert.deepEqual(again.spec!.template, deployment.spec!.template);
+  });
+
+  it('an instance serving only plaintext protocols gets no CA, no certificate, no ConfigMap gateway-ca and no mount', () => {
+    const { children } = desiredChildren(testInstance({ gateway: { protocols: ['mqtt', 'http'] } }), {
+      imagePullSecret: { metadata: { name: 'image-pull-secret' }, data: {} },
+      credentials: { databasePassword: 'd', brokerPassword: 'b', apiToken: 't' },
+      keptEmptyDirs: new Set(),
+    });
+    assert.deepEqual(children.filter((c) => c.object.metadata.name?.startsWith('gateway-ca') || c.object.metadata.name === 'gateway-tls'), []);
+    const pod = (children.find((c) => c.object.kind === 'Deployment' && c.object.metadata.name === 'gateway')!.object as V1Deployment).spec!.template.spec!;
+    assert.equal(pod.volumes?.find((v) => v.name === 'gateway-tls'), undefined);
+    assert.equal(pod.containers[0]!.env?.find((e) => e.name === 'IOT_GATEWAY_TLS_DIR'), undefined);
+    assert.throws(
+      () => desiredChildren(testInstance({ gateway: { protocols: ['https'] } }), { imagePullSecret: { metadata: { name: 'image-pull-secret' }, data: {} }, credentials: { databasePassword: 'd', brokerPassword: 'b', apiToken: 't' }, keptEmptyDirs: new Set() }),
+      /serves TLS but no TLS material/,
+    );
   });
 });
 

@@ -9,7 +9,8 @@
  * database, and a rollout never adds a writer beyond `spec.processing.replicas` (what a pod had
  * not acknowledged when it stops is handed to the others at once). The gateway exposes exactly the ports of
  * its enabled protocols plus the health port, is told those protocols in IOT_GATEWAY_PROTOCOLS,
- * finds Secret gateway-tls (gateway-tls.ts) mounted read-only at IOT_GATEWAY_TLS_DIR and
+ * finds Secret gateway-tls (gateway-tls.ts) mounted read-only at IOT_GATEWAY_TLS_DIR when it
+ * serves TLS, and
  * gets the API token to check devices against core. Components know the broker and the database
  * as user `iot`, which the reference images fix (iot-credentials holds only passwords).
  */
@@ -19,7 +20,7 @@ import { GATEWAY_PROTOCOLS } from '../api/iotservice.ts';
 import type { Instance } from './instance.ts';
 import { componentLabels, componentSelector } from './labels.ts';
 import { desiredPodTemplate, httpProbe, type ContainerRuntime } from './pod.ts';
-import { GATEWAY_TLS_DIR, GATEWAY_TLS_SECRET } from './gateway-tls.ts';
+import { GATEWAY_TLS_DIR, GATEWAY_TLS_SECRET, servesTls } from './gateway-tls.ts';
 import { CORE_API_PORT, HEALTH_PORT, gatewayPorts, PORTS } from './ports.ts';
 
 export type DeploymentComponent = 'gateway' | 'core' | 'processing';
@@ -44,9 +45,9 @@ export function gatewayRuntime(instance: Instance): ContainerRuntime {
     credentials: ['apiToken', 'brokerPassword'],
     environment: [
       { name: GATEWAY_PROTOCOLS_ENV, value: GATEWAY_PROTOCOLS.filter((p) => enabled.includes(p)).join(',') },
-      { name: GATEWAY_TLS_DIR_ENV, value: GATEWAY_TLS_DIR },
+      ...(servesTls(instance) ? [{ name: GATEWAY_TLS_DIR_ENV, value: GATEWAY_TLS_DIR }] : []),
     ],
-    secretDirectory: { secret: GATEWAY_TLS_SECRET, mountPath: GATEWAY_TLS_DIR },
+    ...(servesTls(instance) ? { secretDirectory: { secret: GATEWAY_TLS_SECRET, mountPath: GATEWAY_TLS_DIR } } : {}),
   };
 }
 

@@ -12,7 +12,8 @@
  * Secret `gateway-ca` (ca.crt, ca.key; mounted nowhere), Secret `gateway-tls` (kubernetes.io/tls:
  * tls.crt the server certificate followed by the CA's, tls.key, ca.crt, and client-ca.crt when
  * `spec.gateway.tls.clientCA` names one; what the gateway reads), ConfigMap `gateway-ca` (ca.crt,
- * for devices). Every function here is pure but `keepOrIssue`, which draws new keys.
+ * for devices) — made only for an instance that `servesTls`. Every function here is pure but
+ * `keepOrIssue`, which draws new keys.
  */
 
 import { X509Certificate, createPrivateKey } from 'node:crypto';
@@ -52,6 +53,14 @@ export interface GatewayCertificates {
 export interface GatewayTlsMaterial extends GatewayCertificates {
   /** The PEM of `spec.gateway.tls.clientCA`'s ca.crt, when it names one. */
   clientCA?: string;
+}
+
+/**
+ * Whether the instance's gateway needs TLS material: it serves mqtts or https, or checks client
+ * certificates. Instances serving only plaintext protocols get no CA, no certificate and no mount.
+ */
+export function servesTls(instance: Instance): boolean {
+  return instance.spec.gateway.protocols.some((p) => p === 'mqtts' || p === 'https') || Boolean(instance.spec.gateway.tls?.clientCA);
 }
 
 /** `DNS:<name>` and `IP:<address>` entries the server certificate must cover, each once. */

@@ -5,7 +5,7 @@
  * landscape's image-pull-secret, a set of fresh credentials and the gateway's TLS material. It lists every child exactly once:
  * the Namespace first (everything else lives in it), then the NetworkPolicies (pods are isolated
  * from their first moment), the ResourceQuota and LimitRange (every pod is admitted under them),
- * Secrets (with the gateway's CA and TLS Secrets), ConfigMaps (config and the gateway CA), Services, StatefulSets and Deployments. Each child
+ * Secrets (with the gateway's CA and TLS Secrets when it serves TLS), ConfigMaps (config, and the gateway CA when it serves TLS), Services, StatefulSets and Deployments. Each child
  * has apiVersion, kind, metadata.name and (except the Namespace) metadata.namespace set, and the
  * instance labels. Children marked `createOnly` (the credentials) are created when missing and
  * never compared or changed afterwards; all others are kept equal to their desired form.
@@ -32,7 +32,7 @@ import { desiredNamespace } from './namespace.ts';
 import { desiredLimitRange, desiredResourceQuota, type LimitRange } from './namespace-limits.ts';
 import { desiredEgressPolicy, desiredGatewayDevicesPolicy, desiredInstanceIsolationPolicy, desiredOperatorMonitoringPolicy, type NetworkPolicy } from './network-policies.ts';
 import { desiredCredentialsSecret, desiredImagePullSecret, type IoTCredentials } from './secrets.ts';
-import { desiredGatewayCaConfigMap, desiredGatewayCaSecret, desiredGatewayTlsSecret, type GatewayTlsMaterial } from './gateway-tls.ts';
+import { desiredGatewayCaConfigMap, desiredGatewayCaSecret, desiredGatewayTlsSecret, servesTls, type GatewayTlsMaterial } from './gateway-tls.ts';
 import {
   desiredBrokerClientService,
   desiredBrokerService,
@@ -66,8 +66,8 @@ export interface ChildSources {
   credentials: IoTCredentials;
   /** The components whose existing StatefulSet keeps its emptyDir (data-volume.ts `dataVolume`). */
   keptEmptyDirs: KeptEmptyDirs;
-  /** The gateway's CA and server certificate (gateway-tls.ts), kept or renewed by the reconcile. */
-  gatewayTls: GatewayTlsMaterial;
+  /** The gateway's CA and server certificate (gateway-tls.ts), kept or renewed by the reconcile; only for an instance that `servesTls`. */
+  gatewayTls?: GatewayTlsMaterial;
 }
 
 export interface DesiredChildren {
@@ -94,6 +94,8 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
   const configMap = desiredConfigMap(instance, sources.keptEmptyDirs);
   const checksum = configChecksum(configMap.data ?? {});
   const apply = (object: ChildObject): DesiredChild => ({ object: object as DesiredObject, createOnly: false });
+  const tls = servesTls(instance) ? sources.gatewayTls : undefined;
+  if (servesTls(instance) && !tls) throw new Error(`${instance.namespace}: the gateway serves TLS but no TLS material was given`);
   return {
     namespace: instance.namespace,
     children: [
@@ -106,10 +108,9 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredLimitRange(instance)),
       apply(desiredImagePullSecret(instance, sources.imagePullSecret)),
       { object: desiredCredentialsSecret(instance, sources.credentials) as DesiredObject, createOnly: true },
-      apply(desiredGatewayCaSecret(instance, sources.gatewayTls)),
-      apply(desiredGatewayTlsSecret(instance, sources.gatewayTls)),
+      ...(tls ? [apply(desiredGatewayCaSecret(instance, tls)), apply(desiredGatewayTlsSecret(instance, tls))] : []),
       apply(configMap),
-      apply(desiredGatewayCaConfigMap(instance, sources.gatewayTls)),
+      ...(tls ? [apply(desiredGatewayCaConfigMap(instance, tls))] : []),
       apply(desiredBrokerService(instance)),
       apply(desiredDatabaseService(instance)),
       apply(desiredBrokerClientService(instance)),
