@@ -175,7 +175,7 @@ export const deviceSourcesAreCidrs: CelRule = {
  * A name devices reach the gateway by from outside: a lowercase DNS name (RFC 1123) or an IPv4 or
  * IPv6 address. A CEL rule rather than a `pattern`, as an address is easier said with isIP.
  */
-export const TLS_HOSTNAME_PATTERN = '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$';
+export const TLS_HOSTNAME_PATTERN = '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?([.][a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$';
 export const tlsHostnamesWellFormed: CelRule = {
   rule: `self.all(h, isIP(h) || h.matches('${TLS_HOSTNAME_PATTERN}'))`,
   message: 'every hostname must be a lowercase DNS name such as iot.example.com or an IP address such as 203.0.113.7',
