@@ -8,8 +8,8 @@
  * Guarantees of every generated file:
  * - Every operator on the runtime gets the runtime's alerts (operator down, no leader, reconcile
  *   errors, work queue backlog, client-side throttling, restart loop); the IoT operator also gets
- *   ShardMissing (only where it runs sharded), the IoTService phase alerts and the ingestion
- *   alerts (stalled, backlog high).
+ *   ShardMissing (only where it runs sharded), the IoTService phase alerts, the ingestion
+ *   alerts (stalled, backlog high) and the gateway certificate's expiry.
  * - Each alert has a `severity` label and `summary`, `description` (naming the object and what to
  *   do) and `runbook_url` = `<runbook base>#<alert name in lower case>`, a section of
  *   docs/observability.md.
@@ -174,6 +174,17 @@ export const ALERTS: readonly Alert[] = [
     description:
       'The telemetry waiting in the broker of IoTService {{ $labels.name }} in namespace {{ $labels.namespace }} has filled more than 80 % of spec.broker.maxBacklog for 5 minutes; when full, the gateway slows devices down or refuses them. ' +
       'Let processing catch up (spec.processing.replicas, the database\'s speed: kubectl -n {{ $labels.namespace }}-{{ $labels.name }} logs deploy/processing) or raise spec.broker.maxBacklog.',
+  },
+  {
+    name: 'IoTServiceCertificateExpiring',
+    scope: 'iot',
+    severity: 'warning',
+    expr: (sel) => `min by (job, namespace, name) (iotservice_gateway_certificate_expiry_timestamp_seconds{${sel}}) - time() < 14 * 86400`,
+    for: { default: '1h' },
+    summary: 'The gateway certificate of IoTService {{ $labels.namespace }}/{{ $labels.name }} expires in less than 14 days',
+    description:
+      'The server certificate devices check the gateway of IoTService {{ $labels.name }} in namespace {{ $labels.namespace }} by expires in less than 14 days, although the operator renews it 30 days before: renewal failed. ' +
+      'Look for Warning Events and the operator\'s logs about it (kubectl -n {{ $labels.namespace }} get events --field-selector involvedObject.name={{ $labels.name }}) and at Secret gateway-tls (kubectl -n {{ $labels.namespace }}-{{ $labels.name }} get secret gateway-tls).',
   },
 ];
 

@@ -43,6 +43,9 @@
  *   as `Failed` with a `Degraded` condition and a Warning Event naming the missing permission
  *   (verb, resource, namespace) and, while the IoTService is being deleted, that its deletion
  *   waits for it; it is looked at again periodically, so granting the permission is enough.
+ * - The gateway's CA and server certificate (gateway-certificates.ts), for an instance serving TLS,
+ *   are kept from the instance's Secrets or made before the children are rendered, and become children like the others; the
+ *   instance is looked at again when its server certificate is due for renewal.
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { V1Deployment, V1Namespace, V1Pod, V1Secret, V1StatefulSet } from '@kubernetes/client-node';
@@ -84,10 +87,12 @@ import {
   landscapeSelector,
   namespaceOwnership,
   resolveInstance,
+  servesTls,
   type DesiredChild,
   type Instance,
 } from './resources/index.ts';
 import { ChildBodies } from './child-bodies.ts';
+import { GatewayCertificateKeeper, type GatewayTls } from './gateway-certificates.ts';
 import type { IngestionMonitor } from './ingestion.ts';
 import {
   CHILD_TYPES,
@@ -115,6 +120,8 @@ import { computeStatus, statusTransitionEvent, STORAGE_COMPONENTS, type Reconcil
 const PROCESSING_RECHECK_MS = 30_000;
 /** When an instance whose children a shard just moved over is looked at again, at the latest. */
 const MOVED_CHILDREN_RECHECK_MS = 2_000;
+/** The longest wait for a server certificate's renewal time, at which the instance is looked at again. */
+const RENEWAL_RECHECK_MAX_MS = 24 * 3600_000;
 /** How often deletion checks whether the instance namespace is gone. */
 const DELETION_RECHECK_MS = 2_000;
 
@@ -150,7 +157,8 @@ export function registerIoTController(mgr: Manager, config: IoTControllerConfig,
 
 /** The reconcile step, with the memory its shortcuts keep between runs of one controller. */
 export function iotReconciler(config: IoTControllerConfig, ingestion?: IngestionMonitor): Reconciler {
-  const memory: ReconcileMemory = { statusWrites: new StatusWrites(), rendered: new RenderedChildren(), resolved: new ResolvedInstances(config), bodies: childBodies(config), ingestion };
+  const bodies = childBodies(config);
+  const memory: ReconcileMemory = { statusWrites: new StatusWrites(), rendered: new RenderedChildren(), resolved: new ResolvedInstances(config), bodies, tls: new GatewayCertificateKeeper(bodies), ingestion };
   return (request, ctx) => new IoTReconcile(config, ctx, memory).run(request);
 }
 
@@ -160,6 +168,7 @@ interface ReconcileMemory {
   rendered: RenderedChildren;
   resolved: ResolvedInstances;
   bodies: ChildBodies;
+  tls: GatewayCertificateKeeper;
   /** The brokers' latest readings (none in tests that run the reconcile alone). */
   ingestion: IngestionMonitor | undefined;
 }
@@ -168,6 +177,8 @@ interface ReconcileMemory {
 class IoTReconcile {
   /** Children this reconcile moved over from the instance's former shard (only their label written). */
   private moved = 0;
+  /** The gateway's TLS material as this reconcile rendered it (none when it rendered nothing). */
+  private tls: GatewayTls | undefined;
 
   constructor(
     private readonly config: IoTControllerConfig,
@@ -248,11 +259,20 @@ class IoTReconcile {
     const source = this.ctx.cache.get<V1Secret & KubeObject>(Kinds.Secret, IMAGE_PULL_SECRET_NAME, this.config.operatorName, sourceSecretSelection(this.config));
     if (!source) return failed(imagePullSecretMissingFailure(IMAGE_PULL_SECRET_NAME, this.config.operatorName));
 
+    const key = keyOf({ namespace: iot.metadata.namespace, name: iot.metadata.name! });
+    const event = (type: 'Normal' | 'Warning', reason: string, message: string) => this.ctx.recorder.event(iot, type, reason, message);
+    if (servesTls(instance)) {
+      const tls = await this.memory.tls.material({ client: this.ctx.client, cache: this.ctx.cache, event }, key, instance, new Date());
+      if (!tls.ok) return failed(tls.failure);
+      this.tls = tls.tls;
+    }
+    const gatewayTls = this.tls?.material;
+
     const keptEmptyDirs = this.keptEmptyDirs(instance);
-    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}`;
-    const rendering = this.memory.rendered.get(keyOf({ namespace: iot.metadata.namespace, name: iot.metadata.name! }), renderingKey, () =>
+    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${this.tls?.fingerprint ?? ''}`;
+    const rendering = this.memory.rendered.get(key, renderingKey, () =>
       // Fresh credentials are used only if the credentials Secret does not exist yet.
-      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), keptEmptyDirs }).children.map((child) => prepareChild(child, this.config.shard)),
+      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), keptEmptyDirs, gatewayTls }).children.map((child) => prepareChild(child, this.config.shard)),
     );
     let writes = 0;
     let relabelled = 0;
@@ -457,6 +477,7 @@ class IoTReconcile {
       outcome,
       observed: { deployments: inNamespace<V1Deployment>(Kinds.Deployment), statefulSets: inNamespace<V1StatefulSet>(Kinds.StatefulSet), pods, missingStorageClasses },
       ingestion: this.memory.ingestion?.verdict(key),
+      gatewayTls: this.tls && { caCertificate: this.tls.material.ca.cert, notAfter: this.tls.notAfter.toISOString() },
       now,
       stuckPodTimeoutMs: this.config.stuckPodTimeoutMs,
     });
@@ -470,7 +491,10 @@ class IoTReconcile {
     // Time passing is no event: look again when a stuck pod would cross the stuck window, when
     // held-back progress is due, and periodically while the instance is not Available.
     const stuckAt = msUntilStuckPodFailure(pods, now, this.config.stuckPodTimeoutMs);
-    const recheck = Math.min(next.phase === 'Available' ? Infinity : PROCESSING_RECHECK_MS, stuckAt ?? Infinity, decision.write ? Infinity : (decision.retryAfterMs ?? Infinity));
+    // The server certificate's renewal time is no event either (looked at daily before it: a
+    // timer cannot wait the 60 days).
+    const renewIn = this.tls ? Math.min(Math.max(1000, this.tls.renewAt.getTime() - now.getTime()), RENEWAL_RECHECK_MAX_MS) : Infinity;
+    const recheck = Math.min(next.phase === 'Available' ? Infinity : PROCESSING_RECHECK_MS, stuckAt ?? Infinity, decision.write ? Infinity : (decision.retryAfterMs ?? Infinity), renewIn);
     return recheck === Infinity ? undefined : { requeueAfterMs: recheck };
   }
 
@@ -547,6 +571,7 @@ class IoTReconcile {
     this.memory.statusWrites.forget(keyOf(request));
     this.memory.rendered.forget(keyOf(request));
     this.memory.resolved.forget(keyOf(request));
+    this.memory.tls.forget(keyOf(request));
   }
 }
 

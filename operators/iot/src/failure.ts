@@ -27,6 +27,8 @@ export type FailureReason =
   | 'QuotaAboveLimit'
   /** The landscape's image-pull-secret is missing from the operator namespace. */
   | 'ImagePullSecretMissing'
+  /** The ConfigMap spec.gateway.tls.clientCA names is missing or has no ca.crt. */
+  | 'ClientCANotFound'
   /** The API server refused a write with 403: RBAC does not allow it. */
   | 'Forbidden'
   /** The API server refused a child as invalid (422) or the change as not allowed. */
@@ -72,6 +74,13 @@ export function imagePullSecretMissingFailure(secretName: string, operatorNamesp
   return {
     reason: 'ImagePullSecretMissing',
     message: `Secret ${secretName} is missing in namespace ${operatorNamespace}; create it (see deploy/namespace.yml) and the instance recovers by itself.`,
+  };
+}
+
+export function clientCANotFoundFailure(configMap: string, namespace: string): Failure {
+  return {
+    reason: 'ClientCANotFound',
+    message: `ConfigMap ${configMap} in namespace ${namespace} (spec.gateway.tls.clientCA) is missing or has no ca.crt; create it with the CAs of the devices' client certificates, or remove spec.gateway.tls.clientCA.`,
   };
 }
 

@@ -16,7 +16,10 @@
  *   `iotservice_ingestion_stalled` (1 when Stalled, else 0) and
  *   `iotservice_ingestion_dead_letters_total` (messages set aside as dead letters since the
  *   broker's DEAD_LETTERS stream was made){namespace,name}: the latest reading of the instance's
- *   broker (ingestion.ts).
+ *   broker (ingestion.ts);
+ * - `iotservice_gateway_certificate_expiry_timestamp_seconds{namespace,name}`: Unix time the
+ *   gateway's server certificate expires (status.gateway.tls.notAfter); the operator renews it
+ *   30 days before, so alert IoTServiceCertificateExpiring (14 days) means renewal failed.
  *
  * Guarantees:
  * - Labels are the IoTService's namespace and name (and phase) only: nothing of its spec, config
@@ -57,6 +60,7 @@ export interface InstanceSeries {
   podsReady?: number;
   podsDesired?: number;
   phaseTransitionSeconds?: number;
+  certificateExpirySeconds?: number;
 }
 
 /** Time to Available, in seconds: a few seconds for an instance with cached images up to an hour. */
@@ -66,6 +70,7 @@ export const TIME_TO_AVAILABLE_BUCKETS = [1, 2.5, 5, 10, 15, 30, 60, 120, 300, 6
 export function instanceSeries(iot: IoTServiceObject): InstanceSeries {
   const status = iot.status;
   const ready = /^(\d+)\/(\d+)$/.exec(status?.ready ?? '');
+  const expiry = Date.parse(status?.gateway?.tls?.notAfter ?? '');
   const transitions = (status?.conditions ?? [])
     .filter((c) => c.type === CONDITION_READY || c.type === CONDITION_DEGRADED)
     .map((c) => Date.parse(c.lastTransitionTime))
@@ -76,6 +81,7 @@ export function instanceSeries(iot: IoTServiceObject): InstanceSeries {
     phase: status?.phase,
     ...(ready ? { podsReady: Number(ready[1]), podsDesired: Number(ready[2]) } : {}),
     ...(transitions.length > 0 ? { phaseTransitionSeconds: Math.max(...transitions) / 1000 } : {}),
+    ...(Number.isNaN(expiry) ? {} : { certificateExpirySeconds: expiry / 1000 }),
   };
 }
 
@@ -158,6 +164,7 @@ export function registerInstanceMetrics(registry: Registry, source: InstanceSour
   figure('iotservice_status_pods_ready', 'Ready pods of an IoTService (status.ready, before the slash).', (s) => s.podsReady);
   figure('iotservice_status_pods_desired', 'Pods an IoTService asks for (status.ready, after the slash).', (s) => s.podsDesired);
   figure('iotservice_status_phase_transition_timestamp_seconds', 'Unix time of the last phase change of an IoTService.', (s) => s.phaseTransitionSeconds);
+  figure('iotservice_gateway_certificate_expiry_timestamp_seconds', "Unix time the gateway's server certificate of an IoTService expires (status.gateway.tls.notAfter).", (s) => s.certificateExpirySeconds);
   const ingestionFigure = figureOf(() => (source.exporting() ? source.ingestion() : []));
   ingestionFigure('iotservice_ingestion_backlog_messages', "Messages in an IoTService's broker not yet stored by processing.", (v) => v.reading.backlogMessages);
   ingestionFigure('iotservice_ingestion_backlog_bytes', 'Bytes of those messages.', (v) => v.reading.backlogBytes);

@@ -100,7 +100,7 @@ describe('IoTService spec validation', () => {
 
   it('rejects an unknown protocol, naming the list item', () => {
     assert.deepEqual(errorsOf({ version: '1', gateway: { protocols: ['mqtt', 'amqp'] } }), [
-      'spec.gateway.protocols[1]: must be one of mqtt, mqtts, http, coap',
+      'spec.gateway.protocols[1]: must be one of mqtt, mqtts, http, https, coap',
     ]);
   });
 

@@ -187,7 +187,7 @@ describe('IoTService CRD', () => {
     assert.equal(gatewayProps['replicas']?.['default'], 2);
     assert.equal(gatewayProps['replicas']?.['maximum'], 50);
     assert.deepEqual(gatewayProps['protocols']?.['default'], ['mqtt', 'http']);
-    assert.deepEqual((gatewayProps['protocols']?.['items'] as Node)['enum'], ['mqtt', 'mqtts', 'http', 'coap']);
+    assert.deepEqual((gatewayProps['protocols']?.['items'] as Node)['enum'], ['mqtt', 'mqtts', 'http', 'https', 'coap']);
     assert.equal(gatewayProps['protocols']?.['x-kubernetes-list-type'], 'set');
     assert.deepEqual(gatewayProps['serviceType']?.['enum'], ['ClusterIP', 'NodePort', 'LoadBalancer']);
     const broker = props['broker'] as Node;

@@ -5,6 +5,7 @@
 import type { IoTService } from '../src/api/iotservice.ts';
 import { resolveInstance, type Instance, type OperatorConfig } from '../src/resources/instance.ts';
 import { defaultTenantPolicy } from '../src/resources/tenant-policy.ts';
+import { gatewayCertificateNames, keepOrIssue, type GatewayCertificates } from '../src/resources/gateway-tls.ts';
 
 export const TEST_CONFIG: OperatorConfig = { operatorName: 'devawsk8s', defaultRegistry: 'registry.example.com/iot' };
 
@@ -32,4 +33,11 @@ export function testInstance(spec: Record<string, unknown> = {}, config: Operato
   const resolved = resolveInstance(iotService('tenant-a', { version: '2.4.1', ...spec }), config);
   if (!resolved.ok) throw new Error(`fixture does not resolve: ${resolved.failure.message}`);
   return resolved.instance;
+}
+
+let gatewayCertificates: GatewayCertificates | undefined;
+/** The gateway's CA and server certificate of `testInstance()`, made once per test process (RSA keys take a while). */
+export function testGatewayCertificates(): GatewayCertificates {
+  gatewayCertificates ??= keepOrIssue({}, gatewayCertificateNames(testInstance()), new Date()).certificates;
+  return gatewayCertificates;
 }

@@ -672,3 +672,26 @@ describe('status transition events', () => {
     assert.equal(statusTransitionEvent(processing, stillProcessing), undefined);
   });
 });
+
+describe('status: the gateway over TLS', () => {
+  it('PlaintextProtocols is True, naming them, while the gateway serves mqtt, http or coap; False with mqtts and https only', () => {
+    const plaintext = condition(status(), 'PlaintextProtocols');
+    assert.equal(plaintext?.status, 'True');
+    assert.equal(plaintext?.reason, 'PlaintextServed');
+    assert.match(plaintext?.message ?? '', /serves mqtt, http without TLS: devices' passwords and telemetry cross the network in clear/);
+    const tlsOnly = testInstance({ gateway: { protocols: ['mqtts', 'https'] } });
+    const secure = condition(status({ instance: { generation: 3, namespace: NS, spec: tlsOnly.spec } }), 'PlaintextProtocols');
+    assert.equal(secure?.status, 'False');
+    assert.equal(secure?.reason, 'TLSOnly');
+    const mixed = testInstance({ gateway: { protocols: ['mqtts', 'coap'] } });
+    assert.match(condition(status({ instance: { generation: 3, namespace: NS, spec: mixed.spec } }), 'PlaintextProtocols')?.message ?? '', /serves coap without TLS/);
+  });
+
+  it('status.gateway.tls is what the reconcile made, else the previous one (paused, failed)', () => {
+    const tls = { caCertificate: 'PEM', notAfter: '2026-04-01T10:00:00.000Z' };
+    const made = status({ gatewayTls: tls });
+    assert.deepEqual(made.gateway, { tls });
+    assert.deepEqual(status({ previous: made, outcome: { kind: 'paused' } }).gateway, { tls });
+    assert.equal(status().gateway, undefined);
+  });
+});

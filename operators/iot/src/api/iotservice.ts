@@ -70,7 +70,9 @@ export const RESERVED_CONFIG_KEYS: readonly string[] = ['instance', 'landscape',
 /** A `spec.config` key: letters, digits, '.', '_' and '-', starting and ending with a letter or digit. */
 export const CONFIG_KEY_PATTERN = '^[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$';
 
-export const GATEWAY_PROTOCOLS = ['mqtt', 'mqtts', 'http', 'coap'] as const;
+export const GATEWAY_PROTOCOLS = ['mqtt', 'mqtts', 'http', 'https', 'coap'] as const;
+/** The protocols whose devices' passwords and telemetry cross the network unencrypted. */
+export const PLAINTEXT_PROTOCOLS: readonly GatewayProtocol[] = ['mqtt', 'http', 'coap'];
 export type GatewayProtocol = (typeof GATEWAY_PROTOCOLS)[number];
 export const SERVICE_TYPES = ['ClusterIP', 'NodePort', 'LoadBalancer'] as const;
 export type GatewayServiceType = (typeof SERVICE_TYPES)[number];
@@ -167,6 +169,16 @@ const brokerReplicasFixed: CelRule = {
 export const deviceSourcesAreCidrs: CelRule = {
   rule: 'self.all(c, isCIDR(c))',
   message: 'every device source must be a CIDR such as 203.0.113.0/24',
+};
+
+/**
+ * A name devices reach the gateway by from outside: a lowercase DNS name (RFC 1123) or an IPv4 or
+ * IPv6 address. A CEL rule rather than a `pattern`, as an address is easier said with isIP.
+ */
+export const TLS_HOSTNAME_PATTERN = '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?([.][a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$';
+export const tlsHostnamesWellFormed: CelRule = {
+  rule: `self.all(h, isIP(h) || h.matches('${TLS_HOSTNAME_PATTERN}'))`,
+  message: 'every hostname must be a lowercase DNS name such as iot.example.com or an IP address such as 203.0.113.7',
 };
 
 export const egressCidr: CelRule = {
@@ -347,7 +359,8 @@ export const GatewaySpecSchema = Type.Object(
           minItems: 1,
           uniqueItems: true,
           default: ['mqtt', 'http'],
-          description: 'Device protocols: mqtt (1883/TCP), mqtts (8883/TCP), http (8080/TCP), coap (5683/UDP). Default [mqtt, http].',
+          description:
+            'Device protocols: mqtt (1883/TCP), mqtts (8883/TCP, TLS), http (8080/TCP), https (8443/TCP, TLS), coap (5683/UDP). Default [mqtt, http]; mqtt, http and coap carry passwords in clear (condition PlaintextProtocols).',
           errorMessage: 'must list at least one protocol, each at most once',
         },
       ),
@@ -368,6 +381,35 @@ export const GatewaySpecSchema = Type.Object(
           default: 'ClusterIP',
           description: 'Type of the gateway Service: ClusterIP, NodePort or LoadBalancer (default ClusterIP).',
           errorMessage: `must be one of ${SERVICE_TYPES.join(', ')}`,
+        },
+      ),
+    ),
+    tls: Type.Optional(
+      Type.Object(
+        {
+          hostnames: Type.Optional(
+            Type.Array(Type.String({ minLength: 1, maxLength: 253 }), {
+              maxItems: 32,
+              description:
+                "DNS names and IP addresses devices reach the gateway by from outside the cluster (e.g. iot.example.com, 203.0.113.7); the gateway's server certificate covers them besides the gateway Service's own names.",
+              errorMessage: 'must list at most 32 DNS names or IP addresses',
+              'x-kubernetes-validations': [tlsHostnamesWellFormed],
+            }),
+          ),
+          clientCA: Type.Optional(
+            Type.String({
+              minLength: 1,
+              maxLength: 253,
+              pattern: '^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$',
+              description:
+                "A ConfigMap in the IoTService's namespace whose ca.crt holds the CAs of device client certificates; the gateway then asks devices for a certificate. Absent: no client certificates.",
+              errorMessage: 'must be the name of a ConfigMap',
+            }),
+          ),
+        },
+        {
+          additionalProperties: false,
+          description: "The gateway's TLS (protocols mqtts and https): its server certificate is signed by the instance's CA, published in ConfigMap gateway-ca and status.gateway.tls.",
         },
       ),
     ),
@@ -522,6 +564,21 @@ const IngestionStatusSchema = Type.Object(
   },
 );
 
+const GatewayStatusSchema = Type.Object(
+  {
+    tls: Type.Optional(
+      Type.Object(
+        {
+          caCertificate: Type.String({ description: "The instance CA's certificate (PEM) that devices trust the gateway by; also in ConfigMap gateway-ca (ca.crt) of the instance namespace." }),
+          notAfter: Type.String({ description: "RFC 3339 time the gateway's server certificate expires; the operator renews it 30 days before." }),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false, description: "The gateway as devices see it." },
+);
+
 export const IoTServiceStatusSchema = Type.Object(
   {
     phase: Type.Optional(
@@ -541,9 +598,10 @@ export const IoTServiceStatusSchema = Type.Object(
       Type.Record(Type.String(), ComponentStatusSchema, { description: 'Per workload: desired, updated and ready replicas.' }),
     ),
     ingestion: Type.Optional(IngestionStatusSchema),
+    gateway: Type.Optional(GatewayStatusSchema),
     conditions: Type.Optional(
       Type.Array(ConditionSchema, {
-        description: 'Ready, Progressing and Degraded.',
+        description: 'Ready, Progressing, Degraded, PersistentStorage and PlaintextProtocols.',
         'x-kubernetes-list-type': 'map',
         'x-kubernetes-list-map-keys': ['type'],
       }),
@@ -556,6 +614,7 @@ export type IoTServiceSpec = Static<typeof IoTServiceSpecSchema>;
 export type IoTServiceStatus = Static<typeof IoTServiceStatusSchema>;
 export type ComponentStatus = Static<typeof ComponentStatusSchema>;
 export type IngestionStatus = Static<typeof IngestionStatusSchema>;
+export type GatewayStatus = Static<typeof GatewayStatusSchema>;
 export type ResourceRequirements = Static<typeof ResourceRequirementsSchema>;
 export type Quantity = Static<typeof QuantitySchema>;
 

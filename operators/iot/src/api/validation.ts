@@ -26,6 +26,8 @@ import {
   egressCidr,
   retentionWellFormed,
   storageClassNeedsVolume,
+  TLS_HOSTNAME_PATTERN,
+  tlsHostnamesWellFormed,
   type DefaultedIoTServiceSpec,
 } from './iotservice.ts';
 
@@ -73,6 +75,11 @@ const crossFieldChecks: ReadonlyArray<{ path: string; message: string; holds: (s
     path: 'spec.gateway.deviceSources',
     message: deviceSourcesAreCidrs.message,
     holds: (spec) => (spec.gateway.deviceSources ?? []).every(isCidr),
+  },
+  {
+    path: 'spec.gateway.tls.hostnames',
+    message: tlsHostnamesWellFormed.message,
+    holds: (spec) => (spec.gateway.tls?.hostnames ?? []).every((h) => isIP(h) !== 0 || new RegExp(TLS_HOSTNAME_PATTERN).test(h)),
   },
   {
     path: 'spec.egress',

@@ -8,7 +8,9 @@
  * 0, maxUnavailable 1): its replicas share the stream's one durable consumer and write to the one
  * database, and a rollout never adds a writer beyond `spec.processing.replicas` (what a pod had
  * not acknowledged when it stops is handed to the others at once). The gateway exposes exactly the ports of
- * its enabled protocols plus the health port, is told those protocols in IOT_GATEWAY_PROTOCOLS and
+ * its enabled protocols plus the health port, is told those protocols in IOT_GATEWAY_PROTOCOLS,
+ * finds Secret gateway-tls (gateway-tls.ts) mounted read-only at IOT_GATEWAY_TLS_DIR when it
+ * serves TLS, and
  * gets the API token to check devices against core. Components know the broker and the database
  * as user `iot`, which the reference images fix (iot-credentials holds only passwords).
  */
@@ -18,13 +20,16 @@ import { GATEWAY_PROTOCOLS } from '../api/iotservice.ts';
 import type { Instance } from './instance.ts';
 import { componentLabels, componentSelector } from './labels.ts';
 import { desiredPodTemplate, httpProbe, type ContainerRuntime } from './pod.ts';
+import { GATEWAY_TLS_DIR, GATEWAY_TLS_SECRET, servesTls } from './gateway-tls.ts';
 import { CORE_API_PORT, HEALTH_PORT, gatewayPorts, PORTS } from './ports.ts';
 
 export type DeploymentComponent = 'gateway' | 'core' | 'processing';
 export const DEPLOYMENT_COMPONENTS: readonly DeploymentComponent[] = ['gateway', 'core', 'processing'];
 export const PROGRESS_DEADLINE_SECONDS = 600;
-/** The gateway's enabled protocols, comma-separated in the order mqtt, mqtts, http, coap. */
+/** The gateway's enabled protocols, comma-separated in the order mqtt, mqtts, http, https, coap. */
 export const GATEWAY_PROTOCOLS_ENV = 'IOT_GATEWAY_PROTOCOLS';
+/** Where the gateway reads tls.crt, tls.key and client-ca.crt. */
+export const GATEWAY_TLS_DIR_ENV = 'IOT_GATEWAY_TLS_DIR';
 
 const healthProbes = {
   readinessProbe: httpProbe('/readyz', PORTS.health, 'readiness'),
@@ -38,7 +43,11 @@ export function gatewayRuntime(instance: Instance): ContainerRuntime {
     ports: [...gatewayPorts(enabled), HEALTH_PORT],
     ...healthProbes,
     credentials: ['apiToken', 'brokerPassword'],
-    environment: [{ name: GATEWAY_PROTOCOLS_ENV, value: GATEWAY_PROTOCOLS.filter((p) => enabled.includes(p)).join(',') }],
+    environment: [
+      { name: GATEWAY_PROTOCOLS_ENV, value: GATEWAY_PROTOCOLS.filter((p) => enabled.includes(p)).join(',') },
+      ...(servesTls(instance) ? [{ name: GATEWAY_TLS_DIR_ENV, value: GATEWAY_TLS_DIR }] : []),
+    ],
+    ...(servesTls(instance) ? { secretDirectory: { secret: GATEWAY_TLS_SECRET, mountPath: GATEWAY_TLS_DIR } } : {}),
   };
 }
 

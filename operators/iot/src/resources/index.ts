@@ -2,16 +2,16 @@
  * Everything an instance consists of, in the order it is applied.
  *
  * Guarantees: `desiredChildren` is a pure, deterministic function of the resolved instance, the
- * landscape's image-pull-secret and a set of fresh credentials. It lists every child exactly once:
+ * landscape's image-pull-secret, a set of fresh credentials and the gateway's TLS material. It lists every child exactly once:
  * the Namespace first (everything else lives in it), then the NetworkPolicies (pods are isolated
  * from their first moment), the ResourceQuota and LimitRange (every pod is admitted under them),
- * Secrets, ConfigMap, Services, StatefulSets and Deployments. Each child
+ * Secrets (with the gateway's CA and TLS Secrets when it serves TLS), ConfigMaps (config, and the gateway CA when it serves TLS), Services, StatefulSets and Deployments. Each child
  * has apiVersion, kind, metadata.name and (except the Namespace) metadata.namespace set, and the
  * instance labels. Children marked `createOnly` (the credentials) are created when missing and
  * never compared or changed afterwards; all others are kept equal to their desired form.
  * `writeStages` groups them into the stages they are written in: within a stage children are
  * independent; a stage starts only once the one before it is written, so no pod is created
- * before its namespace's NetworkPolicies, Secrets, ConfigMap and Services exist.
+ * before its namespace's NetworkPolicies, Secrets, ConfigMaps and Services exist.
  */
 
 import type {
@@ -32,6 +32,7 @@ import { desiredNamespace } from './namespace.ts';
 import { desiredLimitRange, desiredResourceQuota, type LimitRange } from './namespace-limits.ts';
 import { desiredEgressPolicy, desiredGatewayDevicesPolicy, desiredInstanceIsolationPolicy, desiredOperatorMonitoringPolicy, type NetworkPolicy } from './network-policies.ts';
 import { desiredCredentialsSecret, desiredImagePullSecret, type IoTCredentials } from './secrets.ts';
+import { desiredGatewayCaConfigMap, desiredGatewayCaSecret, desiredGatewayTlsSecret, servesTls, type GatewayTlsMaterial } from './gateway-tls.ts';
 import {
   desiredBrokerClientService,
   desiredBrokerService,
@@ -65,6 +66,8 @@ export interface ChildSources {
   credentials: IoTCredentials;
   /** The components whose existing StatefulSet keeps its emptyDir (data-volume.ts `dataVolume`). */
   keptEmptyDirs: KeptEmptyDirs;
+  /** The gateway's CA and server certificate (gateway-tls.ts), kept or renewed by the reconcile; only for an instance that `servesTls`. */
+  gatewayTls?: GatewayTlsMaterial;
 }
 
 export interface DesiredChildren {
@@ -91,6 +94,8 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
   const configMap = desiredConfigMap(instance, sources.keptEmptyDirs);
   const checksum = configChecksum(configMap.data ?? {});
   const apply = (object: ChildObject): DesiredChild => ({ object: object as DesiredObject, createOnly: false });
+  const tls = servesTls(instance) ? sources.gatewayTls : undefined;
+  if (servesTls(instance) && !tls) throw new Error(`${instance.namespace}: the gateway serves TLS but no TLS material was given`);
   return {
     namespace: instance.namespace,
     children: [
@@ -103,7 +108,9 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredLimitRange(instance)),
       apply(desiredImagePullSecret(instance, sources.imagePullSecret)),
       { object: desiredCredentialsSecret(instance, sources.credentials) as DesiredObject, createOnly: true },
+      ...(tls ? [apply(desiredGatewayCaSecret(instance, tls)), apply(desiredGatewayTlsSecret(instance, tls))] : []),
       apply(configMap),
+      ...(tls ? [apply(desiredGatewayCaConfigMap(instance, tls))] : []),
       apply(desiredBrokerService(instance)),
       apply(desiredDatabaseService(instance)),
       apply(desiredBrokerClientService(instance)),
@@ -151,6 +158,7 @@ export function childKey(object: KubernetesObject): string {
 export * from './configmap.ts';
 export * from './data-volume.ts';
 export * from './deployments.ts';
+export * from './gateway-tls.ts';
 export * from './instance.ts';
 export * from './labels.ts';
 export * from './namespace.ts';

@@ -5,7 +5,10 @@
  * read-only root filesystem, no privilege escalation, all capabilities dropped and the
  * RuntimeDefault seccomp profile (it passes the `restricted` Pod Security Standard); every
  * container has readiness (every 2 s, lost after 2 failures) and liveness probes; config.yml is mounted read-only at
- * the instance's config mount path (default /etc/sap/config.yml, subPath) and /tmp is a small writable emptyDir; the template of
+ * the instance's config mount path (default /etc/sap/config.yml, subPath) and /tmp is a small writable emptyDir; a
+ * component's Secret directory (the gateway's TLS files) is mounted read-only without subPath and
+ * readable by the pod's group alone, and no hash of its content is on the template, so a changed
+ * Secret reaches running pods without restarting them; the template of
  * a component that reads config.yml (gateway, core, processing) carries the config checksum
  * annotation, so a configuration change rolls its pods (a subPath mount never sees a ConfigMap
  * update); broker and database do not read it, so a configuration change leaves them running. The component's placement
@@ -58,6 +61,11 @@ export interface ContainerRuntime {
   environment?: readonly V1EnvVar[];
   /** Writable data directory (StatefulSets), mounted from volume `data`. */
   dataPath?: string;
+  /**
+   * A Secret mounted whole and read-only at `mountPath` (a volume named after it, no subPath, so
+   * the kubelet brings its updates into the running pods).
+   */
+  secretDirectory?: { secret: string; mountPath: string };
 }
 
 /** `spec.<component>.image`, else `<registry>/iot-<component>:<version>` (no registry: `iot-<component>:<version>`). */
@@ -152,12 +160,15 @@ export function desiredPodTemplate(
     { name: TMP_VOLUME, mountPath: '/tmp' },
   ];
   if (runtime.dataPath) volumeMounts.push({ name: DATA_VOLUME, mountPath: runtime.dataPath });
+  const secretDirectory = runtime.secretDirectory;
+  if (secretDirectory) volumeMounts.push({ name: secretDirectory.secret, mountPath: secretDirectory.mountPath, readOnly: true });
 
   const volumes: V1Volume[] = [
     { name: CONFIG_VOLUME, configMap: { name: CONFIG_MAP_NAME, defaultMode: 0o444 } },
     { name: TMP_VOLUME, emptyDir: { sizeLimit: TMP_SIZE_LIMIT } },
   ];
   if (runtime.dataPath && options.dataEmptyDir) volumes.push({ name: DATA_VOLUME, emptyDir: {} });
+  if (secretDirectory) volumes.push({ name: secretDirectory.secret, secret: { secretName: secretDirectory.secret, defaultMode: 0o440 } });
 
   const resources = canonicalResources(spec.resources);
   const container: V1Container = {

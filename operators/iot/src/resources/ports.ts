@@ -3,7 +3,7 @@
  *
  * Guarantees: Services, container ports, probes, NetworkPolicies and config.yml endpoints all take
  * their numbers from here, so they cannot disagree. Gateway protocol ports are those of the API
- * contract: mqtt 1883/TCP, mqtts 8883/TCP, http 8080/TCP, coap 5683/UDP (the gateway's, facing
+ * contract: mqtt 1883/TCP, mqtts 8883/TCP, http 8080/TCP, https 8443/TCP, coap 5683/UDP (the gateway's, facing
  * devices). The broker (nats-server with JetStream) has its own three: client 4222/TCP (what the
  * components dial), cluster 6222/TCP (routes between broker replicas) and monitor 8222/TCP
  * (nats-server's HTTP monitoring, which its readiness probe asks).
@@ -15,6 +15,7 @@ export const PORTS = {
   mqtt: 1883,
   mqtts: 8883,
   http: 8080,
+  https: 8443,
   coap: 5683,
   database: 5432,
   /** The broker's NATS client port: gateway, core and processing connect here. */
@@ -40,11 +41,12 @@ export const GATEWAY_PROTOCOL_PORTS: Readonly<Record<GatewayProtocol, NamedPort>
   mqtt: { name: 'mqtt', port: PORTS.mqtt, protocol: 'TCP' },
   mqtts: { name: 'mqtts', port: PORTS.mqtts, protocol: 'TCP' },
   http: { name: 'http', port: PORTS.http, protocol: 'TCP' },
+  https: { name: 'https', port: PORTS.https, protocol: 'TCP' },
   coap: { name: 'coap', port: PORTS.coap, protocol: 'UDP' },
 };
 
 /**
- * Gateway ports of the enabled protocols, always in the order mqtt, mqtts, http, coap: the
+ * Gateway ports of the enabled protocols, always in the order mqtt, mqtts, http, https, coap: the
  * protocols are a set, so listing them in another order changes nothing.
  */
 export function gatewayPorts(protocols: readonly GatewayProtocol[]): NamedPort[] {

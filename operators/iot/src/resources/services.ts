@@ -2,7 +2,7 @@
  * The instance's Services.
  *
  * Guarantees: `gateway` exposes one port per enabled protocol (mqtt 1883/TCP, mqtts 8883/TCP,
- * http 8080/TCP, coap 5683/UDP) with the type from `spec.gateway.serviceType`; `core` exposes
+ * http 8080/TCP, https 8443/TCP, coap 5683/UDP) with the type from `spec.gateway.serviceType`; `core` exposes
  * 8080/TCP; `broker` (client 4222, cluster 6222, monitor 8222) and `database` (5432) are headless
  * and govern their StatefulSets, the broker's publishing not-ready addresses so that its replicas
  * find each other while starting: `broker-<i>.broker.<namespace>.svc:6222` is the route to

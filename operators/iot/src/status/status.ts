@@ -25,7 +25,10 @@
  * Ready and Progressing messages name each workload waited for and what its pods in the way are
  * doing (`database 0/1 ready (database-0 terminating)`): a pod deleted or restarting is reported
  * so, never as Failed unless it is stuck as described below. Condition PersistentStorage says
- * whether broker and database keep their data on volumes, naming each emptyDir and why. Conditions Ready,
+ * whether broker and database keep their data on volumes, naming each emptyDir and why; condition
+ * PlaintextProtocols whether the gateway serves a protocol without TLS, naming each. `gateway.tls`
+ * (the CA devices trust, the server certificate's expiry) is the reconcile's, or the previous
+ * status's when the reconcile rendered nothing (paused, failed). Conditions Ready,
  * Progressing and Degraded are maintained with the runtime's `setCondition`, so a condition's
  * lastTransitionTime moves only when its status changes. No field depends on `now` except those
  * transition times, so recomputing an unchanged situation yields an equal status (`statusEqual`)
@@ -51,8 +54,10 @@ import {
   COMPONENTS,
   EPHEMERAL_STORAGE,
   type ComponentName,
+  PLAINTEXT_PROTOCOLS,
   type ComponentStatus,
   type DefaultedIoTServiceSpec,
+  type GatewayStatus,
   type IngestionStatus,
   type IoTServicePhase,
   type IoTServiceStatus,
@@ -89,6 +94,7 @@ export const CONDITION_READY = 'Ready';
 export const CONDITION_PROGRESSING = 'Progressing';
 export const CONDITION_DEGRADED = 'Degraded';
 export const CONDITION_PERSISTENT_STORAGE = 'PersistentStorage';
+export const CONDITION_PLAINTEXT_PROTOCOLS = 'PlaintextProtocols';
 
 /** What the reconcile did (or could not do) this time. */
 export type ReconcileOutcome =
@@ -121,6 +127,8 @@ export interface StatusInput {
   };
   /** The latest reading of the instance's broker (ingestion.ts); undefined when unknown. */
   ingestion?: IngestionVerdict;
+  /** status.gateway.tls as the reconcile made it; undefined when it made none (the previous one stays). */
+  gatewayTls?: GatewayStatus['tls'];
   now: Date;
   /** The stuck window; default DEFAULT_STUCK_POD_TIMEOUT_MS. */
   stuckPodTimeoutMs?: number;
@@ -176,6 +184,8 @@ export function computeStatus(input: StatusInput): IoTServiceStatus {
   for (const update of updates) conditions = setCondition(conditions, update, now);
   const storage = instance.spec && persistentStorageCondition(instance.spec, observed.statefulSets, generation);
   if (storage) conditions = setCondition(conditions, storage, now);
+  if (instance.spec) conditions = setCondition(conditions, plaintextProtocolsCondition(instance.spec, generation), now);
+  const gateway = input.gatewayTls ? { tls: input.gatewayTls } : input.previous?.gateway;
 
   return {
     phase,
@@ -186,6 +196,7 @@ export function computeStatus(input: StatusInput): IoTServiceStatus {
     ...(workloads.length > 0 ? { components } : {}),
     pods: runningPodNames(observed.pods),
     ...(ingestion ? { ingestion } : {}),
+    ...(gateway ? { gateway } : {}),
     conditions,
   };
 }
@@ -485,6 +496,25 @@ function persistentStorageCondition(spec: DefaultedIoTServiceSpec, statefulSets:
     status: 'False',
     reason: 'EmptyDir',
     message: `${ephemeral.join('; ')}. Deleting that pod loses its data: the broker's unstored telemetry, the database's registry and telemetry.`,
+    observedGeneration: generation,
+  };
+}
+
+/**
+ * PlaintextProtocols: True, naming them, when the gateway serves a protocol without TLS (mqtt,
+ * http, coap), over which devices' passwords cross the network in clear; False when it serves
+ * only mqtts and https.
+ */
+function plaintextProtocolsCondition(spec: DefaultedIoTServiceSpec, generation: number): ConditionUpdate {
+  const plaintext = spec.gateway.protocols.filter((p) => PLAINTEXT_PROTOCOLS.includes(p));
+  if (plaintext.length === 0) {
+    return { type: CONDITION_PLAINTEXT_PROTOCOLS, status: 'False', reason: 'TLSOnly', message: 'The gateway serves devices over TLS only (mqtts, https).', observedGeneration: generation };
+  }
+  return {
+    type: CONDITION_PLAINTEXT_PROTOCOLS,
+    status: 'True',
+    reason: 'PlaintextServed',
+    message: `The gateway serves ${plaintext.join(', ')} without TLS: devices' passwords and telemetry cross the network in clear. Serve mqtts and https instead (spec.gateway.protocols).`,
     observedGeneration: generation,
   };
 }

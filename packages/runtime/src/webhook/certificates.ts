@@ -7,7 +7,8 @@
  * and a certificate it signed for every name in `names` (`IP:127.0.0.1`, `DNS:svc.ns.svc`, in its
  * subjectAltName, extendedKeyUsage serverAuth), both valid for a year (from an hour ago, so a
  * clock a little behind still accepts them), with random serial numbers; a name without one of
- * those prefixes is refused. `ensureWebhookCertificate(dir, names)` leaves `dir` holding ca.crt,
+ * those prefixes is refused. `makeCertificateAuthority` and `issueCertificate` are its two halves,
+ * for a CA kept apart from the certificates it signs. `ensureWebhookCertificate(dir, names)` leaves `dir` holding ca.crt,
  * tls.crt and tls.key (the names the webhook server and a kubernetes.io/tls Secret use); files
  * already there are kept when they cover those names and stay valid for 30 more days, so a
  * restart does not change the caBundle. `usableCertificate` is the same check on PEM texts.
@@ -91,47 +92,68 @@ function serialNumber(): string {
   return bytes.toString('hex');
 }
 
-/** Makes a new CA and a certificate it signed for `names`; returns the PEM texts. */
-export function makeWebhookCertificate(names: readonly string[]): WebhookCertificate {
-  const altNames = names.map(altName);
-  const { pki, md } = forge();
-  const notBefore = new Date(Date.now() - BACKDATE_MS);
-  const notAfter = new Date(notBefore.getTime() + BACKDATE_MS + DAYS * 24 * 3600 * 1000);
-  const certificate = (publicPem: string, commonName: string) => {
-    const cert = pki.createCertificate();
-    cert.publicKey = pki.publicKeyFromPem(publicPem);
-    cert.serialNumber = serialNumber();
-    cert.validity.notBefore = notBefore;
-    cert.validity.notAfter = notAfter;
-    cert.setSubject([{ name: 'commonName', value: commonName }]);
-    return cert;
-  };
+/** A CA: its certificate and private key (PKCS#8), in PEM. */
+export interface CertificateAuthority {
+  cert: string;
+  key: string;
+}
 
-  const caKeys = rsaKeyPair();
-  const ca = certificate(caKeys.publicPem, 'webhook CA');
+/** A certificate with the validity every certificate made here has: from an hour ago to `days` days from now. */
+function newCertificate(publicPem: string, commonName: string, days: number): Forge.pki.Certificate {
+  const { pki } = forge();
+  const cert = pki.createCertificate();
+  cert.publicKey = pki.publicKeyFromPem(publicPem);
+  cert.serialNumber = serialNumber();
+  cert.validity.notBefore = new Date(Date.now() - BACKDATE_MS);
+  cert.validity.notAfter = new Date(Date.now() + days * 24 * 3600 * 1000);
+  cert.setSubject([{ name: 'commonName', value: commonName }]);
+  return cert;
+}
+
+/** Makes a new self-signed CA (basicConstraints CA, keyCertSign), valid for `days` days. */
+export function makeCertificateAuthority(commonName: string, days: number): CertificateAuthority {
+  const { pki, md } = forge();
+  const keys = rsaKeyPair();
+  const ca = newCertificate(keys.publicPem, commonName, days);
   ca.setIssuer(ca.subject.attributes);
   ca.setExtensions([
     { name: 'basicConstraints', cA: true, critical: true },
     { name: 'keyUsage', keyCertSign: true, cRLSign: true, digitalSignature: true, critical: true },
     { name: 'subjectKeyIdentifier' },
   ]);
-  const caKey = signingKey(caKeys.privatePem);
-  ca.sign(caKey, md.sha256.create());
+  ca.sign(signingKey(keys.privatePem), md.sha256.create());
+  return { cert: pki.certificateToPem(ca), key: keys.privatePem };
+}
 
-  const servingKeys = rsaKeyPair();
+/**
+ * Makes a new key and a serving certificate `ca` signed for every name in `names` (`IP:<address>`,
+ * `DNS:<name>`, in its subjectAltName, extendedKeyUsage serverAuth), valid for `days` days.
+ */
+export function issueCertificate(ca: CertificateAuthority, names: readonly string[], days: number, commonName: string): { cert: string; key: string } {
+  const altNames = names.map(altName);
+  const { pki, md } = forge();
+  const caCert = pki.certificateFromPem(ca.cert);
+  const keys = rsaKeyPair();
   // The names are in subjectAltName (what clients check); a common name holds at most 64 characters.
-  const serving = certificate(servingKeys.publicPem, 'webhook');
-  serving.setIssuer(ca.subject.attributes);
+  const serving = newCertificate(keys.publicPem, commonName, days);
+  serving.setIssuer(caCert.subject.attributes);
   serving.setExtensions([
     { name: 'basicConstraints', cA: false },
     { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
     { name: 'extKeyUsage', serverAuth: true },
     { name: 'subjectAltName', altNames },
     { name: 'subjectKeyIdentifier' },
-    { name: 'authorityKeyIdentifier', keyIdentifier: ca.generateSubjectKeyIdentifier().getBytes() },
+    { name: 'authorityKeyIdentifier', keyIdentifier: caCert.generateSubjectKeyIdentifier().getBytes() },
   ]);
-  serving.sign(caKey, md.sha256.create());
-  return { ca: pki.certificateToPem(ca), cert: pki.certificateToPem(serving), key: servingKeys.privatePem };
+  serving.sign(signingKey(ca.key), md.sha256.create());
+  return { cert: pki.certificateToPem(serving), key: keys.privatePem };
+}
+
+/** Makes a new CA and a certificate it signed for `names`; returns the PEM texts. */
+export function makeWebhookCertificate(names: readonly string[]): WebhookCertificate {
+  const ca = makeCertificateAuthority('webhook CA', DAYS);
+  const serving = issueCertificate(ca, names, DAYS, 'webhook');
+  return { ca: ca.cert, cert: serving.cert, key: serving.key };
 }
 
 /** ca.crt, tls.crt and tls.key in `dir` for `names`: those there when usable, else new ones. */

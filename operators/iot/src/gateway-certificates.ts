@@ -1,0 +1,124 @@
+/**
+ * Per instance, the gateway's TLS material (resources/gateway-tls.ts) as the reconcile uses it:
+ * read back from Secrets gateway-ca and gateway-tls, kept or renewed, remembered between reconciles.
+ *
+ * Guarantees:
+ * - The Secrets' bodies (the cache holds their metadata only) are read through ChildBodies only
+ *   when the cache shows either Secret at another resourceVersion than when the material was last
+ *   judged, or nothing is remembered (after a restart); otherwise the remembered material is
+ *   judged again (renewal time, names) without a read. So the CA in the Secret is kept across
+ *   reconciles and restarts.
+ * - A CA Secret edited into something unusable is replaced by the CA remembered from before or,
+ *   without one, a new CA; a Warning Event `GatewayCAReplaced` says what was wrong. A missing
+ *   Secret (not created yet, or created a moment ago and not cached yet) makes no new CA while
+ *   one is remembered. Every server certificate issued is recorded as a Normal Event
+ *   `GatewayCertificateIssued` saying why (a new CA, other names, renewal due, unreadable).
+ * - `spec.gateway.tls.clientCA` is read (one GET of the ConfigMap in the IoTService's namespace) on
+ *   every call while it is set; a ConfigMap missing or without ca.crt is a `ClientCANotFound`
+ *   failure, not an empty client CA.
+ * - Errors of the API (reads) are thrown as they came; nothing here writes: the material becomes
+ *   children (resources/index.ts) that the reconcile writes like any other.
+ */
+import { createHash } from 'node:crypto';
+import type { V1ConfigMap, V1Secret } from '@kubernetes/client-node';
+import { Kinds, isNotFound, type CacheReader, type KubeApi, type KubeObject } from '@iot-operator/runtime';
+import type { ChildBodies } from './child-bodies.ts';
+import { clientCANotFoundFailure, type Failure } from './failure.ts';
+import {
+  GATEWAY_CA_SECRET,
+  GATEWAY_TLS_SECRET,
+  caOfSecret,
+  caProblem,
+  certificateExpiry,
+  gatewayCertificateNames,
+  keepOrIssue,
+  renewalTime,
+  serverOfSecret,
+  type CurrentCertificates,
+  type GatewayCertificates,
+  type GatewayTlsMaterial,
+  type Instance,
+} from './resources/index.ts';
+
+/** What a reconcile needs of the gateway's TLS. */
+export interface GatewayTls {
+  material: GatewayTlsMaterial;
+  /** Changes exactly when the material does (for the rendering key). */
+  fingerprint: string;
+  /** When the server certificate is to be renewed: the reconcile comes back then. */
+  renewAt: Date;
+  /** When the server certificate expires. */
+  notAfter: Date;
+}
+
+interface Remembered {
+  certificates: GatewayCertificates;
+  /** The resourceVersions of gateway-ca and gateway-tls in the cache when they were last judged. */
+  observed: string;
+}
+
+export interface TlsContext {
+  client: KubeApi;
+  cache: Pick<CacheReader, 'get'>;
+  /** Records an Event on the IoTService. */
+  event: (type: 'Normal' | 'Warning', reason: string, message: string) => void;
+}
+
+export class GatewayCertificateKeeper {
+  private readonly byInstance = new Map<string, Remembered>();
+
+  constructor(private readonly bodies: ChildBodies) {}
+
+  /** The material of `instance` (IoTService in namespace `landscape`) now, or the failure that keeps it from being made. */
+  async material(ctx: TlsContext, key: string, instance: Instance, now: Date): Promise<{ ok: true; tls: GatewayTls } | { ok: false; failure: Failure }> {
+    const clientCA = await this.clientCA(ctx, instance);
+    if (clientCA !== undefined && !clientCA.ok) return clientCA;
+    const certificates = await this.certificates(ctx, key, instance, now);
+    const material: GatewayTlsMaterial = { ...certificates, ...(clientCA?.pem ? { clientCA: clientCA.pem } : {}) };
+    const fingerprint = createHash('sha256').update(JSON.stringify(material)).digest('base64url').slice(0, 22);
+    return { ok: true, tls: { material, fingerprint, renewAt: renewalTime(certificates.server.cert), notAfter: certificateExpiry(certificates.server.cert) } };
+  }
+
+  forget(key: string): void {
+    this.byInstance.delete(key);
+  }
+
+  private async certificates(ctx: TlsContext, key: string, instance: Instance, now: Date): Promise<GatewayCertificates> {
+    const cached = (name: string) => ctx.cache.get<V1Secret & KubeObject>(Kinds.Secret, name, instance.namespace);
+    const [caSecret, tlsSecret] = [cached(GATEWAY_CA_SECRET), cached(GATEWAY_TLS_SECRET)];
+    const observed = `${caSecret?.metadata.resourceVersion ?? ''}/${tlsSecret?.metadata.resourceVersion ?? ''}`;
+    const remembered = this.byInstance.get(key);
+    let current: CurrentCertificates = remembered?.certificates ?? {};
+    if (!remembered || (remembered.observed !== observed && (caSecret || tlsSecret))) {
+      // Our own write read back, or someone's edit.
+      const read = async (secret: KubeObject | undefined) => (secret ? ((await this.bodies.read(ctx.client, Kinds.Secret, secret)) as V1Secret | undefined) : undefined);
+      const [ca, server] = [caOfSecret(await read(caSecret)), serverOfSecret(await read(tlsSecret))];
+      const unusable = ca && caProblem(ca, now);
+      if (unusable && remembered) {
+        ctx.event('Warning', 'GatewayCAReplaced', `Secret ${GATEWAY_CA_SECRET} of namespace ${instance.namespace} is restored: ${unusable}. It holds the CA devices trust the gateway by again.`);
+      } else {
+        current = { ca: ca ?? current.ca, server: server ?? current.server };
+      }
+    }
+    const names = gatewayCertificateNames(instance);
+    const decision = keepOrIssue(current, names, now);
+    if (decision.caReplaced) {
+      ctx.event('Warning', 'GatewayCAReplaced', `Secret ${GATEWAY_CA_SECRET} of namespace ${instance.namespace} was replaced by a new CA: ${decision.caReplaced}. Devices must trust the new CA (ConfigMap gateway-ca, status.gateway.tls).`);
+    }
+    if (decision.serverIssued) {
+      const expiry = certificateExpiry(decision.certificates.server.cert).toISOString();
+      ctx.event('Normal', 'GatewayCertificateIssued', `Issued the gateway's server certificate for ${names.join(', ')}, valid until ${expiry}: ${decision.serverIssued}.`);
+    }
+    this.byInstance.set(key, { certificates: decision.certificates, observed });
+    return decision.certificates;
+  }
+
+  /** The client CA's PEM when spec.gateway.tls.clientCA names one. */
+  private async clientCA(ctx: TlsContext, instance: Instance): Promise<{ ok: true; pem: string } | { ok: false; failure: Failure } | undefined> {
+    const name = instance.spec.gateway.tls?.clientCA;
+    if (!name) return undefined;
+    const configMap = await ctx.client.get<V1ConfigMap & KubeObject>(Kinds.ConfigMap, name, instance.landscape).catch((err: unknown) => (isNotFound(err) ? undefined : Promise.reject(err)));
+    const pem = configMap?.data?.['ca.crt'];
+    return pem ? { ok: true, pem } : { ok: false, failure: clientCANotFoundFailure(name, instance.landscape) };
+  }
+}
