@@ -1,7 +1,7 @@
 /**
  * Unit tests of the pure parts of tear-down by recreation (lib/recreate.ts): which nodes count as
  * the cluster's kwok nodes and how many pods they take (as the API server writes the count), and
- * the cluster/up.sh environment that makes the same cluster again.
+ * the cluster up environment that makes the same cluster again.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';

@@ -136,6 +136,9 @@ component_healthy() { # port
     get --raw /healthz --request-timeout=2s 2>/dev/null)" == ok ]]
 }
 
+# The resident memory of a process, e.g. "52 MiB" ("?" when it is gone).
+process_rss() { awk '/^VmRSS/ {printf "%d MiB", $2/1024}' "/proc/$1/status" 2>/dev/null || echo "?"; }
+
 # True while a process exists and is not a zombie (a killed component waits to be reaped by init).
 process_alive() { local st; st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) && [[ -n "$st" && "$st" != Z ]]; }
 

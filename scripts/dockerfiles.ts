@@ -19,12 +19,12 @@
  *   on a read-only root file system.
  * - An operator's image runs as uid/gid 1000 with the operators' V8 flags (OPERATOR_NODE_FLAGS).
  *   Armada's image also carries the pinned Helm CLI (built in a Go stage from the Helm module,
- *   HELM_VERSION as cluster/build-helm.sh pins it), git (for `git` chart sources) and the example
+ *   HELM_VERSION as cluster/engines/build.sh helm pins it), git (for `git` chart sources) and the example
  *   charts at /opt/armada/helm-charts.
  * - The IoT service's Dockerfile has exactly the targets scripts/iot-service-images.ts builds
  *   (IOT_SERVICE_COMPONENTS), each running as the operator's pod user 10001:10001 and reporting
  *   the build argument VERSION as IOT_SERVICE_VERSION; the broker is NATS Server built in a Go
- *   stage from the module cluster/nats-server pins, the database Debian's postgresql, each with
+ *   stage from the module cluster/engines/nats-server pins, the database Debian's postgresql, each with
  *   user `iot` (10001) and its entry script beside the Dockerfile.
  */
 import { readFileSync } from 'node:fs';
@@ -36,10 +36,10 @@ export const OPERATOR_IMAGES = ['iot', 'memcached', 'ptemplate', 'armada'] as co
 export type OperatorImage = (typeof OPERATOR_IMAGES)[number];
 type IoTServiceComponent = (typeof IOT_SERVICE_COMPONENTS)[number];
 
-/** The Helm version cluster/build-helm.sh pins (one source). */
+/** The Helm version cluster/engines/build.sh helm pins (one source). */
 export function pinnedHelmVersion(): string {
-  const match = /^HELM_VERSION=(\S+)$/m.exec(readFileSync(path.join(root, 'cluster/build-helm.sh'), 'utf8'));
-  if (!match) throw new Error('cluster/build-helm.sh pins no HELM_VERSION');
+  const match = /^HELM_VERSION=(\S+)$/m.exec(readFileSync(path.join(root, 'cluster/engines/build.sh'), 'utf8'));
+  if (!match) throw new Error('cluster/engines/build.sh pins no HELM_VERSION');
   return match[1]!;
 }
 
@@ -187,7 +187,7 @@ export function dockerfile(operator: OperatorImage): string {
       'uid 1000 and writes nothing outside /tmp: it runs on a read-only root file system.',
       ...(armada
         ? [
-            'It also carries the Helm CLI (pinned as in cluster/build-helm.sh), git (for `git` chart sources)',
+            'It also carries the Helm CLI (pinned as in cluster/engines/build.sh helm), git (for `git` chart sources)',
             "and the example charts; the operator keeps Helm's cache, config and fetched charts under /tmp.",
           ]
         : []),
@@ -250,7 +250,7 @@ const debianPackageComponent = (component: IoTServiceComponent, debianPackage: s
 });
 
 /** The wrapper module that pins NATS Server (one source for the image and the tests' build). */
-const NATS_SERVER_MODULE = 'cluster/nats-server';
+const NATS_SERVER_MODULE = 'cluster/engines/nats-server';
 
 /**
  * The Go stage building NATS Server from the pinned wrapper module. Go switches to the toolchain
@@ -296,7 +296,7 @@ export function iotServiceDockerfile(): string {
       'One target per component, each run by the IoT operator as <registry>/iot-<component>:<version>:',
       '  core, gateway, processing  Node.js 20 and the bundle `images/bundle.ts iot-service` (no',
       "                             node_modules), each started with its component's entry file",
-      '  broker                     NATS Server with JetStream (built from the module cluster/nats-server pins):',
+      '  broker                     NATS Server with JetStream (built from the module cluster/engines/nats-server pins):',
       '                             clients on 4222 as user `iot` with the broker password, monitoring 8222',
       "  database                   Debian's postgresql: role and database `iot`, initdb into the volume",
       'VERSION is what every component reports (/healthz, start log line; the broker and the database',

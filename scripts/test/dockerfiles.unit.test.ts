@@ -59,14 +59,14 @@ describe('Dockerfiles', () => {
     }
   });
 
-  it("the IoT service's broker is NATS Server built from the module cluster/nats-server pins", () => {
+  it("the IoT service's broker is NATS Server built from the module cluster/engines/nats-server pins", () => {
     const byName = stages(iotServiceDockerfile());
     const build = byName.get('nats-server')!.join('\n');
     assert.match(build, /^FROM \$\{GO_IMAGE\} AS nats-server$/m);
     assert.match(build, /^COPY cluster\/nats-server\/go\.mod cluster\/nats-server\/go\.sum \.\/$/m);
     assert.match(build, /go build .* github\.com\/nats-io\/nats-server\/v2/);
     assert.ok(byName.get('broker')!.includes('COPY --from=nats-server /out/nats-server /usr/local/bin/nats-server'));
-    const pinned = readFileSync(path.join(root, 'cluster/nats-server/go.mod'), 'utf8');
+    const pinned = readFileSync(path.join(root, 'cluster/engines/nats-server/go.mod'), 'utf8');
     assert.match(pinned, /^\tgithub\.com\/nats-io\/nats-server\/v2 v2\.\d+\.\d+/m);
   });
 

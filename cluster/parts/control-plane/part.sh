@@ -1,78 +1,33 @@
-#!/usr/bin/env bash
-# Starts (or reuses) the local control plane: etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler and kwok (fake nodes), run by kwokctl's binary runtime with the binaries built by
-# cluster/build.sh. Everything listens on 127.0.0.1.
+# The control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (fake
+# nodes), run by kwokctl's binary runtime with the binaries of `engines/build.sh control-plane`,
+# every one listening on 127.0.0.1. Sourced by parts/run.sh; do not run it.
+# shellcheck shell=bash
 #
-#   bash cluster/up.sh   -> progress on stderr; last stdout line: KUBECONFIG=<absolute path>
-#
-# Env: CLUSTER_NAME (default iot-operator), CLUSTER_NODES (default 2), CLUSTER_NODE_PODS (pods per
-#      node, default 1000), CLUSTER_CONTROLLER_MANAGER_QPS (the controller-manager's client rate
-#      limit, --kube-api-qps with a burst of twice that; default: Kubernetes' 20; applies when the
-#      cluster is created), CLUSTER_SCHEDULER_QPS (the same for the scheduler; default: its 50),
-#      KWOK_WORKDIR (default ~/.kwok; the cluster lives in $KWOK_WORKDIR/clusters/$CLUSTER_NAME),
-#      CLUSTER_OLM=1 or --olm (also run the Operator Lifecycle Manager, see lib/olm.sh; binaries
-#      from OLM_DIR, else built by build-olm.sh),
-#      CLUSTER_SHARDER=1 or --sharder (also run the Kubernetes controller sharder, see
-#      lib/sharder.sh; built by build-sharder.sh only then; a cluster that has it keeps it),
-#      CLUSTER_REAL_NODE=1 or --real-node (also run one real node whose pods really run, see
-#      lib/real-node.sh; fails at once, saying what is missing, where it cannot run);
-#      CLUSTER_REAL_NODE=auto (what `npm test` uses): a real node where one can run, else the
-#      reason in $CLUSTER_WORKDIR/real-node-unavailable (tests on the real node report it as
-#      not run); under CI=true it must run, as with 1.
-# Idempotent: a healthy cluster is reused as is; one whose processes are gone (reboot, new
-# session) is restarted with its data; one that cannot be restarted is recreated. The project's
-# own kwok Stages (cluster/kwok-stages/*.yaml) are added to a cluster that lacks them (or has an
-# older copy) by restarting its kwok-controller only.
-set -euo pipefail
-# shellcheck source=lib/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
-# shellcheck source=lib/olm.sh
-source "$CLUSTER_DIR/lib/olm.sh"
-# shellcheck source=lib/real-node.sh
-source "$CLUSTER_DIR/lib/real-node.sh"
-# shellcheck source=lib/sharder.sh
-source "$CLUSTER_DIR/lib/sharder.sh"
+# Guarantees:
+# - ensure (and restore, the same): a healthy cluster made from the current binaries and
+#   kwokctl.yaml, with the project's kwok Stages and at least CLUSTER_NODES fake nodes, is left as
+#   it is (≈0.2 s); one whose processes are gone (reboot, kill -9) is restarted on its data, kwok
+#   given fresh node leases; one that cannot be restarted, or was made from other binaries or
+#   another configuration, is deleted (the other parts first, in reverse start order:
+#   CLUSTER_PARTS) and made again. A new cluster gets CLUSTER_NODES kwok nodes of
+#   CLUSTER_NODE_PODS pods each and the controller-manager's and scheduler's client rate limits
+#   (CLUSTER_CONTROLLER_MANAGER_QPS, CLUSTER_SCHEDULER_QPS; burst twice that). It returns once the
+#   API server is ready, the nodes are Ready and the `default` ServiceAccount exists.
+# - The project's kwok Stages (kwok-stages/*.yaml) are kept in the cluster's kwok.yaml after kwok's
+#   defaults; a cluster lacking them (or holding an older copy) gets them by a restart of its
+#   kwok-controller only.
+# - stop deletes the cluster: kwokctl delete, then any process it left is killed, then the
+#   workdir goes (etcd data, certificates, logs). No error when there is no cluster.
+# - status prints the pinned versions, the components (pid, RSS, listening addresses),
+#   reachability, server versions and nodes; returns 0 healthy, 1 unhealthy, 3 absent.
+# - recorded: the cluster exists. Its own command: restart-apiserver [DOWN_SECONDS] (below).
+# - The callers (cluster/cli) hold the cluster's lock.
 
-CLUSTER_OLM=${CLUSTER_OLM:-0}
-CLUSTER_SHARDER=${CLUSTER_SHARDER:-0}
-CLUSTER_REAL_NODE=${CLUSTER_REAL_NODE:-0}
-for arg in "$@"; do
-  case "$arg" in
-    --olm) CLUSTER_OLM=1 ;;
-    --real-node) CLUSTER_REAL_NODE=1 ;;
-    --sharder) CLUSTER_SHARDER=1 ;;
-    *) die "unknown argument '$arg' (known: --olm, --real-node, --sharder)" ;;
-  esac
-done
-[[ "$CLUSTER_OLM" =~ ^[01]$ ]] || die "CLUSTER_OLM must be 0 or 1, got '$CLUSTER_OLM'"
-[[ "$CLUSTER_SHARDER" =~ ^[01]$ ]] || die "CLUSTER_SHARDER must be 0 or 1, got '$CLUSTER_SHARDER'"
-[[ "$CLUSTER_REAL_NODE" =~ ^(0|1|auto)$ ]] || die "CLUSTER_REAL_NODE must be 0, 1 or auto, got '$CLUSTER_REAL_NODE'"
-if [[ "$CLUSTER_REAL_NODE" == auto && "${CI:-}" == true ]]; then CLUSTER_REAL_NODE=1; fi
-REAL_NODE_UNAVAILABLE=""
-if [[ "$CLUSTER_REAL_NODE" != 0 ]]; then
-  # Said before anything is built or started: the default cluster stays as it is.
-  REAL_NODE_UNAVAILABLE=$(real_node_missing | paste -sd ';' | sed 's/;/; /g')
-  [[ -z "$REAL_NODE_UNAVAILABLE" || "$CLUSTER_REAL_NODE" == auto ]] || die "a real node cannot run here: $REAL_NODE_UNAVAILABLE"
-  if [[ -n "$REAL_NODE_UNAVAILABLE" ]]; then
-    log "no real node: $REAL_NODE_UNAVAILABLE"
-    CLUSTER_REAL_NODE=0
-  else
-    CLUSTER_REAL_NODE=1
-  fi
-fi
-
-[[ "$CLUSTER_NODES" =~ ^[0-9]+$ ]] || die "CLUSTER_NODES must be a number, got '$CLUSTER_NODES'"
 CLUSTER_NODE_PODS=${CLUSTER_NODE_PODS:-1000}
-[[ "$CLUSTER_NODE_PODS" =~ ^[0-9]+$ ]] || die "CLUSTER_NODE_PODS must be a number, got '$CLUSTER_NODE_PODS'"
 CLUSTER_CONTROLLER_MANAGER_QPS=${CLUSTER_CONTROLLER_MANAGER_QPS:-}
 CLUSTER_SCHEDULER_QPS=${CLUSTER_SCHEDULER_QPS:-}
-for qps_var in CLUSTER_CONTROLLER_MANAGER_QPS CLUSTER_SCHEDULER_QPS; do
-  [[ -z "${!qps_var}" || "${!qps_var}" =~ ^[0-9]+$ ]] || die "$qps_var must be a number, got '${!qps_var}'"
-done
-T0=$SECONDS
 
-BIN_DIR=$(bash "$CLUSTER_DIR/build.sh" | tail -n 1)
-[[ -x "$BIN_DIR/kwokctl" ]] || die "build.sh did not produce binaries in '$BIN_DIR'"
+build() { bash "$ENGINES_DIR/build.sh" control-plane; }
 
 # kwokctl must never download anything: every binary is named, kubectl included.
 export KWOK_KUBECTL_BINARY="$BIN_DIR/kubectl"
@@ -86,8 +41,6 @@ KWOKCTL_BINARY_FLAGS=(
   --kwok-controller-binary "$BIN_DIR/kwok"
 )
 
-lock_cluster 300
-
 all_components_running() {
   local c
   for c in "${COMPONENTS[@]}"; do component_pid "$c" >/dev/null || return 1; done
@@ -98,18 +51,6 @@ kwok_node_count() {
     --request-timeout=5s 2>/dev/null | grep -c '^fake$' || true
 }
 
-print_result() {
-  if [[ "$CLUSTER_OLM" == 1 ]]; then ensure_olm; elif olm_enabled; then restore_olm; fi
-  if [[ "$CLUSTER_SHARDER" == 1 ]]; then ensure_sharder; elif sharder_enabled; then restore_sharder; fi
-  # A cluster that has a real node keeps it: any later up.sh starts it again.
-  if [[ "$CLUSTER_REAL_NODE" == 1 ]] || real_node_enabled && ! real_node_healthy; then real_node_start
-  elif real_node_enabled; then real_node_parts_ensure; fi
-  if [[ -n "$REAL_NODE_UNAVAILABLE" ]]; then echo "$REAL_NODE_UNAVAILABLE" >"$CLUSTER_WORKDIR/real-node-unavailable"
-  else rm -f "$CLUSTER_WORKDIR/real-node-unavailable"; fi
-  log "cluster '$CLUSTER_NAME' is up ($((SECONDS - T0))s)"
-  echo "KUBECONFIG=$KUBECONFIG_PATH"
-}
-
 # The project's own kwok Stages, kept in kwok.yaml (the kwok-controller's --config, written by
 # kwokctl only when it creates the cluster) between two marker lines, after kwok's default Stages.
 STAGES_BEGIN="# --- begin: stages from cluster/kwok-stages (cluster/up.sh keeps this block current) ---"
@@ -117,7 +58,7 @@ STAGES_END="# --- end: stages from cluster/kwok-stages ---"
 project_stages_block() {
   local f
   echo "$STAGES_BEGIN"
-  for f in "$CLUSTER_DIR"/kwok-stages/*.yaml; do
+  for f in "$PARTS_DIR"/control-plane/kwok-stages/*.yaml; do
     [[ -f "$f" ]] || continue # no Stage files: an empty block
     echo "---"
     cat "$f"
@@ -136,7 +77,7 @@ project_stages_current() { [[ "$(stages_block_filter in)" == "$(project_stages_b
 # its Stages at start only). Nothing else of the cluster is touched.
 install_project_stages() {
   project_stages_current && return 0
-  log "installing the project's kwok Stages ($(cd "$CLUSTER_DIR" && echo kwok-stages/*.yaml)) and restarting kwok-controller"
+  log "installing the project's kwok Stages ($(cd "$PARTS_DIR/control-plane" && echo kwok-stages/*.yaml)) and restarting kwok-controller"
   local tmp="$CLUSTER_WORKDIR/kwok.yaml.tmp.$$"
   stages_block_filter out >"$tmp"
   project_stages_block >>"$tmp"
@@ -145,7 +86,6 @@ install_project_stages() {
   component_pid kwok-controller:kwok >/dev/null || die "kwok-controller did not start again after the Stages were installed (log: $CLUSTER_WORKDIR/logs/kwok-controller.log)"
 }
 
-# --- fast path: everything is there and healthy ----------------------------------------------
 # A cluster made from another configuration (other binaries, or before the API server advertised
 # the real node's gateway address and kwok kept to its own nodes) is made anew.
 made_by_current_configuration() {
@@ -156,20 +96,14 @@ made_by_current_configuration() {
     grep -qF -- "--service-cluster-ip-range=$SERVICE_CIDR" "$CLUSTER_WORKDIR/kwok.yaml"
 }
 
-if cluster_exists && made_by_current_configuration &&
-  all_components_running && apiserver_ready && (($(kwok_node_count) >= CLUSTER_NODES)) &&
-  project_stages_current && { [[ "$CLUSTER_REAL_NODE" == 0 ]] && ! real_node_enabled || real_node_healthy; }; then
-  print_result
-  exit 0
-fi
-
+# The other parts first (in reverse start order; the orchestrator, which knew before this ran
+# which parts the cluster had, starts them again on the new cluster), then the control plane.
 delete_cluster() {
-  if olm_enabled; then CLUSTER_OLM=1; fi # the new cluster gets OLM again
-  if real_node_enabled; then CLUSTER_REAL_NODE=1; fi # and its real node
-  if sharder_enabled; then CLUSTER_SHARDER=1; fi # and its sharder
-  stop_olm
-  stop_sharder
-  real_node_stop
+  local parts p
+  read -ra parts <<<"${CLUSTER_PARTS:?the parts in start order (set by cluster/cli)}"
+  for ((p = ${#parts[@]} - 1; p >= 0; p--)); do
+    [[ "${parts[p]}" == control-plane ]] || bash "$PARTS_DIR/run.sh" "${parts[p]}" stop
+  done
   kwokctl delete cluster --kubeconfig "$KUBECONFIG_PATH" >&2 || true
   rm -rf "$CLUSTER_WORKDIR"
 }
@@ -186,7 +120,7 @@ kwokctl_config() {
     qps != "" && /^    extraArgs:$/ {
       printf "      - key: kube-api-qps\n        value: \"%d\"\n      - key: kube-api-burst\n        value: \"%d\"\n", qps, 2 * qps
       qps = ""
-    }' "$CLUSTER_DIR/kwokctl.yaml" >"$config"
+    }' "$PARTS_DIR/control-plane/kwokctl.yaml" >"$config"
   local want=0
   [[ -z "$CLUSTER_CONTROLLER_MANAGER_QPS" ]] || want=$((want + 1))
   [[ -z "$CLUSTER_SCHEDULER_QPS" ]] || want=$((want + 1))
@@ -209,66 +143,214 @@ create_cluster() {
   fi
 }
 
-if cluster_exists && ! made_by_current_configuration; then
-  log "cluster '$CLUSTER_NAME' was created with other binaries than $BUILD_KEY or another configuration; recreating it"
-  delete_cluster
-fi
-
-if cluster_exists; then
-  if ! all_components_running; then
-    # Stale pid files (e.g. from before a reboot) may point at unrelated processes: drop them
-    # so that kwokctl starts every component that is not really running.
-    for c in "${COMPONENTS[@]}"; do
-      if ! component_pid "$c" >/dev/null; then
-        log "component ${c%%:*} is not running; (re)starting it"
-        rm -f "$CLUSTER_WORKDIR/pids/${c%%:*}.pid"
-        # kwokctl truncates a component's log when it starts it: keep the old one.
-        cp -f "$CLUSTER_WORKDIR/logs/${c%%:*}.log" "$CLUSTER_WORKDIR/logs/${c%%:*}.previous.log" 2>/dev/null || true
-      fi
-    done
-    # A component whose port another process took meanwhile (e.g. a cluster created while this
-    # one was stopped) never comes up, and kwokctl waits for it without end: bound the wait.
-    if ! KWOKCTL_TIMEOUT=120 kwokctl start cluster >&2 || ! wait_apiserver_ready 60; then
-      log "could not restart the existing cluster; deleting and recreating it"
-      delete_cluster
-    else
-      # A restarted kwok-controller would ignore the nodes for up to 200 s (see common.sh).
-      restart_kwok_with_fresh_leases
-    fi
-  elif ! wait_apiserver_ready 30; then
-    log "cluster processes run but the API server is not ready; recreating the cluster"
+ensure() {
+  local bin nodes deadline c
+  bin=$(build | tail -n 1)
+  [[ "$bin" == "$BIN_DIR" && -x "$BIN_DIR/kwokctl" ]] || die "engines/build.sh control-plane did not produce binaries in '$BIN_DIR' ('$bin')"
+  if cluster_exists && made_by_current_configuration && all_components_running && apiserver_ready &&
+    (($(kwok_node_count) >= CLUSTER_NODES)) && project_stages_current; then
+    return 0
+  fi
+  if cluster_exists && ! made_by_current_configuration; then
+    log "cluster '$CLUSTER_NAME' was created with other binaries than $BUILD_KEY or another configuration; recreating it"
     delete_cluster
   fi
-fi
 
-if ! cluster_exists; then
-  create_cluster
-fi
+  if cluster_exists; then
+    if ! all_components_running; then
+      # Stale pid files (e.g. from before a reboot) may point at unrelated processes: drop them
+      # so that kwokctl starts every component that is not really running.
+      for c in "${COMPONENTS[@]}"; do
+        if ! component_pid "$c" >/dev/null; then
+          log "component ${c%%:*} is not running; (re)starting it"
+          rm -f "$CLUSTER_WORKDIR/pids/${c%%:*}.pid"
+          # kwokctl truncates a component's log when it starts it: keep the old one.
+          cp -f "$CLUSTER_WORKDIR/logs/${c%%:*}.log" "$CLUSTER_WORKDIR/logs/${c%%:*}.previous.log" 2>/dev/null || true
+        fi
+      done
+      # A component whose port another process took meanwhile (e.g. a cluster created while this
+      # one was stopped) never comes up, and kwokctl waits for it without end: bound the wait.
+      if ! KWOKCTL_TIMEOUT=120 kwokctl start cluster >&2 || ! wait_apiserver_ready 60; then
+        log "could not restart the existing cluster; deleting and recreating it"
+        delete_cluster
+      else
+        # A restarted kwok-controller would ignore the nodes for up to 200 s (see lib.sh).
+        restart_kwok_with_fresh_leases
+      fi
+    elif ! wait_apiserver_ready 30; then
+      log "cluster processes run but the API server is not ready; recreating the cluster"
+      delete_cluster
+    fi
+  fi
 
-wait_apiserver_ready 120 || die "kube-apiserver of '$CLUSTER_NAME' did not become ready (logs: $CLUSTER_WORKDIR/logs)"
-all_components_running || {
-  for c in "${COMPONENTS[@]}"; do component_pid "$c" >/dev/null || log "component ${c%%:*} is not running"; done
-  die "not every component is running (logs: $CLUSTER_WORKDIR/logs)"
+  if ! cluster_exists; then
+    create_cluster
+  fi
+
+  wait_apiserver_ready 120 || die "kube-apiserver of '$CLUSTER_NAME' did not become ready (logs: $CLUSTER_WORKDIR/logs)"
+  all_components_running || {
+    for c in "${COMPONENTS[@]}"; do component_pid "$c" >/dev/null || log "component ${c%%:*} is not running"; done
+    die "not every component is running (logs: $CLUSTER_WORKDIR/logs)"
+  }
+
+  install_project_stages
+
+  nodes=$(kwok_node_count)
+  if ((nodes < CLUSTER_NODES)); then
+    log "scaling fake (kwok) nodes from $nodes to $CLUSTER_NODES"
+    # Each fake node takes CLUSTER_NODE_PODS pods (kubelet's default of 110 is far too few for
+    # benchmarks of a hundred 7-pod instances on two nodes).
+    kwokctl scale node --replicas "$CLUSTER_NODES" --param ".allocatable.pods=$CLUSTER_NODE_PODS" >&2
+  fi
+  if ((CLUSTER_NODES > 0)); then
+    wait_condition Ready 120 nodes --all ||
+      die "nodes did not become Ready within 120s: $(kctl get nodes 2>&1)"
+  fi
+  # The controller-manager is working once it has created the default ServiceAccount.
+  deadline=$((SECONDS + 60))
+  until kctl get serviceaccount default -n default -o name >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || die "kube-controller-manager did not create the default ServiceAccount within 60s"
+    sleep 0.5
+  done
 }
 
-install_project_stages
+# After a restart of the machine or the cluster's processes, ensure restarts them on their data.
+restore() { ensure; }
 
-nodes=$(kwok_node_count)
-if ((nodes < CLUSTER_NODES)); then
-  log "scaling fake (kwok) nodes from $nodes to $CLUSTER_NODES"
-  # Each fake node takes CLUSTER_NODE_PODS pods (kubelet's default of 110 is far too few for
-  # benchmarks of a hundred 7-pod instances on two nodes).
-  kwokctl scale node --replicas "$CLUSTER_NODES" --param ".allocatable.pods=$CLUSTER_NODE_PODS" >&2
-fi
-if ((CLUSTER_NODES > 0)); then
-  wait_condition Ready 120 nodes --all ||
-    die "nodes did not become Ready within 120s: $(kctl get nodes 2>&1)"
-fi
-# The controller-manager is working once it has created the default ServiceAccount.
-deadline=$((SECONDS + 60))
-until kctl get serviceaccount default -n default -o name >/dev/null 2>&1; do
-  ((SECONDS < deadline)) || die "kube-controller-manager did not create the default ServiceAccount within 60s"
-  sleep 0.5
-done
+recorded() { cluster_exists; }
 
-print_result
+stop() {
+  local c pid pids=() left=()
+  if [[ ! -d "$CLUSTER_WORKDIR" ]]; then
+    log "cluster '$CLUSTER_NAME' does not exist; nothing to do"
+    return 0
+  fi
+  # Remember the live processes first: the pid files go away with the workdir.
+  for c in "${COMPONENTS[@]}"; do
+    if pid=$(component_pid "$c"); then pids+=("$pid"); fi
+  done
+  if [[ -x "$BIN_DIR/kwokctl" ]] && cluster_exists; then
+    log "deleting cluster '$CLUSTER_NAME'"
+    kwokctl delete cluster --kubeconfig "$KUBECONFIG_PATH" >&2 || log "kwokctl delete cluster failed; cleaning up by hand"
+  fi
+  # Whatever kwokctl did not stop (or if it could not run): TERM, then KILL after 2 s (the API
+  # server would otherwise drain its connections for up to 60 s).
+  for pid in "${pids[@]}"; do
+    if process_alive "$pid"; then left+=("$pid"); fi
+  done
+  if ((${#left[@]} > 0)); then
+    log "stopping remaining processes: ${left[*]}"
+    for pid in "${left[@]}"; do terminate_process "$pid" 2 & done
+    wait
+  fi
+  rm -rf "$CLUSTER_WORKDIR"
+  log "cluster '$CLUSTER_NAME' removed"
+}
+
+status() {
+  local healthy=1 c pid rss listen server total ready
+  echo "cluster:     $CLUSTER_NAME"
+  echo "workdir:     $CLUSTER_WORKDIR"
+  echo "pinned:      kubernetes $K8S_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION"
+  if binaries_complete; then echo "binaries:    $BIN_DIR (built)"; else echo "binaries:    $BIN_DIR (not built: bash cluster/engines/build.sh control-plane)"; fi
+  if ! cluster_exists; then
+    echo "exists:      no"
+    return 3
+  fi
+  echo "exists:      yes"
+  echo "kubeconfig:  $KUBECONFIG_PATH"
+  if binaries_complete && apiserver_ready; then
+    echo "reachable:   yes (/readyz ok)"
+    server=$(kctl version -o json --request-timeout=5s 2>/dev/null | sed -n '/serverVersion/,/}/s/.*"gitVersion": "\(.*\)".*/\1/p')
+    echo "versions:    server $server, $("$BIN_DIR/kubectl" version --client 2>/dev/null | head -n1), etcd $("$BIN_DIR/etcd" --version | sed -n 's/etcd Version: //p'), kwok $("$BIN_DIR/kwok" --version 2>/dev/null | awk '{print $3}')"
+    total=$(kctl get nodes -o name 2>/dev/null | grep -c . || true)
+    ready=$(kctl get nodes -o jsonpath='{range .items[*]}{range .status.conditions[?(@.type=="Ready")]}{.status}{"\n"}{end}{end}' 2>/dev/null | grep -c '^True$' || true)
+    echo "nodes:       $total ($ready Ready)"
+  else
+    echo "reachable:   no"
+    healthy=0
+  fi
+  echo "components:"
+  for c in "${COMPONENTS[@]}"; do
+    if pid=$(component_pid "$c"); then
+      rss=$(process_rss "$pid")
+      listen=$(ss -Hltnp 2>/dev/null | awk -v p="pid=$pid," '$0 ~ p {print $4}' | sort -u | tr '\n' ' ')
+      printf '  %-24s pid %-8s rss %-9s listening %s\n' "${c%%:*}" "$pid" "$rss" "${listen:-?}"
+    else
+      printf '  %-24s NOT RUNNING\n' "${c%%:*}"
+      healthy=0
+    fi
+  done
+  ((healthy == 1))
+}
+
+# Stops the kube-apiserver and starts it again with the same command line (same port,
+# certificates and etcd data), then waits for /readyz. DOWN_SECONDS (default 0, or env
+# APISERVER_DOWN_SECONDS): how long to keep it stopped. APISERVER_STOP_GRACE_SECONDS (default 2):
+# time between SIGTERM and SIGKILL. RESTART_CONTROLLERS (default 1): afterwards also restart
+# kube-controller-manager, kube-scheduler and kwok-controller, whose informers would otherwise
+# back off for up to a minute or more. kwokctl v0.7 has no "start/stop component" command: the
+# process is stopped via its pid file and `kwokctl start cluster` starts the components that do
+# not run from the command lines recorded in kwok.yaml. Last stdout line:
+# `kube-apiserver restarted (pid OLD -> NEW), /readyz ok after N s`.
+restart_apiserver() { # [DOWN_SECONDS]
+  local down_seconds grace restart_controllers t0 old new elapsed deadline opt c
+  down_seconds=${1:-${APISERVER_DOWN_SECONDS:-0}}
+  [[ "$down_seconds" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "DOWN_SECONDS must be a number, got '$down_seconds'"
+  grace=${APISERVER_STOP_GRACE_SECONDS:-2}
+  [[ "$grace" =~ ^[0-9]+$ ]] || die "APISERVER_STOP_GRACE_SECONDS must be a whole number, got '$grace'"
+  restart_controllers=${RESTART_CONTROLLERS:-1}
+  binaries_complete || die "binaries are not built; run cluster up first"
+  cluster_exists || die "cluster '$CLUSTER_NAME' does not exist; run cluster up first"
+
+  t0=$(date +%s.%N)
+  if old=$(component_pid kube-apiserver:kube-apiserver); then
+    # SIGTERM first: the API server stops listening at once, but then drains open connections
+    # (watches) for up to 60 s before it exits. We do not wait for that: after the grace period
+    # it gets SIGKILL, as kwokctl itself does when it stops a component.
+    log "stopping kube-apiserver (pid $old; SIGTERM, SIGKILL after ${grace}s)"
+    stop_component kube-apiserver:kube-apiserver "$grace"
+    log "kube-apiserver stopped"
+  else
+    old="(not running)"
+    log "kube-apiserver was not running"
+    stop_component kube-apiserver:kube-apiserver 0
+  fi
+
+  if [[ "$down_seconds" != 0 ]]; then
+    log "keeping kube-apiserver down for ${down_seconds}s"
+    sleep "$down_seconds"
+  fi
+
+  log "starting kube-apiserver"
+  kwokctl start cluster >&2 || die "kwokctl start cluster failed (logs: $CLUSTER_WORKDIR/logs/kube-apiserver.log)"
+  wait_apiserver_ready 120 || die "kube-apiserver did not become ready again (logs: $CLUSTER_WORKDIR/logs/kube-apiserver.log)"
+  new=$(component_pid kube-apiserver:kube-apiserver) || die "kube-apiserver is not running after the restart"
+  elapsed=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
+  log "kube-apiserver is back up: pid $old -> $new, /readyz ok, ${elapsed}s after the stop"
+
+  if [[ "$restart_controllers" == 1 ]]; then
+    # client-go reflectors back off exponentially while the API server is away (0.8 s doubling
+    # to 30 s, with up to 100 % jitter, reset only after 2 quiet minutes): after a restart the
+    # controller-manager's informers may stay silent for a minute or more, so e.g. a new
+    # Deployment gets no pods. Restarting the built-in controllers (stateless here; no leader
+    # election) makes the control plane answer at once. RESTART_CONTROLLERS=0 skips this.
+    log "restarting kube-controller-manager, kube-scheduler and kwok-controller (fresh informers)"
+    for c in kube-controller-manager:kube-controller-manager kube-scheduler:kube-scheduler; do
+      stop_component "$c" 2 &
+    done
+    wait
+    restart_kwok_with_fresh_leases || die "kwokctl start cluster failed (logs: $CLUSTER_WORKDIR/logs)"
+    deadline=$((SECONDS + 60))
+    for opt in kubeControllerManagerPort kubeSchedulerPort kwokControllerPort; do
+      until component_healthy "$(component_port "$opt")"; do
+        ((SECONDS < deadline)) || die "component with $opt did not become healthy within 60s (logs: $CLUSTER_WORKDIR/logs)"
+        sleep 0.2
+      done
+    done
+  fi
+  for c in "${COMPONENTS[@]}"; do
+    component_pid "$c" >/dev/null || log "WARNING: component ${c%%:*} is not running"
+  done
+  echo "kube-apiserver restarted (pid $old -> $new), /readyz ok after ${elapsed}s"
+}

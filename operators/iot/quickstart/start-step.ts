@@ -1,6 +1,6 @@
 /**
  * A long step of the quick start run as a child process that Ctrl-C can stop: the embedded
- * control plane's `cluster/up.sh` (which builds the pinned binaries on the first run, minutes on 2
+ * control plane's `cluster up` (which builds the pinned binaries on the first run, minutes on 2
  * cores) and the reference IoT service's image build (buildah).
  *
  * Guarantees:
@@ -93,12 +93,12 @@ export function startStep(what: string, command: string, args: readonly string[]
   };
 }
 
-/** `cluster/up.sh` with `args`; resolves with the kubeconfig path it prints last as `KUBECONFIG=<path>`. */
-export function startLocalCluster(upScript: string, args: readonly string[] = []): StartStep {
-  const step = startStep('cluster/up.sh', 'bash', [upScript, ...args]);
+/** `cluster up` with `args`; resolves with the kubeconfig path it prints last as `KUBECONFIG=<path>`. */
+export function startLocalCluster(cli: string, args: readonly string[] = []): StartStep {
+  const step = startStep('cluster up', process.execPath, ['--import', 'tsx', cli, 'up', ...args]);
   const result = step.result.then((last) => {
     if (last.startsWith('KUBECONFIG=')) return last.slice('KUBECONFIG='.length);
-    throw new Error(`cluster/up.sh printed no KUBECONFIG line (last line: '${last}')`);
+    throw new Error(`cluster up printed no KUBECONFIG line (last line: '${last}')`);
   });
   return { result, stop: step.stop };
 }
