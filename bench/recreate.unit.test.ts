@@ -43,7 +43,7 @@ describe('kwokNodes', () => {
 });
 
 describe('upEnvironment', () => {
-  it('asks up.sh for the same name, nodes, client QPS and sharder', () => {
+  it('asks cluster up for the same name, nodes, client QPS and sharder', () => {
     assert.deepEqual(upEnvironment({ name: 'iot-bench', nodes: 11, podsPerNode: 1000, controllerManagerQps: '200', schedulerQps: '200', sharder: true }), {
       CLUSTER_NAME: 'iot-bench',
       CLUSTER_NODES: '11',

@@ -52,7 +52,7 @@ export function upEnvironment(shape: ClusterShape): Record<string, string> {
     CLUSTER_NAME: shape.name,
     CLUSTER_NODES: String(shape.nodes),
     CLUSTER_NODE_PODS: String(shape.podsPerNode),
-    // Empty: up.sh leaves the flag out and the component keeps its default.
+    // Empty: cluster up leaves the flag out and the component keeps its default.
     CLUSTER_CONTROLLER_MANAGER_QPS: shape.controllerManagerQps ?? '',
     CLUSTER_SCHEDULER_QPS: shape.schedulerQps ?? '',
     CLUSTER_SHARDER: shape.sharder ? '1' : '0',

@@ -232,7 +232,7 @@ describe('the sharder as a process of a cluster of its own', () => {
     await cluster('down');
   });
 
-  test('up.sh --sharder runs it on ports of its own; a killed sharder is started again by a plain up; down leaves none', async () => {
+  test('up --sharder runs it on ports of its own; a killed sharder is started again by a plain up; down leaves none', async () => {
     const up = await cluster('up', ['--sharder']);
     assert.equal(up.code, 0, up.stderr.slice(-2000));
     const first = pid();

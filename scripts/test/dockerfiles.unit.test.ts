@@ -63,7 +63,7 @@ describe('Dockerfiles', () => {
     const byName = stages(iotServiceDockerfile());
     const build = byName.get('nats-server')!.join('\n');
     assert.match(build, /^FROM \$\{GO_IMAGE\} AS nats-server$/m);
-    assert.match(build, /^COPY cluster\/nats-server\/go\.mod cluster\/nats-server\/go\.sum \.\/$/m);
+    assert.match(build, /^COPY cluster\/engines\/nats-server\/go\.mod cluster\/engines\/nats-server\/go\.sum \.\/$/m);
     assert.match(build, /go build .* github\.com\/nats-io\/nats-server\/v2/);
     assert.ok(byName.get('broker')!.includes('COPY --from=nats-server /out/nats-server /usr/local/bin/nats-server'));
     const pinned = readFileSync(path.join(root, 'cluster/engines/nats-server/go.mod'), 'utf8');

@@ -72,7 +72,7 @@ restore() {
 }
 
 # olm's health and metrics port is fixed upstream (8443 with TLS), so one olm runs per machine:
-# another cluster's olm is stopped (that cluster's next up.sh starts it again, taking the port
+# another cluster's olm is stopped (that cluster's next `up` starts it again, taking the port
 # back), and a port held by anything else is an error naming it.
 free_olm_port() {
   local cmdline pid args other

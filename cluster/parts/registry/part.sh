@@ -10,7 +10,7 @@ source "$PARTS_DIR/node/lib.sh"
 #   process of the real node listening on $REGISTRY_ADDRESS (127.0.0.1:5443) only, then returns
 #   once it answers over TLS. containerd pulls from the host's network namespace, and the registry
 #   must run before anything can be pulled: it is not a pod.
-# - Layout under $REGISTRY_HOME (<workdir>/registry, removed by down.sh with the workdir):
+# - Layout under $REGISTRY_HOME (<workdir>/registry, removed by `down` with the workdir):
 #   address (host:port, what image references name), certs/ca.crt (the registry's CA: what a
 #   client trusts; buildah's --cert-dir), pki/ (that CA's key and the serving certificate for IP
 #   127.0.0.1, made with openssl), auth/ (root only: htpasswd with bcrypt, password, auth.json —

@@ -13,7 +13,7 @@ source "$PARTS_DIR/node/lib.sh"
 #   into the node's containerd (nothing is pulled).
 # - A claim binds when its first pod is scheduled (WaitForFirstConsumer) to a directory under
 #   $REAL_NODE_DIR/local-path/ on the real node, kept across node restarts like a disk, removed
-#   when the claim is deleted (reclaimPolicy Delete) and with the whole cluster by down.sh.
+#   when the claim is deleted (reclaimPolicy Delete) and with the whole cluster by `down`.
 #   Claims of pods on kwok nodes bind too (parts/control-plane/kwok-stages/local-path-helper-pod.yaml), to a
 #   directory that exists on no disk.
 # - ensure is idempotent: when the provisioner is available and the applied manifest

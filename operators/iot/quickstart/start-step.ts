@@ -6,7 +6,7 @@
  * Guarantees:
  * - The step's progress (its stderr) reaches this process's stderr as it is printed, not when the
  *   step ends; its result is the last line of its stdout.
- * - The step runs in a process group of its own, which holds every process it starts (up.sh's
+ * - The step runs in a process group of its own, which holds every process it starts (cluster up's
  *   scripts, `go` and the compilers and linker it runs; buildah), as they stay in their parent's
  *   group. So a terminal's Ctrl-C reaches this process only, and `stop()` ends them all: SIGTERM
  *   to the group, SIGKILL to whatever of it is left after `graceMs`; it resolves once none is left
