@@ -139,6 +139,25 @@ component_healthy() { # port
 # The resident memory of a process, e.g. "52 MiB" ("?" when it is gone).
 process_rss() { awk '/^VmRSS/ {printf "%d MiB", $2/1024}' "/proc/$1/status" 2>/dev/null || echo "?"; }
 
+# A process's line in a part's status: name, pid, RSS and DETAILS, or NOT RUNNING (then false).
+process_status_line() { # name pid|"" details
+  if [[ -z "$2" ]]; then printf '  %-24s NOT RUNNING\n' "$1"; return 1; fi
+  printf '  %-24s pid %-8s rss %-9s %s\n' "$1" "$2" "$(process_rss "$2")" "$3"
+}
+
+# Waits up to 60 s until CHECK succeeds for a process just started with its pid in PID_FILE; dies
+# with the end of its log when it exits or the time is up. (Just after the fork /proc/<pid>/exe may
+# still be setsid: alive is what counts here.)
+wait_started() { # what pid-file log check...
+  local what=$1 pid_file=$2 log_file=$3 deadline=$((SECONDS + 60))
+  shift 3
+  until "$@"; do
+    process_alive "$(<"$pid_file")" || die "$what exited at start; the end of $log_file: $(tail -n 5 "$log_file")"
+    ((SECONDS < deadline)) || die "$what was not ready within 60s (log: $log_file)"
+    sleep 0.3
+  done
+}
+
 # True while a process exists and is not a zombie (a killed component waits to be reaped by init).
 process_alive() { local st; st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) && [[ -n "$st" && "$st" != Z ]]; }
 

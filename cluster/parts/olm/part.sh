@@ -118,25 +118,15 @@ ensure() {
   echo $! >"$OLM_PID_FILE"
   echo "$home" >"$OLM_DIR_RECORD"
   # Ready once its informers have synced and its workers run.
-  local deadline=$((SECONDS + 60))
-  until grep -q 'msg="starting workers..."' "$OLM_LOG"; do
-    # (just after the fork /proc/<pid>/exe may still be setsid: alive is what counts here)
-    process_alive "$(<"$OLM_PID_FILE")" || die "olm exited at start; the end of $OLM_LOG: $(tail -n 5 "$OLM_LOG")"
-    ((SECONDS < deadline)) || die "olm did not start its workers within 60s (log: $OLM_LOG)"
-    sleep 0.3
-  done
+  wait_started olm "$OLM_PID_FILE" "$OLM_LOG" grep -q 'msg="starting workers..."' "$OLM_LOG"
   log "olm is running (pid $(<"$OLM_PID_FILE"), log $OLM_LOG)"
 }
 
 build() { bash "$ENGINES_DIR/build.sh" olm; }
 
 status() {
-  local pid
+  local pid=""
   recorded || return 0
-  if pid=$(olm_pid); then
-    printf '  %-24s pid %-8s rss %-9s from %s\n' olm "$pid" "$(process_rss "$pid")" "$(<"$OLM_DIR_RECORD")"
-  else
-    printf '  %-24s NOT RUNNING\n' olm
-    return 1
-  fi
+  pid=$(olm_pid) || true
+  process_status_line olm "$pid" "from $(<"$OLM_DIR_RECORD")"
 }

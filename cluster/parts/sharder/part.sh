@@ -174,26 +174,15 @@ ensure() { # [sharder binary]
   echo $! >"$SHARDER_PID_FILE"
   echo "$bin" >"$SHARDER_BINARY_RECORD"
   rm -f "$SHARDER_LEGACY_RECORD"
-  local deadline=$((SECONDS + 60))
-  until sharder_ready; do
-    # (just after the fork /proc/<pid>/exe may still be setsid: alive is what counts here)
-    process_alive "$(<"$SHARDER_PID_FILE")" || die "the sharder exited at start; the end of $SHARDER_LOG: $(tail -n 5 "$SHARDER_LOG")"
-    ((SECONDS < deadline)) || die "the sharder was not ready within 60s (log: $SHARDER_LOG)"
-    sleep 0.3
-  done
+  wait_started "the sharder" "$SHARDER_PID_FILE" "$SHARDER_LOG" sharder_ready
   log "the controller sharder is running (pid $(<"$SHARDER_PID_FILE"), webhook $(sharder_webhook_url), health 127.0.0.1:$(sharder_port health), log $SHARDER_LOG)"
 }
 
 build() { bash "$ENGINES_DIR/build.sh" sharder; }
 
 status() {
-  local pid
+  local pid=""
   recorded || return 0
-  if pid=$(sharder_pid); then
-    printf '  %-24s pid %-8s rss %-9s webhook %s, health 127.0.0.1:%s, metrics 127.0.0.1:%s\n' sharder "$pid" \
-      "$(process_rss "$pid")" "$(sharder_webhook_url || echo "?")" "$(sharder_port health || echo "?")" "$(sharder_port metrics || echo "?")"
-  else
-    printf '  %-24s NOT RUNNING\n' sharder
-    return 1
-  fi
+  pid=$(sharder_pid) || true
+  process_status_line sharder "$pid" "webhook $(sharder_webhook_url || echo "?"), health 127.0.0.1:$(sharder_port health || echo "?"), metrics 127.0.0.1:$(sharder_port metrics || echo "?")"
 }
