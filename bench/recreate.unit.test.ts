@@ -1,7 +1,7 @@
 /**
  * Unit tests of the pure parts of tear-down by recreation (lib/recreate.ts): which nodes count as
  * the cluster's kwok nodes and how many pods they take (as the API server writes the count), and
- * the cluster/up.sh environment that makes the same cluster again.
+ * the cluster up environment that makes the same cluster again.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -43,7 +43,7 @@ describe('kwokNodes', () => {
 });
 
 describe('upEnvironment', () => {
-  it('asks up.sh for the same name, nodes, client QPS and sharder', () => {
+  it('asks cluster up for the same name, nodes, client QPS and sharder', () => {
     assert.deepEqual(upEnvironment({ name: 'iot-bench', nodes: 11, podsPerNode: 1000, controllerManagerQps: '200', schedulerQps: '200', sharder: true }), {
       CLUSTER_NAME: 'iot-bench',
       CLUSTER_NODES: '11',

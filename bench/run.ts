@@ -3,7 +3,7 @@
  *
  * Guarantees:
  * - Every scenario runs against the dedicated bench cluster (`iot-bench`, started or reused by
- *   cluster/up.sh with enough kwok nodes) unless `--kubeconfig` names another; the operator under
+ *   cluster up with enough kwok nodes) unless `--kubeconfig` names another; the operator under
  *   test is a separate process (`--operator-cmd`).
  * - Each of `--runs` runs starts from a clean cluster (leftovers of interrupted runs are removed
  *   first), prints its figures as a table and writes one JSON file to `--out` (default
@@ -49,7 +49,7 @@ interface ScenarioSpec {
   operator?: string;
   /** The operator whose bundle (images/bundle.ts) the default command runs; rebuilt before the runs. */
   bundle?: string;
-  /** The scenario needs the Kubernetes controller sharder on the cluster (cluster/up.sh CLUSTER_SHARDER=1). */
+  /** The scenario needs the Kubernetes controller sharder on the cluster (cluster up CLUSTER_SHARDER=1). */
   sharder?: boolean;
   /** The controller-manager's and scheduler's client QPS a new bench cluster gets, so that neither paces the scenario. */
   controlPlaneQps?: number;
@@ -249,7 +249,7 @@ async function main(): Promise<number> {
   const client = await connect(kubeconfig);
   const capacity = await podCapacity(client);
   if (capacity < spec.pods(options)) {
-    throw new Error(`the cluster has room for ${capacity} pods, the scenario needs ${spec.pods(options)}: CLUSTER_NAME=iot-bench CLUSTER_NODES=<more> bash cluster/up.sh`);
+    throw new Error(`the cluster has room for ${capacity} pods, the scenario needs ${spec.pods(options)}: CLUSTER_NAME=iot-bench CLUSTER_NODES=<more> node --import tsx cluster/cli/cluster.ts up`);
   }
   const logDir = path.join(os.tmpdir(), 'iot-bench-logs');
   mkdirSync(logDir, { recursive: true });
@@ -266,7 +266,7 @@ async function main(): Promise<number> {
   const schedulerQps = componentFlag(ctx.clusterDir, 'kube-scheduler', 'kube-api-qps');
   if (schedulerQps !== undefined) base.schedulerQps = Number(schedulerQps);
   if (spec.controlPlaneQps && (controllerManagerQps === undefined || schedulerQps === undefined)) {
-    log(`${name}: the bench cluster was made without raised controller-manager and scheduler limits, which may pace this scenario; recreate it: CLUSTER_NAME=${BENCH_CLUSTER} bash cluster/down.sh`);
+    log(`${name}: the bench cluster was made without raised controller-manager and scheduler limits, which may pace this scenario; recreate it: CLUSTER_NAME=${BENCH_CLUSTER} node --import tsx cluster/cli/cluster.ts down`);
   }
 
   if (spec.bundle && !options.operatorCmd) log(`bundled ${path.relative(repoRoot, await bundleOperator(spec.bundle))}`);

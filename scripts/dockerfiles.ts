@@ -19,12 +19,12 @@
  *   on a read-only root file system.
  * - An operator's image runs as uid/gid 1000 with the operators' V8 flags (OPERATOR_NODE_FLAGS).
  *   Armada's image also carries the pinned Helm CLI (built in a Go stage from the Helm module,
- *   HELM_VERSION as cluster/build-helm.sh pins it), git (for `git` chart sources) and the example
+ *   HELM_VERSION as cluster/engines/build.sh helm pins it), git (for `git` chart sources) and the example
  *   charts at /opt/armada/helm-charts.
  * - The IoT service's Dockerfile has exactly the targets scripts/iot-service-images.ts builds
  *   (IOT_SERVICE_COMPONENTS), each running as the operator's pod user 10001:10001 and reporting
  *   the build argument VERSION as IOT_SERVICE_VERSION; the broker is NATS Server of the version
- *   the module cluster/nats-server pins (NATS' image, or locally the binary built from that
+ *   the module cluster/engines/nats-server pins (NATS' image, or locally the binary built from that
  *   module), the database Debian's postgresql, each with user `iot` (10001) and its entry script
  *   beside the Dockerfile. It needs no Go base image.
  */
@@ -37,10 +37,10 @@ export const OPERATOR_IMAGES = ['iot', 'memcached', 'ptemplate', 'armada'] as co
 export type OperatorImage = (typeof OPERATOR_IMAGES)[number];
 type IoTServiceComponent = (typeof IOT_SERVICE_COMPONENTS)[number];
 
-/** The Helm version cluster/build-helm.sh pins (one source). */
+/** The Helm version cluster/engines/build.sh helm pins (one source). */
 export function pinnedHelmVersion(): string {
-  const match = /^HELM_VERSION=(\S+)$/m.exec(readFileSync(path.join(root, 'cluster/build-helm.sh'), 'utf8'));
-  if (!match) throw new Error('cluster/build-helm.sh pins no HELM_VERSION');
+  const match = /^HELM_VERSION=(\S+)$/m.exec(readFileSync(path.join(root, 'cluster/engines/build.sh'), 'utf8'));
+  if (!match) throw new Error('cluster/engines/build.sh pins no HELM_VERSION');
   return match[1]!;
 }
 
@@ -188,7 +188,7 @@ export function dockerfile(operator: OperatorImage): string {
       'uid 1000 and writes nothing outside /tmp: it runs on a read-only root file system.',
       ...(armada
         ? [
-            'It also carries the Helm CLI (pinned as in cluster/build-helm.sh), git (for `git` chart sources)',
+            'It also carries the Helm CLI (pinned as in cluster/engines/build.sh helm), git (for `git` chart sources)',
             "and the example charts; the operator keeps Helm's cache, config and fetched charts under /tmp.",
           ]
         : []),
@@ -251,7 +251,7 @@ const debianPackageComponent = (component: IoTServiceComponent, debianPackage: s
 });
 
 /** The wrapper module that pins NATS Server (one source for the image and the tests' build). */
-export const NATS_SERVER_MODULE = 'cluster/nats-server';
+export const NATS_SERVER_MODULE = 'cluster/engines/nats-server';
 
 /** The NATS Server version the wrapper module pins, e.g. `2.15.3`. */
 export function pinnedNatsServerVersion(): string {

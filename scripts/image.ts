@@ -23,7 +23,7 @@
  * declares are passed.
  *
  * Pushing: when the local cluster (`CLUSTER_NAME`, `KWOK_WORKDIR`) has a real node, it has a
- * private registry (cluster/lib/registry.sh: htpasswd, TLS with the cluster's own CA). A reference
+ * private registry (cluster/parts/registry: htpasswd, TLS with the cluster's own CA). A reference
  * in that registry is pushed as `docker push` would after `docker login`: buildah or podman with
  * the credentials the cluster keeps (`<workdir>/registry/auth/auth.json`) and TLS verified with
  * its CA (`--cert-dir <workdir>/registry/certs`); the pushed digest goes to stderr. The kubelet

@@ -66,7 +66,7 @@ function forgetStaleCopy(image: string, digest: string): void {
  * reference, made once per build.
  */
 function natsServerImage(): string {
-  const built = spawnSync('bash', [path.join(root, 'cluster/build-engine.sh'), 'nats-server'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  const built = spawnSync('bash', [path.join(root, 'cluster/engines/build.sh'), 'nats-server'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   const binary = built.stdout?.trim().split('\n').at(-1);
   if (built.status !== 0 || !binary) throw new Error('the engine build of nats-server failed (see above)');
   const image = `localhost/iot-operator/nats-server:${path.basename(path.dirname(binary)).replace(/^nats-server-/, '')}`;

@@ -53,7 +53,7 @@ export interface BenchContext {
   kubeconfig: string;
   /** The cluster's client; a scenario that recreates the bench cluster replaces it (lib/recreate.ts). */
   client: KubeClient;
-  /** The runner's own cluster (`iot-bench`, made by cluster/up.sh); undefined with --kubeconfig / BENCH_KUBECONFIG. */
+  /** The runner's own cluster (`iot-bench`, made by cluster up); undefined with --kubeconfig / BENCH_KUBECONFIG. */
   benchCluster?: string;
   clusterDir: string;
   options: BenchOptions;

@@ -42,25 +42,25 @@ export function nodesFor(pods: number): number {
 export async function ensureBenchCluster(kubeconfig: string | undefined, pods: number): Promise<string> {
   if (kubeconfig) return kubeconfig;
   const nodes = nodesFor(pods);
-  log(`starting or reusing cluster '${BENCH_CLUSTER}' with at least ${nodes} kwok nodes (cluster/up.sh)`);
+  log(`starting or reusing cluster '${BENCH_CLUSTER}' with at least ${nodes} kwok nodes (cluster up)`);
   return clusterUp({ CLUSTER_NAME: BENCH_CLUSTER, CLUSTER_NODES: String(nodes) });
 }
 
-/** Runs cluster/up.sh with `env` added to this process's environment; returns the kubeconfig path it prints last. */
+/** Runs cluster up with `env` added to this process's environment; returns the kubeconfig path it prints last. */
 export async function clusterUp(env: Record<string, string>): Promise<string> {
-  const stdout = await clusterScript('up.sh', env);
+  const stdout = await clusterCommand('up', env);
   const last = stdout.trim().split('\n').at(-1) ?? '';
-  if (!last.startsWith('KUBECONFIG=')) throw new Error(`cluster/up.sh did not print KUBECONFIG=...; last line: ${last}`);
+  if (!last.startsWith('KUBECONFIG=')) throw new Error(`cluster up did not print KUBECONFIG=...; last line: ${last}`);
   return last.slice('KUBECONFIG='.length);
 }
 
-/** Runs cluster/down.sh (stops the cluster named by env.CLUSTER_NAME and removes all its state). */
+/** Runs cluster down (stops the cluster named by env.CLUSTER_NAME and removes all its state). */
 export async function clusterDown(env: Record<string, string>): Promise<void> {
-  await clusterScript('down.sh', env);
+  await clusterCommand('down', env);
 }
 
-async function clusterScript(script: string, env: Record<string, string>): Promise<string> {
-  const { stdout } = await run('bash', [path.join(repoRoot, 'cluster', script)], {
+async function clusterCommand(command: string, env: Record<string, string>): Promise<string> {
+  const { stdout } = await run(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'cluster/cli/cluster.ts'), command], {
     env: { ...process.env, ...env },
     maxBuffer: 16 * 1024 * 1024,
     timeout: 60 * 60 * 1000,

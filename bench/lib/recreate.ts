@@ -1,8 +1,8 @@
 /**
  * Tear-down by recreating the runner's own bench cluster. Deleting a landscape through the API
  * waits for the namespace controller, which removes about 3 namespaces a second: ≈10 minutes for
- * the 1,000 instance namespaces of `scale`, twice per run. Deleting the cluster (cluster/down.sh)
- * and making it again (cluster/up.sh) takes seconds.
+ * the 1,000 instance namespaces of `scale`, twice per run. Deleting the cluster (cluster down)
+ * and making it again (cluster up) takes seconds.
  *
  * Guarantees:
  * - `recreatableShape` describes the cluster as it runs (kwok nodes and the pods each takes, the
@@ -12,7 +12,7 @@
  *   for one with OLM or a real node, which are not made again here, or whose kwok nodes it cannot
  *   tell (the log says so).
  * - `recreateBenchCluster` deletes the cluster and makes it again with that shape. When it
- *   returns, cluster/up.sh has checked the new cluster (API server ready, every node Ready, the
+ *   returns, cluster up has checked the new cluster (API server ready, every node Ready, the
  *   controller-manager working), the IoTService CRD is installed and `ctx.client` is a new client
  *   (the new cluster has a new CA, certificates and port, in a kubeconfig at the same path; the
  *   old client is closed). Nothing of the old cluster survives: no namespaces, pods, IoTServices,
@@ -46,13 +46,13 @@ export function kwokNodes(nodes: readonly KubeObject[]): { nodes: number; podsPe
   return { nodes: kwok.length, podsPerNode: Math.max(0, ...pods.filter((p) => !Number.isNaN(p))) };
 }
 
-/** cluster/up.sh's environment for a cluster of this shape (no OLM, no real node). */
+/** cluster up's environment for a cluster of this shape (no OLM, no real node). */
 export function upEnvironment(shape: ClusterShape): Record<string, string> {
   return {
     CLUSTER_NAME: shape.name,
     CLUSTER_NODES: String(shape.nodes),
     CLUSTER_NODE_PODS: String(shape.podsPerNode),
-    // Empty: up.sh leaves the flag out and the component keeps its default.
+    // Empty: cluster up leaves the flag out and the component keeps its default.
     CLUSTER_CONTROLLER_MANAGER_QPS: shape.controllerManagerQps ?? '',
     CLUSTER_SCHEDULER_QPS: shape.schedulerQps ?? '',
     CLUSTER_SHARDER: shape.sharder ? '1' : '0',

@@ -48,7 +48,7 @@ function childrenCpuSeconds(pid: number | 'self'): number {
 }
 
 async function helmBinary(): Promise<string> {
-  const { stdout } = await run('bash', [path.join(repoRoot, 'cluster/build-helm.sh')], { timeout: 900_000 });
+  const { stdout } = await run('bash', [path.join(repoRoot, 'cluster/engines/build.sh'), 'helm'], { timeout: 900_000 });
   return stdout.trim().split('\n').at(-1)!;
 }
 

@@ -40,7 +40,7 @@ async function timedStart(ctx: BenchContext, phase: string): Promise<number> {
 }
 
 async function removeStartCluster(): Promise<void> {
-  await run('bash', [path.join(repoRoot, 'cluster/down.sh')], { env: { ...process.env, CLUSTER_NAME: START_CLUSTER } });
+  await run(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'cluster/cli/cluster.ts'), 'down'], { env: { ...process.env, CLUSTER_NAME: START_CLUSTER } });
 }
 
 export async function runStart(ctx: BenchContext): Promise<ScenarioOutput> {

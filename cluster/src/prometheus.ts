@@ -1,6 +1,6 @@
 /**
  * A real Prometheus (github.com/prometheus/prometheus, built from Go modules by
- * `build-engine.sh prometheus`) in a pod on the local cluster's real node, for end-to-end
+ * `engines/build.sh prometheus`) in a pod on the local cluster's real node, for end-to-end
  * tests of what operators promise to a monitoring stack: scrape configurations, alert rules and
  * dashboard queries evaluated by Prometheus itself.
  *
@@ -38,7 +38,7 @@ const PORT = 9090;
 
 let image: Promise<string> | undefined;
 
-/** The Prometheus image (the binary built by build-engine.sh), loaded into the real node's containerd; its reference. */
+/** The Prometheus image (the binary built by engines/build.sh), loaded into the real node's containerd; its reference. */
 export function prometheusImage(env: TestEnv): Promise<string> {
   image ??= loadPrometheusImage(env).catch((e: unknown) => {
     image = undefined;
@@ -48,7 +48,7 @@ export function prometheusImage(env: TestEnv): Promise<string> {
 }
 
 async function loadPrometheusImage(env: TestEnv): Promise<string> {
-  const built = await run('bash', [path.join(clusterDir, 'build-engine.sh'), 'prometheus'], { maxBuffer: 16 * 1024 * 1024, timeout: 30 * 60 * 1000 });
+  const built = await run('bash', [path.join(clusterDir, 'engines', 'build.sh'), 'prometheus'], { maxBuffer: 16 * 1024 * 1024, timeout: 30 * 60 * 1000 });
   const binary = built.stdout.trim().split('\n').at(-1)!;
   const reference = `localhost/iot-operator/prometheus:${path.basename(path.dirname(binary)).replace(/^prometheus-/, '')}`;
   if (await realNodeHasImage(env, reference)) return reference;

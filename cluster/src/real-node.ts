@@ -4,7 +4,7 @@
  *
  * Guarantees:
  * - `realNode(env)` says whether the cluster has a Ready real node, and when it has none, why:
- *   the reason `up.sh` recorded (what this machine lacks), or that the cluster was started
+ *   the reason `cluster up` recorded (what this machine lacks), or that the cluster was started
  *   without one. Tests pass that reason to node:test's `skip`, so they are reported as not run,
  *   never silently passed; `scripts/run-tests.mjs` repeats it on the last lines of the run.
  * - `onRealNode` is the scheduling a pod needs to land there (node selector and toleration of the

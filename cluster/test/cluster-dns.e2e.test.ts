@@ -1,4 +1,4 @@
-// End-to-end tests of the real node's cluster DNS (cluster/lib/cluster-dns.sh): pods of the real
+// End-to-end tests of the real node's cluster DNS (cluster/parts/dns): pods of the real
 // node resolve and connect to a Service by its full name, by <svc>.<ns>.svc and by its short name
 // through their search path, to a StatefulSet pod by its name under a headless Service, and to the
 // API server as `kubernetes.default`; a name outside the cluster domain gets NXDOMAIN at once (no
@@ -31,7 +31,7 @@ type Pod = KubeObject & {
 };
 
 async function podLogs(name: string): Promise<string> {
-  const kubectl = path.join((await run('bash', ['cluster/build.sh'])).stdout.trim().split('\n').at(-1)!, 'kubectl');
+  const kubectl = path.join((await run('bash', ['cluster/engines/build.sh', 'control-plane'])).stdout.trim().split('\n').at(-1)!, 'kubectl');
   return (await run(kubectl, ['--kubeconfig', env.kubeconfigPath, 'logs', '-n', namespace, name])).stdout;
 }
 

@@ -1,4 +1,4 @@
-// End-to-end tests of the local control plane (cluster/up.sh): they talk to the real
+// End-to-end tests of the local control plane (cluster up): they talk to the real
 // kube-apiserver with the pinned kubectl and check that the controller-manager, the scheduler
 // and kwok's fake nodes do their jobs.
 //
@@ -12,27 +12,31 @@ import { fileURLToPath } from "node:url";
 
 const clusterDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
-/** Pinned versions, read from cluster/versions.env (the single source of truth). */
+/** Pinned versions, read from cluster/engines/versions.env (the single source of truth). */
 function pinnedVersions(): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const line of readFileSync(path.join(clusterDir, "versions.env"), "utf8").split("\n")) {
+  for (const line of readFileSync(path.join(clusterDir, "engines", "versions.env"), "utf8").split("\n")) {
     const m = /^([A-Z0-9_]+)=(\S+)$/.exec(line.trim());
     if (m?.[1] && m[2]) out[m[1]] = m[2];
   }
   return out;
 }
 
-/** Runs a cluster script; progress (stderr) goes to our stderr; returns the last stdout line. */
-function runScript(script: string): Promise<string> {
+/** The cluster's command line: `node --import tsx cluster/cli/cluster.ts <command>`. */
+const cli = (command: string) => [process.execPath, "--import", "tsx", path.join(clusterDir, "cli", "cluster.ts"), command];
+
+/** Runs a cluster command; progress (stderr) goes to our stderr; returns the last stdout line. */
+function runScript(argv: string[]): Promise<string> {
+  const script = argv.slice(1).join(" ");
   return new Promise((resolve, reject) => {
-    const child = spawn("bash", [path.join(clusterDir, script)], { stdio: ["ignore", "pipe", "inherit"] });
+    const child = spawn(argv[0]!, argv.slice(1), { stdio: ["ignore", "pipe", "inherit"] });
     let stdout = "";
     child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
     child.on("error", reject);
     child.on("close", (code) => {
       const last = stdout.trim().split("\n").pop() ?? "";
       if (code === 0) resolve(last);
-      else reject(new Error(`cluster/${script} exited with ${code}; stdout: ${stdout.trim()}`));
+      else reject(new Error(`${script} exited with ${code}; stdout: ${stdout.trim()}`));
     });
   });
 }
@@ -184,18 +188,18 @@ async function waitPodsRunningReady(ns: string, selector: string, count: number,
 }
 
 before(async () => {
-  const binDir = await runScript("build.sh");
+  const binDir = await runScript(["bash", path.join(clusterDir, "engines", "build.sh"), "control-plane"]);
   kubectlPath = path.join(binDir, "kubectl");
-  const line = await runScript("up.sh");
+  const line = await runScript(cli("up"));
   const m = /^KUBECONFIG=(\/.+)$/.exec(line);
-  assert.ok(m?.[1], `cluster/up.sh must print KUBECONFIG=<absolute path> as its last line, got: ${line}`);
+  assert.ok(m?.[1], `cluster up must print KUBECONFIG=<absolute path> as its last line, got: ${line}`);
   kubeconfig = m[1];
 });
 
 describe("local control plane", { timeout: 15 * 60_000 }, () => {
   test("/version reports the pinned Kubernetes version", async () => {
     const want = pinnedVersions().K8S_VERSION;
-    assert.ok(want, "K8S_VERSION missing from cluster/versions.env");
+    assert.ok(want, "K8S_VERSION missing from cluster/engines/versions.env");
     const v = JSON.parse((await kubectl(["get", "--raw", "/version"])).stdout) as { gitVersion: string; minor: string };
     assert.equal(v.gitVersion, want);
     assert.equal(v.minor, want.split(".")[1]);
@@ -331,13 +335,13 @@ describe("local control plane", { timeout: 15 * 60_000 }, () => {
     }
   });
 
-  test("restart-apiserver.sh restarts the API server on the same port with the same data", async () => {
+  test("restart-apiserver restarts the API server on the same port with the same data", async () => {
     await withNamespace("restart", async (ns) => {
       await apply({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "survivor", namespace: ns }, data: { k: "v" } });
       const before = JSON.parse((await kubectl(["config", "view", "--minify", "-o", "json"])).stdout) as {
         clusters: { cluster: { server: string } }[];
       };
-      const line = await runScript("restart-apiserver.sh");
+      const line = await runScript(cli("restart-apiserver"));
       assert.match(line, /^kube-apiserver restarted \(pid \d+ -> \d+\), \/readyz ok after [\d.]+s$/);
       const after = JSON.parse((await kubectl(["config", "view", "--minify", "-o", "json"])).stdout) as typeof before;
       assert.equal(after.clusters[0]?.cluster.server, before.clusters[0]?.cluster.server);
@@ -349,13 +353,13 @@ describe("local control plane", { timeout: 15 * 60_000 }, () => {
     });
   });
 
-  test("up.sh restarts a component that died and keeps the cluster's objects", async () => {
+  test("up restarts a component that died and keeps the cluster's objects", async () => {
     await withNamespace("revive", async (ns) => {
       await apply({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: "survivor", namespace: ns }, data: { k: "v" } });
       const pidFile = path.join(path.dirname(kubeconfig), "pids", "kube-scheduler.pid");
       const pid = Number(readFileSync(pidFile, "utf8").trim());
       process.kill(pid, "SIGKILL");
-      await runScript("up.sh");
+      await runScript(cli("up"));
       const revived = Number(readFileSync(pidFile, "utf8").trim());
       assert.notEqual(revived, pid, "a new scheduler runs");
       const cm = await kubectlJson<{ data: Record<string, string> }>(["get", "configmap", "survivor", "-n", ns]);
@@ -469,5 +473,5 @@ describe("local control plane", { timeout: 15 * 60_000 }, () => {
 });
 
 after(() => {
-  // The cluster is shared with the other test suites: it stays up (cluster/down.sh removes it).
+  // The cluster is shared with the other test suites: it stays up (cluster down removes it).
 });

@@ -1,4 +1,4 @@
-// The project's helm (cluster/build-helm.sh) is stamped as Helm's release build is: it reports
+// The project's helm (cluster/engines/build.sh helm) is stamped as Helm's release build is: it reports
 // its version and the Kubernetes version of its client, and renders every chart of the repository
 // offline with `helm template` — no cluster, no --kube-version — charts that require a recent
 // Kubernetes (kubeVersion >= 1.27) included.
@@ -28,7 +28,7 @@ function charts(dir = path.join(repoRoot, 'operators'), found: string[] = []): s
 }
 
 before(async () => {
-  helm = (await run('bash', [path.join(repoRoot, 'cluster/build-helm.sh')], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
+  helm = (await run('bash', [path.join(repoRoot, 'cluster/engines/build.sh'), 'helm'], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
 });
 
 describe('the project’s helm', () => {

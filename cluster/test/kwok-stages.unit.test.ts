@@ -1,7 +1,7 @@
-// Checks the project's own kwok Stages (cluster/kwok-stages/*.yaml) before any cluster loads them.
+// Checks the project's own kwok Stages (cluster/parts/control-plane/kwok-stages/*.yaml) before any cluster loads them.
 // kwok v0.7.0 accepts a Stage with a selector it cannot evaluate and then fails on every pod event
 // ("stage match: operator ... is not supported"): no pod of the cluster gets past Pending while
-// cluster/up.sh reports the cluster healthy. So each file must be one Stage whose selector kwok
+// cluster up reports the cluster healthy. So each file must be one Stage whose selector kwok
 // can evaluate, with a name of its own (kwok's default Stages keep theirs).
 //
 //   node --import tsx --test cluster/test/kwok-stages.unit.test.ts
@@ -12,7 +12,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseAllDocuments } from "yaml";
 
-const stagesDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "kwok-stages");
+const stagesDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "parts", "control-plane", "kwok-stages");
 // kwok's default node and pod Stages, which kwokctl writes into every cluster's kwok.yaml.
 const KWOK_DEFAULT_STAGES = ["node-initialize", "node-heartbeat-with-lease", "node-heartbeat", "pod-ready", "pod-complete", "pod-delete"];
 // The operators kwok's selector understands (sigs.k8s.io/kwok/pkg/utils/expression/selector.go).

@@ -1,4 +1,4 @@
-// kwokctl (cluster/lib/common.sh) tells kwokctl's JSON log lines as the scripts' own
+// kwokctl (cluster/lib.sh) tells kwokctl's JSON log lines as the scripts' own
 // `[cluster HH:MM:SS] kwokctl: …` lines, passes its other stderr lines and its stdout unchanged,
 // and keeps its exit status. A stand-in kwokctl prints what kwokctl v0.7.0 printed to a pipe.
 //
@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const common = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'lib', 'common.sh');
+const common = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'lib.sh');
 const CREATED = '{"time":"2026-11-27T12:04:39Z","level":"INFO","source":{"function":"sigs.k8s.io/kwok/pkg/kwokctl/cmd/create/cluster.runE"},"msg":"Cluster is created","cluster":"iot-operator","elapsed":{"nanosecond":551818255,"human":"551.818255ms"}}';
 const FAILED = '{"time":"2026-11-27T12:04:40Z","level":"ERROR","msg":"Failed to start \\"kube-apiserver\\"","cluster":"iot-operator","err":"exit status 1"}';
 

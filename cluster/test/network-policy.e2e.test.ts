@@ -1,5 +1,5 @@
 // End-to-end tests of NetworkPolicy enforcement on the local cluster's real node
-// (cluster/lib/network-policy.sh: kube-router's firewall), with real packets between busybox pods
+// (cluster/parts/network-policy: kube-router's firewall), with real packets between busybox pods
 // of the node in namespaces of the test's own: a default-deny ingress policy stops another
 // namespace's connections; an allow rule (namespace and pod selector, port) and an ipBlock rule
 // admit exactly what they name; a port not listed stays closed; an egress policy stops a pod's own
@@ -78,7 +78,7 @@ async function policy(namespace: string, name: string, spec: Record<string, unkn
 
 before(async () => {
   if (skip) return;
-  kubectl = path.join((await run('bash', ['cluster/build.sh'])).stdout.trim().split('\n').at(-1)!, 'kubectl');
+  kubectl = path.join((await run('bash', ['cluster/engines/build.sh', 'control-plane'])).stdout.trim().split('\n').at(-1)!, 'kubectl');
   image = await busyboxImage(env);
   serverNs = await env.namespace('np-server');
   clientNs = await env.namespace('np-client');

@@ -1,8 +1,8 @@
 // End-to-end tests of the opt-in Operator Lifecycle Manager of the local cluster, on a cluster of
-// their own (CLUSTER_NAME=olm-e2e, created and deleted here): `up.sh --olm` installs OLM's CRDs
+// their own (CLUSTER_NAME=olm-e2e, created and deleted here): `up --olm` installs OLM's CRDs
 // and runs `olm` as a process of the cluster with its log beside the others; a killed olm is
-// started again by the next plain `up.sh`; `status.sh` reports it; `down.sh` stops it. OLM comes
-// from OLM_DIR when set, else from cluster/build-olm.sh.
+// started again by the next plain `up`; `status` reports it; `down` stops it. OLM comes
+// from OLM_DIR when set, else from cluster/engines/build.sh olm.
 //
 //   node --import tsx --test cluster/test/olm.e2e.test.ts
 import { after, before, describe, test } from "node:test";
@@ -21,9 +21,9 @@ const workdir = path.join(process.env.KWOK_WORKDIR ?? path.join(os.homedir(), ".
 const olmPidFile = path.join(workdir, "pids", "olm.pid");
 
 /** Runs a cluster script for our cluster; resolves with stdout, stderr and the exit code. */
-async function script(name: string, args: string[] = [], env: Record<string, string> = {}): Promise<{ stdout: string; stderr: string; code: number }> {
+async function cluster(command: string, args: string[] = [], env: Record<string, string> = {}): Promise<{ stdout: string; stderr: string; code: number }> {
   try {
-    const { stdout, stderr } = await run("bash", [path.join(clusterDir, name), ...args], {
+    const { stdout, stderr } = await run(process.execPath, ["--import", "tsx", path.join(clusterDir, "cli", "cluster.ts"), command, ...args], {
       env: { ...process.env, CLUSTER_NAME: clusterName, CLUSTER_OLM: "", ...env },
       maxBuffer: 16 * 1024 * 1024,
       timeout: 20 * 60_000,
@@ -59,16 +59,16 @@ async function kubectl(...args: string[]): Promise<string> {
 
 describe("OLM on the local cluster", () => {
   before(async () => {
-    const built = await run("bash", [path.join(clusterDir, "build.sh")], { maxBuffer: 16 * 1024 * 1024 });
+    const built = await run("bash", [path.join(clusterDir, "engines", "build.sh"), "control-plane"], { maxBuffer: 16 * 1024 * 1024 });
     kubectlPath = path.join(built.stdout.trim().split("\n").at(-1)!, "kubectl");
   });
 
   after(async () => {
-    await script("down.sh");
+    await cluster("down");
   });
 
-  test("up.sh --olm installs OLM's CRDs and runs olm with its log beside the other components'", async () => {
-    const up = await script("up.sh", ["--olm"]);
+  test("up --olm installs OLM's CRDs and runs olm with its log beside the other components'", async () => {
+    const up = await cluster("up", ["--olm"]);
     assert.equal(up.code, 0, up.stderr.slice(-2000));
     kubeconfig = up.stdout.trim().split("\n").at(-1)!.replace(/^KUBECONFIG=/, "");
     assert.ok(existsSync(kubeconfig), `kubeconfig ${kubeconfig}`);
@@ -82,23 +82,23 @@ describe("OLM on the local cluster", () => {
     }
     assert.equal((await kubectl("get", "namespace", "olm", "-o", "name")).trim(), "namespace/olm");
 
-    const status = await script("status.sh");
+    const status = await cluster("status");
     assert.equal(status.code, 0, status.stdout);
     assert.match(status.stdout, new RegExp(`^  olm +pid ${pid} `, "m"));
   });
 
-  test("a second up.sh leaves a running olm alone; a killed one is started again by a plain up.sh", async () => {
+  test("a second up leaves a running olm alone; a killed one is started again by a plain up", async () => {
     const first = olmPid();
-    assert.equal((await script("up.sh")).code, 0);
+    assert.equal((await cluster("up")).code, 0);
     assert.equal(olmPid(), first, "the same olm process");
 
     process.kill(first, "SIGKILL");
     await waitUntil(() => !alive(first), "the killed olm to be gone");
-    const status = await script("status.sh");
+    const status = await cluster("status");
     assert.equal(status.code, 1, "unhealthy while olm should run and does not");
     assert.match(status.stdout, /^  olm +NOT RUNNING$/m);
 
-    const up = await script("up.sh"); // no --olm: the cluster remembers that it has OLM
+    const up = await cluster("up"); // no --olm: the cluster remembers that it has OLM
     assert.equal(up.code, 0, up.stderr.slice(-2000));
     const second = olmPid();
     assert.notEqual(second, first);
@@ -106,9 +106,9 @@ describe("OLM on the local cluster", () => {
     assert.ok(existsSync(path.join(workdir, "logs", "olm.previous.log")), "the previous log is kept");
   });
 
-  test("down.sh stops olm with the rest of the cluster", async () => {
+  test("down stops olm with the rest of the cluster", async () => {
     const pid = olmPid();
-    assert.equal((await script("down.sh")).code, 0);
+    assert.equal((await cluster("down")).code, 0);
     await waitUntil(() => !alive(pid), `olm (pid ${pid}) to be stopped`);
     assert.equal(existsSync(workdir), false, "the cluster's directory is gone");
   });

@@ -3,7 +3,7 @@
  * Prometheus (src/prometheus.ts): what the Prometheus Operator generates for the charts'
  * ServiceMonitor — the Service kept by its labels, the endpoint by its port name, HTTPS with the
  * pod's ServiceAccount token, `job` the Service's name — accepted by `promtool check config`
- * (v0.316.0, build-engine.sh promtool); a field it does not translate is refused by name.
+ * (v0.316.0, engines/build.sh promtool); a field it does not translate is refused by name.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -46,7 +46,7 @@ it('a ServiceMonitor becomes the Prometheus Operator’s scrape configuration, w
   assert.deepEqual(relabels.find((r) => r.target_label === 'job')?.source_labels, ['__meta_kubernetes_service_name']);
   assert.deepEqual(relabels.find((r) => r.target_label === 'namespace')?.source_labels, ['__meta_kubernetes_namespace']);
 
-  const promtool = (await run('bash', [path.join(clusterDir, 'build-engine.sh'), 'promtool'], { maxBuffer: 16 * 1024 * 1024, timeout: 30 * 60 * 1000 })).stdout.trim().split('\n').at(-1)!;
+  const promtool = (await run('bash', [path.join(clusterDir, 'engines', 'build.sh'), 'promtool'], { maxBuffer: 16 * 1024 * 1024, timeout: 30 * 60 * 1000 })).stdout.trim().split('\n').at(-1)!;
   const dir = mkdtempSync(path.join(os.tmpdir(), 'scrape-config-'));
   try {
     writeFileSync(path.join(dir, 'prometheus.yml'), stringify({ scrape_configs: [config] }));

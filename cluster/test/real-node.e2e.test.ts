@@ -1,4 +1,4 @@
-// End-to-end tests of the local cluster's real node (cluster/lib/real-node.sh): a pod placed there
+// End-to-end tests of the local cluster's real node (cluster/parts/node): a pod placed there
 // really runs a container (a busybox image made here from Debian's busybox-static), with its
 // ServiceAccount token, reaches the API server through the `kubernetes` Service, has no route to any
 // address off this machine, and is seen by kubectl logs; pods that do not ask for the node stay on
@@ -26,7 +26,7 @@ type Pod = KubeObject & {
 };
 
 async function podLogs(namespace: string, name: string): Promise<string> {
-  const kubectl = path.join((await run('bash', ['cluster/build.sh'])).stdout.trim().split('\n').at(-1)!, 'kubectl');
+  const kubectl = path.join((await run('bash', ['cluster/engines/build.sh', 'control-plane'])).stdout.trim().split('\n').at(-1)!, 'kubectl');
   return (await run(kubectl, ['--kubeconfig', env.kubeconfigPath, 'logs', '-n', namespace, name])).stdout;
 }
 

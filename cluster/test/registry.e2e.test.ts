@@ -1,4 +1,4 @@
-// End-to-end tests of the real node's private registry (cluster/lib/registry.sh): anonymous pulls
+// End-to-end tests of the real node's private registry (cluster/parts/registry): anonymous pulls
 // are refused; the kubelet pulls with a pod's imagePullSecrets over TLS verified with the
 // cluster's CA, and only with them; a tag that does not exist is reported "not found"; a tag
 // pushed again is pulled again; a stopped registry fails
@@ -30,10 +30,10 @@ type Pod = KubeObject & {
   };
 };
 
-/** Runs a function of cluster/lib/registry.sh for the test cluster; its stdout. */
+/** Runs a command of the registry part (cluster/parts/run.sh registry <command>) for the test cluster; its stdout. */
 async function registryLib(call: string): Promise<string> {
   const clusterDir = path.dirname(env.kubeconfigPath);
-  const { stdout } = await run('bash', ['-c', `set -euo pipefail; source cluster/lib/common.sh; source cluster/lib/real-node.sh; ${call}`], {
+  const { stdout } = await run('bash', ['cluster/parts/run.sh', 'registry', call], {
     cwd: repoRoot,
     env: { ...process.env, CLUSTER_NAME: path.basename(clusterDir), KWOK_WORKDIR: path.dirname(path.dirname(clusterDir)) },
   });
@@ -98,7 +98,7 @@ before(async () => {
   ({ image, digest: firstDigest } = await pushTestImage(env, 'iot-operator-test/registry:1', `first push ${Date.now()}`));
 });
 after(async () => {
-  if (!skip) await registryLib('registry_ensure');
+  if (!skip) await registryLib('ensure');
   await env.cleanup();
 });
 
@@ -145,11 +145,11 @@ describe('the private registry', { skip }, () => {
   });
 
   test('a stopped registry fails the pull with a clear event; started again, the same pod starts by itself', async () => {
-    await registryLib('registry_stop');
+    await registryLib('stop');
     await createPod(namespace, 'registry-down', image, 'registry-pull-secret');
     const messages = await pullFails(namespace, 'registry-down', /connection refused/);
     assert.ok(messages.some((m) => m.includes(localRegistry(env).address)), `an event names the registry: ${messages.join(' | ')}`);
-    await registryLib('registry_ensure');
+    await registryLib('ensure');
     // The kubelet retries after its back-off (10 s, doubling): nobody touches the pod.
     await podSucceeds(namespace, 'registry-down', 120_000);
   });
@@ -158,7 +158,7 @@ describe('the private registry', { skip }, () => {
     const updated = await env.namespace('registry-rotated');
     const oldPassword = localRegistry(env).password;
     await registryPullSecret(env, updated);
-    const newPassword = await registryLib('registry_rotate_password');
+    const newPassword = await registryLib('rotate-password');
     assert.notEqual(newPassword, oldPassword);
     assert.equal(localRegistry(env).password, newPassword, 'the cluster keeps the new password for its clients');
     await registryPullSecret(env, updated);

@@ -1,20 +1,20 @@
 /**
  * End-to-end tests of the Kubernetes controller sharder run by the local cluster
- * (cluster/up.sh with CLUSTER_SHARDER=1, which localTestEnv's up.sh starts unless it runs), speaking
+ * (cluster up with CLUSTER_SHARDER=1, which localTestEnv's up starts unless it runs), speaking
  * the sharding protocol to it with plain objects, as a shard written in any language would
  * (docs/implement-sharding.md upstream): a ControllerRing of ConfigMaps in a namespace of this
  * run, and shard Leases renewed by the test.
  *
  * - ConfigMaps get their shard's label at creation (the sharder's webhook, called by our API
- *   server at https://127.0.0.1:<port> with the CA bundle made by cluster/lib/sharder.sh);
+ *   server at https://127.0.0.1:<port> with the CA bundle made by cluster/parts/sharder);
  * - a second shard: the sharder puts the drain label on part of the first shard's objects;
  *   removing drain and shard labels in one patch has the webhook assign the new shard;
  * - a shard whose Lease is not renewed: the sharder takes the Lease over one lease duration
  *   after it expired and moves its objects back to the remaining shard;
  * - deleting the ControllerRing removes its MutatingWebhookConfiguration.
  * Then, on a cluster of its own (CLUSTER_NAME=sharder-e2e, created and deleted here): a killed
- * sharder is started again by a plain up.sh on the same ports, ports differ from the default
- * cluster's sharder, and down.sh leaves no sharder process.
+ * sharder is started again by a plain up on the same ports, ports differ from the default
+ * cluster's sharder, and down leaves no sharder process.
  *
  *   node --import tsx --test cluster/test/sharder.e2e.test.ts
  */
@@ -31,7 +31,7 @@ import { customResource, isNotFound, Kinds, type KubeObject } from '@iot-operato
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv } from '../src/index.ts';
 
-process.env.CLUSTER_SHARDER = '1'; // cluster/up.sh (run by localTestEnv) starts the sharder unless it runs
+process.env.CLUSTER_SHARDER = '1'; // cluster up (run by localTestEnv) starts the sharder unless it runs
 
 const run = promisify(execFile);
 const clusterDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -212,9 +212,9 @@ describe('the sharder as a process of a cluster of its own', () => {
   const workdir = path.join(kwokWorkdir, 'clusters', clusterName);
   const pidFile = path.join(workdir, 'pids', 'sharder.pid');
 
-  async function script(name: string, args: string[] = []): Promise<{ stdout: string; stderr: string; code: number }> {
+  async function cluster(command: string, args: string[] = []): Promise<{ stdout: string; stderr: string; code: number }> {
     try {
-      const { stdout, stderr } = await run('bash', [path.join(clusterDir, name), ...args], {
+      const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', path.join(clusterDir, 'cli', 'cluster.ts'), command, ...args], {
         env: { ...process.env, CLUSTER_NAME: clusterName, CLUSTER_SHARDER: '', CLUSTER_OLM: '', CLUSTER_REAL_NODE: '0' },
         maxBuffer: 16 * 1024 * 1024,
         timeout: 10 * 60_000,
@@ -229,11 +229,11 @@ describe('the sharder as a process of a cluster of its own', () => {
   const ports = (dir: string): string => readFileSync(path.join(dir, 'sharder', 'ports'), 'utf8');
 
   after(async () => {
-    await script('down.sh');
+    await cluster('down');
   });
 
-  test('up.sh --sharder runs it on ports of its own; a killed sharder is started again by a plain up.sh; down.sh leaves none', async () => {
-    const up = await script('up.sh', ['--sharder']);
+  test('up --sharder runs it on ports of its own; a killed sharder is started again by a plain up; down leaves none', async () => {
+    const up = await cluster('up', ['--sharder']);
     assert.equal(up.code, 0, up.stderr.slice(-2000));
     const first = pid();
     assert.ok(alive(first), `the sharder (pid ${first}) runs`);
@@ -244,16 +244,16 @@ describe('the sharder as a process of a cluster of its own', () => {
       const other = new Set(ports(defaultDir).match(/\d+/g));
       for (const p of own.match(/\d+/g)!) assert.ok(!other.has(p), `port ${p} is not the default cluster's sharder's too`);
     }
-    const status = await script('status.sh');
+    const status = await cluster('status');
     assert.equal(status.code, 0, status.stdout);
     assert.match(status.stdout, new RegExp(`^  sharder +pid ${first} .*webhook https://127\\.0\\.0\\.1:${/webhook=(\d+)/.exec(own)![1]}, `, 'm'));
 
     process.kill(first, 'SIGKILL');
     await until(() => !alive(first), 'the killed sharder to be gone');
-    const unhealthy = await script('status.sh');
+    const unhealthy = await cluster('status');
     assert.equal(unhealthy.code, 1, 'unhealthy while the sharder should run and does not');
     assert.match(unhealthy.stdout, /^  sharder +NOT RUNNING$/m);
-    const again = await script('up.sh'); // no --sharder: the cluster remembers it has one
+    const again = await cluster('up'); // no --sharder: the cluster remembers it has one
     assert.equal(again.code, 0, again.stderr.slice(-2000));
     const second = pid();
     assert.notEqual(second, first);
@@ -261,7 +261,7 @@ describe('the sharder as a process of a cluster of its own', () => {
     assert.equal(ports(workdir), own, 'on the same ports');
     assert.ok(existsSync(path.join(workdir, 'logs', 'sharder.previous.log')), 'the previous log is kept');
 
-    const down = await script('down.sh');
+    const down = await cluster('down');
     assert.equal(down.code, 0, down.stderr.slice(-2000));
     await until(() => !alive(second), `the sharder (pid ${second}) to be stopped`);
     assert.equal(existsSync(workdir), false, 'the cluster’s directory is gone');

@@ -1,4 +1,4 @@
-// End-to-end tests of the real node's volumes (cluster/lib/local-path.sh): local-path-provisioner
+// End-to-end tests of the real node's volumes (cluster/parts/volumes): local-path-provisioner
 // behind the default StorageClass `standard`. A claim without a class gets `standard` and binds when
 // a pod on the real node uses it; what a pod writes there is read by the pod that replaces it (a
 // plain pod, and a StatefulSet's pod); deleting the claim removes its directory from the node; a
@@ -33,7 +33,7 @@ type Pod = KubeObject & {
 type Event = KubeObject & { involvedObject: { kind: string; name: string }; reason?: string; message?: string };
 
 async function kubectl(...args: string[]): Promise<string> {
-  const bin = path.join((await run('bash', ['cluster/build.sh'])).stdout.trim().split('\n').at(-1)!, 'kubectl');
+  const bin = path.join((await run('bash', ['cluster/engines/build.sh', 'control-plane'])).stdout.trim().split('\n').at(-1)!, 'kubectl');
   return (await run(bin, ['--kubeconfig', env.kubeconfigPath, ...args])).stdout;
 }
 

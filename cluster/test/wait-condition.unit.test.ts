@@ -1,8 +1,8 @@
-// wait_condition (cluster/lib/common.sh) waits for a condition until its deadline, also where
+// wait_condition (cluster/lib.sh) waits for a condition until its deadline, also where
 // kubectl wait gives up at once: on an object whose .status.conditions is still null (a CRD just
 // applied), kubectl 1.33 exits with ".status.conditions accessor error" instead of waiting, which
 // failed OLM's install right after its CRDs were applied. A stand-in kubectl (pure shell logic;
-// the real one is exercised by every cluster/up.sh run) answers as the real one did.
+// the real one is exercised by every cluster up run) answers as the real one did.
 //
 //   node --import tsx --test cluster/test/wait-condition.unit.test.ts
 import { describe, test } from "node:test";
@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
-const common = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "lib", "common.sh");
+const common = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "lib.sh");
 const ACCESSOR_ERROR = "error: .status.conditions accessor error: <nil> is of the type <nil>, expected []interface{}";
 
 /** Runs wait_condition with a kubectl that fails its first `failures` calls with `answer`, then succeeds. */

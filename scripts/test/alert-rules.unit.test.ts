@@ -28,8 +28,8 @@ const work = mkdtempSync(path.join(os.tmpdir(), 'alert-rules-'));
 before(async () => {
   const lastLine = async (script: string, ...args: string[]) =>
     (await run('bash', [path.join(root, script), ...args], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
-  helm = await lastLine('cluster/build-helm.sh');
-  promtool = await lastLine('cluster/build-engine.sh', 'promtool');
+  helm = await lastLine('cluster/engines/build.sh', 'helm');
+  promtool = await lastLine('cluster/engines/build.sh', 'promtool');
 });
 after(() => rmSync(work, { recursive: true, force: true }));
 

@@ -20,7 +20,7 @@ const root = path.resolve(import.meta.dirname, '../..');
 let helm = '';
 
 before(async () => {
-  helm = (await run('bash', [path.join(root, 'cluster/build-helm.sh')], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
+  helm = (await run('bash', [path.join(root, 'cluster/engines/build.sh'), 'helm'], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
 });
 
 /** `helm template` of `chart` with `args`; resolves to helm's output, rejects with its error. */

@@ -59,12 +59,12 @@ describe('Dockerfiles', () => {
     }
   });
 
-  it("the IoT service's broker is NATS Server of the version the module cluster/nats-server pins, from an image argument (no Go base)", () => {
+  it("the IoT service's broker is NATS Server of the version the module cluster/engines/nats-server pins, from an image argument (no Go base)", () => {
     const text = iotServiceDockerfile();
     const byName = stages(text);
     assert.deepEqual(byName.get('nats-server'), ['FROM ${NATS_SERVER_IMAGE} AS nats-server']);
     assert.ok(byName.get('broker')!.includes('COPY --from=nats-server /nats-server /usr/local/bin/nats-server'));
-    const pinned = /^\tgithub\.com\/nats-io\/nats-server\/v2 v(\d+\.\d+\.\d+)/m.exec(readFileSync(path.join(root, 'cluster/nats-server/go.mod'), 'utf8'));
+    const pinned = /^\tgithub\.com\/nats-io\/nats-server\/v2 v(\d+\.\d+\.\d+)/m.exec(readFileSync(path.join(root, 'cluster/engines/nats-server/go.mod'), 'utf8'));
     assert.ok(pinned);
     assert.match(text, new RegExp(`^ARG NATS_SERVER_IMAGE=nats:${pinned[1]!.replace(/\./g, '\\.')}$`, 'm'));
     assert.doesNotMatch(text, /GO_IMAGE/);

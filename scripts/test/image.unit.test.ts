@@ -37,7 +37,7 @@ function runScript(args: string[], env: Record<string, string>) {
   return spawnSync(process.execPath, ['--import', 'tsx', script, ...args], { cwd: repoRoot, encoding: 'utf8', env: { ...process.env, KWOK_WORKDIR: noCluster, ...env } });
 }
 
-/** A KWOK_WORKDIR whose cluster `iot-operator` has a registry at `address` (its files as cluster/lib/registry.sh lays them). */
+/** A KWOK_WORKDIR whose cluster `iot-operator` has a registry at `address` (its files as cluster/parts/registry lays them). */
 function workdirWithRegistry(address: string): string {
   const workdir = mkdtempSync(path.join(scratch, 'kwok-'));
   const dir = path.join(workdir, 'clusters', 'iot-operator', 'registry');

@@ -27,8 +27,8 @@ const lastLine = async (script: string, ...args: string[]) =>
 
 before(async () => {
   env = await localTestEnv();
-  promtool = await lastLine('cluster/build-engine.sh', 'promtool');
-  helm = await lastLine('cluster/build-helm.sh');
+  promtool = await lastLine('cluster/engines/build.sh', 'promtool');
+  helm = await lastLine('cluster/engines/build.sh', 'helm');
 });
 after(() => env?.cleanup());
 

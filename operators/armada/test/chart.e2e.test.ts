@@ -72,8 +72,8 @@ async function helmReleases(namespace: string): Promise<Array<[string, string]>>
 
 before(async () => {
   env = await localTestEnv();
-  helm = (await run('bash', [path.join(repoRoot, 'cluster/build-helm.sh')], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
-  kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/build.sh')])).stdout.trim().split('\n').at(-1)!, 'kubectl');
+  helm = (await run('bash', [path.join(repoRoot, 'cluster/engines/build.sh'), 'helm'], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
+  kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/engines/build.sh'), 'control-plane'])).stdout.trim().split('\n').at(-1)!, 'kubectl');
 });
 
 after(async () => {

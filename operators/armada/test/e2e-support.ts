@@ -1,6 +1,6 @@
 /**
  * Shared pieces of the Armada end-to-end tests: the helm binary (built from Go modules by
- * cluster/build-helm.sh on a fresh machine, cached afterwards), the CRDs, an operator in the
+ * cluster/engines/build.sh helm on a fresh machine, cached afterwards), the CRDs, an operator in the
  * test process, ArmadaChart objects on the project's test chart (also packaged, for a loopback
  * server of the test to serve), Helm's own view of releases
  * (`helm list`, `helm history`) and waits on the objects' status.
@@ -28,7 +28,7 @@ let helmPath: Promise<string> | undefined;
 
 /** The project's helm (built on first use, about 2 minutes on a cold Go cache). */
 export function helmBinary(): Promise<string> {
-  helmPath ??= run('bash', [path.join(repoRoot, 'cluster/build-helm.sh')], { timeout: 900_000, maxBuffer: 16 * 1024 * 1024 }).then(({ stdout }) => stdout.trim().split('\n').at(-1)!);
+  helmPath ??= run('bash', [path.join(repoRoot, 'cluster/engines/build.sh'), 'helm'], { timeout: 900_000, maxBuffer: 16 * 1024 * 1024 }).then(({ stdout }) => stdout.trim().split('\n').at(-1)!);
   return helmPath;
 }
 
@@ -81,9 +81,9 @@ export async function stopServedNamespace({ env, mgr }: Partial<ServedNamespace>
 
 let kubectlPath: Promise<string> | undefined;
 
-/** Runs the project's kubectl (cluster/build.sh) against the test cluster; returns stdout. */
+/** Runs the project's kubectl (cluster/engines/build.sh control-plane) against the test cluster; returns stdout. */
 export async function kubectl(env: TestEnv, ...args: string[]): Promise<string> {
-  kubectlPath ??= run('bash', [path.join(repoRoot, 'cluster/build.sh')], { timeout: 900_000, maxBuffer: 16 * 1024 * 1024 }).then(({ stdout }) => path.join(stdout.trim().split('\n').at(-1)!, 'kubectl'));
+  kubectlPath ??= run('bash', [path.join(repoRoot, 'cluster/engines/build.sh'), 'control-plane'], { timeout: 900_000, maxBuffer: 16 * 1024 * 1024 }).then(({ stdout }) => path.join(stdout.trim().split('\n').at(-1)!, 'kubectl'));
   const { stdout } = await run(await kubectlPath, ['--kubeconfig', env.kubeconfigPath, ...args], { timeout: 180_000 });
   return stdout;
 }

@@ -57,7 +57,7 @@ describe('the Armada README, command by command', () => {
     const kubeconfig = path.join(scratch, 'kubeconfig.yaml');
     await writeFile(kubeconfig, stringify(config), { mode: 0o600 });
     const helm = await helmBinary();
-    const kubectlDir = (await exec(`bash ${path.join(repoRoot, 'cluster/build.sh')}`)).stdout.trim().split('\n').at(-1)!;
+    const kubectlDir = (await exec(`bash ${path.join(repoRoot, 'cluster/engines/build.sh')} control-plane`)).stdout.trim().split('\n').at(-1)!;
     shellEnv = { ...process.env, KUBECONFIG: kubeconfig, HELM_BINARY: helm, PATH: `${kubectlDir}:${path.dirname(helm)}:${process.env.PATH}` };
     operator = spawnOperator(['bin/armada-operator.js', '--namespace', ns, '--metrics-bind-address', '127.0.0.1:0'], { KUBECONFIG: kubeconfig, HELM_BINARY: helm, LOG_LEVEL: 'warn' }, { cwd: operatorDir });
   });

@@ -1,12 +1,12 @@
 /**
  * A long step of the quick start run as a child process that Ctrl-C can stop: the embedded
- * control plane's `cluster/up.sh` (which builds the pinned binaries on the first run, minutes on 2
+ * control plane's `cluster up` (which builds the pinned binaries on the first run, minutes on 2
  * cores) and the reference IoT service's image build (buildah).
  *
  * Guarantees:
  * - The step's progress (its stderr) reaches this process's stderr as it is printed, not when the
  *   step ends; its result is the last line of its stdout.
- * - The step runs in a process group of its own, which holds every process it starts (up.sh's
+ * - The step runs in a process group of its own, which holds every process it starts (cluster up's
  *   scripts, `go` and the compilers and linker it runs; buildah), as they stay in their parent's
  *   group. So a terminal's Ctrl-C reaches this process only, and `stop()` ends them all: SIGTERM
  *   to the group, SIGKILL to whatever of it is left after `graceMs`; it resolves once none is left
@@ -93,12 +93,12 @@ export function startStep(what: string, command: string, args: readonly string[]
   };
 }
 
-/** `cluster/up.sh` with `args`; resolves with the kubeconfig path it prints last as `KUBECONFIG=<path>`. */
-export function startLocalCluster(upScript: string, args: readonly string[] = []): StartStep {
-  const step = startStep('cluster/up.sh', 'bash', [upScript, ...args]);
+/** `cluster up` with `args`; resolves with the kubeconfig path it prints last as `KUBECONFIG=<path>`. */
+export function startLocalCluster(cli: string, args: readonly string[] = []): StartStep {
+  const step = startStep('cluster up', process.execPath, ['--import', 'tsx', cli, 'up', ...args]);
   const result = step.result.then((last) => {
     if (last.startsWith('KUBECONFIG=')) return last.slice('KUBECONFIG='.length);
-    throw new Error(`cluster/up.sh printed no KUBECONFIG line (last line: '${last}')`);
+    throw new Error(`cluster up printed no KUBECONFIG line (last line: '${last}')`);
   });
   return { result, stop: step.stop };
 }

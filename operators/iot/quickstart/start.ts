@@ -23,7 +23,7 @@
  * Flags: --local (always use the embedded cluster), --exit-when-available (stop once Available);
  * any other argument is refused with the list of known flags (exit 2) before anything starts.
  *
- * --real-node: the embedded cluster with its real node (`cluster/up.sh --real-node`), the
+ * --real-node: the embedded cluster with its real node (`cluster up --real-node`), the
  * reference IoT service's images (workloads/iot-service) built while the cluster comes up, then
  * pushed to the cluster's registry, the landscape's image-pull-secret set to that registry's credentials (the only
  * object it overwrites: the registry is the cluster's own), the operator's default registry set
@@ -122,7 +122,7 @@ async function chooseCluster(): Promise<string | undefined> {
       ? 'starting the embedded local cluster with its real node (the first run builds it and its parts from Go modules; later runs reuse them)'
       : 'starting the embedded local cluster (the first run builds it from Go modules; later runs reuse it)',
   );
-  const kubeconfig = await runStep(startLocalCluster(path.join(repoDir, 'cluster/up.sh'), realNode ? ['--real-node'] : []), 'cluster/up.sh and its build');
+  const kubeconfig = await runStep(startLocalCluster(path.join(repoDir, 'cluster/cli/cluster.ts'), realNode ? ['--real-node'] : []), 'cluster up and its build');
   say(`local cluster ready: export KUBECONFIG=${kubeconfig}`);
   return kubeconfig;
 }

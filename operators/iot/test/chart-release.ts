@@ -45,7 +45,7 @@ export interface ChartRelease {
 /** A landscape (`<prefix>-…`) prepared for `helm install <release> <chart>`; nothing installed yet. */
 export async function prepareChartRelease(env: TestEnv, prefix: string): Promise<ChartRelease> {
   await installIoTCrd(env); // converted by this test process: the release leaves a CRD naming a URL alone
-  const helmBinary = (await run('bash', [path.join(repoRoot, 'cluster/build-helm.sh')], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
+  const helmBinary = (await run('bash', [path.join(repoRoot, 'cluster/engines/build.sh'), 'helm'], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
   const imageRef = await operatorImage('iot');
   const landscape = await env.namespace(prefix, { 'pod-security.kubernetes.io/enforce': 'restricted', 'pod-security.kubernetes.io/enforce-version': 'latest' });
   await registryPullSecret(env, landscape, 'image-pull-secret');

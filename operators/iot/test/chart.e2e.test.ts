@@ -30,8 +30,8 @@ let kubectl: string;
 before(async () => {
   env = await localTestEnv();
   await installIoTCrd(env);
-  helm = (await run('bash', [path.join(repoRoot, 'cluster/build-helm.sh')], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
-  kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/build.sh')])).stdout.trim().split('\n').at(-1)!, 'kubectl');
+  helm = (await run('bash', [path.join(repoRoot, 'cluster/engines/build.sh'), 'helm'], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
+  kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/engines/build.sh'), 'control-plane'])).stdout.trim().split('\n').at(-1)!, 'kubectl');
 });
 
 after(async () => {

@@ -78,7 +78,7 @@ const placed = (name: string) =>
 before(async () => {
   if (skip) return;
   await installIoTCrd(env);
-  kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/build.sh')])).stdout.trim().split('\n').at(-1)!, 'kubectl');
+  kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/engines/build.sh'), 'control-plane'])).stdout.trim().split('\n').at(-1)!, 'kubectl');
   [first, second, seedLandscape] = await Promise.all([prepareChartRelease(env, 'ls-conv'), prepareChartRelease(env, 'ls-conv2'), prepareChartRelease(env, 'ls-deploy')]);
   objects = await env.namespace('conv-objects');
 });

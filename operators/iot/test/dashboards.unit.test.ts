@@ -75,7 +75,7 @@ describe('the dashboards', () => {
 describe('the charts render the dashboards', () => {
   let helm: string;
   before(async () => {
-    helm = (await run('bash', [path.join(repoRoot, 'cluster/build-helm.sh')], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
+    helm = (await run('bash', [path.join(repoRoot, 'cluster/engines/build.sh'), 'helm'], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
   });
 
   const charts = [

@@ -244,9 +244,9 @@ export async function deviceAddresses(env: TestEnv, namespace: string): Promise<
 
 let kubectlBinary: Promise<string> | undefined;
 
-/** Runs `command` in a pod's (first) container with the project's kubectl (cluster/build.sh); its stdout. Rejects when kubectl fails or takes over `timeoutMs`. */
+/** Runs `command` in a pod's (first) container with the project's kubectl (cluster/engines/build.sh control-plane); its stdout. Rejects when kubectl fails or takes over `timeoutMs`. */
 export async function execInPod(env: TestEnv, namespace: string, pod: string, command: readonly string[], timeoutMs = 20_000): Promise<string> {
-  kubectlBinary ??= run('bash', [path.join(repoRoot, 'cluster/build.sh')], { maxBuffer: 16 * 1024 * 1024 }).then(({ stdout }) => path.join(stdout.trim().split('\n').at(-1)!, 'kubectl'));
+  kubectlBinary ??= run('bash', [path.join(repoRoot, 'cluster/engines/build.sh'), 'control-plane'], { maxBuffer: 16 * 1024 * 1024 }).then(({ stdout }) => path.join(stdout.trim().split('\n').at(-1)!, 'kubectl'));
   const { stdout } = await run(await kubectlBinary, ['--kubeconfig', env.kubeconfigPath, 'exec', '-n', namespace, pod, '--', ...command], { timeout: timeoutMs });
   return stdout;
 }

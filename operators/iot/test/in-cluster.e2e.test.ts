@@ -24,7 +24,7 @@ import { deletePodAwaitingHandover, localTestEnv, podPeakMemoryBytes, realNode, 
 import { chart, isReady, prepareChartRelease, type ChartRelease, type Pod } from './chart-release.ts';
 import { abandonLandscape, iotService, waitForPhase, type IoTObject } from './e2e-support.ts';
 
-process.env.CLUSTER_SHARDER = '1'; // cluster/up.sh (run by localTestEnv) starts the sharder unless it runs
+process.env.CLUSTER_SHARDER = '1'; // cluster up (run by localTestEnv) starts the sharder unless it runs
 const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;

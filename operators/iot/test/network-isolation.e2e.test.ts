@@ -1,6 +1,6 @@
 /**
  * Network isolation with real packets: two IoT instances whose component pods run on the local
- * cluster's real node, where kube-router enforces NetworkPolicies (cluster/lib/network-policy.sh).
+ * cluster's real node, where kube-router enforces NetworkPolicies (cluster/parts/network-policy).
  * Each component runs a small image made here (busybox listening on the ports the component
  * declares, answering its probes), loaded onto the node under the name the operator gives it.
  * Checked: pods of an instance reach its broker and database, another instance's pods and an

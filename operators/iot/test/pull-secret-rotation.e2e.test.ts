@@ -1,4 +1,4 @@
-// The landscape's image-pull-secret against the cluster's private registry (cluster/lib/registry.sh),
+// The landscape's image-pull-secret against the cluster's private registry (cluster/parts/registry),
 // through a password rotation: the IoT operator's copy in the instance namespace follows the
 // landscape's secret, and a pod on the real node in the instance namespace pulls from the registry
 // with the copy — before the rotation and, with the new password, after it. Reported as not run,
@@ -36,7 +36,7 @@ const passwordIn = (secret: Secret | undefined) => {
 
 async function rotatePassword(): Promise<string> {
   const clusterDir = path.dirname(env.kubeconfigPath);
-  const { stdout } = await run('bash', ['-c', 'set -euo pipefail; source cluster/lib/common.sh; source cluster/lib/real-node.sh; registry_rotate_password'], {
+  const { stdout } = await run('bash', ['cluster/parts/run.sh', 'registry', 'rotate-password'], {
     cwd: repoRoot,
     env: { ...process.env, CLUSTER_NAME: path.basename(clusterDir), KWOK_WORKDIR: path.dirname(path.dirname(clusterDir)) },
   });

@@ -35,7 +35,7 @@ const policyObjects: KubeObject[] = [];
 
 before(async () => {
   ({ env, landscape } = await iotTestLandscape());
-  kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/build.sh')])).stdout.trim().split('\n').at(-1)!, 'kubectl');
+  kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/engines/build.sh'), 'control-plane'])).stdout.trim().split('\n').at(-1)!, 'kubectl');
   for (const obj of await TestEnvClass.readManifests(deploy('admission_policy.yml'))) {
     await env.client.apply(AdmissionTypes[obj.kind!]!, obj, { fieldManager: 'iot-operator-tests', force: true });
     policyObjects.push(obj);

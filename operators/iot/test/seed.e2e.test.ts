@@ -49,7 +49,7 @@ function table(output: string): string[][] {
 describe('seeds 000/001: the IoT operator walkthrough, verbatim', () => {
   before(async () => {
     env = await localTestEnv();
-    binDir = (await exec(`bash ${path.join(repoRoot, 'cluster/build.sh')}`)).stdout.trim().split('\n').at(-1)!;
+    binDir = (await exec(`bash ${path.join(repoRoot, 'cluster/engines/build.sh')} control-plane`)).stdout.trim().split('\n').at(-1)!;
     workdir = await mkdtemp(path.join(os.tmpdir(), 'iot-seed-'));
     await cp(path.join(operatorDir, 'deploy'), path.join(workdir, 'deploy'), { recursive: true });
     await seed(`sed -i 's/devawsk8s/${landscape}/g' deploy/*.yml deploy/crds/example-iotservice.yml`);

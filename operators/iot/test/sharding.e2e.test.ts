@@ -1,6 +1,6 @@
 /**
  * The IoT operator sharded across replicas by the Kubernetes controller sharder (run by
- * cluster/up.sh with CLUSTER_SHARDER=1): three operator processes, each one shard of a
+ * cluster up with CLUSTER_SHARDER=1): three operator processes, each one shard of a
  * ControllerRing of this landscape's IoTServices, share 90 instances (SHARDING_TEST_N); one is killed, a fourth
  * joins, all restart one by one. What a user sees is asserted: every instance Available
  * throughout the moves, each replica holding about its share, children following their instance,
@@ -15,7 +15,7 @@ import { localTestEnv } from '@iot-operator/local-cluster';
 import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { abandonLandscape, createLandscape, installIoTCrd, iotService, spawnOperator, type IoTObject } from './e2e-support.ts';
 
-process.env.CLUSTER_SHARDER = '1'; // cluster/up.sh (run by localTestEnv) starts the sharder unless it runs
+process.env.CLUSTER_SHARDER = '1'; // cluster up (run by localTestEnv) starts the sharder unless it runs
 
 const N = Number(process.env.SHARDING_TEST_N ?? 90);
 /** Two pods per instance (broker and database), without volumes: the moves are what is tested, not pods or storage. */

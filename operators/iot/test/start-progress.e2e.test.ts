@@ -101,7 +101,7 @@ async function interruptBuild(signal: 'SIGINT' | 'SIGTERM', exitCode: number): P
   assert.ok(running.includes('go'), `go was running when the signal came (saw: ${running.join(', ')})`);
   assert.ok(at - sentAt < 5000, `exited ${at - sentAt} ms after ${signal}; output:\n${output}`);
   assert.equal(code, exitCode, output);
-  assert.match(output, new RegExp(`${signal}: stopping cluster/up.sh and its build`));
+  assert.match(output, new RegExp(`${signal}: stopping cluster up and its build`));
   // The quick start stops its build's process group with SIGTERM, whatever signal it got.
   assert.match(output, /build interrupted by SIGTERM in step \d\/5/);
   const left = buildProcesses();

@@ -4,7 +4,7 @@
  * then the CRD's status.storedVersions set to that version alone.
  *
  * Guarantees: `rewriteIoTServices` runs `kubectl get iotservices.<version>.cp.iotservices.io -A -o
- * json | kubectl replace -f -` with the project's kubectl (cluster/build.sh), again when a write
+ * json | kubectl replace -f -` with the project's kubectl (cluster/engines/build.sh control-plane), again when a write
  * lost a race (an object changed or deleted between the read and the write: kubectl then names it
  * and exits non-zero), and fails with kubectl's words when it never succeeds. Nothing in an
  * object's spec or status changes; its metadata.generation does not move.
@@ -20,9 +20,9 @@ import { IOTSERVICE_CRD_NAME } from '../src/api/crd.ts';
 const run = promisify(execFile);
 let binDir: Promise<string> | undefined;
 
-/** The directory of the project's kubectl (built once by cluster/build.sh, then cached). */
+/** The directory of the project's kubectl (built once by cluster/engines/build.sh control-plane, then cached). */
 export function kubectlDir(): Promise<string> {
-  binDir ??= run('bash', [path.join(repoRoot, 'cluster/build.sh')], { maxBuffer: 16 * 1024 * 1024 }).then(({ stdout }) => stdout.trim().split('\n').at(-1)!);
+  binDir ??= run('bash', [path.join(repoRoot, 'cluster/engines/build.sh'), 'control-plane'], { maxBuffer: 16 * 1024 * 1024 }).then(({ stdout }) => stdout.trim().split('\n').at(-1)!);
   return binDir;
 }
 

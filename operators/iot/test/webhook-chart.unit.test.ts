@@ -41,7 +41,7 @@ async function render(...args: string[]): Promise<Rendered[]> {
 const find = (objects: Rendered[], kind: string, name?: string) => objects.find((o) => o.kind === kind && (name === undefined || o.metadata.name === name));
 
 before(async () => {
-  helm = (await run('bash', [path.join(repoRoot, 'cluster/build-helm.sh')], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
+  helm = (await run('bash', [path.join(repoRoot, 'cluster/engines/build.sh'), 'helm'], { timeout: 900_000 })).stdout.trim().split('\n').at(-1)!;
 });
 
 describe('the chart’s IoTService admission webhook', () => {

@@ -30,7 +30,7 @@ import { customResource, isNotFound, Kinds, type KubeObject } from '@iot-operato
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { deletePodAwaitingHandover, localRegistry, localTestEnv, onRealNode, operatorImage, pushUnderTag, realNode, REAL_NODE_NAME, registryImageId, registryPullSecret } from '@iot-operator/local-cluster';
 
-process.env.CLUSTER_OLM = '1'; // cluster/up.sh (run by localTestEnv) starts OLM unless it runs
+process.env.CLUSTER_OLM = '1'; // cluster up (run by localTestEnv) starts OLM unless it runs
 const run = promisify(execFile);
 const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
@@ -102,7 +102,7 @@ let image = '';
 before(async () => {
   if (skip) return;
   image = await operatorImage('memcached');
-  await run('bash', ['-c', `"$(bash cluster/build.sh | tail -n 1)/kubectl" --kubeconfig "$KUBECONFIG" apply --server-side -f operators/memcached/deploy/crds/cache_v1alpha1_memcached_crd.yaml`], {
+  await run('bash', ['-c', `"$(bash cluster/engines/build.sh control-plane | tail -n 1)/kubectl" --kubeconfig "$KUBECONFIG" apply --server-side -f operators/memcached/deploy/crds/cache_v1alpha1_memcached_crd.yaml`], {
     cwd: path.resolve(operatorDir, '../..'),
     env: { ...process.env, KUBECONFIG: env.kubeconfigPath },
   });

@@ -1,6 +1,6 @@
 /**
  * Seed 002's Operator Lifecycle Manager walkthrough on the real local cluster with the real OLM
- * operator (cluster/up.sh with CLUSTER_OLM=1 starts it if it is not running): an OperatorGroup;
+ * operator (cluster up with CLUSTER_OLM=1 starts it if it is not running): an OperatorGroup;
  * CSV 0.0.1 stays Pending / RequirementsNotMet until its ServiceAccount and RBAC exist, then
  * Succeeds and OLM creates the operator Deployment; two Memcached CRs (wordpress, drupal) get
  * their memcached Deployments; CSV 0.0.2 `replaces` 0.0.1, which OLM removes, and moves the
@@ -99,9 +99,9 @@ function csvOwningAMissingCrd(): Csv {
 
 describe('memcached operator on OLM (seed 002, second half)', () => {
   before(async () => {
-    process.env.CLUSTER_OLM = '1'; // cluster/up.sh (run by localTestEnv) starts OLM unless it runs
+    process.env.CLUSTER_OLM = '1'; // cluster up (run by localTestEnv) starts OLM unless it runs
     env = await localTestEnv();
-    const { stdout } = await run('bash', [path.join(repoRoot, 'cluster/build.sh')]);
+    const { stdout } = await run('bash', [path.join(repoRoot, 'cluster/engines/build.sh'), 'control-plane']);
     kubectlPath = stdout.trim().split('\n').at(-1)!;
     ns = await env.namespace('olm-memcached');
     brokenNs = await env.namespace('olm-broken');

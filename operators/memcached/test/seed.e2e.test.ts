@@ -50,7 +50,7 @@ async function crdGone(): Promise<boolean> {
 describe("seed 002: the memcached walkthrough, verbatim", () => {
   before(async () => {
     env = await localTestEnv();
-    binDir = (await exec(`bash ${path.join(repoRoot, 'cluster/build.sh')}`)).stdout.trim().split('\n').at(-1)!;
+    binDir = (await exec(`bash ${path.join(repoRoot, 'cluster/engines/build.sh')} control-plane`)).stdout.trim().split('\n').at(-1)!;
     ns = await env.namespace('seed-memcached');
     workdir = await mkdtemp(path.join(os.tmpdir(), 'memcached-seed-'));
     await cp(path.join(operatorDir, 'deploy'), path.join(workdir, 'deploy'), { recursive: true });

@@ -56,7 +56,7 @@ async function podOnRealNode(): Promise<Pod> {
 
 before(async () => {
   if (skip) return;
-  kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/build.sh')])).stdout.trim().split('\n').at(-1)!, 'kubectl');
+  kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/engines/build.sh'), 'control-plane'])).stdout.trim().split('\n').at(-1)!, 'kubectl');
   await make('undeploy'); // a clean start even after an interrupted run
   image = await operatorImage('ptemplate');
 });

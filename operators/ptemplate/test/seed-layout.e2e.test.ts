@@ -49,7 +49,7 @@ async function exists(type: ResourceType, name: string, namespace?: string): Pro
 describe('the seed layout: make install / deploy / undeploy / uninstall', () => {
   before(async () => {
     env = await localTestEnv();
-    kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/build.sh')])).stdout.trim().split('\n').at(-1)!, 'kubectl');
+    kubectl = path.join((await run('bash', [path.join(repoRoot, 'cluster/engines/build.sh'), 'control-plane'])).stdout.trim().split('\n').at(-1)!, 'kubectl');
     scratch = await mkdtemp(path.join(os.tmpdir(), 'ptemplate-seed-'));
     await make('undeploy'); // a clean start even after an interrupted run
   });

@@ -99,7 +99,7 @@ describe('runtime on the real cluster', () => {
       await env.client.create(Kinds.ConfigMap, configMap('before', ns, { n: '1' }));
       await waitForSecret(ns, 'before', { n: '1' });
 
-      await run('bash', [path.join(repoRoot, 'cluster/restart-apiserver.sh')], { timeout: 180_000 });
+      await run(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'cluster/cli/cluster.ts'), 'restart-apiserver'], { timeout: 180_000 });
 
       // Written right after the API server is back, typically before the watch has reconnected:
       // the watch must resume from its last resourceVersion and deliver them.

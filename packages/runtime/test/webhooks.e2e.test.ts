@@ -206,7 +206,7 @@ describe('webhooks called by the real API server', () => {
       return true;
     });
     await assert.rejects(env.client.get(GadgetV1, 'too-big', failNs), /not found/);
-    const binDir = (await run('bash', [path.join(repoRoot, 'cluster/build.sh')], { maxBuffer: 16 * 1024 * 1024 })).stdout.trim().split('\n').at(-1)!;
+    const binDir = (await run('bash', [path.join(repoRoot, 'cluster/engines/build.sh'), 'control-plane'], { maxBuffer: 16 * 1024 * 1024 })).stdout.trim().split('\n').at(-1)!;
     const manifest = JSON.stringify(gadget(failNs, 'brown', { colour: 'brown' }));
     const kubectl = run(path.join(binDir, 'kubectl'), ['--kubeconfig', env.kubeconfigPath, 'create', '-f', '-']);
     kubectl.child.stdin!.end(manifest);

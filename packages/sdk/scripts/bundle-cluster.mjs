@@ -3,9 +3,9 @@
 // (postpack) deletes that copy, so the workspace keeps one source of truth (cluster/ at the
 // repository root, which the CLI uses when no copy is present). Everything but the tests and the
 // repository's TypeScript harness (src/, package.json, tsconfig.json: @iot-operator/local-cluster)
-// goes: the real node and its parts (build-node.sh, build-engine.sh and the wrapper modules they
-// build) are started by any up.sh of a cluster that has one, the SDK's included. Running either
-// twice changes nothing.
+// goes: cli/ (the commands, Node.js and tsx only), parts/ and engines/ (every part and the Go
+// modules they build: any `up` of a cluster that has a real node starts its parts, the SDK's
+// included). Running either twice changes nothing.
 import { cpSync, readdirSync, rmSync } from 'node:fs';
 
 const source = new URL('../../../cluster/', import.meta.url);

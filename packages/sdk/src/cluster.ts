@@ -31,13 +31,14 @@ const execFileAsync = promisify(execFile);
 export function clusterScriptsDir(): string {
   for (const candidate of ['../cluster/', '../../../cluster/']) {
     const dir = fileURLToPath(new URL(candidate, import.meta.url));
-    if (existsSync(path.join(dir, 'up.sh'))) return dir;
+    if (existsSync(path.join(dir, 'cli', 'cluster.ts'))) return dir;
   }
-  throw new Error('the cluster scripts are missing from this installation of @iot-operator/sdk (expected cluster/up.sh in the package)');
+  throw new Error('the cluster scripts are missing from this installation of @iot-operator/sdk (expected cluster/cli/cluster.ts in the package)');
 }
 
-function script(name: string): string {
-  return path.join(clusterScriptsDir(), name);
+/** The cluster's command line (cluster/cli/cluster.ts, run with tsx) for `command`. */
+function cli(command: string): string[] {
+  return ['--import', 'tsx', path.join(clusterScriptsDir(), 'cli', 'cluster.ts'), command];
 }
 
 /** Runs a command with inherited stdio; resolves with its exit code. */
@@ -53,22 +54,22 @@ export function runInherited(command: string, args: readonly string[], env: Node
 export async function clusterUp(): Promise<string> {
   const output: string[] = [];
   const code = await new Promise<number>((resolve, reject) => {
-    const child = spawn('bash', [script('up.sh')], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, cli('up'), { stdio: ['ignore', 'pipe', 'inherit'] });
     child.stdout.on('data', (chunk: Buffer) => output.push(chunk.toString()));
     child.once('error', reject);
     child.once('exit', (c) => resolve(c ?? 1));
   });
   const last = output.join('').trim().split('\n').at(-1) ?? '';
-  if (code !== 0 || !last.startsWith('KUBECONFIG=')) throw new Error(`the local cluster did not start (up.sh exit code ${code}); its output ended with: ${last || '<nothing>'}`);
+  if (code !== 0 || !last.startsWith('KUBECONFIG=')) throw new Error(`the local cluster did not start (cluster up exit code ${code}); its output ended with: ${last || '<nothing>'}`);
   return last.slice('KUBECONFIG='.length);
 }
 
 export function clusterDown(): Promise<number> {
-  return runInherited('bash', [script('down.sh')]);
+  return runInherited(process.execPath, cli('down'));
 }
 
 export function clusterStatus(): Promise<number> {
-  return runInherited('bash', [script('status.sh')]);
+  return runInherited(process.execPath, cli('status'));
 }
 
 export async function clusterExec(command: string, args: readonly string[]): Promise<number> {
@@ -78,7 +79,7 @@ export async function clusterExec(command: string, args: readonly string[]): Pro
 
 /** The directory of kubectl and the other control-plane binaries (built when missing). */
 async function binDir(): Promise<string> {
-  const { stdout } = await execFileAsync('bash', [script('build.sh')], { maxBuffer: 64 * 1024 * 1024 });
+  const { stdout } = await execFileAsync('bash', [path.join(clusterScriptsDir(), 'engines', 'build.sh'), 'control-plane'], { maxBuffer: 64 * 1024 * 1024 });
   return stdout.trim().split('\n').at(-1) ?? '';
 }
 

@@ -78,16 +78,17 @@ describe('the operator-ts workflow of a new user', () => {
     const manifest = JSON.parse(readFileSync(path.join(runtimeDir, 'package.json'), 'utf8')) as { exports: Record<string, { default: string }> };
     assert.equal(manifest.exports['.']?.default, './dist/index.js');
     assert.deepEqual(readdirSync(runtimeDir).sort(), ['README.md', 'dist', 'package.json']);
-    // The packed control plane is the repository's, kwok Stages included (up.sh keeps one Stage
+    // The packed control plane is the repository's, kwok Stages included (up keeps one Stage
     // block per cluster: a package without them would rewrite the block of a shared cluster).
     const shippedCluster = path.join(projectDir, 'node_modules/@iot-operator/sdk/cluster');
     const repoCluster = path.join(repoRoot, 'cluster');
-    // Everything but the tests and the repository's TypeScript harness: an up.sh of a cluster with a
+    // Everything but the tests and the repository's TypeScript harness: an up of a cluster with a
     // real node builds and starts its parts.
     assert.deepEqual(readdirSync(shippedCluster).sort(), readdirSync(repoCluster).filter((e) => !['test', 'src', 'package.json', 'tsconfig.json'].includes(e)).sort());
     const needed = [
-      ...['up.sh', 'down.sh', 'status.sh', 'build.sh', 'build-olm.sh', 'build-node.sh', 'build-engine.sh', 'versions.env', 'kwokctl.yaml'],
-      ...['lib', 'kwok-stages', 'manifests'].flatMap((dir) => readdirSync(path.join(repoCluster, dir)).map((f) => path.join(dir, f))),
+      ...['lib.sh', 'cli/cluster.ts', 'engines/build.sh', 'engines/versions.env', 'parts/run.sh'],
+      ...['control-plane', 'control-plane/kwok-stages', 'node', 'registry', 'dns', 'volumes', 'network-policy', 'olm', 'sharder']
+        .flatMap((dir) => readdirSync(path.join(repoCluster, 'parts', dir), { withFileTypes: true }).filter((e) => e.isFile()).map((e) => path.join('parts', dir, e.name))),
     ];
     for (const file of needed) assert.equal(readFileSync(path.join(shippedCluster, file), 'utf8'), readFileSync(path.join(repoCluster, file), 'utf8'), `cluster/${file} is shipped as it is`);
   });

@@ -1,6 +1,6 @@
 /**
  * A real NATS Server with JetStream on 127.0.0.1 for the data plane's tests: the binary the
- * broker image carries, built from the module cluster/nats-server pins (cluster/build-engine.sh,
+ * broker image carries, built from the module cluster/engines/nats-server pins (cluster/engines/build.sh,
  * cached after the first build).
  *
  * Guarantees: `startNatsServer` starts one server on a free port with user `iot` and the given
@@ -24,9 +24,9 @@ let binary: string | undefined;
 
 export function natsServerBinary(): string {
   if (binary) return binary;
-  const built = spawnSync('bash', [path.join(repositoryRoot, 'cluster/build-engine.sh'), 'nats-server'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  const built = spawnSync('bash', [path.join(repositoryRoot, 'cluster/engines/build.sh'), 'nats-server'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   const last = built.stdout.trim().split('\n').at(-1);
-  if (built.status !== 0 || !last) throw new Error('cluster/build-engine.sh nats-server failed (see above)');
+  if (built.status !== 0 || !last) throw new Error('cluster/engines/build.sh nats-server failed (see above)');
   binary = last;
   return binary;
 }

@@ -23,7 +23,7 @@
  * - `check()` runs `helm version` and fails with a `HelmNotFoundError` saying which binary could
  *   not be run and how to name another.
  * - `findHelmBinary` resolves `--helm-binary`, else `$HELM_BINARY`, else the project's build
- *   (`cluster/build-helm.sh`, cached), else `helm` on PATH.
+ *   (`cluster/engines/build.sh helm`, cached), else `helm` on PATH.
  */
 
 import { execFile, spawn } from 'node:child_process';
@@ -288,14 +288,14 @@ const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../
 
 /**
  * The helm binary: `explicit` (the flag), else $HELM_BINARY, else the project's build (built
- * from Go modules by cluster/build-helm.sh when the repository is at hand), else `helm` on PATH.
+ * from Go modules by cluster/engines/build.sh helm when the repository is at hand), else `helm` on PATH.
  */
 export async function findHelmBinary(explicit?: string): Promise<string> {
   if (explicit) return explicit;
   if (process.env.HELM_BINARY) return process.env.HELM_BINARY;
-  const script = path.join(repoRoot, 'cluster/build-helm.sh');
+  const script = path.join(repoRoot, 'cluster/engines/build.sh');
   if (existsSync(script)) {
-    const { stdout } = await run('bash', [script], { timeout: 900_000, maxBuffer: 16 * 1024 * 1024 });
+    const { stdout } = await run('bash', [script, 'helm'], { timeout: 900_000, maxBuffer: 16 * 1024 * 1024 });
     const built = stdout.trim().split('\n').at(-1);
     if (built && existsSync(built)) return built;
   }

@@ -1,13 +1,15 @@
-# The real node: one Kubernetes node whose pods really run, beside the kwok nodes. Source it
-# after common.sh; do not run it.
+# What the real node and the parts it hosts share: its paths, network, processes, images. Source
+# it after lib.sh (node/part.sh and every part the node hosts do); do not run it.
 # shellcheck shell=bash
+#
+# The real node: one Kubernetes node whose pods really run, beside the kwok nodes.
 #
 # Guarantees:
 # - containerd, kubelet and kube-proxy (and a TCP forwarder that lets pods reach the API server)
 #   run as plain processes owned by the cluster: pid files, state and logs under
-#   $CLUSTER_WORKDIR/real-node/, started by up.sh --real-node (or CLUSTER_REAL_NODE=1), started
-#   again by any later up.sh of a cluster that has one, stopped (pods, mounts, network) by down.sh,
-#   shown by status.sh. No systemd, nothing under /etc.
+#   $CLUSTER_WORKDIR/real-node/, started by `up --real-node` (or CLUSTER_REAL_NODE=1), started
+#   again by any later `up` of a cluster that has one, stopped (pods, mounts, network) by `down`,
+#   shown by `status`. No systemd, nothing under /etc.
 # - The node is named real-node-0, labelled node.iot-operator.dev/real=true and tainted
 #   node.iot-operator.dev/real=true:NoSchedule: only pods that ask for it land there; kwok leaves
 #   it alone (kwok manages only nodes annotated kwok.x-k8s.io/node=fake).
@@ -18,11 +20,10 @@
 # - Pods reach the API server through the `kubernetes` Service: the API server advertises the
 #   bridge's gateway address (kwokctl.yaml), kube-proxy sends the Service there, and a forwarder
 #   listening on that address only passes the connection to the API server on 127.0.0.1.
-# - Images are pulled only from the cluster's own registry (lib/registry.sh), where `npm run
-#   image:build` pushes operator images; the sandbox image is built here from cluster/pause and loaded.
-# - Once the node is Ready it gets the parts users' clusters have (REAL_NODE_PARTS: NetworkPolicy
-#   enforcement, a private registry, cluster DNS, volumes), each kept running by every up.sh and
-#   stopped, in reverse order, before the node's own processes.
+# - Images are pulled only from the cluster's own registry (parts/registry), where `npm run
+#   image:build` pushes operator images; the sandbox image is built here from engines/pause and loaded.
+# - The parts users' clusters have run on it (NODE_HOSTED_PARTS: NetworkPolicy enforcement, a
+#   private registry, cluster DNS, volumes); the node's stop stops them first, in reverse order.
 # - Where a real node cannot run, real_node_missing says what is missing before anything starts.
 
 REAL_NODE_DIR="$CLUSTER_WORKDIR/real-node"
@@ -30,9 +31,6 @@ REAL_NODE_NAME=real-node-0
 REAL_NODE_LABEL=node.iot-operator.dev/real
 REAL_NODE_BRIDGE=iotrn0
 REAL_NODE_POD_SUBNET=10.244.0.0/24
-REAL_NODE_GATEWAY=10.244.0.1
-# kube-apiserver's --service-cluster-ip-range (cluster/kwokctl.yaml).
-SERVICE_CIDR=10.96.0.0/16
 REAL_NODE_CGROUP=iot-operator-real-node
 REAL_NODE_SOCKET="$REAL_NODE_DIR/containerd/containerd.sock"
 REAL_NODE_REGISTRY_HOSTS_DIR="$REAL_NODE_DIR/containerd/certs.d"
@@ -40,38 +38,18 @@ REAL_NODE_REGISTRY_HOSTS_DIR="$REAL_NODE_DIR/containerd/certs.d"
 CLUSTER_DNS_IP=10.96.0.10
 CLUSTER_DOMAIN=cluster.local
 PAUSE_IMAGE=localhost/iot-operator/pause:3.10
-# busybox-static: the volume provisioner's helper image, and nslookup for cluster DNS's check.
-REAL_NODE_PACKAGES=(containerd runc containernetworking-plugins iptables conntrack buildah socat busybox-static)
+# busybox-static: the volume provisioner's helper image, and nslookup for cluster DNS's check;
+# apache2-utils: htpasswd for the registry's bcrypt entries; ipset: driven by kube-router.
+REAL_NODE_PACKAGES=(containerd runc containernetworking-plugins iptables conntrack buildah socat busybox-static apache2-utils ipset)
 # One real node per machine: its bridge, subnet and ports are fixed. The owning cluster is recorded here.
 REAL_NODE_OWNER_FILE="$KWOK_WORKDIR/iot-operator-locks/real-node.owner"
 # Processes of the real node, in start order: "name:binary".
 REAL_NODE_PROCESSES=(apiserver-forward:socat containerd:containerd kubelet:kubelet kube-proxy:kube-proxy)
 
-# The parts every user's cluster has, run for the real node, each in a file of its own that
-# defines <part>_ensure (start it unless it runs; called after the node is Ready, and by every
-# up.sh of a cluster that has the node), <part>_stop (called by real_node_stop),
-# <part>_running and <part>_status_lines (for status.sh). In start order:
-REAL_NODE_PARTS=(network_policy registry cluster_dns local_path)
-# shellcheck source=network-policy.sh
-source "$CLUSTER_DIR/lib/network-policy.sh"
-# shellcheck source=registry.sh
-source "$CLUSTER_DIR/lib/registry.sh"
-# shellcheck source=cluster-dns.sh
-source "$CLUSTER_DIR/lib/cluster-dns.sh"
-# shellcheck source=local-path.sh
-source "$CLUSTER_DIR/lib/local-path.sh"
+# The parts the node hosts, in start order (cluster/cli starts them after the node).
+NODE_HOSTED_PARTS=(network-policy registry dns volumes)
 
 real_node_enabled() { [[ -f "$REAL_NODE_DIR/enabled" ]]; }
-
-real_node_parts_ensure() {
-  local part
-  for part in "${REAL_NODE_PARTS[@]}"; do "${part}_ensure"; done
-}
-
-real_node_parts_running() {
-  local part
-  for part in "${REAL_NODE_PARTS[@]}"; do "${part}_running" || return 1; done
-}
 
 # Prints what keeps a real node from running here, one reason a line; nothing when it can run.
 real_node_missing() {
@@ -128,7 +106,7 @@ real_node_spawn() { # name binary args...
   local name=$1; shift
   mkdir -p "$REAL_NODE_DIR/pids" "$REAL_NODE_DIR/logs"
   [[ ! -f "$REAL_NODE_DIR/logs/$name.log" ]] || mv -f "$REAL_NODE_DIR/logs/$name.log" "$REAL_NODE_DIR/logs/$name.previous.log"
-  setsid "$@" >"$REAL_NODE_DIR/logs/$name.log" 2>&1 </dev/null 9>&- 8>&- &
+  setsid "$@" >"$REAL_NODE_DIR/logs/$name.log" 2>&1 </dev/null &
   echo $! >"$REAL_NODE_DIR/pids/$name.pid"
 }
 
@@ -169,7 +147,7 @@ real_node_write_config() { # node-bin-dir apiserver-port
   local dir=$REAL_NODE_DIR pki="$CLUSTER_WORKDIR/pki"
   mkdir -p "$dir"/{containerd/root,containerd/state,cni/net.d,cni/ipam,kubelet,kubelet-pki,pod-logs}
   cat >"$dir/containerd/config.toml" <<EOF
-# containerd of the real node (cluster/lib/real-node.sh): its own root, state and socket.
+# containerd of the real node (cluster/parts/node): its own root, state and socket.
 version = 2
 root = "$dir/containerd/root"
 state = "$dir/containerd/state"
@@ -199,7 +177,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$dir/cni/net.d"
-  # Per-registry hosts.toml (endpoint, CA): the cluster's registry writes its own (lib/registry.sh).
+  # Per-registry hosts.toml (endpoint, CA): the cluster's registry writes its own (parts/registry).
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = "$REAL_NODE_REGISTRY_HOSTS_DIR"
 EOF
@@ -269,7 +247,7 @@ evictionHard: { memory.available: "100Mi", nodefs.available: "1%", nodefs.inodes
 registerWithTaints:
 - { key: "$REAL_NODE_LABEL", value: "true", effect: NoSchedule }
 maxPods: 60
-# Cluster DNS (lib/cluster-dns.sh): pods with dnsPolicy ClusterFirst ask the kube-dns Service. The
+# Cluster DNS (parts/dns): pods with dnsPolicy ClusterFirst ask the kube-dns Service. The
 # host's resolv.conf is never given to pods (its servers are off this machine).
 clusterDNS: ["$CLUSTER_DNS_IP"]
 clusterDomain: $CLUSTER_DOMAIN
@@ -340,114 +318,14 @@ real_node_busybox_layer() { # container /bin/busybox
 
 real_node_binary_image() { real_node_image "$1" "$2" "$3" real_node_binary_layer; } # image binary user
 
-# --- lifecycle ---------------------------------------------------------------------------------
-real_node_start() {
-  local missing owner node_bin port kubelet_started
-  missing=$(real_node_missing)
-  [[ -z "$missing" ]] || die "a real node cannot run here: $(echo "$missing" | paste -sd ';' | sed 's/;/; /g')"
-  mkdir -p "$(dirname "$REAL_NODE_OWNER_FILE")"
-  owner=$(cat "$REAL_NODE_OWNER_FILE" 2>/dev/null || true)
-  if [[ -n "$owner" && "$owner" != "$CLUSTER_NAME" && -d "$KWOK_WORKDIR/clusters/$owner/real-node" ]] &&
-    ip link show "$REAL_NODE_BRIDGE" >/dev/null 2>&1; then
-    die "cluster '$owner' has this machine's real node; stop it first (CLUSTER_NAME=$owner npm run cluster:down)"
-  fi
-  real_node_install_packages
-  node_bin=$(bash "$CLUSTER_DIR/build-node.sh" | tail -n 1)
-  [[ -x "$node_bin/kubelet" ]] || die "build-node.sh did not produce kubelet in '$node_bin'"
-  port=$(component_port kubeApiserverPort)
-  [[ -n "$port" ]] || die "cannot read the API server's port from $CLUSTER_WORKDIR/kwok.yaml"
-  log "starting the real node $REAL_NODE_NAME (containerd, kubelet, kube-proxy; pods on $REAL_NODE_POD_SUBNET)"
-  # Whatever a previous run left (dead processes, pods, mounts) goes first; images stay.
-  real_node_stop quiet
-  echo "$CLUSTER_NAME" >"$REAL_NODE_OWNER_FILE"
-  touch "$REAL_NODE_DIR/enabled" 2>/dev/null || { mkdir -p "$REAL_NODE_DIR" && touch "$REAL_NODE_DIR/enabled"; }
-  real_node_write_config "$node_bin" "$port"
-  real_node_network_up
-  real_node_cgroups
 
-  real_node_spawn apiserver-forward socat "TCP-LISTEN:$port,bind=$REAL_NODE_GATEWAY,fork,reuseaddr" "TCP:127.0.0.1:$port"
-  real_node_spawn containerd containerd --config "$REAL_NODE_DIR/containerd/config.toml"
-  real_node_wait 30 "containerd answers on $REAL_NODE_SOCKET" ctr --address "$REAL_NODE_SOCKET" version ||
-    die "containerd did not start (log: $REAL_NODE_DIR/logs/containerd.log): $(tail -n 5 "$REAL_NODE_DIR/logs/containerd.log")"
-  real_node_binary_image "$PAUSE_IMAGE" "$node_bin/pause" 65535:65535
-  kubelet_started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-  real_node_spawn kubelet "$node_bin/kubelet" --config "$REAL_NODE_DIR/kubelet.yaml" \
-    --kubeconfig "$REAL_NODE_DIR/kubelet.kubeconfig" --hostname-override "$REAL_NODE_NAME" \
-    --node-ip "$REAL_NODE_GATEWAY" --root-dir "$REAL_NODE_DIR/kubelet" --cert-dir "$REAL_NODE_DIR/kubelet-pki" \
-    --node-labels "$REAL_NODE_LABEL=true"
-  real_node_spawn kube-proxy "$node_bin/kube-proxy" --config "$REAL_NODE_DIR/kube-proxy.yaml"
-  if ! real_node_wait 120 "node $REAL_NODE_NAME is Ready" real_node_ready_since "$kubelet_started"; then
-    tail -n 20 "$REAL_NODE_DIR/logs/kubelet.log" >&2
-    die "node $REAL_NODE_NAME did not become Ready within 120 s (logs: $REAL_NODE_DIR/logs)"
-  fi
-  real_node_processes_running || die "a process of the real node exited (logs: $REAL_NODE_DIR/logs)"
-  real_node_parts_ensure
-}
-
-# Unmounts everything under DIR, deepest first.
-real_node_unmount_under() {
-  local m
-  while read -r m; do umount -l "$m" 2>/dev/null || true; done < <(awk -v d="$1/" 'index($2, d) == 1 { print $2 }' /proc/self/mounts | sort -r)
-}
-
-# Kills every process in the kubelet's cgroup tree, then removes the tree.
-real_node_kill_pods() {
-  local h procs
-  for h in /sys/fs/cgroup/*/"$REAL_NODE_CGROUP"; do
-    [[ -d "$h" ]] || continue
-    # Cgroups of pods killed a moment ago vanish while find walks them: what it could read is enough.
-    procs=$(find "$h" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u) || true
-    if [[ -n "$procs" ]]; then kill -KILL $procs 2>/dev/null || true; fi
-  done
-  sleep 0.2
-  for h in /sys/fs/cgroup/*/"$REAL_NODE_CGROUP"; do
-    if [[ -d "$h" ]]; then find "$h" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
-  done
-  return 0
-}
-
-# Stops the real node: kubelet and kube-proxy, every pod's processes, containerd and its shims,
-# the forwarder; unmounts what they mounted; removes kube-proxy's rules and the pod network. The
-# images in containerd's root are kept (the next start loads nothing again).
-real_node_stop() { # [quiet]
-  [[ -d "$REAL_NODE_DIR" ]] || return 0
-  [[ "${1:-}" == quiet ]] || log "stopping the real node $REAL_NODE_NAME"
-  local p pid name shims part
-  for ((part = ${#REAL_NODE_PARTS[@]} - 1; part >= 0; part--)); do "${REAL_NODE_PARTS[part]}_stop"; done
-  for p in kubelet:kubelet kube-proxy:kube-proxy; do
-    if pid=$(real_node_pid "$p"); then kill -TERM "$pid" 2>/dev/null || true; fi
-  done
-  real_node_kill_pods
-  shims=$(pgrep -f "containerd-shim-runc-v2 .*-address $REAL_NODE_SOCKET" || true)
-  if [[ -n "$shims" ]]; then kill -KILL $shims 2>/dev/null || true; fi
-  for p in "${REAL_NODE_PROCESSES[@]}"; do
-    name=${p%%:*}
-    if pid=$(real_node_pid "$p"); then terminate_process "$pid" 3; fi
-    rm -f "$REAL_NODE_DIR/pids/$name.pid"
-  done
-  local node_bin="$BUILD_ROOT/node-bin"
-  if [[ -x "$node_bin/kube-proxy" ]]; then "$node_bin/kube-proxy" --cleanup >/dev/null 2>&1 || true; fi
-  real_node_unmount_under "$REAL_NODE_DIR"
-  rm -rf "$REAL_NODE_DIR/containerd/state" "$REAL_NODE_DIR/kubelet" "$REAL_NODE_DIR/cni/ipam"
-  real_node_network_down
-  if [[ "$(cat "$REAL_NODE_OWNER_FILE" 2>/dev/null)" == "$CLUSTER_NAME" ]]; then rm -f "$REAL_NODE_OWNER_FILE"; fi
-  return 0
-}
-
-# For status.sh: one line for a process of the node (name:binary): pid, RSS and log, or NOT RUNNING.
+# For the status of the node and the parts it hosts: one line for a process of the node (name:binary): pid, RSS and log, or NOT RUNNING.
 real_node_process_status_line() { # name:binary
   local pid rss log="$REAL_NODE_DIR/logs/${1%%:*}.log"
   if pid=$(real_node_pid "$1"); then
-    rss=$(awk '/^VmRSS/ {printf "%d MiB", $2/1024}' "/proc/$pid/status" 2>/dev/null || echo "?")
+    rss=$(process_rss "$pid")
     printf '  %-28s pid %-8s rss %-9s log %s\n' "real-node/${1%%:*}" "$pid" "$rss" "$log"
   else
     printf '  %-28s NOT RUNNING (log %s)\n' "real-node/${1%%:*}" "$log"
   fi
-}
-
-# For status.sh: one line per process, then the parts' lines.
-real_node_status_lines() {
-  local p
-  for p in "${REAL_NODE_PROCESSES[@]}"; do real_node_process_status_line "$p"; done
-  for p in "${REAL_NODE_PARTS[@]}"; do "${p}_status_lines"; done
 }

@@ -1,34 +1,34 @@
 # The real node's private image registry: distribution's `registry` with htpasswd authentication
-# and TLS, as users' clusters pull from. Source it after real-node.sh; do not run it.
+# and TLS, as users' clusters pull from. Sourced by parts/run.sh; do not run it.
 # shellcheck shell=bash
+# shellcheck source=../node/lib.sh
+source "$PARTS_DIR/node/lib.sh"
 #
 # Guarantees:
-# - `registry_ensure` (idempotent; ≈0.1 s when it already runs from the pinned binary) builds the
-#   binary once (cluster/build-engine.sh registry), makes what the registry needs and starts it as a host
+# - `ensure` (idempotent; ≈0.1 s when it already runs from the pinned binary) builds the
+#   binary once (engines/build.sh registry), makes what the registry needs and starts it as a host
 #   process of the real node listening on $REGISTRY_ADDRESS (127.0.0.1:5443) only, then returns
 #   once it answers over TLS. containerd pulls from the host's network namespace, and the registry
 #   must run before anything can be pulled: it is not a pod.
-# - Layout under $REGISTRY_HOME (<workdir>/registry, removed by down.sh with the workdir):
+# - Layout under $REGISTRY_HOME (<workdir>/registry, removed by `down` with the workdir):
 #   address (host:port, what image references name), certs/ca.crt (the registry's CA: what a
 #   client trusts; buildah's --cert-dir), pki/ (that CA's key and the serving certificate for IP
 #   127.0.0.1, made with openssl), auth/ (root only: htpasswd with bcrypt, password, auth.json —
 #   the credentials as `docker login` writes them), config.yml, data/ (the images; kept across
 #   node restarts). Pid and log: <workdir>/real-node/{pids,logs}/registry.*.
 # - Anonymous requests are refused (401); one user, $REGISTRY_USER, whose password is generated
-#   per cluster. `registry_rotate_password` gives it a new one (htpasswd, password, auth.json);
+#   per cluster. `rotate-password` gives it a new one (htpasswd, password, auth.json);
 #   the registry reads the new htpasswd on the next request, no restart.
 # - containerd trusts the CA through $REAL_NODE_REGISTRY_HOSTS_DIR/<address>/hosts.toml; the
 #   kubelet pulls with the credentials of a pod's imagePullSecrets. Nothing under /etc changes.
 # - The registry sends nothing anywhere: no proxy, no notifications, no redis, tracing exporter
 #   off (OTEL_TRACES_EXPORTER=none); its log goes to its log file.
-# - `registry_stop` stops the process (images, credentials and certificates stay).
+# - `stop` stops the process (images, credentials and certificates stay).
 
 REGISTRY_HOME="$CLUSTER_WORKDIR/registry"
 REGISTRY_ADDRESS=127.0.0.1:5443
 REGISTRY_USER=iot-operator
 REGISTRY_PROCESS=registry:registry
-# htpasswd -B makes the bcrypt entries, the only scheme distribution accepts.
-REAL_NODE_PACKAGES+=(apache2-utils)
 
 registry_pid() { real_node_pid "$REGISTRY_PROCESS"; }
 
@@ -85,7 +85,7 @@ registry_credentials() {
 }
 
 # A new password for the user; prints it.
-registry_rotate_password() {
+rotate_password() {
   local password
   password=$(registry_new_password)
   registry_set_password "$password"
@@ -95,7 +95,7 @@ registry_rotate_password() {
 registry_write_config() {
   # It holds the secret that signs upload state: root only.
   (umask 077 && cat >"$REGISTRY_HOME/config.yml.tmp") <<EOF
-# distribution's configuration, written by cluster/lib/registry.sh.
+# distribution's configuration, written by cluster/parts/registry.
 version: 0.1
 log:
   level: info
@@ -132,7 +132,7 @@ registry_write_hosts_toml() {
   local dir="$REAL_NODE_REGISTRY_HOSTS_DIR/$REGISTRY_ADDRESS"
   mkdir -p "$dir"
   cat >"$dir/hosts.toml.tmp" <<EOF
-# The cluster's registry (cluster/lib/registry.sh): TLS with the cluster's own CA.
+# The cluster's registry (cluster/parts/registry): TLS with the cluster's own CA.
 server = "https://$REGISTRY_ADDRESS"
 capabilities = ["pull", "resolve"]
 ca = "$REGISTRY_HOME/certs/ca.crt"
@@ -141,13 +141,13 @@ EOF
   mv -f "$dir/hosts.toml.tmp" "$dir/hosts.toml"
 }
 
-registry_ensure() {
+ensure() {
   local bin pid
-  bin=$(bash "$CLUSTER_DIR/build-engine.sh" registry | tail -n 1)
-  [[ -x "$bin" ]] || die "build-engine.sh registry did not produce the registry ('$bin')"
+  bin=$(build | tail -n 1)
+  [[ -x "$bin" ]] || die "engines/build.sh registry did not produce the registry ('$bin')"
   registry_write_hosts_toml
   if pid=$(registry_pid) && [[ "$(readlink "/proc/$pid/exe")" == "$bin" ]] && registry_answers; then return 0; fi
-  registry_stop
+  stop
   real_node_install_packages
   log "starting the registry on $REGISTRY_ADDRESS (htpasswd, TLS; data in $REGISTRY_HOME/data)"
   mkdir -p "$REGISTRY_HOME/data"
@@ -159,10 +159,23 @@ registry_ensure() {
     die "the registry did not start (log: $REAL_NODE_DIR/logs/registry.log): $(tail -n 5 "$REAL_NODE_DIR/logs/registry.log")"
 }
 
-registry_stop() {
+stop() {
   local pid
   if pid=$(registry_pid); then terminate_process "$pid" 5; fi
   rm -f "$REAL_NODE_DIR/pids/registry.pid"
 }
 
-registry_status_lines() { real_node_process_status_line "$REGISTRY_PROCESS"; }
+status() {
+  recorded || return 0
+  real_node_process_status_line "$REGISTRY_PROCESS"
+  registry_running
+}
+
+build() { bash "$ENGINES_DIR/build.sh" registry; }
+
+recorded() { real_node_enabled; }
+
+# The part lives on the real node: it comes back with it.
+restore() {
+  if recorded; then ensure; else log "registry: this cluster has no real node; nothing to restore"; fi
+}

@@ -1,18 +1,19 @@
-# The Operator Lifecycle Manager as a process of the local cluster. Source it after common.sh.
+# The Operator Lifecycle Manager as a process of the local cluster. Sourced by parts/run.sh; do
+# not run it.
 # shellcheck shell=bash
 #
 # Guarantees:
-# - `ensure_olm` (idempotent) applies OLM's CRDs with server-side apply, creates the `olm`
+# - `ensure` (idempotent; CLUSTER_OLM=1 or `up --olm`) applies OLM's CRDs with server-side apply, creates the `olm`
 #   namespace and starts the `olm` operator against the cluster's kubeconfig unless it already
 #   runs from the same directory; its pid is in <workdir>/pids/olm.pid, its log in
 #   <workdir>/logs/olm.log beside the other components'. The OLM directory used is recorded in
-#   <workdir>/olm-dir, so a cluster that has OLM keeps it: later up.sh runs (a restart after a
-#   reboot included) start it again (`restore_olm`), from OLM_DIR when set, else from the
+#   <workdir>/olm-dir (`recorded`), so a cluster that has OLM keeps it: later `up` runs (a restart
+#   after a reboot included) start it again (`restore`), from OLM_DIR when set, else from the
 #   recorded directory — if that is gone, it says so and carries on without OLM rather than
 #   build it unasked.
-# - `stop_olm` stops it (SIGTERM, SIGKILL after 5 s); down.sh calls it.
-# - `olm_pid` prints its pid when it runs (checked through /proc/<pid>/exe).
-# Callers hold the cluster lock (lock_cluster).
+# - `build`: engines/build.sh olm (OLM_DIR when set). `stop` stops it (SIGTERM, SIGKILL after 5 s).
+# - `status`: its line (pid, RSS, directory); unhealthy when the cluster has OLM and it does not run.
+# Callers hold the cluster lock (cluster/cli).
 
 OLM_NAMESPACE=olm
 # How often olm re-examines every object it watches (its --interval; upstream's default is 5m).
@@ -24,11 +25,11 @@ OLM_PID_FILE="$CLUSTER_WORKDIR/pids/olm.pid"
 OLM_LOG="$CLUSTER_WORKDIR/logs/olm.log"
 OLM_DIR_RECORD="$CLUSTER_WORKDIR/olm-dir"
 
-olm_enabled() { [[ -f "$OLM_DIR_RECORD" ]]; }
+recorded() { [[ -f "$OLM_DIR_RECORD" ]]; }
 
 olm_pid() { recorded_pid "$OLM_PID_FILE" olm; }
 
-stop_olm() {
+stop() {
   local pid
   if pid=$(olm_pid); then
     log "stopping olm (pid $pid)"
@@ -38,13 +39,13 @@ stop_olm() {
 }
 
 # The directory holding `olm` and `crds/`: OLM_DIR, else the one this cluster used before, else
-# a build from Go modules (cluster/build-olm.sh checks whichever it is given).
+# a build from Go modules (engines/build.sh olm checks whichever it is given).
 olm_home() {
-  if [[ -z "${OLM_DIR:-}" ]] && olm_enabled && [[ -x "$(<"$OLM_DIR_RECORD")/olm" ]]; then
+  if [[ -z "${OLM_DIR:-}" ]] && recorded && [[ -x "$(<"$OLM_DIR_RECORD")/olm" ]]; then
     cat "$OLM_DIR_RECORD"
     return
   fi
-  bash "$CLUSTER_DIR/build-olm.sh" | tail -n 1
+  build | tail -n 1
 }
 
 # olm serves /healthz and /metrics on a port of its own choosing (":8080" in plain HTTP, ":8443"
@@ -60,17 +61,18 @@ olm_serving_certificate() {
   echo "$dir"
 }
 
-# Starts olm when this cluster has it but it does not run; never builds it (ensure_olm may).
-restore_olm() {
+# Starts olm when this cluster has it but it does not run; never builds it (ensure may).
+restore() {
+  if ! recorded; then log "olm: this cluster has no OLM; nothing to restore"; return 0; fi
   if [[ -z "${OLM_DIR:-}" && ! -x "$(<"$OLM_DIR_RECORD")/olm" ]]; then
     log "WARNING: this cluster ran OLM from $(<"$OLM_DIR_RECORD"), which has no olm any more; not starting it (CLUSTER_OLM=1 or OLM_DIR=... installs it again)"
     return 0
   fi
-  ensure_olm
+  ensure
 }
 
 # olm's health and metrics port is fixed upstream (8443 with TLS), so one olm runs per machine:
-# another cluster's olm is stopped (that cluster's next up.sh starts it again, taking the port
+# another cluster's olm is stopped (that cluster's next `up` starts it again, taking the port
 # back), and a port held by anything else is an error naming it.
 free_olm_port() {
   local cmdline pid args other
@@ -89,7 +91,7 @@ free_olm_port() {
   fi
 }
 
-ensure_olm() {
+ensure() {
   local home pid exe cert
   home=$(olm_home)
   [[ -x "$home/olm" ]] || die "no olm binary in '$home'"
@@ -97,7 +99,7 @@ ensure_olm() {
     exe=$(readlink -f "/proc/$pid/exe" 2>/dev/null || true)
     if [[ "$exe" == "$(readlink -f "$home/olm")" ]]; then return 0; fi
     log "olm runs from $exe, not $home/olm; restarting it"
-    stop_olm
+    stop
   fi
   log "installing OLM from $home (CRDs, namespace $OLM_NAMESPACE, olm operator)"
   kctl apply --server-side --force-conflicts --field-manager=iot-operator-cluster -f "$home/crds/" >/dev/null ||
@@ -110,18 +112,21 @@ ensure_olm() {
   free_olm_port
   mkdir -p "$(dirname "$OLM_PID_FILE")" "$(dirname "$OLM_LOG")"
   [[ -f "$OLM_LOG" ]] && mv -f "$OLM_LOG" "${OLM_LOG%.log}.previous.log"
-  # A session of its own (it outlives this script), no stdin, and not our lock on fd 9.
+  # A session of its own (it outlives this script), no stdin.
   KUBECONFIG="$KUBECONFIG_PATH" setsid "$home/olm" --namespace "$OLM_NAMESPACE" --writeStatusName "" --interval "$OLM_RESYNC_INTERVAL" \
-    --tls-cert "$cert/tls.crt" --tls-key "$cert/tls.key" </dev/null >"$OLM_LOG" 2>&1 9>&- &
+    --tls-cert "$cert/tls.crt" --tls-key "$cert/tls.key" </dev/null >"$OLM_LOG" 2>&1 &
   echo $! >"$OLM_PID_FILE"
   echo "$home" >"$OLM_DIR_RECORD"
   # Ready once its informers have synced and its workers run.
-  local deadline=$((SECONDS + 60))
-  until grep -q 'msg="starting workers..."' "$OLM_LOG"; do
-    # (just after the fork /proc/<pid>/exe may still be setsid: alive is what counts here)
-    process_alive "$(<"$OLM_PID_FILE")" || die "olm exited at start; the end of $OLM_LOG: $(tail -n 5 "$OLM_LOG")"
-    ((SECONDS < deadline)) || die "olm did not start its workers within 60s (log: $OLM_LOG)"
-    sleep 0.3
-  done
+  wait_started olm "$OLM_PID_FILE" "$OLM_LOG" grep -q 'msg="starting workers..."' "$OLM_LOG"
   log "olm is running (pid $(<"$OLM_PID_FILE"), log $OLM_LOG)"
+}
+
+build() { bash "$ENGINES_DIR/build.sh" olm; }
+
+status() {
+  local pid=""
+  recorded || return 0
+  pid=$(olm_pid) || true
+  process_status_line olm "$pid" "from $(<"$OLM_DIR_RECORD")"
 }

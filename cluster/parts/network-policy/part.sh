@@ -1,11 +1,12 @@
 # NetworkPolicy enforcement on the real node: kube-router's network policy controller alone (its
-# firewall; no router, no service proxy), as k3s embeds it. Source it after real-node.sh's
-# variables; do not run it.
+# firewall; no router, no service proxy), as k3s embeds it. Sourced by parts/run.sh; do not run it.
 # shellcheck shell=bash
+# shellcheck source=../node/lib.sh
+source "$PARTS_DIR/node/lib.sh"
 #
 # Guarantees:
-# - `network_policy_ensure` (idempotent; ≈0 s when kube-router already runs) builds kube-router
-#   once (cluster/build-engine.sh kube-router), gives it a kubeconfig of its own (a client certificate for
+# - `ensure` (idempotent; ≈0 s when kube-router already runs) builds kube-router
+#   once (engines/build.sh kube-router), gives it a kubeconfig of its own (a client certificate for
 #   user iot-operator:kube-router, bound to a ClusterRole that may only get, list and watch pods,
 #   namespaces, nodes, services, endpoints, endpointslices and networkpolicies) and starts it as a
 #   host process of the real node: it writes the host's iptables filter rules and ipsets, so it
@@ -16,7 +17,7 @@
 # - kube-router puts its own jumps first in FORWARD and accepts what the policies allow there, before
 #   the node's rule that nothing from the pod subnet leaves through another interface: that rule
 #   is kept in force by a copy in the mangle table's FORWARD chain, which runs before any filter chain.
-# - `network_policy_stop` stops kube-router and removes its chains (KUBE-ROUTER-*, KUBE-POD-FW-*,
+# - `stop` stops kube-router and removes its chains (KUBE-ROUTER-*, KUBE-POD-FW-*,
 #   KUBE-NWPLCY-*), its ipsets (KUBE-SRC-*, KUBE-DST-*) and the mangle rule; the kubeconfig and
 #   certificate stay. Pid and log: <workdir>/real-node/{pids,logs}/kube-router.*.
 
@@ -24,8 +25,6 @@ NETWORK_POLICY_PROCESS=kube-router:kube-router
 NETWORK_POLICY_DIR="$REAL_NODE_DIR/kube-router"
 NETWORK_POLICY_USER=iot-operator:kube-router
 NETWORK_POLICY_METRICS_PORT=20245
-# kube-router drives the `ipset` tool (iptables is the node's already).
-REAL_NODE_PACKAGES+=(ipset)
 
 network_policy_pid() { real_node_pid "$NETWORK_POLICY_PROCESS"; }
 
@@ -91,16 +90,16 @@ subjects:
 EOF
 }
 
-network_policy_ensure() {
+ensure() {
   if network_policy_running; then
     iptables -t mangle -C FORWARD -s "$REAL_NODE_POD_SUBNET" ! -o "$REAL_NODE_BRIDGE" -j DROP 2>/dev/null || network_policy_guard -I
     return 0
   fi
   command -v ipset >/dev/null || real_node_install_packages
   local binary
-  binary=$(bash "$CLUSTER_DIR/build-engine.sh" kube-router | tail -n 1)
-  [[ -x "$binary" ]] || die "build-engine.sh kube-router did not produce a binary ('$binary')"
-  network_policy_stop
+  binary=$(build | tail -n 1)
+  [[ -x "$binary" ]] || die "engines/build.sh kube-router did not produce a binary ('$binary')"
+  stop
   network_policy_credentials
   network_policy_guard -I
   log "starting kube-router's network policy controller (NetworkPolicy enforcement on $REAL_NODE_NAME)"
@@ -112,7 +111,7 @@ network_policy_ensure() {
     die "kube-router did not hook its chains within 60 s (log: $REAL_NODE_DIR/logs/kube-router.log): $(tail -n 5 "$REAL_NODE_DIR/logs/kube-router.log")"
 }
 
-network_policy_stop() {
+stop() {
   local pid rules set
   if pid=$(network_policy_pid); then terminate_process "$pid" 5; fi
   rm -f "$REAL_NODE_DIR/pids/kube-router.pid"
@@ -136,4 +135,17 @@ network_policy_stop() {
   return 0
 }
 
-network_policy_status_lines() { real_node_process_status_line "$NETWORK_POLICY_PROCESS"; }
+status() {
+  recorded || return 0
+  real_node_process_status_line "$NETWORK_POLICY_PROCESS"
+  network_policy_running
+}
+
+build() { bash "$ENGINES_DIR/build.sh" kube-router; }
+
+recorded() { real_node_enabled; }
+
+# The part lives on the real node: it comes back with it.
+restore() {
+  if recorded; then ensure; else log "network-policy: this cluster has no real node; nothing to restore"; fi
+}

@@ -1,12 +1,13 @@
-# The Kubernetes controller sharder as a process of the local cluster. Source it after common.sh.
+# The Kubernetes controller sharder as a process of the local cluster. Sourced by parts/run.sh;
+# do not run it.
 # shellcheck shell=bash
 #
 # Guarantees:
-# - `ensure_sharder [binary]` (idempotent) applies the ControllerRing CRD with server-side apply,
+# - `ensure [binary]` (idempotent; CLUSTER_SHARDER=1 or `up --sharder`) applies the ControllerRing CRD with server-side apply,
 #   creates the `sharding-system` namespace, makes the webhook's CA and serving certificate for
 #   127.0.0.1 with openssl (no cert-manager) and starts the `sharder` against the cluster's admin
 #   kubeconfig, unless it already runs from the same binary. Without an argument the binary comes
-#   from cluster/build-sharder.sh (built once, cached). It returns once the sharder's /readyz
+#   from `build` (engines/build.sh sharder: built once, cached). It returns once the sharder's /readyz
 #   answers ok and its webhook completes a TLS handshake with that CA.
 # - Layout: <workdir>/sharder/ holds config.yaml (the SharderConfig), ports (webhook, health and
 #   metrics ports) and certs/ (ca.crt, ca.key, tls.crt, tls.key); pid in <workdir>/pids/sharder.pid,
@@ -17,16 +18,15 @@
 #   ring's webhook URL). So clusters with a sharder each can run side by side. Health and metrics
 #   listen on 127.0.0.1; the webhook on every interface (upstream has no setting for its host).
 # - The binary used is recorded in <workdir>/sharder-binary: a cluster that has the sharder keeps
-#   it, later up.sh runs (a restart after a reboot included) start it again (`restore_sharder`)
+#   it (`recorded`), later `up` runs (a restart after a reboot included) start it again (`restore`)
 #   without building anything; if that binary is gone it says so and carries on without it.
-# - `stop_sharder` stops it (SIGTERM, SIGKILL after 5 s); down.sh calls it. `sharder_pid` prints
-#   its pid when it runs (checked through /proc/<pid>/exe); `sharder_enabled` says whether this
-#   cluster has the sharder; `sharder_webhook_url` prints the URL the API server calls.
-# Callers hold the cluster lock (lock_cluster).
+# - `stop` stops it (SIGTERM, SIGKILL after 5 s). `status` prints its line (pid, RSS, webhook URL
+#   the API server calls, health and metrics ports); unhealthy when the cluster has it and it
+#   does not run.
+# Callers hold the cluster lock (cluster/cli).
 
 SHARDER_NAMESPACE=sharding-system
 SHARDER_CRD=controllerrings.sharding.timebertt.dev
-SHARDER_CRD_FILE=sharding.timebertt.dev_controllerrings.yaml
 SHARDER_HOME="$CLUSTER_WORKDIR/sharder"
 SHARDER_CONFIG="$SHARDER_HOME/config.yaml"
 SHARDER_PORTS="$SHARDER_HOME/ports"
@@ -37,11 +37,11 @@ SHARDER_BINARY_RECORD="$CLUSTER_WORKDIR/sharder-binary"
 # Written by an earlier version of these scripts (the directory of an unflagged build).
 SHARDER_LEGACY_RECORD="$CLUSTER_WORKDIR/sharder-dir"
 
-sharder_enabled() { [[ -f "$SHARDER_BINARY_RECORD" || -f "$SHARDER_LEGACY_RECORD" ]]; }
+recorded() { [[ -f "$SHARDER_BINARY_RECORD" || -f "$SHARDER_LEGACY_RECORD" ]]; }
 
 sharder_pid() { recorded_pid "$SHARDER_PID_FILE" sharder; }
 
-stop_sharder() {
+stop() {
   local pid
   if pid=$(sharder_pid); then
     log "stopping the controller sharder (pid $pid)"
@@ -135,30 +135,31 @@ sharder_ready() {
 
 # Starts the sharder when this cluster has it but it does not run; never builds it (except once
 # for a cluster recorded by an earlier version of these scripts, whose binary lacks --webhook-port).
-restore_sharder() {
+restore() {
   local bin=""
+  if ! recorded; then log "sharder: this cluster has no sharder; nothing to restore"; return 0; fi
   [[ -f "$SHARDER_BINARY_RECORD" ]] && bin=$(<"$SHARDER_BINARY_RECORD")
-  if [[ -z "$bin" ]]; then ensure_sharder; return; fi
+  if [[ -z "$bin" ]]; then ensure; return; fi
   if [[ ! -x "$bin" ]]; then
     log "WARNING: this cluster ran the sharder $bin, which is gone; not starting it (CLUSTER_SHARDER=1 builds it again)"
     return 0
   fi
-  ensure_sharder "$bin"
+  ensure "$bin"
 }
 
-ensure_sharder() { # [sharder binary]
+ensure() { # [sharder binary]
   local bin=${1:-} pid exe
-  [[ -n "$bin" ]] || bin=$(bash "$CLUSTER_DIR/build-sharder.sh" | tail -n 1)
-  [[ -x "$bin" && -f "$(dirname "$bin")/$SHARDER_CRD_FILE" ]] || die "no sharder binary with its CRD file beside it at '$bin'"
+  [[ -n "$bin" ]] || bin=$(build | tail -n 1)
+  [[ -x "$bin" && -f "$(dirname "$bin")/sharding.timebertt.dev_controllerrings.yaml" ]] || die "no sharder binary with its CRD file beside it at '$bin'"
   if pid=$(sharder_pid); then
     exe=$(readlink -f "/proc/$pid/exe" 2>/dev/null || true)
     if [[ "$exe" == "$(readlink -f "$bin")" ]]; then return 0; fi
     log "the sharder runs from $exe, not $bin; restarting it"
-    stop_sharder
+    stop
   fi
   log "installing the controller sharder from $bin (ControllerRing CRD, namespace $SHARDER_NAMESPACE, webhook certificate, sharder)"
-  kctl apply --server-side --force-conflicts --field-manager=iot-operator-cluster -f "$(dirname "$bin")/$SHARDER_CRD_FILE" >/dev/null ||
-    die "could not apply the ControllerRing CRD from $(dirname "$bin")/$SHARDER_CRD_FILE"
+  kctl apply --server-side --force-conflicts --field-manager=iot-operator-cluster -f "$(dirname "$bin")/sharding.timebertt.dev_controllerrings.yaml" >/dev/null ||
+    die "could not apply the ControllerRing CRD from $(dirname "$bin")/sharding.timebertt.dev_controllerrings.yaml"
   wait_condition Established 60 "crd/$SHARDER_CRD" ||
     die "the ControllerRing CRD did not become Established within 60s"
   kctl get namespace "$SHARDER_NAMESPACE" >/dev/null 2>&1 || kctl create namespace "$SHARDER_NAMESPACE" >/dev/null
@@ -167,18 +168,21 @@ ensure_sharder() { # [sharder binary]
   sharder_choose_ports
   sharder_write_config
   [[ -f "$SHARDER_LOG" ]] && mv -f "$SHARDER_LOG" "${SHARDER_LOG%.log}.previous.log"
-  # A session of its own (it outlives this script), no stdin, and not our lock on fd 9.
+  # A session of its own (it outlives this script), no stdin.
   KUBECONFIG="$KUBECONFIG_PATH" setsid "$bin" --config="$SHARDER_CONFIG" --webhook-port="$(sharder_port webhook)" \
-    </dev/null >"$SHARDER_LOG" 2>&1 9>&- &
+    </dev/null >"$SHARDER_LOG" 2>&1 &
   echo $! >"$SHARDER_PID_FILE"
   echo "$bin" >"$SHARDER_BINARY_RECORD"
   rm -f "$SHARDER_LEGACY_RECORD"
-  local deadline=$((SECONDS + 60))
-  until sharder_ready; do
-    # (just after the fork /proc/<pid>/exe may still be setsid: alive is what counts here)
-    process_alive "$(<"$SHARDER_PID_FILE")" || die "the sharder exited at start; the end of $SHARDER_LOG: $(tail -n 5 "$SHARDER_LOG")"
-    ((SECONDS < deadline)) || die "the sharder was not ready within 60s (log: $SHARDER_LOG)"
-    sleep 0.3
-  done
+  wait_started "the sharder" "$SHARDER_PID_FILE" "$SHARDER_LOG" sharder_ready
   log "the controller sharder is running (pid $(<"$SHARDER_PID_FILE"), webhook $(sharder_webhook_url), health 127.0.0.1:$(sharder_port health), log $SHARDER_LOG)"
+}
+
+build() { bash "$ENGINES_DIR/build.sh" sharder; }
+
+status() {
+  local pid=""
+  recorded || return 0
+  pid=$(sharder_pid) || true
+  process_status_line sharder "$pid" "webhook $(sharder_webhook_url || echo "?"), health 127.0.0.1:$(sharder_port health || echo "?"), metrics 127.0.0.1:$(sharder_port metrics || echo "?")"
 }

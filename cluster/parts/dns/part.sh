@@ -1,20 +1,21 @@
-# Cluster DNS of the real node: CoreDNS as a pod of kube-system. Source it after real-node.sh's
-# settings (real-node.sh does); do not run it.
+# Cluster DNS of the real node: CoreDNS as a pod of kube-system. Sourced by parts/run.sh; do not run it.
 # shellcheck shell=bash
+# shellcheck source=../node/lib.sh
+source "$PARTS_DIR/node/lib.sh"
 #
 # Guarantees:
-# - cluster_dns_ensure builds CoreDNS (cluster/build-engine.sh coredns, cached), loads its image into the
-#   node's containerd and applies cluster/manifests/cluster-dns.yaml server-side (Deployment
+# - ensure builds CoreDNS (engines/build.sh coredns, cached), loads its image into the
+#   node's containerd and applies cluster-dns.yaml (beside this file) server-side (Deployment
 #   `coredns` on the real node, Service `kube-dns` at $CLUSTER_DNS_IP, its ServiceAccount, RBAC and
 #   Corefile), then waits, bounded, until the Deployment has rolled out and the Service answers a
 #   query from this host. When all that already holds for the same manifest it only checks (one
 #   kubectl call and one query) and returns.
 # - Names under $CLUSTER_DOMAIN resolve; every other name gets NXDOMAIN at once: no query leaves
 #   this machine (the binary has no forward plugin).
-# - cluster_dns_stop has nothing to stop: the pod goes with the node, its objects stay in the API
-#   server and serve again when the node is back.
+# - stop has nothing to stop (and says so): the pod goes with the node, its objects stay in the
+#   API server and serve again when the node is back.
 
-CLUSTER_DNS_MANIFEST="$CLUSTER_DIR/manifests/cluster-dns.yaml"
+CLUSTER_DNS_MANIFEST="$PARTS_DIR/dns/cluster-dns.yaml"
 CLUSTER_DNS_FIELD_MANAGER=iot-operator-cluster-dns
 
 # The manifest with its values filled in; its hash is over the text before the hash goes in.
@@ -46,10 +47,10 @@ cluster_dns_rolled_out() { # manifest-sha256
 
 cluster_dns_serving() { cluster_dns_rolled_out "$1" && cluster_dns_answers; }
 
-cluster_dns_ensure() {
+ensure() {
   local binary image manifest sha
-  binary=$(bash "$CLUSTER_DIR/build-engine.sh" coredns | tail -n 1)
-  [[ -x "$binary" ]] || die "build-engine.sh coredns did not produce a binary ('$binary')"
+  binary=$(build | tail -n 1)
+  [[ -x "$binary" ]] || die "engines/build.sh coredns did not produce a binary ('$binary')"
   image=$(cluster_dns_image "$binary")
   manifest=$(cluster_dns_manifest "$image")
   sha=$(sed -n 's/^ *iot-operator.dev\/manifest-sha256: "\(.*\)"$/\1/p' <<<"$manifest" | head -n 1)
@@ -66,21 +67,31 @@ cluster_dns_ensure() {
   fi
 }
 
-cluster_dns_stop() { :; }
+stop() { log "dns: nothing to stop (CoreDNS is a pod of the real node: it stops with the node, its objects stay)"; }
 
-cluster_dns_running() { cluster_dns_answers; }
 
-# For status.sh: one line per CoreDNS pod (phase, or Terminating; ready; address; log).
-cluster_dns_status_lines() {
+# One line per CoreDNS pod (phase, or Terminating; ready; address; log); healthy when it answers.
+status() {
   local pods name phase ready ip
+  recorded || return 0
   pods=$(kctl -n kube-system get pods -l k8s-app=kube-dns --request-timeout=5s \
     -o jsonpath='{range .items[*]}{.metadata.name} {.status.phase}{.metadata.deletionTimestamp} {.status.containerStatuses[0].ready} {.status.podIP}{"\n"}{end}' 2>/dev/null) || pods=""
   if [[ -z "$pods" ]]; then
     printf '  %-28s NOT RUNNING (no pod k8s-app=kube-dns in kube-system)\n' "cluster-dns/coredns"
-    return 0
+    return 1
   fi
   while read -r name phase ready ip; do
     [[ "$phase" != Running?* ]] || phase=Terminating
     printf '  %-28s %-8s ready %-5s ip %-12s log kubectl -n kube-system logs %s\n' "cluster-dns/coredns" "$phase" "$ready" "$ip" "$name"
   done <<<"$pods"
+  cluster_dns_answers
+}
+
+build() { bash "$ENGINES_DIR/build.sh" coredns; }
+
+recorded() { real_node_enabled; }
+
+# The part lives on the real node: it comes back with it.
+restore() {
+  if recorded; then ensure; else log "dns: this cluster has no real node; nothing to restore"; fi
 }

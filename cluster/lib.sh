@@ -1,9 +1,15 @@
-# Shared settings for the cluster/*.sh scripts. Source it; do not run it.
+# What cluster/engines/build.sh and every cluster/parts/<part>/part.sh share: the cluster's and the
+# cache's paths, logging, kubectl/kwokctl for the cluster, process helpers. Source it; do not run it.
 # shellcheck shell=bash
+#
+# Guarantees: sourcing it defines variables and functions only (no file is written, nothing runs);
+# progress goes to stderr as `[cluster HH:MM:SS] ...` lines (log), a fatal error exits 1 (die).
 
-CLUSTER_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-# shellcheck source=/dev/null
-source "$CLUSTER_DIR/versions.env"
+CLUSTER_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ENGINES_DIR="$CLUSTER_DIR/engines"
+PARTS_DIR="$CLUSTER_DIR/parts"
+# shellcheck source=engines/versions.env
+source "$ENGINES_DIR/versions.env"
 
 # Where built binaries are cached: outside the work tree, one directory per version set.
 IOT_CACHE_ROOT=${IOT_OPERATOR_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/iot-operator}
@@ -13,7 +19,7 @@ BIN_DIR="$BUILD_ROOT/bin"
 # Written as the last act of a fully successful build, inside the directory that is moved
 # into place atomically: if it exists, every binary was built and verified.
 BUILD_STAMP="$BIN_DIR/.build-complete"
-BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl)
+CONTROL_PLANE_BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl)
 
 CLUSTER_NAME=${CLUSTER_NAME:-iot-operator}
 CLUSTER_NODES=${CLUSTER_NODES:-2}
@@ -22,6 +28,10 @@ KWOK_WORKDIR=${KWOK_WORKDIR:-$HOME/.kwok}
 export KWOK_WORKDIR
 CLUSTER_WORKDIR="$KWOK_WORKDIR/clusters/$CLUSTER_NAME"
 KUBECONFIG_PATH="$CLUSTER_WORKDIR/kubeconfig.yaml"
+# The cluster's network, fixed by parts/control-plane/kwokctl.yaml: kube-apiserver's
+# --service-cluster-ip-range, and the real node's bridge gateway that the API server advertises.
+SERVICE_CIDR=10.96.0.0/16
+REAL_NODE_GATEWAY=10.244.0.1
 # Note: kwokctl create/delete would add/remove a context in ~/.kube/config by default. We never
 # touch it: create gets --kubeconfig "" and delete gets the cluster's own kubeconfig (which it
 # removes anyway; an empty path is an error for delete).
@@ -32,7 +42,7 @@ die() { log "ERROR: $*"; exit 1; }
 binaries_complete() {
   [[ -f "$BUILD_STAMP" ]] || return 1
   local b
-  for b in "${BINARIES[@]}"; do [[ -x "$BIN_DIR/$b" ]] || return 1; done
+  for b in "${CONTROL_PLANE_BINARIES[@]}"; do [[ -x "$BIN_DIR/$b" ]] || return 1; done
 }
 
 # Components that kwokctl runs for our cluster: "<component>:<binary>". kwokctl links each
@@ -60,15 +70,14 @@ component_pid() { # "component:binary"
   recorded_pid "$CLUSTER_WORKDIR/pids/${1%%:*}.pid" "${1#*:}"
 }
 
-# Runs kwokctl for our cluster. fd 9 (our lock) is closed for it: the components it forks would
-# otherwise inherit the lock and hold it for as long as the cluster runs. With KWOKCTL_TIMEOUT
+# Runs kwokctl for our cluster. With KWOKCTL_TIMEOUT
 # (seconds) set, the call is stopped after that long; only calls that set it run under `timeout`,
 # which puts kwokctl in a process group of its own (Ctrl-C at the terminal no longer reaches it).
 # kwokctl logs JSON lines when its stderr is not a terminal (and it is not, here): they are told
 # as the scripts' own `[cluster …]` lines; its stdout is left as it is.
 kwokctl() {
   { KWOK_KUBECTL_BINARY="$BIN_DIR/kubectl" ${KWOKCTL_TIMEOUT:+timeout "$KWOKCTL_TIMEOUT"} \
-    "$BIN_DIR/kwokctl" --name "$CLUSTER_NAME" "$@" 2>&1 1>&3 3>&- 9>&- | kwokctl_log_lines >&2
+    "$BIN_DIR/kwokctl" --name "$CLUSTER_NAME" "$@" 2>&1 1>&3 3>&- | kwokctl_log_lines >&2
     return "${PIPESTATUS[0]}"; } 3>&1
 }
 
@@ -118,25 +127,6 @@ wait_condition() { # condition timeout-seconds object...
   done
 }
 
-# Serialises up/down/restart of one cluster. The components never inherit the lock (see kwokctl
-# above); should the lock still be held for long, say by whom instead of hanging.
-lock_cluster() {
-  local lockdir="$KWOK_WORKDIR/iot-operator-locks" holders p
-  mkdir -p "$lockdir"
-  exec 9>"$lockdir/$CLUSTER_NAME.lock"
-  flock -n 9 && return 0
-  log "waiting for another cluster script working on '$CLUSTER_NAME'"
-  flock -w "${1:-300}" 9 && return 0
-  holders=""
-  for p in /proc/[0-9]*; do
-    [[ "$p" == "/proc/$$" ]] && continue
-    if ls -l "$p/fd" 2>/dev/null | grep -qF "$lockdir/$CLUSTER_NAME.lock"; then
-      holders+=" ${p#/proc/}($(tr '\0' ' ' <"$p/cmdline" 2>/dev/null | cut -c1-60))"
-    fi
-  done
-  die "cluster lock $lockdir/$CLUSTER_NAME.lock still held after ${1:-300}s by:${holders:- unknown}"
-}
-
 # Port of a component as recorded by kwokctl in kwok.yaml (option name, e.g. kubeSchedulerPort).
 component_port() { sed -n "s/^  $1: \([0-9]*\)\$/\1/p" "$CLUSTER_WORKDIR/kwok.yaml" | head -n 1; }
 
@@ -144,6 +134,28 @@ component_port() { sed -n "s/^  $1: \([0-9]*\)\$/\1/p" "$CLUSTER_WORKDIR/kwok.ya
 component_healthy() { # port
   [[ -n "$1" ]] && [[ "$(kctl --server "https://127.0.0.1:$1" --insecure-skip-tls-verify \
     get --raw /healthz --request-timeout=2s 2>/dev/null)" == ok ]]
+}
+
+# The resident memory of a process, e.g. "52 MiB" ("?" when it is gone).
+process_rss() { awk '/^VmRSS/ {printf "%d MiB", $2/1024}' "/proc/$1/status" 2>/dev/null || echo "?"; }
+
+# A process's line in a part's status: name, pid, RSS and DETAILS, or NOT RUNNING (then false).
+process_status_line() { # name pid|"" details
+  if [[ -z "$2" ]]; then printf '  %-24s NOT RUNNING\n' "$1"; return 1; fi
+  printf '  %-24s pid %-8s rss %-9s %s\n' "$1" "$2" "$(process_rss "$2")" "$3"
+}
+
+# Waits up to 60 s until CHECK succeeds for a process just started with its pid in PID_FILE; dies
+# with the end of its log when it exits or the time is up. (Just after the fork /proc/<pid>/exe may
+# still be setsid: alive is what counts here.)
+wait_started() { # what pid-file log check...
+  local what=$1 pid_file=$2 log_file=$3 deadline=$((SECONDS + 60))
+  shift 3
+  until "$@"; do
+    process_alive "$(<"$pid_file")" || die "$what exited at start; the end of $log_file: $(tail -n 5 "$log_file")"
+    ((SECONDS < deadline)) || die "$what was not ready within 60s (log: $log_file)"
+    sleep 0.3
+  done
 }
 
 # True while a process exists and is not a zombie (a killed component waits to be reaped by init).
@@ -183,20 +195,3 @@ restart_kwok_with_fresh_leases() {
   kwokctl start cluster >&2
 }
 
-# The -X flags of kubernetes' hack/lib/version.sh (without a git commit: the module zip has none),
-# in both version packages, with the module's publication time as the reproducible build date.
-# kwokctl chooses command-line flags by the version a binary reports, so they are not cosmetic.
-k8s_version_ldflags() {
-  local major minor date info ldflags="-s -w" pkg kv
-  major=${K8S_VERSION#v}; major=${major%%.*}
-  minor=${K8S_VERSION#v*.}; minor=${minor%%.*}
-  info=$(cd "$CLUSTER_DIR/k8s" && go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/^\s*"Info": "\(.*\)",$/\1/p')
-  date=$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$info" 2>/dev/null || true)
-  [[ -n "$date" ]] || date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-  for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
-    for kv in "gitVersion=${K8S_VERSION}" "gitMajor=${major}" "gitMinor=${minor}" "buildDate=${date}" "gitTreeState=clean"; do
-      ldflags+=" -X ${pkg}.${kv%%=*}=${kv#*=}"
-    done
-  done
-  echo "$ldflags"
-}
