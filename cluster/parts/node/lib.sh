@@ -75,8 +75,9 @@ real_node_install_packages() {
   for p in "${REAL_NODE_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
   ((${#missing[@]} == 0)) && return 0
   log "installing Debian packages for the real node: ${missing[*]}"
-  apt-get update -qq >&2 || die "apt-get update failed"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 ||
+  # another apt-get may be running beside this one (images/bases.sh, while npm start builds images): wait for it
+  apt-get -o DPkg::Lock::Timeout=600 update -qq >&2 || die "apt-get update failed"
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >&2 ||
     die "apt-get install ${missing[*]} failed"
 }
 
