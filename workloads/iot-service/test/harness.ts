@@ -65,6 +65,8 @@ export interface Service {
   gatewayMqttsUrl: string;
   gatewayHttpsUrl: string;
   gateway: Gateway;
+  /** How many device checks the gateway sent to core. */
+  deviceChecks(): number;
   logs: { core: LogCapture; gateway: LogCapture; processing: LogCapture };
   /** The newest message of `deviceId` still in the stream, or undefined. */
   lastInStream(deviceId: string): Promise<TelemetryEnvelope | undefined>;
@@ -87,12 +89,17 @@ export async function startService(options: { processing?: boolean; stream?: Par
 
   const link = connectBrokerLink({ broker: brokerEndpoint(broker), stream, username: SERVICE_USER, password: BROKER_PASSWORD, name: 'gateway-test', timeoutMs: 2_000 });
   await waitFor(() => link.connected(), 'gateway connected to the broker');
+  let deviceChecks = 0;
+  const check = coreDeviceCheck({ host: HOST, port: port(core) }, API_TOKEN);
   const protocols = new Set<ServedProtocol>(options.gateway?.tlsDir ? ['mqtt', 'mqtts', 'http', 'https'] : ['mqtt', 'http']);
   const gateway = await startGateway({
     protocols,
     host: HOST,
     ports: { mqtt: 0, mqtts: 0, http: 0, https: 0 },
-    check: coreDeviceCheck({ host: HOST, port: port(core) }, API_TOKEN),
+    check: (id, password) => {
+      deviceChecks++;
+      return check(id, password);
+    },
     forward: link.forward,
     log: logs.gateway.log,
     tlsDir: '/nonexistent',
@@ -130,6 +137,7 @@ export async function startService(options: { processing?: boolean; stream?: Par
     gatewayMqttsUrl: `mqtts://${HOST}:${gateway.ports.mqtts}`,
     gatewayHttpsUrl: `https://${HOST}:${gateway.ports.https}`,
     gateway,
+    deviceChecks: () => deviceChecks,
     logs,
     lastInStream: async (deviceId) => {
       const jsm = await jetstreamManager(inspector);
