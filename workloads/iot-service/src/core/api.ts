@@ -14,14 +14,17 @@
  *   ISO 8601 time, or `beforeMessageId` without `before` or not a message id → 400.
  * - `POST /v1/internal/device-auth` `{"id","password"}` → 200 `{"authenticated": true|false}`:
  *   the check the gateway makes for each device it has not cached; it tells nothing more than
- *   whether this pair is valid. At most `checks.concurrency` (default 4) checks compute at once
- *   and `checks.maxQueued` (default 32) wait; beyond that → 503 with `Retry-After: 1` at once.
+ *   whether this pair is valid. At most `checks.concurrency` (default: the CPUs, at most 4 —
+ *   Node's scrypt threads) checks compute at once and `checks.maxQueued` (default 8 per one at
+ *   once, so none waits much more than eight scrypts) wait; beyond that → 503 with
+ *   `Retry-After: 1` at once.
  *   A check whose request was closed by the gateway (its timeout) while waiting is not computed.
  * Anything else → 404 (405 for a known path with another method). Errors of the store → 500
  * without detail in the response (logged).
  */
 
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { availableParallelism } from 'node:os';
 import { HttpError, parseBearer, readJson, sameSecret, sendError, sendJson } from '../shared/http.ts';
 import type { Logger } from '../shared/log.ts';
 import type { DeviceStore, TelemetryCursor } from '../shared/store.ts';
@@ -77,7 +80,8 @@ async function bodyObject(req: IncomingMessage): Promise<Record<string, unknown>
 
 export function createCoreApi(options: CoreApiOptions): RequestListener {
   const { store, apiToken, log } = options;
-  const checks = new Bounded(options.checks?.concurrency ?? 4, options.checks?.maxQueued ?? 32);
+  const concurrency = options.checks?.concurrency ?? Math.min(4, availableParallelism());
+  const checks = new Bounded(concurrency, options.checks?.maxQueued ?? 8 * concurrency);
 
   async function registerDevice(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { id } = await bodyObject(req);
