@@ -47,8 +47,9 @@ export class DeviceLogin {
     try {
       if (await this.devices.authenticate(id, password)) return { admitted: true };
     } catch (error) {
+      if (error instanceof RegistryBusyError) return { admitted: false, reason: 'registry_busy', retryAfterSeconds: error.retryAfterSeconds };
       this.log.error('device check failed', { device: id, error });
-      return { admitted: false, reason: 'registry_busy', retryAfterSeconds: error instanceof RegistryBusyError ? error.retryAfterSeconds : 5 };
+      return { admitted: false, reason: 'registry_busy', retryAfterSeconds: 5 };
     }
     this.failuresByDevice.take(id);
     this.failuresBySource.take(source);
