@@ -12,8 +12,9 @@
  * core busy or unreachable, with 3 (server unavailable: try again later). As the client id is the
  * device id, only the device itself can take over its session. Each refusal is counted by reason
  * (metrics.ts). Each device's messages are paced (limits.ts `messageRate`) by reading nothing
- * more from its connection until the next is due: none is dropped. A device may publish only to `telemetry/<its own id>`, or to
- * `telemetry/<its own id>/?message-id=<id>` to name the message itself (telemetry.ts
+ * more from its connection until the next is due: none is dropped. A device may publish only
+ * to `telemetry/<its own id>`, or to `telemetry/<its own id>/?message-id=<id>` to name the
+ * message itself (telemetry.ts
  * `parseDeviceTopic`), with QoS 0 or 1 and a JSON object or array as payload; any other publish
  * closes its connection without an acknowledgement. An accepted message keeps the id the device
  * gave — so a device that sends it again after a lost PUBACK has it stored once — or gets a fresh
