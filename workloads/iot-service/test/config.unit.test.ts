@@ -94,4 +94,5 @@ test('gatewayProtocols: mqtt and http by default; unknown or unserved protocols 
   assert.throws(() => gatewayProtocols({ IOT_GATEWAY_PROTOCOLS: ',' }), /names no protocol/);
   assert.throws(() => gatewayProtocols({ IOT_GATEWAY_PROTOCOLS: 'mqtt,amqp' }), /unknown protocol "amqp"/);
   assert.throws(() => gatewayProtocols({ IOT_GATEWAY_PROTOCOLS: 'mqtt,coap' }), /does not serve coap/);
+  assert.deepEqual([...gatewayProtocols({ IOT_GATEWAY_PROTOCOLS: 'mqtt,mqtts,http,https' })], ['mqtt', 'mqtts', 'http', 'https']);
 });

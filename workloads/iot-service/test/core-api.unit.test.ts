@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { createCoreApi } from '../src/core/api.ts';
 import { closeServer, listenOn } from '../src/shared/net.ts';
-import { API_TOKEN, captureLog, HOST } from './harness.ts';
+import { API_TOKEN, captureLog, HOST, waitFor } from './harness.ts';
 import { MemoryStore } from './memory-store.ts';
 
 const store = new MemoryStore();
@@ -131,4 +131,43 @@ test('the device check says only whether the pair is valid', async () => {
   assert.equal(await check('nobody', created.password), false);
   assert.equal(await check('a/b', 'x'), false);
   assert.equal((await call('/v1/internal/device-auth', { body: { id: 'dev-3' } })).status, 400);
+});
+
+test('device checks: a bounded number computes at once, the excess is shed with 503 and Retry-After; a check the gateway abandoned while waiting is not computed', async () => {
+  const gated = new (class extends MemoryStore {
+    looked: string[] = [];
+    gates: Array<() => void> = [];
+    override async passwordHash(id: string): Promise<string | undefined> {
+      this.looked.push(id);
+      await new Promise<void>((resolve) => this.gates.push(resolve));
+      return super.passwordHash(id);
+    }
+  })();
+  const bounded = createServer(createCoreApi({ store: gated, apiToken: API_TOKEN, log: captureLog('core').log, checks: { concurrency: 1, maxQueued: 2 } }));
+  await listenOn(bounded, { host: HOST, port: 0 });
+  const url = `http://${HOST}:${(bounded.address() as AddressInfo).port}/v1/internal/device-auth`;
+  const check = (id: string, signal?: AbortSignal) =>
+    fetch(url, { method: 'POST', headers: { Authorization: `Bearer ${API_TOKEN}`, 'Content-Type': 'application/json' }, body: JSON.stringify({ id, password: 'x' }), signal });
+  try {
+    const first = check('running');
+    await waitFor(() => gated.looked.length === 1, 'the first check running');
+    const abandoned = new AbortController();
+    const second = check('abandoned', abandoned.signal);
+    const third = check('queued');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const shed = await check('shed');
+    assert.equal(shed.status, 503);
+    assert.equal(shed.headers.get('retry-after'), '1');
+    abandoned.abort();
+    await assert.rejects(second);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    gated.gates.shift()!();
+    assert.equal((await first).status, 200);
+    await waitFor(() => gated.looked.length === 2, 'the queued check running');
+    gated.gates.shift()!();
+    assert.equal((await third).status, 200);
+    assert.deepEqual(gated.looked, ['running', 'queued'], 'the abandoned check never looked anything up');
+  } finally {
+    await closeServer(bounded);
+  }
 });

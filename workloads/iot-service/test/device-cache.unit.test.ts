@@ -1,5 +1,5 @@
 /**
- * The gateway's device cache: positive answers of core for a short while, never negative ones.
+ * The gateway's device cache: positive answers of core for minutes, negative ones for seconds.
  */
 
 import assert from 'node:assert/strict';
@@ -15,12 +15,12 @@ function counting(valid: Record<string, string>) {
   return { calls, check };
 }
 
-test('a valid device is asked for once within the TTL and again after it', async () => {
+test('a valid device is asked for once within the TTL (default 5 min) and again after it', async () => {
   let now = 1_000;
   const core = counting({ 'dev-1': 'pw' });
-  const devices = new DeviceAuthenticator(core.check, { ttlMs: 30_000, now: () => now });
+  const devices = new DeviceAuthenticator(core.check, { now: () => now });
   assert.equal(await devices.authenticate('dev-1', 'pw'), true);
-  now += 29_999;
+  now += 5 * 60_000 - 1;
   assert.equal(await devices.authenticate('dev-1', 'pw'), true);
   assert.equal(core.calls.length, 1);
   now += 1;
@@ -28,14 +28,22 @@ test('a valid device is asked for once within the TTL and again after it', async
   assert.equal(core.calls.length, 2);
 });
 
-test('a wrong password is never admitted from the cache, and refusals are not cached', async () => {
+test('a wrong password is never admitted from the cache; a refusal is remembered for 5 s for that password only', async () => {
+  let now = 1_000;
   const valid: Record<string, string> = { 'dev-1': 'pw' };
   const core = counting(valid);
-  const devices = new DeviceAuthenticator(core.check);
+  const devices = new DeviceAuthenticator(core.check, { now: () => now });
   assert.equal(await devices.authenticate('dev-1', 'pw'), true);
   assert.equal(await devices.authenticate('dev-1', 'other'), false);
+  assert.equal(await devices.authenticate('dev-1', 'other'), false, 'the same wrong password: not asked again');
+  assert.equal(devices.remembered('dev-1', 'other'), false);
+  assert.equal(await devices.authenticate('dev-1', 'pw'), true, 'the right one still admitted from the cache');
   assert.equal(await devices.authenticate('dev-2', 'pw2'), false);
   valid['dev-2'] = 'pw2'; // registered after the gateway refused it once
+  assert.equal(await devices.authenticate('dev-2', 'pw2'), false, 'within 5 s of the refusal');
+  assert.equal(devices.remembered('dev-2', 'pw2'), false);
+  now += 5_000;
+  assert.equal(devices.remembered('dev-2', 'pw2'), undefined);
   assert.equal(await devices.authenticate('dev-2', 'pw2'), true);
   assert.deepEqual(core.calls, ['dev-1', 'dev-1', 'dev-2', 'dev-2']);
 });

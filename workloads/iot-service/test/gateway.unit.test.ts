@@ -25,7 +25,7 @@ before(async () => {
 after(() => service.close());
 
 const connectDevice = (username: string, password: string) =>
-  mqtt.connectAsync(service.gatewayMqttUrl, { username, password, reconnectPeriod: 0, connectTimeout: 3_000 });
+  mqtt.connectAsync(service.gatewayMqttUrl, { username, password, clientId: username || 'anonymous', reconnectPeriod: 0, connectTimeout: 3_000 });
 
 function basic(id: string, password: string) {
   return `Basic ${Buffer.from(`${id}:${password}`).toString('base64')}`;
@@ -145,7 +145,7 @@ test('with the broker gone, HTTP answers 503 and an MQTT device gets no PUBACK',
   const isolated = await startService({ processing: false });
   try {
     const dev = await registerDevice({ coreUrl: isolated.coreUrl, apiToken: API_TOKEN }, 'dev-9');
-    const device9 = await mqtt.connectAsync(isolated.gatewayMqttUrl, { username: dev.id, password: dev.password, reconnectPeriod: 0 });
+    const device9 = await mqtt.connectAsync(isolated.gatewayMqttUrl, { username: dev.id, password: dev.password, clientId: dev.id, reconnectPeriod: 0 });
     await isolated.broker.kill();
     await waitFor(() => !isolated.brokerLink.connected(), 'the gateway to see the broker gone');
     const response = await fetch(`${isolated.gatewayHttpUrl}/v1/telemetry`, {
@@ -216,7 +216,7 @@ test('MQTT: a packet announcing more than the cap closes the connection before i
 });
 
 test('a full stream slows devices down: HTTP 503 with Retry-After, an MQTT PUBACK held until processing makes room; all acknowledged is stored', async () => {
-  const small = await startService({ processing: false, stream: { maxBytes: 4 * 1024 }, backlogWaitMs: 20_000 });
+  const small = await startService({ processing: false, stream: { maxBytes: 4 * 1024 }, gateway: { backlogWaitMs: 20_000 } });
   try {
     const dev = await registerDevice({ coreUrl: small.coreUrl, apiToken: API_TOKEN }, 'dev-busy');
     const acknowledged: string[] = [];
@@ -234,7 +234,7 @@ test('a full stream slows devices down: HTTP 503 with Retry-After, an MQTT PUBAC
     assert.equal(refused?.headers.get('retry-after'), '5');
     assert.ok(acknowledged.length > 0);
 
-    const client = await mqtt.connectAsync(small.gatewayMqttUrl, { username: dev.id, password: dev.password, reconnectPeriod: 0 });
+    const client = await mqtt.connectAsync(small.gatewayMqttUrl, { username: dev.id, password: dev.password, clientId: dev.id, reconnectPeriod: 0 });
     let acked = false;
     const publish = client.publishAsync(deviceTelemetryTopic(dev.id, 'q-1'), JSON.stringify({ q: 1 }), { qos: 1 }).then(() => (acked = true));
     await new Promise((resolve) => setTimeout(resolve, 500));

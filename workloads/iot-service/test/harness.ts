@@ -2,7 +2,8 @@
  * The reference service in one process on 127.0.0.1, for unit tests: core's API on the in-memory
  * store, a real NATS Server with JetStream as the broker (nats-server.ts; user `iot` with the
  * broker password), the gateway's MQTT and HTTP adapters forwarding to it, and processing
- * consuming the telemetry stream into the same store, with the components' own code.
+ * consuming the telemetry stream into the same store, with the components' own code. With
+ * `tlsDir` the gateway also serves MQTT over TLS and HTTPS with the certificate there.
  *
  * Guarantees: every server listens on 127.0.0.1 on a free port and nothing dials any other
  * address; `close` ends every connection and server it started. `broker.pause()` makes the broker
@@ -16,10 +17,10 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import type { AddressInfo, Server } from 'node:net';
 import { createCoreApi } from '../src/core/api.ts';
-import { coreDeviceCheck, DeviceAuthenticator } from '../src/gateway/devices.ts';
+import { coreDeviceCheck } from '../src/gateway/devices.ts';
 import { connectBrokerLink, type BrokerLink } from '../src/gateway/forwarder.ts';
-import { createHttpAdapter } from '../src/gateway/http-adapter.ts';
-import { startMqttAdapter, type MqttAdapter } from '../src/gateway/mqtt-adapter.ts';
+import { startGateway, type Gateway, type GatewayOptions } from '../src/gateway/gateway.ts';
+import type { ServedProtocol } from '../src/gateway/protocols.ts';
 import { consumeTelemetry } from '../src/processing/consume.ts';
 import { connectBroker, TELEMETRY_STREAM, telemetrySubject } from '../src/shared/broker.ts';
 import { SERVICE_USER, type StreamConfig } from '../src/shared/config.ts';
@@ -60,6 +61,12 @@ export interface Service {
   coreUrl: string;
   gatewayHttpUrl: string;
   gatewayMqttUrl: string;
+  /** With `tlsDir`: */
+  gatewayMqttsUrl: string;
+  gatewayHttpsUrl: string;
+  gateway: Gateway;
+  /** How many device checks the gateway sent to core. */
+  deviceChecks(): number;
   logs: { core: LogCapture; gateway: LogCapture; processing: LogCapture };
   /** The newest message of `deviceId` still in the stream, or undefined. */
   lastInStream(deviceId: string): Promise<TelemetryEnvelope | undefined>;
@@ -69,22 +76,35 @@ export interface Service {
   close(): Promise<void>;
 }
 
-export async function startService(options: { processing?: boolean; stream?: Partial<StreamConfig>; backlogWaitMs?: number } = {}): Promise<Service> {
+export type GatewayTestOptions = Partial<Pick<GatewayOptions, 'backlogWaitMs' | 'tlsDir' | 'tlsPollMs' | 'maxConnections' | 'devices' | 'login' | 'messageRate' | 'connectRate'>>;
+
+export async function startService(options: { processing?: boolean; stream?: Partial<StreamConfig>; gateway?: GatewayTestOptions; coreChecks?: { concurrency: number; maxQueued: number } } = {}): Promise<Service> {
   const store = new MemoryStore();
   const logs = { core: captureLog('core'), gateway: captureLog('gateway'), processing: captureLog('processing') };
   const broker = await startNatsServer(BROKER_PASSWORD);
   const stream: StreamConfig = { replicas: 1, maxBytes: 64 * 1024 * 1024, ...options.stream };
 
-  const core: HttpServer = createHttpServer(createCoreApi({ store, apiToken: API_TOKEN, log: logs.core.log }));
+  const core: HttpServer = createHttpServer(createCoreApi({ store, apiToken: API_TOKEN, log: logs.core.log, checks: options.coreChecks }));
   await listenOn(core, { host: HOST, port: 0 });
 
-  const devices = new DeviceAuthenticator(coreDeviceCheck({ host: HOST, port: port(core) }, API_TOKEN));
   const link = connectBrokerLink({ broker: brokerEndpoint(broker), stream, username: SERVICE_USER, password: BROKER_PASSWORD, name: 'gateway-test', timeoutMs: 2_000 });
   await waitFor(() => link.connected(), 'gateway connected to the broker');
-  const adapterOptions = { devices, forward: link.forward, log: logs.gateway.log, backlogWaitMs: options.backlogWaitMs };
-  const gatewayMqtt: MqttAdapter = await startMqttAdapter(adapterOptions, { host: HOST, port: 0 });
-  const gatewayHttp: HttpServer = createHttpServer(createHttpAdapter(adapterOptions));
-  await listenOn(gatewayHttp, { host: HOST, port: 0 });
+  let deviceChecks = 0;
+  const check = coreDeviceCheck({ host: HOST, port: port(core) }, API_TOKEN);
+  const protocols = new Set<ServedProtocol>(options.gateway?.tlsDir ? ['mqtt', 'mqtts', 'http', 'https'] : ['mqtt', 'http']);
+  const gateway = await startGateway({
+    protocols,
+    host: HOST,
+    ports: { mqtt: 0, mqtts: 0, http: 0, https: 0 },
+    check: (id, password) => {
+      deviceChecks++;
+      return check(id, password);
+    },
+    forward: link.forward,
+    log: logs.gateway.log,
+    tlsDir: '/nonexistent',
+    ...options.gateway,
+  });
   const inspector = await connectToBroker(broker, 'test-inspector');
 
   let processing: { connection: NatsConnection; stop: AbortController; running: Promise<void> } | undefined;
@@ -112,8 +132,12 @@ export async function startService(options: { processing?: boolean; stream?: Par
     stream,
     brokerLink: link,
     coreUrl: `http://${HOST}:${port(core)}`,
-    gatewayHttpUrl: `http://${HOST}:${port(gatewayHttp)}`,
-    gatewayMqttUrl: `mqtt://${HOST}:${gatewayMqtt.port}`,
+    gatewayHttpUrl: `http://${HOST}:${gateway.ports.http}`,
+    gatewayMqttUrl: `mqtt://${HOST}:${gateway.ports.mqtt}`,
+    gatewayMqttsUrl: `mqtts://${HOST}:${gateway.ports.mqtts}`,
+    gatewayHttpsUrl: `https://${HOST}:${gateway.ports.https}`,
+    gateway,
+    deviceChecks: () => deviceChecks,
     logs,
     lastInStream: async (deviceId) => {
       const jsm = await jetstreamManager(inspector);
@@ -125,8 +149,7 @@ export async function startService(options: { processing?: boolean; stream?: Par
     close: async () => {
       broker.resume();
       await stopProcessing();
-      await gatewayMqtt.close();
-      await closeServer(gatewayHttp);
+      await gateway.close();
       await link.close();
       await inspector.close();
       await closeServer(core);

@@ -14,16 +14,22 @@
  *   ISO 8601 time, or `beforeMessageId` without `before` or not a message id → 400.
  * - `POST /v1/internal/device-auth` `{"id","password"}` → 200 `{"authenticated": true|false}`:
  *   the check the gateway makes for each device it has not cached; it tells nothing more than
- *   whether this pair is valid.
+ *   whether this pair is valid. At most `checks.concurrency` (default: the CPUs, at most 4 —
+ *   Node's scrypt threads) checks compute at once and `checks.maxQueued` (default 8 per one at
+ *   once, so none waits much more than eight scrypts) wait; beyond that → 503 with
+ *   `Retry-After: 1` at once.
+ *   A check whose request was closed by the gateway (its timeout) while waiting is not computed.
  * Anything else → 404 (405 for a known path with another method). Errors of the store → 500
  * without detail in the response (logged).
  */
 
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { availableParallelism } from 'node:os';
 import { HttpError, parseBearer, readJson, sameSecret, sendError, sendJson } from '../shared/http.ts';
 import type { Logger } from '../shared/log.ts';
 import type { DeviceStore, TelemetryCursor } from '../shared/store.ts';
 import { isDeviceId, isMessageId } from '../shared/telemetry.ts';
+import { Bounded, BusyError } from './bounded.ts';
 import { generatePassword, hashPassword, verifyPassword } from './passwords.ts';
 
 export const DEFAULT_TELEMETRY_LIMIT = 100;
@@ -33,6 +39,7 @@ export interface CoreApiOptions {
   store: DeviceStore;
   apiToken: string;
   log: Logger;
+  checks?: { concurrency: number; maxQueued: number };
 }
 
 function parseLimit(value: string | null): number {
@@ -73,6 +80,8 @@ async function bodyObject(req: IncomingMessage): Promise<Record<string, unknown>
 
 export function createCoreApi(options: CoreApiOptions): RequestListener {
   const { store, apiToken, log } = options;
+  const concurrency = options.checks?.concurrency ?? Math.min(4, availableParallelism());
+  const checks = new Bounded(concurrency, options.checks?.maxQueued ?? 8 * concurrency);
 
   async function registerDevice(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { id } = await bodyObject(req);
@@ -94,8 +103,23 @@ export function createCoreApi(options: CoreApiOptions): RequestListener {
   async function authenticateDevice(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { id, password } = await bodyObject(req);
     if (typeof id !== 'string' || typeof password !== 'string') throw new HttpError(400, 'id and password must be strings');
-    const hash = isDeviceId(id) ? await store.passwordHash(id) : undefined;
-    sendJson(res, 200, { authenticated: hash !== undefined && (await verifyPassword(password, hash)) });
+    const abandoned = new AbortController();
+    res.once('close', () => {
+      if (!res.writableFinished) abandoned.abort(new Error('the gateway closed the request'));
+    });
+    const verify = async () => {
+      const hash = isDeviceId(id) ? await store.passwordHash(id) : undefined;
+      return hash !== undefined && (await verifyPassword(password, hash));
+    };
+    let authenticated: boolean;
+    try {
+      authenticated = await checks.run(verify, abandoned.signal);
+    } catch (error) {
+      if (error instanceof BusyError) throw new HttpError(503, 'too many device checks at once', { 'Retry-After': '1' });
+      if (abandoned.signal.aborted) return; // nobody is waiting for the answer
+      throw error;
+    }
+    sendJson(res, 200, { authenticated });
   }
 
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {

@@ -1,64 +1,119 @@
 /**
  * How the gateway decides whether a device id and password are valid: it asks core, and remembers
- * a positive answer for a short while.
+ * the answer — a valid pair for `ttlMs` (default 5 min), an invalid one for `failureTtlMs`
+ * (default 5 s).
  *
  * Guarantees: `authenticate` is true only when core said so for exactly this id and password
- * within the last `ttlMs` (default 30 s) or says so now; a negative answer is never cached, so a
- * device registered after the gateway started is admitted at its first attempt, and a wrong
- * password never hides a right one. The cache keeps SHA-256 digests, not passwords, and at most
- * `maxEntries` devices (oldest dropped first). Concurrent checks of the same pair share one call to
- * core. A failing core check rejects (the caller refuses the device; nothing is cached).
+ * within the last `ttlMs` or says so now, so a repeated login with the accepted password costs no
+ * call to core; it is false without asking core when core refused exactly this pair within the
+ * last `failureTtlMs` (a device registered after a refusal is admitted at most that much later;
+ * another password is asked about at once). What is kept are HMACs under a key drawn at start,
+ * never passwords, for at most `maxEntries` pairs each way (oldest dropped first). Concurrent
+ * checks of the same pair share one call to core. A failing core check rejects (the caller
+ * refuses the device; nothing is cached): `RegistryBusyError` when core shed the check.
  */
 
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Endpoint } from '../shared/config.ts';
 import { isDeviceId } from '../shared/telemetry.ts';
 
 export type DeviceCheck = (id: string, password: string) => Promise<boolean>;
 
-export const DEFAULT_DEVICE_CACHE_TTL_MS = 30_000;
+/** core is checking all the devices it can at once: ask again after `retryAfterSeconds`. */
+export class RegistryBusyError extends Error {
+  constructor(readonly retryAfterSeconds: number) {
+    super(`core is busy checking devices; retry after ${retryAfterSeconds} s`);
+  }
+}
 
-const digest = (id: string, password: string) => createHash('sha256').update(id).update('\0').update(password).digest();
+export const DEFAULT_DEVICE_CACHE_TTL_MS = 5 * 60_000;
+export const DEFAULT_FAILURE_CACHE_TTL_MS = 5_000;
+
+export interface DeviceAuthenticatorOptions {
+  ttlMs?: number;
+  failureTtlMs?: number;
+  maxEntries?: number;
+  now?: () => number;
+}
+
+/** Answers kept by device id, each for one password (its HMAC) until a time. */
+class Answers {
+  private readonly entries = new Map<string, { digest: Buffer; until: number }>();
+  constructor(private readonly maxEntries: number) {}
+
+  has(id: string, digest: Buffer, now: number): boolean {
+    const entry = this.entries.get(id);
+    return entry !== undefined && entry.until > now && timingSafeEqual(entry.digest, digest);
+  }
+
+  set(id: string, digest: Buffer, until: number): void {
+    this.entries.delete(id);
+    this.entries.set(id, { digest, until });
+    for (const oldest of this.entries.keys()) {
+      if (this.entries.size <= this.maxEntries) break;
+      this.entries.delete(oldest);
+    }
+  }
+
+  delete(id: string): void {
+    this.entries.delete(id);
+  }
+}
 
 export class DeviceAuthenticator {
-  private readonly admitted = new Map<string, { digest: Buffer; until: number }>();
+  private readonly key = randomBytes(32);
+  private readonly valid: Answers;
+  private readonly invalid: Answers;
   private readonly pending = new Map<string, Promise<boolean>>();
 
   constructor(
     private readonly check: DeviceCheck,
-    private readonly options: { ttlMs?: number; maxEntries?: number; now?: () => number } = {},
-  ) {}
+    private readonly options: DeviceAuthenticatorOptions = {},
+  ) {
+    this.valid = new Answers(options.maxEntries ?? 10_000);
+    this.invalid = new Answers(options.maxEntries ?? 10_000);
+  }
+
+  /** The remembered answer for this pair: true, false, or undefined when core must be asked. */
+  remembered(id: string, password: string): boolean | undefined {
+    if (!isDeviceId(id) || password === '') return false;
+    const now = (this.options.now ?? Date.now)();
+    const digest = this.digest(id, password);
+    if (this.valid.has(id, digest, now)) return true;
+    if (this.invalid.has(id, digest, now)) return false;
+    return undefined;
+  }
 
   async authenticate(id: string, password: string): Promise<boolean> {
-    if (!isDeviceId(id) || password === '') return false;
-    const now = this.options.now ?? Date.now;
-    const key = digest(id, password);
-    const cached = this.admitted.get(id);
-    if (cached && cached.until > now() && timingSafeEqual(cached.digest, key)) return true;
-
-    const pendingKey = key.toString('hex');
+    const known = this.remembered(id, password);
+    if (known !== undefined) return known;
+    const digest = this.digest(id, password);
+    const pendingKey = `${id}\0${digest.toString('hex')}`;
     let answer = this.pending.get(pendingKey);
     if (!answer) {
       answer = this.check(id, password).finally(() => this.pending.delete(pendingKey));
       this.pending.set(pendingKey, answer);
     }
     const valid = await answer;
-    if (valid) this.remember(id, key, now() + (this.options.ttlMs ?? DEFAULT_DEVICE_CACHE_TTL_MS));
+    const now = (this.options.now ?? Date.now)();
+    if (valid) {
+      this.valid.set(id, digest, now + (this.options.ttlMs ?? DEFAULT_DEVICE_CACHE_TTL_MS));
+      this.invalid.delete(id);
+    } else {
+      this.invalid.set(id, digest, now + (this.options.failureTtlMs ?? DEFAULT_FAILURE_CACHE_TTL_MS));
+    }
     return valid;
   }
 
-  private remember(id: string, key: Buffer, until: number): void {
-    this.admitted.delete(id);
-    this.admitted.set(id, { digest: key, until });
-    const max = this.options.maxEntries ?? 10_000;
-    for (const oldest of this.admitted.keys()) {
-      if (this.admitted.size <= max) break;
-      this.admitted.delete(oldest);
-    }
+  private digest(id: string, password: string): Buffer {
+    return createHmac('sha256', this.key).update(id).update('\0').update(password).digest();
   }
 }
 
-/** The check against core's `POST /v1/internal/device-auth`, authorised with the api token. */
+/**
+ * The check against core's `POST /v1/internal/device-auth`, authorised with the api token; the
+ * request is abandoned after `timeoutMs` (core then does not compute it, see core/api.ts).
+ */
 export function coreDeviceCheck(core: Endpoint, apiToken: string, timeoutMs = 3_000): DeviceCheck {
   const url = `http://${core.host.includes(':') ? `[${core.host}]` : core.host}:${core.port}/v1/internal/device-auth`;
   return async (id, password) => {
@@ -68,6 +123,10 @@ export function coreDeviceCheck(core: Endpoint, apiToken: string, timeoutMs = 3_
       body: JSON.stringify({ id, password }),
       signal: AbortSignal.timeout(timeoutMs),
     });
+    if (response.status === 503 && response.headers.has('retry-after')) {
+      await response.body?.cancel();
+      throw new RegistryBusyError(Number(response.headers.get('retry-after')) || 1);
+    }
     if (response.status !== 200) throw new Error(`core answered the device check with ${response.status}`);
     const body = (await response.json()) as { authenticated?: unknown };
     return body.authenticated === true;

@@ -1,8 +1,14 @@
 /**
- * The gateway's device-facing HTTP adapter (port 8080): `POST /v1/telemetry`.
+ * The gateway's device-facing HTTP adapter: `POST /v1/telemetry`, over plain HTTP (port 8080) or
+ * HTTPS (8443, tls.ts).
  *
- * Guarantees: the device authenticates with basic auth (device id, password), checked as for MQTT;
- * missing or wrong credentials → 401 with `WWW-Authenticate: Basic`, and core unreachable → 503.
+ * Guarantees: the device authenticates with basic auth (device id, password), checked as for MQTT
+ * (login.ts), or over HTTPS with a verified client certificate, whose CN is then the device (basic
+ * auth optional; naming another device → 403). Missing or wrong credentials → 401 with
+ * `WWW-Authenticate: Basic`; too many failed logins for the id or from the address → 429, core
+ * busy or unreachable → 503, both with `Retry-After` (seconds). Each device's messages are paced
+ * (limits.ts `messageRate`, shared with MQTT): a request waits up to 1 s for its turn before its
+ * body is read, else 429 with `Retry-After`. Each refusal is counted by reason (metrics.ts).
  * The body must be a JSON object or array of at most 64 KiB that can be stored (else 400 with the
  * reason, e.g. a NUL character or an unpaired surrogate; 413; 415). The optional `Message-Id` header
  * (1–128 printable ASCII characters, else 400) becomes the message id, so a device that sends a
@@ -13,44 +19,68 @@
  */
 
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { HttpError, parseBasic, readJson, sendError, sendJson } from '../shared/http.ts';
 import type { Logger } from '../shared/log.ts';
 import { isMessageId, isPayload, newMessageId, unstorable } from '../shared/telemetry.ts';
-import type { DeviceAuthenticator } from './devices.ts';
 import { BacklogFullError, type Forward } from './forwarder.ts';
+import type { DeviceLogin } from './login.ts';
+import type { GatewayMetrics, RefusalReason } from './metrics.ts';
+import { certificateDevice } from './tls.ts';
+import type { TokenBuckets } from './token-buckets.ts';
 
 /** What a device is told to wait before sending again while the broker's stream is full. */
 export const BACKLOG_RETRY_AFTER_SECONDS = 5;
 
 export interface HttpAdapterOptions {
-  devices: DeviceAuthenticator;
+  login: DeviceLogin;
   forward: Forward;
   log: Logger;
+  metrics: GatewayMetrics;
+  /** Paces each device's messages (shared with the MQTT adapter). */
+  messageRate: TokenBuckets;
 }
 
+/** The longest a request waits for its device's turn before it is answered 429. */
+const MAX_PACING_WAIT_MS = 1_000;
+
 export function createHttpAdapter(options: HttpAdapterOptions): RequestListener {
-  const { devices, forward, log } = options;
+  const { login, forward, log, metrics, messageRate } = options;
+
+  function refuse(reason: RefusalReason, device: string | undefined, error: HttpError): never {
+    metrics.refused(reason);
+    log.warn('http device refused', { device, reason: error.message });
+    throw error;
+  }
 
   async function authenticatedDevice(req: IncomingMessage): Promise<string> {
     const credentials = parseBasic(req.headers.authorization);
-    let valid = false;
-    if (credentials) {
-      try {
-        valid = await devices.authenticate(credentials.user, credentials.password);
-      } catch (error) {
-        log.error('device check failed', { device: credentials.user, error });
-        throw new HttpError(503, 'device registry unavailable');
-      }
+    const certified = certificateDevice(req.socket);
+    if (certified) {
+      if (credentials && credentials.user !== certified) refuse('certificate', credentials.user, new HttpError(403, `the client certificate names device ${certified}`));
+      return certified;
     }
-    if (!credentials || !valid) {
-      log.warn('http device refused', { device: credentials?.user, reason: 'bad user name or password' });
-      throw new HttpError(401, 'basic auth with a registered device id and its password is required');
+    if (!credentials) return refuse('bad_credentials', undefined, new HttpError(401, 'basic auth with a registered device id and its password is required'));
+    const result = await login.login(credentials.user, credentials.password, req.socket.remoteAddress ?? 'unknown');
+    if (result.admitted) return credentials.user;
+    const retryAfter = { 'Retry-After': String(result.retryAfterSeconds ?? 1) };
+    if (result.reason === 'rate_limited') refuse(result.reason, credentials.user, new HttpError(429, 'too many failed logins; try again later', retryAfter));
+    if (result.reason === 'registry_busy') refuse(result.reason, credentials.user, new HttpError(503, 'device registry busy or unavailable', retryAfter));
+    return refuse(result.reason, credentials.user, new HttpError(401, 'basic auth with a registered device id and its password is required'));
+  }
+
+  async function paced(deviceId: string): Promise<void> {
+    const waitMs = messageRate.reserve(deviceId, MAX_PACING_WAIT_MS);
+    if (waitMs === undefined) {
+      const retryAfter = String(Math.max(1, Math.ceil(messageRate.wait(deviceId) / 1000)));
+      refuse('message_rate', deviceId, new HttpError(429, 'the device sends faster than its message rate', { 'Retry-After': retryAfter }));
     }
-    return credentials.user;
+    await sleep(waitMs);
   }
 
   async function telemetry(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const deviceId = await authenticatedDevice(req);
+    await paced(deviceId);
     const given = req.headers['message-id'];
     if (given !== undefined && !isMessageId(given)) throw new HttpError(400, 'Message-Id must be 1-128 printable ASCII characters without spaces');
     const payload = await readJson(req);

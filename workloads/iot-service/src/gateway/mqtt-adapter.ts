@@ -1,10 +1,20 @@
 /**
- * The gateway's device-facing MQTT adapter (port 1883), an aedes server (MQTT 3.1 and 3.1.1).
+ * The gateway's device-facing MQTT adapter, an aedes server (MQTT 3.1 and 3.1.1) for every
+ * connection `handle` is given: plain (port 1883) or TLS (8883, tls.ts).
  *
- * Guarantees: a device connects with username = its device id and the password core gave it;
- * anything else is refused with CONNACK 4 (bad user name or password) or, when core cannot be
- * asked, 3 (server unavailable). A device may publish only to `telemetry/<its own id>`, or to
- * `telemetry/<its own id>/?message-id=<id>` to name the message itself (telemetry.ts
+ * Guarantees: a device connects with client id = username = its device id and the password core
+ * gave it (login.ts), or, over TLS with a verified client certificate, with client id = the
+ * certificate's CN and no password (a username, if given, must be that CN too). A client id or
+ * username naming another device is refused with CONNACK 5 (not authorized), a wrong password
+ * with 4 (bad user name or password); too many failed logins for the id or from the address, a
+ * device id banned for connecting too often (limits.ts `connectRate`; a reconnect after the
+ * gateway closed the connection because the broker did not take a message is not counted), or
+ * core busy or unreachable, with 3 (server unavailable: try again later). As the client id is the
+ * device id, only the device itself can take over its session. Each refusal is counted by reason
+ * (metrics.ts). Each device's messages are paced (limits.ts `messageRate`) by reading nothing
+ * more from its connection until the next is due: none is dropped. A device may publish only
+ * to `telemetry/<its own id>`, or to `telemetry/<its own id>/?message-id=<id>` to name the
+ * message itself (telemetry.ts
  * `parseDeviceTopic`), with QoS 0 or 1 and a JSON object or array as payload; any other publish
  * closes its connection without an acknowledgement. An accepted message keeps the id the device
  * gave — so a device that sends it again after a lost PUBACK has it stored once — or gets a fresh
@@ -20,18 +30,26 @@
  */
 
 import { Aedes, type AuthenticateError, type Client } from 'aedes';
-import { createServer, type Server } from 'node:net';
+import type { Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../shared/log.ts';
-import { closeServer, listenOn } from '../shared/net.ts';
 import { isPayload, newMessageId, parseDeviceTopic, unstorable, type TelemetryEnvelope } from '../shared/telemetry.ts';
-import type { DeviceAuthenticator } from './devices.ts';
 import { BacklogFullError, type Forward } from './forwarder.ts';
+import type { DeviceLogin } from './login.ts';
+import type { GatewayMetrics, RefusalReason } from './metrics.ts';
 import { limitPacketSize, MAX_MQTT_PACKET_BYTES } from './mqtt-packet-limit.ts';
+import { certificateDevice } from './tls.ts';
+import type { TokenBuckets } from './token-buckets.ts';
 
 export interface MqttAdapterOptions {
-  devices: DeviceAuthenticator;
+  login: DeviceLogin;
   forward: Forward;
   log: Logger;
+  metrics: GatewayMetrics;
+  /** Paces each device's messages (shared with the HTTP adapter). */
+  messageRate: TokenBuckets;
+  /** Bans device ids that connect too often. */
+  connectRate: TokenBuckets;
   backlogWaitMs?: number;
 }
 
@@ -43,22 +61,32 @@ async function forwardWhenRoom(forward: Forward, envelope: TelemetryEnvelope, wa
       return await forward(envelope);
     } catch (error) {
       if (!(error instanceof BacklogFullError) || Date.now() >= deadline) throw error;
-      await new Promise((resolve) => setTimeout(resolve, Math.min(100 * attempt, 2_000)));
+      await sleep(Math.min(100 * attempt, 2_000));
     }
   }
 }
 
 export interface MqttAdapter {
-  port: number;
+  /** Serves one device connection (plain or TLS). */
+  handle(socket: Socket): void;
   close(): Promise<void>;
 }
 
-const BAD_USERNAME_OR_PASSWORD = 4;
 const SERVER_UNAVAILABLE = 3;
+const BAD_USERNAME_OR_PASSWORD = 4;
+const NOT_AUTHORIZED = 5;
 
-function refusal(message: string, returnCode: number): AuthenticateError {
-  return Object.assign(new Error(message), { returnCode }) as AuthenticateError;
-}
+const RETURN_CODES: Record<RefusalReason, number> = {
+  bad_credentials: BAD_USERNAME_OR_PASSWORD,
+  certificate: NOT_AUTHORIZED,
+  client_id: NOT_AUTHORIZED,
+  rate_limited: SERVER_UNAVAILABLE,
+  flapping: SERVER_UNAVAILABLE,
+  registry_busy: SERVER_UNAVAILABLE,
+  message_rate: SERVER_UNAVAILABLE,
+  connection_cap: SERVER_UNAVAILABLE,
+  packet_too_large: SERVER_UNAVAILABLE,
+};
 
 function parsePayload(bytes: Buffer): unknown {
   try {
@@ -68,26 +96,51 @@ function parsePayload(bytes: Buffer): unknown {
   }
 }
 
-export async function startMqttAdapter(options: MqttAdapterOptions, listen: { host: string; port: number }): Promise<MqttAdapter> {
-  const { devices, forward, log } = options;
+export async function createMqttAdapter(options: MqttAdapterOptions): Promise<MqttAdapter> {
+  const { login, forward, log, metrics, messageRate, connectRate } = options;
   const backlogWaitMs = options.backlogWaitMs ?? 30_000;
   const deviceOf = new WeakMap<Client, string>();
+  /** Devices whose connection the gateway closed for the broker's sake: their next login is no flap. */
+  const closedByGateway = new Set<string>();
+
+  /** Who the client is, or why it is refused before any password is checked. */
+  function claimedDevice(client: Client, username: string | undefined): { id: string; certified: boolean } | { refused: RefusalReason; reason: string } {
+    const certified = certificateDevice(client.conn);
+    const id = certified ?? username ?? '';
+    if (certified && username && username !== certified) return { refused: 'certificate', reason: `the client certificate names ${certified}, the username ${username}` };
+    if (client.id !== id) return { refused: 'client_id', reason: 'the client id must be the device id' };
+    return { id, certified: certified !== undefined };
+  }
+
+  async function admit(client: Client, username: string | undefined, password: string): Promise<{ id: string } | { refused: RefusalReason; reason: string }> {
+    const claimed = claimedDevice(client, username);
+    if ('refused' in claimed) return claimed;
+    if (!claimed.certified) {
+      const result = await login.login(claimed.id, password, (client.conn as Socket).remoteAddress ?? 'unknown');
+      if (!result.admitted) return { refused: result.reason, reason: result.reason === 'bad_credentials' ? 'bad user name or password' : `${result.reason}; retry after ${result.retryAfterSeconds ?? 1} s` };
+    }
+    if (!closedByGateway.delete(claimed.id)) {
+      const bannedMs = connectRate.take(claimed.id);
+      if (bannedMs > 0) return { refused: 'flapping', reason: `connecting too often; banned for ${Math.ceil(bannedMs / 1000)} s` };
+    }
+    return { id: claimed.id };
+  }
 
   const broker = await Aedes.createBroker({
     authenticate: (client, username, password, done) => {
-      const id = username ?? '';
-      devices.authenticate(id, password?.toString('utf8') ?? '').then(
-        (valid) => {
-          if (!valid) {
-            log.warn('mqtt device refused', { device: id, reason: 'bad user name or password' });
-            return done(refusal('bad user name or password', BAD_USERNAME_OR_PASSWORD), false);
+      admit(client, username, password?.toString('utf8') ?? '').then(
+        (outcome) => {
+          if ('refused' in outcome) {
+            metrics.refused(outcome.refused);
+            log.warn('mqtt device refused', { device: username ?? client.id, clientId: client.id, reason: outcome.reason });
+            return done(Object.assign(new Error(outcome.reason), { returnCode: RETURN_CODES[outcome.refused] }) as AuthenticateError, false);
           }
-          deviceOf.set(client, id);
+          deviceOf.set(client, outcome.id);
           done(null, true);
         },
         (error: unknown) => {
-          log.error('device check failed', { device: id, error });
-          done(refusal('device registry unavailable', SERVER_UNAVAILABLE), false);
+          log.error('mqtt login failed', { device: username, error });
+          done(Object.assign(new Error('login failed'), { returnCode: SERVER_UNAVAILABLE }) as AuthenticateError, false);
         },
       );
     },
@@ -108,31 +161,29 @@ export async function startMqttAdapter(options: MqttAdapterOptions, listen: { ho
       }
       packet.retain = false; // nothing is kept for subscribers: there are none
       const envelope = { messageId: topic.messageId ?? newMessageId(), deviceId, receivedAt: new Date().toISOString(), payload };
-      forwardWhenRoom(forward, envelope, backlogWaitMs).then(
-        () => done(null),
-        (error: unknown) => {
-          log.warn('mqtt message not forwarded; device not acknowledged', { device: deviceId, messageId: envelope.messageId, error });
-          done(error instanceof Error ? error : new Error(String(error)));
-        },
-      );
+      // aedes reads this connection's next packet only once this one is handled: waiting is back-pressure
+      sleep(messageRate.reserve(deviceId, Number.POSITIVE_INFINITY))
+        .then(() => forwardWhenRoom(forward, envelope, backlogWaitMs))
+        .then(
+          () => done(null),
+          (error: unknown) => {
+            log.warn('mqtt message not forwarded; device not acknowledged', { device: deviceId, messageId: envelope.messageId, error });
+            closedByGateway.add(deviceId);
+            done(error instanceof Error ? error : new Error(String(error)));
+          },
+        );
     },
     authorizeSubscribe: (_client, _subscription, done) => done(null, null),
   });
 
-  const server: Server = createServer((socket) => {
-    broker.handle(socket);
-    limitPacketSize(socket, MAX_MQTT_PACKET_BYTES, (announced) =>
-      log.warn('mqtt connection closed', { remote: socket.remoteAddress, reason: `a packet of ${announced} bytes exceeds ${MAX_MQTT_PACKET_BYTES}` }),
-    );
-  });
-  await listenOn(server, listen);
-  const address = server.address();
   return {
-    port: typeof address === 'object' && address ? address.port : listen.port,
-    close: async () => {
-      const closed = closeServer(server);
-      await new Promise<void>((resolve) => broker.close(() => resolve()));
-      await closed;
+    handle: (socket) => {
+      broker.handle(socket);
+      limitPacketSize(socket, MAX_MQTT_PACKET_BYTES, (announced) => {
+        metrics.refused('packet_too_large');
+        log.warn('mqtt connection closed', { remote: socket.remoteAddress, reason: `a packet of ${announced} bytes exceeds ${MAX_MQTT_PACKET_BYTES}` });
+      });
     },
+    close: () => new Promise<void>((resolve) => broker.close(() => resolve())),
   };
 }

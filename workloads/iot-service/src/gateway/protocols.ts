@@ -1,16 +1,17 @@
 /**
  * Which device protocols the gateway serves: IOT_GATEWAY_PROTOCOLS, a comma-separated subset of
- * `spec.gateway.protocols` (mqtt, mqtts, http, coap), default `mqtt,http` (the spec's default).
+ * `spec.gateway.protocols` (mqtt, mqtts, http, https, coap), default `mqtt,http` (the spec's
+ * default).
  *
- * Guarantees: returns the set of mqtt and http named; an empty list, an unknown name, or a
- * protocol the reference gateway does not implement (mqtts, coap) throws naming it, so the
+ * Guarantees: returns the set of mqtt, mqtts, http and https named; an empty list, an unknown
+ * name, or a protocol the reference gateway does not implement (coap) throws naming it, so the
  * gateway refuses to start rather than leave a port the operator opened unserved.
  */
 
-export type ServedProtocol = 'mqtt' | 'http';
+export type ServedProtocol = 'mqtt' | 'mqtts' | 'http' | 'https';
 
-const SERVED: readonly string[] = ['mqtt', 'http'];
-const KNOWN: readonly string[] = ['mqtt', 'mqtts', 'http', 'coap'];
+const SERVED: readonly string[] = ['mqtt', 'mqtts', 'http', 'https'];
+const KNOWN: readonly string[] = ['mqtt', 'mqtts', 'http', 'https', 'coap'];
 
 export function gatewayProtocols(env: NodeJS.ProcessEnv = process.env): Set<ServedProtocol> {
   const names = (env.IOT_GATEWAY_PROTOCOLS ?? 'mqtt,http')

@@ -5,7 +5,8 @@
  * serves at all (the liveness probe); `GET /readyz` runs every readiness check at once, each
  * bounded by `checkTimeoutMs` (below the probes' 1 s timeout), and answers 200 when all pass,
  * else 503, with `{"ready", "checks": {name: "ok" | error message}}`; once `stopping()` it answers
- * 503 without running checks, so the pod leaves its Services before it exits. Any other path is
+ * 503 without running checks, so the pod leaves its Services before it exits. With `metrics`,
+ * `GET /metrics` answers its Prometheus text (`text/plain; version=0.0.4`). Any other path is
  * 404.
  */
 
@@ -21,6 +22,8 @@ export interface HealthOptions {
   version: string;
   checks: Readonly<Record<string, ReadinessCheck>>;
   checkTimeoutMs?: number;
+  /** The Prometheus text of `/metrics`. */
+  metrics?: () => string;
 }
 
 export interface HealthServer {
@@ -67,6 +70,11 @@ export async function startHealthServer(options: HealthOptions, listen: { host: 
       if (stopping) return sendJson(res, 503, { ready: false, checks: { shutdown: 'stopping' } });
       void runChecks(options.checks, timeoutMs).then((report) => sendJson(res, report.ready ? 200 : 503, report));
       return;
+    }
+    if (path === '/metrics' && options.metrics) {
+      const text = options.metrics();
+      res.writeHead(200, { 'Content-Type': 'text/plain; version=0.0.4', 'Content-Length': Buffer.byteLength(text) });
+      return void res.end(text);
     }
     sendJson(res, 404, { error: 'not found' });
   });

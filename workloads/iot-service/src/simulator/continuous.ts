@@ -3,7 +3,8 @@
  * upgrades it keeps sending, and sends every message again until the gateway acknowledged it.
  *
  * Guarantees:
- * - `startContinuousDevice` runs one send loop per protocol (MQTT QoS 1 on one connection, HTTP
+ * - `startContinuousDevice` runs one send loop per protocol (MQTT QoS 1 on one connection whose
+ *   client id is the device id, as the gateway requires; HTTP
  *   POSTs), each sending its messages one after the other. Every message has its own id, chosen
  *   by the device (`<device>-<protocol>-<seq>`) and carried with every attempt — over MQTT in the
  *   topic's property bag (`telemetry/<id>/?message-id=<message id>`), over HTTP in `Message-Id` —
@@ -25,7 +26,6 @@
  *   its acknowledgement, and the messages sent but not yet acknowledged at an instant.
  */
 
-import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import mqtt, { type MqttClient } from 'mqtt';
 import { deviceTelemetryTopic } from '../shared/telemetry.ts';
@@ -186,7 +186,7 @@ async function connectDevice(url: string, device: DeviceCredentials, timeoutMs: 
   try {
     const client = await mqtt.connectAsync(
       url,
-      { username: device.id, password: device.password, clientId: `sim-${randomUUID().slice(0, 8)}`, reconnectPeriod: 0, connectTimeout: timeoutMs, clean: true },
+      { username: device.id, password: device.password, clientId: device.id, reconnectPeriod: 0, connectTimeout: timeoutMs, clean: true },
       false,
     );
     client.on('error', () => undefined); // a later error also closes the connection, which the attempt sees

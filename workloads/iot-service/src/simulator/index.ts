@@ -62,7 +62,7 @@ export async function readTelemetry(addresses: Pick<ServiceAddresses, 'coreUrl' 
 }
 
 /**
- * Connects as the device, publishes each payload with QoS 1 (awaiting its PUBACK) to `topic`
+ * Connects as the device (client id = device id, as the gateway requires), publishes each payload with QoS 1 (awaiting its PUBACK) to `topic`
  * (default: the device's own) and disconnects. The gateway closing the connection before a
  * PUBACK (MQTT 3.1.1's only answer to a publish it refuses, e.g. to another device's topic)
  * rejects at once, where the MQTT client would keep the message for a reconnect that never comes.
@@ -71,7 +71,7 @@ export async function publishMqtt(gatewayMqttUrl: string, device: DeviceCredenti
   const client = await mqtt.connectAsync(gatewayMqttUrl, {
     username: device.id,
     password: device.password,
-    clientId: `sim-${randomUUID().slice(0, 8)}`,
+    clientId: device.id,
     reconnectPeriod: 0,
     connectTimeout: 5_000,
   });

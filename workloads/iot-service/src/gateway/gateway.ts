@@ -1,0 +1,91 @@
+/**
+ * The gateway's device-facing side: the servers of the enabled protocols, on one login, one set
+ * of limits, one certificate and one set of metrics.
+ *
+ * Guarantees: `startGateway` resolves once a server listens for each protocol of `protocols`
+ * (mqtt and http plain; mqtts and https with the certificate of `tlsDir`, tls.ts, read before
+ * it resolves) — MQTT over both on one aedes server (a device's session is one, whichever it
+ * uses), HTTP over both with one handler. Every connection is counted and capped
+ * (connections.ts). `ready()` throws while a TLS protocol is enabled and no certificate loaded.
+ * `close` stops accepting, closes device connections, and stops following the certificate.
+ */
+
+import { createServer as createHttpServer } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { createServer as createNetServer, type AddressInfo, type Server } from 'node:net';
+import { createServer as createTlsServer } from 'node:tls';
+import type { Logger } from '../shared/log.ts';
+import { closeServer, listenOn } from '../shared/net.ts';
+import { countConnections } from './connections.ts';
+import { DeviceAuthenticator, type DeviceAuthenticatorOptions, type DeviceCheck } from './devices.ts';
+import type { Forward } from './forwarder.ts';
+import { createHttpAdapter } from './http-adapter.ts';
+import { connectRate, messageRate } from './limits.ts';
+import { DeviceLogin, type DeviceLoginOptions } from './login.ts';
+import { GatewayMetrics } from './metrics.ts';
+import { createMqttAdapter } from './mqtt-adapter.ts';
+import type { ServedProtocol } from './protocols.ts';
+import { GatewayCertificate } from './tls.ts';
+import type { TokenBuckets } from './token-buckets.ts';
+
+export interface GatewayOptions {
+  protocols: ReadonlySet<ServedProtocol>;
+  host: string;
+  ports: Record<ServedProtocol, number>;
+  /** core's device check (devices.ts). */
+  check: DeviceCheck;
+  forward: Forward;
+  log: Logger;
+  tlsDir: string;
+  tlsPollMs?: number;
+  maxConnections?: number;
+  backlogWaitMs?: number;
+  devices?: DeviceAuthenticatorOptions;
+  login?: DeviceLoginOptions;
+  messageRate?: TokenBuckets;
+  connectRate?: TokenBuckets;
+}
+
+export interface Gateway {
+  /** The port each enabled protocol listens on. */
+  ports: Partial<Record<ServedProtocol, number>>;
+  metrics: GatewayMetrics;
+  ready(): void;
+  close(): Promise<void>;
+}
+
+export async function startGateway(options: GatewayOptions): Promise<Gateway> {
+  const { protocols, log } = options;
+  const metrics = new GatewayMetrics();
+  const login = new DeviceLogin(new DeviceAuthenticator(options.check, options.devices), log, options.login);
+  const shared = { login, forward: options.forward, log, metrics, messageRate: options.messageRate ?? messageRate() };
+  const certificate =
+    protocols.has('mqtts') || protocols.has('https')
+      ? new GatewayCertificate({ dir: options.tlsDir, log, pollMs: options.tlsPollMs, onRefused: () => metrics.refused('certificate') })
+      : undefined;
+  const mqtt = protocols.has('mqtt') || protocols.has('mqtts') ? await createMqttAdapter({ ...shared, connectRate: options.connectRate ?? connectRate(), backlogWaitMs: options.backlogWaitMs }) : undefined;
+  const http = protocols.has('http') || protocols.has('https') ? createHttpAdapter(shared) : undefined;
+
+  const servers = new Map<ServedProtocol, Server>();
+  if (mqtt && protocols.has('mqtt')) servers.set('mqtt', createNetServer(mqtt.handle));
+  if (mqtt && certificate && protocols.has('mqtts')) servers.set('mqtts', certificate.secure(createTlsServer({}, mqtt.handle)));
+  if (http && protocols.has('http')) servers.set('http', createHttpServer(http));
+  if (http && certificate && protocols.has('https')) servers.set('https', certificate.secure(createHttpsServer({}, http)));
+  const ports: Partial<Record<ServedProtocol, number>> = {};
+  for (const [protocol, server] of servers) {
+    countConnections(server, metrics, log, options.maxConnections);
+    await listenOn(server, { host: options.host, port: options.ports[protocol] });
+    ports[protocol] = (server.address() as AddressInfo).port;
+  }
+  return {
+    ports,
+    metrics,
+    ready: () => certificate?.ready(),
+    close: async () => {
+      certificate?.close();
+      const closed = Promise.all([...servers.values()].map((server) => closeServer(server)));
+      await mqtt?.close(); // ends MQTT connections, which closing their servers waits for; HTTP finishes open requests
+      await closed;
+    },
+  };
+}
