@@ -7,7 +7,7 @@
  *
  * Guarantees:
  * - `up` starts or reuses the cluster: the control plane, then the real node and the parts it
- *   hosts, then OLM and the sharder. A part is ensured when asked for (flags; CLUSTER_REAL_NODE,
+ *   hosts (their engines built while the control plane is), then OLM and the sharder. A part is ensured when asked for (flags; CLUSTER_REAL_NODE,
  *   CLUSTER_OLM, CLUSTER_SHARDER) and restored when the cluster has it from before (a cluster keeps
  *   its real node, OLM and sharder, across a recreation too). Progress goes to stderr; the last
  *   stdout line is `KUBECONFIG=<absolute path>`. CLUSTER_REAL_NODE=auto runs a real node where one
@@ -116,6 +116,16 @@ function optionOf(env: string, flag: string, args: readonly string[], values = [
   return value;
 }
 
+/**
+ * Builds the parts' engines one after another, beside what runs meanwhile: the real node's parts
+ * share little with the control plane's build (other modules), so they use the CPU its long
+ * single-package compiles and links leave idle, and their downloads overlap it. A failure is left
+ * to the part's ensure, which builds again (one lock per engine) and says why.
+ */
+async function buildOneAfterAnother(names: readonly string[]): Promise<void> {
+  for (const name of names) await part(name, 'build', [], 'pipe');
+}
+
 async function up(args: readonly string[]): Promise<void> {
   const known = PARTS.flatMap((p) => (p.flag ? [p.flag] : []));
   for (const arg of args) if (!known.includes(arg)) throw new Failure(`unknown argument '${arg}' (known: ${known.join(', ')})`);
@@ -141,7 +151,9 @@ async function up(args: readonly string[]): Promise<void> {
   // What the cluster has from before: it keeps it, also when the control plane makes it anew.
   const had = new Map<string, boolean>();
   for (const p of PARTS.filter((p) => p.role === 'node' || p.role === 'optional')) had.set(p.name, await recorded(p.name));
+  const onNodeBuilt = (asked.get('node') || had.get('node')) && buildOneAfterAnother(PARTS.filter((p) => p.role === 'on-node').map((p) => p.name)).catch(() => undefined);
   await must('control-plane', 'ensure');
+  await onNodeBuilt;
   let nodeRuns = false;
   for (const p of PARTS.filter((p) => p.role !== 'always')) {
     if (p.role === 'on-node') {
