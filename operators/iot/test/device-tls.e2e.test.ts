@@ -226,7 +226,7 @@ describe('devices over TLS on the real node', { skip }, () => {
         'Event GatewayCertificateIssued after the deletion',
         async () => {
           const events = (await env.client.list<Event>(Kinds.Event, { namespace: landscape })).items.filter(
-            (e) => e.reason === 'GatewayCertificateIssued' && e.involvedObject?.name === NAME,
+            (e) => e.reason === 'GatewayCertificateIssued' && e.involvedObject?.name === NAME && /Secret gateway-tls was deleted/.test(e.message ?? ''),
           );
           const after = events.filter((e) => Date.parse(e.lastTimestamp ?? e.eventTime ?? e.metadata.creationTimestamp ?? '') >= Math.floor(deletedAt / 1000) * 1000);
           return { done: after.length > 0, value: undefined, seen: events.map((e) => [e.lastTimestamp, e.message]) };
