@@ -11,7 +11,10 @@
  * - A CA Secret edited into something unusable is replaced by the CA remembered from before or,
  *   without one, a new CA; a Warning Event `GatewayCAReplaced` says what was wrong. A missing
  *   Secret (not created yet, or created a moment ago and not cached yet) makes no new CA while
- *   one is remembered. Every server certificate issued is recorded as a Normal Event
+ *   one is remembered. Secret gateway-tls gone from the cache after it was seen there was deleted
+ *   (a cache loses a Secret no other way): a new server certificate is issued by the same CA, as
+ *   deleting a certificate's Secret asks for (a key thought exposed); a deleted gateway-ca is
+ *   restored with the CA remembered, which devices trust. Every server certificate issued is recorded as a Normal Event
  *   `GatewayCertificateIssued` saying why (a new CA, other names, renewal due, unreadable).
  * - `spec.gateway.tls.clientCA` is read (one GET of the ConfigMap in the IoTService's namespace) on
  *   every call while it is set; a ConfigMap missing or without ca.crt is a `ClientCANotFound`
@@ -88,7 +91,9 @@ export class GatewayCertificateKeeper {
     const [caSecret, tlsSecret] = [cached(GATEWAY_CA_SECRET), cached(GATEWAY_TLS_SECRET)];
     const observed = `${caSecret?.metadata.resourceVersion ?? ''}/${tlsSecret?.metadata.resourceVersion ?? ''}`;
     const remembered = this.byInstance.get(key);
-    let current: CurrentCertificates = remembered?.certificates ?? {};
+    /** Seen in the cache when last judged, absent now: deleted. */
+    const tlsDeleted = !tlsSecret && remembered !== undefined && remembered.observed.split('/')[1] !== '';
+    let current: CurrentCertificates = remembered ? { ca: remembered.certificates.ca, ...(tlsDeleted ? {} : { server: remembered.certificates.server }) } : {};
     if (!remembered || (remembered.observed !== observed && (caSecret || tlsSecret))) {
       // Our own write read back, or someone's edit.
       const read = async (secret: KubeObject | undefined) => (secret ? ((await this.bodies.read(ctx.client, Kinds.Secret, secret)) as V1Secret | undefined) : undefined);
@@ -107,7 +112,8 @@ export class GatewayCertificateKeeper {
     }
     if (decision.serverIssued) {
       const expiry = certificateExpiry(decision.certificates.server.cert).toISOString();
-      ctx.event('Normal', 'GatewayCertificateIssued', `Issued the gateway's server certificate for ${names.join(', ')}, valid until ${expiry}: ${decision.serverIssued}.`);
+      const why = tlsDeleted && current.ca === decision.certificates.ca ? `Secret ${GATEWAY_TLS_SECRET} was deleted` : decision.serverIssued;
+      ctx.event('Normal', 'GatewayCertificateIssued', `Issued the gateway's server certificate for ${names.join(', ')}, valid until ${expiry}: ${why}.`);
     }
     this.byInstance.set(key, { certificates: decision.certificates, observed });
     return decision.certificates;

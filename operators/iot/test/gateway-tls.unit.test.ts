@@ -204,6 +204,34 @@ describe('gateway TLS: kept across reconciles and restarts', () => {
     assert.deepEqual(world.events, ['Normal GatewayCertificateIssued'], 'nothing issued after the first');
   });
 
+  it('issues a new server certificate with the same CA when Secret gateway-tls is deleted; restores a deleted gateway-ca', async () => {
+    const world = keeperWorld(instance);
+    const keeper = new GatewayCertificateKeeper(world.bodies);
+    const first = await keeper.material(world.ctx, 'k', instance, new Date());
+    assert.ok(first.ok);
+    assert.equal((await keeper.material(world.ctx, 'k', instance, new Date())).ok, true, 'not cached yet: kept');
+    world.write(first.tls.material);
+    await keeper.material(world.ctx, 'k', instance, new Date());
+    world.secrets.delete('gateway-tls');
+    const reissued = await keeper.material(world.ctx, 'k', instance, new Date());
+    assert.ok(reissued.ok);
+    assert.equal(reissued.tls.material.ca.cert, first.tls.material.ca.cert, 'the same CA');
+    assert.notEqual(reissued.tls.material.server.cert, first.tls.material.server.cert, 'a new server certificate');
+    assert.notEqual(reissued.tls.material.server.key, first.tls.material.server.key, 'with a new key');
+    assert.deepEqual(world.events, ['Normal GatewayCertificateIssued', 'Normal GatewayCertificateIssued']);
+    const notCachedYet = await keeper.material(world.ctx, 'k', instance, new Date());
+    assert.ok(notCachedYet.ok && notCachedYet.tls.material.server.cert === reissued.tls.material.server.cert, 'its own write not cached yet: kept, not issued again');
+    world.write(reissued.tls.material);
+    await keeper.material(world.ctx, 'k', instance, new Date());
+
+    world.secrets.delete('gateway-ca');
+    const restored = await keeper.material(world.ctx, 'k', instance, new Date());
+    assert.ok(restored.ok);
+    assert.equal(restored.tls.material.ca.cert, first.tls.material.ca.cert, 'the CA remembered');
+    assert.equal(restored.tls.material.server.cert, reissued.tls.material.server.cert, 'and the server certificate');
+    assert.equal(world.events.length, 2, 'nothing issued');
+  });
+
   it('replaces a CA Secret edited into garbage, with a Warning Event: by the remembered CA, or a new one after a restart', async () => {
     const world = keeperWorld(instance);
     const keeper = new GatewayCertificateKeeper(world.bodies);

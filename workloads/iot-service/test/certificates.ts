@@ -4,7 +4,7 @@
  *
  * Guarantees: `makeCa(name)` returns a self-signed CA; `issue(ca, cn, ipSan?)` a certificate for
  * `cn` signed by it (with the IP as subject alternative name when given); all PEM, EC P-256, valid
- * for a day. `secretVolume()` makes a directory whose files are symlinks through `..data`, and
+ * for a day; `dnsSans` adds DNS names to the subject alternative names. `secretVolume()` makes a directory whose files are symlinks through `..data`, and
  * `write` replaces all its files at once by swapping `..data` (as the kubelet does), so a reader
  * sees the old set or the new one.
  */
@@ -32,11 +32,12 @@ export function makeCa(name: string): Pem {
   return { cert: readFileSync(`${base}.crt`, 'utf8'), key: readFileSync(`${base}.key`, 'utf8') };
 }
 
-export function issue(ca: Pem, cn: string, ipSan?: string): Pem {
+export function issue(ca: Pem, cn: string, ipSan?: string, dnsSans: readonly string[] = []): Pem {
   const base = path.join(work, `cert-${++serial}`);
   writeFileSync(`${base}-ca.crt`, ca.cert);
   writeFileSync(`${base}-ca.key`, ca.key);
-  writeFileSync(`${base}.ext`, ipSan ? `subjectAltName=IP:${ipSan}\n` : 'basicConstraints=CA:FALSE\n');
+  const sans = [...(ipSan ? [`IP:${ipSan}`] : []), ...dnsSans.map((name) => `DNS:${name}`)];
+  writeFileSync(`${base}.ext`, sans.length > 0 ? `subjectAltName=${sans.join(',')}\n` : 'basicConstraints=CA:FALSE\n');
   openssl(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', `${base}.key`, '-out', `${base}.csr`, '-subj', `/CN=${cn}`]);
   openssl(['x509', '-req', '-in', `${base}.csr`, '-CA', `${base}-ca.crt`, '-CAkey', `${base}-ca.key`, '-set_serial', String(serial), '-out', `${base}.crt`, '-days', '1', '-extfile', `${base}.ext`]);
   return { cert: readFileSync(`${base}.crt`, 'utf8'), key: readFileSync(`${base}.key`, 'utf8') };

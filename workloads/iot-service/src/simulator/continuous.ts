@@ -5,7 +5,7 @@
  * Guarantees:
  * - `startContinuousDevice` runs one send loop per protocol (MQTT QoS 1 on one connection whose
  *   client id is the device id, as the gateway requires; HTTP
- *   POSTs), each sending its messages one after the other. Every message has its own id, chosen
+ *   POSTs; over TLS for mqtts:// and https:// URLs, trusting `addresses.gatewayTls`), each sending its messages one after the other. Every message has its own id, chosen
  *   by the device (`<device>-<protocol>-<seq>`) and carried with every attempt — over MQTT in the
  *   topic's property bag (`telemetry/<id>/?message-id=<message id>`), over HTTP in `Message-Id` —
  *   so a message sent twice is the same message to the service. An attempt fails on any error, on
@@ -29,7 +29,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import mqtt, { type MqttClient } from 'mqtt';
 import { deviceTelemetryTopic } from '../shared/telemetry.ts';
-import type { DeviceCredentials, ServiceAddresses, TelemetryRecord } from './types.ts';
+import { mqttTlsOptions, sendRequest } from './transport.ts';
+import type { DeviceCredentials, GatewayTls, ServiceAddresses, TelemetryRecord } from './types.ts';
 
 export type DeviceProtocol = 'mqtt' | 'http';
 
@@ -80,7 +81,7 @@ const RETRIED_HTTP_STATUSES = new Set([408, 429]);
 const REFUSED_CONNACK_CODES = new Set([4, 5]);
 
 export function startContinuousDevice(
-  addresses: Pick<ServiceAddresses, 'gatewayHttpUrl' | 'gatewayMqttUrl'>,
+  addresses: Pick<ServiceAddresses, 'gatewayHttpUrl' | 'gatewayMqttUrl' | 'gatewayTls'>,
   device: DeviceCredentials,
   options: ContinuousDeviceOptions = {},
 ): ContinuousDevice {
@@ -130,7 +131,7 @@ export function startContinuousDevice(
         await untilAcknowledged(
           message,
           async () => {
-            client ??= await connectDevice(addresses.gatewayMqttUrl, device, attemptTimeoutMs);
+            client ??= await connectDevice(addresses.gatewayMqttUrl, device, attemptTimeoutMs, addresses.gatewayTls);
             await publishOnce(client, deviceTelemetryTopic(device.id, message.messageId), payloadOf(message), attemptTimeoutMs);
           },
           drop,
@@ -145,7 +146,7 @@ export function startContinuousDevice(
   async function httpLoop(): Promise<void> {
     for (let seq = 0; !stopping.signal.aborted; seq++) {
       const message = begin('http', seq);
-      await untilAcknowledged(message, () => postOnce(addresses.gatewayHttpUrl, device, message.messageId, payloadOf(message), attemptTimeoutMs), () => undefined);
+      await untilAcknowledged(message, () => postOnce(addresses.gatewayHttpUrl, device, message.messageId, payloadOf(message), attemptTimeoutMs, addresses.gatewayTls), () => undefined);
       if (intervalMs > 0 && !stopping.signal.aborted) await sleep(intervalMs);
     }
   }
@@ -182,11 +183,11 @@ export function startContinuousDevice(
   };
 }
 
-async function connectDevice(url: string, device: DeviceCredentials, timeoutMs: number): Promise<MqttClient> {
+async function connectDevice(url: string, device: DeviceCredentials, timeoutMs: number, tls: GatewayTls | undefined): Promise<MqttClient> {
   try {
     const client = await mqtt.connectAsync(
       url,
-      { username: device.id, password: device.password, clientId: device.id, reconnectPeriod: 0, connectTimeout: timeoutMs, clean: true },
+      { username: device.id, password: device.password, clientId: device.id, reconnectPeriod: 0, connectTimeout: timeoutMs, clean: true, ...mqttTlsOptions(url, tls) },
       false,
     );
     client.on('error', () => undefined); // a later error also closes the connection, which the attempt sees
@@ -217,9 +218,10 @@ async function publishOnce(client: MqttClient, topic: string, payload: string, t
 }
 
 /** One POST: resolves on 202; a status worth retrying (408, 429, 5xx) or any network error rejects, any other status is a PermanentRefusal. */
-async function postOnce(gatewayHttpUrl: string, device: DeviceCredentials, messageId: string, body: string, timeoutMs: number): Promise<void> {
-  const response = await fetch(new URL('/v1/telemetry', gatewayHttpUrl), {
+async function postOnce(gatewayHttpUrl: string, device: DeviceCredentials, messageId: string, body: string, timeoutMs: number, tls: GatewayTls | undefined): Promise<void> {
+  const response = await sendRequest(new URL('/v1/telemetry', gatewayHttpUrl), {
     method: 'POST',
+    tls,
     headers: {
       Authorization: `Basic ${Buffer.from(`${device.id}:${device.password}`).toString('base64')}`,
       'Content-Type': 'application/json',
@@ -228,7 +230,7 @@ async function postOnce(gatewayHttpUrl: string, device: DeviceCredentials, messa
     body,
     signal: AbortSignal.timeout(timeoutMs),
   });
-  const text = await response.text();
+  const { text } = response;
   if (response.status === 202) return;
   const what = `HTTP ${response.status} for ${messageId}: ${text.slice(0, 200)}`;
   if (response.status >= 500 || RETRIED_HTTP_STATUSES.has(response.status)) throw new Error(what);

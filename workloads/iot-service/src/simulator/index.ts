@@ -1,6 +1,8 @@
 /**
  * The device simulator, as a library for end-to-end tests and the CLI (main.ts): one device's
- * life against a running IoT service, through the addresses it is given.
+ * life against a running IoT service, through the addresses it is given — plaintext (mqtt://,
+ * http://) or TLS (mqtts://, https://, checking the gateway's certificate against
+ * `addresses.gatewayTls`: the CA to trust, the name to check when dialling an IP).
  *
  * Guarantees: `simulateDevice` registers the device through core, publishes `messages` JSON
  * messages over MQTT (QoS 1, each awaited until the gateway's PUBACK) and `messages` over HTTP
@@ -17,9 +19,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import mqtt from 'mqtt';
 import { retry } from '../shared/retry.ts';
 
-import type { DeviceCredentials, ServiceAddresses, TelemetryRecord } from './types.ts';
+import { mqttTlsOptions, sendRequest } from './transport.ts';
+import type { DeviceCredentials, GatewayTls, ServiceAddresses, TelemetryRecord } from './types.ts';
 
-export type { DeviceCredentials, ServiceAddresses, TelemetryRecord } from './types.ts';
+export type { DeviceCredentials, GatewayTls, ServiceAddresses, TelemetryRecord } from './types.ts';
 
 export interface SimulationReport {
   deviceId: string;
@@ -39,8 +42,8 @@ export class HttpStatusError extends Error {
   }
 }
 
-async function expectStatus(response: Response, expected: number, what: string): Promise<unknown> {
-  const text = await response.text();
+async function expectStatus(response: Response | { status: number; text: string }, expected: number, what: string): Promise<unknown> {
+  const text = response instanceof Response ? await response.text() : response.text;
   if (response.status !== expected) throw new HttpStatusError(response.status, text, what);
   return text === '' ? undefined : JSON.parse(text);
 }
@@ -62,18 +65,26 @@ export async function readTelemetry(addresses: Pick<ServiceAddresses, 'coreUrl' 
 }
 
 /**
- * Connects as the device (client id = device id, as the gateway requires), publishes each payload with QoS 1 (awaiting its PUBACK) to `topic`
+ * Connects as the device (client id = device id, as the gateway requires) — over TLS for an
+ * mqtts:// URL, trusting what `tls` names —, publishes each payload with QoS 1 (awaiting its PUBACK) to `topic`
  * (default: the device's own) and disconnects. The gateway closing the connection before a
  * PUBACK (MQTT 3.1.1's only answer to a publish it refuses, e.g. to another device's topic)
  * rejects at once, where the MQTT client would keep the message for a reconnect that never comes.
  */
-export async function publishMqtt(gatewayMqttUrl: string, device: DeviceCredentials, payloads: readonly unknown[], topic = `telemetry/${device.id}`): Promise<number> {
+export async function publishMqtt(
+  gatewayMqttUrl: string,
+  device: DeviceCredentials,
+  payloads: readonly unknown[],
+  topic = `telemetry/${device.id}`,
+  tls?: GatewayTls,
+): Promise<number> {
   const client = await mqtt.connectAsync(gatewayMqttUrl, {
     username: device.id,
     password: device.password,
     clientId: device.id,
     reconnectPeriod: 0,
     connectTimeout: 5_000,
+    ...mqttTlsOptions(gatewayMqttUrl, tls),
   });
   const closed = new Promise<never>((_, reject) => client.once('close', () => reject(new Error(`the gateway closed the connection of ${device.id} before acknowledging its publish to ${topic}`))));
   closed.catch(() => undefined); // observed by the race below; a close after the last PUBACK is the normal end
@@ -85,10 +96,11 @@ export async function publishMqtt(gatewayMqttUrl: string, device: DeviceCredenti
   }
 }
 
-/** POSTs one message to the gateway; resolves with its message id once the gateway answered 202. */
-export async function postHttp(gatewayHttpUrl: string, device: DeviceCredentials, payload: unknown, messageId?: string): Promise<string> {
-  const response = await fetch(new URL('/v1/telemetry', gatewayHttpUrl), {
+/** POSTs one message to the gateway (over TLS for an https:// URL, trusting what `tls` names); resolves with its message id once the gateway answered 202. */
+export async function postHttp(gatewayHttpUrl: string, device: DeviceCredentials, payload: unknown, messageId?: string, tls?: GatewayTls): Promise<string> {
+  const response = await sendRequest(new URL('/v1/telemetry', gatewayHttpUrl), {
     method: 'POST',
+    tls,
     headers: {
       Authorization: `Basic ${Buffer.from(`${device.id}:${device.password}`).toString('base64')}`,
       'Content-Type': 'application/json',
@@ -129,11 +141,13 @@ export async function simulateDevice(
       addresses.gatewayMqttUrl,
       device,
       Array.from({ length: options.messages }, (_, seq) => payload('mqtt', seq)),
+      undefined,
+      addresses.gatewayTls,
     ),
   );
   let httpSent = 0;
   for (let seq = 0; seq < options.messages; seq++) {
-    await postHttp(addresses.gatewayHttpUrl, device, payload('http', seq), randomUUID());
+    await postHttp(addresses.gatewayHttpUrl, device, payload('http', seq), randomUUID(), addresses.gatewayTls);
     httpSent++;
   }
 

@@ -5,9 +5,25 @@ export interface ServiceAddresses {
   coreUrl: string;
   /** The gateway's HTTP adapter, e.g. http://127.0.0.1:8080 */
   gatewayHttpUrl: string;
-  /** The gateway's MQTT adapter, e.g. mqtt://127.0.0.1:1883 */
+  /** The gateway's MQTT adapter, e.g. mqtt://127.0.0.1:1883, or mqtts://127.0.0.1:8883 */
   gatewayMqttUrl: string;
   apiToken: string;
+  /** How the device checks the gateway's certificate on mqtts:// and https:// URLs (Node's default CAs when absent). */
+  gatewayTls?: GatewayTls;
+}
+
+/**
+ * What a device trusts and presents over TLS (mqtts:// and https:// gateway URLs; unused on
+ * plaintext ones).
+ */
+export interface GatewayTls {
+  /** The CA certificate(s) to trust, PEM — only these, not Node's default CAs (e.g. the instance's ConfigMap gateway-ca). */
+  ca?: string;
+  /** The name the gateway's certificate must cover when the URL's host is not it (a gateway dialled by IP); also sent as SNI. */
+  servername?: string;
+  /** A client certificate and its key, PEM, for a gateway that checks them (the device id is its CN). */
+  cert?: string;
+  key?: string;
 }
 
 export interface DeviceCredentials {

@@ -1,0 +1,276 @@
+/**
+ * Devices over TLS on the real node: one IoTService of the reference images whose gateway serves
+ * only mqtts and https, with `gateway.tls.hostnames` naming an outside DNS name and IP. What a
+ * user sees: the instance goes Available; status.gateway.tls.caCertificate is ConfigMap
+ * gateway-ca's ca.crt; condition PlaintextProtocols is False; the gateway Service exposes
+ * exactly 8883 and 8443 and nothing answers on 1883 or 8080; a device registered through core
+ * publishes over MQTTS and HTTPS trusting only that CA (the certificate checked against the
+ * Service's name and against a name of `tls.hostnames`) and its messages are read back from core;
+ * a client that does not trust the CA, or checks another name, fails in the handshake; Secret
+ * gateway-tls deleted is issued again by the same CA (Event GatewayCertificateIssued), served to
+ * new connections, while a device connected before keeps publishing.
+ * The simulator on this machine dials the gateway's pod IP (as reference-service.e2e.test.ts
+ * does, from the node's address on the pod bridge, a device source) and checks the certificate
+ * against `servername`. Reported as not run where the cluster has no real node.
+ */
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { connect as tlsConnect } from 'node:tls';
+import { X509Certificate } from 'node:crypto';
+import { Kinds, makeCertificateAuthority, type KubeObject, type Manager } from '@iot-operator/runtime';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv, onRealNode, realNode, registryPullSecret } from '@iot-operator/local-cluster';
+import {
+  postHttp,
+  publishMqtt,
+  readAllTelemetry,
+  registerDevice,
+  simulateDevice,
+  startContinuousDevice,
+  type ServiceAddresses,
+} from '@iot-operator/iot-service/simulator';
+import { COMPONENTS } from '../src/api/iotservice.ts';
+import { HOST_ON_POD_NETWORK, apiToken, componentPod, installIoTCrd, iotService, referenceImages, startOperator, stopServedLandscape, waitForPhase, type IoTObject } from './e2e-support.ts';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
+
+const env: TestEnv = await localTestEnv();
+const node = await realNode(env);
+const skip = node.available ? false : node.reason;
+const VERSION = '2.4.1';
+const NAME = 'secure';
+const OUTSIDE_NAME = 'iot.plant.example';
+const OUTSIDE_IP = '203.0.113.7';
+const MESSAGES = 5;
+
+type ConfigMap = KubeObject & { data?: Record<string, string> };
+type Secret = KubeObject & { data?: Record<string, string> };
+type Service = KubeObject & { spec: { ports?: { name?: string; port: number; protocol?: string }[] } };
+type Event = KubeObject & { reason?: string; message?: string; involvedObject?: { name?: string }; lastTimestamp?: string; eventTime?: string; metadata: { creationTimestamp?: string } };
+
+let landscape = '';
+let mgr: Manager | undefined;
+
+/** How a TCP connection to host:port ends within `timeoutMs`: 'connected', 'refused', 'no answer' or another error code. */
+function dial(host: string, port: number, timeoutMs = 3_000): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port });
+    const timer = setTimeout(() => {
+      socket.destroy();
+      resolve('no answer');
+    }, timeoutMs);
+    socket.once('connect', () => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve('connected');
+    });
+    socket.once('error', (error: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      resolve(error.code === 'ECONNREFUSED' ? 'refused' : (error.code ?? error.message));
+    });
+  });
+}
+
+/** The serial number of the certificate the gateway presents on host:port (not checked). */
+function presentedSerial(host: string, port: number, servername: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = tlsConnect({ host, port, servername, rejectUnauthorized: false }, () => {
+      resolve(socket.getPeerCertificate().serialNumber);
+      socket.end();
+    });
+    socket.once('error', reject);
+  });
+}
+
+const decode = (secret: Secret, key: string) => Buffer.from(secret.data?.[key] ?? '', 'base64').toString('utf8');
+
+describe('devices over TLS on the real node', { skip }, () => {
+  let namespace = '';
+  let gatewayIp = '';
+  let caCertificate = '';
+  let available: IoTObject;
+  /** The gateway dialled by pod IP over TLS, its certificate checked against the Service's name. */
+  let addresses: ServiceAddresses;
+
+  before(async () => {
+    const registry = await referenceImages(VERSION);
+    await installIoTCrd(env);
+    landscape = await env.namespace('ls');
+    await registryPullSecret(env, landscape, 'image-pull-secret');
+    mgr = await startOperator(env, landscape, { defaultRegistry: registry });
+
+    const spec = Object.fromEntries(COMPONENTS.map((c) => [c, { ...onRealNode, replicas: 1 }]));
+    await env.client.create(
+      IoTServiceV1alpha1Type,
+      iotService(NAME, landscape, {
+        ...spec,
+        gateway: { ...spec.gateway, protocols: ['mqtts', 'https'], deviceSources: [HOST_ON_POD_NETWORK], tls: { hostnames: [OUTSIDE_NAME, OUTSIDE_IP] } },
+        broker: { ...spec.broker, storage: '1Gi' },
+        database: { ...spec.database, storage: '1Gi' },
+      } as never),
+    );
+    const applied = Date.now();
+    available = await waitForPhase(env, landscape, NAME, 'Available', 300_000);
+    console.log(`device TLS: apply → Available ${Date.now() - applied} ms`);
+    namespace = `${landscape}-${NAME}`;
+    const configMap = await env.client.get<ConfigMap>(Kinds.ConfigMap, 'gateway-ca', namespace);
+    caCertificate = configMap.data?.['ca.crt'] ?? '';
+    const [gateway, core] = [await componentPod(env, namespace, 'gateway'), await componentPod(env, namespace, 'core')];
+    gatewayIp = gateway.ip;
+    addresses = {
+      coreUrl: `http://${core.ip}:8080`,
+      gatewayMqttUrl: `mqtts://${gateway.ip}:8883`,
+      gatewayHttpUrl: `https://${gateway.ip}:8443`,
+      apiToken: await apiToken(env, namespace),
+      gatewayTls: { ca: caCertificate, servername: `gateway.${namespace}.svc` },
+    };
+  });
+
+  after(() => stopServedLandscape({ env, landscape, mgr }));
+
+  it('goes Available; status.gateway.tls.caCertificate is ConfigMap gateway-ca’s ca.crt; PlaintextProtocols is False', () => {
+    assert.match(caCertificate, /-----BEGIN CERTIFICATE-----/, 'ConfigMap gateway-ca holds ca.crt');
+    const tls = available.status?.gateway?.tls;
+    assert.equal(tls?.caCertificate, caCertificate);
+    assert.ok(tls?.notAfter && Date.parse(tls.notAfter) > Date.now() + 60 * 24 * 3600_000, `the server certificate is valid for months: ${tls?.notAfter}`);
+    const plaintext = available.status?.conditions?.find((c) => c.type === 'PlaintextProtocols');
+    assert.equal(plaintext?.status, 'False', JSON.stringify(plaintext));
+  });
+
+  it('the gateway Service exposes exactly 8883 and 8443; nothing answers on 1883 or 8080', async () => {
+    const service = await env.client.get<Service>(Kinds.Service, 'gateway', namespace);
+    assert.deepEqual(
+      (service.spec.ports ?? []).map((p) => [p.port, p.protocol ?? 'TCP']).sort(),
+      [
+        [8443, 'TCP'],
+        [8883, 'TCP'],
+      ],
+    );
+    for (const port of [1883, 8080]) assert.notEqual(await dial(gatewayIp, port), 'connected', `plaintext port ${port} of the gateway pod`);
+    assert.equal(await dial(gatewayIp, 8883), 'connected', 'while 8883 answers');
+  });
+
+  it('a device registered through core publishes over MQTTS and HTTPS trusting only the instance CA; its messages are read back from core', async () => {
+    const report = await simulateDevice(addresses, { messages: MESSAGES, timeoutMs: 60_000 });
+    console.log(`device TLS: ${report.sent.total} sent over mqtts and https, ${report.stored} stored in ${report.elapsedMs} ms`);
+    assert.deepEqual(report.sent, { mqtt: MESSAGES, http: MESSAGES, total: 2 * MESSAGES });
+    assert.equal(report.stored, 2 * MESSAGES);
+
+    // The certificate also covers the names of spec.gateway.tls.hostnames.
+    const device = await registerDevice(addresses, `outside-${Date.now()}`);
+    for (const servername of [OUTSIDE_NAME, `gateway.${namespace}.svc.cluster.local`]) {
+      await publishMqtt(addresses.gatewayMqttUrl, device, [{ servername }], undefined, { ca: caCertificate, servername });
+      await postHttp(addresses.gatewayHttpUrl, device, { servername }, undefined, { ca: caCertificate, servername });
+    }
+    const stored = await waitFor(
+      `the 4 messages of ${device.id} in core`,
+      async () => {
+        const records = await readAllTelemetry(addresses, device.id);
+        return { done: records.length === 4, value: records, seen: records.length };
+      },
+      { timeoutMs: 30_000, intervalMs: 300 },
+    );
+    assert.deepEqual(stored.map((r) => (r.payload as { servername: string }).servername).sort(), [OUTSIDE_NAME, OUTSIDE_NAME, `gateway.${namespace}.svc.cluster.local`, `gateway.${namespace}.svc.cluster.local`].sort());
+    const leaf = new X509Certificate(await new Promise<Buffer>((resolve, reject) => {
+      const socket = tlsConnect({ host: gatewayIp, port: 8443, servername: OUTSIDE_NAME, ca: caCertificate }, () => {
+        resolve(socket.getPeerCertificate().raw);
+        socket.end();
+      });
+      socket.once('error', reject);
+    }));
+    assert.ok(leaf.checkIP(OUTSIDE_IP), `the certificate covers ${OUTSIDE_IP}: ${leaf.subjectAltName}`);
+  });
+
+  it('a client that does not trust the instance CA, or checks a name the certificate lacks, fails in the handshake', async () => {
+    const device = await registerDevice(addresses, `untrusting-${Date.now()}`);
+    const stranger = makeCertificateAuthority('stranger CA', 1).cert;
+    const servername = `gateway.${namespace}.svc`;
+    const untrusted = /self[- ]signed|unable to (verify|get)|UNABLE_TO|SELF_SIGNED/i;
+    for (const [tls, expected] of [
+      [{ servername }, untrusted], // Node's default CAs
+      [{ ca: stranger, servername }, untrusted],
+      [{ ca: caCertificate, servername: 'gateway.elsewhere.svc' }, /altnames|ERR_TLS_CERT_ALTNAME_INVALID/i],
+    ] as const) {
+      await assert.rejects(publishMqtt(addresses.gatewayMqttUrl, device, [{ n: 1 }], undefined, tls), expected, `MQTTS with ${JSON.stringify({ ...tls, ca: tls.ca && 'stranger' })}`);
+      await assert.rejects(postHttp(addresses.gatewayHttpUrl, device, { n: 1 }, undefined, tls), expected, `HTTPS with ${JSON.stringify({ ...tls, ca: tls.ca && 'stranger' })}`);
+    }
+    assert.deepEqual(await readAllTelemetry(addresses, device.id), [], 'nothing of the refused device stored');
+  });
+
+  it('Secret gateway-tls deleted: issued again by the same CA (Event GatewayCertificateIssued) and served, while a device connected before keeps publishing', async () => {
+    const before = await env.client.get<Secret>(Kinds.Secret, 'gateway-tls', namespace);
+    const oldLeaf = new X509Certificate(decode(before, 'tls.crt'));
+    const device = startContinuousDevice(addresses, await registerDevice(addresses, `steady-${Date.now()}`), { intervalMs: 200 });
+    try {
+      await waitFor('the device to have published', async () => ({ done: device.messages.filter((m) => m.ackedAt).length >= 4, value: undefined, seen: device.messages.length }), { timeoutMs: 30_000 });
+      const deletedAt = Date.now();
+      await env.client.delete(Kinds.Secret, 'gateway-tls', namespace);
+
+      const recreated = await waitFor(
+        'Secret gateway-tls to be made again',
+        async () => {
+          const secret = await env.client.get<Secret>(Kinds.Secret, 'gateway-tls', namespace).catch(() => undefined);
+          const fresh = !!secret && secret.metadata.uid !== before.metadata.uid;
+          return { done: fresh, value: secret!, seen: secret?.metadata.uid ?? 'absent' };
+        },
+        { timeoutMs: 60_000, intervalMs: 300 },
+      );
+      console.log(`device TLS: gateway-tls made again ${Date.now() - deletedAt} ms after its deletion`);
+      assert.equal(decode(recreated, 'ca.crt'), caCertificate, 'the same CA');
+      const leaf = new X509Certificate(decode(recreated, 'tls.crt'));
+      assert.notEqual(leaf.serialNumber, oldLeaf.serialNumber, 'a new server certificate');
+      assert.ok(leaf.verify(new X509Certificate(caCertificate).publicKey), 'signed by the instance CA');
+      assert.equal((await env.client.get<ConfigMap>(Kinds.ConfigMap, 'gateway-ca', namespace)).data?.['ca.crt'], caCertificate, 'ConfigMap gateway-ca unchanged');
+
+      await waitFor(
+        'Event GatewayCertificateIssued after the deletion',
+        async () => {
+          const events = (await env.client.list<Event>(Kinds.Event, { namespace: landscape })).items.filter(
+            (e) => e.reason === 'GatewayCertificateIssued' && e.involvedObject?.name === NAME && /Secret gateway-tls was deleted/.test(e.message ?? ''),
+          );
+          const after = events.filter((e) => Date.parse(e.lastTimestamp ?? e.eventTime ?? e.metadata.creationTimestamp ?? '') >= Math.floor(deletedAt / 1000) * 1000);
+          return { done: after.length > 0, value: undefined, seen: events.map((e) => [e.lastTimestamp, e.message]) };
+        },
+        { timeoutMs: 30_000, intervalMs: 500 },
+      );
+
+      // The kubelet brings the new Secret into the gateway's volume (within its sync period); the gateway then serves it to new connections.
+      const servedAt = await waitFor(
+        'the gateway to present the new certificate',
+        async () => {
+          const serial = await presentedSerial(gatewayIp, 8883, `gateway.${namespace}.svc`).catch((e: Error) => e.message);
+          return { done: serial.toUpperCase() === leaf.serialNumber.toUpperCase(), value: Date.now(), seen: { presented: serial, issued: leaf.serialNumber } };
+        },
+        { timeoutMs: 180_000, intervalMs: 1_000 },
+      );
+      console.log(`device TLS: the new certificate served ${servedAt - deletedAt} ms after the deletion`);
+      const fresh = await registerDevice(addresses, `after-${Date.now()}`);
+      await publishMqtt(addresses.gatewayMqttUrl, fresh, [{ after: 'reissue' }], undefined, addresses.gatewayTls);
+      await postHttp(addresses.gatewayHttpUrl, fresh, { after: 'reissue' }, undefined, addresses.gatewayTls);
+
+      const ackedBefore = device.messages.filter((m) => m.ackedAt !== undefined && m.ackedAt <= servedAt && m.via === 'mqtt').length;
+      await waitFor(
+        'the device connected before to publish over MQTTS after the new certificate',
+        async () => {
+          const since = device.messages.filter((m) => m.via === 'mqtt' && m.ackedAt !== undefined && m.ackedAt > servedAt).length;
+          return { done: since >= 3, value: undefined, seen: { since, ackedBefore } };
+        },
+        { timeoutMs: 30_000 },
+      );
+    } finally {
+      await device.stop(60_000).catch(() => undefined);
+    }
+    const mqttFailures = device.failures.filter((f) => f.via === 'mqtt');
+    assert.deepEqual(mqttFailures, [], 'the MQTTS connection made before stayed up throughout');
+    const sent = new Set(device.messages.map((m) => m.messageId));
+    const stored = await waitFor(
+      `every message of ${device.deviceId} in core`,
+      async () => {
+        const records = await readAllTelemetry(addresses, device.deviceId);
+        return { done: records.length >= sent.size, value: records, seen: { stored: records.length, sent: sent.size } };
+      },
+      { timeoutMs: 30_000, intervalMs: 500 },
+    );
+    assert.deepEqual(new Set(stored.map((r) => r.messageId)), sent);
+  });
+});

@@ -1,0 +1,63 @@
+/**
+ * How the simulator reaches the gateway over either protocol, plaintext or TLS.
+ *
+ * Guarantees: `mqttTlsOptions` is what mqtt.js needs for an mqtts:// URL (the CA to trust, the
+ * server name to check, a client certificate), nothing for mqtt://. `sendRequest` sends one
+ * request and resolves with its status and body: http:// through fetch, https:// through
+ * node:https with `tls` (only the given CA trusted when one is given); it rejects on a network or
+ * TLS error (a certificate the device does not trust: the handshake's error, e.g.
+ * UNABLE_TO_VERIFY_LEAF_SIGNATURE) or when `signal` aborts.
+ */
+
+import { request as httpsRequest } from 'node:https';
+import type { GatewayTls } from './types.ts';
+
+/** The TLS options of an MQTT connection to `url`: empty unless it is mqtts:// (or ssl://, tls://). */
+export function mqttTlsOptions(url: string, tls: GatewayTls | undefined): { ca?: string; servername?: string; cert?: string; key?: string } {
+  if (!tls || !/^(mqtts|ssl|tls|wss):/.test(url)) return {};
+  return {
+    ...(tls.ca !== undefined ? { ca: tls.ca } : {}),
+    ...(tls.servername !== undefined ? { servername: tls.servername } : {}),
+    ...(tls.cert !== undefined ? { cert: tls.cert } : {}),
+    ...(tls.key !== undefined ? { key: tls.key } : {}),
+  };
+}
+
+export interface SentRequest {
+  method: string;
+  headers: Record<string, string>;
+  body?: string;
+  tls?: GatewayTls;
+  signal?: AbortSignal;
+}
+
+/** One request to `url`; its status and body text. */
+export async function sendRequest(url: URL, init: SentRequest): Promise<{ status: number; text: string }> {
+  if (url.protocol !== 'https:') {
+    const response = await fetch(url, { method: init.method, headers: init.headers, body: init.body, signal: init.signal });
+    return { status: response.status, text: await response.text() };
+  }
+  const tls = init.tls ?? {};
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(
+      url,
+      {
+        method: init.method,
+        headers: init.body === undefined ? init.headers : { ...init.headers, 'Content-Length': String(Buffer.byteLength(init.body)) },
+        ca: tls.ca,
+        servername: tls.servername, // node checks the certificate against it, not the URL's host
+        cert: tls.cert,
+        key: tls.key,
+        signal: init.signal,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(init.body);
+  });
+}
