@@ -20,6 +20,9 @@
  * of it, the operator) and exits within 5 s — with 128 + the signal's number before the example is
  * Available, with 0 when it stops the operator as the last line invites. The cluster itself is
  * left running (later runs reuse it).
+ * On a cluster without a default StorageClass (the embedded one without its real node) the kwok
+ * example keeps broker and database data in emptyDir (`storage: ephemeral`), saying so: claims
+ * there could never bind and the example would never be Available.
  * Flags: --local (always use the embedded cluster), --exit-when-available (stop once Available);
  * any other argument is refused with the list of known flags (exit 2) before anything starts.
  *
@@ -41,7 +44,7 @@ import { readFile } from 'node:fs/promises';
 import { parseAllDocuments } from 'yaml';
 import { Kinds, KubeClient, apiVersionOf, ensureWebhookCertificate, isAlreadyExists, isNotFound, type KubeObject, type Manager, type ResourceType } from '@iot-operator/runtime';
 import { registryPullSecret } from '@iot-operator/local-cluster';
-import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
+import { IoTServiceType, IoTServiceV1alpha1Type, StorageClassType } from '../src/iotservice-types.ts';
 import { createIoTOperator } from '../src/operator.ts';
 import type { IoTServiceStatus } from '../src/api/iotservice.ts';
 import { IOTSERVICE_CRD_NAME, iotServiceCrd } from '../src/api/crd.ts';
@@ -206,6 +209,19 @@ async function createExample(client: KubeClient, example: KubeObject): Promise<v
   }
 }
 
+/**
+ * Whether the cluster has a default StorageClass. Without one (the embedded cluster without its
+ * real node has no volume provisioner) the example's broker and database claims would never bind,
+ * so the example keeps their data in emptyDir instead (`storage: ephemeral`), and says so.
+ */
+async function withoutVolumesIfNoneCanBind(client: KubeClient, example: KubeObject): Promise<void> {
+  const classes = await client.list<KubeObject>(StorageClassType);
+  if (classes.items.some((c) => c.metadata.annotations?.['storageclass.kubernetes.io/is-default-class'] === 'true')) return;
+  const spec = example.spec as Record<string, Record<string, unknown>>;
+  for (const component of ['broker', 'database']) spec[component] = { ...spec[component], storage: 'ephemeral' };
+  say('the cluster has no default StorageClass: the example keeps broker and database data in emptyDir (spec.broker.storage and spec.database.storage: ephemeral)');
+}
+
 async function watchUntilAvailable(client: KubeClient, name: string): Promise<void> {
   let last = '';
   for (;;) {
@@ -268,6 +284,7 @@ async function main(): Promise<void> {
   say(`operator running for landscape ${landscape}; metrics and health on http://127.0.0.1:8080/metrics`);
   say(`the CRD's v1alpha1 ⇄ v1beta1 conversion is served here: ${conversionUrl} (CA ${path.join(certDir, 'ca.crt')})`);
 
+  if (!realNode) await withoutVolumesIfNoneCanBind(client, example!);
   await createExample(client, example!);
   const name = example!.metadata.name!;
   await watchUntilAvailable(client, name);
