@@ -210,9 +210,9 @@ async function createExample(client: KubeClient, example: KubeObject): Promise<v
 }
 
 /**
- * Whether the cluster has a default StorageClass. Without one (the embedded cluster without its
- * real node has no volume provisioner) the example's broker and database claims would never bind,
- * so the example keeps their data in emptyDir instead (`storage: ephemeral`), and says so.
+ * On a cluster without a default StorageClass (the embedded one without its real node has no
+ * volume provisioner) the example's broker and database claims would never bind: the example then
+ * keeps their data in emptyDir instead (`storage: ephemeral`), and says so.
  */
 async function withoutVolumesIfNoneCanBind(client: KubeClient, example: KubeObject): Promise<void> {
   const classes = await client.list<KubeObject>(StorageClassType);
