@@ -11,7 +11,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -71,7 +71,7 @@ function startQuickStart() {
 async function interruptBuild(signal: 'SIGINT' | 'SIGTERM', exitCode: number): Promise<{ output: string; exitMs: number }> {
   const start = startQuickStart();
   try {
-    await waitFor('the first build step on the terminal', async () => ({ done: /==> step 1\/5: /.test(start.output()), value: undefined }));
+    await waitFor('the first build step on the terminal', async () => ({ done: /==> control-plane step 1\/6: /.test(start.output()), value: undefined }));
     await waitFor(
       'a compiler or linker of the build',
       async () => {
@@ -97,21 +97,22 @@ async function interruptBuild(signal: 'SIGINT' | 'SIGTERM', exitCode: number): P
   });
   const output = start.output();
 
-  assert.match(shownBeforeSignal, /step \d\/5/, 'progress lines are on the terminal while the build runs');
+  assert.match(shownBeforeSignal, /step \d\/6/, 'progress lines are on the terminal while the build runs');
   assert.ok(running.includes('go'), `go was running when the signal came (saw: ${running.join(', ')})`);
   assert.ok(at - sentAt < 5000, `exited ${at - sentAt} ms after ${signal}; output:\n${output}`);
   assert.equal(code, exitCode, output);
   assert.match(output, new RegExp(`${signal}: stopping cluster up and its build`));
   // The quick start stops its build's process group with SIGTERM, whatever signal it got.
-  assert.match(output, /build interrupted by SIGTERM in step \d\/5/);
+  assert.match(output, /build of the control plane .*interrupted by SIGTERM in step \d\/6/);
   const left = buildProcesses();
   assert.deepEqual(left, [], `processes of the build still running after the quick start exited: ${left.map((p) => `${p.pid} ${p.comm}`).join(', ')}`);
 
-  const [buildRoot, ...others] = readdirSync(cacheDir).filter((name) => name.startsWith('k8s-'));
-  assert.ok(buildRoot && others.length === 0, `one version set in ${cacheDir}`);
-  const entries = readdirSync(path.join(cacheDir, buildRoot));
-  assert.deepEqual(entries.filter((name) => name.startsWith('.build-') || name === 'bin'), [], `nothing half-built left in ${buildRoot}: ${entries.join(', ')}`);
-  await run('flock', ['--nonblock', path.join(cacheDir, buildRoot, '.lock'), 'true']); // fails while the lock is held
+  const entries = readdirSync(cacheDir);
+  assert.deepEqual(entries.filter((name) => name.startsWith('.build-')), [], `nothing half-built left in ${cacheDir}: ${entries.join(', ')}`);
+  for (const versionSet of entries.filter((name) => name.startsWith('k8s-'))) {
+    assert.ok(!existsSync(path.join(cacheDir, versionSet, 'bin')), `no control plane published in ${versionSet}`);
+  }
+  await run('flock', ['--nonblock', path.join(cacheDir, '.control-plane-build-lock'), 'true']); // fails while the lock is held
   return { output, exitMs: at - sentAt };
 }
 
