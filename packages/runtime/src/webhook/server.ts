@@ -23,7 +23,7 @@
  */
 import https from 'node:https';
 import type http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { pino, type Logger } from 'pino';
 import type { Registry } from '../metrics/prom-client.ts';
 import { CertWatcher } from './cert-watcher.ts';
@@ -110,9 +110,14 @@ export class WebhookServer {
     });
   }
 
-  /** Lets the process exit while this server listens (a server that lives as long as its process). */
+  /**
+   * Lets the process exit while this server listens (a server that lives as long as its process),
+   * also while a client (the API server keeps its connections to webhooks alive for 90 s) holds a
+   * connection open.
+   */
   unref(): void {
     this.server?.unref();
+    this.server?.on('connection', (socket: Socket) => socket.unref());
   }
 
   /** Stops accepting, lets requests in flight finish, closes every connection. */
