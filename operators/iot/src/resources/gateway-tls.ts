@@ -166,18 +166,20 @@ function issueServer(ca: CertificateAuthority, names: readonly string[]): Server
 
 const encode = (text: string) => Buffer.from(text, 'utf8').toString('base64');
 
+/** A Secret's `key` as text, or undefined when it has none. */
+function decoded(secret: V1Secret, key: string): string | undefined {
+  const value = secret.data?.[key];
+  return value ? Buffer.from(value, 'base64').toString('utf8') : undefined;
+}
+
 /** Reads the CA back from Secret gateway-ca's data (base64). */
 export function caOfSecret(secret: V1Secret | undefined): Partial<CertificateAuthority> | undefined {
-  if (!secret) return undefined;
-  const decode = (key: string) => (secret.data?.[key] ? Buffer.from(secret.data[key], 'base64').toString('utf8') : undefined);
-  return { cert: decode('ca.crt'), key: decode('ca.key') };
+  return secret && { cert: decoded(secret, 'ca.crt'), key: decoded(secret, 'ca.key') };
 }
 
 /** Reads the server certificate back from Secret gateway-tls's data (base64). */
 export function serverOfSecret(secret: V1Secret | undefined): Partial<ServerCertificate> | undefined {
-  if (!secret) return undefined;
-  const decode = (key: string) => (secret.data?.[key] ? Buffer.from(secret.data[key], 'base64').toString('utf8') : undefined);
-  return { cert: decode('tls.crt'), key: decode('tls.key') };
+  return secret && { cert: decoded(secret, 'tls.crt'), key: decoded(secret, 'tls.key') };
 }
 
 /** Secret gateway-ca: the CA's certificate and key. Mounted into no pod. */
