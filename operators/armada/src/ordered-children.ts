@@ -13,8 +13,11 @@
  *   to `deployed`: all at once, or when `sequenced` one at a time in the listed order, the next
  *   only once the previous is deployed; a failed child stops a sequence there (and fails the
  *   parent) unless `skippable` says it does not hold the parent back.
- * - Status: `deployed` once every child is, `failed` naming a failed child, `running` while
- *   children progress — written through status.ts (kstatus conditions included).
+ * - Status: `deployed` once every child is deployed under the parent's release prefix (the
+ *   manifest's `release_prefix` recorded in the child's status: a child adopted a moment ago,
+ *   whose releases do not carry the prefix yet, is still progressing), `failed` naming a failed
+ *   child, `running` while children progress — written through status.ts (kstatus conditions
+ *   included), recording the parent's own release prefix.
  * - `reconcileOrderedParent` is a parent controller's whole reconcile: nothing for a parent that is
  *   gone or being deleted, `error` (reason InvalidSpec) naming the first problem of a spec its
  *   schema refuses, else the above.
@@ -45,14 +48,19 @@ export interface OrderedChildren<C extends ArmadaChild> {
   sequenced: boolean;
   /** A failed child that does not hold the parent back (a group's protected chart with continue_processing). */
   skippable?: (child: C) => boolean;
+  /** The manifest's `release_prefix` the parent and its children are deployed under, if any. */
+  releasePrefix: string | undefined;
 }
 
 type State = NonNullable<CommonStatus['actual_state']>;
 
 async function reconcileOrderedChildren<P extends ArmadaParent, C extends ArmadaChild>(ctx: ReconcileContext, parent: P, spec: OrderedChildren<C>): Promise<void> {
   const report = async (state: State, reason?: string): Promise<void> => {
-    await writeStatus(ctx, spec.parentType, parent, nextStatus<CommonStatus>(spec.parentType, parent, state, reason));
+    const next = nextStatus<CommonStatus>(spec.parentType, parent, state, reason, { release_prefix: spec.releasePrefix });
+    if (spec.releasePrefix === undefined) delete next.release_prefix;
+    await writeStatus(ctx, spec.parentType, parent, next);
   };
+  const deployed = (child: C) => isDeployed(child) && child.status?.release_prefix === spec.releasePrefix;
   const kind = spec.childType.kind;
   const namespace = parent.metadata.namespace;
   const children = spec.names.map((name) => ctx.cache.get<C>(spec.childType, name, namespace));
@@ -72,7 +80,7 @@ async function reconcileOrderedChildren<P extends ArmadaParent, C extends Armada
   for (const child of present) {
     const enabled = (child.spec.target_state ?? 'deployed') === 'deployed';
     if (!enabled) await enable(ctx, spec.childType, child);
-    if (spec.sequenced && !isDeployed(child)) {
+    if (spec.sequenced && !deployed(child)) {
       if (skippable(child)) continue;
       if (enabled && failed(child)) return report('failed', `${kind} ${child.metadata.name} is ${child.status!.actual_state}: ${child.status?.reason ?? 'see its status'}`);
       return report('running', `waiting for ${kind} ${child.metadata.name} to be deployed before the next one`);
@@ -80,7 +88,7 @@ async function reconcileOrderedChildren<P extends ArmadaParent, C extends Armada
   }
   const failing = present.find((c) => failed(c) && !skippable(c));
   if (failing) return report('failed', `${kind} ${failing.metadata.name} is ${failing.status!.actual_state}: ${failing.status?.reason ?? 'see its status'}`);
-  const waiting = present.filter((c) => !isDeployed(c) && !skippable(c)).map((c) => c.metadata.name);
+  const waiting = present.filter((c) => !deployed(c) && !skippable(c)).map((c) => c.metadata.name);
   if (waiting.length > 0) return report('running', `waiting for ${kind} ${waiting.join(', ')} to be deployed`);
   return report('deployed');
 }
@@ -91,7 +99,7 @@ export interface OrderedParentKind<P extends ArmadaParent, C extends ArmadaChild
   childType: ResourceType;
   specSchema: typeof GroupSpecSchema | typeof ManifestSpecSchema;
   isValidSpec: (spec: unknown) => boolean;
-  children: (parent: P) => Omit<OrderedChildren<C>, 'parentType' | 'childType'>;
+  children: (parent: P, cache: ReconcileContext['cache']) => Omit<OrderedChildren<C>, 'parentType' | 'childType'>;
 }
 
 export async function reconcileOrderedParent<P extends ArmadaParent, C extends ArmadaChild>(req: Request, ctx: ReconcileContext, kind: OrderedParentKind<P, C>): Promise<void> {
@@ -101,7 +109,7 @@ export async function reconcileOrderedParent<P extends ArmadaParent, C extends A
     await writeStatus(ctx, kind.parentType, parent, nextStatus<CommonStatus>(kind.parentType, parent, 'error', `the spec is invalid: ${specError(kind.specSchema, parent.spec)}`, {}, [], 'InvalidSpec'));
     return;
   }
-  await reconcileOrderedChildren<P, C>(ctx, parent, { parentType: kind.parentType, childType: kind.childType, ...kind.children(parent) });
+  await reconcileOrderedChildren<P, C>(ctx, parent, { parentType: kind.parentType, childType: kind.childType, ...kind.children(parent, ctx.cache) });
 }
 
 /** Maps a child to the parents (of `parentType`, same namespace) controlling it or naming it in `names(parent)`. */

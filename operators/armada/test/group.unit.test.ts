@@ -2,8 +2,8 @@
  * Group and manifest reconcile steps against the runtime's in-memory fake client (logic only;
  * sequenced.e2e.test.ts and walkthrough.e2e.test.ts show the same on the real cluster): a
  * sequenced group enables one chart at a time, a parallel one all at once, a missing chart makes
- * the group `error` and touches nothing, a chart controlled elsewhere is not taken, and a
- * manifest enables its groups in order.
+ * the group `error` and touches nothing, a chart controlled elsewhere is not taken, a manifest
+ * enables its groups in order, and a parent counts a child deployed only under its release prefix.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -113,10 +113,32 @@ test('a manifest enables its groups in order, the next after the previous is dep
   assert.deepEqual(groupTargets(), ['deployed', 'uninitialized']);
   const first = cluster.peek<ArmadaChartGroupObject>(ArmadaChartGroup, 'first', ns)!;
   assert.equal(first.metadata.ownerReferences?.[0]?.kind, 'ArmadaManifest');
+  // Deployed, but observed before the manifest took it: its releases do not carry the prefix yet.
   await cluster.patchStatus(ArmadaChartGroup, 'first', ns, { status: { actual_state: 'deployed', observedGeneration: first.metadata.generation } });
+  await reconcile();
+  assert.deepEqual(groupTargets(), ['deployed', 'uninitialized']);
+  assert.equal(cluster.peek<ArmadaManifestObject>(ArmadaManifest, 'simple-armada', ns)!.status?.actual_state, 'running');
+  await cluster.patchStatus(ArmadaChartGroup, 'first', ns, { status: { actual_state: 'deployed', observedGeneration: first.metadata.generation, release_prefix: 'armada' } });
   await reconcile();
   assert.deepEqual(groupTargets(), ['deployed', 'deployed']);
   assert.equal(cluster.peek<ArmadaManifestObject>(ArmadaManifest, 'simple-armada', ns)!.status?.actual_state, 'running');
+});
+
+test('under a manifest, a group is deployed only once its charts are deployed with the manifest\'s release prefix', async () => {
+  const cluster = new FakeClient();
+  cluster.seed(ArmadaChart, chart('blog-1'));
+  cluster.seed(ArmadaManifest, { apiVersion: 'armada.airshipit.org/v1alpha1', kind: 'ArmadaManifest', metadata: { name: 'simple-armada', namespace: ns, generation: 1, uid: 'uid-manifest' }, spec: { chart_groups: ['blog-group'], release_prefix: 'armada' } } as ArmadaManifestObject);
+  const taken = group(['blog-1'], false);
+  taken.metadata.ownerReferences = [{ apiVersion: 'armada.airshipit.org/v1alpha1', kind: 'ArmadaManifest', name: 'simple-armada', uid: 'uid-manifest', controller: true }];
+  cluster.seed(ArmadaChartGroup, taken);
+  const reconcile = () => reconcileGroup({ namespace: ns, name: 'blog-group' }, cluster.reconcileContext());
+  await reconcile();
+  await deployed(cluster, 'blog-1'); // as before the manifest took the group: no prefix on its release
+  await reconcile();
+  assert.equal(groupStatus(cluster)?.actual_state, 'running');
+  await cluster.patchStatus(ArmadaChart, 'blog-1', ns, { status: { release_prefix: 'armada' } });
+  await reconcile();
+  assert.deepEqual([groupStatus(cluster)?.actual_state, groupStatus(cluster)?.release_prefix], ['deployed', 'armada']);
 });
 
 test('a failed protected chart with continue_processing does not hold the sequence back', async () => {

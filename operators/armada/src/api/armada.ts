@@ -192,6 +192,7 @@ const commonStatus = {
   reason: Type.Optional(Type.String({ description: 'Why the object is not satisfied, in one sentence a user can act on.' })),
   observedGeneration: Type.Optional(Type.Integer()),
   conditions: Type.Optional(Type.Array(ConditionSchema)),
+  release_prefix: Type.Optional(Type.String({ description: "The release_prefix of the manifest above this object when its state was observed (absent when none): a parent counts a child deployed only under its own prefix." })),
 };
 
 export const ChartStatusSchema = Type.Object(
@@ -220,6 +221,7 @@ export interface CommonStatus {
   reason?: string;
   observedGeneration?: number;
   conditions?: Condition[];
+  release_prefix?: string;
 }
 
 export interface ChartStatus extends CommonStatus {

@@ -188,7 +188,7 @@ export class ChartReconciler {
     }
 
     const labels: Record<string, string> = ownerLabels(chart);
-    const prefix = releasePrefix(ctx, chart);
+    const prefix = run.releasePrefix;
     if (prefix) labels[RELEASE_PREFIX_LABEL] = prefix;
     const values = (chart.spec.values ?? {}) as Record<string, unknown>;
     const digest = inputsDigest({ source: source.identity, values, release: chart.spec.release, namespace, labels });
@@ -265,14 +265,6 @@ export class ChartReconciler {
 
 }
 
-/** The `release_prefix` of the manifest owning the group owning the chart, if any. */
-export function releasePrefix(ctx: { cache: ReconcileContext['cache'] }, chart: ArmadaChartObject): string | undefined {
-  const groupRef = chart.metadata.ownerReferences?.find((r) => r.controller && r.kind === ArmadaChartGroup.kind);
-  const group = groupRef && ctx.cache.get<ArmadaChartGroupObject>(ArmadaChartGroup, groupRef.name, chart.metadata.namespace);
-  const manifestRef = group?.metadata.ownerReferences?.find((r) => r.controller && r.kind === ArmadaManifest.kind);
-  const manifest = manifestRef && ctx.cache.get<ArmadaManifestObject>(ArmadaManifest, manifestRef.name, chart.metadata.namespace);
-  return manifest?.spec.release_prefix;
-}
 
 /** Registers the ArmadaChart controller with the manager. */
 export function registerChartController(mgr: Manager, options: ChartControllerOptions): Controller {

@@ -15,7 +15,8 @@
  *   fail the group).
  *   `uninitialized` enables nothing.
  * - A missing chart makes the group `error` with the chart's name in `reason`; the group
- *   recovers when the chart appears. Status: `deployed` once every chart is deployed, `failed`
+ *   recovers when the chart appears. Status: `deployed` once every chart is deployed (under the
+ *   release prefix of the manifest above the group, if any), `failed`
  *   naming a failed chart, `running` while charts progress.
  * - The work is the shared reconciler of ordered children (ordered-children.ts), the same as a
  *   manifest's over its groups.
@@ -25,6 +26,7 @@ import { controller, type Controller, type Manager, type ReconcileContext, type 
 import { ArmadaChart, ArmadaChartGroup, GroupSpecSchema, isValidGroupSpec, type ArmadaChartGroupObject, type ArmadaChartObject } from '../api/armada.ts';
 import { specOrMetadataChanged } from '../chart/controller.ts';
 import { parentsOf, reconcileOrderedParent } from '../ordered-children.ts';
+import { groupReleasePrefix } from '../ownership.ts';
 
 export async function reconcileGroup(req: Request, ctx: ReconcileContext): Promise<ReconcileResult> {
   await reconcileOrderedParent<ArmadaChartGroupObject, ArmadaChartObject>(req, ctx, {
@@ -32,7 +34,7 @@ export async function reconcileGroup(req: Request, ctx: ReconcileContext): Promi
     childType: ArmadaChart,
     specSchema: GroupSpecSchema,
     isValidSpec: isValidGroupSpec,
-    children: (group) => ({ names: group.spec.chart_group, field: 'chart_group', sequenced: !!group.spec.sequenced, skippable }),
+    children: (group, cache) => ({ names: group.spec.chart_group, field: 'chart_group', sequenced: !!group.spec.sequenced, skippable, releasePrefix: groupReleasePrefix(cache, group) }),
   });
 }
 

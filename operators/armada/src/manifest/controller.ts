@@ -11,7 +11,8 @@
  *   the previous one is deployed; a missing group is an `error` naming it, recovered when it
  *   appears. `release_prefix` reaches every release of the manifest's charts as the release
  *   label `armada.airshipit.org/release-prefix` (the chart controller reads it through the
- *   ownership chain).
+ *   ownership chain); a group counts as deployed only once its status says so under this prefix,
+ *   so the manifest is never `deployed` before its charts' releases carry it.
  * - The work is the shared reconciler of ordered children (ordered-children.ts), the same as a
  *   group's over its charts.
  */
@@ -27,7 +28,7 @@ export async function reconcileManifest(req: Request, ctx: ReconcileContext): Pr
     childType: ArmadaChartGroup,
     specSchema: ManifestSpecSchema,
     isValidSpec: isValidManifestSpec,
-    children: (manifest) => ({ names: manifest.spec.chart_groups, field: 'chart_groups', sequenced: true }),
+    children: (manifest) => ({ names: manifest.spec.chart_groups, field: 'chart_groups', sequenced: true, releasePrefix: manifest.spec.release_prefix }),
   });
 }
 

@@ -24,6 +24,7 @@ import { ArmadaChart, type ArmadaChartObject, type ChartStatus } from '../../api
 import type { Helm } from '../../helm/helm.ts';
 import { releaseHistory, type ReleaseRevision } from '../../helm/release-state.ts';
 import { nextStatus, writeStatus } from '../../status.ts';
+import { chartReleasePrefix } from '../../ownership.ts';
 import { authorityOf, describeAuthority, type AuthorityOptions } from '../authority.ts';
 import { retryDelayMs } from '../failure.ts';
 import type { ResolvedSource } from '../source.ts';
@@ -67,6 +68,8 @@ export class ChartRun {
   readonly actingAs: string;
   /** The operator requires a ServiceAccount and the chart names none: Helm may not act for it. */
   readonly authorityMissing: boolean;
+  /** The `release_prefix` of the manifest above the chart, if any: labelled on its release and recorded in its status. */
+  readonly releasePrefix: string | undefined;
 
   constructor(
     readonly ctx: ReconcileContext,
@@ -82,6 +85,7 @@ export class ChartRun {
     this.helm = this.user ? this.reader.as(this.user) : this.reader;
     this.actingAs = describeAuthority(who);
     this.authorityMissing = who.kind === 'none';
+    this.releasePrefix = chartReleasePrefix(ctx.cache, chart);
   }
 
   /** " as ServiceAccount a/b" when Helm acts as an account, "" when as the operator: for reasons and Events. */
@@ -99,11 +103,14 @@ export class ChartRun {
 
   /**
    * The one place that writes the chart's status. `stalled` names why the chart cannot progress
-   * until its spec changes (kstatus `Stalled`); fields given as undefined are removed.
+   * until its spec changes (kstatus `Stalled`); fields given as undefined are removed. The status
+   * records the release prefix this reconcile worked with, so that a parent counts the chart
+   * deployed only under its own prefix.
    */
   async report(state: ChartState, reason: string | undefined, fields: Partial<ChartStatus> = {}, conditions: Conditions = [], stalled?: string): Promise<void> {
     const chart = this.chart;
     if (state === 'deployed') this.memory.retries.delete(this.uid);
+    fields = { release_prefix: this.releasePrefix, ...fields };
     const next = nextStatus<ChartStatus>(ArmadaChart, chart, state, reason, fields, conditions, stalled);
     for (const [key, value] of Object.entries(fields)) if (value === undefined) delete (next as Record<string, unknown>)[key];
     const written = await writeStatus(this.ctx, ArmadaChart, chart, next);
