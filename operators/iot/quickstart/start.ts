@@ -32,15 +32,16 @@
  * object it overwrites: the registry is the cluster's own), the operator's default registry set
  * to it, and deploy/crds/example-iotservice-real-node.yml applied instead of the kwok example.
  * Once it is Available, one simulated device registers through core's Service, sends a message
- * over MQTT and one over HTTP to the gateway's Service and reads them back from core: the last
+ * over MQTT and one over HTTP to the gateway's Service (over TLS, trusting ConfigMap gateway-ca,
+ * as the example serves by default) and reads them back from core: the last
  * line of output is the simulator's `device <id>: sent <n>, stored <n>` (with
  * --exit-when-available too, which then exits after it). The device's messages not all stored
  * within 60 s is a failure (exit 1).
  */
-import { constants } from 'node:os';
+import { constants, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { parseAllDocuments } from 'yaml';
 import { Kinds, KubeClient, apiVersionOf, ensureWebhookCertificate, isAlreadyExists, isNotFound, type KubeObject, type Manager, type ResourceType } from '@iot-operator/runtime';
 import { registryPullSecret } from '@iot-operator/local-cluster';
@@ -145,18 +146,39 @@ async function referenceImages(client: KubeClient, kubeconfigPath: string, versi
 
 /**
  * One simulated device through the instance's Services (workloads/iot-service's simulator, as a
- * user runs it); resolves with its last line, `device <id>: sent <n>, stored <n>`.
+ * user runs it): over mqtts and https, trusting the instance CA of ConfigMap gateway-ca, when the
+ * gateway serves them (the default), else over the plaintext protocols the example lists; resolves
+ * with its last line, `device <id>: sent <n>, stored <n>`.
  */
 async function sendDeviceMessage(client: KubeClient, namespace: string): Promise<string> {
-  const clusterIp = async (service: string) => ((await client.get(Kinds.Service, service, namespace)) as KubeObject & { spec: { clusterIP: string } }).spec.clusterIP;
-  const [gateway, core] = [await clusterIp('gateway'), await clusterIp('core')];
+  type Service = KubeObject & { spec: { clusterIP: string; ports?: { port: number }[] } };
+  const service = async (name: string) => (await client.get(Kinds.Service, name, namespace)) as Service;
+  const [gateway, core] = [await service('gateway'), (await service('core')).spec.clusterIP];
+  const address = gateway.spec.clusterIP;
   const secret = (await client.get(Kinds.Secret, 'iot-credentials', namespace)) as KubeObject & { data?: Record<string, string> };
   const apiToken = Buffer.from(secret.data?.['api-token'] ?? '', 'base64').toString('utf8');
-  say(`a simulated device registers through core (http://${core}:8080) and sends a message over MQTT and one over HTTP to the gateway (${gateway})`);
-  const simulator = path.join(repoDir, 'workloads/iot-service/src/simulator/main.ts');
-  const simulate = ['--import', 'tsx', simulator, '--messages', '1', '--core', `http://${core}:8080`, '--gateway-http', `http://${gateway}:8080`, '--gateway-mqtt', `mqtt://${gateway}:1883`];
-  // The token goes by the environment, not the command line, which every user of the machine can read.
-  return runStep(startStep('the device simulator', process.execPath, simulate, repoDir, { ...process.env, IOT_API_TOKEN: apiToken }), 'the device simulator');
+  const tls = (gateway.spec.ports ?? []).some((p) => p.port === 8883);
+  const scratch = await mkdtemp(path.join(tmpdir(), 'iot-quickstart-'));
+  try {
+    const gatewayArgs = tls
+      ? ['--gateway-http', `https://${address}:8443`, '--gateway-mqtt', `mqtts://${address}:8883`, '--ca', await gatewayCaFile(client, namespace, scratch)]
+      : ['--gateway-http', `http://${address}:8080`, '--gateway-mqtt', `mqtt://${address}:1883`];
+    say(`a simulated device registers through core (http://${core}:8080) and sends a message over ${tls ? 'MQTT and one over HTTPS (TLS, trusting ConfigMap gateway-ca)' : 'MQTT and one over HTTP'} to the gateway (${address})`);
+    const simulator = path.join(repoDir, 'workloads/iot-service/src/simulator/main.ts');
+    const simulate = ['--import', 'tsx', simulator, '--messages', '1', '--core', `http://${core}:8080`, ...gatewayArgs];
+    // The token goes by the environment, not the command line, which every user of the machine can read.
+    return await runStep(startStep('the device simulator', process.execPath, simulate, repoDir, { ...process.env, IOT_API_TOKEN: apiToken }), 'the device simulator');
+  } finally {
+    await rm(scratch, { recursive: true, force: true });
+  }
+}
+
+/** The instance CA devices trust the gateway by (ConfigMap gateway-ca), written to a file in `dir`. */
+async function gatewayCaFile(client: KubeClient, namespace: string, dir: string): Promise<string> {
+  const configMap = (await client.get(Kinds.ConfigMap, 'gateway-ca', namespace)) as KubeObject & { data?: Record<string, string> };
+  const file = path.join(dir, 'gateway-ca.crt');
+  await writeFile(file, configMap.data?.['ca.crt'] ?? '');
+  return file;
 }
 
 const quickstartTypes: readonly ResourceType[] = [Kinds.Namespace, Kinds.Secret, IoTServiceType, IoTServiceV1alpha1Type];

@@ -7,7 +7,8 @@
  *   when the cache shows either Secret at another resourceVersion than when the material was last
  *   judged, or nothing is remembered (after a restart); otherwise the remembered material is
  *   judged again (renewal time, names) without a read. So the CA in the Secret is kept across
- *   reconciles and restarts.
+ *   reconciles and restarts. The certificate covers the gateway Service's addresses as the cache
+ *   shows them: a Service made or readdressed after the certificate brings a new one.
  * - A CA Secret edited into something unusable is replaced by the CA remembered from before or,
  *   without one, a new CA; a Warning Event `GatewayCAReplaced` says what was wrong. A missing
  *   Secret (not created yet, or created a moment ago and not cached yet) makes no new CA while
@@ -23,17 +24,19 @@
  *   children (resources/index.ts) that the reconcile writes like any other.
  */
 import { createHash } from 'node:crypto';
-import type { V1ConfigMap, V1Secret } from '@kubernetes/client-node';
+import type { V1ConfigMap, V1Secret, V1Service } from '@kubernetes/client-node';
 import { Kinds, isNotFound, type CacheReader, type KubeApi, type KubeObject } from '@iot-operator/runtime';
 import type { ChildBodies } from './child-bodies.ts';
 import { clientCANotFoundFailure, type Failure } from './failure.ts';
 import {
   GATEWAY_CA_SECRET,
+  GATEWAY_SERVICE,
   GATEWAY_TLS_SECRET,
   caOfSecret,
   caProblem,
   certificateExpiry,
   gatewayCertificateNames,
+  gatewayServiceAddresses,
   keepOrIssue,
   renewalTime,
   serverOfSecret,
@@ -105,7 +108,8 @@ export class GatewayCertificateKeeper {
         current = { ca: ca ?? current.ca, server: server ?? current.server };
       }
     }
-    const names = gatewayCertificateNames(instance);
+    const service = ctx.cache.get<V1Service & KubeObject>(Kinds.Service, GATEWAY_SERVICE, instance.namespace);
+    const names = gatewayCertificateNames(instance, gatewayServiceAddresses(service));
     const decision = keepOrIssue(current, names, now);
     if (decision.caReplaced) {
       ctx.event('Warning', 'GatewayCAReplaced', `Secret ${GATEWAY_CA_SECRET} of namespace ${instance.namespace} was replaced by a new CA: ${decision.caReplaced}. Devices must trust the new CA (ConfigMap gateway-ca, status.gateway.tls).`);

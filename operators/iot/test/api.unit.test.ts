@@ -17,7 +17,7 @@ describe('IoTService spec validation', () => {
       version: '2.4.1',
       paused: false,
       retention: '30d',
-      gateway: { replicas: 2, protocols: ['mqtt', 'http'], serviceType: 'ClusterIP' },
+      gateway: { replicas: 2, protocols: ['mqtts', 'https'], serviceType: 'ClusterIP' },
       core: { replicas: 2 },
       processing: { replicas: 1 },
       broker: { replicas: 1 },

@@ -186,7 +186,7 @@ describe('IoTService CRD', () => {
     assert.deepEqual(gateway['default'], {}, 'nested defaults apply only when the parent object is defaulted');
     assert.equal(gatewayProps['replicas']?.['default'], 2);
     assert.equal(gatewayProps['replicas']?.['maximum'], 50);
-    assert.deepEqual(gatewayProps['protocols']?.['default'], ['mqtt', 'http']);
+    assert.deepEqual(gatewayProps['protocols']?.['default'], ['mqtts', 'https']);
     assert.deepEqual((gatewayProps['protocols']?.['items'] as Node)['enum'], ['mqtt', 'mqtts', 'http', 'https', 'coap']);
     assert.equal(gatewayProps['protocols']?.['x-kubernetes-list-type'], 'set');
     assert.deepEqual(gatewayProps['serviceType']?.['enum'], ['ClusterIP', 'NodePort', 'LoadBalancer']);

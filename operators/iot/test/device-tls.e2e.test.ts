@@ -1,12 +1,14 @@
 /**
- * Devices over TLS on the real node: one IoTService of the reference images whose gateway serves
- * only mqtts and https, with `gateway.tls.hostnames` naming an outside DNS name and IP. What a
- * user sees: the instance goes Available; status.gateway.tls.caCertificate is ConfigMap
+ * Devices over TLS on the real node: one IoTService of the reference images that lists no
+ * protocols (so its gateway serves the default, mqtts and https only), with `gateway.tls.hostnames`
+ * naming an outside DNS name and IP. What a user sees: the instance goes Available; status.gateway.tls.caCertificate is ConfigMap
  * gateway-ca's ca.crt; condition PlaintextProtocols is False; the gateway Service exposes
  * exactly 8883 and 8443 and nothing answers on 1883 or 8080; a device registered through core
  * publishes over MQTTS and HTTPS trusting only that CA (the certificate checked against the
  * Service's name and against a name of `tls.hostnames`) and its messages are read back from core;
- * a client that does not trust the CA, or checks another name, fails in the handshake; Secret
+ * a client that does not trust the CA, or checks another name, fails in the handshake; the
+ * documented commands (`mosquitto_pub --cafile`, `curl --cacert` to the gateway Service's
+ * address) deliver, and without the CA they fail; Secret
  * gateway-tls deleted is issued again by the same CA (Event GatewayCertificateIssued), served to
  * new connections, while a device connected before keeps publishing.
  * The simulator on this machine dials the gateway's pod IP (as reference-service.e2e.test.ts
@@ -14,7 +16,12 @@
  * against `servername`. Reported as not run where the cluster has no real node.
  */
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { connect as tlsConnect } from 'node:tls';
 import { X509Certificate } from 'node:crypto';
@@ -50,6 +57,7 @@ type Event = KubeObject & { reason?: string; message?: string; involvedObject?: 
 
 let landscape = '';
 let mgr: Manager | undefined;
+const run = promisify(execFile);
 
 /** How a TCP connection to host:port ends within `timeoutMs`: 'connected', 'refused', 'no answer' or another error code. */
 function dial(host: string, port: number, timeoutMs = 3_000): Promise<string> {
@@ -104,7 +112,7 @@ describe('devices over TLS on the real node', { skip }, () => {
       IoTServiceV1alpha1Type,
       iotService(NAME, landscape, {
         ...spec,
-        gateway: { ...spec.gateway, protocols: ['mqtts', 'https'], deviceSources: [HOST_ON_POD_NETWORK], tls: { hostnames: [OUTSIDE_NAME, OUTSIDE_IP] } },
+        gateway: { ...spec.gateway, deviceSources: [HOST_ON_POD_NETWORK], tls: { hostnames: [OUTSIDE_NAME, OUTSIDE_IP] } },
         broker: { ...spec.broker, storage: '1Gi' },
         database: { ...spec.database, storage: '1Gi' },
       } as never),
@@ -195,6 +203,37 @@ describe('devices over TLS on the real node', { skip }, () => {
       await assert.rejects(postHttp(addresses.gatewayHttpUrl, device, { n: 1 }, undefined, tls), expected, `HTTPS with ${JSON.stringify({ ...tls, ca: tls.ca && 'stranger' })}`);
     }
     assert.deepEqual(await readAllTelemetry(addresses, device.id), [], 'nothing of the refused device stored');
+  });
+
+  it('the documented commands: mosquitto_pub --cafile and curl --cacert to the gateway Service deliver; without the CA they fail', async () => {
+    const service = await env.client.get<Service & { spec: { clusterIP: string } }>(Kinds.Service, 'gateway', namespace);
+    const address = service.spec.clusterIP;
+    const device = await registerDevice(addresses, `documented-${Date.now()}`);
+    const scratch = await mkdtemp(path.join(tmpdir(), 'device-tls-'));
+    try {
+      const [caFile, strangerFile] = [path.join(scratch, 'gateway-ca.crt'), path.join(scratch, 'stranger.crt')];
+      await writeFile(caFile, caCertificate);
+      await writeFile(strangerFile, makeCertificateAuthority('stranger CA', 1).cert);
+      const mosquittoPub = (trust: readonly string[], n: number) =>
+        run('mosquitto_pub', ['-h', address, '-p', '8883', ...trust, '-i', device.id, '-u', device.id, '-P', device.password, '-q', '1', '-t', `telemetry/${device.id}`, '-m', JSON.stringify({ via: 'mosquitto_pub', n })], { timeout: 20_000 });
+      const curl = (trust: readonly string[], n: number) =>
+        run('curl', ['-sS', '--fail', ...trust, '-u', `${device.id}:${device.password}`, '-H', 'Content-Type: application/json', '-H', `Message-Id: curl-${n}`, '-d', JSON.stringify({ via: 'curl', n }), `https://${address}:8443/v1/telemetry`], { timeout: 20_000 });
+      await mosquittoPub(['--cafile', caFile], 1);
+      await curl(['--cacert', caFile], 1);
+      for (const trust of [[], ['--cafile', strangerFile]]) await assert.rejects(mosquittoPub(trust, 2), `mosquitto_pub ${trust.join(' ') || 'without --cafile'} fails`);
+      for (const trust of [[], ['--cacert', strangerFile]]) await assert.rejects(curl(trust, 2), /SSL certificate|self[- ]signed|unable to get local issuer/i, `curl ${trust.join(' ') || 'without --cacert'} fails`);
+    } finally {
+      await rm(scratch, { recursive: true, force: true });
+    }
+    const stored = await waitFor(
+      `the two messages of ${device.id} in core`,
+      async () => {
+        const records = await readAllTelemetry(addresses, device.id);
+        return { done: records.length >= 2, value: records, seen: records.length };
+      },
+      { timeoutMs: 30_000, intervalMs: 300 },
+    );
+    assert.deepEqual(stored.map((r) => (r.payload as { via: string; n: number })).sort((a, b) => a.via.localeCompare(b.via)), [{ via: 'curl', n: 1 }, { via: 'mosquitto_pub', n: 1 }], 'only what was sent trusting the instance CA');
   });
 
   it('Secret gateway-tls deleted: issued again by the same CA (Event GatewayCertificateIssued) and served, while a device connected before keeps publishing', async () => {

@@ -12,6 +12,7 @@ import {
   desiredGatewayCaSecret,
   desiredGatewayTlsSecret,
   gatewayCertificateNames,
+  gatewayServiceAddresses,
   keepOrIssue,
   renewalTime,
   type Instance,
@@ -24,7 +25,7 @@ const decode = (secret: V1Secret, key: string) => Buffer.from(secret.data![key]!
 const certificates = (pem: string) => pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g)!.map((block) => new X509Certificate(block));
 
 describe('gateway TLS: the certificates', () => {
-  it("covers the gateway Service's names and spec.gateway.tls.hostnames, IP addresses as such", () => {
+  it("covers the gateway Service's names and addresses and spec.gateway.tls.hostnames, IP addresses as such", () => {
     const instance = testInstance({ gateway: { tls: { hostnames: ['iot.example.com', '203.0.113.7', '2001:db8::7'] } } });
     assert.deepEqual(gatewayCertificateNames(instance), [
       'DNS:gateway',
@@ -35,6 +36,10 @@ describe('gateway TLS: the certificates', () => {
       'IP:203.0.113.7',
       'IP:2001:db8::7',
     ]);
+    const service = { spec: { clusterIP: '10.96.0.17', clusterIPs: ['10.96.0.17', 'fd00::17'] }, status: { loadBalancer: { ingress: [{ ip: '198.51.100.4' }, { hostname: 'lb.example.com' }] } } };
+    assert.deepEqual(gatewayServiceAddresses(service), ['10.96.0.17', 'fd00::17', '198.51.100.4']);
+    assert.deepEqual(gatewayServiceAddresses({ spec: { clusterIP: 'None' } }), [], 'a headless Service has no address');
+    assert.deepEqual(gatewayCertificateNames(instance, gatewayServiceAddresses(service)).slice(4, 7), ['IP:10.96.0.17', 'IP:fd00::17', 'IP:198.51.100.4'], 'the address kubectl shows for the Service');
     const { certificates: made } = keepOrIssue({}, gatewayCertificateNames(instance), new Date());
     const [leaf, chained] = certificates(made.server.cert);
     assert.equal(leaf!.checkHost(`gateway.${NS}.svc`), `gateway.${NS}.svc`);

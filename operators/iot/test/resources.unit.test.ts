@@ -32,7 +32,7 @@ import {
   type IoTCredentials,
   writeStages,
 } from '../src/resources/index.ts';
-import { iotService, PERMISSIVE_CONFIG, TEST_CONFIG, testInstance } from './fixtures.ts';
+import { iotService, PERMISSIVE_CONFIG, TEST_CONFIG, testGatewayCertificates, testInstance } from './fixtures.ts';
 import type { OperatorConfig } from '../src/resources/instance.ts';
 
 const PULL_SECRET: V1Secret = {
@@ -45,7 +45,7 @@ const PULL_SECRET: V1Secret = {
 const CREDENTIALS: IoTCredentials = { databasePassword: 'db-secret', brokerPassword: 'broker-secret', apiToken: 'token' };
 
 function children(spec: Record<string, unknown> = {}, config: OperatorConfig = TEST_CONFIG): DesiredChildren {
-  return desiredChildren(testInstance(spec, config), { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS, keptEmptyDirs: new Set() });
+  return desiredChildren(testInstance(spec, config), { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS, keptEmptyDirs: new Set(), gatewayTls: testGatewayCertificates() });
 }
 
 function find<T>(all: DesiredChildren, kind: string, name: string): T {
@@ -150,7 +150,10 @@ describe('desired children', () => {
       'LimitRange/devawsk8s-tenant-a/instance-limits',
       'Secret/devawsk8s-tenant-a/image-pull-secret',
       'Secret/devawsk8s-tenant-a/iot-credentials',
+      'Secret/devawsk8s-tenant-a/gateway-ca',
+      'Secret/devawsk8s-tenant-a/gateway-tls',
       'ConfigMap/devawsk8s-tenant-a/iot-config',
+      'ConfigMap/devawsk8s-tenant-a/gateway-ca',
       'Service/devawsk8s-tenant-a/broker',
       'Service/devawsk8s-tenant-a/database',
       'Service/devawsk8s-tenant-a/broker-client',
@@ -184,7 +187,10 @@ describe('desired children', () => {
         'LimitRange/instance-limits',
         'Secret/image-pull-secret',
         'Secret/iot-credentials',
+        'Secret/gateway-ca',
+        'Secret/gateway-tls',
         'ConfigMap/iot-config',
+        'ConfigMap/gateway-ca',
         'Service/broker',
         'Service/database',
         'Service/broker-client',
@@ -365,7 +371,7 @@ describe('pods', () => {
       },
     };
     const instance = testInstance({ gateway: { placement: { affinity } }, database: { placement: { affinity } }, core: { placement: { affinity: {} } } });
-    const all = desiredChildren(instance, { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS, keptEmptyDirs: new Set() });
+    const all = desiredChildren(instance, { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS, keptEmptyDirs: new Set(), gatewayTls: testGatewayCertificates() });
     const gateway = find<V1Deployment>(all, 'Deployment', 'gateway').spec!.template.spec!;
     const database = find<V1StatefulSet>(all, 'StatefulSet', 'database').spec!.template.spec!;
     assert.deepEqual(gateway.affinity, affinity);
@@ -548,7 +554,7 @@ describe('services', () => {
   const ports = (service: V1Service) => service.spec?.ports?.map((p) => `${p.name}:${p.port}/${p.protocol}->${p.targetPort}`);
 
   it('gateway exposes one port per enabled protocol, in a fixed order', () => {
-    assert.deepEqual(ports(desiredGatewayService(testInstance())), ['mqtt:1883/TCP->1883', 'http:8080/TCP->8080']);
+    assert.deepEqual(ports(desiredGatewayService(testInstance())), ['mqtts:8883/TCP->8883', 'https:8443/TCP->8443']);
     assert.deepEqual(ports(desiredGatewayService(testInstance({ gateway: { protocols: ['coap', 'mqtts', 'http', 'mqtt'] } }))), [
       'mqtt:1883/TCP->1883',
       'mqtts:8883/TCP->8883',

@@ -674,13 +674,13 @@ describe('status transition events', () => {
 });
 
 describe('status: the gateway over TLS', () => {
-  it('PlaintextProtocols is True, naming them, while the gateway serves mqtt, http or coap; False with mqtts and https only', () => {
-    const plaintext = condition(status(), 'PlaintextProtocols');
+  it('PlaintextProtocols is True, naming them, while the gateway serves mqtt, http or coap; False with mqtts and https only (the default)', () => {
+    const listed = testInstance({ gateway: { protocols: ['mqtt', 'http'] } });
+    const plaintext = condition(status({ instance: { generation: 3, namespace: NS, spec: listed.spec } }), 'PlaintextProtocols');
     assert.equal(plaintext?.status, 'True');
     assert.equal(plaintext?.reason, 'PlaintextServed');
     assert.match(plaintext?.message ?? '', /serves mqtt, http without TLS: devices' passwords and telemetry cross the network in clear/);
-    const tlsOnly = testInstance({ gateway: { protocols: ['mqtts', 'https'] } });
-    const secure = condition(status({ instance: { generation: 3, namespace: NS, spec: tlsOnly.spec } }), 'PlaintextProtocols');
+    const secure = condition(status(), 'PlaintextProtocols');
     assert.equal(secure?.status, 'False');
     assert.equal(secure?.reason, 'TLSOnly');
     const mixed = testInstance({ gateway: { protocols: ['mqtts', 'coap'] } });

@@ -358,9 +358,9 @@ export const GatewaySpecSchema = Type.Object(
         {
           minItems: 1,
           uniqueItems: true,
-          default: ['mqtt', 'http'],
+          default: ['mqtts', 'https'],
           description:
-            'Device protocols: mqtt (1883/TCP), mqtts (8883/TCP, TLS), http (8080/TCP), https (8443/TCP, TLS), coap (5683/UDP). Default [mqtt, http]; mqtt, http and coap carry passwords in clear (condition PlaintextProtocols).',
+            'Device protocols: mqtts (8883/TCP, TLS), https (8443/TCP, TLS), mqtt (1883/TCP), http (8080/TCP), coap (5683/UDP). Default [mqtts, https]; mqtt, http and coap carry passwords in clear and are served only when listed (condition PlaintextProtocols).',
           errorMessage: 'must list at least one protocol, each at most once',
         },
       ),

@@ -3,8 +3,8 @@
  * children that hold them.
  *
  * Guarantees: `gatewayCertificateNames` lists what the server certificate covers: the gateway
- * Service's four in-cluster names and `spec.gateway.tls.hostnames` (an IP address as `IP:`),
- * each once. `keepOrIssue` keeps a CA that reads back whole (a CA certificate matching its key,
+ * Service's four in-cluster names, its addresses once it has them (cluster IPs, a load
+ * balancer's IPs) and `spec.gateway.tls.hostnames` (an IP address as `IP:`), each once. `keepOrIssue` keeps a CA that reads back whole (a CA certificate matching its key,
  * valid beyond the next server certificate's lifetime) and a server certificate that it signed,
  * whose key matches, that covers exactly those names and whose renewal time (30 days before it
  * expires) has not come; otherwise it makes what is needed (a CA of 10 years, a server
@@ -18,7 +18,7 @@
 
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { isIP } from 'node:net';
-import type { V1ConfigMap, V1Secret } from '@kubernetes/client-node';
+import type { V1ConfigMap, V1Secret, V1Service } from '@kubernetes/client-node';
 import { issueCertificate, makeCertificateAuthority, type CertificateAuthority } from '@iot-operator/runtime';
 import type { Instance } from './instance.ts';
 import { instanceLabels } from './labels.ts';
@@ -29,7 +29,7 @@ export const GATEWAY_CA_CONFIGMAP = 'gateway-ca';
 /** Where the gateway pods find Secret gateway-tls. */
 export const GATEWAY_TLS_DIR = '/etc/iot/tls';
 /** The gateway Service's name (services.ts names it after its component). */
-const GATEWAY_SERVICE = 'gateway';
+export const GATEWAY_SERVICE = 'gateway';
 
 const DAY_MS = 24 * 3600 * 1000;
 export const CA_VALIDITY_DAYS = 3650;
@@ -63,13 +63,25 @@ export function servesTls(instance: Instance): boolean {
   return instance.spec.gateway.protocols.some((p) => p === 'mqtts' || p === 'https') || Boolean(instance.spec.gateway.tls?.clientCA);
 }
 
-/** `DNS:<name>` and `IP:<address>` entries the server certificate must cover, each once. */
-export function gatewayCertificateNames(instance: Instance): string[] {
+/**
+ * `DNS:<name>` and `IP:<address>` entries the server certificate must cover, each once:
+ * `serviceAddresses` are the gateway Service's own (its cluster IPs, a load balancer's), so a
+ * device dialling the address `kubectl get service gateway` shows verifies the certificate too.
+ */
+export function gatewayCertificateNames(instance: Instance, serviceAddresses: readonly string[] = []): string[] {
   const service = GATEWAY_SERVICE;
   const ns = instance.namespace;
   const inCluster = [service, `${service}.${ns}`, `${service}.${ns}.svc`, `${service}.${ns}.svc.cluster.local`].map((name) => `DNS:${name}`);
+  const addresses = serviceAddresses.filter((address) => isIP(address)).map((address) => `IP:${address}`);
   const outside = (instance.spec.gateway.tls?.hostnames ?? []).map((host) => (isIP(host) ? `IP:${host}` : `DNS:${host}`));
-  return [...new Set([...inCluster, ...outside])];
+  return [...new Set([...inCluster, ...addresses, ...outside])];
+}
+
+/** The addresses of a gateway Service as read back: its cluster IPs and its load balancer's IPs. */
+export function gatewayServiceAddresses(service: V1Service | undefined): string[] {
+  const clusterIps = service?.spec?.clusterIPs ?? (service?.spec?.clusterIP ? [service.spec.clusterIP] : []);
+  const balancer = (service?.status?.loadBalancer?.ingress ?? []).flatMap((ingress) => (ingress.ip ? [ingress.ip] : []));
+  return [...clusterIps, ...balancer].filter((address) => isIP(address));
 }
 
 /** The first certificate of a PEM text (a chain lists the leaf first); undefined when there is none or it does not parse. */
