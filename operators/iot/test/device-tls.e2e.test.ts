@@ -10,7 +10,13 @@
  * documented commands (`mosquitto_pub --cafile`, `curl --cacert` to the gateway Service's
  * address) deliver, and without the CA they fail; Secret
  * gateway-tls deleted is issued again by the same CA (Event GatewayCertificateIssued), served to
- * new connections, while a device connected before keeps publishing.
+ * new connections, while a device connected before keeps publishing. The gateway's two pods hold
+ * their limits: a wrong-password flood on one device id is cut short (CONNACK 3) while other
+ * devices log in, a client id not the device's own is refused without disturbing its device, a
+ * device connecting over and over is banned, and an MQTT packet announcing more than the cap is
+ * closed before its body is read. Last, 1,000 devices connect at once over TLS and all get in
+ * without giving up, and again after every gateway pod is deleted (their times to CONNACK logged;
+ * the figures are bench/'s `fleet`).
  * The simulator on this machine dials the gateway's pod IP (as reference-service.e2e.test.ts
  * does, from the node's address on the pod bridge, a device source) and checks the certificate
  * against `servername`. Reported as not run where the cluster has no real node.
@@ -25,16 +31,20 @@ import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { connect as tlsConnect } from 'node:tls';
 import { X509Certificate } from 'node:crypto';
+import mqtt from 'mqtt';
 import { Kinds, makeCertificateAuthority, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv, onRealNode, realNode, registryPullSecret } from '@iot-operator/local-cluster';
 import {
+  connectFleet,
   postHttp,
   publishMqtt,
   readAllTelemetry,
   registerDevice,
   simulateDevice,
   startContinuousDevice,
+  type ConnectRun,
+  type DeviceCredentials,
   type ServiceAddresses,
 } from '@iot-operator/iot-service/simulator';
 import { COMPONENTS } from '../src/api/iotservice.ts';
@@ -49,6 +59,8 @@ const NAME = 'secure';
 const OUTSIDE_NAME = 'iot.plant.example';
 const OUTSIDE_IP = '203.0.113.7';
 const MESSAGES = 5;
+/** Devices of the fleet that connects at once. */
+const FLEET = 1000;
 
 type ConfigMap = KubeObject & { data?: Record<string, string> };
 type Secret = KubeObject & { data?: Record<string, string> };
@@ -90,6 +102,25 @@ function presentedSerial(host: string, port: number, servername: string): Promis
   });
 }
 
+/** `count` devices registered through core, 8 at a time. */
+async function registerMany(addresses: ServiceAddresses, count: number, prefix: string): Promise<DeviceCredentials[]> {
+  const stamp = Date.now();
+  const devices: DeviceCredentials[] = [];
+  for (let i = 0; i < count; i += 8) {
+    devices.push(...(await Promise.all(Array.from({ length: Math.min(8, count - i) }, (_, j) => registerDevice(addresses, `${prefix}-${stamp}-${i + j}`)))));
+  }
+  return devices;
+}
+
+/** Logs how long the devices of `runs` took to their CONNACK (p50, p99, max) and how many attempts they made. */
+function logFleet(what: string, runs: readonly ConnectRun[]): void {
+  const times = runs.map((run) => run.connectedAt! - run.startedAt).sort((a, b) => a - b);
+  const at = (q: number) => times[Math.min(times.length - 1, Math.ceil(q * times.length) - 1)];
+  const failures: Record<string, number> = {};
+  for (const run of runs) for (const [kind, n] of Object.entries(run.failures)) failures[kind] = (failures[kind] ?? 0) + n;
+  console.log(`device TLS: ${runs.length} devices ${what}: time to CONNACK p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, max ${times.at(-1)} ms; attempts ${runs.reduce((sum, run) => sum + run.attempts, 0)}; refused ${JSON.stringify(failures)}`);
+}
+
 const decode = (secret: Secret, key: string) => Buffer.from(secret.data?.[key] ?? '', 'base64').toString('utf8');
 
 describe('devices over TLS on the real node', { skip }, () => {
@@ -112,7 +143,7 @@ describe('devices over TLS on the real node', { skip }, () => {
       IoTServiceV1alpha1Type,
       iotService(NAME, landscape, {
         ...spec,
-        gateway: { ...spec.gateway, deviceSources: [HOST_ON_POD_NETWORK], tls: { hostnames: [OUTSIDE_NAME, OUTSIDE_IP] } },
+        gateway: { ...spec.gateway, replicas: 2, deviceSources: [HOST_ON_POD_NETWORK], tls: { hostnames: [OUTSIDE_NAME, OUTSIDE_IP] } },
         broker: { ...spec.broker, storage: '1Gi' },
         database: { ...spec.database, storage: '1Gi' },
       } as never),
@@ -311,5 +342,101 @@ describe('devices over TLS on the real node', { skip }, () => {
       { timeoutMs: 30_000, intervalMs: 500 },
     );
     assert.deepEqual(new Set(stored.map((r) => r.messageId)), sent);
+  });
+  it('the gateway pods hold their limits: a password flood, a borrowed client id, a device that reconnects over and over, an oversized packet', async () => {
+    const tls = { ca: caCertificate, servername: `gateway.${namespace}.svc` };
+    const service = (await env.client.get<Service & { spec: { clusterIP: string } }>(Kinds.Service, 'gateway', namespace)).spec.clusterIP;
+    const known = await registerDevice(addresses, `known-${Date.now()}`);
+    const others = await registerMany(addresses, 20, 'others');
+
+    // A flood of wrong passwords for one known id, while 20 other devices log in through the Service.
+    const outcomes: Record<string, number> = {};
+    const flooding = (async () => {
+      for (let i = 0; i < 40; i++) {
+        const outcome = await publishMqtt(`mqtts://${service}:8883`, { id: known.id, password: `guess-${i}` }, [], undefined, { ca: caCertificate }).then(
+          () => 'admitted',
+          (error: Error) => (/Bad username or password/.test(error.message) ? 'bad credentials' : /Server unavailable/.test(error.message) ? 'come back later' : error.message),
+        );
+        outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+      }
+    })();
+    const crowd = connectFleet(`mqtts://${service}:8883`, others, { tls: { ca: caCertificate }, keep: false });
+    await flooding;
+    await waitFor('the 20 other devices connected', async () => ({ done: crowd.connected() === 20, value: undefined, seen: crowd.connected() }), { timeoutMs: 60_000 });
+    await crowd.close();
+    console.log(`device TLS: a flood of 40 wrong passwords for ${known.id}: ${JSON.stringify(outcomes)}`);
+    assert.equal(outcomes['admitted'], undefined, 'no guess admitted');
+    assert.ok((outcomes['come back later'] ?? 0) >= 20, `after a few wrong passwords the id is refused without a check (CONNACK 3): ${JSON.stringify(outcomes)}`);
+    assert.deepEqual(crowd.runs().map((runs) => runs.length === 1 && runs[0]!.connectedAt !== undefined), others.map(() => true), 'every other device got in');
+
+    // A client id that is not the device's own: refused, and the device it names stays connected.
+    const victim = connectFleet(`mqtts://${gatewayIp}:8883`, [known], { tls, keep: false });
+    try {
+      await waitFor(`${known.id} connected`, async () => ({ done: victim.connected() === 1, value: undefined, seen: victim.runs() }), { timeoutMs: 60_000 });
+      const impostor = others[0]!;
+      await assert.rejects(
+        mqtt.connectAsync(`mqtts://${gatewayIp}:8883`, { clientId: known.id, username: impostor.id, password: impostor.password, reconnectPeriod: 0, ...tls }),
+        /Not authorized/,
+        'a device logging in with another device id as its client id',
+      );
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      assert.equal(victim.connected(), 1, 'the device whose id was borrowed stays connected');
+    } finally {
+      await victim.close();
+    }
+
+    // A device that connects over and over to one gateway pod is banned there for a while.
+    const flapper = others[1]!;
+    const refusals: string[] = [];
+    for (let i = 0; i < 25 && refusals.length === 0; i++) {
+      await publishMqtt(`mqtts://${gatewayIp}:8883`, flapper, [], undefined, tls).catch((error: Error) => refusals.push(error.message));
+    }
+    assert.match(refusals[0] ?? 'never refused', /Server unavailable/, 'banned after connecting too often (CONNACK 3)');
+
+    // A CONNECT announcing a 200 MiB body: the connection is closed before the body is sent.
+    const closedAfter = await new Promise<number>((resolve, reject) => {
+      const socket = tlsConnect({ host: gatewayIp, port: 8883, ...tls }, () => {
+        const started = Date.now();
+        let length = 200 * 1024 * 1024;
+        const bytes = [0x10];
+        do {
+          bytes.push((length % 128) | (length >= 128 ? 0x80 : 0));
+          length = Math.floor(length / 128);
+        } while (length > 0);
+        socket.write(Buffer.from(bytes));
+        socket.once('close', () => resolve(Date.now() - started));
+      });
+      socket.on('error', () => undefined);
+      socket.setTimeout(20_000, () => reject(new Error('the gateway kept a connection announcing 200 MiB open for 20 s')));
+    });
+    console.log(`device TLS: a CONNECT announcing 200 MiB closed after ${closedAfter} ms`);
+  });
+
+  it(`${FLEET} devices connecting at once over TLS all get in, and again after every gateway pod is deleted`, async () => {
+    const service = (await env.client.get<Service & { spec: { clusterIP: string } }>(Kinds.Service, 'gateway', namespace)).spec.clusterIP;
+    const registering = Date.now();
+    const devices = await registerMany(addresses, FLEET, 'fleet');
+    console.log(`device TLS: ${FLEET} devices registered in ${Date.now() - registering} ms`);
+    const fleet = connectFleet(`mqtts://${service}:8883`, devices, { tls: { ca: caCertificate } });
+    const gaveUp = () => fleet.runs().filter((runs) => runs.some((run) => run.failures['connack-4'] || run.failures['connack-5'])).length;
+    try {
+      await waitFor(`all ${FLEET} devices connected`, async () => ({ done: fleet.connected() === FLEET, value: undefined, seen: { connected: fleet.connected(), gaveUp: gaveUp() } }), { timeoutMs: 240_000, intervalMs: 1_000 });
+      logFleet('connecting at once', fleet.runs().map((runs) => runs[0]!));
+
+      const { items: pods } = await env.client.list<KubeObject>(Kinds.Pod, { namespace, labelSelector: 'app.kubernetes.io/component=gateway' });
+      assert.equal(pods.length, 2, 'two gateway pods');
+      const deletedAt = Date.now();
+      await Promise.all(pods.map((pod) => env.client.delete(Kinds.Pod, pod.metadata.name!, namespace)));
+      const reconnected = () => fleet.runs().map((runs) => runs.at(-1)!).filter((run) => run.startedAt >= deletedAt && run.connectedAt !== undefined);
+      await waitFor(
+        `all ${FLEET} devices connected again`,
+        async () => ({ done: fleet.connected() === FLEET && reconnected().length === FLEET, value: undefined, seen: { connected: fleet.connected(), reconnected: reconnected().length, gaveUp: gaveUp() } }),
+        { timeoutMs: 300_000, intervalMs: 1_000 },
+      );
+      logFleet(`reconnecting after the gateway pods were deleted (all in ${Math.max(...reconnected().map((run) => run.connectedAt!)) - deletedAt} ms)`, reconnected());
+      assert.equal(gaveUp(), 0, 'no device was refused for good');
+    } finally {
+      await fleet.close();
+    }
   });
 });

@@ -40,7 +40,7 @@ test('POST /v1/devices: 201 with a password stored only hashed; the same id agai
   const body = (await created.json()) as { id: string; password: string };
   assert.equal(body.id, 'dev-1');
   assert.ok(body.password.length >= 32);
-  assert.match(store.devices.get('dev-1') ?? '', /^scrypt\$/);
+  assert.match(store.devices.get('dev-1') ?? '', /^sha256\$/);
   assert.ok(!(store.devices.get('dev-1') ?? '').includes(body.password));
 
   const again = await call('/v1/devices', { body: { id: 'dev-1' } });

@@ -146,7 +146,7 @@ test('IOT_GATEWAY_MAX_CONNECTIONS: connections beyond the cap are closed at once
 });
 
 test('256 devices logging in at once all get in, retrying when told to (CONNACK 3, as core sheds what it cannot check at once)', async () => {
-  const hash = await hashPassword('fleet-password'); // one hash for all: core still computes one scrypt per login
+  const hash = await hashPassword('fleet-password'); // one hash for all: core still verifies each login
   const fleet = Array.from({ length: 256 }, (_, i) => ({ id: `fleet-${i}`, password: 'fleet-password' }));
   for (const dev of fleet) await service.store.createDevice(dev.id, hash);
   const checks = service.deviceChecks();

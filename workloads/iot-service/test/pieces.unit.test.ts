@@ -5,6 +5,7 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { randomBytes, scryptSync } from 'node:crypto';
 import { generatePassword, hashPassword, verifyPassword } from '../src/core/passwords.ts';
 import { parseBasic, parseBearer, sameSecret } from '../src/shared/http.ts';
 import { createLogger } from '../src/shared/log.ts';
@@ -32,17 +33,23 @@ test('sameSecret is equality, for any lengths', () => {
   assert.equal(sameSecret('', 'x'), false);
 });
 
-test('passwords: generated unique, stored as salted scrypt, verified only with the right password', async () => {
+test('passwords: generated unique, stored as salted SHA-256, verified only with the right password; scrypt hashes of before still verify', async () => {
   const password = generatePassword();
   assert.match(password, /^[A-Za-z0-9_-]{32}$/);
   assert.notEqual(generatePassword(), password);
   const hash = await hashPassword(password);
-  assert.match(hash, /^scrypt\$16384\$8\$1\$[A-Za-z0-9_-]+\$[A-Za-z0-9_-]+$/);
+  assert.match(hash, /^sha256\$[A-Za-z0-9_-]{22}\$[A-Za-z0-9_-]{43}$/);
   assert.ok(!hash.includes(password));
   assert.notEqual(await hashPassword(password), hash, 'salted');
   assert.equal(await verifyPassword(password, hash), true);
   assert.equal(await verifyPassword(`${password}x`, hash), false);
-  for (const broken of ['', 'plain', 'scrypt$1$8$1$c2FsdA$aGFzaA', hash.replace('$16384$', '$3$')]) {
+
+  // A hash written before (scrypt, its parameters in it) verifies as it did.
+  const salt = randomBytes(16);
+  const legacy = ['scrypt', 16384, 8, 1, salt.toString('base64url'), scryptSync(password, salt, 32, { N: 16384, r: 8, p: 1 }).toString('base64url')].join('$');
+  assert.equal(await verifyPassword(password, legacy), true);
+  assert.equal(await verifyPassword(`${password}x`, legacy), false);
+  for (const broken of ['', 'plain', 'scrypt$1$8$1$c2FsdA$aGFzaA', legacy.replace('$16384$', '$3$'), hash.replace('sha256$', 'md5$'), hash.slice(0, -2)]) {
     assert.equal(await verifyPassword(password, broken), false, broken);
   }
 });

@@ -15,8 +15,8 @@
  * - `POST /v1/internal/device-auth` `{"id","password"}` → 200 `{"authenticated": true|false}`:
  *   the check the gateway makes for each device it has not cached; it tells nothing more than
  *   whether this pair is valid. At most `checks.concurrency` (default: the CPUs, at most 4 —
- *   Node's scrypt threads) checks compute at once and `checks.maxQueued` (default 8 per one at
- *   once, so none waits much more than eight scrypts) wait; beyond that → 503 with
+ *   Node's crypto threads) checks compute at once and `checks.maxQueued` (default 8 per one at
+ *   once, so none waits much more than eight checks) wait; beyond that → 503 with
  *   `Retry-After: 1` at once.
  *   A check whose request was closed by the gateway (its timeout) while waiting is not computed.
  * Anything else → 404 (405 for a known path with another method). Errors of the store → 500

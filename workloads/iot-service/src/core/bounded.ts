@@ -1,5 +1,6 @@
 /**
- * A bound on costly work running at once (core's password checks: one scrypt each).
+ * A bound on costly work running at once (core's password checks: a database read and a hash,
+ * one scrypt for a device registered before hashes became fast).
  *
  * Guarantees: at most `concurrency` jobs run at once; up to `maxQueued` more wait, in arrival
  * order; beyond that `run` rejects at once with `BusyError` (the caller sheds the load rather
