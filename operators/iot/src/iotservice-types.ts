@@ -51,6 +51,7 @@ export const CHILD_TYPES: Readonly<Record<string, ResourceType>> = {
   Secret: Kinds.Secret,
   ConfigMap: Kinds.ConfigMap,
   Service: Kinds.Service,
+  PodDisruptionBudget: customResource('policy', 'v1', 'PodDisruptionBudget', 'poddisruptionbudgets'),
   StatefulSet: Kinds.StatefulSet,
   Deployment: Kinds.Deployment,
 };

@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { getIoT, getOrUndefined, iotService, pullSecretData, startServedLandscape, stopServedLandscape, waitForPhase, writeRequests, type IoTObject } from './e2e-support.ts';
-import { FINALIZER, IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
+import { CHILD_TYPES, FINALIZER, IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 
 type Workload = KubeObject & {
   spec: { replicas?: number; template: { metadata?: { annotations?: Record<string, string> }; spec: { containers: Array<{ image: string }> } } };
@@ -51,6 +51,8 @@ describe('IoTService lifecycle on the real cluster', () => {
       [Kinds.Service, 'database-client'],
       [Kinds.NetworkPolicy, 'instance-isolation'],
       [Kinds.NetworkPolicy, 'gateway-devices'],
+      [CHILD_TYPES.PodDisruptionBudget!, 'gateway'],
+      [CHILD_TYPES.PodDisruptionBudget!, 'database'],
     ];
     for (const [type, name] of children) {
       const child = await env.client.get(type, name, ns);

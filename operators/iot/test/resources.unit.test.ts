@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { V1Container, V1Deployment, V1PodSpec, V1Secret, V1Service, V1StatefulSet } from '@kubernetes/client-node';
+import type { V1Container, V1Deployment, V1PodDisruptionBudget, V1PodSpec, V1Secret, V1Service, V1StatefulSet } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import {
   childKey,
@@ -160,6 +160,11 @@ describe('desired children', () => {
       'Service/devawsk8s-tenant-a/database-client',
       'Service/devawsk8s-tenant-a/core',
       'Service/devawsk8s-tenant-a/gateway',
+      'PodDisruptionBudget/devawsk8s-tenant-a/gateway',
+      'PodDisruptionBudget/devawsk8s-tenant-a/core',
+      'PodDisruptionBudget/devawsk8s-tenant-a/processing',
+      'PodDisruptionBudget/devawsk8s-tenant-a/broker',
+      'PodDisruptionBudget/devawsk8s-tenant-a/database',
       'StatefulSet/devawsk8s-tenant-a/broker',
       'StatefulSet/devawsk8s-tenant-a/database',
       'Deployment/devawsk8s-tenant-a/core',
@@ -197,6 +202,11 @@ describe('desired children', () => {
         'Service/database-client',
         'Service/core',
         'Service/gateway',
+        'PodDisruptionBudget/gateway',
+        'PodDisruptionBudget/core',
+        'PodDisruptionBudget/processing',
+        'PodDisruptionBudget/broker',
+        'PodDisruptionBudget/database',
       ],
       ['StatefulSet/broker', 'StatefulSet/database', 'Deployment/core', 'Deployment/processing', 'Deployment/gateway'],
     ]);
@@ -547,6 +557,19 @@ describe('secrets', () => {
     assert.equal(copy.metadata?.resourceVersion, undefined);
     const changed = desiredImagePullSecret(testInstance(), { ...PULL_SECRET, data: { '.dockerconfigjson': 'bmV3' } });
     assert.deepEqual(changed.data, { '.dockerconfigjson': 'bmV3' }, 'follows the source');
+  });
+});
+
+describe('disruption budgets', () => {
+  it('one per component: evictions take at most one of its pods at a time, and the pods they select are exactly its own', () => {
+    const all = children({ gateway: { replicas: 3 }, database: { replicas: 1 } });
+    for (const component of ['gateway', 'core', 'processing', 'broker', 'database'] as const) {
+      const budget = find<V1PodDisruptionBudget>(all, 'PodDisruptionBudget', component);
+      assert.equal(budget.spec?.maxUnavailable, 1, `${component}: one pod at a time, and a single replica can still be evicted`);
+      assert.equal(budget.spec?.minAvailable, undefined);
+      const workload = find<V1Deployment | V1StatefulSet>(all, component === 'broker' || component === 'database' ? 'StatefulSet' : 'Deployment', component);
+      assert.deepEqual(budget.spec?.selector?.matchLabels, workload.spec?.selector.matchLabels, `${component}: the budget selects what its workload does`);
+    }
   });
 });
 

@@ -5,7 +5,7 @@
  * landscape's image-pull-secret, a set of fresh credentials and the gateway's TLS material. It lists every child exactly once:
  * the Namespace first (everything else lives in it), then the NetworkPolicies (pods are isolated
  * from their first moment), the ResourceQuota and LimitRange (every pod is admitted under them),
- * Secrets (with the gateway's CA and TLS Secrets when it serves TLS), ConfigMaps (config, and the gateway CA when it serves TLS), Services, StatefulSets and Deployments. Each child
+ * Secrets (with the gateway's CA and TLS Secrets when it serves TLS), ConfigMaps (config, and the gateway CA when it serves TLS), Services, a PodDisruptionBudget per component, StatefulSets and Deployments. Each child
  * has apiVersion, kind, metadata.name and (except the Namespace) metadata.namespace set, and the
  * instance labels. Children marked `createOnly` (the credentials) are created when missing and
  * never compared or changed afterwards; all others are kept equal to their desired form.
@@ -20,13 +20,16 @@ import type {
   V1ResourceQuota,
   V1Deployment,
   V1Namespace,
+  V1PodDisruptionBudget,
   V1Secret,
   V1Service,
   V1StatefulSet,
 } from '@kubernetes/client-node';
+import { COMPONENTS } from '../api/iotservice.ts';
 import { configChecksum, desiredConfigMap } from './configmap.ts';
 import type { KeptEmptyDirs } from './data-volume.ts';
 import { desiredCoreDeployment, desiredGatewayDeployment, desiredProcessingDeployment } from './deployments.ts';
+import { desiredDisruptionBudget } from './disruption-budgets.ts';
 import type { Instance } from './instance.ts';
 import { desiredNamespace } from './namespace.ts';
 import { desiredLimitRange, desiredResourceQuota, type LimitRange } from './namespace-limits.ts';
@@ -43,7 +46,7 @@ import {
 } from './services.ts';
 import { desiredBrokerStatefulSet, desiredDatabaseStatefulSet } from './statefulsets.ts';
 
-export type ChildObject = V1Namespace | NetworkPolicy | V1ResourceQuota | LimitRange | V1Secret | V1ConfigMap | V1Service | V1StatefulSet | V1Deployment;
+export type ChildObject = V1Namespace | NetworkPolicy | V1ResourceQuota | LimitRange | V1Secret | V1ConfigMap | V1Service | V1PodDisruptionBudget | V1StatefulSet | V1Deployment;
 
 /** A child as it is sent with server-side apply: identity fields are always present. */
 export type DesiredObject = ChildObject & {
@@ -86,6 +89,7 @@ export const CHILD_KINDS: ReadonlyArray<{ apiVersion: string; kind: string; plur
   { apiVersion: 'v1', kind: 'Secret', plural: 'secrets', namespaced: true },
   { apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps', namespaced: true },
   { apiVersion: 'v1', kind: 'Service', plural: 'services', namespaced: true },
+  { apiVersion: 'policy/v1', kind: 'PodDisruptionBudget', plural: 'poddisruptionbudgets', namespaced: true },
   { apiVersion: 'apps/v1', kind: 'StatefulSet', plural: 'statefulsets', namespaced: true },
   { apiVersion: 'apps/v1', kind: 'Deployment', plural: 'deployments', namespaced: true },
 ];
@@ -117,6 +121,7 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredDatabaseClientService(instance)),
       apply(desiredCoreService(instance)),
       apply(desiredGatewayService(instance)),
+      ...COMPONENTS.map((component) => apply(desiredDisruptionBudget(instance, component))),
       apply(desiredBrokerStatefulSet(instance, sources.keptEmptyDirs)),
       apply(desiredDatabaseStatefulSet(instance, sources.keptEmptyDirs)),
       apply(desiredCoreDeployment(instance, checksum)),
@@ -135,6 +140,7 @@ const WRITE_STAGE_OF_KIND: Readonly<Record<string, number>> = {
   Secret: 1,
   ConfigMap: 1,
   Service: 1,
+  PodDisruptionBudget: 1,
   StatefulSet: 2,
   Deployment: 2,
 };
@@ -158,6 +164,7 @@ export function childKey(object: KubernetesObject): string {
 export * from './configmap.ts';
 export * from './data-volume.ts';
 export * from './deployments.ts';
+export * from './disruption-budgets.ts';
 export * from './gateway-tls.ts';
 export * from './instance.ts';
 export * from './labels.ts';
