@@ -347,7 +347,7 @@ describe('pods', () => {
 
   it('take tolerations from the spec, per component', () => {
     const toleration = { key: 'dedicated', operator: 'Equal' as const, value: 'iot', effect: 'NoSchedule' as const };
-    const all = children({ broker: { placement: { tolerations: [toleration] } } });
+    const all = children({ broker: { placement: { tolerations: [toleration] } } }, PERMISSIVE_CONFIG);
     assert.deepEqual(find<V1StatefulSet>(all, 'StatefulSet', 'broker').spec!.template.spec!.tolerations, [toleration]);
     assert.equal(find<V1Deployment>(all, 'Deployment', 'gateway').spec!.template.spec!.tolerations, undefined);
   });
