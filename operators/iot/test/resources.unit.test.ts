@@ -576,6 +576,18 @@ describe('services', () => {
     assert.equal(protocolsOf(['coap', 'mqtts']), 'mqtts,coap');
   });
 
+  it('gateway is told spec.gateway.connections in IOT_GATEWAY_MAX_CONNECTIONS; unset, no variable (the gateway has no cap)', () => {
+    const envOf = (gateway: Record<string, unknown>) => onlyContainer(desiredGatewayDeployment(testInstance({ gateway }), 'x').spec!.template.spec!).env ?? [];
+    assert.deepEqual(envOf({ connections: 5000 }).filter((e) => e.name === 'IOT_GATEWAY_MAX_CONNECTIONS'), [{ name: 'IOT_GATEWAY_MAX_CONNECTIONS', value: '5000' }]);
+    assert.equal(envOf({}).find((e) => e.name === 'IOT_GATEWAY_MAX_CONNECTIONS'), undefined);
+    const others = (gateway: Record<string, unknown>) => envOf(gateway).filter((e) => e.name !== 'IOT_GATEWAY_MAX_CONNECTIONS');
+    assert.deepEqual(others({ connections: 5000 }), others({}), 'nothing else of the gateway changes');
+    for (const component of ['core', 'processing'] as const) {
+      const pod = find<V1Deployment>(children({ gateway: { connections: 5000 } }), 'Deployment', component).spec!.template.spec!;
+      assert.equal(onlyContainer(pod).env?.find((e) => e.name === 'IOT_GATEWAY_MAX_CONNECTIONS'), undefined, `${component} is not told`);
+    }
+  });
+
   it('the broker (NATS JetStream): client 4222, cluster 6222, monitor 8222; ready once JetStream is, alive while it takes clients', () => {
     const broker = onlyContainer(find<V1StatefulSet>(children(), 'StatefulSet', 'broker').spec!.template.spec!);
     assert.deepEqual(broker.ports, [

@@ -346,6 +346,9 @@ const componentDescription: Readonly<Record<ComponentName, string>> = {
   database: 'Time-series store: a StatefulSet and a headless Service (5432).',
 };
 
+/** The most `spec.gateway.connections` may be: the largest int32. */
+export const MAX_GATEWAY_CONNECTIONS = 2147483647;
+
 export const GatewaySpecSchema = Type.Object(
   {
     ...commonComponentFields('gateway'),
@@ -383,6 +386,16 @@ export const GatewaySpecSchema = Type.Object(
           errorMessage: `must be one of ${SERVICE_TYPES.join(', ')}`,
         },
       ),
+    ),
+    connections: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: MAX_GATEWAY_CONNECTIONS,
+        format: 'int32',
+        description:
+          'Most device connections each gateway pod accepts, over all its protocols together (TCP connections, counted before TLS and login). Beyond it the gateway refuses new connections: it closes them at once (metric iot_gateway_refusals_total{reason="connection_cap"}), while the open ones stay. Absent: no cap, the gateway\'s default. Changing it rolls the gateway pods.',
+        errorMessage: `must be an integer from 1 to ${MAX_GATEWAY_CONNECTIONS}`,
+      }),
     ),
     tls: Type.Optional(
       Type.Object(
