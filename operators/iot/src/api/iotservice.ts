@@ -267,9 +267,12 @@ function replicas(component: ComponentName) {
 /** A component's scheduling fields: under `placement` in v1beta1, beside its other fields in v1alpha1. */
 function placementFields(component: ComponentName) {
   return {
-    nodeSelector: Type.Optional(StringMap(`Node labels the ${component} pods must be scheduled on.`)),
+    nodeSelector: Type.Optional(StringMap(`Node labels the ${component} pods must be scheduled on; only keys the operator allows (--allowed-node-label-keys).`)),
     tolerations: Type.Optional(
-      Type.Array(TolerationSchema, { maxItems: 16, description: `Taints the ${component} pods tolerate, e.g. a dedicated node's (core/v1 Toleration, ${CORE_V1_SCHEDULING_DOCS}).` }),
+      Type.Array(TolerationSchema, {
+        maxItems: 16,
+        description: `Taints the ${component} pods tolerate, e.g. a dedicated node's (core/v1 Toleration, ${CORE_V1_SCHEDULING_DOCS}); only taint keys the operator allows (--allowed-toleration-keys).`,
+      }),
     ),
     affinity: Type.Optional(AffinitySchema),
   };
@@ -293,7 +296,7 @@ function commonComponentFields(component: ComponentName) {
       Type.Object(placementFields(component), {
         additionalProperties: false,
         minProperties: 1,
-        description: `Where the ${component} pods are scheduled: nodeSelector, tolerations and affinity as in a pod spec.`,
+        description: `Where the ${component} pods are scheduled: nodeSelector, tolerations and affinity as in a pod spec, within the operator's policy (allowed taint and node label keys; pod affinity within the instance's own namespace), else the IoTService is Failed.`,
         errorMessage: 'must set at least one of nodeSelector, tolerations and affinity',
       }),
     ),
