@@ -8,7 +8,8 @@
  *    records each image's size twice: compressed, as pushed (the registry's manifest: config plus
  *    gzip layers), and uncompressed (buildah's local manifest: config plus tar layers).
  * 2. Runs the IoT operator as the other scenarios do (its own process, the bundle as the image
- *    runs it, `--default-registry` the local registry's `iot` prefix) for a landscape of its own
+ *    runs it, `--default-registry` the local registry's `iot` prefix, the real node's taint and
+ *    label allowed by `--allowed-toleration-keys` and `--allowed-node-label-keys`) for a landscape of its own
  *    (`bench-ref-<random>`, with the registry's credentials as its image-pull-secret), and creates
  *    ONE IoTService with every component on the real node: gateway 2 (MQTT and HTTP, devices
  *    admitted from the node's own address), core 2, processing 1, broker 1 and database 1 (1Gi
@@ -62,7 +63,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { Kinds, RuntimeMetrics, isNotFound, type KubeObject } from '@iot-operator/runtime';
 import { TestEnv } from '@iot-operator/runtime/testing';
-import { localRegistry, onRealNode, registryPullSecret, type LocalRegistry } from '@iot-operator/local-cluster';
+import { localRegistry, onRealNode, REAL_NODE_LABEL, registryPullSecret, type LocalRegistry } from '@iot-operator/local-cluster';
 import {
   HttpStatusError,
   publishMqtt,
@@ -596,7 +597,8 @@ export async function runReference(ctx: BenchContext): Promise<ScenarioOutput> {
 
   const landscape = uniqueName('bench-ref');
   const namespace = `${landscape}-${NAME}`;
-  const command = `${ctx.options.operatorCmd ?? IOT_DEFAULT_COMMAND} --default-registry ${built.registry}`;
+  // The instance's pods tolerate the real node's taint and select it by its label: the operator must allow both.
+  const command = `${ctx.options.operatorCmd ?? IOT_DEFAULT_COMMAND} --default-registry ${built.registry} --allowed-toleration-keys ${REAL_NODE_LABEL} --allowed-node-label-keys ${REAL_NODE_LABEL}`;
   const tracker = new AvailabilityTracker(ctx.client, landscape);
   const giveUp = new AbortController();
   let operator: OperatorProcess | undefined;

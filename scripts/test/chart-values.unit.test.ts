@@ -177,7 +177,7 @@ describe('the charts’ values schemas', () => {
     });
   }
 
-  it('iot-operator: reconciles, durations, quotas and Service types are checked', async () => {
+  it('iot-operator: reconciles, durations, quotas, Service types and placement keys are checked', async () => {
     const chart = CHARTS[0];
     await assert.rejects(render(chart, ['--set', 'maxConcurrentReconciles=0']), refusal('iot-operator', '/maxConcurrentReconciles', 'minimum: got 0, want 1'));
     await assert.rejects(render(chart, ['--set', 'sharding.enabld=true']), refusal('iot-operator', '/sharding', "additional properties 'enabld' not allowed"));
@@ -190,6 +190,11 @@ describe('the charts’ values schemas', () => {
       '--set', 'stuckPodTimeout=90s', '--set', 'metrics.prometheusRule.instanceFailedFor=1h30m']);
     assert.match(rendered, /--max-quota=cpu=16,memory=32Gi,storage=1Ti/);
     assert.match(rendered, /--stuck-pod-timeout=90s/);
+    assert.doesNotMatch(rendered, /--allowed-(toleration|node-label)-keys/, 'empty: the operator’s defaults');
+    await assert.rejects(render(chart, ['--set', 'allowedTolerationKeys=a b']), refusal('iot-operator', '/allowedTolerationKeys', "'a b' does not match pattern"));
+    const placement = await render(chart, ['--set', 'allowedTolerationKeys=example.com/dedicated\\,nvidia.com/gpu', '--set', 'allowedNodeLabelKeys=kubernetes.io/hostname\\,example.com/pool']);
+    assert.match(placement, /- --allowed-toleration-keys=example\.com\/dedicated,nvidia\.com\/gpu\n/);
+    assert.match(placement, /- --allowed-node-label-keys=kubernetes\.io\/hostname,example\.com\/pool\n/);
   });
 
   it('armada-operator: extra RBAC rules need verbs, pull secrets a name', async () => {

@@ -30,7 +30,9 @@
  * reference IoT service's images (workloads/iot-service) built while the cluster comes up, then
  * pushed to the cluster's registry, the landscape's image-pull-secret set to that registry's credentials (the only
  * object it overwrites: the registry is the cluster's own), the operator's default registry set
- * to it, and deploy/crds/example-iotservice-real-node.yml applied instead of the kwok example.
+ * to it, its tenant policy letting pods tolerate the real node's taint and select it by its label
+ * (`node.iot-operator.dev/real`, besides the default node labels), and
+ * deploy/crds/example-iotservice-real-node.yml applied instead of the kwok example.
  * Once it is Available, one simulated device registers through core's Service, sends a message
  * over MQTT and one over HTTP to the gateway's Service (over TLS, trusting ConfigMap gateway-ca,
  * as the example serves by default) and reads them back from core: the last
@@ -44,9 +46,11 @@ import { fileURLToPath } from 'node:url';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { parseAllDocuments } from 'yaml';
 import { Kinds, KubeClient, apiVersionOf, ensureWebhookCertificate, isAlreadyExists, isNotFound, type KubeObject, type Manager, type ResourceType } from '@iot-operator/runtime';
-import { registryPullSecret } from '@iot-operator/local-cluster';
+import { REAL_NODE_LABEL, registryPullSecret } from '@iot-operator/local-cluster';
 import { IoTServiceType, IoTServiceV1alpha1Type, StorageClassType } from '../src/iotservice-types.ts';
 import { createIoTOperator } from '../src/operator.ts';
+import { DEFAULT_NODE_LABEL_KEYS } from '../src/resources/placement-policy.ts';
+import { defaultTenantPolicy } from '../src/resources/tenant-policy.ts';
 import type { IoTServiceStatus } from '../src/api/iotservice.ts';
 import { IOTSERVICE_CRD_NAME, iotServiceCrd } from '../src/api/crd.ts';
 import type { CrdConversion } from '../src/webhooks/crd-conversion.ts';
@@ -289,6 +293,9 @@ async function main(): Promise<void> {
     kubeconfig,
     syncPeriodMs: 10 * 3_600_000,
     webhook: { address: '127.0.0.1:0', certFile: path.join(certDir, 'tls.crt'), keyFile: path.join(certDir, 'tls.key') },
+    ...(realNode
+      ? { tenancy: { ...defaultTenantPolicy(registry), allowedTolerationKeys: [REAL_NODE_LABEL], allowedNodeLabelKeys: [...DEFAULT_NODE_LABEL_KEYS, REAL_NODE_LABEL] } }
+      : {}),
   }));
   const startFailed = new AbortController();
   const started = mgr.start().catch((err: unknown) => {

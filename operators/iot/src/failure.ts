@@ -23,6 +23,12 @@ export type FailureReason =
   | 'RegistryNotAllowed'
   /** The gateway Service type is not allowed by the operator (--allowed-service-types). */
   | 'ServiceTypeNotAllowed'
+  /** A toleration names a taint the operator does not allow, or every taint (--allowed-toleration-keys). */
+  | 'TolerationNotAllowed'
+  /** A nodeSelector, node affinity or topology key uses a node label the operator does not allow (--allowed-node-label-keys). */
+  | 'NodeLabelNotAllowed'
+  /** A pod (anti-)affinity term may select pods outside the instance namespace. */
+  | 'PodAffinityNotAllowed'
   /** spec.quota asks for more than the operator allows (--max-quota). */
   | 'QuotaAboveLimit'
   /** The landscape's image-pull-secret is missing from the operator namespace. */

@@ -7,9 +7,12 @@
  * seed's meaning (unset or '' = secondary resources cluster-wide); `--namespace` sets it as on
  * every operator of the project (the seed's `operator-sdk up local --namespace=`), with
  * `--watch-namespace` kept as an alias (both given and different: an error). The tenant policy flags
- * (allowed registries and Service types, quota defaults and maximum, container defaults) are
- * checked as a whole: an unknown Service type, a malformed quantity or a default quota above the
- * maximum stops the process with an error naming the flag. `--shard-ring` runs the process as one
+ * (allowed registries and Service types, allowed toleration keys and node label keys, quota
+ * defaults and maximum, container defaults) are checked as a whole: an unknown Service type, a
+ * key that is neither a label key nor `*`, a malformed quantity or a default quota above the
+ * maximum stops the process with an error naming the flag. `--allowed-toleration-keys` defaults
+ * to none, `--allowed-node-label-keys` to the well-known node labels (placement-policy.ts says why);
+ * given empty, either allows none. `--shard-ring` runs the process as one
  * shard of that ControllerRing (docs/scale.md); it excludes `--leader-elect`, and the shard's name
  * (`--shard-name`, default POD_NAME, else the host name) must be usable as a Lease name.
  * `--stuck-pod-timeout` (default 5m, between 1s and 24h) is the stuck window of the status: how
@@ -33,6 +36,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { SERVICE_TYPES, type GatewayServiceType } from './api/iotservice.ts';
 import { DEFAULT_CONFIG_MOUNT_PATH } from './resources/instance.ts';
 import { canonicalQuantity, quantityNanos } from './resources/quantity.ts';
+import { ANY_KEY } from './resources/placement-policy.ts';
 import { QUOTA_RESOURCES, defaultTenantPolicy, type QuotaValues, type TenantPolicy } from './resources/tenant-policy.ts';
 import type { ConversionServiceOptions } from './webhooks/crd-conversion.ts';
 import { localWebhookCertDir } from './webhooks/local-conversion.ts';
@@ -135,6 +139,8 @@ export function operatorCommand(): Command {
     .option('--config-mount-path <path>', 'where every pod finds config.yml (env IOT_CONFIG_MOUNT_PATH)', process.env.IOT_CONFIG_MOUNT_PATH ?? DEFAULT_CONFIG_MOUNT_PATH)
     .option('--allowed-registries <list>', 'comma-separated registries (host[:port][/path]) component images may come from; default: the default registry')
     .option('--allowed-service-types <list>', `comma-separated gateway Service types an IoTService may ask for (${SERVICE_TYPES.join(', ')})`, 'ClusterIP')
+    .option('--allowed-toleration-keys <list>', `comma-separated taint keys an IoTService's tolerations may name; ${ANY_KEY}: every toleration, one without a key (tolerating every taint) included; default: none`, '')
+    .option('--allowed-node-label-keys <list>', `comma-separated node label keys an IoTService's nodeSelector, node affinity (matchExpressions, matchFields: metadata.name) and pod affinity topologyKey may use; ${ANY_KEY}: any`, defaults.allowedNodeLabelKeys.join(','))
     .option('--default-quota <list>', "each instance namespace's ResourceQuota unless spec.quota says otherwise: requests of all pods together", quotaText(defaults.defaultQuota))
     .option('--max-quota <list>', 'the most spec.quota may ask for', quotaText(defaults.maxQuota))
     .option('--default-container-limits <list>', "LimitRange default limits of containers without resources", resourceText(defaults.containerDefaults.limits))
@@ -162,10 +168,23 @@ function parseResourceList(command: Command, flag: string, value: string, names:
 interface TenancyFlags {
   allowedRegistries?: string;
   allowedServiceTypes: string;
+  allowedTolerationKeys: string;
+  allowedNodeLabelKeys: string;
   defaultQuota: string;
   maxQuota: string;
   defaultContainerLimits: string;
   defaultContainerRequests: string;
+}
+
+/** A label key: an optional DNS-subdomain prefix and '/', then a name of at most 63 characters. */
+const labelKey = /^(?:(?=[^/]{1,253}\/)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?(?=[^/]{1,63}$)[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+
+/** `a,b`: label keys (or `*`), trimmed; empty: none. */
+function parseKeys(command: Command, flag: string, value: string, what: string): string[] {
+  const keys = value.split(',').map((k) => k.trim()).filter(Boolean);
+  const bad = keys.find((k) => k !== ANY_KEY && !labelKey.test(k));
+  if (bad !== undefined) command.error(`error: ${flag}: "${bad}" is neither ${what} (a label key such as example.com/dedicated) nor ${ANY_KEY}`);
+  return keys;
 }
 
 function parseTenancy(command: Command, o: TenancyFlags, defaultRegistry: string): TenantPolicy {
@@ -185,6 +204,8 @@ function parseTenancy(command: Command, o: TenancyFlags, defaultRegistry: string
   return {
     allowedRegistries: registries,
     allowedServiceTypes: serviceTypes as GatewayServiceType[],
+    allowedTolerationKeys: parseKeys(command, '--allowed-toleration-keys', o.allowedTolerationKeys, 'a taint key'),
+    allowedNodeLabelKeys: parseKeys(command, '--allowed-node-label-keys', o.allowedNodeLabelKeys, 'a node label key'),
     defaultQuota,
     maxQuota,
     containerDefaults: {

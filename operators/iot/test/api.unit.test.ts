@@ -130,6 +130,17 @@ describe('IoTService spec validation', () => {
     assert.ok(result.ok);
   });
 
+  it('gateway.connections: a positive int32, absent by default', () => {
+    const accepted = validateIoTServiceSpec({ version: '1', gateway: { connections: 1 } });
+    assert.ok(accepted.ok && accepted.spec.gateway.connections === 1);
+    const unset = validateIoTServiceSpec({ version: '1' });
+    assert.ok(unset.ok && unset.spec.gateway.connections === undefined, 'no default: the gateway keeps its own (no cap)');
+    assert.ok(validateIoTServiceSpec({ version: '1', gateway: { connections: 2147483647 } }).ok);
+    for (const connections of [0, -5, 1.5, 2147483648, '100']) {
+      assert.deepEqual(errorsOf({ version: '1', gateway: { connections } }), ['spec.gateway.connections: must be an integer from 1 to 2147483647'], String(connections));
+    }
+  });
+
   it('rejects an unknown service type', () => {
     assert.deepEqual(errorsOf({ version: '1', gateway: { serviceType: 'Ingress' } }), [
       'spec.gateway.serviceType: must be one of ClusterIP, NodePort, LoadBalancer',

@@ -110,6 +110,7 @@ function otherComponentFields(r: Random, component: (typeof COMPONENTS)[number])
     }
     if (r.chance()) out.deviceSources = Array.from({ length: r.int(0, 2) }, () => `203.0.113.${r.int(0, 255)}/32`);
     if (r.chance()) out.serviceType = r.pick(SERVICE_TYPES);
+    if (r.chance()) out.connections = r.int(1, 100_000);
   }
   if ((component === 'broker' || component === 'database') && r.chance()) {
     out.storage = `${r.int(1, 20)}Gi`;
@@ -199,6 +200,7 @@ describe('convertIoTService on generated IoTServices', () => {
         }
       }
       if ((beta.spec['broker'] as Fields | undefined)?.maxBacklog !== undefined) seen.add('maxBacklog');
+      if ((beta.spec['gateway'] as Fields | undefined)?.connections !== undefined) seen.add('connections');
       if (beta.spec['retention'] !== undefined) seen.add('retention');
       if (!beta.status) seen.add('no status');
       if (beta.metadata.labels) seen.add('labels');
@@ -206,7 +208,7 @@ describe('convertIoTService on generated IoTServices', () => {
     }
     for (const component of COMPONENTS) for (const form of ['present', 'absent', 'placement']) assert.ok(seen.has(`${component}:${form}`), `${component} ${form}`);
     for (const field of ['nodeSelector', 'tolerations', 'affinity']) for (const form of ['empty', 'set']) assert.ok(seen.has(`${field}:${form}`), `${field} ${form}`);
-    for (const kind of ['no status', 'labels', 'annotations', 'maxBacklog', 'retention']) assert.ok(seen.has(kind), kind);
+    for (const kind of ['no status', 'labels', 'annotations', 'maxBacklog', 'retention', 'connections']) assert.ok(seen.has(kind), kind);
   });
 
   it(`v1alpha1 -> v1beta1 -> v1alpha1 is the identity, and v1beta1 is exactly the grouped form (${CASES} objects)`, () => {
@@ -282,6 +284,20 @@ describe('convertIoTService on generated IoTServices', () => {
     assert.deepEqual(alpha.spec, { version: '2.4.1', retention: '12h', broker: { nodeSelector: { disk: 'ssd' } } });
     assert.deepEqual(schemaErrors(alpha), []);
     assert.deepEqual(convert(alpha, BETA), beta);
+  });
+
+  it('keeps the gateway\'s connections through v1alpha1 and back, a field of both versions', () => {
+    const beta: IoT = {
+      apiVersion: BETA,
+      kind: 'IoTService',
+      metadata: { name: 'tenant-a', namespace: 'devawsk8s' },
+      spec: { version: '2.4.1', gateway: { connections: 5000, protocols: ['mqtts'], placement: { tolerations: [{ key: 'edge', operator: 'Exists' }] } } },
+    };
+    const alpha = convert(beta, ALPHA);
+    assert.deepEqual(alpha.spec['gateway'], { connections: 5000, protocols: ['mqtts'], tolerations: [{ key: 'edge', operator: 'Exists' }] });
+    assert.deepEqual(schemaErrors(alpha), [], 'v1alpha1 has the field: nothing to carry elsewhere');
+    assert.deepEqual(convert(alpha, BETA), beta);
+    assert.notDeepEqual(schemaErrors({ ...alpha, spec: { ...alpha.spec, gateway: { connections: 0 } } }), [], 'v1alpha1 checks it as v1beta1 does');
   });
 
   it('converts an object to its own version as it is', () => {

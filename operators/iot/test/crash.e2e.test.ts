@@ -64,7 +64,7 @@ describe('the operator SIGKILLed during a rollout', () => {
       assert.equal(await count(Kinds.Service), 6, `${ns}: Services (gateway, core, broker and database, broker-client and database-client)`);
       assert.equal(await count(Kinds.Secret), 2, `${ns}: Secrets`);
       assert.equal(await count(Kinds.ConfigMap), 2, `${ns}: ConfigMaps (iot-config and kube-root-ca.crt)`);
-      assert.equal(await count(Kinds.NetworkPolicy), 4, `${ns}: NetworkPolicies (isolation, gateway devices, egress, operator monitoring)`);
+      assert.equal(await count(Kinds.NetworkPolicy), 9, `${ns}: NetworkPolicies (isolation, gateway devices, egress, operator monitoring, one per component)`);
       assert.equal(await count(Kinds.Pod), 7, `${ns}: Pods`);
     }
   });

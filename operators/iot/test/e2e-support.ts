@@ -1,7 +1,9 @@
 /**
  * End-to-end helpers for the IoT operator on the real local cluster: the IoTService CRD converted
  * by the test process (testing/conversion-server.ts), landscapes (a namespace with its image-pull-secret), the operator in-process or as a process
- * (stopped only once it has finalized its landscape's IoTServices), IoTService objects and waits on
+ * (stopped only once it has finalized its landscape's IoTServices; in-process, its tenant policy
+ * lets instances onto the real node: its taint and label allowed besides the defaults, as the
+ * cluster's admin would allow them), IoTService objects and waits on
  * what `kubectl` would show; for instances of the reference images on the real node, the images
  * built and pushed, the addresses a simulated device dials (pod IPs, the API token) and commands
  * run inside an instance's pods (`kubectl exec`).
@@ -11,13 +13,15 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { Kinds, ifFound, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { spawnOperator as spawnOperatorProcess, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
-import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
+import { localTestEnv, REAL_NODE_LABEL, repoRoot } from '@iot-operator/local-cluster';
 import type { ServiceAddresses } from '@iot-operator/iot-service/simulator';
 import type { ComponentName, IoTServiceStatus } from '../src/api/iotservice.ts';
 import type { IoTServiceV1alpha1Spec } from '../src/api/v1alpha1.ts';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { createIoTOperator } from '../src/operator.ts';
 import type { OperatorOptions } from '../src/options.ts';
+import { DEFAULT_NODE_LABEL_KEYS } from '../src/resources/placement-policy.ts';
+import { defaultTenantPolicy, type TenantPolicy } from '../src/resources/tenant-policy.ts';
 import { installIoTCrd } from '../testing/conversion-server.ts';
 
 export type IoTObject = KubeObject & { spec: IoTServiceV1alpha1Spec; status?: IoTServiceStatus };
@@ -48,11 +52,18 @@ export async function createPullSecret(env: TestEnv, landscape: string): Promise
   });
 }
 
+/** The default tenant policy, and pods may tolerate the real node's taint and select it by its label (`onRealNode`). */
+export function realNodeTenancy(defaultRegistry: string): TenantPolicy {
+  return { ...defaultTenantPolicy(defaultRegistry), allowedTolerationKeys: [REAL_NODE_LABEL], allowedNodeLabelKeys: [...DEFAULT_NODE_LABEL_KEYS, REAL_NODE_LABEL] };
+}
+
 export function operatorOptions(env: TestEnv, operatorName: string, overrides: Partial<OperatorOptions> = {}): OperatorOptions {
+  const defaultRegistry = overrides.defaultRegistry ?? 'registry.example.com/iot';
   return {
     operatorName,
     watchNamespace: '',
-    defaultRegistry: 'registry.example.com/iot',
+    defaultRegistry,
+    tenancy: realNodeTenancy(defaultRegistry),
     maxConcurrentReconciles: 4,
     leaderElect: false,
     metricsBindAddress: '127.0.0.1:0',

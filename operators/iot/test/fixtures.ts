@@ -9,13 +9,18 @@ import { gatewayCertificateNames, keepOrIssue, type GatewayCertificates } from '
 
 export const TEST_CONFIG: OperatorConfig = { operatorName: 'devawsk8s', defaultRegistry: 'registry.example.com/iot' };
 
-/** An operator that lets IoTService authors ask for any registry below `mirror.local:5000` or `custom`, and any Service type. */
+/**
+ * An operator that lets IoTService authors ask for any registry below `mirror.local:5000` or
+ * `custom`, any Service type, any toleration and any node label.
+ */
 export const PERMISSIVE_CONFIG: OperatorConfig = {
   ...TEST_CONFIG,
   tenancy: {
     ...defaultTenantPolicy(TEST_CONFIG.defaultRegistry),
     allowedRegistries: [TEST_CONFIG.defaultRegistry, 'mirror.local:5000', 'custom'],
     allowedServiceTypes: ['ClusterIP', 'NodePort', 'LoadBalancer'],
+    allowedTolerationKeys: ['*'],
+    allowedNodeLabelKeys: ['*'],
   },
 };
 

@@ -4,6 +4,7 @@ import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { getIoT, getOrUndefined, iotService, pullSecretData, startServedLandscape, stopServedLandscape, waitForPhase, writeRequests, type IoTObject } from './e2e-support.ts';
 import { CHILD_TYPES, FINALIZER, IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
+import { COMPONENTS } from '../src/api/iotservice.ts';
 
 type Workload = KubeObject & {
   spec: { replicas?: number; template: { metadata?: { annotations?: Record<string, string> }; spec: { containers: Array<{ image: string }> } } };
@@ -51,6 +52,9 @@ describe('IoTService lifecycle on the real cluster', () => {
       [Kinds.Service, 'database-client'],
       [Kinds.NetworkPolicy, 'instance-isolation'],
       [Kinds.NetworkPolicy, 'gateway-devices'],
+      [Kinds.NetworkPolicy, 'instance-egress'],
+      [Kinds.NetworkPolicy, 'operator-monitoring'],
+      ...COMPONENTS.map((c): [typeof Kinds.Secret, string] => [Kinds.NetworkPolicy, `${c}-peers`]),
       [CHILD_TYPES.PodDisruptionBudget!, 'gateway'],
       [CHILD_TYPES.PodDisruptionBudget!, 'database'],
     ];

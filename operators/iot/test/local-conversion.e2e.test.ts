@@ -27,7 +27,7 @@ type Crd = KubeObject & { spec: { conversion?: CrdConversion } };
 const conversion = async () => (await env.client.get<Crd>(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME)).spec.conversion;
 /** A Service the CRD names before the run, so that where it points afterwards is known. */
 const BEFORE = { namespace: 'some-landscape', name: 'iot-operator-webhook' };
-/** A placement field (v1alpha1: flat; v1beta1: under placement) that leaves the pods schedulable on the kwok nodes. */
+/** A placement field (v1alpha1: flat; v1beta1: under placement) that leaves the pods schedulable on the kwok nodes; the operator is run allowing its taint key. */
 const TOLERATION = { key: 'dedicated', operator: 'Equal', value: 'iot', effect: 'NoSchedule' };
 
 before(async () => {
@@ -46,7 +46,7 @@ after(async () => {
 /** Starts `iot-operator --local-conversion` and waits until the CRD names its URL; that URL. */
 async function runLocally(): Promise<string> {
   await env.client.patch(Kinds.CustomResourceDefinition, IOTSERVICE_CRD_NAME, undefined, [{ op: 'replace', path: '/spec/conversion', value: conversionClientConfig({ service: BEFORE }, '') }], 'json');
-  operator = spawnOperator(env, landscape, ['--local-conversion']);
+  operator = spawnOperator(env, landscape, ['--local-conversion', `--allowed-toleration-keys=${TOLERATION.key}`]);
   const url = await waitFor('the operator to log the URL it serves the conversion on', async () => {
     const match = /"url":"(https:\/\/127\.0\.0\.1:\d+\/convert)"/.exec(operator!.output());
     return { done: !!match, value: match?.[1] ?? '', seen: operator!.output().slice(-800) };

@@ -3,12 +3,16 @@
  * cluster's real node, where kube-router enforces NetworkPolicies (cluster/parts/network-policy).
  * Each component runs a small image made here (busybox listening on the ports the component
  * declares, answering its probes), loaded onto the node under the name the operator gives it.
- * Checked: pods of an instance reach its broker and database, another instance's pods and an
- * outside pod of the project do not; device traffic reaches the gateway's device ports only from
+ * Checked: within an instance each component reaches exactly the ports it uses (gateway → broker
+ * 4222 and core 8080; core → database 5432 and broker 4222; processing → broker 4222 and database
+ * 5432) and no other — the gateway not the database, no component another's health port (8081)
+ * or the broker's route (6222) and monitoring (8222) ports; another instance's pods and an outside
+ * pod of the project reach nothing; device traffic reaches the gateway's device ports only from
  * `spec.gateway.deviceSources` and stops when the source is removed; the landscape namespace,
  * where an operator in the cluster runs, reaches the broker's monitoring port and nothing else; connections out of the
- * instance to an undeclared destination fail, a declared one (`spec.egress`) is reached, and the
- * instance's own names resolve through cluster DNS in kube-system. Every
+ * instance to an undeclared destination fail, a declared one (`spec.egress`) is reached from
+ * every component, and the instance's own names resolve through cluster DNS in kube-system. (The
+ * routes between three brokers, 6222, are used by ingestion.e2e's reference images.) Every
  * address dialled is a pod of the test. The API server rejecting a non-CIDR source or destination
  * is checked on any cluster; the packet tests are reported as not run, with the reason, where the
  * cluster has no real node.
@@ -140,9 +144,29 @@ describe('network isolation with real packets', { skip }, () => {
     }, { timeoutMs: 90_000 });
   });
 
-  it('pods of an instance reach its broker and database; another instance’s pods and an outside pod do not', async () => {
-    for (const port of LISTEN.broker) assert.ok(await reaches(alphaNs(), alpha.core.name, alpha.broker.ip, port), `alpha core → alpha broker:${port}`);
-    assert.ok(await reaches(alphaNs(), alpha.processing.name, alpha.database.ip, PORTS.database), 'alpha processing → alpha database');
+  it('within an instance each component reaches the ports it uses and no other; another instance’s pods and an outside pod reach nothing', async () => {
+    const used: Array<[ComponentName, ComponentName, number]> = [
+      ['gateway', 'broker', PORTS.brokerClient],
+      ['gateway', 'core', PORTS.http],
+      ['core', 'database', PORTS.database],
+      ['core', 'broker', PORTS.brokerClient],
+      ['processing', 'broker', PORTS.brokerClient],
+      ['processing', 'database', PORTS.database],
+    ];
+    for (const [from, to, port] of used) assert.ok(await reaches(alphaNs(), alpha[from].name, alpha[to].ip, port), `alpha ${from} → alpha ${to}:${port}`);
+    const unused: Array<[ComponentName, ComponentName, number]> = [
+      ['gateway', 'database', PORTS.database],
+      ['broker', 'database', PORTS.database],
+      ['processing', 'core', PORTS.http],
+      ['database', 'broker', PORTS.brokerClient],
+      ['core', 'broker', PORTS.brokerCluster],
+      ['core', 'broker', PORTS.brokerMonitor],
+      ['gateway', 'broker', PORTS.brokerMonitor],
+      ['gateway', 'core', PORTS.health],
+      ['core', 'gateway', PORTS.health],
+      ['core', 'processing', PORTS.health],
+    ];
+    for (const [from, to, port] of unused) assert.equal(await reaches(alphaNs(), alpha[from].name, alpha[to].ip, port), false, `alpha ${from} → alpha ${to}:${port}`);
     for (const [target, port] of [...LISTEN.broker.map((p) => [alpha.broker.ip, p] as const), [alpha.database.ip, PORTS.database] as const]) {
       assert.equal(await reaches(betaNs(), beta.core.name, target, port), false, `beta core → alpha ${target}:${port}`);
       assert.equal(await reaches(outsideNs, 'outside', target, port), false, `outside pod → alpha ${target}:${port}`);
@@ -172,11 +196,12 @@ describe('network isolation with real packets', { skip }, () => {
     await expectReach(outsideNs, 'outside', alpha.gateway.ip, PORTS.mqtt, false);
   });
 
-  it('connections out of the instance fail unless spec.egress declares the destination; cluster DNS still answers', async () => {
+  it('connections out of the instance fail unless spec.egress declares the destination, for every component; cluster DNS still answers', async () => {
     assert.equal(await reaches(alphaNs(), alpha.core.name, outside, 8080), false, 'an undeclared destination');
     assert.equal(await reaches(alphaNs(), alpha.core.name, beta.core.ip, PORTS.http), false, 'the other instance');
     await env.client.patch(IoTServiceV1alpha1Type, 'alpha', landscape, { spec: { egress: [{ cidr: `${outside}/32`, ports: [8080] }] } }, 'merge');
     await expectReach(alphaNs(), alpha.core.name, outside, 8080, true);
+    for (const c of COMPONENTS) assert.ok(await reaches(alphaNs(), alpha[c].name, outside, 8080), `spec.egress applies to every component: alpha ${c} → ${outside}:8080`);
     await env.client.patch(IoTServiceV1alpha1Type, 'alpha', landscape, { spec: { egress: null } }, 'merge');
     await expectReach(alphaNs(), alpha.core.name, outside, 8080, false);
     const stdout = await execInPod(env, alphaNs(), alpha.core.name, ['nslookup', `broker.${alphaNs()}.svc.cluster.local`]);

@@ -1,7 +1,7 @@
 // The IoT operator's command line: /metrics bound to loopback unless told otherwise, its own client
 // budget (200 / 400) unless --kube-api-qps / --kube-api-burst say otherwise, secure metrics from a
 // certificate directory, --namespace with its alias --watch-namespace, the config mount path and
-// the tenant policy flags, the stuck window (--stuck-pod-timeout), the sharding flags (refused,
+// the tenant policy flags (placement: allowed toleration and node label keys), the stuck window (--stuck-pod-timeout), the sharding flags (refused,
 // with the flag named, when they cannot work), the admission webhook's server (none unless
 // --webhook-cert-dir is given), and the conversion Service the CRD is kept pointed at (none unless
 // --conversion-service or IOT_CONVERSION_SERVICE names one; it needs the webhook's certificate), and
@@ -12,6 +12,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { iotRateLimitDefaults, parseOperatorOptions } from '../src/options.ts';
+import { DEFAULT_NODE_LABEL_KEYS } from '../src/resources/placement-policy.ts';
 
 const parse = (...args: string[]) => parseOperatorOptions(['--operator-name', 'devawsk8s', ...args]);
 
@@ -97,6 +98,23 @@ describe('IoT operator options', () => {
     assert.deepEqual(custom.allowedServiceTypes, ['ClusterIP', 'LoadBalancer']);
     assert.deepEqual(custom.maxQuota, { cpu: '16', memory: '64Gi', storage: '1Ti' });
     assert.deepEqual(custom.containerDefaults.requests, { cpu: '100m' });
+  });
+
+  it('placement: no toleration and the well-known node labels by default; the flags replace the lists, empty allows none, * any', () => {
+    const defaults = parse().tenancy!;
+    assert.deepEqual(defaults.allowedTolerationKeys, []);
+    assert.deepEqual(defaults.allowedNodeLabelKeys, [...DEFAULT_NODE_LABEL_KEYS]);
+    const custom = parse('--allowed-toleration-keys', 'example.com/dedicated, nvidia.com/gpu', '--allowed-node-label-keys', 'kubernetes.io/hostname,example.com/pool').tenancy!;
+    assert.deepEqual(custom.allowedTolerationKeys, ['example.com/dedicated', 'nvidia.com/gpu']);
+    assert.deepEqual(custom.allowedNodeLabelKeys, ['kubernetes.io/hostname', 'example.com/pool']);
+    assert.deepEqual(parse('--allowed-node-label-keys', '').tenancy!.allowedNodeLabelKeys, []);
+    assert.deepEqual(parse('--allowed-toleration-keys', '*', '--allowed-node-label-keys', '*').tenancy, { ...defaults, allowedTolerationKeys: ['*'], allowedNodeLabelKeys: ['*'] });
+    const badTaint = start('--allowed-toleration-keys', 'dedicated,two words');
+    assert.equal(badTaint.status, 1);
+    assert.match(badTaint.stderr, /--allowed-toleration-keys: "two words" is neither a taint key \(a label key such as example\.com\/dedicated\) nor \*/);
+    const badLabel = start('--allowed-node-label-keys', 'example.com/');
+    assert.equal(badLabel.status, 1);
+    assert.match(badLabel.stderr, /--allowed-node-label-keys: "example\.com\/" is neither a node label key/);
   });
 
   it('no webhook server unless --webhook-cert-dir names the certificate; --webhook-port moves it from 9443', () => {

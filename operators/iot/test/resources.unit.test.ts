@@ -10,8 +10,6 @@ import {
   desiredChildren,
   desiredConfigMap,
   desiredGatewayDeployment,
-  desiredEgressPolicy,
-  desiredGatewayDevicesPolicy,
   desiredGatewayService,
   desiredImagePullSecret,
   desiredCredentialsSecret,
@@ -20,8 +18,6 @@ import {
   hasEmptyDirData,
   type KeptEmptyDirs,
   desiredBrokerService,
-  desiredInstanceIsolationPolicy,
-  desiredOperatorMonitoringPolicy,
   generateCredentials,
   instanceIdOf,
   instanceNamespaceName,
@@ -146,6 +142,11 @@ describe('desired children', () => {
       'NetworkPolicy/devawsk8s-tenant-a/gateway-devices',
       'NetworkPolicy/devawsk8s-tenant-a/instance-egress',
       'NetworkPolicy/devawsk8s-tenant-a/operator-monitoring',
+      'NetworkPolicy/devawsk8s-tenant-a/gateway-peers',
+      'NetworkPolicy/devawsk8s-tenant-a/core-peers',
+      'NetworkPolicy/devawsk8s-tenant-a/processing-peers',
+      'NetworkPolicy/devawsk8s-tenant-a/broker-peers',
+      'NetworkPolicy/devawsk8s-tenant-a/database-peers',
       'ResourceQuota/devawsk8s-tenant-a/instance-quota',
       'LimitRange/devawsk8s-tenant-a/instance-limits',
       'Secret/devawsk8s-tenant-a/image-pull-secret',
@@ -188,6 +189,11 @@ describe('desired children', () => {
         'NetworkPolicy/gateway-devices',
         'NetworkPolicy/instance-egress',
         'NetworkPolicy/operator-monitoring',
+        'NetworkPolicy/gateway-peers',
+        'NetworkPolicy/core-peers',
+        'NetworkPolicy/processing-peers',
+        'NetworkPolicy/broker-peers',
+        'NetworkPolicy/database-peers',
         'ResourceQuota/instance-quota',
         'LimitRange/instance-limits',
         'Secret/image-pull-secret',
@@ -363,7 +369,7 @@ describe('pods', () => {
 
   it('take tolerations from the spec, per component', () => {
     const toleration = { key: 'dedicated', operator: 'Equal' as const, value: 'iot', effect: 'NoSchedule' as const };
-    const all = children({ broker: { placement: { tolerations: [toleration] } } });
+    const all = children({ broker: { placement: { tolerations: [toleration] } } }, PERMISSIVE_CONFIG);
     assert.deepEqual(find<V1StatefulSet>(all, 'StatefulSet', 'broker').spec!.template.spec!.tolerations, [toleration]);
     assert.equal(find<V1Deployment>(all, 'Deployment', 'gateway').spec!.template.spec!.tolerations, undefined);
   });
@@ -605,6 +611,18 @@ describe('services', () => {
     assert.equal(protocolsOf(['coap', 'mqtts']), 'mqtts,coap');
   });
 
+  it('gateway is told spec.gateway.connections in IOT_GATEWAY_MAX_CONNECTIONS; unset, no variable (the gateway has no cap)', () => {
+    const envOf = (gateway: Record<string, unknown>) => onlyContainer(desiredGatewayDeployment(testInstance({ gateway }), 'x').spec!.template.spec!).env ?? [];
+    assert.deepEqual(envOf({ connections: 5000 }).filter((e) => e.name === 'IOT_GATEWAY_MAX_CONNECTIONS'), [{ name: 'IOT_GATEWAY_MAX_CONNECTIONS', value: '5000' }]);
+    assert.equal(envOf({}).find((e) => e.name === 'IOT_GATEWAY_MAX_CONNECTIONS'), undefined);
+    const others = (gateway: Record<string, unknown>) => envOf(gateway).filter((e) => e.name !== 'IOT_GATEWAY_MAX_CONNECTIONS');
+    assert.deepEqual(others({ connections: 5000 }), others({}), 'nothing else of the gateway changes');
+    for (const component of ['core', 'processing'] as const) {
+      const pod = find<V1Deployment>(children({ gateway: { connections: 5000 } }), 'Deployment', component).spec!.template.spec!;
+      assert.equal(onlyContainer(pod).env?.find((e) => e.name === 'IOT_GATEWAY_MAX_CONNECTIONS'), undefined, `${component} is not told`);
+    }
+  });
+
   it('the broker (NATS JetStream): client 4222, cluster 6222, monitor 8222; ready once JetStream is, alive while it takes clients', () => {
     const broker = onlyContainer(find<V1StatefulSet>(children(), 'StatefulSet', 'broker').spec!.template.spec!);
     assert.deepEqual(broker.ports, [
@@ -705,67 +723,5 @@ describe('statefulsets', () => {
     assert.equal(database.spec?.template.spec?.volumes?.find((v) => v.name === 'data'), undefined);
     const mount = onlyContainer(database.spec!.template.spec!).volumeMounts?.find((m) => m.name === 'data');
     assert.equal(mount?.mountPath, '/var/lib/iot');
-  });
-});
-
-describe('network policies', () => {
-  it('instance-isolation admits ingress only from pods of the same instance', () => {
-    const policy = desiredInstanceIsolationPolicy(testInstance());
-    assert.equal(policy.metadata?.name, 'instance-isolation');
-    assert.equal(policy.spec.podSelector?.matchLabels?.['cp.iotservices.io/instance'], 'tenant-a');
-    assert.deepEqual(policy.spec.policyTypes, ['Ingress']);
-    assert.equal(policy.spec.ingress?.length, 1);
-    const [rule] = policy.spec.ingress ?? [];
-    assert.equal(rule?.ports, undefined, 'all ports, but only for the peers below');
-    assert.equal(rule?.from?.length, 1);
-    const [peer] = rule?.from ?? [];
-    assert.equal(peer?.namespaceSelector, undefined, 'same namespace only');
-    assert.equal(peer?.podSelector?.matchLabels?.['cp.iotservices.io/instance'], 'tenant-a');
-    assert.ok(!('_from' in (rule ?? {})), 'the wire field is `from`');
-  });
-
-  it('gateway-devices admits device traffic only from the sources the spec names, on the protocol ports only', () => {
-    const closed = desiredGatewayDevicesPolicy(testInstance({ gateway: { protocols: ['mqtts', 'coap'] } }));
-    assert.equal(closed.spec.podSelector?.matchLabels?.['app.kubernetes.io/component'], 'gateway');
-    assert.deepEqual(closed.spec.policyTypes, ['Ingress']);
-    assert.equal(closed.spec.ingress, undefined, 'no sources: no device traffic');
-    const open = desiredGatewayDevicesPolicy(testInstance({ gateway: { protocols: ['mqtts', 'coap'], deviceSources: ['203.0.113.0/24', '2001:db8::/32'] } }));
-    const [rule, ...more] = open.spec.ingress ?? [];
-    assert.equal(more.length, 0);
-    assert.deepEqual(rule?.from, [{ ipBlock: { cidr: '203.0.113.0/24' } }, { ipBlock: { cidr: '2001:db8::/32' } }]);
-    assert.deepEqual(rule?.ports, [
-      { protocol: 'TCP', port: 8883 },
-      { protocol: 'UDP', port: 5683 },
-    ]);
-  });
-
-  it('instance-egress allows only the same instance, DNS in kube-system and declared destinations', () => {
-    const policy = desiredEgressPolicy(testInstance({ egress: [{ cidr: '198.51.100.0/24', ports: [443] }, { cidr: '192.0.2.7/32' }] }));
-    assert.deepEqual(policy.spec.policyTypes, ['Egress']);
-    assert.equal(policy.spec.podSelector?.matchLabels?.['cp.iotservices.io/instance'], 'tenant-a');
-    assert.deepEqual(policy.spec.egress?.slice(1), [
-      { to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } } }], ports: [{ protocol: 'UDP', port: 53 }, { protocol: 'TCP', port: 53 }] },
-      { to: [{ ipBlock: { cidr: '198.51.100.0/24' } }], ports: [{ protocol: 'TCP', port: 443 }] },
-      { to: [{ ipBlock: { cidr: '192.0.2.7/32' } }] },
-    ]);
-    assert.equal(policy.spec.egress?.[0]?.to?.[0]?.podSelector?.matchLabels?.['cp.iotservices.io/instance'], 'tenant-a');
-    assert.equal(desiredEgressPolicy(testInstance()).spec.egress?.length, 2, 'nothing declared: same instance and DNS only');
-  });
-
-  it('operator-monitoring admits the landscape namespace, where the operator runs, to the broker pods\' monitoring port only', () => {
-    const policy = desiredOperatorMonitoringPolicy(testInstance());
-    assert.equal(policy.metadata?.name, 'operator-monitoring');
-    assert.deepEqual(policy.spec.podSelector?.matchLabels, { 'cp.iotservices.io/instance': 'tenant-a', 'app.kubernetes.io/component': 'broker' });
-    assert.deepEqual(policy.spec.policyTypes, ['Ingress']);
-    assert.deepEqual(policy.spec.ingress, [
-      { from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'devawsk8s' } } }], ports: [{ protocol: 'TCP', port: 8222 }] },
-    ]);
-  });
-
-  it('device sources and egress destinations must be CIDRs', () => {
-    for (const spec of [{ gateway: { deviceSources: ['0.0.0.0'] } }, { egress: [{ cidr: 'example.com/24' }] }]) {
-      const resolved = resolveInstance(iotService('tenant-a', { version: '2.4.1', ...spec }), TEST_CONFIG);
-      assert.ok(!resolved.ok && /must be a CIDR/.test(resolved.failure.message), JSON.stringify(spec));
-    }
   });
 });

@@ -1,6 +1,9 @@
 /**
  * What an IoTService author can ask for, on the real cluster: images only from allowed
- * registries, the gateway Service type only as allowed, a quota within the operator's maximum
+ * registries, the gateway Service type only as allowed, placement only as allowed (tolerations of
+ * allowed taint keys, never of every taint; node labels of the allowed keys; pod affinity within
+ * the instance's own namespace — the test's operator allows the real node's taint and label
+ * besides the defaults), a quota within the operator's maximum
  * (ResourceQuota and LimitRange in every instance namespace), config keys that cannot shadow the
  * operator's keys and are written quoted.
  */
@@ -33,12 +36,16 @@ describe('what an IoTService author can ask for', () => {
     }
   });
 
-  it('a registry, Service type or quota beyond what the operator allows: Failed naming the flag, nothing created', async () => {
+  it('a registry, Service type, placement or quota beyond what the operator allows: Failed naming the flag, nothing created', async () => {
     const cases: Array<[string, Record<string, unknown>, string, RegExp]> = [
       ['registry', { registry: 'docker.io/attacker' }, 'RegistryNotAllowed', /--allowed-registries: registry\.example\.com\/iot/],
       ['image', { processing: { image: 'registry.example.com.evil.io/iot/miner:1' } }, 'RegistryNotAllowed', /spec\.processing\.image/],
       ['lb', { gateway: { serviceType: 'LoadBalancer' } }, 'ServiceTypeNotAllowed', /--allowed-service-types: ClusterIP/],
       ['quota', { quota: { cpu: '64' } }, 'QuotaAboveLimit', /spec\.quota\.cpu 64 .*--max-quota cpu=16/],
+      ['taint', { gateway: { tolerations: [{ key: 'dedicated', operator: 'Exists' }] } }, 'TolerationNotAllowed', /spec\.gateway\.placement\.tolerations\[0\]\.key dedicated .*--allowed-toleration-keys: node\.iot-operator\.dev\/real\)/],
+      ['every-taint', { core: { tolerations: [{ operator: 'Exists' }] } }, 'TolerationNotAllowed', /spec\.core\.placement\.tolerations\[0\] has no key and so tolerates every taint/],
+      ['node-label', { database: { nodeSelector: { 'example.com/pool': 'gold' } } }, 'NodeLabelNotAllowed', /spec\.database\.placement\.nodeSelector key example\.com\/pool .*--allowed-node-label-keys: kubernetes\.io\/hostname, .*node\.iot-operator\.dev\/real\)/],
+      ['pod-affinity', { broker: { affinity: { podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ topologyKey: 'kubernetes.io/hostname', namespaces: ['kube-system'] }] } } } }, 'PodAffinityNotAllowed', /podAntiAffinity\.requiredDuringSchedulingIgnoredDuringExecution\[0\]\.namespaces kube-system may select pods outside the instance namespace/],
     ];
     for (const [name, spec] of cases) {
       await env.client.create(IoTServiceV1alpha1Type, iotService(`refused-${name}`, landscape, spec));

@@ -6,11 +6,11 @@
  * directories on the node), this machine admitted as a device source of both gateways. Proves:
  * - a device registered through A's core is refused by B's gateway on MQTT and HTTP, and B's core
  *   does not know it (404), while A's gateway takes its messages and A's core reads them all back
- *   (A's gateway, broker, processing, database and core still reach each other);
+ *   (each of A's components reaches the ones it uses through the per-component policies);
  * - from a pod of B (its core, through `kubectl exec`, with Node's `net.connect`), A's broker
  *   (4222) and database (5432), named as A's own components name them, resolve but are not
- *   reached, nor are A's gateway (1883, 8080) and core (8080), while the same probe from B's pod
- *   reaches B's broker and database and from A's pod A's;
+ *   reached, nor are A's gateway (1883, 8080) and core (8080), while the same probe from B's core
+ *   reaches B's broker and database and from A's core A's (core may use both);
  * - A's IoTService deleted: it disappears once its namespace is gone, and its claims, the
  *   PersistentVolumes bound to them and the volumes' directories on the node (with the database's
  *   files in them) are all gone too, while B still takes and stores a device's messages and keeps

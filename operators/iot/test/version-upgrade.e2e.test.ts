@@ -3,7 +3,8 @@
  * on the real local cluster (instances on its kwok nodes), as users live it:
  * - IoTServices created by the previous release are stored as v1alpha1 (read from etcd itself);
  * - once the current CRD is installed (conversion served by this process, as the operator's
- *   webhook would) and the operator runs, they become Available, read the same through either
+ *   webhook would) and the operator runs (allowing the taint key `dedicated` and the node label
+ *   key `type` the instances use, as their admin would), they become Available, read the same through either
  *   version (each the conversion of the other; scheduling fields under `placement` in v1beta1),
  *   and a write through either version shows up in the other and in the workloads;
  * - the storage migration (every IoTService replaced unchanged through v1beta1 with kubectl, then
@@ -22,6 +23,7 @@ import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv } from '@iot-operator/local-cluster';
 import { convertIoTService } from '../src/api/conversion.ts';
 import { IOTSERVICE_CRD_NAME, iotServiceCrd } from '../src/api/crd.ts';
+import { defaultTenantPolicy } from '../src/resources/tenant-policy.ts';
 import { abandonLandscape, createLandscape, installIoTCrd, iotService, serveIoTConversion, startOperator, stopOperator, testConversion, waitForPhase } from './e2e-support.ts';
 import { API_VERSION, IOTSERVICE_API_VERSION } from '../src/api/iotservice.ts';
 import { API_VERSION_V1ALPHA1, IOTSERVICE_V1ALPHA1_API_VERSION } from '../src/api/v1alpha1.ts';
@@ -170,7 +172,8 @@ describe('IoTService v1alpha1 -> v1beta1: objects of the previous release throug
     const current = await crd();
     assert.deepEqual(current.spec.versions.map((v) => [v.name, v.served, v.storage]), [['v1alpha1', true, false], ['v1beta1', true, true]]);
     assert.deepEqual(current.status?.storedVersions, ['v1alpha1', 'v1beta1'], 'objects of both versions may now be stored');
-    mgr = await startOperator(env, landscape);
+    const tenancy = defaultTenantPolicy('registry.example.com/iot');
+    mgr = await startOperator(env, landscape, { tenancy: { ...tenancy, allowedTolerationKeys: [dedicated.key], allowedNodeLabelKeys: [...tenancy.allowedNodeLabelKeys, 'type'] } });
     for (const name of Object.keys(instances)) await waitForPhase(env, landscape, name, 'Available');
   });
 

@@ -267,9 +267,12 @@ function replicas(component: ComponentName) {
 /** A component's scheduling fields: under `placement` in v1beta1, beside its other fields in v1alpha1. */
 function placementFields(component: ComponentName) {
   return {
-    nodeSelector: Type.Optional(StringMap(`Node labels the ${component} pods must be scheduled on.`)),
+    nodeSelector: Type.Optional(StringMap(`Node labels the ${component} pods must be scheduled on; only keys the operator allows (--allowed-node-label-keys).`)),
     tolerations: Type.Optional(
-      Type.Array(TolerationSchema, { maxItems: 16, description: `Taints the ${component} pods tolerate, e.g. a dedicated node's (core/v1 Toleration, ${CORE_V1_SCHEDULING_DOCS}).` }),
+      Type.Array(TolerationSchema, {
+        maxItems: 16,
+        description: `Taints the ${component} pods tolerate, e.g. a dedicated node's (core/v1 Toleration, ${CORE_V1_SCHEDULING_DOCS}); only taint keys the operator allows (--allowed-toleration-keys).`,
+      }),
     ),
     affinity: Type.Optional(AffinitySchema),
   };
@@ -293,7 +296,7 @@ function commonComponentFields(component: ComponentName) {
       Type.Object(placementFields(component), {
         additionalProperties: false,
         minProperties: 1,
-        description: `Where the ${component} pods are scheduled: nodeSelector, tolerations and affinity as in a pod spec.`,
+        description: `Where the ${component} pods are scheduled: nodeSelector, tolerations and affinity as in a pod spec, within the operator's policy (allowed taint and node label keys; pod affinity within the instance's own namespace), else the IoTService is Failed.`,
         errorMessage: 'must set at least one of nodeSelector, tolerations and affinity',
       }),
     ),
@@ -346,6 +349,9 @@ const componentDescription: Readonly<Record<ComponentName, string>> = {
   database: 'Time-series store: a StatefulSet and a headless Service (5432).',
 };
 
+/** The most `spec.gateway.connections` may be: the largest int32. */
+export const MAX_GATEWAY_CONNECTIONS = 2147483647;
+
 export const GatewaySpecSchema = Type.Object(
   {
     ...commonComponentFields('gateway'),
@@ -383,6 +389,16 @@ export const GatewaySpecSchema = Type.Object(
           errorMessage: `must be one of ${SERVICE_TYPES.join(', ')}`,
         },
       ),
+    ),
+    connections: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: MAX_GATEWAY_CONNECTIONS,
+        format: 'int32',
+        description:
+          'Most device connections each gateway pod accepts, over all its protocols together (TCP connections, counted before TLS and login). Beyond it the gateway refuses new connections: it closes them at once (metric iot_gateway_refusals_total{reason="connection_cap"}), while the open ones stay. Absent: no cap, the gateway\'s default. Changing it rolls the gateway pods.',
+        errorMessage: `must be an integer from 1 to ${MAX_GATEWAY_CONNECTIONS}`,
+      }),
     ),
     tls: Type.Optional(
       Type.Object(

@@ -10,7 +10,8 @@
  * not acknowledged when it stops is handed to the others at once). The gateway exposes exactly the ports of
  * its enabled protocols plus the health port, is told those protocols in IOT_GATEWAY_PROTOCOLS,
  * finds Secret gateway-tls (gateway-tls.ts) mounted read-only at IOT_GATEWAY_TLS_DIR when it
- * serves TLS, and
+ * serves TLS, is told `spec.gateway.connections` in IOT_GATEWAY_MAX_CONNECTIONS when the spec sets
+ * it (unset: the variable is absent and the gateway keeps its default, no cap), and
  * gets the API token to check devices against core. Components know the broker and the database
  * as user `iot`, which the reference images fix (iot-credentials holds only passwords).
  */
@@ -30,15 +31,17 @@ export const PROGRESS_DEADLINE_SECONDS = 600;
 export const GATEWAY_PROTOCOLS_ENV = 'IOT_GATEWAY_PROTOCOLS';
 /** Where the gateway reads tls.crt, tls.key and client-ca.crt. */
 export const GATEWAY_TLS_DIR_ENV = 'IOT_GATEWAY_TLS_DIR';
+/** The most device connections a gateway pod accepts (`spec.gateway.connections`). */
+export const GATEWAY_MAX_CONNECTIONS_ENV = 'IOT_GATEWAY_MAX_CONNECTIONS';
 
 const healthProbes = {
   readinessProbe: httpProbe('/readyz', PORTS.health, 'readiness'),
   livenessProbe: httpProbe('/healthz', PORTS.health, 'liveness'),
 };
 
-/** The gateway checks devices against core with the API token and serves the protocols of IOT_GATEWAY_PROTOCOLS. */
+/** The gateway checks devices against core with the API token, serves the protocols of IOT_GATEWAY_PROTOCOLS and caps its connections at IOT_GATEWAY_MAX_CONNECTIONS. */
 export function gatewayRuntime(instance: Instance): ContainerRuntime {
-  const enabled = instance.spec.gateway.protocols;
+  const { protocols: enabled, connections } = instance.spec.gateway;
   return {
     ports: [...gatewayPorts(enabled), HEALTH_PORT],
     ...healthProbes,
@@ -46,6 +49,7 @@ export function gatewayRuntime(instance: Instance): ContainerRuntime {
     environment: [
       { name: GATEWAY_PROTOCOLS_ENV, value: GATEWAY_PROTOCOLS.filter((p) => enabled.includes(p)).join(',') },
       ...(servesTls(instance) ? [{ name: GATEWAY_TLS_DIR_ENV, value: GATEWAY_TLS_DIR }] : []),
+      ...(connections !== undefined ? [{ name: GATEWAY_MAX_CONNECTIONS_ENV, value: String(connections) }] : []),
     ],
     ...(servesTls(instance) ? { secretDirectory: { secret: GATEWAY_TLS_SECRET, mountPath: GATEWAY_TLS_DIR } } : {}),
   };

@@ -33,7 +33,14 @@ import { desiredDisruptionBudget } from './disruption-budgets.ts';
 import type { Instance } from './instance.ts';
 import { desiredNamespace } from './namespace.ts';
 import { desiredLimitRange, desiredResourceQuota, type LimitRange } from './namespace-limits.ts';
-import { desiredEgressPolicy, desiredGatewayDevicesPolicy, desiredInstanceIsolationPolicy, desiredOperatorMonitoringPolicy, type NetworkPolicy } from './network-policies.ts';
+import {
+  desiredComponentPeersPolicies,
+  desiredEgressPolicy,
+  desiredGatewayDevicesPolicy,
+  desiredInstanceIsolationPolicy,
+  desiredOperatorMonitoringPolicy,
+  type NetworkPolicy,
+} from './network-policies.ts';
 import { desiredCredentialsSecret, desiredImagePullSecret, type IoTCredentials } from './secrets.ts';
 import { desiredGatewayCaConfigMap, desiredGatewayCaSecret, desiredGatewayTlsSecret, servesTls, type GatewayTlsMaterial } from './gateway-tls.ts';
 import {
@@ -108,6 +115,7 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredGatewayDevicesPolicy(instance)),
       apply(desiredEgressPolicy(instance)),
       apply(desiredOperatorMonitoringPolicy(instance)),
+      ...desiredComponentPeersPolicies(instance).map(apply),
       apply(desiredResourceQuota(instance)),
       apply(desiredLimitRange(instance)),
       apply(desiredImagePullSecret(instance, sources.imagePullSecret)),

@@ -4,9 +4,10 @@
  *
  * Guarantees: `resolveInstance` either returns an `Instance` whose namespace name is a valid
  * DNS-1123 label, whose spec is schema-valid with every default applied and within the
- * operator's tenant policy (allowed registries, Service types, quota maximum), or a typed
- * `Failure` (NamespaceNameInvalid, InvalidSpec, RegistryNotAllowed, ServiceTypeNotAllowed,
- * QuotaAboveLimit) whose message tells the user what to change. It does no I/O.
+ * operator's tenant policy (allowed registries, Service types, placement, quota maximum), or a
+ * typed `Failure` (NamespaceNameInvalid, InvalidSpec, RegistryNotAllowed, ServiceTypeNotAllowed,
+ * TolerationNotAllowed, NodeLabelNotAllowed, PodAffinityNotAllowed, QuotaAboveLimit) whose
+ * message tells the user what to change. It does no I/O.
  */
 
 import type { DefaultedIoTServiceSpec, IoTService } from '../api/iotservice.ts';
@@ -63,7 +64,7 @@ export function resolveInstance(iotService: Pick<IoTService, 'metadata' | 'spec'
   }
   const registry = (validated.spec.registry || config.defaultRegistry).replace(/\/+$/, '');
   const policy = config.tenancy ?? defaultTenantPolicy(config.defaultRegistry);
-  const allowed = checkTenantPolicy(validated.spec, registry, policy);
+  const allowed = checkTenantPolicy(validated.spec, registry, namespace.name, policy);
   if (!allowed.ok) return { ok: false, failure: allowed.failure, namespace: namespace.name };
   return {
     ok: true,

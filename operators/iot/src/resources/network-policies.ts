@@ -1,16 +1,32 @@
 /**
- * The instance's NetworkPolicies.
+ * The instance's NetworkPolicies: each component reachable only by the components that use it,
+ * on the ports they use, and reaching only those it uses.
  *
- * Guarantees: `instance-isolation` selects every pod of the instance and admits ingress only from
- * pods of the same instance (so no other namespace, instance or landscape can reach them);
- * `gateway-devices` admits device traffic to the gateway pods only from the CIDRs named in
- * `spec.gateway.deviceSources`, on the ports of the enabled protocols only (with the right TCP/UDP
- * protocol per port) — with no sources it admits nothing; `instance-egress` denies every
- * connection out of the instance's pods except to pods of the same instance, DNS in kube-system
- * (port 53, UDP and TCP) and the destinations declared in `spec.egress`; `operator-monitoring`
- * admits the operator — pods of the landscape namespace, where it runs — to the broker pods'
- * monitoring port (8222) alone, which it reads the ingestion from (ingestion.ts). Policies are
- * additive, so all other ports of the gateway and the broker stay instance-internal.
+ * Guarantees: `instance-isolation` selects every pod of the instance and admits no ingress by
+ * itself, so every connection into a pod of the instance is one the policies below admit (none
+ * from another namespace, instance or landscape unless named). The component policies
+ * `<component>-peers` (`gateway-peers`, `core-peers`, `processing-peers`, `broker-peers`,
+ * `database-peers`) each select one component's pods, Ingress and Egress, and admit exactly the
+ * flows of `COMPONENT_FLOWS` into and out of it, on its TCP port: gateway → broker 4222 and core
+ * 8080 (device checks); core → database 5432 and broker 4222 (core uses no broker today; the
+ * flow is open so that core may publish to it, e.g. device revocation notices); processing →
+ * broker 4222 and database 5432; broker → broker 6222 (the routes of three brokers). So the
+ * gateway never reaches the database, and no component reaches another's health port (8081) or
+ * the broker's monitoring (8222). `gateway-devices` admits device traffic to the gateway pods
+ * only from the CIDRs named in `spec.gateway.deviceSources`, on the ports of the enabled
+ * protocols only (with the right TCP/UDP protocol per port) — with no sources it admits nothing;
+ * `operator-monitoring` admits the operator — pods of the landscape namespace, where it runs — to
+ * the broker pods' monitoring port (8222) alone, which it reads the ingestion from (ingestion.ts);
+ * `instance-egress` lets every pod of the instance reach DNS in kube-system (port 53, UDP and
+ * TCP) and the destinations declared in `spec.egress`, and nothing else beyond its component
+ * policy. Policies are additive: a connection passes when some policy selecting the source
+ * allows it out and some policy selecting the destination lets it in.
+ *
+ * Not decided here: traffic from the node a pod runs on, where the kubelet's probes come from
+ * (8081; the broker's 8222 and 4222; the database's 5432), which NetworkPolicy implementations
+ * let through (kube-router, the local cluster's, admits the node's own addresses to its pods). So
+ * no policy admits anything to the health ports (8081), which nothing else uses: no Prometheus
+ * scrapes the components (the operator exports the instances' metrics itself).
  */
 
 import type {
@@ -20,6 +36,7 @@ import type {
   V1NetworkPolicyPeer,
   V1NetworkPolicySpec,
 } from '@kubernetes/client-node';
+import { COMPONENTS, type ComponentName } from '../api/iotservice.ts';
 import type { Instance } from './instance.ts';
 import { componentSelector, instanceLabels } from './labels.ts';
 import { PORTS, gatewayPorts } from './ports.ts';
@@ -51,12 +68,61 @@ function policy(instance: Instance, name: string, spec: NetworkPolicy['spec']): 
   };
 }
 
+/** A connection one component opens to another (itself, for the broker's routes), on one TCP port. */
+export interface ComponentFlow {
+  from: ComponentName;
+  to: ComponentName;
+  port: number;
+}
+
+/** Every connection between the instance's own pods (see the module comment). */
+export const COMPONENT_FLOWS: readonly ComponentFlow[] = [
+  { from: 'gateway', to: 'broker', port: PORTS.brokerClient },
+  { from: 'gateway', to: 'core', port: PORTS.http },
+  { from: 'core', to: 'database', port: PORTS.database },
+  { from: 'core', to: 'broker', port: PORTS.brokerClient },
+  { from: 'processing', to: 'broker', port: PORTS.brokerClient },
+  { from: 'processing', to: 'database', port: PORTS.database },
+  { from: 'broker', to: 'broker', port: PORTS.brokerCluster },
+];
+
+/** The name of a component's policy: `<component>-peers`. */
+export function componentPeersPolicyName(component: ComponentName): string {
+  return `${component}-peers`;
+}
+
+/** Every pod of the instance; no ingress by itself (the component policies admit what is used). */
 export function desiredInstanceIsolationPolicy(instance: Instance): NetworkPolicy {
   return policy(instance, INSTANCE_ISOLATION_POLICY, {
     podSelector: { matchLabels: instanceLabels(instance) },
     policyTypes: ['Ingress'],
-    ingress: [{ from: [{ podSelector: { matchLabels: instanceLabels(instance) } }] }],
   });
+}
+
+/** `flows` as rules: one per port (in the order of the flows), naming the pods of each `peer` component once. */
+function rulesByPort(instance: Instance, flows: readonly ComponentFlow[], peer: (flow: ComponentFlow) => ComponentName) {
+  const ports = [...new Set(flows.map((f) => f.port))];
+  return ports.map((port) => ({
+    peers: [...new Set(flows.filter((f) => f.port === port).map(peer))].map((c) => ({ podSelector: { matchLabels: componentSelector(instance, c) } })),
+    ports: [{ protocol: 'TCP', port }],
+  }));
+}
+
+/** One component's pods: in from and out to exactly the components of its `COMPONENT_FLOWS`, on their ports. */
+export function desiredComponentPeersPolicy(instance: Instance, component: ComponentName): NetworkPolicy {
+  const ingress = rulesByPort(instance, COMPONENT_FLOWS.filter((f) => f.to === component), (f) => f.from).map(({ peers, ports }) => ({ from: peers, ports }));
+  const egress = rulesByPort(instance, COMPONENT_FLOWS.filter((f) => f.from === component), (f) => f.to).map(({ peers, ports }) => ({ to: peers, ports }));
+  return policy(instance, componentPeersPolicyName(component), {
+    podSelector: { matchLabels: componentSelector(instance, component) },
+    policyTypes: ['Ingress', 'Egress'],
+    ...(ingress.length > 0 ? { ingress } : {}),
+    ...(egress.length > 0 ? { egress } : {}),
+  });
+}
+
+/** The component policies, in the order of COMPONENTS. */
+export function desiredComponentPeersPolicies(instance: Instance): NetworkPolicy[] {
+  return COMPONENTS.map((component) => desiredComponentPeersPolicy(instance, component));
 }
 
 export function desiredGatewayDevicesPolicy(instance: Instance): NetworkPolicy {
@@ -86,7 +152,6 @@ export function desiredEgressPolicy(instance: Instance): NetworkPolicy {
     podSelector: { matchLabels: instanceLabels(instance) },
     policyTypes: ['Egress'],
     egress: [
-      { to: [{ podSelector: { matchLabels: instanceLabels(instance) } }] },
       {
         to: [{ namespaceSelector: DNS_NAMESPACE_SELECTOR }],
         ports: [

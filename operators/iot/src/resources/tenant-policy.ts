@@ -5,13 +5,16 @@
  * Guarantees: `checkTenantPolicy` accepts a spec only when every image it would run comes from an
  * allowed registry (the effective `spec.registry` and every `spec.<component>.image`, matched on
  * whole path segments, so `registry.example.com.evil.io` is not `registry.example.com`), the
- * gateway's Service type is allowed, and every quota value stays within the operator's maximum;
+ * gateway's Service type is allowed, every component's placement stays within the operator's
+ * placement policy (placement-policy.ts: tolerated taints, node label keys, pod affinity within
+ * the instance namespace `namespace`), and every quota value stays within the operator's maximum;
  * otherwise it returns a typed `Failure` naming the value, the allowed values and the flag. It
  * returns the instance namespace's quota (spec values over the defaults, canonical quantities).
  * It does no I/O.
  */
 import { COMPONENTS, type DefaultedIoTServiceSpec, type GatewayServiceType } from '../api/iotservice.ts';
 import type { Failure } from '../failure.ts';
+import { checkPlacement, DEFAULT_NODE_LABEL_KEYS, type PlacementPolicy } from './placement-policy.ts';
 import { canonicalQuantity, quantityNanos } from './quantity.ts';
 
 export const QUOTA_RESOURCES = ['cpu', 'memory', 'storage'] as const;
@@ -19,7 +22,7 @@ export type QuotaResource = (typeof QUOTA_RESOURCES)[number];
 /** Quota values by resource, as quantities. */
 export type QuotaValues = Readonly<Record<QuotaResource, string>>;
 
-export interface TenantPolicy {
+export interface TenantPolicy extends PlacementPolicy {
   /** Registries (host with optional port and path) images may come from. */
   allowedRegistries: readonly string[];
   /** Gateway Service types an IoTService may ask for. */
@@ -32,11 +35,16 @@ export interface TenantPolicy {
   containerDefaults: { limits: Readonly<Record<string, string>>; requests: Readonly<Record<string, string>> };
 }
 
-/** The policy when no flag says otherwise: images from the default registry only, ClusterIP only. */
+/**
+ * The policy when no flag says otherwise: images from the default registry only, ClusterIP only,
+ * no taint tolerated, nodes chosen by their well-known labels only (placement-policy.ts).
+ */
 export function defaultTenantPolicy(defaultRegistry: string): TenantPolicy {
   return {
     allowedRegistries: [defaultRegistry],
     allowedServiceTypes: ['ClusterIP'],
+    allowedTolerationKeys: [],
+    allowedNodeLabelKeys: DEFAULT_NODE_LABEL_KEYS,
     defaultQuota: { cpu: '4', memory: '8Gi', storage: '100Gi' },
     maxQuota: { cpu: '16', memory: '32Gi', storage: '1Ti' },
     containerDefaults: { limits: { cpu: '1', memory: '1Gi' }, requests: { cpu: '10m', memory: '32Mi' } },
@@ -52,7 +60,7 @@ function inRegistry(reference: string, registry: string): boolean {
   return reference === base || reference.startsWith(`${base}/`);
 }
 
-export function checkTenantPolicy(spec: DefaultedIoTServiceSpec, registry: string, policy: TenantPolicy): TenantPolicyResult {
+export function checkTenantPolicy(spec: DefaultedIoTServiceSpec, registry: string, namespace: string, policy: TenantPolicy): TenantPolicyResult {
   const allowed = policy.allowedRegistries;
   const list = allowed.map((r) => r || '(none)').join(', ');
   const images = COMPONENTS.flatMap((component) => {
@@ -74,6 +82,8 @@ export function checkTenantPolicy(spec: DefaultedIoTServiceSpec, registry: strin
       `spec.gateway.serviceType ${serviceType} is not allowed by this operator (--allowed-service-types: ${policy.allowedServiceTypes.join(', ')}); use one of them.`,
     );
   }
+  const placement = checkPlacement(spec, namespace, policy);
+  if (placement) return { ok: false, failure: placement };
   const quota: Record<QuotaResource, string> = { ...policy.defaultQuota };
   for (const resource of QUOTA_RESOURCES) {
     const asked = spec.quota?.[resource];
