@@ -47,7 +47,7 @@ after(() => stopServedLandscape({ env, landscape, mgr }));
 
 // Which ports each component listens on, as the operator declares them (ports.ts).
 const LISTEN: Readonly<Record<ComponentName, number[]>> = {
-  gateway: [PORTS.mqtt, PORTS.http, PORTS.health],
+  gateway: [PORTS.mqtts, PORTS.https, PORTS.health], // the default protocols
   core: [PORTS.http, PORTS.health],
   processing: [PORTS.health],
   broker: [PORTS.brokerClient, PORTS.brokerCluster, PORTS.brokerMonitor],
@@ -185,15 +185,15 @@ describe('network isolation with real packets', { skip }, () => {
   });
 
   it('device traffic reaches the gateway only from spec.gateway.deviceSources, on the device ports, and stops when the source is removed', async () => {
-    assert.equal(await reaches(outsideNs, 'outside', alpha.gateway.ip, PORTS.mqtt), false, 'no device source yet');
+    assert.equal(await reaches(outsideNs, 'outside', alpha.gateway.ip, PORTS.mqtts), false, 'no device source yet');
     await env.client.patch(IoTServiceV1alpha1Type, 'alpha', landscape, { spec: { gateway: { deviceSources: [`${outside}/32`] } } }, 'merge');
-    await expectReach(outsideNs, 'outside', alpha.gateway.ip, PORTS.mqtt, true);
-    assert.ok(await reaches(outsideNs, 'outside', alpha.gateway.ip, PORTS.http), 'the http device port');
+    await expectReach(outsideNs, 'outside', alpha.gateway.ip, PORTS.mqtts, true);
+    assert.ok(await reaches(outsideNs, 'outside', alpha.gateway.ip, PORTS.https), 'the https device port');
     assert.equal(await reaches(outsideNs, 'outside', alpha.gateway.ip, PORTS.health), false, 'the health port is no device port');
     assert.equal(await reaches(outsideNs, 'outside', alpha.core.ip, PORTS.http), false, 'only the gateway takes device traffic');
-    assert.equal(await reaches(outsideNs, 'outside', beta.gateway.ip, PORTS.mqtt), false, 'the other instance’s gateway names no sources');
+    assert.equal(await reaches(outsideNs, 'outside', beta.gateway.ip, PORTS.mqtts), false, 'the other instance’s gateway names no sources');
     await env.client.patch(IoTServiceV1alpha1Type, 'alpha', landscape, { spec: { gateway: { deviceSources: null } } }, 'merge');
-    await expectReach(outsideNs, 'outside', alpha.gateway.ip, PORTS.mqtt, false);
+    await expectReach(outsideNs, 'outside', alpha.gateway.ip, PORTS.mqtts, false);
   });
 
   it('connections out of the instance fail unless spec.egress declares the destination, for every component; cluster DNS still answers', async () => {
