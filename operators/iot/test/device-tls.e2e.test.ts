@@ -34,7 +34,7 @@ import { X509Certificate } from 'node:crypto';
 import mqtt from 'mqtt';
 import { Kinds, makeCertificateAuthority, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { localTestEnv, onRealNode, realNode, registryPullSecret } from '@iot-operator/local-cluster';
+import { localTestEnv, realNode } from '@iot-operator/local-cluster';
 import {
   connectFleet,
   postHttp,
@@ -47,8 +47,7 @@ import {
   type DeviceCredentials,
   type ServiceAddresses,
 } from '@iot-operator/iot-service/simulator';
-import { COMPONENTS } from '../src/api/iotservice.ts';
-import { HOST_ON_POD_NETWORK, apiToken, componentPod, installIoTCrd, iotService, referenceImages, startOperator, stopServedLandscape, waitForPhase, type IoTObject } from './e2e-support.ts';
+import { apiToken, componentPod, iotService, realNodeSpec, startReferenceLandscape, stopServedLandscape, waitForPhase, type IoTObject } from './e2e-support.ts';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 
 const env: TestEnv = await localTestEnv();
@@ -132,22 +131,8 @@ describe('devices over TLS on the real node', { skip }, () => {
   let addresses: ServiceAddresses;
 
   before(async () => {
-    const registry = await referenceImages(VERSION);
-    await installIoTCrd(env);
-    landscape = await env.namespace('ls');
-    await registryPullSecret(env, landscape, 'image-pull-secret');
-    mgr = await startOperator(env, landscape, { defaultRegistry: registry });
-
-    const spec = Object.fromEntries(COMPONENTS.map((c) => [c, { ...onRealNode, replicas: 1 }]));
-    await env.client.create(
-      IoTServiceV1alpha1Type,
-      iotService(NAME, landscape, {
-        ...spec,
-        gateway: { ...spec.gateway, replicas: 2, deviceSources: [HOST_ON_POD_NETWORK], tls: { hostnames: [OUTSIDE_NAME, OUTSIDE_IP] } },
-        broker: { ...spec.broker, storage: '1Gi' },
-        database: { ...spec.database, storage: '1Gi' },
-      } as never),
-    );
+    ({ landscape, mgr } = await startReferenceLandscape(env, VERSION));
+    await env.client.create(IoTServiceV1alpha1Type, iotService(NAME, landscape, realNodeSpec({ gateway: { replicas: 2, tls: { hostnames: [OUTSIDE_NAME, OUTSIDE_IP] } } })));
     const applied = Date.now();
     available = await waitForPhase(env, landscape, NAME, 'Available', 300_000);
     console.log(`device TLS: apply → Available ${Date.now() - applied} ms`);

@@ -13,9 +13,9 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { Kinds, ifFound, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { spawnOperator as spawnOperatorProcess, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
-import { localTestEnv, REAL_NODE_LABEL, repoRoot } from '@iot-operator/local-cluster';
+import { localTestEnv, onRealNode, REAL_NODE_LABEL, registryPullSecret, repoRoot } from '@iot-operator/local-cluster';
 import type { ServiceAddresses } from '@iot-operator/iot-service/simulator';
-import type { ComponentName, IoTServiceStatus } from '../src/api/iotservice.ts';
+import { COMPONENTS, type ComponentName, type IoTServiceStatus } from '../src/api/iotservice.ts';
 import type { IoTServiceV1alpha1Spec } from '../src/api/v1alpha1.ts';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { createIoTOperator } from '../src/operator.ts';
@@ -225,6 +225,27 @@ export async function referenceImages(version: string): Promise<string> {
 
 /** This machine's address on the real node's pod bridge: where its connections to pods come from (a device source for tests). */
 export const HOST_ON_POD_NETWORK = '10.244.0.1/32';
+
+/**
+ * A landscape whose operator runs the reference images of `version`, built and pushed to the
+ * cluster's registry (`referenceImages`), its image-pull-secret holding the registry's credentials.
+ */
+export async function startReferenceLandscape(env: TestEnv, version: string): Promise<{ landscape: string; mgr: Manager }> {
+  const registry = await referenceImages(version);
+  await installIoTCrd(env);
+  const landscape = await env.namespace('ls');
+  await registryPullSecret(env, landscape, 'image-pull-secret');
+  return { landscape, mgr: await startOperator(env, landscape, { defaultRegistry: registry }) };
+}
+
+/**
+ * A spec running every component on the real node, one replica each, broker and database on 1Gi
+ * volumes, devices admitted from this machine; each component's fields of `overrides` over it.
+ */
+export function realNodeSpec(overrides: Partial<Record<ComponentName, Record<string, unknown>>> = {}): Partial<IoTServiceV1alpha1Spec> {
+  const own: Partial<Record<ComponentName, Record<string, unknown>>> = { gateway: { deviceSources: [HOST_ON_POD_NETWORK] }, broker: { storage: '1Gi' }, database: { storage: '1Gi' } };
+  return Object.fromEntries(COMPONENTS.map((c) => [c, { ...onRealNode, replicas: 1, ...own[c], ...overrides[c] }])) as Partial<IoTServiceV1alpha1Spec>;
+}
 
 type RunningPod = KubeObject & { status?: { podIP?: string; phase?: string } };
 

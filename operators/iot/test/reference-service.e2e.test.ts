@@ -16,10 +16,10 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import type { TestEnv } from '@iot-operator/runtime/testing';
-import { localTestEnv, onRealNode, REAL_NODE_NAME, realNode, registryPullSecret } from '@iot-operator/local-cluster';
+import { localTestEnv, REAL_NODE_NAME, realNode } from '@iot-operator/local-cluster';
 import { HttpStatusError, postHttp, publishMqtt, readTelemetry, registerDevice, simulateDevice } from '@iot-operator/iot-service/simulator';
 import { COMPONENTS } from '../src/api/iotservice.ts';
-import { HOST_ON_POD_NETWORK, deviceAddresses, installIoTCrd, iotService, referenceImages, startOperator, stopServedLandscape, waitForPhase } from './e2e-support.ts';
+import { deviceAddresses, iotService, realNodeSpec, startReferenceLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 
 const env: TestEnv = await localTestEnv();
@@ -32,30 +32,15 @@ let landscape = '';
 let mgr: Manager | undefined;
 
 describe('the reference IoT service on the real node', { skip }, () => {
-  let registry = '';
-
   before(async () => {
-    registry = await referenceImages(VERSION);
-    await installIoTCrd(env);
-    landscape = await env.namespace('ls');
-    await registryPullSecret(env, landscape, 'image-pull-secret');
-    mgr = await startOperator(env, landscape, { defaultRegistry: registry });
+    ({ landscape, mgr } = await startReferenceLandscape(env, VERSION));
   });
 
   after(() => stopServedLandscape({ env, landscape, mgr }));
 
   it('goes Available; a device’s 2M messages over MQTT and HTTP are read back from core; wrong credentials are refused', async () => {
-    const spec = Object.fromEntries(COMPONENTS.map((c) => [c, { ...onRealNode, replicas: 1 }]));
     const applied = Date.now();
-    await env.client.create(
-      IoTServiceV1alpha1Type,
-      iotService('plant', landscape, {
-        ...spec,
-        gateway: { ...spec.gateway, protocols: ['mqtt', 'http'], deviceSources: [HOST_ON_POD_NETWORK] },
-        broker: { ...spec.broker, storage: '1Gi' },
-        database: { ...spec.database, storage: '1Gi' },
-      } as never),
-    );
+    await env.client.create(IoTServiceV1alpha1Type, iotService('plant', landscape, realNodeSpec({ gateway: { protocols: ['mqtt', 'http'] } })));
     const available = await waitForPhase(env, landscape, 'plant', 'Available', 300_000);
     const availableMs = Date.now() - applied;
     const namespace = `${landscape}-plant`;

@@ -23,12 +23,11 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { localTestEnv, onRealNode, realNode, registryPullSecret } from '@iot-operator/local-cluster';
+import { localTestEnv, realNode } from '@iot-operator/local-cluster';
 import { HttpStatusError, postHttp, publishMqtt, readTelemetry, registerDevice, simulateDevice, type ServiceAddresses } from '@iot-operator/iot-service/simulator';
-import { COMPONENTS } from '../src/api/iotservice.ts';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { PORTS } from '../src/resources/ports.ts';
-import { HOST_ON_POD_NETWORK, componentPod, deviceAddresses, execInPod, getIoT, getOrUndefined, installIoTCrd, iotService, referenceImages, startOperator, stopServedLandscape, waitForPhase } from './e2e-support.ts';
+import { componentPod, deviceAddresses, execInPod, getIoT, getOrUndefined, iotService, realNodeSpec, startReferenceLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 
 const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
@@ -85,24 +84,9 @@ describe('two tenants of the reference IoT service on the real node', { skip }, 
   const addresses: Record<string, ServiceAddresses> = {};
 
   before(async () => {
-    const registry = await referenceImages(VERSION);
-    await installIoTCrd(env);
-    landscape = await env.namespace('ls');
-    await registryPullSecret(env, landscape, 'image-pull-secret');
-    mgr = await startOperator(env, landscape, { defaultRegistry: registry });
-    const spec = Object.fromEntries(COMPONENTS.map((c) => [c, { ...onRealNode, replicas: 1 }]));
+    ({ landscape, mgr } = await startReferenceLandscape(env, VERSION));
     const applied = Date.now();
-    for (const tenant of TENANTS) {
-      await env.client.create(
-        IoTServiceV1alpha1Type,
-        iotService(tenant, landscape, {
-          ...spec,
-          gateway: { ...spec.gateway, protocols: ['mqtt', 'http'], deviceSources: [HOST_ON_POD_NETWORK] },
-          broker: { ...spec.broker, storage: '1Gi' },
-          database: { ...spec.database, storage: '1Gi' },
-        } as never),
-      );
-    }
+    for (const tenant of TENANTS) await env.client.create(IoTServiceV1alpha1Type, iotService(tenant, landscape, realNodeSpec({ gateway: { protocols: ['mqtt', 'http'] } })));
     for (const tenant of TENANTS) await waitForPhase(env, landscape, tenant, 'Available', 420_000);
     console.log(`tenants: both applied → Available in ${Date.now() - applied} ms`);
     for (const tenant of TENANTS) addresses[tenant] = await deviceAddresses(env, namespaceOf(tenant));
