@@ -13,8 +13,9 @@
  *   A Deployment whose pods would roll waits while a StatefulSet is not rolled out
  *   (rollout-order.ts): an upgrade brings database and broker up on the new version first.
  * - A child is written only when the cached object lacks a field of its desired form or carries
- *   the hash of an older desired form (server-side apply, one field manager); the credentials Secret is created once and never written again; a
- *   reconcile of an instance whose children match makes no write at all.
+ *   the hash of an older desired form (server-side apply, one field manager); the credentials
+ *   Secret is created once, and afterwards written only to add the keys it lacks (never changing
+ *   one it has); a reconcile of an instance whose children match makes no write at all.
  * - A namespace this operator did not create for the instance (labels and the IoTService's UID
  *   in its owner annotation) is never adopted, changed or deleted; the instance goes Failed and
  *   says so. Deletion is conditional on the namespace's UID, so a namespace recreated meanwhile
@@ -80,6 +81,7 @@ import { apiRefusedFailure, imagePullSecretMissingFailure, namespaceNotOwnedFail
 import {
   IMAGE_PULL_SECRET_NAME,
   INSTANCE_LABEL,
+  credentialsPatch,
   desiredChildren,
   generateCredentials,
   instanceIdOf,
@@ -271,7 +273,7 @@ class IoTReconcile {
     const keptEmptyDirs = this.keptEmptyDirs(instance);
     const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${this.tls?.fingerprint ?? ''}`;
     const rendering = this.memory.rendered.get(key, renderingKey, () =>
-      // Fresh credentials are used only if the credentials Secret does not exist yet.
+      // Fresh credentials are used only for what the credentials Secret lacks.
       desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), keptEmptyDirs, gatewayTls }).children.map((child) => prepareChild(child, this.config.shard)),
     );
     let writes = 0;
@@ -334,24 +336,13 @@ class IoTReconcile {
     const id = rendering.ids[index]!;
     const type = CHILD_TYPES[id.kind]!;
     const observed = this.ctx.cache.get(type, id.name, id.namespace);
-    if (observed && (id.createOnly || rendering.matches(index, observed))) return 'unchanged';
+    if (observed && rendering.matches(index, observed)) return 'unchanged';
     const { desired } = rendering.child(index);
     if (type === Kinds.Namespace && ownership === 'absent' && !observed) {
       await this.createNamespace(desired);
       return 'written';
     }
-    if (id.createOnly) {
-      try {
-        await this.ctx.client.create(type, desired);
-      } catch (err) {
-        if (!isAlreadyExists(err)) throw err;
-        // A shard caches only children carrying its label: this one carries a former shard's.
-        if (!this.config.shard) return 'unchanged';
-        await this.relabel(type, desired);
-        return 'relabelled';
-      }
-      return 'written';
-    }
+    if (id.generated) return this.ensureCredentials(index, rendering, type, observed);
     let current: KubeObject | undefined = observed;
     if (observed) {
       // The cache holds only the metadata of these kinds: compare with the object as it is.
@@ -387,6 +378,37 @@ class IoTReconcile {
     }
     // Fields owned by another manager keep apply from converging: replace the object outright.
     await this.ctx.client.replace(type, overlay(applied ?? current!, desired));
+    return 'written';
+  }
+
+  /**
+   * The generated credentials: created with every key when missing; otherwise read as they are
+   * and, when they lack keys, completed (secrets.ts `credentialsPatch`, one merge patch under the
+   * resourceVersion read, so a concurrent write fails it instead of being overwritten). A key the
+   * Secret has is never written.
+   */
+  private async ensureCredentials(index: number, rendering: Rendering, type: ResourceType, observed: KubeObject | undefined): Promise<ChildWrite> {
+    const { desired } = rendering.child(index);
+    const current = observed && (await this.memory.bodies.read(this.ctx.client, type, observed));
+    if (!current) {
+      try {
+        rendering.recordMatch(index, await this.ctx.client.create(type, desired));
+      } catch (err) {
+        if (!isAlreadyExists(err)) throw err;
+        // A shard caches only children carrying its label: this one carries a former shard's.
+        if (!this.config.shard) return 'unchanged';
+        await this.relabel(type, desired);
+        return 'relabelled';
+      }
+      return 'written';
+    }
+    const patch = credentialsPatch(current as V1Secret, desired as V1Secret);
+    if (!patch) {
+      rendering.recordMatch(index, current);
+      return 'unchanged';
+    }
+    rendering.recordMatch(index, await this.ctx.client.patch(type, desired.metadata.name!, desired.metadata.namespace, patch, 'merge'));
+    this.ctx.log.info({ secret: desired.metadata.name, added: Object.keys(patch.data) }, 'credentials completed with the keys they lacked');
     return 'written';
   }
 
@@ -601,7 +623,7 @@ type ChildWrite = 'unchanged' | 'written' | 'relabelled';
  */
 function prepareChild(child: DesiredChild, shard: IoTControllerConfig['shard']): PreparedChild {
   const object = child.object as unknown as KubeObject;
-  const stamped = child.createOnly ? object : withDesiredHash(object);
+  const stamped = child.generated ? object : withDesiredHash(object);
   if (!shard) return { child, desired: stamped };
   return { child, desired: { ...stamped, metadata: { ...stamped.metadata, labels: { ...stamped.metadata.labels, [shardLabel(shard.ring)]: shard.name } } } };
 }

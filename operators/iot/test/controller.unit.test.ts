@@ -15,6 +15,7 @@ import { FakeClient } from '@iot-operator/runtime/testing';
 import type { IoTService } from '../src/api/iotservice.ts';
 import { iotReconciler } from '../src/controller.ts';
 import { FINALIZER, IoTServiceType } from '../src/iotservice-types.ts';
+import { CREDENTIAL_KEYS } from '../src/resources/secrets.ts';
 import { iotService, TEST_CONFIG } from './fixtures.ts';
 
 const INSTANCE_NAMESPACE = 'devawsk8s-tenant-a';
@@ -127,6 +128,34 @@ describe('IoTService reconcile: writing the children', () => {
       return true;
     });
     assert.deepEqual(cluster.writes, [], 'nothing written');
+  });
+});
+
+type SecretObject = KubeObject & { data?: Record<string, string> };
+const credentialsOf = (cluster: FakeClient) => cluster.peek<SecretObject>(Kinds.Secret, 'iot-credentials', INSTANCE_NAMESPACE);
+const credentialWrites = (cluster: FakeClient) => cluster.writes.filter((w) => w.kind === 'Secret' && w.key.endsWith('/iot-credentials'));
+
+describe('IoTService reconcile: the generated credentials', () => {
+  it('are created with every key; an existing Secret lacking a key gets it added, its other keys unchanged; nothing is written once it lacks none', async () => {
+    const { cluster, reconcile } = setup();
+    await reconcile();
+    const created = credentialsOf(cluster)!;
+    assert.deepEqual(Object.keys(created.data ?? {}).sort(), Object.values(CREDENTIAL_KEYS).sort());
+
+    // An instance made before the device-check token existed.
+    const { 'device-check-token': _dropped, ...older } = created.data!;
+    await cluster.replace(Kinds.Secret, { ...created, data: older });
+    const writesBefore = credentialWrites(cluster).length;
+    await reconcile();
+    const completed = credentialsOf(cluster)!;
+    assert.equal(credentialWrites(cluster).length, writesBefore + 1, 'one write');
+    assert.deepEqual({ ...completed.data, 'device-check-token': undefined }, { ...older, 'device-check-token': undefined }, 'the keys it had are unchanged');
+    const added = Buffer.from(completed.data!['device-check-token']!, 'base64').toString();
+    assert.equal(Buffer.from(added, 'base64url').length, 32, 'the added key is a fresh credential');
+    assert.ok(!Object.values(older).includes(completed.data!['device-check-token']!), 'not a copy of another key');
+
+    await reconcile();
+    assert.equal(credentialWrites(cluster).length, writesBefore + 1, 'complete: not written again');
   });
 });
 

@@ -15,6 +15,8 @@ import {
   desiredGatewayService,
   desiredImagePullSecret,
   desiredCredentialsSecret,
+  credentialsPatch,
+  CREDENTIAL_KEYS,
   desiredBrokerStatefulSet,
   desiredDatabaseStatefulSet,
   hasEmptyDirData,
@@ -32,7 +34,7 @@ import {
   type IoTCredentials,
   writeStages,
 } from '../src/resources/index.ts';
-import { iotService, PERMISSIVE_CONFIG, TEST_CONFIG, testInstance } from './fixtures.ts';
+import { iotService, PERMISSIVE_CONFIG, TEST_CONFIG, TEST_CREDENTIALS, testInstance } from './fixtures.ts';
 import type { OperatorConfig } from '../src/resources/instance.ts';
 
 const PULL_SECRET: V1Secret = {
@@ -42,7 +44,7 @@ const PULL_SECRET: V1Secret = {
   type: 'kubernetes.io/dockerconfigjson',
   data: { '.dockerconfigjson': 'eyJhdXRocyI6e319' },
 };
-const CREDENTIALS: IoTCredentials = { databasePassword: 'db-secret', brokerPassword: 'broker-secret', apiToken: 'token' };
+const CREDENTIALS: IoTCredentials = TEST_CREDENTIALS;
 
 function children(spec: Record<string, unknown> = {}, config: OperatorConfig = TEST_CONFIG): DesiredChildren {
   return desiredChildren(testInstance(spec, config), { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS, keptEmptyDirs: new Set() });
@@ -164,9 +166,9 @@ describe('desired children', () => {
       'Deployment/devawsk8s-tenant-a/gateway',
     ]);
     assert.deepEqual(
-      all.children.filter((c) => c.createOnly).map((c) => c.object.metadata.name),
+      all.children.filter((c) => c.generated).map((c) => c.object.metadata.name),
       ['iot-credentials'],
-      'only the credentials are create-only',
+      'only the credentials are generated',
     );
   });
 
@@ -197,7 +199,7 @@ describe('desired children', () => {
   });
 
   it('a kind without a write stage is an error, not a child left unwritten', () => {
-    const stray = { object: { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', labels: {} } }, createOnly: false } as unknown as DesiredChildren['children'][number];
+    const stray = { object: { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', labels: {} } }, generated: false } as unknown as DesiredChildren['children'][number];
     assert.throws(() => writeStages([...children().children, stray]), /no write stage for kind Pod/);
   });
 
@@ -319,13 +321,20 @@ describe('pods', () => {
     }
   });
 
-  it('get the credentials they need from iot-credentials, never as literal values', () => {
-    const core = onlyContainer(podSpecs(children()).find(([n]) => n === 'core')![1]);
-    const fromSecret = (core.env ?? []).filter((e) => e.valueFrom?.secretKeyRef?.name === 'iot-credentials');
-    assert.deepEqual(fromSecret.map((e) => e.valueFrom?.secretKeyRef?.key).sort(), ['api-token', 'broker-password', 'database-password']);
-    const gateway = onlyContainer(podSpecs(children()).find(([n]) => n === 'gateway')![1]);
-    const gatewaySecrets = (gateway.env ?? []).filter((e) => e.valueFrom?.secretKeyRef?.name === 'iot-credentials');
-    assert.deepEqual(gatewaySecrets.map((e) => `${e.name}=${e.valueFrom?.secretKeyRef?.key}`), ['IOT_API_TOKEN=api-token', 'IOT_BROKER_PASSWORD=broker-password']);
+  it('get only the credentials they need, from iot-credentials, never as literal values', () => {
+    const fromSecret = Object.fromEntries(
+      podSpecs(children()).map(([name, spec]) => [
+        name,
+        (onlyContainer(spec).env ?? []).filter((e) => e.valueFrom?.secretKeyRef?.name === 'iot-credentials').map((e) => `${e.name}=${e.valueFrom?.secretKeyRef?.key}`),
+      ]),
+    );
+    assert.deepEqual(fromSecret, {
+      broker: ['IOT_BROKER_PASSWORD=broker-password'],
+      database: ['IOT_DATABASE_PASSWORD=database-password'],
+      core: ['IOT_API_TOKEN=api-token', 'IOT_DEVICE_CHECK_TOKEN=device-check-token', 'IOT_BROKER_PASSWORD=broker-password', 'IOT_DATABASE_PASSWORD=database-password'],
+      processing: ['IOT_BROKER_PASSWORD=broker-password', 'IOT_DATABASE_PASSWORD=database-password'],
+      gateway: ['IOT_DEVICE_CHECK_TOKEN=device-check-token', 'IOT_BROKER_PASSWORD=broker-password'],
+    });
     for (const [, spec] of podSpecs(children())) {
       for (const env of onlyContainer(spec).env ?? []) {
         assert.ok(!Object.values(CREDENTIALS).includes(env.value ?? ''), 'no credential as a literal env value');
@@ -506,13 +515,13 @@ describe('config map and checksum', () => {
 describe('secrets', () => {
   it('generated credentials are 32 random bytes each, base64url, and distinct', () => {
     const credentials = generateCredentials();
+    assert.deepEqual(Object.keys(credentials).sort(), Object.keys(CREDENTIAL_KEYS).sort(), 'one per key of iot-credentials');
     const values = Object.values(credentials);
-    assert.equal(values.length, 3);
     for (const value of values) {
       assert.match(value, /^[A-Za-z0-9_-]+$/);
       assert.equal(Buffer.from(value, 'base64url').length, 32);
     }
-    assert.equal(new Set(values).size, 3);
+    assert.equal(new Set(values).size, values.length);
     assert.notDeepEqual(generateCredentials(), credentials, 'fresh every time');
   });
 
@@ -523,12 +532,31 @@ describe('secrets', () => {
     assert.deepEqual(Buffer.from(credentials.databasePassword, 'base64url'), Buffer.alloc(32, 1));
     assert.deepEqual(Buffer.from(credentials.brokerPassword, 'base64url'), Buffer.alloc(32, 2));
     assert.deepEqual(Buffer.from(credentials.apiToken, 'base64url'), Buffer.alloc(32, 3));
+    assert.deepEqual(Buffer.from(credentials.deviceCheckToken, 'base64url'), Buffer.alloc(32, 4));
   });
 
   it('iot-credentials holds each credential under its key', () => {
     const secret = desiredCredentialsSecret(testInstance(), CREDENTIALS);
     const decoded = Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()]));
-    assert.deepEqual(decoded, { 'api-token': 'token', 'broker-password': 'broker-secret', 'database-password': 'db-secret' });
+    assert.deepEqual(decoded, {
+      'api-token': 'apiToken-value',
+      'broker-password': 'brokerPassword-value',
+      'database-password': 'databasePassword-value',
+      'device-check-token': 'deviceCheckToken-value',
+    });
+  });
+
+  it('an existing iot-credentials is completed with the keys it lacks, fresh; the keys it has never change', () => {
+    const desired = desiredCredentialsSecret(testInstance(), CREDENTIALS);
+    const encode = (value: string) => Buffer.from(value).toString('base64');
+    const existing: V1Secret = {
+      metadata: { name: 'iot-credentials', resourceVersion: '17' },
+      data: { 'api-token': encode('old-token'), 'broker-password': encode('old-broker'), 'database-password': encode('old-db') },
+    };
+    assert.deepEqual(credentialsPatch(existing, desired), { metadata: { resourceVersion: '17' }, data: { 'device-check-token': encode('deviceCheckToken-value') } });
+    assert.equal(credentialsPatch(desired, desired), undefined, 'nothing lacking, nothing written');
+    const emptied: V1Secret = { metadata: { name: 'iot-credentials', resourceVersion: '18' } };
+    assert.deepEqual(Object.keys(credentialsPatch(emptied, desired)?.data ?? {}).sort(), Object.values(CREDENTIAL_KEYS).sort(), 'a Secret without data gets every key');
   });
 
   it('the image-pull-secret copy has the source type and data, and our labels instead of the source’s', () => {

@@ -1,6 +1,7 @@
 /**
- * core's API on 127.0.0.1 over the in-memory store: registration, tokens, the telemetry query and
- * the gateway's device check.
+ * core's API on 127.0.0.1 over the in-memory store: registration, tokens (the api token
+ * everywhere, the gateway's device-check token on the device check alone), the telemetry query
+ * and the gateway's device check.
  */
 
 import assert from 'node:assert/strict';
@@ -9,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { createCoreApi } from '../src/core/api.ts';
 import { closeServer, listenOn } from '../src/shared/net.ts';
-import { API_TOKEN, captureLog, HOST, waitFor } from './harness.ts';
+import { API_TOKEN, captureLog, DEVICE_CHECK_TOKEN, HOST, waitFor } from './harness.ts';
 import { MemoryStore } from './memory-store.ts';
 
 const store = new MemoryStore();
@@ -17,7 +18,7 @@ let server: Server;
 let base: string;
 
 before(async () => {
-  server = createServer(createCoreApi({ store, apiToken: API_TOKEN, log: captureLog('core').log }));
+  server = createServer(createCoreApi({ store, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, log: captureLog('core').log }));
   await listenOn(server, { host: HOST, port: 0 });
   base = `http://${HOST}:${(server.address() as AddressInfo).port}`;
 });
@@ -56,6 +57,21 @@ test('no token, a wrong token or another scheme: 401 on every route', async () =
   const basic = await fetch(`${base}/v1/devices/dev-1/telemetry`, { headers: { Authorization: `Basic ${Buffer.from(`x:${API_TOKEN}`).toString('base64')}` } });
   assert.equal(basic.status, 401);
   assert.equal(store.devices.has('dev-x'), false);
+});
+
+test('the device-check token: the device check only; 401 on every other route, method and path', async () => {
+  const created = (await (await call('/v1/devices', { body: { id: 'dev-check' } })).json()) as { password: string };
+  const check = await call('/v1/internal/device-auth', { token: DEVICE_CHECK_TOKEN, body: { id: 'dev-check', password: created.password } });
+  assert.equal(check.status, 200);
+  assert.deepEqual(await check.json(), { authenticated: true });
+  assert.equal((await call('/v1/devices', { token: DEVICE_CHECK_TOKEN, body: { id: 'dev-by-gateway' } })).status, 401);
+  assert.equal((await call('/v1/devices/dev-check/telemetry', { token: DEVICE_CHECK_TOKEN })).status, 401);
+  assert.equal((await call('/v1/internal/device-auth', { token: DEVICE_CHECK_TOKEN })).status, 401, 'another method');
+  assert.equal((await call('/v1/nothing', { token: DEVICE_CHECK_TOKEN })).status, 401, 'an unknown path');
+  assert.equal(store.devices.has('dev-by-gateway'), false);
+  const byAdmin = await call('/v1/internal/device-auth', { body: { id: 'dev-check', password: 'wrong' } });
+  assert.equal(byAdmin.status, 200, 'the api token still checks devices');
+  assert.deepEqual(await byAdmin.json(), { authenticated: false });
 });
 
 test('malformed requests: 400, 415, 404, 405', async () => {
@@ -143,7 +159,7 @@ test('device checks: a bounded number computes at once, the excess is shed with 
       return super.passwordHash(id);
     }
   })();
-  const bounded = createServer(createCoreApi({ store: gated, apiToken: API_TOKEN, log: captureLog('core').log, checks: { concurrency: 1, maxQueued: 2 } }));
+  const bounded = createServer(createCoreApi({ store: gated, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, log: captureLog('core').log, checks: { concurrency: 1, maxQueued: 2 } }));
   await listenOn(bounded, { host: HOST, port: 0 });
   const url = `http://${HOST}:${(bounded.address() as AddressInfo).port}/v1/internal/device-auth`;
   const check = (id: string, signal?: AbortSignal) =>

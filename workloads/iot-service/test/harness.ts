@@ -32,6 +32,8 @@ import { startNatsServer, type NatsServer } from './nats-server.ts';
 
 export const HOST = '127.0.0.1';
 export const API_TOKEN = 'test-api-token';
+/** The gateway's token: core's device check only. */
+export const DEVICE_CHECK_TOKEN = 'test-device-check-token';
 export const BROKER_PASSWORD = 'test-broker-password';
 
 export interface LogCapture {
@@ -84,13 +86,13 @@ export async function startService(options: { processing?: boolean; stream?: Par
   const broker = await startNatsServer(BROKER_PASSWORD);
   const stream: StreamConfig = { replicas: 1, maxBytes: 64 * 1024 * 1024, ...options.stream };
 
-  const core: HttpServer = createHttpServer(createCoreApi({ store, apiToken: API_TOKEN, log: logs.core.log, checks: options.coreChecks }));
+  const core: HttpServer = createHttpServer(createCoreApi({ store, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, log: logs.core.log, checks: options.coreChecks }));
   await listenOn(core, { host: HOST, port: 0 });
 
   const link = connectBrokerLink({ broker: brokerEndpoint(broker), stream, username: SERVICE_USER, password: BROKER_PASSWORD, name: 'gateway-test', timeoutMs: 2_000 });
   await waitFor(() => link.connected(), 'gateway connected to the broker');
   let deviceChecks = 0;
-  const check = coreDeviceCheck({ host: HOST, port: port(core) }, API_TOKEN);
+  const check = coreDeviceCheck({ host: HOST, port: port(core) }, DEVICE_CHECK_TOKEN);
   const protocols = new Set<ServedProtocol>(options.gateway?.tlsDir ? ['mqtt', 'mqtts', 'http', 'https'] : ['mqtt', 'http']);
   const gateway = await startGateway({
     protocols,

@@ -11,8 +11,9 @@
  * its enabled protocols plus the health port, is told those protocols in IOT_GATEWAY_PROTOCOLS,
  * finds Secret gateway-tls (gateway-tls.ts) mounted read-only at IOT_GATEWAY_TLS_DIR when it
  * serves TLS, and
- * gets the API token to check devices against core. Components know the broker and the database
- * as user `iot`, which the reference images fix (iot-credentials holds only passwords).
+ * gets the device-check token to check devices against core — never core's api token, which only
+ * core gets. Components know the broker and the database as user `iot`, which the reference images
+ * fix (iot-credentials holds only passwords).
  */
 
 import type { V1Deployment } from '@kubernetes/client-node';
@@ -36,13 +37,13 @@ const healthProbes = {
   livenessProbe: httpProbe('/healthz', PORTS.health, 'liveness'),
 };
 
-/** The gateway checks devices against core with the API token and serves the protocols of IOT_GATEWAY_PROTOCOLS. */
+/** The gateway checks devices against core with the device-check token and serves the protocols of IOT_GATEWAY_PROTOCOLS. */
 export function gatewayRuntime(instance: Instance): ContainerRuntime {
   const enabled = instance.spec.gateway.protocols;
   return {
     ports: [...gatewayPorts(enabled), HEALTH_PORT],
     ...healthProbes,
-    credentials: ['apiToken', 'brokerPassword'],
+    credentials: ['deviceCheckToken', 'brokerPassword'],
     environment: [
       { name: GATEWAY_PROTOCOLS_ENV, value: GATEWAY_PROTOCOLS.filter((p) => enabled.includes(p)).join(',') },
       ...(servesTls(instance) ? [{ name: GATEWAY_TLS_DIR_ENV, value: GATEWAY_TLS_DIR }] : []),
@@ -54,7 +55,7 @@ export function gatewayRuntime(instance: Instance): ContainerRuntime {
 export const CORE_RUNTIME: ContainerRuntime = {
   ports: [CORE_API_PORT, HEALTH_PORT],
   ...healthProbes,
-  credentials: ['apiToken', 'brokerPassword', 'databasePassword'],
+  credentials: ['apiToken', 'deviceCheckToken', 'brokerPassword', 'databasePassword'],
 };
 
 export const PROCESSING_RUNTIME: ContainerRuntime = {

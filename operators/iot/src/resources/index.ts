@@ -7,8 +7,10 @@
  * from their first moment), the ResourceQuota and LimitRange (every pod is admitted under them),
  * Secrets (with the gateway's CA and TLS Secrets when it serves TLS), ConfigMaps (config, and the gateway CA when it serves TLS), Services, StatefulSets and Deployments. Each child
  * has apiVersion, kind, metadata.name and (except the Namespace) metadata.namespace set, and the
- * instance labels. Children marked `createOnly` (the credentials) are created when missing and
- * never compared or changed afterwards; all others are kept equal to their desired form.
+ * instance labels. The child marked `generated` (the credentials) is created when missing and
+ * afterwards only completed, never compared or applied: the keys it lacks are added (secrets.ts
+ * `credentialsPatch`), the ones it has never change; all others are kept equal to their desired
+ * form.
  * `writeStages` groups them into the stages they are written in: within a stage children are
  * independent; a stage starts only once the one before it is written, so no pod is created
  * before its namespace's NetworkPolicies, Secrets, ConfigMaps and Services exist.
@@ -54,15 +56,15 @@ export type DesiredObject = ChildObject & {
 
 export interface DesiredChild {
   object: DesiredObject;
-  /** Create when missing; never compare or update (the generated credentials). */
-  createOnly: boolean;
+  /** The generated credentials: created when missing, then only completed (secrets.ts `credentialsPatch`), never applied. */
+  generated: boolean;
 }
 
 /** What desired state depends on beyond the instance itself. */
 export interface ChildSources {
   /** The landscape's `image-pull-secret` as observed in the operator namespace. */
   imagePullSecret: V1Secret;
-  /** Fresh credentials, used only if `iot-credentials` does not exist yet (see `generateCredentials`). */
+  /** Fresh credentials, used only for what `iot-credentials` lacks: all of it when it does not exist yet (see `generateCredentials`). */
   credentials: IoTCredentials;
   /** The components whose existing StatefulSet keeps its emptyDir (data-volume.ts `dataVolume`). */
   keptEmptyDirs: KeptEmptyDirs;
@@ -93,7 +95,7 @@ export const CHILD_KINDS: ReadonlyArray<{ apiVersion: string; kind: string; plur
 export function desiredChildren(instance: Instance, sources: ChildSources): DesiredChildren {
   const configMap = desiredConfigMap(instance, sources.keptEmptyDirs);
   const checksum = configChecksum(configMap.data ?? {});
-  const apply = (object: ChildObject): DesiredChild => ({ object: object as DesiredObject, createOnly: false });
+  const apply = (object: ChildObject): DesiredChild => ({ object: object as DesiredObject, generated: false });
   const tls = servesTls(instance) ? sources.gatewayTls : undefined;
   if (servesTls(instance) && !tls) throw new Error(`${instance.namespace}: the gateway serves TLS but no TLS material was given`);
   return {
@@ -107,7 +109,7 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredResourceQuota(instance)),
       apply(desiredLimitRange(instance)),
       apply(desiredImagePullSecret(instance, sources.imagePullSecret)),
-      { object: desiredCredentialsSecret(instance, sources.credentials) as DesiredObject, createOnly: true },
+      { object: desiredCredentialsSecret(instance, sources.credentials) as DesiredObject, generated: true },
       ...(tls ? [apply(desiredGatewayCaSecret(instance, tls)), apply(desiredGatewayTlsSecret(instance, tls))] : []),
       apply(configMap),
       ...(tls ? [apply(desiredGatewayCaConfigMap(instance, tls))] : []),

@@ -34,7 +34,7 @@ import type { Instance } from './instance.ts';
 import { componentLabels } from './labels.ts';
 import type { NamedPort } from './ports.ts';
 import { canonicalResourceList } from './quantity.ts';
-import { CREDENTIAL_KEYS, CREDENTIALS_SECRET_NAME, IMAGE_PULL_SECRET_NAME } from './secrets.ts';
+import { CREDENTIAL_KEYS, CREDENTIALS_SECRET_NAME, IMAGE_PULL_SECRET_NAME, type CredentialName } from './secrets.ts';
 
 export const POD_USER_ID = 10001;
 export const CONFIG_VOLUME = 'config';
@@ -42,11 +42,10 @@ export const TMP_VOLUME = 'tmp';
 export const DATA_VOLUME = 'data';
 export const TMP_SIZE_LIMIT = '64Mi';
 
-/** Which credential of iot-credentials a component receives, as environment variable. */
-export type CredentialName = keyof typeof CREDENTIAL_KEYS;
-
-const CREDENTIAL_ENV: Readonly<Record<CredentialName, string>> = {
+/** The environment variable each credential of iot-credentials reaches a component as. */
+export const CREDENTIAL_ENV: Readonly<Record<CredentialName, string>> = {
   apiToken: 'IOT_API_TOKEN',
+  deviceCheckToken: 'IOT_DEVICE_CHECK_TOKEN',
   brokerPassword: 'IOT_BROKER_PASSWORD',
   databasePassword: 'IOT_DATABASE_PASSWORD',
 };

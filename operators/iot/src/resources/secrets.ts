@@ -4,9 +4,11 @@
  * Guarantees: the image-pull-secret copy has the source's `type` and `data` (nothing else of the
  * source: its labels and annotations stay behind) and this instance's labels, so it changes exactly
  * when the source's content changes. `generateCredentials` draws 32 bytes per credential from the
- * injected source of randomness (crypto-grade by default) and encodes them base64url; the
- * credentials Secret is create-only: once it exists the operator never regenerates or changes it.
- * Nothing here logs or returns credentials in any other form.
+ * injected source of randomness (crypto-grade by default) and encodes them base64url. The
+ * credentials Secret is created with every key of CREDENTIAL_KEYS; afterwards `credentialsPatch`
+ * says what to write to it as it is: the keys it lacks (an instance made before a key existed),
+ * with fresh values, and never a key it has — existing credentials are never changed. Nothing
+ * here logs or returns credentials in any other form.
  */
 
 import { randomBytes as cryptoRandomBytes } from 'node:crypto';
@@ -22,21 +24,24 @@ export const CREDENTIAL_BYTES = 32;
 export const CREDENTIAL_KEYS = {
   databasePassword: 'database-password',
   brokerPassword: 'broker-password',
+  /** core's api token: every route of core's API. */
   apiToken: 'api-token',
+  /** The gateway's token: core's device check, nothing else. */
+  deviceCheckToken: 'device-check-token',
 } as const;
 
+/** A credential of iot-credentials, by its name in code. */
+export type CredentialName = keyof typeof CREDENTIAL_KEYS;
+
 /** Credentials of one instance, each a base64url string of 32 random bytes. */
-export interface IoTCredentials {
-  databasePassword: string;
-  brokerPassword: string;
-  apiToken: string;
-}
+export type IoTCredentials = Record<CredentialName, string>;
 
 export type RandomBytes = (size: number) => Uint8Array;
 
+/** Fresh credentials, drawn in the order of CREDENTIAL_KEYS. */
 export function generateCredentials(randomBytes: RandomBytes = cryptoRandomBytes): IoTCredentials {
   const credential = () => Buffer.from(randomBytes(CREDENTIAL_BYTES)).toString('base64url');
-  return { databasePassword: credential(), brokerPassword: credential(), apiToken: credential() };
+  return Object.fromEntries(Object.keys(CREDENTIAL_KEYS).map((name) => [name, credential()])) as IoTCredentials;
 }
 
 /** The copy of the landscape's image-pull-secret in the instance namespace. */
@@ -52,18 +57,28 @@ export function desiredImagePullSecret(instance: Instance, source: V1Secret): V1
   };
 }
 
-/** The iot-credentials Secret holding `credentials` (create-only; see the module comment). */
+/** The iot-credentials Secret holding `credentials` (as it is created; see the module comment and `credentialsPatch`). */
 export function desiredCredentialsSecret(instance: Instance, credentials: IoTCredentials): V1Secret {
-  const encode = (value: string) => Buffer.from(value, 'utf8').toString('base64');
+  const keys = (Object.keys(CREDENTIAL_KEYS) as CredentialName[]).sort((a, b) => CREDENTIAL_KEYS[a].localeCompare(CREDENTIAL_KEYS[b]));
   return {
     apiVersion: 'v1',
     kind: 'Secret',
     metadata: { name: CREDENTIALS_SECRET_NAME, namespace: instance.namespace, labels: instanceLabels(instance) },
     type: 'Opaque',
-    data: {
-      [CREDENTIAL_KEYS.apiToken]: encode(credentials.apiToken),
-      [CREDENTIAL_KEYS.brokerPassword]: encode(credentials.brokerPassword),
-      [CREDENTIAL_KEYS.databasePassword]: encode(credentials.databasePassword),
-    },
+    data: Object.fromEntries(keys.map((name) => [CREDENTIAL_KEYS[name], Buffer.from(credentials[name], 'utf8').toString('base64')])),
   };
+}
+
+/**
+ * The merge patch that brings the credentials Secret as it is (`existing`, read from the API
+ * server) to hold every key of `desired` (`desiredCredentialsSecret` with fresh credentials): the
+ * keys it lacks, with `desired`'s values, under `existing`'s resourceVersion (so a write of
+ * someone else meanwhile makes it fail rather than be overwritten). Undefined when it lacks none:
+ * a key it has is never part of the patch.
+ */
+export function credentialsPatch(existing: V1Secret, desired: V1Secret): { metadata: { resourceVersion?: string }; data: Record<string, string> } | undefined {
+  const has = existing.data ?? {};
+  const missing = Object.entries(desired.data ?? {}).filter(([key]) => has[key] === undefined);
+  if (missing.length === 0) return undefined;
+  return { metadata: { resourceVersion: existing.metadata?.resourceVersion }, data: Object.fromEntries(missing) };
 }

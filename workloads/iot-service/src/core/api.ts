@@ -2,9 +2,12 @@
  * core's HTTP API (port 8080): the device registry, the telemetry query and the gateway's
  * credential check.
  *
- * Guarantees: every route requires `Authorization: Bearer <api token>` (the instance's api-token
- * of iot-credentials; compared in constant time) and answers 401 without it or with another token,
- * before reading the body.
+ * Guarantees: every route requires `Authorization: Bearer <token>` (compared in constant time) and
+ * answers 401 without it or with another token, before reading the body. Two tokens are known:
+ * the api token (iot-credentials `api-token`), good for every route, and the device-check token
+ * (`device-check-token`, the gateway's), good for `POST /v1/internal/device-auth` alone — with it
+ * any other route, method or path answers 401, so a gateway can verify devices and do nothing
+ * else.
  * - `POST /v1/devices` `{"id"}` → 201 `{"id","password"}` (a fresh password, stored only hashed);
  *   the same id again → 409; a malformed id → 400.
  * - `GET /v1/devices/<id>/telemetry?limit=N` → 200 array of `{"messageId","receivedAt","storedAt","payload"}`
@@ -37,7 +40,10 @@ export const MAX_TELEMETRY_LIMIT = 1000;
 
 export interface CoreApiOptions {
   store: DeviceStore;
+  /** Good for every route. */
   apiToken: string;
+  /** Good for `POST /v1/internal/device-auth` only. */
+  deviceCheckToken: string;
   log: Logger;
   checks?: { concurrency: number; maxQueued: number };
 }
@@ -79,7 +85,7 @@ async function bodyObject(req: IncomingMessage): Promise<Record<string, unknown>
 }
 
 export function createCoreApi(options: CoreApiOptions): RequestListener {
-  const { store, apiToken, log } = options;
+  const { store, apiToken, deviceCheckToken, log } = options;
   const concurrency = options.checks?.concurrency ?? Math.min(4, availableParallelism());
   const checks = new Bounded(concurrency, options.checks?.maxQueued ?? 8 * concurrency);
 
@@ -124,11 +130,11 @@ export function createCoreApi(options: CoreApiOptions): RequestListener {
 
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://core');
-    const token = parseBearer(req.headers.authorization);
-    if (token === undefined || !sameSecret(token, apiToken)) {
-      throw new HttpError(401, 'a valid Authorization: Bearer <api token> is required');
-    }
     const method = req.method ?? 'GET';
+    const token = parseBearer(req.headers.authorization);
+    const admin = token !== undefined && sameSecret(token, apiToken);
+    const deviceCheck = !admin && token !== undefined && sameSecret(token, deviceCheckToken) && method === 'POST' && url.pathname === '/v1/internal/device-auth';
+    if (!admin && !deviceCheck) throw new HttpError(401, 'a valid Authorization: Bearer <api token> is required');
     const only = (allowed: string) => {
       if (method !== allowed) throw new HttpError(405, `use ${allowed}`);
     };

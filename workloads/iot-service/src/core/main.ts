@@ -1,7 +1,7 @@
 /**
  * core's entry point: `node --import tsx src/core/main.ts` (in the image: `node dist/core.mjs`).
  *
- * Guarantees: reads config.yml and IOT_API_TOKEN and IOT_DATABASE_PASSWORD; serves /healthz and
+ * Guarantees: reads config.yml, IOT_API_TOKEN, IOT_DEVICE_CHECK_TOKEN and IOT_DATABASE_PASSWORD; serves /healthz and
  * /readyz on 8081 at once (ready = the schema is in place and the database answers); creates the
  * schema, retrying until the database accepts it, and only then serves the API on 8080. On SIGTERM
  * it turns unready, stops accepting, finishes open requests and closes the database pool.
@@ -25,6 +25,7 @@ const version = serviceVersion();
 await startComponent(log, version, async () => {
   const config = loadConfig();
   const apiToken = credential('IOT_API_TOKEN');
+  const deviceCheckToken = credential('IOT_DEVICE_CHECK_TOKEN');
   const pool = createPool(config.endpoints.database, credential('IOT_DATABASE_PASSWORD'), log);
   const store = new PostgresStore(pool);
   const stopping = new AbortController();
@@ -43,7 +44,7 @@ await startComponent(log, version, async () => {
     },
     { host: LISTEN_HOST, port: HEALTH_PORT },
   );
-  const api = createServer(createCoreApi({ store, apiToken, log }));
+  const api = createServer(createCoreApi({ store, apiToken, deviceCheckToken, log }));
 
   const serving = retry(() => ensureSchema(pool), {
     signal: stopping.signal,

@@ -111,15 +111,16 @@ export class DeviceAuthenticator {
 }
 
 /**
- * The check against core's `POST /v1/internal/device-auth`, authorised with the api token; the
- * request is abandoned after `timeoutMs` (core then does not compute it, see core/api.ts).
+ * The check against core's `POST /v1/internal/device-auth`, authorised with the device-check token
+ * (good for that route alone); the request is abandoned after `timeoutMs` (core then does not
+ * compute it, see core/api.ts).
  */
-export function coreDeviceCheck(core: Endpoint, apiToken: string, timeoutMs = 3_000): DeviceCheck {
+export function coreDeviceCheck(core: Endpoint, deviceCheckToken: string, timeoutMs = 3_000): DeviceCheck {
   const url = `http://${core.host.includes(':') ? `[${core.host}]` : core.host}:${core.port}/v1/internal/device-auth`;
   return async (id, password) => {
     const response = await fetch(url, {
       method: 'POST',
-      headers: { Authorization: `Bearer ${apiToken}`, 'Content-Type': 'application/json' },
+      headers: { Authorization: `Bearer ${deviceCheckToken}`, 'Content-Type': 'application/json' },
       body: JSON.stringify({ id, password }),
       signal: AbortSignal.timeout(timeoutMs),
     });

@@ -2,9 +2,10 @@
  * The gateway's entry point: `node --import tsx src/gateway/main.ts` (in the image:
  * `node dist/gateway.mjs`).
  *
- * Guarantees: reads config.yml, IOT_BROKER_PASSWORD, IOT_API_TOKEN (for core's device check),
- * IOT_GATEWAY_PROTOCOLS, IOT_GATEWAY_TLS_DIR (default /etc/iot/tls: `tls.crt`, `tls.key`,
- * optional `client-ca.crt`; read only when mqtts or https is enabled) and
+ * Guarantees: reads config.yml, IOT_BROKER_PASSWORD, IOT_DEVICE_CHECK_TOKEN (core's device check,
+ * the only thing that token is good for), IOT_GATEWAY_PROTOCOLS, IOT_GATEWAY_TLS_DIR (default
+ * /etc/iot/tls: `tls.crt`, `tls.key`, optional `client-ca.crt`; read only when mqtts or https is
+ * enabled) and
  * IOT_GATEWAY_MAX_CONNECTIONS (optional); serves /healthz, /readyz and /metrics on 8081 (ready =
  * connected to the broker, its telemetry stream in place, core reachable, and — with mqtts or
  * https — a certificate loaded) and the enabled device protocols (MQTT 1883, MQTT over TLS 8883,
@@ -46,7 +47,7 @@ await startComponent(log, version, async () => {
     protocols,
     host: LISTEN_HOST,
     ports: { mqtt: GATEWAY_MQTT_PORT, mqtts: GATEWAY_MQTTS_PORT, http: GATEWAY_HTTP_PORT, https: GATEWAY_HTTPS_PORT },
-    check: coreDeviceCheck(config.endpoints.core, credential('IOT_API_TOKEN')),
+    check: coreDeviceCheck(config.endpoints.core, credential('IOT_DEVICE_CHECK_TOKEN')),
     forward: broker.forward,
     log,
     tlsDir: process.env.IOT_GATEWAY_TLS_DIR || DEFAULT_TLS_DIR,

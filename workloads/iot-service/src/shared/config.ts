@@ -109,7 +109,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig 
 }
 
 /** Environment variables the operator sets from iot-credentials. */
-export type CredentialVariable = 'IOT_API_TOKEN' | 'IOT_BROKER_PASSWORD' | 'IOT_DATABASE_PASSWORD';
+export type CredentialVariable = 'IOT_API_TOKEN' | 'IOT_DEVICE_CHECK_TOKEN' | 'IOT_BROKER_PASSWORD' | 'IOT_DATABASE_PASSWORD';
 
 export function credential(name: CredentialVariable, env: NodeJS.ProcessEnv = process.env): string {
   const value = env[name];
