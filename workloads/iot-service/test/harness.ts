@@ -1,9 +1,10 @@
 /**
  * The reference service in one process on 127.0.0.1, for unit tests: core's API on the in-memory
- * store, a real NATS Server with JetStream as the broker (nats-server.ts; user `iot` with the
- * broker password), the gateway's MQTT and HTTP adapters forwarding to it, and processing
- * consuming the telemetry stream into the same store, with the components' own code. With
- * `tlsDir` the gateway also serves MQTT over TLS and HTTPS with the certificate there.
+ * store, announcing device changes on the broker, a real NATS Server with JetStream as the broker
+ * (nats-server.ts; user `iot` with the broker password), the gateway's MQTT and HTTP adapters
+ * forwarding to it and following core's device changes, and processing consuming the telemetry
+ * stream into the same store, with the components' own code, wired as their entry points wire
+ * them. With `tlsDir` the gateway also serves MQTT over TLS and HTTPS with the certificate there.
  *
  * Guarantees: every server listens on 127.0.0.1 on a free port and nothing dials any other
  * address; `close` ends every connection and server it started. `broker.pause()` makes the broker
@@ -17,9 +18,10 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import type { AddressInfo, Server } from 'node:net';
 import { createCoreApi } from '../src/core/api.ts';
+import { DeviceNotices } from '../src/core/device-notices.ts';
 import { coreDeviceCheck } from '../src/gateway/devices.ts';
 import { connectBrokerLink, type BrokerLink } from '../src/gateway/forwarder.ts';
-import { startGateway, type Gateway, type GatewayOptions } from '../src/gateway/gateway.ts';
+import { startGateway, trackDeviceChanges, type Gateway, type GatewayOptions } from '../src/gateway/gateway.ts';
 import type { ServedProtocol } from '../src/gateway/protocols.ts';
 import { consumeTelemetry } from '../src/processing/consume.ts';
 import { connectBroker, TELEMETRY_STREAM, telemetrySubject } from '../src/shared/broker.ts';
@@ -61,6 +63,8 @@ export interface Service {
   stream: StreamConfig;
   brokerLink: BrokerLink;
   coreUrl: string;
+  /** core's device-change notices. */
+  coreNotices: DeviceNotices;
   gatewayHttpUrl: string;
   gatewayMqttUrl: string;
   /** With `tlsDir`: */
@@ -86,15 +90,20 @@ export async function startService(options: { processing?: boolean; stream?: Par
   const broker = await startNatsServer(BROKER_PASSWORD);
   const stream: StreamConfig = { replicas: 1, maxBytes: 64 * 1024 * 1024, ...options.stream };
 
-  const core: HttpServer = createHttpServer(createCoreApi({ store, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, log: logs.core.log, checks: options.coreChecks }));
+  const notices = new DeviceNotices({ log: logs.core.log });
+  const core: HttpServer = createHttpServer(createCoreApi({ store, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, notices, log: logs.core.log, checks: options.coreChecks }));
   await listenOn(core, { host: HOST, port: 0 });
+  const coreBroker = await connectToBroker(broker, 'core-test');
+  notices.attach(coreBroker);
 
-  const link = connectBrokerLink({ broker: brokerEndpoint(broker), stream, username: SERVICE_USER, password: BROKER_PASSWORD, name: 'gateway-test', timeoutMs: 2_000 });
+  let gateway: Gateway | undefined;
+  const deviceChanges = trackDeviceChanges(logs.gateway.log, () => gateway);
+  const link = connectBrokerLink({ broker: brokerEndpoint(broker), stream, username: SERVICE_USER, password: BROKER_PASSWORD, name: 'gateway-test', timeoutMs: 2_000, deviceChanges });
   await waitFor(() => link.connected(), 'gateway connected to the broker');
   let deviceChecks = 0;
   const check = coreDeviceCheck({ host: HOST, port: port(core) }, DEVICE_CHECK_TOKEN);
   const protocols = new Set<ServedProtocol>(options.gateway?.tlsDir ? ['mqtt', 'mqtts', 'http', 'https'] : ['mqtt', 'http']);
-  const gateway = await startGateway({
+  gateway = await startGateway({
     protocols,
     host: HOST,
     ports: { mqtt: 0, mqtts: 0, http: 0, https: 0 },
@@ -134,6 +143,7 @@ export async function startService(options: { processing?: boolean; stream?: Par
     stream,
     brokerLink: link,
     coreUrl: `http://${HOST}:${port(core)}`,
+    coreNotices: notices,
     gatewayHttpUrl: `http://${HOST}:${gateway.ports.http}`,
     gatewayMqttUrl: `mqtt://${HOST}:${gateway.ports.mqtt}`,
     gatewayMqttsUrl: `mqtts://${HOST}:${gateway.ports.mqtts}`,
@@ -153,6 +163,8 @@ export async function startService(options: { processing?: boolean; stream?: Par
       await stopProcessing();
       await gateway.close();
       await link.close();
+      await notices.close();
+      await coreBroker.close();
       await inspector.close();
       await closeServer(core);
       await broker.close();

@@ -10,7 +10,9 @@
  * twice (the device's retry, or a lost acknowledgement) is stored once in the stream, by its
  * JetStream message id. The stream is made or brought to config.yml's limits before `connected`
  * says true (the readiness check), and made again after a publish found no stream (a broker that
- * lost its volume); the link reconnects by itself.
+ * lost its volume); the link reconnects by itself. With `deviceChanges` the link follows core's
+ * device-change notices into it (device-changes.ts `followDeviceChanges`) from before it says
+ * `connected` until it is closed.
  */
 
 import { jetstream, jetstreamManager, JetStreamApiError, type JetStreamClient } from '@nats-io/jetstream';
@@ -19,6 +21,7 @@ import { brokerMessageId, connectBroker, ensureTelemetryStream, telemetrySubject
 import type { Endpoint, StreamConfig } from '../shared/config.ts';
 import { retry } from '../shared/retry.ts';
 import { encodeEnvelope, type TelemetryEnvelope } from '../shared/telemetry.ts';
+import { followDeviceChanges, type DeviceChangeTracker } from './device-changes.ts';
 
 export type Forward = (envelope: TelemetryEnvelope) => Promise<void>;
 
@@ -40,6 +43,8 @@ export interface BrokerLinkOptions {
   name: string;
   timeoutMs?: number;
   onError?: (error: unknown) => void;
+  /** Told core's device-change notices. */
+  deviceChanges?: DeviceChangeTracker;
 }
 
 /** How the client reports a publish nothing answered: no stream takes the subject (the client takes it for JetStream being off). */
@@ -56,12 +61,14 @@ export function connectBrokerLink(options: BrokerLinkOptions): BrokerLink {
   /** Makes the stream, or brings it to config.yml's limits: at start, and after a publish found none. */
   let makeStream: (() => Promise<void>) | undefined;
   let remaking: Promise<void> | undefined;
+  let unfollow: (() => void) | undefined;
   const closing = new AbortController();
   const preparing = (async () => {
     const made = await connectBroker({ broker: options.broker, user: options.username, password: options.password, name: options.name });
     connection = made;
     if (closing.signal.aborted) return made.close();
     link = watchLink(made);
+    if (options.deviceChanges) unfollow = followDeviceChanges(made, options.deviceChanges);
     js = jetstream(made, { timeout: options.timeoutMs ?? 10_000 });
     makeStream = async () => ensureTelemetryStream(await jetstreamManager(made), options.stream);
     await retry(makeStream, {
@@ -95,6 +102,7 @@ export function connectBrokerLink(options: BrokerLinkOptions): BrokerLink {
       closing.abort(new Error('closing'));
       if (!connection) return; // still dialling: it closes the connection once made
       await preparing.catch(() => undefined);
+      unfollow?.();
       if (!connection.isClosed()) await connection.drain().catch(() => connection?.close());
     },
   };

@@ -10,7 +10,10 @@
  * connected to the broker, its telemetry stream in place, core reachable, and — with mqtts or
  * https — a certificate loaded) and the enabled device protocols (MQTT 1883, MQTT over TLS 8883,
  * HTTP 8080, HTTPS 8443) at once; a device is acknowledged only for what the broker's stream
- * stored, so serving before the broker is connected loses nothing. On SIGTERM it turns unready,
+ * stored, so serving before the broker is connected loses nothing. It follows core's
+ * device-change notices on the broker (device-changes.ts): a device whose password was reset or
+ * which was deleted has its cached logins forgotten and its MQTT connection closed, and every
+ * cached login is forgotten when a notice may have been missed. On SIGTERM it turns unready,
  * stops accepting devices, finishes open requests and disconnects from the broker.
  */
 
@@ -24,7 +27,7 @@ import { GATEWAY_HTTP_PORT, GATEWAY_HTTPS_PORT, GATEWAY_MQTT_PORT, GATEWAY_MQTTS
 import { serviceVersion } from '../shared/version.ts';
 import { coreDeviceCheck } from './devices.ts';
 import { connectBrokerLink } from './forwarder.ts';
-import { startGateway } from './gateway.ts';
+import { startGateway, trackDeviceChanges, type Gateway } from './gateway.ts';
 import { maxConnections } from './limits.ts';
 import { gatewayProtocols } from './protocols.ts';
 import { DEFAULT_TLS_DIR } from './tls.ts';
@@ -35,6 +38,8 @@ const version = serviceVersion();
 await startComponent(log, version, async () => {
   const config = loadConfig();
   const protocols = gatewayProtocols();
+  let gateway: Gateway | undefined;
+  const deviceChanges = trackDeviceChanges(log, () => gateway);
   const broker = connectBrokerLink({
     broker: config.endpoints.broker,
     stream: config.stream,
@@ -42,8 +47,9 @@ await startComponent(log, version, async () => {
     password: credential('IOT_BROKER_PASSWORD'),
     name: `gateway-${hostname()}`,
     onError: (error) => log.warn('broker not ready', { error }),
+    deviceChanges,
   });
-  const gateway = await startGateway({
+  gateway = await startGateway({
     protocols,
     host: LISTEN_HOST,
     ports: { mqtt: GATEWAY_MQTT_PORT, mqtts: GATEWAY_MQTTS_PORT, http: GATEWAY_HTTP_PORT, https: GATEWAY_HTTPS_PORT },

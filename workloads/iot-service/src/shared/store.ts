@@ -14,11 +14,15 @@
  * `deleteExpired` deletes at most `limit` telemetry rows received (and dead letters set aside)
  * more than `seconds` ago, in one short statement through an index on the time, and returns how
  * many it deleted, so retention never holds long locks. `createDevice` of an existing id
- * returns false and leaves the device unchanged. `telemetry` lists newest first (receivedAt, then
- * message id, descending), after the cursor `before` when given (strictly older in that order:
- * paging on from the last record of a page misses and repeats nothing), each record with the time
- * it was stored; it returns undefined for an unknown device. Only password hashes are
- * stored. Every statement is parameterised.
+ * returns false and leaves the device unchanged; `setPasswordHash` replaces a device's hash and
+ * `deleteDevice` removes the device from the registry, each false for an unknown id. Deleting a
+ * device leaves its telemetry and dead letters where they are (retention deletes them in time).
+ * `telemetry` lists newest first (receivedAt, then message id, descending), after the cursor
+ * `before` when given (strictly older in that order: paging on from the last record of a page
+ * misses and repeats nothing), each record with the time it was stored; it returns undefined for
+ * a device id neither registered nor with any telemetry stored (so a deleted device's telemetry
+ * stays readable until retention deletes it). Only password hashes are stored. Every statement is
+ * parameterised.
  */
 
 import pg from 'pg';
@@ -45,6 +49,10 @@ export interface TelemetryCursor {
 export interface DeviceStore {
   createDevice(id: string, passwordHash: string): Promise<boolean>;
   passwordHash(id: string): Promise<string | undefined>;
+  /** False for an unknown device. */
+  setPasswordHash(id: string, passwordHash: string): Promise<boolean>;
+  /** False for an unknown device; its telemetry stays. */
+  deleteDevice(id: string): Promise<boolean>;
   telemetry(deviceId: string, limit: number, before?: TelemetryCursor): Promise<TelemetryRecord[] | undefined>;
 }
 
@@ -145,8 +153,17 @@ export class PostgresStore implements DeviceStore, TelemetryStore {
     return result.rows[0]?.password_hash;
   }
 
+  async setPasswordHash(id: string, passwordHash: string): Promise<boolean> {
+    const result = await this.pool.query('UPDATE devices SET password_hash = $2 WHERE id = $1', [id, passwordHash]);
+    return result.rowCount === 1;
+  }
+
+  async deleteDevice(id: string): Promise<boolean> {
+    const result = await this.pool.query('DELETE FROM devices WHERE id = $1', [id]);
+    return result.rowCount === 1;
+  }
+
   async telemetry(deviceId: string, limit: number, before?: TelemetryCursor): Promise<TelemetryRecord[] | undefined> {
-    if ((await this.passwordHash(deviceId)) === undefined) return undefined;
     const older = !before ? '' : before.messageId === undefined ? 'AND received_at < $3' : 'AND (received_at, message_id) < ($3, $4)';
     const parameters: unknown[] = [deviceId, limit];
     if (before) parameters.push(before.receivedAt);
@@ -155,6 +172,11 @@ export class PostgresStore implements DeviceStore, TelemetryStore {
       `SELECT message_id, received_at, stored_at, payload FROM telemetry WHERE device_id = $1 ${older} ORDER BY received_at DESC, message_id DESC LIMIT $2`,
       parameters,
     );
+    if (result.rows.length === 0) {
+      // An empty page: of a known device (registered, or with telemetry stored), or of none.
+      const known = await this.pool.query('SELECT 1 FROM devices WHERE id = $1 UNION ALL (SELECT 1 FROM telemetry WHERE device_id = $1 LIMIT 1) LIMIT 1', [deviceId]);
+      return known.rowCount === 0 ? undefined : [];
+    }
     return result.rows.map((row) => ({
       messageId: row.message_id,
       receivedAt: row.received_at.toISOString(),
