@@ -142,17 +142,20 @@ describe('IoTService reconcile: the generated credentials', () => {
     const created = credentialsOf(cluster)!;
     assert.deepEqual(Object.keys(created.data ?? {}).sort(), Object.values(CREDENTIAL_KEYS).sort());
 
-    // An instance made before the device-check token existed.
-    const { 'device-check-token': _dropped, ...older } = created.data!;
+    // An instance made before the device-check token and the broker users existed.
+    const older = { 'api-token': created.data!['api-token']!, 'broker-password': Buffer.from('the one broker password').toString('base64'), 'database-password': created.data!['database-password']! };
     await cluster.replace(Kinds.Secret, { ...created, data: older });
     const writesBefore = credentialWrites(cluster).length;
     await reconcile();
     const completed = credentialsOf(cluster)!;
     assert.equal(credentialWrites(cluster).length, writesBefore + 1, 'one write');
-    assert.deepEqual({ ...completed.data, 'device-check-token': undefined }, { ...older, 'device-check-token': undefined }, 'the keys it had are unchanged');
-    const added = Buffer.from(completed.data!['device-check-token']!, 'base64').toString();
-    assert.equal(Buffer.from(added, 'base64url').length, 32, 'the added key is a fresh credential');
-    assert.ok(!Object.values(older).includes(completed.data!['device-check-token']!), 'not a copy of another key');
+    assert.deepEqual(Object.keys(completed.data ?? {}).sort(), [...Object.values(CREDENTIAL_KEYS), 'broker-password'].sort());
+    for (const [key, value] of Object.entries(older)) assert.equal(completed.data![key], value, `${key} unchanged`);
+    for (const key of Object.values(CREDENTIAL_KEYS).filter((k) => !(k in older))) {
+      const added = Buffer.from(completed.data![key]!, 'base64').toString();
+      assert.equal(Buffer.from(added, 'base64url').length, 32, `${key} is a fresh credential`);
+    }
+    assert.equal(new Set(Object.values(completed.data!)).size, Object.keys(completed.data!).length, 'no key a copy of another');
 
     await reconcile();
     assert.equal(credentialWrites(cluster).length, writesBefore + 1, 'complete: not written again');

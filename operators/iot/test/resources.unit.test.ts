@@ -329,11 +329,16 @@ describe('pods', () => {
       ]),
     );
     assert.deepEqual(fromSecret, {
-      broker: ['IOT_BROKER_PASSWORD=broker-password'],
+      broker: [
+        'IOT_BROKER_GATEWAY_PASSWORD=broker-gateway-password',
+        'IOT_BROKER_PROCESSING_PASSWORD=broker-processing-password',
+        'IOT_BROKER_CORE_PASSWORD=broker-core-password',
+        'IOT_BROKER_ROUTE_PASSWORD=broker-route-password',
+      ],
       database: ['IOT_DATABASE_PASSWORD=database-password'],
-      core: ['IOT_API_TOKEN=api-token', 'IOT_DEVICE_CHECK_TOKEN=device-check-token', 'IOT_BROKER_PASSWORD=broker-password', 'IOT_DATABASE_PASSWORD=database-password'],
-      processing: ['IOT_BROKER_PASSWORD=broker-password', 'IOT_DATABASE_PASSWORD=database-password'],
-      gateway: ['IOT_DEVICE_CHECK_TOKEN=device-check-token', 'IOT_BROKER_PASSWORD=broker-password'],
+      core: ['IOT_API_TOKEN=api-token', 'IOT_DEVICE_CHECK_TOKEN=device-check-token', 'IOT_BROKER_CORE_PASSWORD=broker-core-password', 'IOT_DATABASE_PASSWORD=database-password'],
+      processing: ['IOT_BROKER_PROCESSING_PASSWORD=broker-processing-password', 'IOT_DATABASE_PASSWORD=database-password'],
+      gateway: ['IOT_DEVICE_CHECK_TOKEN=device-check-token', 'IOT_BROKER_GATEWAY_PASSWORD=broker-gateway-password'],
     });
     for (const [, spec] of podSpecs(children())) {
       for (const env of onlyContainer(spec).env ?? []) {
@@ -525,14 +530,13 @@ describe('secrets', () => {
     assert.notDeepEqual(generateCredentials(), credentials, 'fresh every time');
   });
 
-  it('credentials come from the injected randomness', () => {
+  it('credentials come from the injected randomness, drawn in the order of the keys', () => {
     let counter = 0;
     const fake = (size: number) => new Uint8Array(size).fill(++counter);
     const credentials = generateCredentials(fake);
-    assert.deepEqual(Buffer.from(credentials.databasePassword, 'base64url'), Buffer.alloc(32, 1));
-    assert.deepEqual(Buffer.from(credentials.brokerPassword, 'base64url'), Buffer.alloc(32, 2));
-    assert.deepEqual(Buffer.from(credentials.apiToken, 'base64url'), Buffer.alloc(32, 3));
-    assert.deepEqual(Buffer.from(credentials.deviceCheckToken, 'base64url'), Buffer.alloc(32, 4));
+    (Object.keys(CREDENTIAL_KEYS) as Array<keyof typeof CREDENTIAL_KEYS>).forEach((name, i) => {
+      assert.deepEqual(Buffer.from(credentials[name], 'base64url'), Buffer.alloc(32, i + 1), name);
+    });
   });
 
   it('iot-credentials holds each credential under its key', () => {
@@ -540,7 +544,10 @@ describe('secrets', () => {
     const decoded = Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()]));
     assert.deepEqual(decoded, {
       'api-token': 'apiToken-value',
-      'broker-password': 'brokerPassword-value',
+      'broker-core-password': 'brokerCorePassword-value',
+      'broker-gateway-password': 'brokerGatewayPassword-value',
+      'broker-processing-password': 'brokerProcessingPassword-value',
+      'broker-route-password': 'brokerRoutePassword-value',
       'database-password': 'databasePassword-value',
       'device-check-token': 'deviceCheckToken-value',
     });
@@ -549,11 +556,21 @@ describe('secrets', () => {
   it('an existing iot-credentials is completed with the keys it lacks, fresh; the keys it has never change', () => {
     const desired = desiredCredentialsSecret(testInstance(), CREDENTIALS);
     const encode = (value: string) => Buffer.from(value).toString('base64');
+    // As an instance made before the device-check token and the broker users existed has it.
     const existing: V1Secret = {
       metadata: { name: 'iot-credentials', resourceVersion: '17' },
       data: { 'api-token': encode('old-token'), 'broker-password': encode('old-broker'), 'database-password': encode('old-db') },
     };
-    assert.deepEqual(credentialsPatch(existing, desired), { metadata: { resourceVersion: '17' }, data: { 'device-check-token': encode('deviceCheckToken-value') } });
+    assert.deepEqual(credentialsPatch(existing, desired), {
+      metadata: { resourceVersion: '17' },
+      data: {
+        'broker-core-password': encode('brokerCorePassword-value'),
+        'broker-gateway-password': encode('brokerGatewayPassword-value'),
+        'broker-processing-password': encode('brokerProcessingPassword-value'),
+        'broker-route-password': encode('brokerRoutePassword-value'),
+        'device-check-token': encode('deviceCheckToken-value'),
+      },
+    }, 'the keys it lacks; neither the ones it has nor the one no longer used');
     assert.equal(credentialsPatch(desired, desired), undefined, 'nothing lacking, nothing written');
     const emptied: V1Secret = { metadata: { name: 'iot-credentials', resourceVersion: '18' } };
     assert.deepEqual(Object.keys(credentialsPatch(emptied, desired)?.data ?? {}).sort(), Object.values(CREDENTIAL_KEYS).sort(), 'a Secret without data gets every key');
@@ -617,12 +634,15 @@ describe('services', () => {
     assert.equal(broker.livenessProbe?.httpGet, undefined);
   });
 
-  it('the broker is told its password, its pod name and namespace and the replica count', () => {
+  it('the broker is told its users\' and routes\' passwords, its pod name and namespace and the replica count', () => {
     for (const replicas of [1, 3]) {
       const broker = onlyContainer(find<V1StatefulSet>(children({ broker: { replicas } }), 'StatefulSet', 'broker').spec!.template.spec!);
       assert.deepEqual(broker.env, [
         { name: 'IOT_CONFIG_FILE', value: '/etc/sap/config.yml' },
-        { name: 'IOT_BROKER_PASSWORD', valueFrom: { secretKeyRef: { name: 'iot-credentials', key: 'broker-password' } } },
+        { name: 'IOT_BROKER_GATEWAY_PASSWORD', valueFrom: { secretKeyRef: { name: 'iot-credentials', key: 'broker-gateway-password' } } },
+        { name: 'IOT_BROKER_PROCESSING_PASSWORD', valueFrom: { secretKeyRef: { name: 'iot-credentials', key: 'broker-processing-password' } } },
+        { name: 'IOT_BROKER_CORE_PASSWORD', valueFrom: { secretKeyRef: { name: 'iot-credentials', key: 'broker-core-password' } } },
+        { name: 'IOT_BROKER_ROUTE_PASSWORD', valueFrom: { secretKeyRef: { name: 'iot-credentials', key: 'broker-route-password' } } },
         { name: 'POD_NAME', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } } },
         { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } },
         { name: 'IOT_BROKER_REPLICAS', value: String(replicas) },

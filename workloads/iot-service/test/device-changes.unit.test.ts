@@ -16,10 +16,10 @@ import { DeviceChangeTracker } from '../src/gateway/device-changes.ts';
 import { coreDeviceCheck } from '../src/gateway/devices.ts';
 import { connectBrokerLink } from '../src/gateway/forwarder.ts';
 import { startGateway, trackDeviceChanges, type Gateway } from '../src/gateway/gateway.ts';
-import { SERVICE_USER } from '../src/shared/config.ts';
 import { SILENCE_LIMIT_MS, type DeviceChange } from '../src/shared/device-changes.ts';
 import { HttpStatusError, postHttp, registerDevice, type DeviceCredentials } from '../src/simulator/index.ts';
-import { API_TOKEN, BROKER_PASSWORD, brokerEndpoint, captureLog, connectToBroker, DEVICE_CHECK_TOKEN, HOST, startService, waitFor, type Service } from './harness.ts';
+import { API_TOKEN, brokerEndpoint, captureLog, connectAs, DEVICE_CHECK_TOKEN, HOST, startService, waitFor, type Service } from './harness.ts';
+import { BROKER_PASSWORDS } from './nats-server.ts';
 
 /** The most a change may take to reach every gateway. */
 const EFFECTIVE_WITHIN_MS = 5_000;
@@ -57,9 +57,7 @@ async function secondGateway(service: Service): Promise<{ url: string; checks: (
   let gateway: Gateway | undefined;
   const link = connectBrokerLink({
     broker: brokerEndpoint(service.broker),
-    stream: service.stream,
-    username: SERVICE_USER,
-    password: BROKER_PASSWORD,
+    password: BROKER_PASSWORDS.gateway,
     name: 'gateway-2',
     deviceChanges: trackDeviceChanges(log, () => gateway),
   });
@@ -137,7 +135,7 @@ test('a notice the gateway never got: the core that sent it went silent, so ever
   const service = await startService({ processing: false });
   try {
     // A second core process, heard by the gateway, then cut off from the broker without a farewell.
-    const lostConnection = await connectToBroker(service.broker, 'core-2');
+    const lostConnection = await connectAs(service.broker, 'core', 'core-2');
     const lost = new DeviceNotices({ log: captureLog('core-2').log });
     lost.attach(lostConnection);
     const device = await registerDevice(admin(service), 'dev-lost-notice');
@@ -229,7 +227,7 @@ test('the tracker: a notice that follows on is a change; a gap, a first word cou
 
 test('a second core beside the first: its changes reach the gateway as well', async () => {
   const service = await startService({ processing: false });
-  const connection = await connectToBroker(service.broker, 'core-b');
+  const connection = await connectAs(service.broker, 'core', 'core-b');
   const notices = new DeviceNotices({ log: captureLog('core-b').log });
   notices.attach(connection);
   const coreB = createHttpServer(createCoreApi({ store: service.store, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, notices, log: captureLog('core-b').log }));

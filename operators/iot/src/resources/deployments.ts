@@ -12,8 +12,11 @@
  * finds Secret gateway-tls (gateway-tls.ts) mounted read-only at IOT_GATEWAY_TLS_DIR when it
  * serves TLS, and
  * gets the device-check token to check devices against core — never core's api token, which only
- * core gets. Components know the broker and the database as user `iot`, which the reference images
- * fix (iot-credentials holds only passwords).
+ * core gets. Each component gets only its own credentials: its broker user's password (the
+ * broker knows the components as users `gateway`, `core` and `processing`, each allowed only
+ * what it needs) and, for core and processing, the database password; the database knows them
+ * as user `iot`. The reference images fix those user names (iot-credentials holds only
+ * passwords).
  */
 
 import type { V1Deployment } from '@kubernetes/client-node';
@@ -43,7 +46,7 @@ export function gatewayRuntime(instance: Instance): ContainerRuntime {
   return {
     ports: [...gatewayPorts(enabled), HEALTH_PORT],
     ...healthProbes,
-    credentials: ['deviceCheckToken', 'brokerPassword'],
+    credentials: ['deviceCheckToken', 'brokerGatewayPassword'],
     environment: [
       { name: GATEWAY_PROTOCOLS_ENV, value: GATEWAY_PROTOCOLS.filter((p) => enabled.includes(p)).join(',') },
       ...(servesTls(instance) ? [{ name: GATEWAY_TLS_DIR_ENV, value: GATEWAY_TLS_DIR }] : []),
@@ -55,13 +58,13 @@ export function gatewayRuntime(instance: Instance): ContainerRuntime {
 export const CORE_RUNTIME: ContainerRuntime = {
   ports: [CORE_API_PORT, HEALTH_PORT],
   ...healthProbes,
-  credentials: ['apiToken', 'deviceCheckToken', 'brokerPassword', 'databasePassword'],
+  credentials: ['apiToken', 'deviceCheckToken', 'brokerCorePassword', 'databasePassword'],
 };
 
 export const PROCESSING_RUNTIME: ContainerRuntime = {
   ports: [HEALTH_PORT],
   ...healthProbes,
-  credentials: ['brokerPassword', 'databasePassword'],
+  credentials: ['brokerProcessingPassword', 'databasePassword'],
 };
 
 /**

@@ -46,7 +46,10 @@ export const TMP_SIZE_LIMIT = '64Mi';
 export const CREDENTIAL_ENV: Readonly<Record<CredentialName, string>> = {
   apiToken: 'IOT_API_TOKEN',
   deviceCheckToken: 'IOT_DEVICE_CHECK_TOKEN',
-  brokerPassword: 'IOT_BROKER_PASSWORD',
+  brokerGatewayPassword: 'IOT_BROKER_GATEWAY_PASSWORD',
+  brokerProcessingPassword: 'IOT_BROKER_PROCESSING_PASSWORD',
+  brokerCorePassword: 'IOT_BROKER_CORE_PASSWORD',
+  brokerRoutePassword: 'IOT_BROKER_ROUTE_PASSWORD',
   databasePassword: 'IOT_DATABASE_PASSWORD',
 };
 

@@ -7,8 +7,9 @@
  * injected source of randomness (crypto-grade by default) and encodes them base64url. The
  * credentials Secret is created with every key of CREDENTIAL_KEYS; afterwards `credentialsPatch`
  * says what to write to it as it is: the keys it lacks (an instance made before a key existed),
- * with fresh values, and never a key it has — existing credentials are never changed. Nothing
- * here logs or returns credentials in any other form.
+ * with fresh values, and never a key it has — existing credentials are never changed (a key no
+ * longer in CREDENTIAL_KEYS, such as the one broker password of earlier versions, is left as it
+ * is and read by nothing). Nothing here logs or returns credentials in any other form.
  */
 
 import { randomBytes as cryptoRandomBytes } from 'node:crypto';
@@ -23,11 +24,16 @@ export const CREDENTIAL_BYTES = 32;
 /** Keys of the iot-credentials Secret. */
 export const CREDENTIAL_KEYS = {
   databasePassword: 'database-password',
-  brokerPassword: 'broker-password',
   /** core's api token: every route of core's API. */
   apiToken: 'api-token',
   /** The gateway's token: core's device check, nothing else. */
   deviceCheckToken: 'device-check-token',
+  /** The broker users' passwords, one per component (each user's permissions: the broker image's broker.sh). */
+  brokerGatewayPassword: 'broker-gateway-password',
+  brokerProcessingPassword: 'broker-processing-password',
+  brokerCorePassword: 'broker-core-password',
+  /** The brokers' routes to each other (three brokers). */
+  brokerRoutePassword: 'broker-route-password',
 } as const;
 
 /** A credential of iot-credentials, by its name in code. */

@@ -14,9 +14,10 @@
  *
  * The broker is nats-server with JetStream: it is ready once JetStream is
  * (`/healthz?js-enabled-only=true` on the monitor port) and alive while it accepts clients (4222).
- * It is told its pod's name and namespace (downward API) and the number of replicas
- * (IOT_BROKER_REPLICAS): with 3 it routes to its peers at
- * `nats://broker-<i>.broker.<POD_NAMESPACE>.svc:6222` through the headless Service.
+ * It is told the password of each component's broker user and of its routes, its pod's name and
+ * namespace (downward API) and the number of replicas (IOT_BROKER_REPLICAS): with 3 it routes to
+ * its peers at `nats://broker-<i>.broker.<POD_NAMESPACE>.svc:6222` through the headless Service,
+ * as user `route`.
  */
 
 import type { V1PersistentVolumeClaim, V1StatefulSet } from '@kubernetes/client-node';
@@ -32,13 +33,13 @@ export const BROKER_REPLICAS_ENV = 'IOT_BROKER_REPLICAS';
 /** nats-server's health endpoint, answering 200 once JetStream is enabled (not waiting for streams to catch up). */
 export const BROKER_READINESS_PATH = '/healthz?js-enabled-only=true';
 
-/** The broker's container: its ports, probes, password, pod identity and replica count. */
+/** The broker's container: its ports, probes, its users' and routes' passwords, pod identity and replica count. */
 export function brokerRuntime(instance: Instance): ContainerRuntime {
   return {
     ports: BROKER_PORTS,
     readinessProbe: httpProbe(BROKER_READINESS_PATH, PORTS.brokerMonitor, 'readiness'),
     livenessProbe: tcpProbe(PORTS.brokerClient, 'liveness'),
-    credentials: ['brokerPassword'],
+    credentials: ['brokerGatewayPassword', 'brokerProcessingPassword', 'brokerCorePassword', 'brokerRoutePassword'],
     environment: [
       { name: 'POD_NAME', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } } },
       { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } },

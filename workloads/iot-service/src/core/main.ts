@@ -1,22 +1,23 @@
 /**
  * core's entry point: `node --import tsx src/core/main.ts` (in the image: `node dist/core.mjs`).
  *
- * Guarantees: reads config.yml, IOT_API_TOKEN, IOT_DEVICE_CHECK_TOKEN, IOT_BROKER_PASSWORD and
- * IOT_DATABASE_PASSWORD; serves /healthz and /readyz on 8081 at once (ready = the schema is in
- * place and the database answers); creates the schema, retrying until the database accepts it,
- * and only then serves the API on 8080. It connects to the broker in the background, retrying
- * until it is in, and announces device changes there (device-notices.ts); the broker is no part of
- * readiness (registration, the telemetry query and the gateway's device check need none), only a
- * password reset or device deletion waits for it (503 without). On SIGTERM it turns unready, stops
- * accepting, finishes open requests, says farewell on the broker and disconnects, and closes the
- * database pool.
+ * Guarantees: reads config.yml, IOT_API_TOKEN, IOT_DEVICE_CHECK_TOKEN, IOT_BROKER_CORE_PASSWORD
+ * (broker user `core`) and IOT_DATABASE_PASSWORD; serves /healthz and /readyz on 8081 at once
+ * (ready = the schema is in place and the database answers); creates the schema, retrying until
+ * the database accepts it, and only then serves the API on 8080. It connects to the broker in the
+ * background, retrying until it is in, keeps the streams and processing's consumer in place
+ * there (broker-resources.ts) and announces device changes there (device-notices.ts); the broker
+ * is no part of readiness (registration, the telemetry query and the gateway's device check need
+ * none), only a password reset or device deletion waits for it (503 without). On SIGTERM it turns
+ * unready, stops accepting, finishes open requests, says farewell on the broker and disconnects,
+ * and closes the database pool.
  */
 
 import { createServer } from 'node:http';
 import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { connectBroker } from '../shared/broker.ts';
-import { credential, loadConfig, SERVICE_USER } from '../shared/config.ts';
+import { BROKER_USERS, credential, loadConfig } from '../shared/config.ts';
 import { startHealthServer } from '../shared/health.ts';
 import { startComponent } from '../shared/lifecycle.ts';
 import { createLogger } from '../shared/log.ts';
@@ -25,6 +26,7 @@ import { retry } from '../shared/retry.ts';
 import { createPool, ensureSchema, PostgresStore } from '../shared/store.ts';
 import { serviceVersion } from '../shared/version.ts';
 import { createCoreApi } from './api.ts';
+import { keepBrokerResources } from './broker-resources.ts';
 import { DeviceNotices } from './device-notices.ts';
 import { CORE_API_PORT, HEALTH_PORT, LISTEN_HOST } from '../shared/ports.ts';
 
@@ -35,7 +37,7 @@ await startComponent(log, version, async () => {
   const config = loadConfig();
   const apiToken = credential('IOT_API_TOKEN');
   const deviceCheckToken = credential('IOT_DEVICE_CHECK_TOKEN');
-  const brokerPassword = credential('IOT_BROKER_PASSWORD');
+  const brokerPassword = credential('IOT_BROKER_CORE_PASSWORD');
   const pool = createPool(config.endpoints.database, credential('IOT_DATABASE_PASSWORD'), log);
   const store = new PostgresStore(pool);
   const stopping = new AbortController();
@@ -58,13 +60,14 @@ await startComponent(log, version, async () => {
   const api = createServer(createCoreApi({ store, apiToken, deviceCheckToken, notices, log }));
 
   let broker: NatsConnection | undefined;
-  const brokerConnected = retry(() => connectBroker({ broker: config.endpoints.broker, user: SERVICE_USER, password: brokerPassword, name: `core-${hostname()}` }), {
+  const brokerConnected = retry(() => connectBroker({ broker: config.endpoints.broker, user: BROKER_USERS.core, password: brokerPassword, name: `core-${hostname()}` }), {
     signal: stopping.signal,
     onFailure: (error, failures) => log.warn('broker not reachable; device changes wait for it', { error, failures }),
   }).then(async (connection) => {
     if (stopping.signal.aborted) return connection.close();
     broker = connection;
     notices.attach(connection);
+    keepBrokerResources(connection, { stream: config.stream, log, signal: stopping.signal });
     log.info('connected to the broker');
   });
   brokerConnected.catch((error: unknown) => {

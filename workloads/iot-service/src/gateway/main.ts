@@ -2,7 +2,8 @@
  * The gateway's entry point: `node --import tsx src/gateway/main.ts` (in the image:
  * `node dist/gateway.mjs`).
  *
- * Guarantees: reads config.yml, IOT_BROKER_PASSWORD, IOT_DEVICE_CHECK_TOKEN (core's device check,
+ * Guarantees: reads config.yml, IOT_BROKER_GATEWAY_PASSWORD (broker user `gateway`: publish
+ * telemetry, follow device changes, nothing more), IOT_DEVICE_CHECK_TOKEN (core's device check,
  * the only thing that token is good for), IOT_GATEWAY_PROTOCOLS, IOT_GATEWAY_TLS_DIR (default
  * /etc/iot/tls: `tls.crt`, `tls.key`, optional `client-ca.crt`; read only when mqtts or https is
  * enabled) and
@@ -18,7 +19,7 @@
  */
 
 import { hostname } from 'node:os';
-import { credential, loadConfig, SERVICE_USER } from '../shared/config.ts';
+import { credential, loadConfig } from '../shared/config.ts';
 import { startHealthServer } from '../shared/health.ts';
 import { startComponent } from '../shared/lifecycle.ts';
 import { createLogger } from '../shared/log.ts';
@@ -42,9 +43,7 @@ await startComponent(log, version, async () => {
   const deviceChanges = trackDeviceChanges(log, () => gateway);
   const broker = connectBrokerLink({
     broker: config.endpoints.broker,
-    stream: config.stream,
-    username: SERVICE_USER,
-    password: credential('IOT_BROKER_PASSWORD'),
+    password: credential('IOT_BROKER_GATEWAY_PASSWORD'),
     name: `gateway-${hostname()}`,
     onError: (error) => log.warn('broker not ready', { error }),
     deviceChanges,

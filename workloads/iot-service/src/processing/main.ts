@@ -2,8 +2,9 @@
  * processing's entry point: `node --import tsx src/processing/main.ts` (in the image:
  * `node dist/processing.mjs`).
  *
- * Guarantees: reads config.yml, IOT_BROKER_PASSWORD and IOT_DATABASE_PASSWORD; serves /healthz
- * and /readyz on 8081 (ready = consuming from the broker, the database answers, and no message
+ * Guarantees: reads config.yml, IOT_BROKER_PROCESSING_PASSWORD (broker user `processing`) and
+ * IOT_DATABASE_PASSWORD; serves /healthz and /readyz on 8081 (ready = consuming from the broker,
+ * the database answers, and no message
  * has waited STALLED_AFTER_MS with no batch written: a database that answers but stores nothing,
  * a full disk say, makes processing unready, so the instance is not reported Available); creates
  * the schema if missing (retrying until the database accepts it) before it connects to the
@@ -17,7 +18,7 @@
 import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { connectBroker, watchLink } from '../shared/broker.ts';
-import { credential, loadConfig, SERVICE_USER } from '../shared/config.ts';
+import { BROKER_USERS, credential, loadConfig } from '../shared/config.ts';
 import { startHealthServer } from '../shared/health.ts';
 import { startComponent } from '../shared/lifecycle.ts';
 import { createLogger } from '../shared/log.ts';
@@ -69,9 +70,9 @@ await startComponent(log, version, async () => {
       onFailure: (error, failures) => log.warn('database not ready for the schema; retrying', { error, failures }),
     });
     keepRetention({ store, seconds: config.retention.seconds, log, signal: stopping.signal });
-    connection = await connectBroker({ broker: config.endpoints.broker, user: SERVICE_USER, password: credential('IOT_BROKER_PASSWORD'), name: `processing-${hostname()}` });
+    connection = await connectBroker({ broker: config.endpoints.broker, user: BROKER_USERS.processing, password: credential('IOT_BROKER_PROCESSING_PASSWORD'), name: `processing-${hostname()}` });
     link = watchLink(connection);
-    await consumeTelemetry(connection, { stream: config.stream, store, log, signal: stopping.signal, progress, onConsuming: () => (consuming = true) });
+    await consumeTelemetry(connection, { store, log, signal: stopping.signal, progress, onConsuming: () => (consuming = true) });
   })();
   running.catch((error: unknown) => {
     if (stopping.signal.aborted) return;
