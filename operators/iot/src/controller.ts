@@ -15,7 +15,11 @@
  * - A child is written only when the cached object lacks a field of its desired form or carries
  *   the hash of an older desired form (server-side apply, one field manager); the credentials
  *   Secret is created once, and afterwards written only to add the keys it lacks (never changing
- *   one it has); a reconcile of an instance whose children match makes no write at all.
+ *   one it has) or, when the IoTService's `cp.iotservices.io/rotate-credentials` differs from the
+ *   rotation the Secret records, to make every key afresh and record it (a Normal Event
+ *   `CredentialsRotated`), the new rotation then on every pod template, so every workload rolls —
+ *   the StatefulSets first, as for any rollout; a reconcile of an instance whose children match
+ *   makes no write at all.
  * - A namespace this operator did not create for the instance (labels and the IoTService's UID
  *   in its owner annotation) is never adopted, changed or deleted; the instance goes Failed and
  *   says so. Deletion is conditional on the namespace's UID, so a namespace recreated meanwhile
@@ -79,9 +83,13 @@ import {
 import { API_GROUP, IOTSERVICE_PLURAL, type IoTService, type IoTServiceStatus } from './api/iotservice.ts';
 import { apiRefusedFailure, imagePullSecretMissingFailure, namespaceNotOwnedFailure, permissionMissingFailure, type Failure, type RefusedRequest } from './failure.ts';
 import {
+  CREDENTIALS_ROTATION_ANNOTATION,
+  CREDENTIALS_SECRET_NAME,
   IMAGE_PULL_SECRET_NAME,
   INSTANCE_LABEL,
+  ROTATE_CREDENTIALS_ANNOTATION,
   credentialsPatch,
+  credentialsRotation,
   desiredChildren,
   generateCredentials,
   instanceIdOf,
@@ -181,6 +189,8 @@ class IoTReconcile {
   private moved = 0;
   /** The gateway's TLS material as this reconcile rendered it (none when it rendered nothing). */
   private tls: GatewayTls | undefined;
+  /** Records an Event on the IoTService being reconciled (set once it is known). */
+  private event: ((type: 'Normal' | 'Warning', reason: string, message: string) => void) | undefined;
 
   constructor(
     private readonly config: IoTControllerConfig,
@@ -263,6 +273,7 @@ class IoTReconcile {
 
     const key = keyOf({ namespace: iot.metadata.namespace, name: iot.metadata.name! });
     const event = (type: 'Normal' | 'Warning', reason: string, message: string) => this.ctx.recorder.event(iot, type, reason, message);
+    this.event = event;
     if (servesTls(instance)) {
       const tls = await this.memory.tls.material({ client: this.ctx.client, cache: this.ctx.cache, event }, key, instance, new Date());
       if (!tls.ok) return failed(tls.failure);
@@ -271,10 +282,14 @@ class IoTReconcile {
     const gatewayTls = this.tls?.material;
 
     const keptEmptyDirs = this.keptEmptyDirs(instance);
-    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${this.tls?.fingerprint ?? ''}`;
+    const recorded = this.ctx.cache.get<V1Secret & KubeObject>(Kinds.Secret, CREDENTIALS_SECRET_NAME, instance.namespace)?.metadata.annotations?.[CREDENTIALS_ROTATION_ANNOTATION];
+    const rotation = credentialsRotation(iot.metadata.annotations?.[ROTATE_CREDENTIALS_ANNOTATION], recorded);
+    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${this.tls?.fingerprint ?? ''}/${rotation ?? ''}`;
     const rendering = this.memory.rendered.get(key, renderingKey, () =>
-      // Fresh credentials are used only for what the credentials Secret lacks.
-      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), keptEmptyDirs, gatewayTls }).children.map((child) => prepareChild(child, this.config.shard)),
+      // Fresh credentials are used only for what the credentials Secret lacks, or all of them on a rotation.
+      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), credentialsRotation: rotation, keptEmptyDirs, gatewayTls }).children.map((child) =>
+        prepareChild(child, this.config.shard),
+      ),
     );
     let writes = 0;
     let relabelled = 0;
@@ -383,9 +398,10 @@ class IoTReconcile {
 
   /**
    * The generated credentials: created with every key when missing; otherwise read as they are
-   * and, when they lack keys, completed (secrets.ts `credentialsPatch`, one merge patch under the
-   * resourceVersion read, so a concurrent write fails it instead of being overwritten). A key the
-   * Secret has is never written.
+   * and, when they lack keys or a new rotation is asked for, completed or rotated (secrets.ts
+   * `credentialsPatch`, one merge patch under the resourceVersion read, so a concurrent write
+   * fails it instead of being overwritten). Outside a rotation a key the Secret has is never
+   * written.
    */
   private async ensureCredentials(index: number, rendering: Rendering, type: ResourceType, observed: KubeObject | undefined): Promise<ChildWrite> {
     const { desired } = rendering.child(index);
@@ -402,13 +418,19 @@ class IoTReconcile {
       }
       return 'written';
     }
-    const patch = credentialsPatch(current as V1Secret, desired as V1Secret);
-    if (!patch) {
+    const write = credentialsPatch(current as V1Secret, desired as V1Secret);
+    if (!write) {
       rendering.recordMatch(index, current);
       return 'unchanged';
     }
-    rendering.recordMatch(index, await this.ctx.client.patch(type, desired.metadata.name!, desired.metadata.namespace, patch, 'merge'));
-    this.ctx.log.info({ secret: desired.metadata.name, added: Object.keys(patch.data) }, 'credentials completed with the keys they lacked');
+    rendering.recordMatch(index, await this.ctx.client.patch(type, desired.metadata.name!, desired.metadata.namespace, write.patch, 'merge'));
+    if (write.rotates) {
+      const rotation = write.patch.metadata.annotations?.[CREDENTIALS_ROTATION_ANNOTATION];
+      this.ctx.log.info({ secret: desired.metadata.name, rotation }, 'credentials rotated');
+      this.event?.('Normal', 'CredentialsRotated', `Made every credential of Secret ${CREDENTIALS_SECRET_NAME} afresh for rotation ${JSON.stringify(rotation)}; every workload rolls to read them.`);
+    } else {
+      this.ctx.log.info({ secret: desired.metadata.name, added: Object.keys(write.patch.data) }, 'credentials completed with the keys they lacked');
+    }
     return 'written';
   }
 

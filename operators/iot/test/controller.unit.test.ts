@@ -52,11 +52,12 @@ class SlowClient extends FakeClient {
   }
 }
 
-function setup() {
+function setup(options: { annotations?: Record<string, string>; onEvent?: (reason: string) => void } = {}) {
   const cluster = new SlowClient();
   cluster.seed(Kinds.Secret, { metadata: { name: 'image-pull-secret', namespace: TEST_CONFIG.operatorName }, type: 'kubernetes.io/dockerconfigjson', data: { '.dockerconfigjson': 'e30=' } });
-  cluster.seed(IoTServiceType, iotService('tenant-a', { version: '2.4.1' }) as unknown as KubeObject);
-  const ctx = cluster.reconcileContext();
+  const iot = iotService('tenant-a', { version: '2.4.1' });
+  cluster.seed(IoTServiceType, { ...iot, metadata: { ...iot.metadata, annotations: options.annotations } } as unknown as KubeObject);
+  const ctx = { ...cluster.reconcileContext(), recorder: { event: (_object: unknown, _type: string, reason: string) => options.onEvent?.(reason), flush: async () => undefined } };
   const reconciler = iotReconciler({ ...TEST_CONFIG, watchNamespace: '', maxConcurrentReconciles: 1 });
   const reconcile = () => reconciler({ namespace: TEST_CONFIG.operatorName, name: 'tenant-a' }, ctx);
   const status = () => cluster.peek<IoTService & KubeObject>(IoTServiceType, 'tenant-a', TEST_CONFIG.operatorName)?.status;
@@ -159,6 +160,73 @@ describe('IoTService reconcile: the generated credentials', () => {
 
     await reconcile();
     assert.equal(credentialWrites(cluster).length, writesBefore + 1, 'complete: not written again');
+  });
+});
+
+const ROTATION = 'cp.iotservices.io/credentials-rotation';
+const templateRotations = (cluster: FakeClient) =>
+  Object.fromEntries(
+    [
+      ...['core', 'processing', 'gateway'].map((name) => [name, cluster.peek<KubeObject & TemplateOwner>(Kinds.Deployment, name, INSTANCE_NAMESPACE)] as const),
+      ...['broker', 'database'].map((name) => [name, cluster.peek<KubeObject & TemplateOwner>(Kinds.StatefulSet, name, INSTANCE_NAMESPACE)] as const),
+    ].map(([name, workload]) => [name, workload?.spec.template.metadata?.annotations?.[ROTATION]]),
+  );
+type TemplateOwner = { spec: { template: { metadata?: { annotations?: Record<string, string> } } } };
+
+/** Marks the StatefulSets rolled out, as their controller would once every pod is on the current revision and ready. */
+async function rolledOut(cluster: FakeClient, ...names: string[]): Promise<void> {
+  for (const name of names) {
+    const generation = cluster.peek(Kinds.StatefulSet, name, INSTANCE_NAMESPACE)!.metadata.generation;
+    const status = { observedGeneration: generation, replicas: 1, readyReplicas: 1, updatedReplicas: 1, currentRevision: `${name}-${generation}`, updateRevision: `${name}-${generation}` };
+    await cluster.patchStatus(Kinds.StatefulSet, name, INSTANCE_NAMESPACE, { status });
+  }
+}
+
+describe('IoTService reconcile: rotating the credentials', () => {
+  it('a new value of cp.iotservices.io/rotate-credentials makes every credential afresh, records it on the Secret and every pod template (so every workload rolls), once', async () => {
+    const events: string[] = [];
+    const { cluster, reconcile } = setup({ onEvent: (reason) => events.push(reason) });
+    await reconcile();
+    const before = credentialsOf(cluster)!;
+    assert.deepEqual(Object.values(templateRotations(cluster)), [undefined, undefined, undefined, undefined, undefined], 'no rotation yet: no annotation');
+
+    await cluster.patch(IoTServiceType, 'tenant-a', TEST_CONFIG.operatorName, { metadata: { annotations: { 'cp.iotservices.io/rotate-credentials': '2026-03-01' } } });
+    await reconcile();
+    const after = credentialsOf(cluster)!;
+    assert.equal(after.metadata.annotations?.[ROTATION], '2026-03-01', 'the rotation recorded on the Secret');
+    assert.deepEqual(Object.keys(after.data!).sort(), Object.keys(before.data!).sort());
+    for (const key of Object.keys(before.data!)) assert.notEqual(after.data![key], before.data![key], `${key} made afresh`);
+    assert.deepEqual(
+      templateRotations(cluster),
+      { core: undefined, processing: undefined, gateway: undefined, broker: '2026-03-01', database: '2026-03-01' },
+      'broker and database roll first: the Deployments wait until they are rolled out',
+    );
+    assert.deepEqual(events.filter((e) => e === 'CredentialsRotated'), ['CredentialsRotated']);
+    await rolledOut(cluster, 'broker', 'database');
+    await reconcile();
+    assert.deepEqual(templateRotations(cluster), { core: '2026-03-01', processing: '2026-03-01', gateway: '2026-03-01', broker: '2026-03-01', database: '2026-03-01' });
+
+    const writes = credentialWrites(cluster).length;
+    await reconcile();
+    assert.equal(credentialWrites(cluster).length, writes, 'the same rotation again: nothing written');
+    assert.deepEqual(credentialsOf(cluster)!.data, after.data);
+
+    await cluster.patch(IoTServiceType, 'tenant-a', TEST_CONFIG.operatorName, { metadata: { annotations: { 'cp.iotservices.io/rotate-credentials': null } } });
+    await reconcile();
+    assert.equal(credentialWrites(cluster).length, writes, 'the annotation removed: no rotation');
+    assert.deepEqual(credentialsOf(cluster)!.data, after.data);
+    assert.equal(templateRotations(cluster).gateway, '2026-03-01', 'and no roll: the templates keep the recorded rotation');
+    assert.deepEqual(events.filter((e) => e === 'CredentialsRotated'), ['CredentialsRotated']);
+  });
+
+  it('an IoTService asking for a rotation from its start gets its Secret made once, recording it, and not rotated again', async () => {
+    const { cluster, reconcile } = setup({ annotations: { 'cp.iotservices.io/rotate-credentials': 'first' } });
+    await reconcile();
+    const created = credentialsOf(cluster)!;
+    assert.equal(created.metadata.annotations?.[ROTATION], 'first');
+    await reconcile();
+    assert.deepEqual(credentialsOf(cluster)!.data, created.data);
+    assert.equal(credentialWrites(cluster).length, 1, 'only the creation');
   });
 });
 

@@ -16,6 +16,7 @@ import {
   desiredImagePullSecret,
   desiredCredentialsSecret,
   credentialsPatch,
+  credentialsRotation,
   CREDENTIAL_KEYS,
   desiredBrokerStatefulSet,
   desiredDatabaseStatefulSet,
@@ -562,18 +563,59 @@ describe('secrets', () => {
       data: { 'api-token': encode('old-token'), 'broker-password': encode('old-broker'), 'database-password': encode('old-db') },
     };
     assert.deepEqual(credentialsPatch(existing, desired), {
-      metadata: { resourceVersion: '17' },
-      data: {
-        'broker-core-password': encode('brokerCorePassword-value'),
-        'broker-gateway-password': encode('brokerGatewayPassword-value'),
-        'broker-processing-password': encode('brokerProcessingPassword-value'),
-        'broker-route-password': encode('brokerRoutePassword-value'),
-        'device-check-token': encode('deviceCheckToken-value'),
+      patch: {
+        metadata: { resourceVersion: '17' },
+        data: {
+          'broker-core-password': encode('brokerCorePassword-value'),
+          'broker-gateway-password': encode('brokerGatewayPassword-value'),
+          'broker-processing-password': encode('brokerProcessingPassword-value'),
+          'broker-route-password': encode('brokerRoutePassword-value'),
+          'device-check-token': encode('deviceCheckToken-value'),
+        },
       },
+      rotates: false,
     }, 'the keys it lacks; neither the ones it has nor the one no longer used');
     assert.equal(credentialsPatch(desired, desired), undefined, 'nothing lacking, nothing written');
     const emptied: V1Secret = { metadata: { name: 'iot-credentials', resourceVersion: '18' } };
-    assert.deepEqual(Object.keys(credentialsPatch(emptied, desired)?.data ?? {}).sort(), Object.values(CREDENTIAL_KEYS).sort(), 'a Secret without data gets every key');
+    assert.deepEqual(Object.keys(credentialsPatch(emptied, desired)?.patch.data ?? {}).sort(), Object.values(CREDENTIAL_KEYS).sort(), 'a Secret without data gets every key');
+  });
+
+  it('a rotation asked for that the Secret does not record writes every key afresh and records it; one it records writes nothing', () => {
+    const current = desiredCredentialsSecret(testInstance(), CREDENTIALS, 'r1');
+    assert.deepEqual(current.metadata?.annotations, { 'cp.iotservices.io/credentials-rotation': 'r1' });
+    const existing: V1Secret = { ...current, metadata: { ...current.metadata, resourceVersion: '30' } };
+    const fresh = generateCredentials();
+    assert.equal(credentialsPatch(existing, desiredCredentialsSecret(testInstance(), fresh, 'r1')), undefined, 'the same rotation: nothing');
+    const rotated = credentialsPatch(existing, desiredCredentialsSecret(testInstance(), fresh, 'r2'))!;
+    assert.equal(rotated.rotates, true);
+    assert.deepEqual(rotated.patch.metadata, { resourceVersion: '30', annotations: { 'cp.iotservices.io/credentials-rotation': 'r2' } });
+    assert.deepEqual(rotated.patch.data, desiredCredentialsSecret(testInstance(), fresh).data, 'every key, afresh');
+    const unrotated: V1Secret = { ...existing, metadata: { ...existing.metadata, annotations: {} } };
+    assert.equal(credentialsPatch(unrotated, desiredCredentialsSecret(testInstance(), fresh, 'r1'))?.rotates, true, 'a first rotation of a Secret that records none');
+    assert.equal(credentialsPatch(existing, desiredCredentialsSecret(testInstance(), fresh)), undefined, 'no rotation asked for: nothing');
+  });
+
+  it('the rotation asked for is the IoTService\'s annotation, else the one the Secret records', () => {
+    assert.equal(credentialsRotation('r2', 'r1'), 'r2');
+    assert.equal(credentialsRotation(undefined, 'r1'), 'r1', 'removing the annotation rotates nothing');
+    assert.equal(credentialsRotation('', 'r1'), 'r1');
+    assert.equal(credentialsRotation(undefined, undefined), undefined);
+  });
+
+  it('every pod template carries the rotation when there is one, so a rotation rolls every workload; none without', () => {
+    const rotated = desiredChildren(testInstance(), { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS, credentialsRotation: 'r7', keptEmptyDirs: new Set() });
+    const rotatedSpecs = rotated.children.filter((c) => c.object.kind === 'Deployment' || c.object.kind === 'StatefulSet');
+    assert.equal(rotatedSpecs.length, 5);
+    for (const child of rotatedSpecs) {
+      const template = (child.object as V1Deployment | V1StatefulSet).spec!.template;
+      assert.equal(template.metadata?.annotations?.['cp.iotservices.io/credentials-rotation'], 'r7', child.object.metadata.name);
+    }
+    assert.equal(find<V1Secret>(rotated, 'Secret', 'iot-credentials').metadata?.annotations?.['cp.iotservices.io/credentials-rotation'], 'r7');
+    for (const child of children().children.filter((c) => c.object.kind === 'Deployment' || c.object.kind === 'StatefulSet')) {
+      assert.equal((child.object as V1Deployment | V1StatefulSet).spec!.template.metadata?.annotations?.['cp.iotservices.io/credentials-rotation'], undefined);
+    }
+    const broker = find<V1StatefulSet>(children(), 'StatefulSet', 'broker').spec!.template.metadata;
+    assert.equal(broker?.annotations, undefined, 'the broker\'s template has no annotations at all without a rotation');
   });
 
   it('the image-pull-secret copy has the source type and data, and our labels instead of the source’s', () => {

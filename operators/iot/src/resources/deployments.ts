@@ -23,7 +23,7 @@ import type { V1Deployment } from '@kubernetes/client-node';
 import { GATEWAY_PROTOCOLS } from '../api/iotservice.ts';
 import type { Instance } from './instance.ts';
 import { componentLabels, componentSelector } from './labels.ts';
-import { desiredPodTemplate, httpProbe, type ContainerRuntime } from './pod.ts';
+import { desiredPodTemplate, httpProbe, type ContainerRuntime, type TemplateRolls } from './pod.ts';
 import { GATEWAY_TLS_DIR, GATEWAY_TLS_SECRET, servesTls } from './gateway-tls.ts';
 import { CORE_API_PORT, HEALTH_PORT, gatewayPorts, PORTS } from './ports.ts';
 
@@ -78,7 +78,7 @@ function desiredDeployment(
   instance: Instance,
   component: DeploymentComponent,
   runtime: ContainerRuntime,
-  configChecksum: string,
+  rolls: TemplateRolls,
 ): V1Deployment {
   return {
     apiVersion: 'apps/v1',
@@ -89,19 +89,20 @@ function desiredDeployment(
       selector: { matchLabels: componentSelector(instance, component) },
       progressDeadlineSeconds: PROGRESS_DEADLINE_SECONDS,
       ...(component === 'processing' ? { strategy: { type: NO_SURGE_STRATEGY.type, rollingUpdate: { ...NO_SURGE_STRATEGY.rollingUpdate } } } : {}),
-      template: desiredPodTemplate(instance, component, runtime, configChecksum),
+      template: desiredPodTemplate(instance, component, runtime, rolls),
     },
   };
 }
 
-export function desiredGatewayDeployment(instance: Instance, configChecksum: string): V1Deployment {
-  return desiredDeployment(instance, 'gateway', gatewayRuntime(instance), configChecksum);
+/** `credentialsRotation`: secrets.ts `credentialsRotation`, when there is one. */
+export function desiredGatewayDeployment(instance: Instance, configChecksum: string, credentialsRotation?: string): V1Deployment {
+  return desiredDeployment(instance, 'gateway', gatewayRuntime(instance), { configChecksum, credentialsRotation });
 }
 
-export function desiredCoreDeployment(instance: Instance, configChecksum: string): V1Deployment {
-  return desiredDeployment(instance, 'core', CORE_RUNTIME, configChecksum);
+export function desiredCoreDeployment(instance: Instance, configChecksum: string, credentialsRotation?: string): V1Deployment {
+  return desiredDeployment(instance, 'core', CORE_RUNTIME, { configChecksum, credentialsRotation });
 }
 
-export function desiredProcessingDeployment(instance: Instance, configChecksum: string): V1Deployment {
-  return desiredDeployment(instance, 'processing', PROCESSING_RUNTIME, configChecksum);
+export function desiredProcessingDeployment(instance: Instance, configChecksum: string, credentialsRotation?: string): V1Deployment {
+  return desiredDeployment(instance, 'processing', PROCESSING_RUNTIME, { configChecksum, credentialsRotation });
 }

@@ -9,8 +9,9 @@
  * has apiVersion, kind, metadata.name and (except the Namespace) metadata.namespace set, and the
  * instance labels. The child marked `generated` (the credentials) is created when missing and
  * afterwards only completed, never compared or applied: the keys it lacks are added (secrets.ts
- * `credentialsPatch`), the ones it has never change; all others are kept equal to their desired
- * form.
+ * `credentialsPatch`), the ones it has never change unless a new rotation is asked for, which
+ * makes them all afresh and, put on every pod template, rolls every workload; all others are kept
+ * equal to their desired form.
  * `writeStages` groups them into the stages they are written in: within a stage children are
  * independent; a stage starts only once the one before it is written, so no pod is created
  * before its namespace's NetworkPolicies, Secrets, ConfigMaps and Services exist.
@@ -64,8 +65,10 @@ export interface DesiredChild {
 export interface ChildSources {
   /** The landscape's `image-pull-secret` as observed in the operator namespace. */
   imagePullSecret: V1Secret;
-  /** Fresh credentials, used only for what `iot-credentials` lacks: all of it when it does not exist yet (see `generateCredentials`). */
+  /** Fresh credentials, used only for what `iot-credentials` lacks: all of it when it does not exist yet (see `generateCredentials`), or all on a rotation. */
   credentials: IoTCredentials;
+  /** The rotation the credentials are to be made for (secrets.ts `credentialsRotation`), if any: recorded on the Secret and every pod template. */
+  credentialsRotation?: string;
   /** The components whose existing StatefulSet keeps its emptyDir (data-volume.ts `dataVolume`). */
   keptEmptyDirs: KeptEmptyDirs;
   /** The gateway's CA and server certificate (gateway-tls.ts), kept or renewed by the reconcile; only for an instance that `servesTls`. */
@@ -109,7 +112,7 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredResourceQuota(instance)),
       apply(desiredLimitRange(instance)),
       apply(desiredImagePullSecret(instance, sources.imagePullSecret)),
-      { object: desiredCredentialsSecret(instance, sources.credentials) as DesiredObject, generated: true },
+      { object: desiredCredentialsSecret(instance, sources.credentials, sources.credentialsRotation) as DesiredObject, generated: true },
       ...(tls ? [apply(desiredGatewayCaSecret(instance, tls)), apply(desiredGatewayTlsSecret(instance, tls))] : []),
       apply(configMap),
       ...(tls ? [apply(desiredGatewayCaConfigMap(instance, tls))] : []),
@@ -119,11 +122,11 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredDatabaseClientService(instance)),
       apply(desiredCoreService(instance)),
       apply(desiredGatewayService(instance)),
-      apply(desiredBrokerStatefulSet(instance, sources.keptEmptyDirs)),
-      apply(desiredDatabaseStatefulSet(instance, sources.keptEmptyDirs)),
-      apply(desiredCoreDeployment(instance, checksum)),
-      apply(desiredProcessingDeployment(instance, checksum)),
-      apply(desiredGatewayDeployment(instance, checksum)),
+      apply(desiredBrokerStatefulSet(instance, sources.keptEmptyDirs, sources.credentialsRotation)),
+      apply(desiredDatabaseStatefulSet(instance, sources.keptEmptyDirs, sources.credentialsRotation)),
+      apply(desiredCoreDeployment(instance, checksum, sources.credentialsRotation)),
+      apply(desiredProcessingDeployment(instance, checksum, sources.credentialsRotation)),
+      apply(desiredGatewayDeployment(instance, checksum, sources.credentialsRotation)),
     ],
   };
 }

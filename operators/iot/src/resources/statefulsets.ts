@@ -10,7 +10,8 @@
  * server refuses any change to a claim template, so what a StatefulSet was made with stays.
  * The claim template is a pure function of `storage` and `storageClassName` only, for the same
  * reason. Neither reads config.yml, so their pod templates carry no config checksum: a
- * `spec.config` change never restarts the broker or the database.
+ * `spec.config` change never restarts the broker or the database; they carry the credentials'
+ * rotation like every template (pod.ts), so a rotation restarts them with the new passwords.
  *
  * The broker is nats-server with JetStream: it is ready once JetStream is
  * (`/healthz?js-enabled-only=true` on the monitor port) and alive while it accepts clients (4222).
@@ -70,7 +71,7 @@ export function dataClaimTemplate(instance: Instance, volume: DataVolume): V1Per
   };
 }
 
-function desiredStatefulSet(instance: Instance, component: StatefulSetComponent, runtime: ContainerRuntime, kept: KeptEmptyDirs): V1StatefulSet {
+function desiredStatefulSet(instance: Instance, component: StatefulSetComponent, runtime: ContainerRuntime, kept: KeptEmptyDirs, credentialsRotation: string | undefined): V1StatefulSet {
   const claim = dataClaimTemplate(instance, dataVolume(instance, component, kept));
   return {
     apiVersion: 'apps/v1',
@@ -80,16 +81,17 @@ function desiredStatefulSet(instance: Instance, component: StatefulSetComponent,
       replicas: instance.spec[component].replicas,
       serviceName: component,
       selector: { matchLabels: componentSelector(instance, component) },
-      template: desiredPodTemplate(instance, component, runtime, undefined, { dataEmptyDir: !claim }),
+      template: desiredPodTemplate(instance, component, runtime, { credentialsRotation }, { dataEmptyDir: !claim }),
       ...(claim ? { volumeClaimTemplates: [claim] } : {}),
     },
   };
 }
 
-export function desiredBrokerStatefulSet(instance: Instance, kept: KeptEmptyDirs = new Set()): V1StatefulSet {
-  return desiredStatefulSet(instance, 'broker', brokerRuntime(instance), kept);
+/** `credentialsRotation`: secrets.ts `credentialsRotation`, when there is one. */
+export function desiredBrokerStatefulSet(instance: Instance, kept: KeptEmptyDirs = new Set(), credentialsRotation?: string): V1StatefulSet {
+  return desiredStatefulSet(instance, 'broker', brokerRuntime(instance), kept, credentialsRotation);
 }
 
-export function desiredDatabaseStatefulSet(instance: Instance, kept: KeptEmptyDirs = new Set()): V1StatefulSet {
-  return desiredStatefulSet(instance, 'database', DATABASE_RUNTIME, kept);
+export function desiredDatabaseStatefulSet(instance: Instance, kept: KeptEmptyDirs = new Set(), credentialsRotation?: string): V1StatefulSet {
+  return desiredStatefulSet(instance, 'database', DATABASE_RUNTIME, kept, credentialsRotation);
 }
