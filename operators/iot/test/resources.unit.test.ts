@@ -336,9 +336,13 @@ describe('pods', () => {
         'IOT_BROKER_CORE_PASSWORD=broker-core-password',
         'IOT_BROKER_ROUTE_PASSWORD=broker-route-password',
       ],
-      database: ['IOT_DATABASE_PASSWORD=database-password'],
-      core: ['IOT_API_TOKEN=api-token', 'IOT_DEVICE_CHECK_TOKEN=device-check-token', 'IOT_BROKER_CORE_PASSWORD=broker-core-password', 'IOT_DATABASE_PASSWORD=database-password'],
-      processing: ['IOT_BROKER_PROCESSING_PASSWORD=broker-processing-password', 'IOT_DATABASE_PASSWORD=database-password'],
+      database: [
+        'IOT_DATABASE_PASSWORD=database-password',
+        'IOT_DATABASE_CORE_PASSWORD=database-core-password',
+        'IOT_DATABASE_PROCESSING_PASSWORD=database-processing-password',
+      ],
+      core: ['IOT_API_TOKEN=api-token', 'IOT_DEVICE_CHECK_TOKEN=device-check-token', 'IOT_BROKER_CORE_PASSWORD=broker-core-password', 'IOT_DATABASE_CORE_PASSWORD=database-core-password'],
+      processing: ['IOT_BROKER_PROCESSING_PASSWORD=broker-processing-password', 'IOT_DATABASE_PROCESSING_PASSWORD=database-processing-password'],
       gateway: ['IOT_DEVICE_CHECK_TOKEN=device-check-token', 'IOT_BROKER_GATEWAY_PASSWORD=broker-gateway-password'],
     });
     for (const [, spec] of podSpecs(children())) {
@@ -549,7 +553,9 @@ describe('secrets', () => {
       'broker-gateway-password': 'brokerGatewayPassword-value',
       'broker-processing-password': 'brokerProcessingPassword-value',
       'broker-route-password': 'brokerRoutePassword-value',
+      'database-core-password': 'databaseCorePassword-value',
       'database-password': 'databasePassword-value',
+      'database-processing-password': 'databaseProcessingPassword-value',
       'device-check-token': 'deviceCheckToken-value',
     });
   });
@@ -557,7 +563,7 @@ describe('secrets', () => {
   it('an existing iot-credentials is completed with the keys it lacks, fresh; the keys it has never change', () => {
     const desired = desiredCredentialsSecret(testInstance(), CREDENTIALS);
     const encode = (value: string) => Buffer.from(value).toString('base64');
-    // As an instance made before the device-check token and the broker users existed has it.
+    // As an instance made before the device-check token and the broker users and database roles existed has it.
     const existing: V1Secret = {
       metadata: { name: 'iot-credentials', resourceVersion: '17' },
       data: { 'api-token': encode('old-token'), 'broker-password': encode('old-broker'), 'database-password': encode('old-db') },
@@ -570,6 +576,8 @@ describe('secrets', () => {
           'broker-gateway-password': encode('brokerGatewayPassword-value'),
           'broker-processing-password': encode('brokerProcessingPassword-value'),
           'broker-route-password': encode('brokerRoutePassword-value'),
+          'database-core-password': encode('databaseCorePassword-value'),
+          'database-processing-password': encode('databaseProcessingPassword-value'),
           'device-check-token': encode('deviceCheckToken-value'),
         },
       },

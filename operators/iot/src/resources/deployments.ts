@@ -14,9 +14,9 @@
  * gets the device-check token to check devices against core — never core's api token, which only
  * core gets. Each component gets only its own credentials: its broker user's password (the
  * broker knows the components as users `gateway`, `core` and `processing`, each allowed only
- * what it needs) and, for core and processing, the database password; the database knows them
- * as user `iot`. The reference images fix those user names (iot-credentials holds only
- * passwords).
+ * what it needs) and, for core and processing, its database role's password (roles `iot_core`
+ * and `iot_processing`, neither a superuser nor allowed DDL). The reference images fix those
+ * names (iot-credentials holds only passwords).
  */
 
 import type { V1Deployment } from '@kubernetes/client-node';
@@ -58,13 +58,13 @@ export function gatewayRuntime(instance: Instance): ContainerRuntime {
 export const CORE_RUNTIME: ContainerRuntime = {
   ports: [CORE_API_PORT, HEALTH_PORT],
   ...healthProbes,
-  credentials: ['apiToken', 'deviceCheckToken', 'brokerCorePassword', 'databasePassword'],
+  credentials: ['apiToken', 'deviceCheckToken', 'brokerCorePassword', 'databaseCorePassword'],
 };
 
 export const PROCESSING_RUNTIME: ContainerRuntime = {
   ports: [HEALTH_PORT],
   ...healthProbes,
-  credentials: ['brokerProcessingPassword', 'databasePassword'],
+  credentials: ['brokerProcessingPassword', 'databaseProcessingPassword'],
 };
 
 /**

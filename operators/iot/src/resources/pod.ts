@@ -54,6 +54,8 @@ export const CREDENTIAL_ENV: Readonly<Record<CredentialName, string>> = {
   brokerCorePassword: 'IOT_BROKER_CORE_PASSWORD',
   brokerRoutePassword: 'IOT_BROKER_ROUTE_PASSWORD',
   databasePassword: 'IOT_DATABASE_PASSWORD',
+  databaseCorePassword: 'IOT_DATABASE_CORE_PASSWORD',
+  databaseProcessingPassword: 'IOT_DATABASE_PROCESSING_PASSWORD',
 };
 
 /** How one component's container runs. */

@@ -31,7 +31,11 @@ export const CREDENTIALS_ROTATION_ANNOTATION = 'cp.iotservices.io/credentials-ro
 
 /** Keys of the iot-credentials Secret. */
 export const CREDENTIAL_KEYS = {
+  /** The database's superuser, who may log in over the database pod's local socket alone. */
   databasePassword: 'database-password',
+  /** The database roles' passwords, one per component that uses the database (their rights: the database image's database.sh). */
+  databaseCorePassword: 'database-core-password',
+  databaseProcessingPassword: 'database-processing-password',
   /** core's api token: every route of core's API. */
   apiToken: 'api-token',
   /** The gateway's token: core's device check, nothing else. */

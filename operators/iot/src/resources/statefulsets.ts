@@ -50,11 +50,12 @@ export function brokerRuntime(instance: Instance): ContainerRuntime {
   };
 }
 
+/** The database is told its superuser's password and those of the components' roles, which it makes and keeps at every start. */
 export const DATABASE_RUNTIME: ContainerRuntime = {
   ports: [DATABASE_PORT],
   readinessProbe: tcpProbe(PORTS.database, 'readiness'),
   livenessProbe: tcpProbe(PORTS.database, 'liveness'),
-  credentials: ['databasePassword'],
+  credentials: ['databasePassword', 'databaseCorePassword', 'databaseProcessingPassword'],
   dataPath: DATA_PATH,
 };
 

@@ -2,9 +2,10 @@
  * core's entry point: `node --import tsx src/core/main.ts` (in the image: `node dist/core.mjs`).
  *
  * Guarantees: reads config.yml, IOT_API_TOKEN, IOT_DEVICE_CHECK_TOKEN, IOT_BROKER_CORE_PASSWORD
- * (broker user `core`) and IOT_DATABASE_PASSWORD; serves /healthz and /readyz on 8081 at once
- * (ready = the schema is in place and the database answers); creates the schema, retrying until
- * the database accepts it, and only then serves the API on 8080. It connects to the broker in the
+ * (broker user `core`) and IOT_DATABASE_CORE_PASSWORD (database role `iot_core`: the registry and
+ * reading telemetry, no DDL); serves /healthz and /readyz on 8081 at once (ready = its tables
+ * were reached and the database answers); waits until it reaches its tables (devices, telemetry:
+ * the database image makes them), retrying, and only then serves the API on 8080. It connects to the broker in the
  * background, retrying until it is in, keeps the streams and processing's consumer in place
  * there (broker-resources.ts) and announces device changes there (device-notices.ts); the broker
  * is no part of readiness (registration, the telemetry query and the gateway's device check need
@@ -17,13 +18,13 @@ import { createServer } from 'node:http';
 import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { connectBroker } from '../shared/broker.ts';
-import { BROKER_USERS, credential, loadConfig } from '../shared/config.ts';
+import { BROKER_USERS, credential, DATABASE_ROLES, loadConfig } from '../shared/config.ts';
 import { startHealthServer } from '../shared/health.ts';
 import { startComponent } from '../shared/lifecycle.ts';
 import { createLogger } from '../shared/log.ts';
 import { closeServer, listenOn } from '../shared/net.ts';
 import { retry } from '../shared/retry.ts';
-import { createPool, ensureSchema, PostgresStore } from '../shared/store.ts';
+import { createPool, PostgresStore } from '../shared/store.ts';
 import { serviceVersion } from '../shared/version.ts';
 import { createCoreApi } from './api.ts';
 import { keepBrokerResources } from './broker-resources.ts';
@@ -38,18 +39,18 @@ await startComponent(log, version, async () => {
   const apiToken = credential('IOT_API_TOKEN');
   const deviceCheckToken = credential('IOT_DEVICE_CHECK_TOKEN');
   const brokerPassword = credential('IOT_BROKER_CORE_PASSWORD');
-  const pool = createPool(config.endpoints.database, credential('IOT_DATABASE_PASSWORD'), log);
+  const pool = createPool(config.endpoints.database, DATABASE_ROLES.core, credential('IOT_DATABASE_CORE_PASSWORD'), log);
   const store = new PostgresStore(pool);
   const stopping = new AbortController();
-  let schemaReady = false;
+  let tablesReached = false;
 
   const health = await startHealthServer(
     {
       component: 'core',
       version,
       checks: {
-        schema: async () => {
-          if (!schemaReady) throw new Error('schema not yet created');
+        tables: async () => {
+          if (!tablesReached) throw new Error('its tables not reached yet');
         },
         database: () => store.ping(),
       },
@@ -74,11 +75,11 @@ await startComponent(log, version, async () => {
     if (!stopping.signal.aborted) log.error('cannot connect to the broker', { error });
   });
 
-  const serving = retry(() => ensureSchema(pool), {
+  const serving = retry(() => store.reachesTables(['devices', 'telemetry']), {
     signal: stopping.signal,
-    onFailure: (error, failures) => log.warn('database not ready for the schema; retrying', { error, failures }),
+    onFailure: (error, failures) => log.warn('database not ready; retrying', { error, failures }),
   }).then(async () => {
-    schemaReady = true;
+    tablesReached = true;
     await listenOn(api, { host: LISTEN_HOST, port: CORE_API_PORT });
     log.info('serving the API', { port: CORE_API_PORT, instance: config.instance, configVersion: config.version });
   });

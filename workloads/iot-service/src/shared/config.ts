@@ -16,8 +16,8 @@ import { parse } from 'yaml';
 /** Where the operator mounts config.yml unless IOT_CONFIG_FILE says otherwise. */
 export const DEFAULT_CONFIG_FILE = '/etc/sap/config.yml';
 
-/** The user the database knows the components as (iot-credentials holds only passwords). */
-export const SERVICE_USER = 'iot';
+/** The role each component is at the database, each allowed only what it does (image/database.sh). */
+export const DATABASE_ROLES = { core: 'iot_core', processing: 'iot_processing' } as const;
 /** The user each component is at the broker, each with its own permissions (image/broker.sh). */
 export const BROKER_USERS = { gateway: 'gateway', processing: 'processing', core: 'core' } as const;
 /** The database holding devices and telemetry. */
@@ -117,7 +117,8 @@ export type CredentialVariable =
   | 'IOT_BROKER_GATEWAY_PASSWORD'
   | 'IOT_BROKER_PROCESSING_PASSWORD'
   | 'IOT_BROKER_CORE_PASSWORD'
-  | 'IOT_DATABASE_PASSWORD';
+  | 'IOT_DATABASE_CORE_PASSWORD'
+  | 'IOT_DATABASE_PROCESSING_PASSWORD';
 
 export function credential(name: CredentialVariable, env: NodeJS.ProcessEnv = process.env): string {
   const value = env[name];
