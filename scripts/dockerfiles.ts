@@ -25,8 +25,9 @@
  *   (IOT_SERVICE_COMPONENTS), each running as the operator's pod user 10001:10001 and reporting
  *   the build argument VERSION as IOT_SERVICE_VERSION; the broker is NATS Server of the version
  *   the module cluster/engines/nats-server pins (NATS' image, or locally the binary built from that
- *   module), the database Debian's postgresql, each with user `iot` (10001) and its entry script
- *   beside the Dockerfile. It needs no Go base image.
+ *   module), the database Debian's postgresql with the schema (IOT_SERVICE_SCHEMA, at
+ *   DATABASE_SCHEMA_PATH), each with user `iot` (10001) and its entry script beside the
+ *   Dockerfile. It needs no Go base image.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -236,15 +237,19 @@ const IOT_USER_IDS = `${IOT_USER.uid}:${IOT_USER.uid}`;
 const nodeComponent = (component: IoTServiceComponent): RuntimeStage =>
   nodeProgram('iot-service', component, { target: component, version: true, user: IOT_USER_IDS });
 
+/** The database's schema (the one definition of its tables), and where the database image has it for its entry script. */
+export const IOT_SERVICE_SCHEMA = 'workloads/iot-service/schema.sql';
+export const DATABASE_SCHEMA_PATH = '/usr/local/share/iot/schema.sql';
+
 /**
  * A component from a Debian package: the package and user `iot` (10001, home the data volume at
- * /var/lib/iot) in one step, and the component's entry script (image/<component>.sh) as
- * /usr/local/bin/iot-<component>.
+ * /var/lib/iot) in one step, the files it needs (`COPY` lines), and the component's entry script
+ * (image/<component>.sh) as /usr/local/bin/iot-<component>.
  */
-const debianPackageComponent = (component: IoTServiceComponent, debianPackage: string): RuntimeStage => ({
+const debianPackageComponent = (component: IoTServiceComponent, debianPackage: string, files: string[] = []): RuntimeStage => ({
   target: component,
   packages: { names: [debianPackage], user: IOT_USER },
-  program: [`COPY ${path.dirname(IOT_SERVICE_DOCKERFILE)}/${component}.sh /usr/local/bin/iot-${component}`],
+  program: [...files, `COPY ${path.dirname(IOT_SERVICE_DOCKERFILE)}/${component}.sh /usr/local/bin/iot-${component}`],
   version: true,
   user: IOT_USER_IDS,
   entrypoint: [`/usr/local/bin/iot-${component}`],
@@ -283,7 +288,7 @@ const IOT_SERVICE_STAGES: Record<IoTServiceComponent, RuntimeStage> = {
   gateway: nodeComponent('gateway'),
   processing: nodeComponent('processing'),
   broker: natsBroker,
-  database: debianPackageComponent('database', 'postgresql'),
+  database: debianPackageComponent('database', 'postgresql', [`COPY ${IOT_SERVICE_SCHEMA} ${DATABASE_SCHEMA_PATH}`]),
 };
 
 export function iotServiceDockerfile(): string {
@@ -301,8 +306,10 @@ export function iotServiceDockerfile(): string {
       "                             node_modules), each started with its component's entry file",
       `  broker                     NATS Server ${pinnedNatsServerVersion()} with JetStream (NATS_SERVER_IMAGE; locally the binary`,
       `                             built from ${NATS_SERVER_MODULE}):`,
-      '                             clients on 4222 as user `iot` with the broker password, monitoring 8222',
-      "  database                   Debian's postgresql: role and database `iot`, initdb into the volume",
+      '                             clients on 4222 as users gateway, processing and core, each allowed only',
+      '                             what it needs (broker.sh), monitoring 8222',
+      "  database                   Debian's postgresql: database `iot`, initdb into the volume; at every start",
+      '                             schema.sql and the roles of core and processing applied (database.sh)',
       'VERSION is what every component reports (/healthz, start log line; the broker and the database',
       'log it at start); `npm run image:iot-service` also sets it on each built image (buildah keys no',
       "cached ENV step on an argument's value). Everything runs as the operator's pod user (10001) on",

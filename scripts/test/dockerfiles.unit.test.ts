@@ -2,10 +2,10 @@
 // reference IoT service's; scripts/test/generate.unit.test.ts holds the committed ones to them):
 // their bases are build arguments with public defaults, and the images differ only in what they carry.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { dockerfile, generatedDockerfiles, iotServiceDockerfile, OPERATOR_IMAGES } from '../dockerfiles.ts';
+import { DATABASE_SCHEMA_PATH, dockerfile, generatedDockerfiles, IOT_SERVICE_SCHEMA, iotServiceDockerfile, OPERATOR_IMAGES } from '../dockerfiles.ts';
 import { repoRoot as root } from '../generator.ts';
 import { IOT_SERVICE_COMPONENTS } from '../iot-service-images.ts';
 
@@ -57,6 +57,12 @@ describe('Dockerfiles', () => {
         assert.ok(lines.includes('ENV NODE_ENV=production') && lines.includes('COPY --from=build /src/workloads/iot-service/dist/ ./'), component);
       }
     }
+  });
+
+  it("the IoT service's database carries schema.sql where its entry script applies it from", () => {
+    assert.ok(stages(iotServiceDockerfile()).get('database')!.includes(`COPY ${IOT_SERVICE_SCHEMA} ${DATABASE_SCHEMA_PATH}`));
+    assert.match(readFileSync(path.join(root, 'workloads/iot-service/image/database.sh'), 'utf8'), new RegExp(`^schema=${DATABASE_SCHEMA_PATH.replaceAll('.', '\\.')}$`, 'm'));
+    assert.ok(existsSync(path.join(root, IOT_SERVICE_SCHEMA)));
   });
 
   it("the IoT service's broker is NATS Server of the version the module cluster/engines/nats-server pins, from an image argument (no Go base)", () => {

@@ -13,8 +13,13 @@
  *   A Deployment whose pods would roll waits while a StatefulSet is not rolled out
  *   (rollout-order.ts): an upgrade brings database and broker up on the new version first.
  * - A child is written only when the cached object lacks a field of its desired form or carries
- *   the hash of an older desired form (server-side apply, one field manager); the credentials Secret is created once and never written again; a
- *   reconcile of an instance whose children match makes no write at all.
+ *   the hash of an older desired form (server-side apply, one field manager); the credentials
+ *   Secret is created once, and afterwards written only to add the keys it lacks (never changing
+ *   one it has) or, when the IoTService's `cp.iotservices.io/rotate-credentials` differs from the
+ *   rotation the Secret records, to make every key afresh and record it (a Normal Event
+ *   `CredentialsRotated`), the new rotation then on every pod template, so every workload rolls —
+ *   the StatefulSets first, as for any rollout; a reconcile of an instance whose children match
+ *   makes no write at all.
  * - A namespace this operator did not create for the instance (labels and the IoTService's UID
  *   in its owner annotation) is never adopted, changed or deleted; the instance goes Failed and
  *   says so. Deletion is conditional on the namespace's UID, so a namespace recreated meanwhile
@@ -78,8 +83,13 @@ import {
 import { API_GROUP, IOTSERVICE_PLURAL, type IoTService, type IoTServiceStatus } from './api/iotservice.ts';
 import { apiRefusedFailure, imagePullSecretMissingFailure, namespaceNotOwnedFailure, permissionMissingFailure, type Failure, type RefusedRequest } from './failure.ts';
 import {
+  CREDENTIALS_ROTATION_ANNOTATION,
+  CREDENTIALS_SECRET_NAME,
   IMAGE_PULL_SECRET_NAME,
   INSTANCE_LABEL,
+  ROTATE_CREDENTIALS_ANNOTATION,
+  credentialsPatch,
+  credentialsRotation,
   desiredChildren,
   generateCredentials,
   instanceIdOf,
@@ -179,6 +189,8 @@ class IoTReconcile {
   private moved = 0;
   /** The gateway's TLS material as this reconcile rendered it (none when it rendered nothing). */
   private tls: GatewayTls | undefined;
+  /** Records an Event on the IoTService being reconciled (set once it is known). */
+  private event: ((type: 'Normal' | 'Warning', reason: string, message: string) => void) | undefined;
 
   constructor(
     private readonly config: IoTControllerConfig,
@@ -261,6 +273,7 @@ class IoTReconcile {
 
     const key = keyOf({ namespace: iot.metadata.namespace, name: iot.metadata.name! });
     const event = (type: 'Normal' | 'Warning', reason: string, message: string) => this.ctx.recorder.event(iot, type, reason, message);
+    this.event = event;
     if (servesTls(instance)) {
       const tls = await this.memory.tls.material({ client: this.ctx.client, cache: this.ctx.cache, event }, key, instance, new Date());
       if (!tls.ok) return failed(tls.failure);
@@ -269,10 +282,14 @@ class IoTReconcile {
     const gatewayTls = this.tls?.material;
 
     const keptEmptyDirs = this.keptEmptyDirs(instance);
-    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${this.tls?.fingerprint ?? ''}`;
+    const recorded = this.ctx.cache.get<V1Secret & KubeObject>(Kinds.Secret, CREDENTIALS_SECRET_NAME, instance.namespace)?.metadata.annotations?.[CREDENTIALS_ROTATION_ANNOTATION];
+    const rotation = credentialsRotation(iot.metadata.annotations?.[ROTATE_CREDENTIALS_ANNOTATION], recorded);
+    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${this.tls?.fingerprint ?? ''}/${rotation ?? ''}`;
     const rendering = this.memory.rendered.get(key, renderingKey, () =>
-      // Fresh credentials are used only if the credentials Secret does not exist yet.
-      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), keptEmptyDirs, gatewayTls }).children.map((child) => prepareChild(child, this.config.shard)),
+      // Fresh credentials are used only for what the credentials Secret lacks, or all of them on a rotation.
+      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), credentialsRotation: rotation, keptEmptyDirs, gatewayTls }).children.map((child) =>
+        prepareChild(child, this.config.shard),
+      ),
     );
     let writes = 0;
     let relabelled = 0;
@@ -334,24 +351,13 @@ class IoTReconcile {
     const id = rendering.ids[index]!;
     const type = CHILD_TYPES[id.kind]!;
     const observed = this.ctx.cache.get(type, id.name, id.namespace);
-    if (observed && (id.createOnly || rendering.matches(index, observed))) return 'unchanged';
+    if (observed && rendering.matches(index, observed)) return 'unchanged';
     const { desired } = rendering.child(index);
     if (type === Kinds.Namespace && ownership === 'absent' && !observed) {
       await this.createNamespace(desired);
       return 'written';
     }
-    if (id.createOnly) {
-      try {
-        await this.ctx.client.create(type, desired);
-      } catch (err) {
-        if (!isAlreadyExists(err)) throw err;
-        // A shard caches only children carrying its label: this one carries a former shard's.
-        if (!this.config.shard) return 'unchanged';
-        await this.relabel(type, desired);
-        return 'relabelled';
-      }
-      return 'written';
-    }
+    if (id.generated) return this.ensureCredentials(index, rendering, type, observed);
     let current: KubeObject | undefined = observed;
     if (observed) {
       // The cache holds only the metadata of these kinds: compare with the object as it is.
@@ -387,6 +393,44 @@ class IoTReconcile {
     }
     // Fields owned by another manager keep apply from converging: replace the object outright.
     await this.ctx.client.replace(type, overlay(applied ?? current!, desired));
+    return 'written';
+  }
+
+  /**
+   * The generated credentials: created with every key when missing; otherwise read as they are
+   * and, when they lack keys or a new rotation is asked for, completed or rotated (secrets.ts
+   * `credentialsPatch`, one merge patch under the resourceVersion read, so a concurrent write
+   * fails it instead of being overwritten). Outside a rotation a key the Secret has is never
+   * written.
+   */
+  private async ensureCredentials(index: number, rendering: Rendering, type: ResourceType, observed: KubeObject | undefined): Promise<ChildWrite> {
+    const { desired } = rendering.child(index);
+    const current = observed && (await this.memory.bodies.read(this.ctx.client, type, observed));
+    if (!current) {
+      try {
+        rendering.recordMatch(index, await this.ctx.client.create(type, desired));
+      } catch (err) {
+        if (!isAlreadyExists(err)) throw err;
+        // A shard caches only children carrying its label: this one carries a former shard's.
+        if (!this.config.shard) return 'unchanged';
+        await this.relabel(type, desired);
+        return 'relabelled';
+      }
+      return 'written';
+    }
+    const write = credentialsPatch(current as V1Secret, desired as V1Secret);
+    if (!write) {
+      rendering.recordMatch(index, current);
+      return 'unchanged';
+    }
+    rendering.recordMatch(index, await this.ctx.client.patch(type, desired.metadata.name!, desired.metadata.namespace, write.patch, 'merge'));
+    if (write.rotates) {
+      const rotation = write.patch.metadata.annotations?.[CREDENTIALS_ROTATION_ANNOTATION];
+      this.ctx.log.info({ secret: desired.metadata.name, rotation }, 'credentials rotated');
+      this.event?.('Normal', 'CredentialsRotated', `Made every credential of Secret ${CREDENTIALS_SECRET_NAME} afresh for rotation ${JSON.stringify(rotation)}; every workload rolls to read them.`);
+    } else {
+      this.ctx.log.info({ secret: desired.metadata.name, added: Object.keys(write.patch.data) }, 'credentials completed with the keys they lacked');
+    }
     return 'written';
   }
 
@@ -601,7 +645,7 @@ type ChildWrite = 'unchanged' | 'written' | 'relabelled';
  */
 function prepareChild(child: DesiredChild, shard: IoTControllerConfig['shard']): PreparedChild {
   const object = child.object as unknown as KubeObject;
-  const stamped = child.createOnly ? object : withDesiredHash(object);
+  const stamped = child.generated ? object : withDesiredHash(object);
   if (!shard) return { child, desired: stamped };
   return { child, desired: { ...stamped, metadata: { ...stamped.metadata, labels: { ...stamped.metadata.labels, [shardLabel(shard.ring)]: shard.name } } } };
 }

@@ -30,7 +30,7 @@ export const extraPermissions: ExtraPermission[] = [
     .map((type) => ({
       type,
       verbs: ['create', 'update', 'patch'],
-      reason: 'children in instance namespaces: server-side applied, replaced when apply cannot converge; the credentials Secret created once',
+      reason: 'children in instance namespaces: server-side applied, replaced when apply cannot converge; the credentials Secret created, then only completed with keys it lacks',
     })),
   {
     type: Kinds.Pod,

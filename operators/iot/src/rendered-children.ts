@@ -10,10 +10,12 @@
  *   keeps that resourceVersion, or changes only in its status: an object unchanged outside its
  *   status (its content fingerprint) against an unchanged desired form cannot differ, and no
  *   desired child has a status. So the status updates of a rolling workload cost no comparison.
- * - Once every compared child matches (`releaseIfAllMatched`), the desired objects are let go and
- *   only the children's names and fingerprints are kept: an instance at rest costs a few hundred
- *   bytes, not its rendered children. They are rendered again, identically for the same key,
- *   when a child has to be compared or written (`child`).
+ * - Once every child matches (`releaseIfAllMatched`; the generated credentials: found to lack no
+ *   key), the desired objects are let go and only the children's names and fingerprints are
+ *   kept: an instance at rest costs a few hundred bytes, not its rendered children. They are
+ *   rendered again, identically for the same key (but for the fresh values of the generated
+ *   credentials, which are only written for keys the Secret lacks), when a child has to be
+ *   compared or written (`child`).
  * A new rendering key starts afresh; `forget` drops an instance (deleted or gone).
  */
 import { createHash } from 'node:crypto';
@@ -22,7 +24,7 @@ import { writeStages, type DesiredChild } from './resources/index.ts';
 
 export interface PreparedChild {
   child: DesiredChild;
-  /** The object to write: stamped with its desired hash unless create-only. */
+  /** The object to write: stamped with its desired hash unless generated. */
   desired: KubeObject;
 }
 
@@ -31,7 +33,7 @@ export interface ChildId {
   kind: string;
   name: string;
   namespace: string | undefined;
-  createOnly: boolean;
+  generated: boolean;
 }
 
 interface Match {
@@ -53,7 +55,7 @@ export class Rendering {
     const prepared = render();
     this.prepared = prepared;
     this.stages = writeStages(prepared.map((p) => p.child));
-    this.ids = prepared.map(({ child, desired }) => ({ kind: desired.kind!, name: desired.metadata.name!, namespace: desired.metadata.namespace, createOnly: child.createOnly }));
+    this.ids = prepared.map(({ child, desired }) => ({ kind: desired.kind!, name: desired.metadata.name!, namespace: desired.metadata.namespace, generated: child.generated }));
   }
 
   /** Child `index` with its desired form, rendered again if it was let go. */
@@ -80,9 +82,9 @@ export class Rendering {
     else this.matched.set(index, { resourceVersion, fingerprint: contentFingerprint(observed) });
   }
 
-  /** Lets the desired objects go when every child that is compared has been found to match. */
+  /** Lets the desired objects go when every child has been found to match (the generated one: to lack nothing). */
   releaseIfAllMatched(): void {
-    if (this.ids.every((id, index) => id.createOnly || this.matched.has(index))) this.prepared = undefined;
+    if (this.ids.every((_id, index) => this.matched.has(index))) this.prepared = undefined;
   }
 }
 

@@ -15,6 +15,7 @@ import { FakeClient } from '@iot-operator/runtime/testing';
 import type { IoTService } from '../src/api/iotservice.ts';
 import { iotReconciler } from '../src/controller.ts';
 import { FINALIZER, IoTServiceType } from '../src/iotservice-types.ts';
+import { CREDENTIAL_KEYS } from '../src/resources/secrets.ts';
 import { iotService, TEST_CONFIG } from './fixtures.ts';
 
 const INSTANCE_NAMESPACE = 'devawsk8s-tenant-a';
@@ -51,11 +52,12 @@ class SlowClient extends FakeClient {
   }
 }
 
-function setup() {
+function setup(options: { annotations?: Record<string, string>; onEvent?: (reason: string) => void } = {}) {
   const cluster = new SlowClient();
   cluster.seed(Kinds.Secret, { metadata: { name: 'image-pull-secret', namespace: TEST_CONFIG.operatorName }, type: 'kubernetes.io/dockerconfigjson', data: { '.dockerconfigjson': 'e30=' } });
-  cluster.seed(IoTServiceType, iotService('tenant-a', { version: '2.4.1' }) as unknown as KubeObject);
-  const ctx = cluster.reconcileContext();
+  const iot = iotService('tenant-a', { version: '2.4.1' });
+  cluster.seed(IoTServiceType, { ...iot, metadata: { ...iot.metadata, annotations: options.annotations } } as unknown as KubeObject);
+  const ctx = { ...cluster.reconcileContext(), recorder: { event: (_object: unknown, _type: string, reason: string) => options.onEvent?.(reason), flush: async () => undefined } };
   const reconciler = iotReconciler({ ...TEST_CONFIG, watchNamespace: '', maxConcurrentReconciles: 1 });
   const reconcile = () => reconciler({ namespace: TEST_CONFIG.operatorName, name: 'tenant-a' }, ctx);
   const status = () => cluster.peek<IoTService & KubeObject>(IoTServiceType, 'tenant-a', TEST_CONFIG.operatorName)?.status;
@@ -127,6 +129,104 @@ describe('IoTService reconcile: writing the children', () => {
       return true;
     });
     assert.deepEqual(cluster.writes, [], 'nothing written');
+  });
+});
+
+type SecretObject = KubeObject & { data?: Record<string, string> };
+const credentialsOf = (cluster: FakeClient) => cluster.peek<SecretObject>(Kinds.Secret, 'iot-credentials', INSTANCE_NAMESPACE);
+const credentialWrites = (cluster: FakeClient) => cluster.writes.filter((w) => w.kind === 'Secret' && w.key.endsWith('/iot-credentials'));
+
+describe('IoTService reconcile: the generated credentials', () => {
+  it('are created with every key; an existing Secret lacking a key gets it added, its other keys unchanged; nothing is written once it lacks none', async () => {
+    const { cluster, reconcile } = setup();
+    await reconcile();
+    const created = credentialsOf(cluster)!;
+    assert.deepEqual(Object.keys(created.data ?? {}).sort(), Object.values(CREDENTIAL_KEYS).sort());
+
+    // An instance made before the device-check token and the broker users existed.
+    const older = { 'api-token': created.data!['api-token']!, 'broker-password': Buffer.from('the one broker password').toString('base64'), 'database-password': created.data!['database-password']! };
+    await cluster.replace(Kinds.Secret, { ...created, data: older });
+    const writesBefore = credentialWrites(cluster).length;
+    await reconcile();
+    const completed = credentialsOf(cluster)!;
+    assert.equal(credentialWrites(cluster).length, writesBefore + 1, 'one write');
+    assert.deepEqual(Object.keys(completed.data ?? {}).sort(), [...Object.values(CREDENTIAL_KEYS), 'broker-password'].sort());
+    for (const [key, value] of Object.entries(older)) assert.equal(completed.data![key], value, `${key} unchanged`);
+    for (const key of Object.values(CREDENTIAL_KEYS).filter((k) => !(k in older))) {
+      const added = Buffer.from(completed.data![key]!, 'base64').toString();
+      assert.equal(Buffer.from(added, 'base64url').length, 32, `${key} is a fresh credential`);
+    }
+    assert.equal(new Set(Object.values(completed.data!)).size, Object.keys(completed.data!).length, 'no key a copy of another');
+
+    await reconcile();
+    assert.equal(credentialWrites(cluster).length, writesBefore + 1, 'complete: not written again');
+  });
+});
+
+const ROTATION = 'cp.iotservices.io/credentials-rotation';
+const templateRotations = (cluster: FakeClient) =>
+  Object.fromEntries(
+    [
+      ...['core', 'processing', 'gateway'].map((name) => [name, cluster.peek<KubeObject & TemplateOwner>(Kinds.Deployment, name, INSTANCE_NAMESPACE)] as const),
+      ...['broker', 'database'].map((name) => [name, cluster.peek<KubeObject & TemplateOwner>(Kinds.StatefulSet, name, INSTANCE_NAMESPACE)] as const),
+    ].map(([name, workload]) => [name, workload?.spec.template.metadata?.annotations?.[ROTATION]]),
+  );
+type TemplateOwner = { spec: { template: { metadata?: { annotations?: Record<string, string> } } } };
+
+/** Marks the StatefulSets rolled out, as their controller would once every pod is on the current revision and ready. */
+async function rolledOut(cluster: FakeClient, ...names: string[]): Promise<void> {
+  for (const name of names) {
+    const generation = cluster.peek(Kinds.StatefulSet, name, INSTANCE_NAMESPACE)!.metadata.generation;
+    const status = { observedGeneration: generation, replicas: 1, readyReplicas: 1, updatedReplicas: 1, currentRevision: `${name}-${generation}`, updateRevision: `${name}-${generation}` };
+    await cluster.patchStatus(Kinds.StatefulSet, name, INSTANCE_NAMESPACE, { status });
+  }
+}
+
+describe('IoTService reconcile: rotating the credentials', () => {
+  it('a new value of cp.iotservices.io/rotate-credentials makes every credential afresh, records it on the Secret and every pod template (so every workload rolls), once', async () => {
+    const events: string[] = [];
+    const { cluster, reconcile } = setup({ onEvent: (reason) => events.push(reason) });
+    await reconcile();
+    const before = credentialsOf(cluster)!;
+    assert.deepEqual(Object.values(templateRotations(cluster)), [undefined, undefined, undefined, undefined, undefined], 'no rotation yet: no annotation');
+
+    await cluster.patch(IoTServiceType, 'tenant-a', TEST_CONFIG.operatorName, { metadata: { annotations: { 'cp.iotservices.io/rotate-credentials': '2026-03-01' } } });
+    await reconcile();
+    const after = credentialsOf(cluster)!;
+    assert.equal(after.metadata.annotations?.[ROTATION], '2026-03-01', 'the rotation recorded on the Secret');
+    assert.deepEqual(Object.keys(after.data!).sort(), Object.keys(before.data!).sort());
+    for (const key of Object.keys(before.data!)) assert.notEqual(after.data![key], before.data![key], `${key} made afresh`);
+    assert.deepEqual(
+      templateRotations(cluster),
+      { core: undefined, processing: undefined, gateway: undefined, broker: '2026-03-01', database: '2026-03-01' },
+      'broker and database roll first: the Deployments wait until they are rolled out',
+    );
+    assert.deepEqual(events.filter((e) => e === 'CredentialsRotated'), ['CredentialsRotated']);
+    await rolledOut(cluster, 'broker', 'database');
+    await reconcile();
+    assert.deepEqual(templateRotations(cluster), { core: '2026-03-01', processing: '2026-03-01', gateway: '2026-03-01', broker: '2026-03-01', database: '2026-03-01' });
+
+    const writes = credentialWrites(cluster).length;
+    await reconcile();
+    assert.equal(credentialWrites(cluster).length, writes, 'the same rotation again: nothing written');
+    assert.deepEqual(credentialsOf(cluster)!.data, after.data);
+
+    await cluster.patch(IoTServiceType, 'tenant-a', TEST_CONFIG.operatorName, { metadata: { annotations: { 'cp.iotservices.io/rotate-credentials': null } } });
+    await reconcile();
+    assert.equal(credentialWrites(cluster).length, writes, 'the annotation removed: no rotation');
+    assert.deepEqual(credentialsOf(cluster)!.data, after.data);
+    assert.equal(templateRotations(cluster).gateway, '2026-03-01', 'and no roll: the templates keep the recorded rotation');
+    assert.deepEqual(events.filter((e) => e === 'CredentialsRotated'), ['CredentialsRotated']);
+  });
+
+  it('an IoTService asking for a rotation from its start gets its Secret made once, recording it, and not rotated again', async () => {
+    const { cluster, reconcile } = setup({ annotations: { 'cp.iotservices.io/rotate-credentials': 'first' } });
+    await reconcile();
+    const created = credentialsOf(cluster)!;
+    assert.equal(created.metadata.annotations?.[ROTATION], 'first');
+    await reconcile();
+    assert.deepEqual(credentialsOf(cluster)!.data, created.data);
+    assert.equal(credentialWrites(cluster).length, 1, 'only the creation');
   });
 });
 

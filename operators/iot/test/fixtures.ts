@@ -1,11 +1,13 @@
 /**
- * Test fixtures: a resolved instance built the way the controller builds it.
+ * Test fixtures: a resolved instance built the way the controller builds it, and credentials
+ * with a recognisable value per key.
  */
 
 import type { IoTService } from '../src/api/iotservice.ts';
 import { resolveInstance, type Instance, type OperatorConfig } from '../src/resources/instance.ts';
 import { defaultTenantPolicy } from '../src/resources/tenant-policy.ts';
 import { gatewayCertificateNames, keepOrIssue, type GatewayCertificates } from '../src/resources/gateway-tls.ts';
+import { CREDENTIAL_KEYS, type CredentialName, type IoTCredentials } from '../src/resources/secrets.ts';
 
 export const TEST_CONFIG: OperatorConfig = { operatorName: 'devawsk8s', defaultRegistry: 'registry.example.com/iot' };
 
@@ -23,6 +25,9 @@ export const PERMISSIVE_CONFIG: OperatorConfig = {
     allowedNodeLabelKeys: ['*'],
   },
 };
+
+/** Credentials whose value names their credential: `<name>-value`. */
+export const TEST_CREDENTIALS: IoTCredentials = Object.fromEntries((Object.keys(CREDENTIAL_KEYS) as CredentialName[]).map((name) => [name, `${name}-value`])) as IoTCredentials;
 
 export function iotService(name: string, spec: Record<string, unknown>, generation = 1): IoTService {
   return {

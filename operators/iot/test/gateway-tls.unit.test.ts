@@ -18,7 +18,7 @@ import {
   type Instance,
 } from '../src/resources/index.ts';
 import type { NetworkPolicy } from '../src/resources/network-policies.ts';
-import { testGatewayCertificates, testInstance } from './fixtures.ts';
+import { TEST_CREDENTIALS, testGatewayCertificates, testInstance } from './fixtures.ts';
 
 const NS = 'devawsk8s-tenant-a';
 const decode = (secret: V1Secret, key: string) => Buffer.from(secret.data![key]!, 'base64').toString('utf8');
@@ -102,7 +102,7 @@ describe('gateway TLS: the children', () => {
   function rendered(spec: Record<string, unknown>) {
     const { children } = desiredChildren(testInstance(spec), {
       imagePullSecret: { metadata: { name: 'image-pull-secret' }, data: {} },
-      credentials: { databasePassword: 'd', brokerPassword: 'b', apiToken: 't' },
+      credentials: TEST_CREDENTIALS,
       keptEmptyDirs: new Set(),
       gatewayTls: testGatewayCertificates(),
     });
@@ -144,7 +144,7 @@ describe('gateway TLS: the children', () => {
     const renewed = keepOrIssue(testGatewayCertificates(), gatewayCertificateNames(testInstance(tlsSpec)), renewalTime(testGatewayCertificates().server.cert)).certificates;
     const again = desiredChildren(testInstance(tlsSpec), {
       imagePullSecret: { metadata: { name: 'image-pull-secret' }, data: {} },
-      credentials: { databasePassword: 'd', brokerPassword: 'b', apiToken: 't' },
+      credentials: TEST_CREDENTIALS,
       keptEmptyDirs: new Set(),
       gatewayTls: renewed,
     }).children.find((c) => c.object.kind === 'Deployment' && c.object.metadata.name === 'gateway')!.object as V1Deployment;
@@ -154,7 +154,7 @@ describe('gateway TLS: the children', () => {
   it('an instance serving only plaintext protocols gets no CA, no certificate, no ConfigMap gateway-ca and no mount', () => {
     const { children } = desiredChildren(testInstance({ gateway: { protocols: ['mqtt', 'http'] } }), {
       imagePullSecret: { metadata: { name: 'image-pull-secret' }, data: {} },
-      credentials: { databasePassword: 'd', brokerPassword: 'b', apiToken: 't' },
+      credentials: TEST_CREDENTIALS,
       keptEmptyDirs: new Set(),
     });
     assert.deepEqual(children.filter((c) => c.object.metadata.name?.startsWith('gateway-ca') || c.object.metadata.name === 'gateway-tls'), []);
@@ -162,7 +162,7 @@ describe('gateway TLS: the children', () => {
     assert.equal(pod.volumes?.find((v) => v.name === 'gateway-tls'), undefined);
     assert.equal(pod.containers[0]!.env?.find((e) => e.name === 'IOT_GATEWAY_TLS_DIR'), undefined);
     assert.throws(
-      () => desiredChildren(testInstance({ gateway: { protocols: ['https'] } }), { imagePullSecret: { metadata: { name: 'image-pull-secret' }, data: {} }, credentials: { databasePassword: 'd', brokerPassword: 'b', apiToken: 't' }, keptEmptyDirs: new Set() }),
+      () => desiredChildren(testInstance({ gateway: { protocols: ['https'] } }), { imagePullSecret: { metadata: { name: 'image-pull-secret' }, data: {} }, credentials: TEST_CREDENTIALS, keptEmptyDirs: new Set() }),
       /serves TLS but no TLS material/,
     );
   });

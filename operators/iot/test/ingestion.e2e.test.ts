@@ -192,10 +192,10 @@ describe('ingestion keeps what it acknowledged', { skip }, () => {
       return { done: count === 0, value: undefined, seen: count };
     }, { timeoutMs: 60_000, intervalMs: 1000 });
 
-    // Straight into the stream, past the gateway, as only a component holding the broker password could.
+    // Straight into the stream, past the gateway's checks, as only the gateway's broker user may (its replies under its own inbox prefix).
     const { ip } = await componentPod(env, namespace, 'broker');
     const secret = (await env.client.get(Kinds.Secret, 'iot-credentials', namespace)) as KubeObject & { data: Record<string, string> };
-    const broker = await connect({ servers: `${ip}:4222`, user: 'iot', pass: Buffer.from(secret.data['broker-password']!, 'base64').toString(), timeout: 10_000 });
+    const broker = await connect({ servers: `${ip}:4222`, user: 'gateway', pass: Buffer.from(secret.data['broker-gateway-password']!, 'base64').toString(), inboxPrefix: '_INBOX_gateway', timeout: 10_000 });
     const poison = { messageId: 'poison-1', deviceId: poisoner.id, receivedAt: new Date().toISOString(), payload: { x: '\u0000' } };
     await jetstream(broker).publish(`telemetry.${poisoner.id}`, JSON.stringify(poison));
     await broker.close();

@@ -63,6 +63,6 @@ describe('the RBAC of deploy/role.yml and what the IoT controllers declare', () 
 
   test('a right the RBAC lacks is found', () => {
     const more = policyRules(declarations, [...extraPermissions, { type: runtime.Kinds.ConfigMap, verbs: ['delete'], reason: 'a clean-up the RBAC does not allow' }], { metricsService: false });
-    assert.deepEqual(missing(more), ['delete /configmaps (watches(ConfigMap); extraPermissions(ConfigMap): children in instance namespaces: server-side applied, replaced when apply cannot converge; the credentials Secret created once; extraPermissions(ConfigMap): a clean-up the RBAC does not allow)']);
+    assert.deepEqual(missing(more), ['delete /configmaps (watches(ConfigMap); extraPermissions(ConfigMap): children in instance namespaces: server-side applied, replaced when apply cannot converge; the credentials Secret created, then only completed with keys it lacks; extraPermissions(ConfigMap): a clean-up the RBAC does not allow)']);
   });
 });

@@ -1,11 +1,16 @@
+/**
+ * The memo of an instance's rendered children (rendered-children.ts): rendered once per key,
+ * matches vouched for by resourceVersion and content, desired objects let go once every child
+ * matches and rendered again when needed.
+ */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { KubeObject } from '@iot-operator/runtime';
 import { RenderedChildren, contentFingerprint, type PreparedChild } from '../src/rendered-children.ts';
 
-const child = (name: string, createOnly = false): PreparedChild => {
+const child = (name: string, generated = false): PreparedChild => {
   const object = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: 'ns' } };
-  return { child: { object, createOnly } as unknown as PreparedChild['child'], desired: object };
+  return { child: { object, generated } as unknown as PreparedChild['child'], desired: object };
 };
 
 /** A child as the API server returns it: with a resourceVersion, managed fields and a status. */
@@ -29,7 +34,7 @@ describe('RenderedChildren', () => {
     const next = memo.get('ls/a', 'uid/2/secret-7', render);
     assert.notEqual(next, first);
     assert.equal(next.child(0).desired.metadata.name, 'config-2');
-    assert.deepEqual(next.ids, [{ kind: 'ConfigMap', name: 'config-2', namespace: 'ns', createOnly: false }]);
+    assert.deepEqual(next.ids, [{ kind: 'ConfigMap', name: 'config-2', namespace: 'ns', generated: false }]);
     memo.forget('ls/a');
     memo.get('ls/a', 'uid/2/secret-7', render);
     assert.equal(renders, 3, 'a forgotten instance is rendered afresh');
@@ -48,7 +53,7 @@ describe('RenderedChildren', () => {
     assert.equal(memo.get('ls/a', 'k2', () => [child('gateway')]).matches(0, observed('10')), false, 'a new rendering starts afresh');
   });
 
-  it('lets the desired objects go once every compared child matches and renders them again, identically, when one is needed', () => {
+  it('lets the desired objects go once every child matches, the generated one included, and renders them again when one is needed', () => {
     let renders = 0;
     const rendering = new RenderedChildren().get('ls/a', 'k1', () => (renders++, [child('gateway'), child('credentials', true)]));
     rendering.releaseIfAllMatched();
@@ -56,7 +61,10 @@ describe('RenderedChildren', () => {
     assert.equal(renders, 1, 'held while a child has not been found to match');
     rendering.recordMatch(0, observed('10'));
     rendering.releaseIfAllMatched();
-    assert.equal(renders, 1, 'a create-only child is never compared, so it does not hold the rendering');
+    rendering.child(1);
+    assert.equal(renders, 1, 'held while the generated child has not been found to lack nothing');
+    rendering.recordMatch(1, observed('11'));
+    rendering.releaseIfAllMatched();
     assert.deepEqual(rendering.child(1), child('credentials', true));
     assert.equal(renders, 2, 'rendered again when needed');
   });

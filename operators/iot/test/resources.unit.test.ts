@@ -13,6 +13,9 @@ import {
   desiredGatewayService,
   desiredImagePullSecret,
   desiredCredentialsSecret,
+  credentialsPatch,
+  credentialsRotation,
+  CREDENTIAL_KEYS,
   desiredBrokerStatefulSet,
   desiredDatabaseStatefulSet,
   hasEmptyDirData,
@@ -28,7 +31,7 @@ import {
   type IoTCredentials,
   writeStages,
 } from '../src/resources/index.ts';
-import { iotService, PERMISSIVE_CONFIG, TEST_CONFIG, testGatewayCertificates, testInstance } from './fixtures.ts';
+import { iotService, PERMISSIVE_CONFIG, TEST_CONFIG, TEST_CREDENTIALS, testGatewayCertificates, testInstance } from './fixtures.ts';
 import type { OperatorConfig } from '../src/resources/instance.ts';
 
 const PULL_SECRET: V1Secret = {
@@ -38,7 +41,7 @@ const PULL_SECRET: V1Secret = {
   type: 'kubernetes.io/dockerconfigjson',
   data: { '.dockerconfigjson': 'eyJhdXRocyI6e319' },
 };
-const CREDENTIALS: IoTCredentials = { databasePassword: 'db-secret', brokerPassword: 'broker-secret', apiToken: 'token' };
+const CREDENTIALS: IoTCredentials = TEST_CREDENTIALS;
 
 function children(spec: Record<string, unknown> = {}, config: OperatorConfig = TEST_CONFIG): DesiredChildren {
   return desiredChildren(testInstance(spec, config), { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS, keptEmptyDirs: new Set(), gatewayTls: testGatewayCertificates() });
@@ -173,9 +176,9 @@ describe('desired children', () => {
       'Deployment/devawsk8s-tenant-a/gateway',
     ]);
     assert.deepEqual(
-      all.children.filter((c) => c.createOnly).map((c) => c.object.metadata.name),
+      all.children.filter((c) => c.generated).map((c) => c.object.metadata.name),
       ['iot-credentials'],
-      'only the credentials are create-only',
+      'only the credentials are generated',
     );
   });
 
@@ -219,7 +222,7 @@ describe('desired children', () => {
   });
 
   it('a kind without a write stage is an error, not a child left unwritten', () => {
-    const stray = { object: { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', labels: {} } }, createOnly: false } as unknown as DesiredChildren['children'][number];
+    const stray = { object: { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', labels: {} } }, generated: false } as unknown as DesiredChildren['children'][number];
     assert.throws(() => writeStages([...children().children, stray]), /no write stage for kind Pod/);
   });
 
@@ -341,13 +344,29 @@ describe('pods', () => {
     }
   });
 
-  it('get the credentials they need from iot-credentials, never as literal values', () => {
-    const core = onlyContainer(podSpecs(children()).find(([n]) => n === 'core')![1]);
-    const fromSecret = (core.env ?? []).filter((e) => e.valueFrom?.secretKeyRef?.name === 'iot-credentials');
-    assert.deepEqual(fromSecret.map((e) => e.valueFrom?.secretKeyRef?.key).sort(), ['api-token', 'broker-password', 'database-password']);
-    const gateway = onlyContainer(podSpecs(children()).find(([n]) => n === 'gateway')![1]);
-    const gatewaySecrets = (gateway.env ?? []).filter((e) => e.valueFrom?.secretKeyRef?.name === 'iot-credentials');
-    assert.deepEqual(gatewaySecrets.map((e) => `${e.name}=${e.valueFrom?.secretKeyRef?.key}`), ['IOT_API_TOKEN=api-token', 'IOT_BROKER_PASSWORD=broker-password']);
+  it('get only the credentials they need, from iot-credentials, never as literal values', () => {
+    const fromSecret = Object.fromEntries(
+      podSpecs(children()).map(([name, spec]) => [
+        name,
+        (onlyContainer(spec).env ?? []).filter((e) => e.valueFrom?.secretKeyRef?.name === 'iot-credentials').map((e) => `${e.name}=${e.valueFrom?.secretKeyRef?.key}`),
+      ]),
+    );
+    assert.deepEqual(fromSecret, {
+      broker: [
+        'IOT_BROKER_GATEWAY_PASSWORD=broker-gateway-password',
+        'IOT_BROKER_PROCESSING_PASSWORD=broker-processing-password',
+        'IOT_BROKER_CORE_PASSWORD=broker-core-password',
+        'IOT_BROKER_ROUTE_PASSWORD=broker-route-password',
+      ],
+      database: [
+        'IOT_DATABASE_PASSWORD=database-password',
+        'IOT_DATABASE_CORE_PASSWORD=database-core-password',
+        'IOT_DATABASE_PROCESSING_PASSWORD=database-processing-password',
+      ],
+      core: ['IOT_API_TOKEN=api-token', 'IOT_DEVICE_CHECK_TOKEN=device-check-token', 'IOT_BROKER_CORE_PASSWORD=broker-core-password', 'IOT_DATABASE_CORE_PASSWORD=database-core-password'],
+      processing: ['IOT_BROKER_PROCESSING_PASSWORD=broker-processing-password', 'IOT_DATABASE_PROCESSING_PASSWORD=database-processing-password'],
+      gateway: ['IOT_DEVICE_CHECK_TOKEN=device-check-token', 'IOT_BROKER_GATEWAY_PASSWORD=broker-gateway-password'],
+    });
     for (const [, spec] of podSpecs(children())) {
       for (const env of onlyContainer(spec).env ?? []) {
         assert.ok(!Object.values(CREDENTIALS).includes(env.value ?? ''), 'no credential as a literal env value');
@@ -528,29 +547,105 @@ describe('config map and checksum', () => {
 describe('secrets', () => {
   it('generated credentials are 32 random bytes each, base64url, and distinct', () => {
     const credentials = generateCredentials();
+    assert.deepEqual(Object.keys(credentials).sort(), Object.keys(CREDENTIAL_KEYS).sort(), 'one per key of iot-credentials');
     const values = Object.values(credentials);
-    assert.equal(values.length, 3);
     for (const value of values) {
       assert.match(value, /^[A-Za-z0-9_-]+$/);
       assert.equal(Buffer.from(value, 'base64url').length, 32);
     }
-    assert.equal(new Set(values).size, 3);
+    assert.equal(new Set(values).size, values.length);
     assert.notDeepEqual(generateCredentials(), credentials, 'fresh every time');
   });
 
-  it('credentials come from the injected randomness', () => {
+  it('credentials come from the injected randomness, drawn in the order of the keys', () => {
     let counter = 0;
     const fake = (size: number) => new Uint8Array(size).fill(++counter);
     const credentials = generateCredentials(fake);
-    assert.deepEqual(Buffer.from(credentials.databasePassword, 'base64url'), Buffer.alloc(32, 1));
-    assert.deepEqual(Buffer.from(credentials.brokerPassword, 'base64url'), Buffer.alloc(32, 2));
-    assert.deepEqual(Buffer.from(credentials.apiToken, 'base64url'), Buffer.alloc(32, 3));
+    (Object.keys(CREDENTIAL_KEYS) as Array<keyof typeof CREDENTIAL_KEYS>).forEach((name, i) => {
+      assert.deepEqual(Buffer.from(credentials[name], 'base64url'), Buffer.alloc(32, i + 1), name);
+    });
   });
 
   it('iot-credentials holds each credential under its key', () => {
     const secret = desiredCredentialsSecret(testInstance(), CREDENTIALS);
     const decoded = Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()]));
-    assert.deepEqual(decoded, { 'api-token': 'token', 'broker-password': 'broker-secret', 'database-password': 'db-secret' });
+    assert.deepEqual(decoded, {
+      'api-token': 'apiToken-value',
+      'broker-core-password': 'brokerCorePassword-value',
+      'broker-gateway-password': 'brokerGatewayPassword-value',
+      'broker-processing-password': 'brokerProcessingPassword-value',
+      'broker-route-password': 'brokerRoutePassword-value',
+      'database-core-password': 'databaseCorePassword-value',
+      'database-password': 'databasePassword-value',
+      'database-processing-password': 'databaseProcessingPassword-value',
+      'device-check-token': 'deviceCheckToken-value',
+    });
+  });
+
+  it('an existing iot-credentials is completed with the keys it lacks, fresh; the keys it has never change', () => {
+    const desired = desiredCredentialsSecret(testInstance(), CREDENTIALS);
+    const encode = (value: string) => Buffer.from(value).toString('base64');
+    // As an instance made before the device-check token and the broker users and database roles existed has it.
+    const existing: V1Secret = {
+      metadata: { name: 'iot-credentials', resourceVersion: '17' },
+      data: { 'api-token': encode('old-token'), 'broker-password': encode('old-broker'), 'database-password': encode('old-db') },
+    };
+    assert.deepEqual(credentialsPatch(existing, desired), {
+      patch: {
+        metadata: { resourceVersion: '17' },
+        data: {
+          'broker-core-password': encode('brokerCorePassword-value'),
+          'broker-gateway-password': encode('brokerGatewayPassword-value'),
+          'broker-processing-password': encode('brokerProcessingPassword-value'),
+          'broker-route-password': encode('brokerRoutePassword-value'),
+          'database-core-password': encode('databaseCorePassword-value'),
+          'database-processing-password': encode('databaseProcessingPassword-value'),
+          'device-check-token': encode('deviceCheckToken-value'),
+        },
+      },
+      rotates: false,
+    }, 'the keys it lacks; neither the ones it has nor the one no longer used');
+    assert.equal(credentialsPatch(desired, desired), undefined, 'nothing lacking, nothing written');
+    const emptied: V1Secret = { metadata: { name: 'iot-credentials', resourceVersion: '18' } };
+    assert.deepEqual(Object.keys(credentialsPatch(emptied, desired)?.patch.data ?? {}).sort(), Object.values(CREDENTIAL_KEYS).sort(), 'a Secret without data gets every key');
+  });
+
+  it('a rotation asked for that the Secret does not record writes every key afresh and records it; one it records writes nothing', () => {
+    const current = desiredCredentialsSecret(testInstance(), CREDENTIALS, 'r1');
+    assert.deepEqual(current.metadata?.annotations, { 'cp.iotservices.io/credentials-rotation': 'r1' });
+    const existing: V1Secret = { ...current, metadata: { ...current.metadata, resourceVersion: '30' } };
+    const fresh = generateCredentials();
+    assert.equal(credentialsPatch(existing, desiredCredentialsSecret(testInstance(), fresh, 'r1')), undefined, 'the same rotation: nothing');
+    const rotated = credentialsPatch(existing, desiredCredentialsSecret(testInstance(), fresh, 'r2'))!;
+    assert.equal(rotated.rotates, true);
+    assert.deepEqual(rotated.patch.metadata, { resourceVersion: '30', annotations: { 'cp.iotservices.io/credentials-rotation': 'r2' } });
+    assert.deepEqual(rotated.patch.data, desiredCredentialsSecret(testInstance(), fresh).data, 'every key, afresh');
+    const unrotated: V1Secret = { ...existing, metadata: { ...existing.metadata, annotations: {} } };
+    assert.equal(credentialsPatch(unrotated, desiredCredentialsSecret(testInstance(), fresh, 'r1'))?.rotates, true, 'a first rotation of a Secret that records none');
+    assert.equal(credentialsPatch(existing, desiredCredentialsSecret(testInstance(), fresh)), undefined, 'no rotation asked for: nothing');
+  });
+
+  it('the rotation asked for is the IoTService\'s annotation, else the one the Secret records', () => {
+    assert.equal(credentialsRotation('r2', 'r1'), 'r2');
+    assert.equal(credentialsRotation(undefined, 'r1'), 'r1', 'removing the annotation rotates nothing');
+    assert.equal(credentialsRotation('', 'r1'), 'r1');
+    assert.equal(credentialsRotation(undefined, undefined), undefined);
+  });
+
+  it('every pod template carries the rotation when there is one, so a rotation rolls every workload; none without', () => {
+    const rotated = desiredChildren(testInstance(), { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS, credentialsRotation: 'r7', keptEmptyDirs: new Set(), gatewayTls: testGatewayCertificates() });
+    const rotatedSpecs = rotated.children.filter((c) => c.object.kind === 'Deployment' || c.object.kind === 'StatefulSet');
+    assert.equal(rotatedSpecs.length, 5);
+    for (const child of rotatedSpecs) {
+      const template = (child.object as V1Deployment | V1StatefulSet).spec!.template;
+      assert.equal(template.metadata?.annotations?.['cp.iotservices.io/credentials-rotation'], 'r7', child.object.metadata.name);
+    }
+    assert.equal(find<V1Secret>(rotated, 'Secret', 'iot-credentials').metadata?.annotations?.['cp.iotservices.io/credentials-rotation'], 'r7');
+    for (const child of children().children.filter((c) => c.object.kind === 'Deployment' || c.object.kind === 'StatefulSet')) {
+      assert.equal((child.object as V1Deployment | V1StatefulSet).spec!.template.metadata?.annotations?.['cp.iotservices.io/credentials-rotation'], undefined);
+    }
+    const broker = find<V1StatefulSet>(children(), 'StatefulSet', 'broker').spec!.template.metadata;
+    assert.equal(broker?.annotations, undefined, 'the broker\'s template has no annotations at all without a rotation');
   });
 
   it('the image-pull-secret copy has the source type and data, and our labels instead of the source’s', () => {
@@ -636,12 +731,15 @@ describe('services', () => {
     assert.equal(broker.livenessProbe?.httpGet, undefined);
   });
 
-  it('the broker is told its password, its pod name and namespace and the replica count', () => {
+  it('the broker is told its users\' and routes\' passwords, its pod name and namespace and the replica count', () => {
     for (const replicas of [1, 3]) {
       const broker = onlyContainer(find<V1StatefulSet>(children({ broker: { replicas } }), 'StatefulSet', 'broker').spec!.template.spec!);
       assert.deepEqual(broker.env, [
         { name: 'IOT_CONFIG_FILE', value: '/etc/sap/config.yml' },
-        { name: 'IOT_BROKER_PASSWORD', valueFrom: { secretKeyRef: { name: 'iot-credentials', key: 'broker-password' } } },
+        { name: 'IOT_BROKER_GATEWAY_PASSWORD', valueFrom: { secretKeyRef: { name: 'iot-credentials', key: 'broker-gateway-password' } } },
+        { name: 'IOT_BROKER_PROCESSING_PASSWORD', valueFrom: { secretKeyRef: { name: 'iot-credentials', key: 'broker-processing-password' } } },
+        { name: 'IOT_BROKER_CORE_PASSWORD', valueFrom: { secretKeyRef: { name: 'iot-credentials', key: 'broker-core-password' } } },
+        { name: 'IOT_BROKER_ROUTE_PASSWORD', valueFrom: { secretKeyRef: { name: 'iot-credentials', key: 'broker-route-password' } } },
         { name: 'POD_NAME', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } } },
         { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } },
         { name: 'IOT_BROKER_REPLICAS', value: String(replicas) },

@@ -1,22 +1,45 @@
 #!/bin/sh
-# The broker image's entry point: NATS Server with JetStream, the IoT service's broker. Clients
-# (gateway, processing) connect on 4222 as user `iot` with IOT_BROKER_PASSWORD (from
-# iot-credentials); the monitoring endpoint on 8222 answers /healthz (the readiness probe). The
-# JetStream file store lives in /var/lib/iot/jetstream (the broker's volume), so the stream and
-# what it holds survive a restart of the process or the pod. With IOT_BROKER_REPLICAS=3 the three
-# pods of StatefulSet `broker` form one cluster (routes on 6222 to broker-0..2 of the headless
-# Service `broker` in POD_NAMESPACE, authenticated with the same password) and JetStream replicates
-# by Raft. The configuration is written to /tmp at every start (the root file system is
-# read-only), so a changed password takes effect on the next start. SIGTERM reaches nats-server
+# The broker image's entry point: NATS Server with JetStream, the IoT service's broker. Each
+# component connects on 4222 as its own user with its own password (from iot-credentials), and
+# may do only what it needs (NATS authorization permissions; nothing else is allowed):
+#   gateway     IOT_BROKER_GATEWAY_PASSWORD: publish telemetry (`telemetry.>`), read the telemetry
+#               stream's info (its readiness), and receive core's device-change notices
+#               (`devices.changed`) and the replies to its own requests (`_INBOX_gateway.>`: the
+#               stream's acknowledgements). It cannot read telemetry, touch a stream or consumer,
+#               or announce device changes.
+#   processing  IOT_BROKER_PROCESSING_PASSWORD: pull from and acknowledge on the durable consumer
+#               `processing` of stream TELEMETRY (its info, its next messages, its acks), publish
+#               dead-letter notices (`deadletters.>`), and receive its own replies
+#               (`_INBOX_processing.>`: the messages it pulls). It cannot publish telemetry or
+#               make, change or delete a stream or consumer.
+#   core        IOT_BROKER_CORE_PASSWORD: make and update the streams TELEMETRY and DEAD_LETTERS
+#               and make the consumer `processing` (info, create, update — never delete), publish
+#               device-change notices, and receive its own replies (`_INBOX_core.>`). It cannot
+#               publish or read telemetry.
+# Each user's replies come to its own inbox prefix, so none can listen to another's (the
+# messages processing pulls are replies). The monitoring endpoint on 8222 answers /healthz (the
+# readiness probe) and /jsz (the operator's ingestion reading). The JetStream file store lives in
+# /var/lib/iot/jetstream (the broker's volume), so the streams and what they hold survive a
+# restart of the process or the pod. With IOT_BROKER_REPLICAS=3 the three pods of StatefulSet
+# `broker` form one cluster (routes on 6222 to broker-0..2 of the headless Service `broker` in
+# POD_NAMESPACE, authenticated as user `route` with IOT_BROKER_ROUTE_PASSWORD, which no client
+# can use) and JetStream replicates by Raft. The configuration is written at every start to
+# IOT_BROKER_CONFIG_DIR (default /tmp/nats; the root file system is read-only), readable by this
+# user alone, so changed passwords take effect on the next start. SIGTERM reaches nats-server
 # itself (exec), which stops accepting, flushes the store and exits; the server is named after
 # its pod (POD_NAME), which its JetStream peers know it by.
 set -eu
-: "${IOT_BROKER_PASSWORD:?IOT_BROKER_PASSWORD (from Secret iot-credentials) is not set}"
-case "$IOT_BROKER_PASSWORD" in *[!A-Za-z0-9_-]*) echo 'IOT_BROKER_PASSWORD must be URL-safe base64 (A-Z a-z 0-9 _ -)' >&2; exit 1 ;; esac
 replicas=${IOT_BROKER_REPLICAS:-1}
 name=${POD_NAME:-broker-0}
+passwords="IOT_BROKER_GATEWAY_PASSWORD IOT_BROKER_PROCESSING_PASSWORD IOT_BROKER_CORE_PASSWORD"
+if [ "$replicas" -gt 1 ]; then passwords="$passwords IOT_BROKER_ROUTE_PASSWORD"; fi
+for variable in $passwords; do
+  eval "value=\${$variable:-}"
+  if [ -z "$value" ]; then echo "$variable (from Secret iot-credentials) is not set" >&2; exit 1; fi
+  case "$value" in *[!A-Za-z0-9_-]*) echo "$variable must be URL-safe base64 (A-Z a-z 0-9 _ -)" >&2; exit 1 ;; esac
+done
 umask 077
-dir=/tmp/nats
+dir=${IOT_BROKER_CONFIG_DIR:-/tmp/nats}
 mkdir -p "$dir"
 cat >"$dir/nats.conf" <<CONF
 server_name: "$name"
@@ -24,7 +47,33 @@ listen: "0.0.0.0:4222"
 http: "0.0.0.0:8222"
 max_payload: 1MB
 authorization {
-  users: [ { user: "iot", password: "$IOT_BROKER_PASSWORD" } ]
+  GATEWAY = {
+    publish: { allow: ["telemetry.>", "\$JS.API.STREAM.INFO.TELEMETRY"] }
+    subscribe: { allow: ["devices.changed", "_INBOX_gateway.>"] }
+  }
+  PROCESSING = {
+    publish: { allow: [
+      "\$JS.API.CONSUMER.INFO.TELEMETRY.processing",
+      "\$JS.API.CONSUMER.MSG.NEXT.TELEMETRY.processing",
+      "\$JS.ACK.TELEMETRY.processing.>",
+      "deadletters.>"
+    ] }
+    subscribe: { allow: ["_INBOX_processing.>"] }
+  }
+  CORE = {
+    publish: { allow: [
+      "\$JS.API.STREAM.INFO.TELEMETRY", "\$JS.API.STREAM.CREATE.TELEMETRY", "\$JS.API.STREAM.UPDATE.TELEMETRY",
+      "\$JS.API.STREAM.INFO.DEAD_LETTERS", "\$JS.API.STREAM.CREATE.DEAD_LETTERS", "\$JS.API.STREAM.UPDATE.DEAD_LETTERS",
+      "\$JS.API.CONSUMER.INFO.TELEMETRY.processing", "\$JS.API.CONSUMER.CREATE.TELEMETRY.processing",
+      "devices.changed"
+    ] }
+    subscribe: { allow: ["_INBOX_core.>"] }
+  }
+  users: [
+    { user: "gateway", password: "$IOT_BROKER_GATEWAY_PASSWORD", permissions: \$GATEWAY }
+    { user: "processing", password: "$IOT_BROKER_PROCESSING_PASSWORD", permissions: \$PROCESSING }
+    { user: "core", password: "$IOT_BROKER_CORE_PASSWORD", permissions: \$CORE }
+  ]
 }
 jetstream {
   store_dir: "/var/lib/iot/jetstream"
@@ -36,14 +85,14 @@ if [ "$replicas" -gt 1 ]; then
   i=0
   while [ "$i" -lt "$replicas" ]; do
     routes="$routes
-    \"nats://iot:$IOT_BROKER_PASSWORD@broker-$i.broker.$POD_NAMESPACE.svc:6222\""
+    \"nats://route:$IOT_BROKER_ROUTE_PASSWORD@broker-$i.broker.$POD_NAMESPACE.svc:6222\""
     i=$((i + 1))
   done
   cat >>"$dir/nats.conf" <<CONF
 cluster {
   name: "iot"
   listen: "0.0.0.0:6222"
-  authorization { user: "iot", password: "$IOT_BROKER_PASSWORD" }
+  authorization { user: "route", password: "$IOT_BROKER_ROUTE_PASSWORD" }
   routes: [$routes
   ]
 }

@@ -79,7 +79,7 @@ test('the components listen where the operator points Services and probes', () =
 
 test('credential returns the variable or names the missing one', () => {
   assert.equal(credential('IOT_API_TOKEN', { IOT_API_TOKEN: 't' }), 't');
-  assert.throws(() => credential('IOT_BROKER_PASSWORD', { IOT_BROKER_PASSWORD: '' }), /IOT_BROKER_PASSWORD \(from Secret iot-credentials\) is not set/);
+  assert.throws(() => credential('IOT_BROKER_GATEWAY_PASSWORD', { IOT_BROKER_GATEWAY_PASSWORD: '' }), /IOT_BROKER_GATEWAY_PASSWORD \(from Secret iot-credentials\) is not set/);
 });
 
 test('serviceVersion: IOT_SERVICE_VERSION, else package.json', () => {

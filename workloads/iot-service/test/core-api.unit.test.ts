@@ -1,6 +1,8 @@
 /**
- * core's API on 127.0.0.1 over the in-memory store: registration, tokens, the telemetry query and
- * the gateway's device check.
+ * core's API on 127.0.0.1 over the in-memory store: registration, password reset and deletion
+ * (each announced, refused while no announcement is possible), tokens (the api token everywhere,
+ * the gateway's device-check token on the device check alone), the telemetry query and the
+ * gateway's device check.
  */
 
 import assert from 'node:assert/strict';
@@ -9,15 +11,22 @@ import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { createCoreApi } from '../src/core/api.ts';
 import { closeServer, listenOn } from '../src/shared/net.ts';
-import { API_TOKEN, captureLog, HOST, waitFor } from './harness.ts';
+import { API_TOKEN, captureLog, DEVICE_CHECK_TOKEN, HOST, waitFor } from './harness.ts';
 import { MemoryStore } from './memory-store.ts';
 
 const store = new MemoryStore();
+/** What core announced, and whether it may (the broker connection). */
+const notices = {
+  up: true,
+  announced: [] as string[],
+  connected: () => notices.up,
+  announce: async (deviceId: string) => void notices.announced.push(deviceId),
+};
 let server: Server;
 let base: string;
 
 before(async () => {
-  server = createServer(createCoreApi({ store, apiToken: API_TOKEN, log: captureLog('core').log }));
+  server = createServer(createCoreApi({ store, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, notices, log: captureLog('core').log }));
   await listenOn(server, { host: HOST, port: 0 });
   base = `http://${HOST}:${(server.address() as AddressInfo).port}`;
 });
@@ -56,6 +65,85 @@ test('no token, a wrong token or another scheme: 401 on every route', async () =
   const basic = await fetch(`${base}/v1/devices/dev-1/telemetry`, { headers: { Authorization: `Basic ${Buffer.from(`x:${API_TOKEN}`).toString('base64')}` } });
   assert.equal(basic.status, 401);
   assert.equal(store.devices.has('dev-x'), false);
+});
+
+test('the device-check token: the device check only; 401 on every other route, method and path', async () => {
+  const created = (await (await call('/v1/devices', { body: { id: 'dev-check' } })).json()) as { password: string };
+  const check = await call('/v1/internal/device-auth', { token: DEVICE_CHECK_TOKEN, body: { id: 'dev-check', password: created.password } });
+  assert.equal(check.status, 200);
+  assert.deepEqual(await check.json(), { authenticated: true });
+  assert.equal((await call('/v1/devices', { token: DEVICE_CHECK_TOKEN, body: { id: 'dev-by-gateway' } })).status, 401);
+  assert.equal((await call('/v1/devices/dev-check/telemetry', { token: DEVICE_CHECK_TOKEN })).status, 401);
+  assert.equal((await call('/v1/internal/device-auth', { token: DEVICE_CHECK_TOKEN })).status, 401, 'another method');
+  assert.equal((await call('/v1/nothing', { token: DEVICE_CHECK_TOKEN })).status, 401, 'an unknown path');
+  assert.equal(store.devices.has('dev-by-gateway'), false);
+  const byAdmin = await call('/v1/internal/device-auth', { body: { id: 'dev-check', password: 'wrong' } });
+  assert.equal(byAdmin.status, 200, 'the api token still checks devices');
+  assert.deepEqual(await byAdmin.json(), { authenticated: false });
+});
+
+async function deviceCheck(id: string, password: string): Promise<boolean> {
+  const response = await call('/v1/internal/device-auth', { token: DEVICE_CHECK_TOKEN, body: { id, password } });
+  assert.equal(response.status, 200);
+  return ((await response.json()) as { authenticated: boolean }).authenticated;
+}
+
+test('POST /v1/devices/<id>/password: a fresh password, the old one refused from then on, announced after it is stored; 404 for an unknown device', async () => {
+  const { password: old } = (await (await call('/v1/devices', { body: { id: 'dev-reset' } })).json()) as { password: string };
+  notices.announced.length = 0;
+  const reset = await call('/v1/devices/dev-reset/password', { method: 'POST' });
+  assert.equal(reset.status, 200);
+  const body = (await reset.json()) as { id: string; password: string };
+  assert.equal(body.id, 'dev-reset');
+  assert.notEqual(body.password, old);
+  assert.deepEqual(notices.announced, ['dev-reset']);
+  assert.equal(await deviceCheck('dev-reset', old), false, 'the old password is refused');
+  assert.equal(await deviceCheck('dev-reset', body.password), true, 'the new one is accepted');
+
+  assert.equal((await call('/v1/devices/nobody/password', { method: 'POST' })).status, 404);
+  assert.equal((await call('/v1/devices/a%2Fb/password', { method: 'POST' })).status, 404);
+  assert.equal((await call('/v1/devices/dev-reset/password')).status, 405);
+  assert.deepEqual(notices.announced, ['dev-reset'], 'nothing announced for an unknown device');
+});
+
+test('DELETE /v1/devices/<id>: 204, refused from then on, its telemetry still readable; 404 for an unknown device, announced all the same', async () => {
+  const { password } = (await (await call('/v1/devices', { body: { id: 'dev-gone' } })).json()) as { password: string };
+  await store.insertTelemetry([{ deviceId: 'dev-gone', messageId: 'kept', receivedAt: new Date().toISOString(), payload: { t: 1 } }]);
+  notices.announced.length = 0;
+  const deleted = await call('/v1/devices/dev-gone', { method: 'DELETE' });
+  assert.equal(deleted.status, 204);
+  assert.equal(await deleted.text(), '');
+  assert.deepEqual(notices.announced, ['dev-gone']);
+  assert.equal(store.devices.has('dev-gone'), false);
+  assert.equal(await deviceCheck('dev-gone', password), false, 'a deleted device is refused');
+  const telemetry = await call('/v1/devices/dev-gone/telemetry');
+  assert.equal(telemetry.status, 200, 'its telemetry stays readable');
+  assert.deepEqual(((await telemetry.json()) as Array<{ messageId: string }>).map((r) => r.messageId), ['kept']);
+
+  assert.equal((await call('/v1/devices/dev-gone', { method: 'DELETE' })).status, 404, 'gone already');
+  assert.deepEqual(notices.announced, ['dev-gone', 'dev-gone'], 'a repeated DELETE is announced again');
+  assert.equal((await call('/v1/devices/dev-gone')).status, 405);
+  const registeredAgain = await call('/v1/devices', { body: { id: 'dev-gone' } });
+  assert.equal(registeredAgain.status, 201, 'the id may be registered again');
+});
+
+test('reset and deletion: api token only; while core cannot announce, 503 with Retry-After and nothing changed', async () => {
+  const { password } = (await (await call('/v1/devices', { body: { id: 'dev-guarded' } })).json()) as { password: string };
+  for (const token of [DEVICE_CHECK_TOKEN, 'wrong']) {
+    assert.equal((await call('/v1/devices/dev-guarded/password', { method: 'POST', token })).status, 401);
+    assert.equal((await call('/v1/devices/dev-guarded', { method: 'DELETE', token })).status, 401);
+  }
+  notices.up = false;
+  try {
+    for (const [path, method] of [['/v1/devices/dev-guarded/password', 'POST'], ['/v1/devices/dev-guarded', 'DELETE']] as const) {
+      const refused = await call(path, { method });
+      assert.equal(refused.status, 503, `${method} ${path}`);
+      assert.equal(refused.headers.get('retry-after'), '1');
+    }
+  } finally {
+    notices.up = true;
+  }
+  assert.equal(await deviceCheck('dev-guarded', password), true, 'neither the password changed nor the device went');
 });
 
 test('malformed requests: 400, 415, 404, 405', async () => {
@@ -143,7 +231,7 @@ test('device checks: a bounded number computes at once, the excess is shed with 
       return super.passwordHash(id);
     }
   })();
-  const bounded = createServer(createCoreApi({ store: gated, apiToken: API_TOKEN, log: captureLog('core').log, checks: { concurrency: 1, maxQueued: 2 } }));
+  const bounded = createServer(createCoreApi({ store: gated, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, notices, log: captureLog('core').log, checks: { concurrency: 1, maxQueued: 2 } }));
   await listenOn(bounded, { host: HOST, port: 0 });
   const url = `http://${HOST}:${(bounded.address() as AddressInfo).port}/v1/internal/device-auth`;
   const check = (id: string, signal?: AbortSignal) =>

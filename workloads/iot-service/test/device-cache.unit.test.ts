@@ -1,5 +1,6 @@
 /**
- * The gateway's device cache: positive answers of core for minutes, negative ones for seconds.
+ * The gateway's device cache: positive answers of core for minutes, negative ones for seconds,
+ * and nothing of a device (or of any) once core announced a change (or one may have been missed).
  */
 
 import assert from 'node:assert/strict';
@@ -77,4 +78,42 @@ test('at most maxEntries devices are kept, the oldest dropped first', async () =
   const devices = new DeviceAuthenticator(core.check, { maxEntries: 2 });
   for (const [id, pw] of [['a', '1'], ['b', '2'], ['c', '3'], ['b', '2'], ['c', '3'], ['a', '1']] as const) await devices.authenticate(id, pw);
   assert.deepEqual(core.calls, ['a', 'b', 'c', 'a']);
+});
+
+test('forget(id) and forgetAll: the next login of the device (of every device) asks core again; others stay cached', async () => {
+  const valid: Record<string, string> = { a: '1', b: '2' };
+  const core = counting(valid);
+  const devices = new DeviceAuthenticator(core.check);
+  assert.equal(await devices.authenticate('a', '1'), true);
+  assert.equal(await devices.authenticate('b', '2'), true);
+  assert.equal(await devices.authenticate('b', 'wrong'), false);
+  valid.a = 'reset';
+  devices.forget('a');
+  assert.equal(devices.remembered('a', '1'), undefined);
+  assert.equal(await devices.authenticate('a', '1'), false, 'the old password is asked about again, and refused');
+  assert.equal(await devices.authenticate('a', 'reset'), true);
+  assert.equal(devices.remembered('b', '2'), true, 'another device is still cached');
+  devices.forgetAll();
+  assert.equal(devices.remembered('b', '2'), undefined);
+  assert.equal(devices.remembered('b', 'wrong'), undefined, 'refusals are forgotten too');
+  assert.equal(devices.remembered('a', 'reset'), undefined);
+  assert.deepEqual(core.calls, ['a', 'b', 'b', 'a', 'a']);
+});
+
+test('an answer to a check under way when the device is forgotten is not cached, and a login after it does not share that check', async () => {
+  const answers: Array<(valid: boolean) => void> = [];
+  let calls = 0;
+  const devices = new DeviceAuthenticator(() => {
+    calls++;
+    return new Promise<boolean>((resolve) => answers.push(resolve));
+  });
+  const before = devices.authenticate('dev-1', 'old');
+  devices.forget('dev-1'); // core announced a reset while it was checking
+  const after = devices.authenticate('dev-1', 'old');
+  assert.equal(calls, 2, 'the login after the change asks core itself');
+  answers[0]!(true); // core read the password before the reset
+  assert.equal(await before, true);
+  assert.equal(devices.remembered('dev-1', 'old'), undefined, 'that answer is not remembered');
+  answers[1]!(false);
+  assert.equal(await after, false);
 });

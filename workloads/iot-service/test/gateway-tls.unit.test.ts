@@ -14,7 +14,7 @@ import { coreDeviceCheck } from '../src/gateway/devices.ts';
 import { startGateway } from '../src/gateway/gateway.ts';
 import { registerDevice, type DeviceCredentials } from '../src/simulator/index.ts';
 import { issue, makeCa, secretVolume, type Pem } from './certificates.ts';
-import { API_TOKEN, captureLog, HOST, startService, waitFor, type Service } from './harness.ts';
+import { API_TOKEN, captureLog, DEVICE_CHECK_TOKEN, HOST, startService, waitFor, type Service } from './harness.ts';
 
 const serverCa = makeCa('gateway-ca');
 const deviceCa = makeCa('device-ca');
@@ -121,7 +121,7 @@ test('without a usable certificate the gateway is unready with the reason logged
     protocols: new Set(['mqtts']),
     host: HOST,
     ports: { mqtt: 0, mqtts: 0, http: 0, https: 0 },
-    check: coreDeviceCheck({ host: HOST, port: 1 }, API_TOKEN),
+    check: coreDeviceCheck({ host: HOST, port: 1 }, DEVICE_CHECK_TOKEN),
     forward: async () => undefined,
     log: logs.log,
     tlsDir: empty.dir,

@@ -252,8 +252,8 @@ test('a full stream slows devices down: HTTP 503 with Retry-After, an MQTT PUBAC
   }
 });
 
-test('a broker that lost the stream: the gateway makes it again after the first refused message', async () => {
-  const lost = await startService({ processing: false });
+test('a broker that lost the stream: the gateway is unready until core made it again, and takes messages into the new one after', async () => {
+  const lost = await startService({ processing: false, brokerCheckMs: 200 });
   try {
     const dev = await registerDevice({ coreUrl: lost.coreUrl, apiToken: API_TOKEN }, 'dev-lost');
     assert.match(await postHttp(lost.gatewayHttpUrl, dev, { before: true }), /.+/);
@@ -261,12 +261,14 @@ test('a broker that lost the stream: the gateway makes it again after the first 
     await (await jetstreamManager(admin)).streams.delete(TELEMETRY_STREAM);
     await admin.close();
     await assert.rejects(postHttp(lost.gatewayHttpUrl, dev, { during: true }), (e: unknown) => e instanceof HttpStatusError && e.status === 503);
+    assert.equal(lost.brokerLink.connected(), false, 'unready while the stream is missing');
     let accepted = false;
     for (let attempt = 0; attempt < 50 && !accepted; attempt++) {
       accepted = await postHttp(lost.gatewayHttpUrl, dev, { after: attempt }).then(() => true, () => false);
       if (!accepted) await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    assert.ok(accepted, 'accepted again once the stream is made again');
+    assert.ok(accepted, 'accepted again once core made the stream again');
+    assert.equal(lost.brokerLink.connected(), true);
     assert.equal(((await lost.lastInStream(dev.id))?.payload as { after?: number }).after !== undefined, true, 'the accepted message is in the new stream');
   } finally {
     await lost.close();

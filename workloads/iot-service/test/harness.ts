@@ -1,15 +1,19 @@
 /**
- * The reference service in one process on 127.0.0.1, for unit tests: core's API on the in-memory
- * store, a real NATS Server with JetStream as the broker (nats-server.ts; user `iot` with the
- * broker password), the gateway's MQTT and HTTP adapters forwarding to it, and processing
- * consuming the telemetry stream into the same store, with the components' own code. With
- * `tlsDir` the gateway also serves MQTT over TLS and HTTPS with the certificate there.
+ * The reference service in one process on 127.0.0.1, for unit tests: a real NATS Server with
+ * JetStream as the broker, configured by the broker image's own entry point (nats-server.ts), each
+ * component connected as its own broker user; core's API on the in-memory store, making the
+ * broker's streams and consumer and announcing device changes there; the gateway's MQTT and HTTP
+ * adapters forwarding to the broker and following core's device changes; and processing
+ * consuming the telemetry stream into the same store — with the components' own code, wired as
+ * their entry points wire them. With `tlsDir` the gateway also serves MQTT over TLS and HTTPS
+ * with the certificate there.
  *
  * Guarantees: every server listens on 127.0.0.1 on a free port and nothing dials any other
  * address; `close` ends every connection and server it started. `broker.pause()` makes the broker
  * withhold every acknowledgement until `broker.resume()`, to observe what waits for them;
  * `lastInStream` reads the newest message of a device still in the stream (not yet taken by
- * processing).
+ * processing). `connectToBroker` connects as the tests' own broker user, allowed everything;
+ * `connectAs` as a component's user.
  */
 
 import { jetstreamManager } from '@nats-io/jetstream';
@@ -17,22 +21,25 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import type { AddressInfo, Server } from 'node:net';
 import { createCoreApi } from '../src/core/api.ts';
+import { keepBrokerResources } from '../src/core/broker-resources.ts';
+import { DeviceNotices } from '../src/core/device-notices.ts';
 import { coreDeviceCheck } from '../src/gateway/devices.ts';
 import { connectBrokerLink, type BrokerLink } from '../src/gateway/forwarder.ts';
-import { startGateway, type Gateway, type GatewayOptions } from '../src/gateway/gateway.ts';
+import { startGateway, trackDeviceChanges, type Gateway, type GatewayOptions } from '../src/gateway/gateway.ts';
 import type { ServedProtocol } from '../src/gateway/protocols.ts';
 import { consumeTelemetry } from '../src/processing/consume.ts';
 import { connectBroker, TELEMETRY_STREAM, telemetrySubject } from '../src/shared/broker.ts';
-import { SERVICE_USER, type StreamConfig } from '../src/shared/config.ts';
+import { BROKER_USERS, type StreamConfig } from '../src/shared/config.ts';
 import { createLogger, type Logger } from '../src/shared/log.ts';
 import { closeServer, listenOn } from '../src/shared/net.ts';
 import { decodeEnvelope, type TelemetryEnvelope } from '../src/shared/telemetry.ts';
 import { MemoryStore } from './memory-store.ts';
-import { startNatsServer, type NatsServer } from './nats-server.ts';
+import { ADMIN_PASSWORD, ADMIN_USER, BROKER_PASSWORDS, startNatsServer, type NatsServer } from './nats-server.ts';
 
 export const HOST = '127.0.0.1';
 export const API_TOKEN = 'test-api-token';
-export const BROKER_PASSWORD = 'test-broker-password';
+/** The gateway's token: core's device check only. */
+export const DEVICE_CHECK_TOKEN = 'test-device-check-token';
 
 export interface LogCapture {
   log: Logger;
@@ -49,8 +56,14 @@ const port = (server: Server | HttpServer) => (server.address() as AddressInfo).
 /** The broker as components reach it. */
 export const brokerEndpoint = (broker: NatsServer) => ({ host: HOST, port: broker.port });
 
+/** A connection as the tests' own user, allowed everything. */
 export function connectToBroker(broker: NatsServer, name: string): Promise<NatsConnection> {
-  return connectBroker({ broker: brokerEndpoint(broker), user: SERVICE_USER, password: BROKER_PASSWORD, name });
+  return connectBroker({ broker: brokerEndpoint(broker), user: ADMIN_USER, password: ADMIN_PASSWORD, name });
+}
+
+/** A connection as a component's broker user, with that user's permissions. */
+export function connectAs(broker: NatsServer, user: keyof typeof BROKER_USERS, name: string): Promise<NatsConnection> {
+  return connectBroker({ broker: brokerEndpoint(broker), user: BROKER_USERS[user], password: BROKER_PASSWORDS[user], name });
 }
 
 export interface Service {
@@ -59,6 +72,8 @@ export interface Service {
   stream: StreamConfig;
   brokerLink: BrokerLink;
   coreUrl: string;
+  /** core's device-change notices. */
+  coreNotices: DeviceNotices;
   gatewayHttpUrl: string;
   gatewayMqttUrl: string;
   /** With `tlsDir`: */
@@ -78,21 +93,37 @@ export interface Service {
 
 export type GatewayTestOptions = Partial<Pick<GatewayOptions, 'backlogWaitMs' | 'tlsDir' | 'tlsPollMs' | 'maxConnections' | 'devices' | 'login' | 'messageRate' | 'connectRate'>>;
 
-export async function startService(options: { processing?: boolean; stream?: Partial<StreamConfig>; gateway?: GatewayTestOptions; coreChecks?: { concurrency: number; maxQueued: number } } = {}): Promise<Service> {
+export interface ServiceOptions {
+  processing?: boolean;
+  stream?: Partial<StreamConfig>;
+  gateway?: GatewayTestOptions;
+  coreChecks?: { concurrency: number; maxQueued: number };
+  /** How often core checks the broker's streams and consumer (default: its own, 5 s). */
+  brokerCheckMs?: number;
+}
+
+export async function startService(options: ServiceOptions = {}): Promise<Service> {
   const store = new MemoryStore();
   const logs = { core: captureLog('core'), gateway: captureLog('gateway'), processing: captureLog('processing') };
-  const broker = await startNatsServer(BROKER_PASSWORD);
+  const broker = await startNatsServer();
   const stream: StreamConfig = { replicas: 1, maxBytes: 64 * 1024 * 1024, ...options.stream };
 
-  const core: HttpServer = createHttpServer(createCoreApi({ store, apiToken: API_TOKEN, log: logs.core.log, checks: options.coreChecks }));
+  const notices = new DeviceNotices({ log: logs.core.log });
+  const core: HttpServer = createHttpServer(createCoreApi({ store, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, notices, log: logs.core.log, checks: options.coreChecks }));
   await listenOn(core, { host: HOST, port: 0 });
+  const coreBroker = await connectAs(broker, 'core', 'core-test');
+  notices.attach(coreBroker);
+  const coreStopping = new AbortController();
+  keepBrokerResources(coreBroker, { stream, log: logs.core.log, signal: coreStopping.signal, checkMs: options.brokerCheckMs });
 
-  const link = connectBrokerLink({ broker: brokerEndpoint(broker), stream, username: SERVICE_USER, password: BROKER_PASSWORD, name: 'gateway-test', timeoutMs: 2_000 });
+  let gateway: Gateway | undefined;
+  const deviceChanges = trackDeviceChanges(logs.gateway.log, () => gateway);
+  const link = connectBrokerLink({ broker: brokerEndpoint(broker), password: BROKER_PASSWORDS.gateway, name: 'gateway-test', timeoutMs: 2_000, deviceChanges });
   await waitFor(() => link.connected(), 'gateway connected to the broker');
   let deviceChecks = 0;
-  const check = coreDeviceCheck({ host: HOST, port: port(core) }, API_TOKEN);
+  const check = coreDeviceCheck({ host: HOST, port: port(core) }, DEVICE_CHECK_TOKEN);
   const protocols = new Set<ServedProtocol>(options.gateway?.tlsDir ? ['mqtt', 'mqtts', 'http', 'https'] : ['mqtt', 'http']);
-  const gateway = await startGateway({
+  gateway = await startGateway({
     protocols,
     host: HOST,
     ports: { mqtt: 0, mqtts: 0, http: 0, https: 0 },
@@ -110,9 +141,9 @@ export async function startService(options: { processing?: boolean; stream?: Par
   let processing: { connection: NatsConnection; stop: AbortController; running: Promise<void> } | undefined;
   const startProcessing = async () => {
     const stop = new AbortController();
-    const connection = await connectToBroker(broker, 'processing-test');
+    const connection = await connectAs(broker, 'processing', 'processing-test');
     let consuming = false;
-    const running = consumeTelemetry(connection, { stream, store, log: logs.processing.log, signal: stop.signal, delayMs: () => 5, onConsuming: () => (consuming = true) });
+    const running = consumeTelemetry(connection, { store, log: logs.processing.log, signal: stop.signal, delayMs: () => 5, onConsuming: () => (consuming = true) });
     running.catch(() => undefined);
     await waitFor(() => consuming, 'processing consuming');
     processing = { connection, stop, running };
@@ -132,6 +163,7 @@ export async function startService(options: { processing?: boolean; stream?: Par
     stream,
     brokerLink: link,
     coreUrl: `http://${HOST}:${port(core)}`,
+    coreNotices: notices,
     gatewayHttpUrl: `http://${HOST}:${gateway.ports.http}`,
     gatewayMqttUrl: `mqtt://${HOST}:${gateway.ports.mqtt}`,
     gatewayMqttsUrl: `mqtts://${HOST}:${gateway.ports.mqtts}`,
@@ -151,6 +183,9 @@ export async function startService(options: { processing?: boolean; stream?: Par
       await stopProcessing();
       await gateway.close();
       await link.close();
+      coreStopping.abort();
+      await notices.close();
+      await coreBroker.close();
       await inspector.close();
       await closeServer(core);
       await broker.close();

@@ -1,8 +1,8 @@
 /**
  * An in-memory stand-in for the PostgreSQL store in unit tests.
  *
- * Guarantees: the same contract as PostgresStore (store.ts): devices keyed by id, telemetry keyed
- * by (device id, message id) with inserts of a stored key changing nothing, newest first and
+ * Guarantees: the same contract as PostgresStore (store.ts): devices keyed by id (a deleted
+ * device's telemetry kept and still listed), telemetry keyed by (device id, message id) with inserts of a stored key changing nothing, newest first and
  * paged by cursor (message ids compared by code unit, as PostgreSQL's C collation does), a batch
  * stored whole or not at all; a payload with a NUL character is refused with SQLSTATE 22P05, as
  * PostgreSQL's jsonb refuses it; `failNextInserts(n)` makes the next n inserts reject, as a
@@ -35,8 +35,18 @@ export class MemoryStore implements DeviceStore, TelemetryStore {
     return this.devices.get(id);
   }
 
+  async setPasswordHash(id: string, passwordHash: string): Promise<boolean> {
+    if (!this.devices.has(id)) return false;
+    this.devices.set(id, passwordHash);
+    return true;
+  }
+
+  async deleteDevice(id: string): Promise<boolean> {
+    return this.devices.delete(id);
+  }
+
   async telemetry(deviceId: string, limit: number, before?: TelemetryCursor): Promise<TelemetryRecord[] | undefined> {
-    if (!this.devices.has(deviceId)) return undefined;
+    if (!this.devices.has(deviceId) && ![...this.rows.values()].some((row) => row.deviceId === deviceId)) return undefined;
     const compare = (a: { receivedAt: string; messageId: string }, b: { receivedAt: string; messageId: string }) =>
       b.receivedAt.localeCompare(a.receivedAt) || (b.messageId < a.messageId ? -1 : b.messageId > a.messageId ? 1 : 0);
     const older = (row: TelemetryEnvelope) =>

@@ -1,18 +1,24 @@
 /**
  * A real NATS Server with JetStream on 127.0.0.1 for the data plane's tests: the binary the
  * broker image carries, built from the module cluster/engines/nats-server pins (cluster/engines/build.sh,
- * cached after the first build).
+ * cached after the first build), run with the configuration the broker image's entry point
+ * (image/broker.sh) writes — its users and their permissions as they are — with only its
+ * addresses and store moved into the test's reach, and one user added for the tests alone.
  *
- * Guarantees: `startNatsServer` starts one server on a free port with user `iot` and the given
- * password, its JetStream store in a fresh temporary directory, and resolves once it accepts
- * connections. `pause`/`resume` stop and continue the process (SIGSTOP/SIGCONT: it holds every
- * acknowledgement meanwhile); `kill` SIGKILLs it, and `start` starts it again on the same port
- * and store, as a restarted pod would. `close` kills it and removes the store. Nothing dials any
- * other address.
+ * Guarantees: `brokerConfig` runs broker.sh with the given environment (and a stand-in for
+ * nats-server that only records its arguments), returning the configuration it wrote and the
+ * arguments it would have started nats-server with. `startNatsServer` starts one server on a
+ * free port from broker.sh's configuration for one broker with the users gateway, processing and
+ * core (passwords BROKER_PASSWORDS) and, for the tests alone, user `admin` (ADMIN_PASSWORD) allowed
+ * everything; its JetStream store in a fresh temporary directory; monitoring off. It resolves
+ * once the server accepts connections. `pause`/`resume` stop and continue the process
+ * (SIGSTOP/SIGCONT: it holds every acknowledgement meanwhile); `kill` SIGKILLs it, and `start`
+ * starts it again on the same port and store, as a restarted pod would. `close` kills it and
+ * removes the store. Nothing dials or listens on any other address.
  */
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -20,7 +26,14 @@ import { fileURLToPath } from 'node:url';
 import { tcpReachable } from '../src/shared/net.ts';
 
 const repositoryRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+const BROKER_SCRIPT = path.join(repositoryRoot, 'workloads/iot-service/image/broker.sh');
 let binary: string | undefined;
+
+/** The password of each component's broker user in tests. */
+export const BROKER_PASSWORDS = { gateway: 'test-gateway-password', processing: 'test-processing-password', core: 'test-core-password' } as const;
+/** The tests' own user, allowed everything (no such user exists in the image). */
+export const ADMIN_USER = 'admin';
+export const ADMIN_PASSWORD = 'test-admin-password';
 
 export function natsServerBinary(): string {
   if (binary) return binary;
@@ -29,6 +42,36 @@ export function natsServerBinary(): string {
   if (built.status !== 0 || !last) throw new Error('cluster/engines/build.sh nats-server failed (see above)');
   binary = last;
   return binary;
+}
+
+/**
+ * What broker.sh writes with `env` (beside PATH and IOT_BROKER_CONFIG_DIR, which this sets): its
+ * exit status, stderr, the configuration and the arguments it passed to nats-server.
+ */
+export function brokerConfig(env: Record<string, string>): { status: number | null; stderr: string; config: string; args: string[] } {
+  const dir = mkdtempSync(path.join(tmpdir(), 'broker-sh-'));
+  try {
+    const stub = path.join(dir, 'nats-server');
+    writeFileSync(stub, `#!/bin/sh\nprintf '%s\\n' "$@" >"${dir}/args"\n`);
+    chmodSync(stub, 0o755);
+    const run = spawnSync('sh', [BROKER_SCRIPT], { encoding: 'utf8', env: { PATH: `${dir}:${process.env.PATH ?? ''}`, IOT_BROKER_CONFIG_DIR: path.join(dir, 'config'), ...env } });
+    const read = (file: string) => {
+      try {
+        return readFileSync(file, 'utf8');
+      } catch {
+        return '';
+      }
+    };
+    return { status: run.status, stderr: run.stderr, config: read(path.join(dir, 'config', 'nats.conf')), args: read(path.join(dir, 'args')).split('\n').filter(Boolean) };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** `text` with `pattern` replaced once; throws when broker.sh's configuration no longer has it. */
+function replaceOnce(text: string, pattern: RegExp, replacement: string): string {
+  if (!pattern.test(text)) throw new Error(`broker.sh's configuration has no ${pattern}: the test broker needs updating`);
+  return text.replace(pattern, replacement);
 }
 
 async function freePort(): Promise<number> {
@@ -58,19 +101,22 @@ export interface NatsServer {
   close(): Promise<void>;
 }
 
-export async function startNatsServer(password: string, options: { maxStoreBytes?: number } = {}): Promise<NatsServer> {
+export async function startNatsServer(options: { maxStoreBytes?: number } = {}): Promise<NatsServer> {
   const executable = natsServerBinary();
   const port = await freePort();
   const dir = mkdtempSync(path.join(tmpdir(), 'nats-test-'));
+  const written = brokerConfig({
+    IOT_BROKER_GATEWAY_PASSWORD: BROKER_PASSWORDS.gateway,
+    IOT_BROKER_PROCESSING_PASSWORD: BROKER_PASSWORDS.processing,
+    IOT_BROKER_CORE_PASSWORD: BROKER_PASSWORDS.core,
+  });
+  if (written.status !== 0) throw new Error(`broker.sh failed: ${written.stderr}`);
+  let text = replaceOnce(written.config, /^listen: .*$/m, `listen: "127.0.0.1:${port}"`);
+  text = replaceOnce(text, /^http: .*\n/m, '');
+  text = replaceOnce(text, /^ {2}store_dir: .*$/m, `  store_dir: "${path.join(dir, 'store')}"${options.maxStoreBytes ? `\n  max_file_store: ${options.maxStoreBytes}` : ''}`);
+  text = replaceOnce(text, /^ {2}users: \[$/m, `  users: [\n    { user: "${ADMIN_USER}", password: "${ADMIN_PASSWORD}" }`);
   const config = path.join(dir, 'nats.conf');
-  writeFileSync(
-    config,
-    [
-      `listen: "127.0.0.1:${port}"`,
-      `authorization { users: [ { user: "iot", password: "${password}" } ] }`,
-      `jetstream { store_dir: "${path.join(dir, 'store')}"${options.maxStoreBytes ? `, max_file_store: ${options.maxStoreBytes}` : ''} }`,
-    ].join('\n'),
-  );
+  writeFileSync(config, text);
   let child: ChildProcess | undefined;
   const server: NatsServer = {
     port,

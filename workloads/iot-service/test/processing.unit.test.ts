@@ -227,7 +227,7 @@ test('through the broker: a poison message in the stream is set aside, announced
     assert.ok(Math.abs(Date.parse(notice.failedAt) - Date.now()) < 10_000, notice.failedAt);
   }));
 
-test('the DEAD_LETTERS stream as processing makes it: limits retention, 30 days and 100,000 notices at most, the oldest dropped; other limits are updated', () =>
+test('the DEAD_LETTERS stream as core makes it: limits retention, 30 days and 100,000 notices at most, the oldest dropped; other limits are updated', () =>
   withService(async (service, client) => {
     const jsm = await jetstreamManager(client);
     const made = (await jsm.streams.info(DEAD_LETTER_STREAM)).config;

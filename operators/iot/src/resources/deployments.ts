@@ -12,15 +12,19 @@
  * finds Secret gateway-tls (gateway-tls.ts) mounted read-only at IOT_GATEWAY_TLS_DIR when it
  * serves TLS, is told `spec.gateway.connections` in IOT_GATEWAY_MAX_CONNECTIONS when the spec sets
  * it (unset: the variable is absent and the gateway keeps its default, no cap), and
- * gets the API token to check devices against core. Components know the broker and the database
- * as user `iot`, which the reference images fix (iot-credentials holds only passwords).
+ * gets the device-check token to check devices against core — never core's api token, which only
+ * core gets. Each component gets only its own credentials: its broker user's password (the
+ * broker knows the components as users `gateway`, `core` and `processing`, each allowed only
+ * what it needs) and, for core and processing, its database role's password (roles `iot_core`
+ * and `iot_processing`, neither a superuser nor allowed DDL). The reference images fix those
+ * names (iot-credentials holds only passwords).
  */
 
 import type { V1Deployment } from '@kubernetes/client-node';
 import { GATEWAY_PROTOCOLS } from '../api/iotservice.ts';
 import type { Instance } from './instance.ts';
 import { componentLabels, componentSelector } from './labels.ts';
-import { desiredPodTemplate, httpProbe, type ContainerRuntime } from './pod.ts';
+import { desiredPodTemplate, httpProbe, type ContainerRuntime, type TemplateRolls } from './pod.ts';
 import { GATEWAY_TLS_DIR, GATEWAY_TLS_SECRET, servesTls } from './gateway-tls.ts';
 import { CORE_API_PORT, HEALTH_PORT, gatewayPorts, PORTS } from './ports.ts';
 
@@ -39,13 +43,13 @@ const healthProbes = {
   livenessProbe: httpProbe('/healthz', PORTS.health, 'liveness'),
 };
 
-/** The gateway checks devices against core with the API token, serves the protocols of IOT_GATEWAY_PROTOCOLS and caps its connections at IOT_GATEWAY_MAX_CONNECTIONS. */
+/** The gateway checks devices against core with the device-check token, serves the protocols of IOT_GATEWAY_PROTOCOLS and caps its connections at IOT_GATEWAY_MAX_CONNECTIONS. */
 export function gatewayRuntime(instance: Instance): ContainerRuntime {
   const { protocols: enabled, connections } = instance.spec.gateway;
   return {
     ports: [...gatewayPorts(enabled), HEALTH_PORT],
     ...healthProbes,
-    credentials: ['apiToken', 'brokerPassword'],
+    credentials: ['deviceCheckToken', 'brokerGatewayPassword'],
     environment: [
       { name: GATEWAY_PROTOCOLS_ENV, value: GATEWAY_PROTOCOLS.filter((p) => enabled.includes(p)).join(',') },
       ...(servesTls(instance) ? [{ name: GATEWAY_TLS_DIR_ENV, value: GATEWAY_TLS_DIR }] : []),
@@ -58,13 +62,13 @@ export function gatewayRuntime(instance: Instance): ContainerRuntime {
 export const CORE_RUNTIME: ContainerRuntime = {
   ports: [CORE_API_PORT, HEALTH_PORT],
   ...healthProbes,
-  credentials: ['apiToken', 'brokerPassword', 'databasePassword'],
+  credentials: ['apiToken', 'deviceCheckToken', 'brokerCorePassword', 'databaseCorePassword'],
 };
 
 export const PROCESSING_RUNTIME: ContainerRuntime = {
   ports: [HEALTH_PORT],
   ...healthProbes,
-  credentials: ['brokerPassword', 'databasePassword'],
+  credentials: ['brokerProcessingPassword', 'databaseProcessingPassword'],
 };
 
 /**
@@ -78,7 +82,7 @@ function desiredDeployment(
   instance: Instance,
   component: DeploymentComponent,
   runtime: ContainerRuntime,
-  configChecksum: string,
+  rolls: TemplateRolls,
 ): V1Deployment {
   return {
     apiVersion: 'apps/v1',
@@ -89,19 +93,20 @@ function desiredDeployment(
       selector: { matchLabels: componentSelector(instance, component) },
       progressDeadlineSeconds: PROGRESS_DEADLINE_SECONDS,
       ...(component === 'processing' ? { strategy: { type: NO_SURGE_STRATEGY.type, rollingUpdate: { ...NO_SURGE_STRATEGY.rollingUpdate } } } : {}),
-      template: desiredPodTemplate(instance, component, runtime, configChecksum),
+      template: desiredPodTemplate(instance, component, runtime, rolls),
     },
   };
 }
 
-export function desiredGatewayDeployment(instance: Instance, configChecksum: string): V1Deployment {
-  return desiredDeployment(instance, 'gateway', gatewayRuntime(instance), configChecksum);
+/** `credentialsRotation`: secrets.ts `credentialsRotation`, when there is one. */
+export function desiredGatewayDeployment(instance: Instance, configChecksum: string, credentialsRotation?: string): V1Deployment {
+  return desiredDeployment(instance, 'gateway', gatewayRuntime(instance), { configChecksum, credentialsRotation });
 }
 
-export function desiredCoreDeployment(instance: Instance, configChecksum: string): V1Deployment {
-  return desiredDeployment(instance, 'core', CORE_RUNTIME, configChecksum);
+export function desiredCoreDeployment(instance: Instance, configChecksum: string, credentialsRotation?: string): V1Deployment {
+  return desiredDeployment(instance, 'core', CORE_RUNTIME, { configChecksum, credentialsRotation });
 }
 
-export function desiredProcessingDeployment(instance: Instance, configChecksum: string): V1Deployment {
-  return desiredDeployment(instance, 'processing', PROCESSING_RUNTIME, configChecksum);
+export function desiredProcessingDeployment(instance: Instance, configChecksum: string, credentialsRotation?: string): V1Deployment {
+  return desiredDeployment(instance, 'processing', PROCESSING_RUNTIME, { configChecksum, credentialsRotation });
 }

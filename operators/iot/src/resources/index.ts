@@ -7,8 +7,11 @@
  * from their first moment), the ResourceQuota and LimitRange (every pod is admitted under them),
  * Secrets (with the gateway's CA and TLS Secrets when it serves TLS), ConfigMaps (config, and the gateway CA when it serves TLS), Services, a PodDisruptionBudget per component, StatefulSets and Deployments. Each child
  * has apiVersion, kind, metadata.name and (except the Namespace) metadata.namespace set, and the
- * instance labels. Children marked `createOnly` (the credentials) are created when missing and
- * never compared or changed afterwards; all others are kept equal to their desired form.
+ * instance labels. The child marked `generated` (the credentials) is created when missing and
+ * afterwards only completed, never compared or applied: the keys it lacks are added (secrets.ts
+ * `credentialsPatch`), the ones it has never change unless a new rotation is asked for, which
+ * makes them all afresh and, put on every pod template, rolls every workload; all others are kept
+ * equal to their desired form.
  * `writeStages` groups them into the stages they are written in: within a stage children are
  * independent; a stage starts only once the one before it is written, so no pod is created
  * before its namespace's NetworkPolicies, Secrets, ConfigMaps and Services exist.
@@ -64,16 +67,18 @@ export type DesiredObject = ChildObject & {
 
 export interface DesiredChild {
   object: DesiredObject;
-  /** Create when missing; never compare or update (the generated credentials). */
-  createOnly: boolean;
+  /** The generated credentials: created when missing, then only completed (secrets.ts `credentialsPatch`), never applied. */
+  generated: boolean;
 }
 
 /** What desired state depends on beyond the instance itself. */
 export interface ChildSources {
   /** The landscape's `image-pull-secret` as observed in the operator namespace. */
   imagePullSecret: V1Secret;
-  /** Fresh credentials, used only if `iot-credentials` does not exist yet (see `generateCredentials`). */
+  /** Fresh credentials, used only for what `iot-credentials` lacks: all of it when it does not exist yet (see `generateCredentials`), or all on a rotation. */
   credentials: IoTCredentials;
+  /** The rotation the credentials are to be made for (secrets.ts `credentialsRotation`), if any: recorded on the Secret and every pod template. */
+  credentialsRotation?: string;
   /** The components whose existing StatefulSet keeps its emptyDir (data-volume.ts `dataVolume`). */
   keptEmptyDirs: KeptEmptyDirs;
   /** The gateway's CA and server certificate (gateway-tls.ts), kept or renewed by the reconcile; only for an instance that `servesTls`. */
@@ -104,7 +109,7 @@ export const CHILD_KINDS: ReadonlyArray<{ apiVersion: string; kind: string; plur
 export function desiredChildren(instance: Instance, sources: ChildSources): DesiredChildren {
   const configMap = desiredConfigMap(instance, sources.keptEmptyDirs);
   const checksum = configChecksum(configMap.data ?? {});
-  const apply = (object: ChildObject): DesiredChild => ({ object: object as DesiredObject, createOnly: false });
+  const apply = (object: ChildObject): DesiredChild => ({ object: object as DesiredObject, generated: false });
   const tls = servesTls(instance) ? sources.gatewayTls : undefined;
   if (servesTls(instance) && !tls) throw new Error(`${instance.namespace}: the gateway serves TLS but no TLS material was given`);
   return {
@@ -119,7 +124,7 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredResourceQuota(instance)),
       apply(desiredLimitRange(instance)),
       apply(desiredImagePullSecret(instance, sources.imagePullSecret)),
-      { object: desiredCredentialsSecret(instance, sources.credentials) as DesiredObject, createOnly: true },
+      { object: desiredCredentialsSecret(instance, sources.credentials, sources.credentialsRotation) as DesiredObject, generated: true },
       ...(tls ? [apply(desiredGatewayCaSecret(instance, tls)), apply(desiredGatewayTlsSecret(instance, tls))] : []),
       apply(configMap),
       ...(tls ? [apply(desiredGatewayCaConfigMap(instance, tls))] : []),
@@ -130,11 +135,11 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredCoreService(instance)),
       apply(desiredGatewayService(instance)),
       ...COMPONENTS.map((component) => apply(desiredDisruptionBudget(instance, component))),
-      apply(desiredBrokerStatefulSet(instance, sources.keptEmptyDirs)),
-      apply(desiredDatabaseStatefulSet(instance, sources.keptEmptyDirs)),
-      apply(desiredCoreDeployment(instance, checksum)),
-      apply(desiredProcessingDeployment(instance, checksum)),
-      apply(desiredGatewayDeployment(instance, checksum)),
+      apply(desiredBrokerStatefulSet(instance, sources.keptEmptyDirs, sources.credentialsRotation)),
+      apply(desiredDatabaseStatefulSet(instance, sources.keptEmptyDirs, sources.credentialsRotation)),
+      apply(desiredCoreDeployment(instance, checksum, sources.credentialsRotation)),
+      apply(desiredProcessingDeployment(instance, checksum, sources.credentialsRotation)),
+      apply(desiredGatewayDeployment(instance, checksum, sources.credentialsRotation)),
     ],
   };
 }

@@ -11,7 +11,10 @@
  * Secret reaches running pods without restarting them; the template of
  * a component that reads config.yml (gateway, core, processing) carries the config checksum
  * annotation, so a configuration change rolls its pods (a subPath mount never sees a ConfigMap
- * update); broker and database do not read it, so a configuration change leaves them running. The component's placement
+ * update); broker and database do not read it, so a configuration change leaves them running.
+ * Every component's template carries the credentials' rotation (CREDENTIALS_ROTATION_ANNOTATION)
+ * when there is one, so a rotation rolls every pod, each then reading the new credentials at its
+ * start (environment variables from iot-credentials are read only then). The component's placement
  * (nodeSelector, tolerations and affinity) reaches the pod spec as copies (never shared with the
  * IoTService's spec), omitted when absent or empty. Objects are written in the form the API
  * server returns them (explicit `protocol`, numeric ports, canonical quantities, no empty maps or
@@ -34,7 +37,7 @@ import type { Instance } from './instance.ts';
 import { componentLabels } from './labels.ts';
 import type { NamedPort } from './ports.ts';
 import { canonicalResourceList } from './quantity.ts';
-import { CREDENTIAL_KEYS, CREDENTIALS_SECRET_NAME, IMAGE_PULL_SECRET_NAME } from './secrets.ts';
+import { CREDENTIAL_KEYS, CREDENTIALS_ROTATION_ANNOTATION, CREDENTIALS_SECRET_NAME, IMAGE_PULL_SECRET_NAME, type CredentialName } from './secrets.ts';
 
 export const POD_USER_ID = 10001;
 export const CONFIG_VOLUME = 'config';
@@ -42,13 +45,17 @@ export const TMP_VOLUME = 'tmp';
 export const DATA_VOLUME = 'data';
 export const TMP_SIZE_LIMIT = '64Mi';
 
-/** Which credential of iot-credentials a component receives, as environment variable. */
-export type CredentialName = keyof typeof CREDENTIAL_KEYS;
-
-const CREDENTIAL_ENV: Readonly<Record<CredentialName, string>> = {
+/** The environment variable each credential of iot-credentials reaches a component as. */
+export const CREDENTIAL_ENV: Readonly<Record<CredentialName, string>> = {
   apiToken: 'IOT_API_TOKEN',
-  brokerPassword: 'IOT_BROKER_PASSWORD',
+  deviceCheckToken: 'IOT_DEVICE_CHECK_TOKEN',
+  brokerGatewayPassword: 'IOT_BROKER_GATEWAY_PASSWORD',
+  brokerProcessingPassword: 'IOT_BROKER_PROCESSING_PASSWORD',
+  brokerCorePassword: 'IOT_BROKER_CORE_PASSWORD',
+  brokerRoutePassword: 'IOT_BROKER_ROUTE_PASSWORD',
   databasePassword: 'IOT_DATABASE_PASSWORD',
+  databaseCorePassword: 'IOT_DATABASE_CORE_PASSWORD',
+  databaseProcessingPassword: 'IOT_DATABASE_PROCESSING_PASSWORD',
 };
 
 /** How one component's container runs. */
@@ -140,18 +147,26 @@ function environment(configMountPath: string, runtime: ContainerRuntime): V1EnvV
   ];
 }
 
+/** What a pod template carries so that a change of it rolls the pods. */
+export interface TemplateRolls {
+  /** The checksum of config.yml: only for the components that read it. */
+  configChecksum?: string;
+  /** The rotation the credentials were last made for (secrets.ts `credentialsRotation`), if any. */
+  credentialsRotation?: string;
+}
+
 /**
  * The pod template of `component`. `dataVolume`: for StatefulSets without storage, the emptyDir
  * `data` volume; with storage the volume comes from the claim template and is not listed here.
- * `configChecksum` (of config.yml) is given for the components that read config.yml and put on
- * their template, so a configuration change rolls their pods; undefined: no annotation, and a
- * configuration change leaves the pods running.
+ * `rolls.configChecksum` (of config.yml) is given for the components that read config.yml and put
+ * on their template, so a configuration change rolls their pods; undefined: no annotation, and a
+ * configuration change leaves the pods running. `rolls.credentialsRotation` is put on it likewise.
  */
 export function desiredPodTemplate(
   instance: Instance,
   component: ComponentName,
   runtime: ContainerRuntime,
-  configChecksum: string | undefined,
+  rolls: TemplateRolls,
   options: { dataEmptyDir: boolean } = { dataEmptyDir: false },
 ): V1PodTemplateSpec {
   const spec = instance.spec[component];
@@ -194,10 +209,14 @@ export function desiredPodTemplate(
 
   const { nodeSelector: selector, tolerations, affinity } = spec.placement ?? {};
   const nodeSelector = sortedMap(selector);
+  const annotations = {
+    ...(rolls.configChecksum === undefined ? {} : { [CONFIG_CHECKSUM_ANNOTATION]: rolls.configChecksum }),
+    ...(rolls.credentialsRotation === undefined ? {} : { [CREDENTIALS_ROTATION_ANNOTATION]: rolls.credentialsRotation }),
+  };
   return {
     metadata: {
       labels: componentLabels(instance, component),
-      ...(configChecksum === undefined ? {} : { annotations: { [CONFIG_CHECKSUM_ANNOTATION]: configChecksum } }),
+      ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
     },
     spec: {
       automountServiceAccountToken: false,

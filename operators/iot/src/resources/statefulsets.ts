@@ -10,13 +10,15 @@
  * server refuses any change to a claim template, so what a StatefulSet was made with stays.
  * The claim template is a pure function of `storage` and `storageClassName` only, for the same
  * reason. Neither reads config.yml, so their pod templates carry no config checksum: a
- * `spec.config` change never restarts the broker or the database.
+ * `spec.config` change never restarts the broker or the database; they carry the credentials'
+ * rotation like every template (pod.ts), so a rotation restarts them with the new passwords.
  *
  * The broker is nats-server with JetStream: it is ready once JetStream is
  * (`/healthz?js-enabled-only=true` on the monitor port) and alive while it accepts clients (4222).
- * It is told its pod's name and namespace (downward API) and the number of replicas
- * (IOT_BROKER_REPLICAS): with 3 it routes to its peers at
- * `nats://broker-<i>.broker.<POD_NAMESPACE>.svc:6222` through the headless Service.
+ * It is told the password of each component's broker user and of its routes, its pod's name and
+ * namespace (downward API) and the number of replicas (IOT_BROKER_REPLICAS): with 3 it routes to
+ * its peers at `nats://broker-<i>.broker.<POD_NAMESPACE>.svc:6222` through the headless Service,
+ * as user `route`.
  */
 
 import type { V1PersistentVolumeClaim, V1StatefulSet } from '@kubernetes/client-node';
@@ -32,13 +34,13 @@ export const BROKER_REPLICAS_ENV = 'IOT_BROKER_REPLICAS';
 /** nats-server's health endpoint, answering 200 once JetStream is enabled (not waiting for streams to catch up). */
 export const BROKER_READINESS_PATH = '/healthz?js-enabled-only=true';
 
-/** The broker's container: its ports, probes, password, pod identity and replica count. */
+/** The broker's container: its ports, probes, its users' and routes' passwords, pod identity and replica count. */
 export function brokerRuntime(instance: Instance): ContainerRuntime {
   return {
     ports: BROKER_PORTS,
     readinessProbe: httpProbe(BROKER_READINESS_PATH, PORTS.brokerMonitor, 'readiness'),
     livenessProbe: tcpProbe(PORTS.brokerClient, 'liveness'),
-    credentials: ['brokerPassword'],
+    credentials: ['brokerGatewayPassword', 'brokerProcessingPassword', 'brokerCorePassword', 'brokerRoutePassword'],
     environment: [
       { name: 'POD_NAME', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } } },
       { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } },
@@ -48,11 +50,12 @@ export function brokerRuntime(instance: Instance): ContainerRuntime {
   };
 }
 
+/** The database is told its superuser's password and those of the components' roles, which it makes and keeps at every start. */
 export const DATABASE_RUNTIME: ContainerRuntime = {
   ports: [DATABASE_PORT],
   readinessProbe: tcpProbe(PORTS.database, 'readiness'),
   livenessProbe: tcpProbe(PORTS.database, 'liveness'),
-  credentials: ['databasePassword'],
+  credentials: ['databasePassword', 'databaseCorePassword', 'databaseProcessingPassword'],
   dataPath: DATA_PATH,
 };
 
@@ -69,7 +72,7 @@ export function dataClaimTemplate(instance: Instance, volume: DataVolume): V1Per
   };
 }
 
-function desiredStatefulSet(instance: Instance, component: StatefulSetComponent, runtime: ContainerRuntime, kept: KeptEmptyDirs): V1StatefulSet {
+function desiredStatefulSet(instance: Instance, component: StatefulSetComponent, runtime: ContainerRuntime, kept: KeptEmptyDirs, credentialsRotation: string | undefined): V1StatefulSet {
   const claim = dataClaimTemplate(instance, dataVolume(instance, component, kept));
   return {
     apiVersion: 'apps/v1',
@@ -79,16 +82,17 @@ function desiredStatefulSet(instance: Instance, component: StatefulSetComponent,
       replicas: instance.spec[component].replicas,
       serviceName: component,
       selector: { matchLabels: componentSelector(instance, component) },
-      template: desiredPodTemplate(instance, component, runtime, undefined, { dataEmptyDir: !claim }),
+      template: desiredPodTemplate(instance, component, runtime, { credentialsRotation }, { dataEmptyDir: !claim }),
       ...(claim ? { volumeClaimTemplates: [claim] } : {}),
     },
   };
 }
 
-export function desiredBrokerStatefulSet(instance: Instance, kept: KeptEmptyDirs = new Set()): V1StatefulSet {
-  return desiredStatefulSet(instance, 'broker', brokerRuntime(instance), kept);
+/** `credentialsRotation`: secrets.ts `credentialsRotation`, when there is one. */
+export function desiredBrokerStatefulSet(instance: Instance, kept: KeptEmptyDirs = new Set(), credentialsRotation?: string): V1StatefulSet {
+  return desiredStatefulSet(instance, 'broker', brokerRuntime(instance), kept, credentialsRotation);
 }
 
-export function desiredDatabaseStatefulSet(instance: Instance, kept: KeptEmptyDirs = new Set()): V1StatefulSet {
-  return desiredStatefulSet(instance, 'database', DATABASE_RUNTIME, kept);
+export function desiredDatabaseStatefulSet(instance: Instance, kept: KeptEmptyDirs = new Set(), credentialsRotation?: string): V1StatefulSet {
+  return desiredStatefulSet(instance, 'database', DATABASE_RUNTIME, kept, credentialsRotation);
 }

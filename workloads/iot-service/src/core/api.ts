@@ -2,13 +2,29 @@
  * core's HTTP API (port 8080): the device registry, the telemetry query and the gateway's
  * credential check.
  *
- * Guarantees: every route requires `Authorization: Bearer <api token>` (the instance's api-token
- * of iot-credentials; compared in constant time) and answers 401 without it or with another token,
- * before reading the body.
+ * Guarantees: every route requires `Authorization: Bearer <token>` (compared in constant time) and
+ * answers 401 without it or with another token, before reading the body. Two tokens are known:
+ * the api token (iot-credentials `api-token`), good for every route, and the device-check token
+ * (`device-check-token`, the gateway's), good for `POST /v1/internal/device-auth` alone — with it
+ * any other route, method or path answers 401, so a gateway can verify devices and do nothing
+ * else.
  * - `POST /v1/devices` `{"id"}` → 201 `{"id","password"}` (a fresh password, stored only hashed);
  *   the same id again → 409; a malformed id → 400.
+ * - `POST /v1/devices/<id>/password` → 200 `{"id","password"}`: a fresh password replaces the
+ *   device's (the old one is refused from then on); unknown device → 404.
+ * - `DELETE /v1/devices/<id>` → 204: the device leaves the registry and is refused from then on;
+ *   its stored telemetry stays, readable below until retention deletes it; unknown device → 404.
+ *   Both changes are announced to every gateway (device-notices.ts) once stored and answered
+ *   after the broker took the notice (or after waiting for it a bounded time: a notice lost is
+ *   noticed missing by the gateways all the same, see gateway/device-changes.ts), so no gateway
+ *   connected to the broker admits the old password from its login cache more than 3.5 s
+ *   (SILENCE_LIMIT_MS and its 500 ms check) after the change, and its open MQTT connection is
+ *   closed as the notice arrives. Neither is made while core is not connected to the broker: 503
+ *   with `Retry-After: 1`, nothing changed. A DELETE of an unknown device is announced too, so a
+ *   DELETE retried after an error is announced again.
  * - `GET /v1/devices/<id>/telemetry?limit=N` → 200 array of `{"messageId","receivedAt","storedAt","payload"}`
- *   newest first, N in 1..1000 (default 100, else 400); unknown device → 404. The next page:
+ *   newest first, N in 1..1000 (default 100, else 400); a device id neither registered nor with
+ *   telemetry stored → 404. The next page:
  *   `&before=<receivedAt>&beforeMessageId=<messageId>` of the page's last record (strictly older
  *   records; `before` alone: everything received before that time); a `before` that is not an
  *   ISO 8601 time, or `beforeMessageId` without `before` or not a message id → 400.
@@ -30,6 +46,7 @@ import type { Logger } from '../shared/log.ts';
 import type { DeviceStore, TelemetryCursor } from '../shared/store.ts';
 import { isDeviceId, isMessageId } from '../shared/telemetry.ts';
 import { Bounded, BusyError } from './bounded.ts';
+import type { DeviceChangeAnnouncer } from './device-notices.ts';
 import { generatePassword, hashPassword, verifyPassword } from './passwords.ts';
 
 export const DEFAULT_TELEMETRY_LIMIT = 100;
@@ -37,7 +54,12 @@ export const MAX_TELEMETRY_LIMIT = 1000;
 
 export interface CoreApiOptions {
   store: DeviceStore;
+  /** Good for every route. */
   apiToken: string;
+  /** Good for `POST /v1/internal/device-auth` only. */
+  deviceCheckToken: string;
+  /** Tells the gateways of a device's reset or deletion. */
+  notices: DeviceChangeAnnouncer;
   log: Logger;
   checks?: { concurrency: number; maxQueued: number };
 }
@@ -79,7 +101,7 @@ async function bodyObject(req: IncomingMessage): Promise<Record<string, unknown>
 }
 
 export function createCoreApi(options: CoreApiOptions): RequestListener {
-  const { store, apiToken, log } = options;
+  const { store, apiToken, deviceCheckToken, notices, log } = options;
   const concurrency = options.checks?.concurrency ?? Math.min(4, availableParallelism());
   const checks = new Bounded(concurrency, options.checks?.maxQueued ?? 8 * concurrency);
 
@@ -90,6 +112,31 @@ export function createCoreApi(options: CoreApiOptions): RequestListener {
     if (!(await store.createDevice(id, await hashPassword(password)))) throw new HttpError(409, `device ${id} exists`);
     log.info('device registered', { device: id });
     sendJson(res, 201, { id, password });
+  }
+
+  /** Refuses a change no gateway could be told of. */
+  function mustAnnounce(): void {
+    if (!notices.connected()) throw new HttpError(503, 'core is not connected to the broker, so the gateways cannot be told; nothing was changed', { 'Retry-After': '1' });
+  }
+
+  async function resetPassword(deviceId: string, res: ServerResponse): Promise<void> {
+    if (!isDeviceId(deviceId)) throw new HttpError(404, `no device ${deviceId}`);
+    mustAnnounce();
+    const password = generatePassword();
+    if (!(await store.setPasswordHash(deviceId, await hashPassword(password)))) throw new HttpError(404, `no device ${deviceId}`);
+    await notices.announce(deviceId);
+    log.info('device password reset', { device: deviceId });
+    sendJson(res, 200, { id: deviceId, password });
+  }
+
+  async function deleteDevice(deviceId: string, res: ServerResponse): Promise<void> {
+    if (!isDeviceId(deviceId)) throw new HttpError(404, `no device ${deviceId}`);
+    mustAnnounce();
+    const deleted = await store.deleteDevice(deviceId);
+    await notices.announce(deviceId);
+    if (!deleted) throw new HttpError(404, `no device ${deviceId}`);
+    log.info('device deleted', { device: deviceId });
+    res.writeHead(204).end();
   }
 
   async function deviceTelemetry(deviceId: string, url: URL, res: ServerResponse): Promise<void> {
@@ -124,11 +171,11 @@ export function createCoreApi(options: CoreApiOptions): RequestListener {
 
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://core');
-    const token = parseBearer(req.headers.authorization);
-    if (token === undefined || !sameSecret(token, apiToken)) {
-      throw new HttpError(401, 'a valid Authorization: Bearer <api token> is required');
-    }
     const method = req.method ?? 'GET';
+    const token = parseBearer(req.headers.authorization);
+    const admin = token !== undefined && sameSecret(token, apiToken);
+    const deviceCheck = !admin && token !== undefined && sameSecret(token, deviceCheckToken) && method === 'POST' && url.pathname === '/v1/internal/device-auth';
+    if (!admin && !deviceCheck) throw new HttpError(401, 'a valid Authorization: Bearer <api token> is required');
     const only = (allowed: string) => {
       if (method !== allowed) throw new HttpError(405, `use ${allowed}`);
     };
@@ -144,6 +191,16 @@ export function createCoreApi(options: CoreApiOptions): RequestListener {
     if (telemetry?.[1]) {
       only('GET');
       return deviceTelemetry(decodePathSegment(telemetry[1]), url, res);
+    }
+    const password = /^\/v1\/devices\/([^/]+)\/password$/.exec(url.pathname);
+    if (password?.[1]) {
+      only('POST');
+      return resetPassword(decodePathSegment(password[1]), res);
+    }
+    const device = /^\/v1\/devices\/([^/]+)$/.exec(url.pathname);
+    if (device?.[1]) {
+      only('DELETE');
+      return deleteDevice(decodePathSegment(device[1]), res);
     }
     throw new HttpError(404, 'not found');
   }

@@ -1,22 +1,34 @@
 /**
  * core's entry point: `node --import tsx src/core/main.ts` (in the image: `node dist/core.mjs`).
  *
- * Guarantees: reads config.yml and IOT_API_TOKEN and IOT_DATABASE_PASSWORD; serves /healthz and
- * /readyz on 8081 at once (ready = the schema is in place and the database answers); creates the
- * schema, retrying until the database accepts it, and only then serves the API on 8080. On SIGTERM
- * it turns unready, stops accepting, finishes open requests and closes the database pool.
+ * Guarantees: reads config.yml, IOT_API_TOKEN, IOT_DEVICE_CHECK_TOKEN, IOT_BROKER_CORE_PASSWORD
+ * (broker user `core`) and IOT_DATABASE_CORE_PASSWORD (database role `iot_core`: the registry and
+ * reading telemetry, no DDL); serves /healthz and /readyz on 8081 at once (ready = its tables
+ * were reached and the database answers); waits until it reaches its tables (devices, telemetry:
+ * the database image makes them), retrying, and only then serves the API on 8080. It connects to the broker in the
+ * background, retrying until it is in, keeps the streams and processing's consumer in place
+ * there (broker-resources.ts) and announces device changes there (device-notices.ts); the broker
+ * is no part of readiness (registration, the telemetry query and the gateway's device check need
+ * none), only a password reset or device deletion waits for it (503 without). On SIGTERM it turns
+ * unready, stops accepting, finishes open requests, says farewell on the broker and disconnects,
+ * and closes the database pool.
  */
 
 import { createServer } from 'node:http';
-import { credential, loadConfig } from '../shared/config.ts';
+import { hostname } from 'node:os';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { connectBroker } from '../shared/broker.ts';
+import { BROKER_USERS, credential, DATABASE_ROLES, loadConfig } from '../shared/config.ts';
 import { startHealthServer } from '../shared/health.ts';
 import { startComponent } from '../shared/lifecycle.ts';
 import { createLogger } from '../shared/log.ts';
 import { closeServer, listenOn } from '../shared/net.ts';
 import { retry } from '../shared/retry.ts';
-import { createPool, ensureSchema, PostgresStore } from '../shared/store.ts';
+import { createPool, PostgresStore } from '../shared/store.ts';
 import { serviceVersion } from '../shared/version.ts';
 import { createCoreApi } from './api.ts';
+import { keepBrokerResources } from './broker-resources.ts';
+import { DeviceNotices } from './device-notices.ts';
 import { CORE_API_PORT, HEALTH_PORT, LISTEN_HOST } from '../shared/ports.ts';
 
 const log = createLogger('core');
@@ -25,31 +37,49 @@ const version = serviceVersion();
 await startComponent(log, version, async () => {
   const config = loadConfig();
   const apiToken = credential('IOT_API_TOKEN');
-  const pool = createPool(config.endpoints.database, credential('IOT_DATABASE_PASSWORD'), log);
+  const deviceCheckToken = credential('IOT_DEVICE_CHECK_TOKEN');
+  const brokerPassword = credential('IOT_BROKER_CORE_PASSWORD');
+  const pool = createPool(config.endpoints.database, DATABASE_ROLES.core, credential('IOT_DATABASE_CORE_PASSWORD'), log);
   const store = new PostgresStore(pool);
   const stopping = new AbortController();
-  let schemaReady = false;
+  let tablesReached = false;
 
   const health = await startHealthServer(
     {
       component: 'core',
       version,
       checks: {
-        schema: async () => {
-          if (!schemaReady) throw new Error('schema not yet created');
+        tables: async () => {
+          if (!tablesReached) throw new Error('its tables not reached yet');
         },
         database: () => store.ping(),
       },
     },
     { host: LISTEN_HOST, port: HEALTH_PORT },
   );
-  const api = createServer(createCoreApi({ store, apiToken, log }));
+  const notices = new DeviceNotices({ log });
+  const api = createServer(createCoreApi({ store, apiToken, deviceCheckToken, notices, log }));
 
-  const serving = retry(() => ensureSchema(pool), {
+  let broker: NatsConnection | undefined;
+  const brokerConnected = retry(() => connectBroker({ broker: config.endpoints.broker, user: BROKER_USERS.core, password: brokerPassword, name: `core-${hostname()}` }), {
     signal: stopping.signal,
-    onFailure: (error, failures) => log.warn('database not ready for the schema; retrying', { error, failures }),
+    onFailure: (error, failures) => log.warn('broker not reachable; device changes wait for it', { error, failures }),
+  }).then(async (connection) => {
+    if (stopping.signal.aborted) return connection.close();
+    broker = connection;
+    notices.attach(connection);
+    keepBrokerResources(connection, { stream: config.stream, log, signal: stopping.signal });
+    log.info('connected to the broker');
+  });
+  brokerConnected.catch((error: unknown) => {
+    if (!stopping.signal.aborted) log.error('cannot connect to the broker', { error });
+  });
+
+  const serving = retry(() => store.reachesTables(['devices', 'telemetry']), {
+    signal: stopping.signal,
+    onFailure: (error, failures) => log.warn('database not ready; retrying', { error, failures }),
   }).then(async () => {
-    schemaReady = true;
+    tablesReached = true;
     await listenOn(api, { host: LISTEN_HOST, port: CORE_API_PORT });
     log.info('serving the API', { port: CORE_API_PORT, instance: config.instance, configVersion: config.version });
   });
@@ -64,6 +94,8 @@ await startComponent(log, version, async () => {
       health.stopping();
       stopping.abort(new Error('stopping'));
       if (api.listening) await closeServer(api);
+      await notices.close();
+      await broker?.close();
       await pool.end();
       await health.close();
     },

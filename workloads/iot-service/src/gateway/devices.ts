@@ -4,13 +4,18 @@
  * (default 5 s).
  *
  * Guarantees: `authenticate` is true only when core said so for exactly this id and password
- * within the last `ttlMs` or says so now, so a repeated login with the accepted password costs no
- * call to core; it is false without asking core when core refused exactly this pair within the
- * last `failureTtlMs` (a device registered after a refusal is admitted at most that much later;
- * another password is asked about at once). What is kept are HMACs under a key drawn at start,
- * never passwords, for at most `maxEntries` pairs each way (oldest dropped first). Concurrent
- * checks of the same pair share one call to core. A failing core check rejects (the caller
- * refuses the device; nothing is cached): `RegistryBusyError` when core shed the check.
+ * within the last `ttlMs` — and since the last `forget` of the id and `forgetAll` — or says so
+ * now, so a repeated login with the accepted password costs no call to core; it is false without
+ * asking core when core refused exactly this pair within the last `failureTtlMs` (a device
+ * registered after a refusal is admitted at most that much later; another password is asked
+ * about at once). `forget(id)` (the device's password was reset or the device deleted) and
+ * `forgetAll` (a change may have been missed) drop what was remembered, and an answer of core to
+ * a check that was under way when either was called is not remembered (it may predate the
+ * change), so every login they concern that begins after the call is asked of core. What is
+ * kept are HMACs under a key drawn at start, never passwords, for at most `maxEntries` pairs each
+ * way (oldest dropped first). Concurrent checks of the same pair share one call to core, unless a `forget` or
+ * `forgetAll` came between them. A failing core check rejects (the caller refuses the device;
+ * nothing is cached): `RegistryBusyError` when core shed the check.
  */
 
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
@@ -58,6 +63,10 @@ class Answers {
   delete(id: string): void {
     this.entries.delete(id);
   }
+
+  clear(): void {
+    this.entries.clear();
+  }
 }
 
 export class DeviceAuthenticator {
@@ -65,6 +74,8 @@ export class DeviceAuthenticator {
   private readonly valid: Answers;
   private readonly invalid: Answers;
   private readonly pending = new Map<string, Promise<boolean>>();
+  /** Counts the calls of `forget` and `forgetAll`: an answer to a check begun before one is not remembered. */
+  private generation = 0;
 
   constructor(
     private readonly check: DeviceCheck,
@@ -84,17 +95,33 @@ export class DeviceAuthenticator {
     return undefined;
   }
 
+  /** The device's password was reset or the device deleted: nothing remembered of it counts any longer. */
+  forget(id: string): void {
+    this.generation++;
+    this.valid.delete(id);
+    this.invalid.delete(id);
+  }
+
+  /** A change may have been missed: nothing remembered counts any longer. */
+  forgetAll(): void {
+    this.generation++;
+    this.valid.clear();
+    this.invalid.clear();
+  }
+
   async authenticate(id: string, password: string): Promise<boolean> {
     const known = this.remembered(id, password);
     if (known !== undefined) return known;
     const digest = this.digest(id, password);
-    const pendingKey = `${id}\0${digest.toString('hex')}`;
+    const generation = this.generation;
+    const pendingKey = `${generation}\0${id}\0${digest.toString('hex')}`;
     let answer = this.pending.get(pendingKey);
     if (!answer) {
       answer = this.check(id, password).finally(() => this.pending.delete(pendingKey));
       this.pending.set(pendingKey, answer);
     }
     const valid = await answer;
+    if (generation !== this.generation) return valid; // a change came meanwhile: this answer may predate it
     const now = (this.options.now ?? Date.now)();
     if (valid) {
       this.valid.set(id, digest, now + (this.options.ttlMs ?? DEFAULT_DEVICE_CACHE_TTL_MS));
@@ -111,15 +138,16 @@ export class DeviceAuthenticator {
 }
 
 /**
- * The check against core's `POST /v1/internal/device-auth`, authorised with the api token; the
- * request is abandoned after `timeoutMs` (core then does not compute it, see core/api.ts).
+ * The check against core's `POST /v1/internal/device-auth`, authorised with the device-check token
+ * (good for that route alone); the request is abandoned after `timeoutMs` (core then does not
+ * compute it, see core/api.ts).
  */
-export function coreDeviceCheck(core: Endpoint, apiToken: string, timeoutMs = 3_000): DeviceCheck {
+export function coreDeviceCheck(core: Endpoint, deviceCheckToken: string, timeoutMs = 3_000): DeviceCheck {
   const url = `http://${core.host.includes(':') ? `[${core.host}]` : core.host}:${core.port}/v1/internal/device-auth`;
   return async (id, password) => {
     const response = await fetch(url, {
       method: 'POST',
-      headers: { Authorization: `Bearer ${apiToken}`, 'Content-Type': 'application/json' },
+      headers: { Authorization: `Bearer ${deviceCheckToken}`, 'Content-Type': 'application/json' },
       body: JSON.stringify({ id, password }),
       signal: AbortSignal.timeout(timeoutMs),
     });

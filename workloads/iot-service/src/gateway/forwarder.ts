@@ -8,17 +8,23 @@
  * lags by `stream.maxBytes`), or after `timeoutMs` (default 10 s) without an acknowledgement. A
  * rejected message is never acknowledged to the device, which sends it again; a message published
  * twice (the device's retry, or a lost acknowledgement) is stored once in the stream, by its
- * JetStream message id. The stream is made or brought to config.yml's limits before `connected`
- * says true (the readiness check), and made again after a publish found no stream (a broker that
- * lost its volume); the link reconnects by itself.
+ * JetStream message id. The link connects as the broker user `gateway`, which may publish
+ * telemetry and read the stream's info, nothing more (image/broker.sh): core makes the stream
+ * (core/broker-resources.ts). `connected` (the readiness check) says true once the stream was
+ * found and while the link is up; after a publish found no stream (a broker that lost its volume,
+ * until core makes it again) it says false and nothing is forwarded until the stream is found
+ * again, looked for every second. The link reconnects by itself. With `deviceChanges` the link
+ * follows core's device-change notices into it (device-changes.ts `followDeviceChanges`) from
+ * before it says `connected` until it is closed.
  */
 
 import { jetstream, jetstreamManager, JetStreamApiError, type JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { brokerMessageId, connectBroker, ensureTelemetryStream, telemetrySubject, watchLink } from '../shared/broker.ts';
-import type { Endpoint, StreamConfig } from '../shared/config.ts';
+import { brokerMessageId, connectBroker, TELEMETRY_STREAM, telemetrySubject, watchLink } from '../shared/broker.ts';
+import { BROKER_USERS, type Endpoint } from '../shared/config.ts';
 import { retry } from '../shared/retry.ts';
 import { encodeEnvelope, type TelemetryEnvelope } from '../shared/telemetry.ts';
+import { followDeviceChanges, type DeviceChangeTracker } from './device-changes.ts';
 
 export type Forward = (envelope: TelemetryEnvelope) => Promise<void>;
 
@@ -33,13 +39,14 @@ export interface BrokerLink {
 
 export interface BrokerLinkOptions {
   broker: Endpoint;
-  stream: StreamConfig;
-  username: string;
+  /** The password of broker user `gateway`. */
   password: string;
   /** How the broker lists this connection. */
   name: string;
   timeoutMs?: number;
   onError?: (error: unknown) => void;
+  /** Told core's device-change notices. */
+  deviceChanges?: DeviceChangeTracker;
 }
 
 /** How the client reports a publish nothing answered: no stream takes the subject (the client takes it for JetStream being off). */
@@ -53,22 +60,23 @@ export function connectBrokerLink(options: BrokerLinkOptions): BrokerLink {
   let js: JetStreamClient | undefined;
   let link: { readonly up: boolean } = { up: false };
   let streamReady = false;
-  /** Makes the stream, or brings it to config.yml's limits: at start, and after a publish found none. */
-  let makeStream: (() => Promise<void>) | undefined;
-  let remaking: Promise<void> | undefined;
+  /** Looks for the stream until found: at start, and after a publish found none. */
+  let findStream: ((delayMs?: () => number) => Promise<void>) | undefined;
+  let unfollow: (() => void) | undefined;
   const closing = new AbortController();
   const preparing = (async () => {
-    const made = await connectBroker({ broker: options.broker, user: options.username, password: options.password, name: options.name });
+    const made = await connectBroker({ broker: options.broker, user: BROKER_USERS.gateway, password: options.password, name: options.name });
     connection = made;
     if (closing.signal.aborted) return made.close();
     link = watchLink(made);
+    if (options.deviceChanges) unfollow = followDeviceChanges(made, options.deviceChanges);
     js = jetstream(made, { timeout: options.timeoutMs ?? 10_000 });
-    makeStream = async () => ensureTelemetryStream(await jetstreamManager(made), options.stream);
-    await retry(makeStream, {
-      signal: closing.signal,
-      onFailure: (error) => options.onError?.(error),
-    });
-    streamReady = true;
+    const jsm = await jetstreamManager(made, { checkAPI: false });
+    findStream = async (delayMs) => {
+      await retry(() => jsm.streams.info(TELEMETRY_STREAM), { signal: closing.signal, delayMs, onFailure: (error) => options.onError?.(error) });
+      streamReady = true;
+    };
+    await findStream();
   })();
   preparing.catch((error: unknown) => {
     if (!closing.signal.aborted) options.onError?.(error);
@@ -82,10 +90,11 @@ export function connectBrokerLink(options: BrokerLinkOptions): BrokerLink {
         });
       } catch (error) {
         if (error instanceof JetStreamApiError && FULL.test(error.message)) throw new BacklogFullError(error.message, { cause: error });
-        if (NO_STREAM.test(String(error)) && makeStream) {
-          remaking ??= makeStream()
-            .catch((remakeError: unknown) => options.onError?.(remakeError))
-            .finally(() => (remaking = undefined));
+        if (NO_STREAM.test(String(error)) && findStream && streamReady) {
+          streamReady = false;
+          findStream(() => 1_000).catch((findError: unknown) => {
+            if (!closing.signal.aborted) options.onError?.(findError);
+          });
         }
         throw error;
       }
@@ -95,6 +104,7 @@ export function connectBrokerLink(options: BrokerLinkOptions): BrokerLink {
       closing.abort(new Error('closing'));
       if (!connection) return; // still dialling: it closes the connection once made
       await preparing.catch(() => undefined);
+      unfollow?.();
       if (!connection.isClosed()) await connection.drain().catch(() => connection?.close());
     },
   };

@@ -7,7 +7,12 @@
  * it resolves) — MQTT over both on one aedes server (a device's session is one, whichever it
  * uses), HTTP over both with one handler. Every connection is counted and capped
  * (connections.ts). `ready()` throws while a TLS protocol is enabled and no certificate loaded.
- * `close` stops accepting, closes device connections, and stops following the certificate.
+ * `deviceChanged(id)` (core reset the device's password or deleted it) forgets the device's
+ * cached logins (devices.ts `forget`) and closes its open MQTT connection, so it must log in
+ * again; `forgetLogins` (a change may have been missed) forgets every cached login, leaving
+ * connections open; `trackDeviceChanges` makes the tracker (device-changes.ts) that hands core's
+ * notices to both, logging each. `close` stops accepting, closes device connections, and stops
+ * following the certificate.
  */
 
 import { createServer as createHttpServer } from 'node:http';
@@ -17,6 +22,7 @@ import { createServer as createTlsServer } from 'node:tls';
 import type { Logger } from '../shared/log.ts';
 import { closeServer, listenOn } from '../shared/net.ts';
 import { countConnections } from './connections.ts';
+import { DeviceChangeTracker } from './device-changes.ts';
 import { DeviceAuthenticator, type DeviceAuthenticatorOptions, type DeviceCheck } from './devices.ts';
 import type { Forward } from './forwarder.ts';
 import { createHttpAdapter } from './http-adapter.ts';
@@ -51,13 +57,30 @@ export interface Gateway {
   ports: Partial<Record<ServedProtocol, number>>;
   metrics: GatewayMetrics;
   ready(): void;
+  deviceChanged(deviceId: string): void;
+  forgetLogins(): void;
   close(): Promise<void>;
+}
+
+/** A tracker of core's device changes for the gateway `current()` returns (none yet: nothing is cached, nothing to do). */
+export function trackDeviceChanges(log: Logger, current: () => Gateway | undefined): DeviceChangeTracker {
+  return new DeviceChangeTracker({
+    changed: (deviceId) => {
+      log.info('device changed: its cached logins forgotten, its connection closed', { device: deviceId });
+      current()?.deviceChanged(deviceId);
+    },
+    missed: (why) => {
+      log.info('device changes may have been missed: every cached login forgotten', { why });
+      current()?.forgetLogins();
+    },
+  });
 }
 
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const { protocols, log } = options;
   const metrics = new GatewayMetrics();
-  const login = new DeviceLogin(new DeviceAuthenticator(options.check, options.devices), log, options.login);
+  const devices = new DeviceAuthenticator(options.check, options.devices);
+  const login = new DeviceLogin(devices, log, options.login);
   const shared = { login, forward: options.forward, log, metrics, messageRate: options.messageRate ?? messageRate() };
   const certificate =
     protocols.has('mqtts') || protocols.has('https')
@@ -81,6 +104,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     ports,
     metrics,
     ready: () => certificate?.ready(),
+    deviceChanged: (deviceId) => {
+      devices.forget(deviceId);
+      mqtt?.disconnect(deviceId);
+    },
+    forgetLogins: () => devices.forgetAll(),
     close: async () => {
       certificate?.close();
       const closed = Promise.all([...servers.values()].map((server) => closeServer(server)));

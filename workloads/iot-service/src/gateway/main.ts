@@ -2,19 +2,24 @@
  * The gateway's entry point: `node --import tsx src/gateway/main.ts` (in the image:
  * `node dist/gateway.mjs`).
  *
- * Guarantees: reads config.yml, IOT_BROKER_PASSWORD, IOT_API_TOKEN (for core's device check),
- * IOT_GATEWAY_PROTOCOLS, IOT_GATEWAY_TLS_DIR (default /etc/iot/tls: `tls.crt`, `tls.key`,
- * optional `client-ca.crt`; read only when mqtts or https is enabled) and
+ * Guarantees: reads config.yml, IOT_BROKER_GATEWAY_PASSWORD (broker user `gateway`: publish
+ * telemetry, follow device changes, nothing more), IOT_DEVICE_CHECK_TOKEN (core's device check,
+ * the only thing that token is good for), IOT_GATEWAY_PROTOCOLS, IOT_GATEWAY_TLS_DIR (default
+ * /etc/iot/tls: `tls.crt`, `tls.key`, optional `client-ca.crt`; read only when mqtts or https is
+ * enabled) and
  * IOT_GATEWAY_MAX_CONNECTIONS (optional); serves /healthz, /readyz and /metrics on 8081 (ready =
  * connected to the broker, its telemetry stream in place, core reachable, and — with mqtts or
  * https — a certificate loaded) and the enabled device protocols (MQTT 1883, MQTT over TLS 8883,
  * HTTP 8080, HTTPS 8443) at once; a device is acknowledged only for what the broker's stream
- * stored, so serving before the broker is connected loses nothing. On SIGTERM it turns unready,
+ * stored, so serving before the broker is connected loses nothing. It follows core's
+ * device-change notices on the broker (device-changes.ts): a device whose password was reset or
+ * which was deleted has its cached logins forgotten and its MQTT connection closed, and every
+ * cached login is forgotten when a notice may have been missed. On SIGTERM it turns unready,
  * stops accepting devices, finishes open requests and disconnects from the broker.
  */
 
 import { hostname } from 'node:os';
-import { credential, loadConfig, SERVICE_USER } from '../shared/config.ts';
+import { credential, loadConfig } from '../shared/config.ts';
 import { startHealthServer } from '../shared/health.ts';
 import { startComponent } from '../shared/lifecycle.ts';
 import { createLogger } from '../shared/log.ts';
@@ -23,7 +28,7 @@ import { GATEWAY_HTTP_PORT, GATEWAY_HTTPS_PORT, GATEWAY_MQTT_PORT, GATEWAY_MQTTS
 import { serviceVersion } from '../shared/version.ts';
 import { coreDeviceCheck } from './devices.ts';
 import { connectBrokerLink } from './forwarder.ts';
-import { startGateway } from './gateway.ts';
+import { startGateway, trackDeviceChanges, type Gateway } from './gateway.ts';
 import { maxConnections } from './limits.ts';
 import { gatewayProtocols } from './protocols.ts';
 import { DEFAULT_TLS_DIR } from './tls.ts';
@@ -34,19 +39,20 @@ const version = serviceVersion();
 await startComponent(log, version, async () => {
   const config = loadConfig();
   const protocols = gatewayProtocols();
+  let gateway: Gateway | undefined;
+  const deviceChanges = trackDeviceChanges(log, () => gateway);
   const broker = connectBrokerLink({
     broker: config.endpoints.broker,
-    stream: config.stream,
-    username: SERVICE_USER,
-    password: credential('IOT_BROKER_PASSWORD'),
+    password: credential('IOT_BROKER_GATEWAY_PASSWORD'),
     name: `gateway-${hostname()}`,
     onError: (error) => log.warn('broker not ready', { error }),
+    deviceChanges,
   });
-  const gateway = await startGateway({
+  gateway = await startGateway({
     protocols,
     host: LISTEN_HOST,
     ports: { mqtt: GATEWAY_MQTT_PORT, mqtts: GATEWAY_MQTTS_PORT, http: GATEWAY_HTTP_PORT, https: GATEWAY_HTTPS_PORT },
-    check: coreDeviceCheck(config.endpoints.core, credential('IOT_API_TOKEN')),
+    check: coreDeviceCheck(config.endpoints.core, credential('IOT_DEVICE_CHECK_TOKEN')),
     forward: broker.forward,
     log,
     tlsDir: process.env.IOT_GATEWAY_TLS_DIR || DEFAULT_TLS_DIR,

@@ -26,7 +26,8 @@
  * to `backlogWaitMs` (default 30 s); when forwarding still fails the connection is closed without
  * PUBACK, so the device sends it again. A packet announcing more than MAX_MQTT_PACKET_BYTES closes
  * the connection before its body is read (mqtt-packet-limit.ts), authenticated or not.
- * Subscriptions are refused (SUBACK 128): devices only send telemetry here.
+ * Subscriptions are refused (SUBACK 128): devices only send telemetry here. `disconnect(id)`
+ * closes the device's open connection, if any (its password was reset or it was deleted).
  */
 
 import { Aedes, type AuthenticateError, type Client } from 'aedes';
@@ -69,6 +70,8 @@ async function forwardWhenRoom(forward: Forward, envelope: TelemetryEnvelope, wa
 export interface MqttAdapter {
   /** Serves one device connection (plain or TLS). */
   handle(socket: Socket): void;
+  /** Closes the device's connection, if it has one. */
+  disconnect(deviceId: string): void;
   close(): Promise<void>;
 }
 
@@ -176,7 +179,25 @@ export async function createMqttAdapter(options: MqttAdapterOptions): Promise<Mq
     authorizeSubscribe: (_client, _subscription, done) => done(null, null),
   });
 
+  /** The open connection of each device (its client id is its id, so it has at most one). */
+  const connected = new Map<string, Client>();
+  broker.on('client', (client) => {
+    const deviceId = deviceOf.get(client);
+    if (deviceId !== undefined) connected.set(deviceId, client);
+  });
+  broker.on('clientDisconnect', (client) => {
+    const deviceId = deviceOf.get(client);
+    if (deviceId !== undefined && connected.get(deviceId) === client) connected.delete(deviceId);
+  });
+
   return {
+    disconnect: (deviceId) => {
+      const client = connected.get(deviceId);
+      if (!client) return;
+      connected.delete(deviceId);
+      log.info('mqtt connection closed', { device: deviceId, reason: 'the device\'s password was reset or the device deleted' });
+      client.close();
+    },
     handle: (socket) => {
       broker.handle(socket);
       limitPacketSize(socket, MAX_MQTT_PACKET_BYTES, (announced) => {

@@ -2,13 +2,15 @@
  * processing's entry point: `node --import tsx src/processing/main.ts` (in the image:
  * `node dist/processing.mjs`).
  *
- * Guarantees: reads config.yml, IOT_BROKER_PASSWORD and IOT_DATABASE_PASSWORD; serves /healthz
- * and /readyz on 8081 (ready = consuming from the broker, the database answers, and no message
- * has waited STALLED_AFTER_MS with no batch written: a database that answers but stores nothing,
- * a full disk say, makes processing unready, so the instance is not reported Available); creates
- * the schema if missing (retrying until the database accepts it) before it connects to the
- * broker, then consumes the telemetry stream as consume.ts says, and deletes telemetry older than
- * config.yml's retention as retention.ts says. Messages published while processing is away wait
+ * Guarantees: reads config.yml, IOT_BROKER_PROCESSING_PASSWORD (broker user `processing`) and
+ * IOT_DATABASE_PROCESSING_PASSWORD (database role `iot_processing`: adding telemetry and dead
+ * letters and deleting expired ones, no DDL); serves /healthz and /readyz on 8081 (ready =
+ * consuming from the broker, the database answers, and no message has waited STALLED_AFTER_MS
+ * with no batch written: a database that answers but stores nothing, a full disk say, makes
+ * processing unready, so the instance is not reported Available); waits until it reaches its
+ * tables (telemetry, dead_letters: the database image makes them), retrying, before it connects
+ * to the broker, then consumes the telemetry stream as consume.ts says, and deletes telemetry
+ * older than config.yml's retention as retention.ts says. Messages published while processing is away wait
  * in the stream. On SIGTERM it turns unready, acknowledges nothing more, disconnects
  * and closes the database pool; what it had not acknowledged is handed out again. If the broker
  * ends its consumer otherwise, it exits 1 (and is restarted).
@@ -17,13 +19,13 @@
 import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { connectBroker, watchLink } from '../shared/broker.ts';
-import { credential, loadConfig, SERVICE_USER } from '../shared/config.ts';
+import { BROKER_USERS, credential, DATABASE_ROLES, loadConfig } from '../shared/config.ts';
 import { startHealthServer } from '../shared/health.ts';
 import { startComponent } from '../shared/lifecycle.ts';
 import { createLogger } from '../shared/log.ts';
 import { HEALTH_PORT, LISTEN_HOST } from '../shared/ports.ts';
 import { retry } from '../shared/retry.ts';
-import { createPool, ensureSchema, PostgresStore } from '../shared/store.ts';
+import { createPool, PostgresStore } from '../shared/store.ts';
 import { serviceVersion } from '../shared/version.ts';
 import { consumeTelemetry } from './consume.ts';
 import { WriteProgress } from './writer.ts';
@@ -37,7 +39,7 @@ const version = serviceVersion();
 
 await startComponent(log, version, async () => {
   const config = loadConfig();
-  const pool = createPool(config.endpoints.database, credential('IOT_DATABASE_PASSWORD'), log);
+  const pool = createPool(config.endpoints.database, DATABASE_ROLES.processing, credential('IOT_DATABASE_PROCESSING_PASSWORD'), log);
   const store = new PostgresStore(pool);
   const stopping = new AbortController();
   let connection: NatsConnection | undefined;
@@ -64,14 +66,14 @@ await startComponent(log, version, async () => {
   );
 
   const running = (async () => {
-    await retry(() => ensureSchema(pool), {
+    await retry(() => store.reachesTables(['telemetry', 'dead_letters']), {
       signal: stopping.signal,
-      onFailure: (error, failures) => log.warn('database not ready for the schema; retrying', { error, failures }),
+      onFailure: (error, failures) => log.warn('database not ready; retrying', { error, failures }),
     });
     keepRetention({ store, seconds: config.retention.seconds, log, signal: stopping.signal });
-    connection = await connectBroker({ broker: config.endpoints.broker, user: SERVICE_USER, password: credential('IOT_BROKER_PASSWORD'), name: `processing-${hostname()}` });
+    connection = await connectBroker({ broker: config.endpoints.broker, user: BROKER_USERS.processing, password: credential('IOT_BROKER_PROCESSING_PASSWORD'), name: `processing-${hostname()}` });
     link = watchLink(connection);
-    await consumeTelemetry(connection, { stream: config.stream, store, log, signal: stopping.signal, progress, onConsuming: () => (consuming = true) });
+    await consumeTelemetry(connection, { store, log, signal: stopping.signal, progress, onConsuming: () => (consuming = true) });
   })();
   running.catch((error: unknown) => {
     if (stopping.signal.aborted) return;

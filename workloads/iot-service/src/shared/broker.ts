@@ -2,11 +2,15 @@
  * The instance's broker: NATS with JetStream, the stream telemetry travels in from the gateway to
  * processing, and the stream of notices of the messages processing set aside as dead letters.
  *
- * Guarantees: `connectBroker` connects as the service user and keeps reconnecting for as long as
- * the process runs (never giving up); `watchLink` says whether a connection is up now;
- * `ensureTelemetryStream` makes the stream `TELEMETRY` exist with the configuration of
- * config.yml's `stream` — file storage on the broker's volume,
- * `replicas` copies (1 or 3), work-queue retention (a message leaves the stream only once
+ * core makes the streams and processing's consumer (core/broker-resources.ts); the gateway and
+ * processing only use them, as their broker users may (image/broker.sh).
+ *
+ * Guarantees: `connectBroker` connects as the given user, the replies to its requests coming to
+ * inboxes under `_INBOX_<user>` (the prefix broker.sh lets that user alone receive), and keeps
+ * reconnecting for as long as the process runs (never giving up); `watchLink` says whether a
+ * connection is up now; `ensureTelemetryStream` makes the stream `TELEMETRY` exist with the
+ * configuration of config.yml's `stream` — file storage on the broker's volume, `replicas`
+ * copies (1 or 3), work-queue retention (a message leaves the stream only once
  * processing acknowledged it, after its row committed), at most `maxBytes` held, and `discard:
  * new`, so a full stream refuses a publish instead of dropping anything it acknowledged; a
  * stream made before with other limits is updated to these. It is safe from any number of
@@ -64,6 +68,7 @@ export function brokerMessageId(deviceId: string, messageId: string): string {
 
 export interface BrokerConnectOptions {
   broker: Endpoint;
+  /** One of BROKER_USERS (config.ts). */
   user: string;
   password: string;
   /** How the broker lists this connection, e.g. `gateway-<pod>`. */
@@ -75,6 +80,7 @@ export async function connectBroker(options: BrokerConnectOptions): Promise<Nats
     servers: `${options.broker.host}:${options.broker.port}`,
     user: options.user,
     pass: options.password,
+    inboxPrefix: `_INBOX_${options.user}`,
     name: options.name,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,

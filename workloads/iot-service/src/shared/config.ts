@@ -16,8 +16,10 @@ import { parse } from 'yaml';
 /** Where the operator mounts config.yml unless IOT_CONFIG_FILE says otherwise. */
 export const DEFAULT_CONFIG_FILE = '/etc/sap/config.yml';
 
-/** The user the broker and the database know the components as (iot-credentials holds only passwords). */
-export const SERVICE_USER = 'iot';
+/** The role each component is at the database, each allowed only what it does (image/database.sh). */
+export const DATABASE_ROLES = { core: 'iot_core', processing: 'iot_processing' } as const;
+/** The user each component is at the broker, each with its own permissions (image/broker.sh). */
+export const BROKER_USERS = { gateway: 'gateway', processing: 'processing', core: 'core' } as const;
 /** The database holding devices and telemetry. */
 export const DATABASE_NAME = 'iot';
 
@@ -109,7 +111,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ServiceConfig 
 }
 
 /** Environment variables the operator sets from iot-credentials. */
-export type CredentialVariable = 'IOT_API_TOKEN' | 'IOT_BROKER_PASSWORD' | 'IOT_DATABASE_PASSWORD';
+export type CredentialVariable =
+  | 'IOT_API_TOKEN'
+  | 'IOT_DEVICE_CHECK_TOKEN'
+  | 'IOT_BROKER_GATEWAY_PASSWORD'
+  | 'IOT_BROKER_PROCESSING_PASSWORD'
+  | 'IOT_BROKER_CORE_PASSWORD'
+  | 'IOT_DATABASE_CORE_PASSWORD'
+  | 'IOT_DATABASE_PROCESSING_PASSWORD';
 
 export function credential(name: CredentialVariable, env: NodeJS.ProcessEnv = process.env): string {
   const value = env[name];

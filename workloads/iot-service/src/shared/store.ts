@@ -2,11 +2,15 @@
  * Where devices and telemetry live: the store interfaces core and processing work against, and
  * their PostgreSQL implementation.
  *
- * Guarantees: `ensureSchema` creates the tables and index if missing and is safe to run from any
- * number of processes at once (serialised by a transaction-scoped advisory lock); running it again
- * changes nothing. A telemetry row's key is (device id, message id): `insertTelemetry` stores a
- * batch in one statement (one transaction), a key already stored (or twice in the batch) changing
- * nothing, and returns how many rows it added, so a redelivered message is stored exactly once,
+ * The tables are defined in schema.sql alone, which the database image applies (image/database.sh);
+ * no component runs DDL, and each connects as its own role (config.ts DATABASE_ROLES), allowed
+ * only what it does below.
+ *
+ * Guarantees: `createPool` connects as the given role to database `iot`. `reachesTables` resolves
+ * once the role can read every one of the given tables (they exist and it may), and rejects
+ * naming the first it cannot. A telemetry row's key is (device id, message id): `insertTelemetry`
+ * stores a batch in one statement (one transaction), a key already stored (or twice in the batch)
+ * changing nothing, and returns how many rows it added, so a redelivered message is stored exactly once,
  * and one device's message ids cannot shadow another's. `isDataError` tells an error of the data
  * itself (SQLSTATE classes 22 and 54: the same statement fails every time) from one of the
  * connection or the server's state (worth retrying). `deadLetter` keeps a message the database
@@ -14,15 +18,19 @@
  * `deleteExpired` deletes at most `limit` telemetry rows received (and dead letters set aside)
  * more than `seconds` ago, in one short statement through an index on the time, and returns how
  * many it deleted, so retention never holds long locks. `createDevice` of an existing id
- * returns false and leaves the device unchanged. `telemetry` lists newest first (receivedAt, then
- * message id, descending), after the cursor `before` when given (strictly older in that order:
- * paging on from the last record of a page misses and repeats nothing), each record with the time
- * it was stored; it returns undefined for an unknown device. Only password hashes are
- * stored. Every statement is parameterised.
+ * returns false and leaves the device unchanged; `setPasswordHash` replaces a device's hash and
+ * `deleteDevice` removes the device from the registry, each false for an unknown id. Deleting a
+ * device leaves its telemetry and dead letters where they are (retention deletes them in time).
+ * `telemetry` lists newest first (receivedAt, then message id, descending), after the cursor
+ * `before` when given (strictly older in that order: paging on from the last record of a page
+ * misses and repeats nothing), each record with the time it was stored; it returns undefined for
+ * a device id neither registered nor with any telemetry stored (so a deleted device's telemetry
+ * stays readable until retention deletes it). Only password hashes are stored. Every statement is
+ * parameterised (the only names written into one are the constant table names of `Table`).
  */
 
 import pg from 'pg';
-import { DATABASE_NAME, SERVICE_USER, type Endpoint } from './config.ts';
+import { DATABASE_NAME, type Endpoint } from './config.ts';
 import type { Logger } from './log.ts';
 import type { Payload, TelemetryEnvelope } from './telemetry.ts';
 
@@ -45,6 +53,10 @@ export interface TelemetryCursor {
 export interface DeviceStore {
   createDevice(id: string, passwordHash: string): Promise<boolean>;
   passwordHash(id: string): Promise<string | undefined>;
+  /** False for an unknown device. */
+  setPasswordHash(id: string, passwordHash: string): Promise<boolean>;
+  /** False for an unknown device; its telemetry stays. */
+  deleteDevice(id: string): Promise<boolean>;
   telemetry(deviceId: string, limit: number, before?: TelemetryCursor): Promise<TelemetryRecord[] | undefined>;
 }
 
@@ -71,37 +83,16 @@ export function isDataError(error: unknown): boolean {
   return typeof code === 'string' && /^(22|54)[0-9A-Z]{3}$/.test(code);
 }
 
-/** Any number to identify this schema's advisory lock. */
-const SCHEMA_LOCK = 4_300_001;
+/** The tables of schema.sql. */
+export const TABLES = ['devices', 'telemetry', 'dead_letters'] as const;
+export type Table = (typeof TABLES)[number];
 
-const SCHEMA = [
-  `CREATE TABLE IF NOT EXISTS devices (
-     id text PRIMARY KEY,
-     password_hash text NOT NULL,
-     created_at timestamptz NOT NULL DEFAULT now())`,
-  `CREATE TABLE IF NOT EXISTS telemetry (
-     device_id text NOT NULL,
-     message_id text NOT NULL,
-     received_at timestamptz NOT NULL,
-     payload jsonb NOT NULL,
-     stored_at timestamptz NOT NULL DEFAULT now(),
-     PRIMARY KEY (device_id, message_id))`,
-  `CREATE INDEX IF NOT EXISTS telemetry_newest ON telemetry (device_id, received_at DESC, message_id DESC)`,
-  `CREATE INDEX IF NOT EXISTS telemetry_received ON telemetry (received_at)`,
-  `CREATE TABLE IF NOT EXISTS dead_letters (
-     device_id text NOT NULL,
-     message_id text NOT NULL,
-     message bytea NOT NULL,
-     error text NOT NULL,
-     failed_at timestamptz NOT NULL DEFAULT now(),
-     PRIMARY KEY (device_id, message_id))`,
-];
-
-export function createPool(endpoint: Endpoint, password: string, log: Logger): pg.Pool {
+/** A pool of connections as `user` (one of DATABASE_ROLES) to database `iot`. */
+export function createPool(endpoint: Endpoint, user: string, password: string, log: Logger): pg.Pool {
   const pool = new pg.Pool({
     host: endpoint.host,
     port: endpoint.port,
-    user: SERVICE_USER,
+    user,
     database: DATABASE_NAME,
     password,
     max: 5,
@@ -113,26 +104,21 @@ export function createPool(endpoint: Endpoint, password: string, log: Logger): p
   return pool;
 }
 
-export async function ensureSchema(pool: pg.Pool): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    await client.query('SELECT pg_advisory_xact_lock($1)', [SCHEMA_LOCK]);
-    for (const statement of SCHEMA) await client.query(statement);
-    await client.query('COMMIT');
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
-}
-
 export class PostgresStore implements DeviceStore, TelemetryStore {
   constructor(private readonly pool: pg.Pool) {}
 
   async ping(): Promise<void> {
     await this.pool.query('SELECT 1');
+  }
+
+  async reachesTables(tables: readonly Table[]): Promise<void> {
+    for (const table of tables) {
+      try {
+        await this.pool.query(`SELECT 1 FROM ${table} LIMIT 0`);
+      } catch (error) {
+        throw new Error(`table ${table} not there or not readable`, { cause: error });
+      }
+    }
   }
 
   async createDevice(id: string, passwordHash: string): Promise<boolean> {
@@ -145,8 +131,17 @@ export class PostgresStore implements DeviceStore, TelemetryStore {
     return result.rows[0]?.password_hash;
   }
 
+  async setPasswordHash(id: string, passwordHash: string): Promise<boolean> {
+    const result = await this.pool.query('UPDATE devices SET password_hash = $2 WHERE id = $1', [id, passwordHash]);
+    return result.rowCount === 1;
+  }
+
+  async deleteDevice(id: string): Promise<boolean> {
+    const result = await this.pool.query('DELETE FROM devices WHERE id = $1', [id]);
+    return result.rowCount === 1;
+  }
+
   async telemetry(deviceId: string, limit: number, before?: TelemetryCursor): Promise<TelemetryRecord[] | undefined> {
-    if ((await this.passwordHash(deviceId)) === undefined) return undefined;
     const older = !before ? '' : before.messageId === undefined ? 'AND received_at < $3' : 'AND (received_at, message_id) < ($3, $4)';
     const parameters: unknown[] = [deviceId, limit];
     if (before) parameters.push(before.receivedAt);
@@ -155,6 +150,11 @@ export class PostgresStore implements DeviceStore, TelemetryStore {
       `SELECT message_id, received_at, stored_at, payload FROM telemetry WHERE device_id = $1 ${older} ORDER BY received_at DESC, message_id DESC LIMIT $2`,
       parameters,
     );
+    if (result.rows.length === 0) {
+      // An empty page: of a known device (registered, or with telemetry stored), or of none.
+      const known = await this.pool.query('SELECT 1 FROM devices WHERE id = $1 UNION ALL (SELECT 1 FROM telemetry WHERE device_id = $1 LIMIT 1) LIMIT 1', [deviceId]);
+      return known.rowCount === 0 ? undefined : [];
+    }
     return result.rows.map((row) => ({
       messageId: row.message_id,
       receivedAt: row.received_at.toISOString(),

@@ -1,0 +1,53 @@
+/**
+ * The database's one schema (schema.sql) and what the database image makes of it (image/database.sh),
+ * read as text — no PostgreSQL runs in the unit tests: schema.sql creates exactly the tables the
+ * store uses, idempotently; database.sh applies it from where the image carries it, gives each
+ * component's role rights on those tables alone and no DDL, and admits over the network only
+ * those roles, never the superuser.
+ */
+
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+import { DATABASE_ROLES } from '../src/shared/config.ts';
+import { TABLES } from '../src/shared/store.ts';
+
+const schema = readFileSync(new URL('../schema.sql', import.meta.url), 'utf8');
+const script = readFileSync(new URL('../image/database.sh', import.meta.url), 'utf8');
+const statements = schema
+  .replace(/--.*$/gm, '')
+  .split(';')
+  .map((statement) => statement.trim().replace(/\s+/g, ' '))
+  .filter(Boolean);
+
+test('schema.sql creates exactly the tables the store uses, every statement idempotent', () => {
+  const created = statements.flatMap((statement) => /^CREATE TABLE IF NOT EXISTS (\w+) /.exec(statement)?.[1] ?? []);
+  assert.deepEqual([...created].sort(), [...TABLES].sort());
+  for (const statement of statements) assert.match(statement, /^CREATE (TABLE|INDEX) IF NOT EXISTS /, statement);
+});
+
+test('database.sh grants each component role rights on the schema\'s tables alone, never DDL, and admits over the network only those roles', () => {
+  const grants = [...script.matchAll(/^GRANT (.+) ON (?!DATABASE|SCHEMA)(.+) TO (.+);$/gm)].map(([, rights, tables, roles]) => ({ rights: rights!, tables: tables!.split(/,\s*/), roles: roles!.split(/,\s*/) }));
+  assert.ok(grants.length > 0);
+  for (const grant of grants) {
+    for (const table of grant.tables) assert.ok((TABLES as readonly string[]).includes(table), `${table} is a table of schema.sql`);
+    for (const role of grant.roles) assert.ok(Object.values(DATABASE_ROLES).includes(role as never), `${role} is a component's role`);
+    assert.match(grant.rights, /^(SELECT|INSERT|UPDATE|DELETE)(, (SELECT|INSERT|UPDATE|DELETE))*$/, 'row rights only');
+  }
+  const granted = (role: string) => grants.filter((g) => g.roles.includes(role)).flatMap((g) => g.tables.flatMap((table) => g.rights.split(', ').map((right) => `${right} ${table}`))).sort();
+  assert.deepEqual(granted(DATABASE_ROLES.core), ['DELETE devices', 'INSERT devices', 'SELECT devices', 'SELECT telemetry', 'UPDATE devices']);
+  assert.deepEqual(granted(DATABASE_ROLES.processing), ['DELETE dead_letters', 'DELETE telemetry', 'INSERT dead_letters', 'INSERT telemetry', 'SELECT dead_letters', 'SELECT telemetry']);
+  for (const role of Object.values(DATABASE_ROLES)) {
+    assert.match(script, new RegExp(`^ALTER ROLE ${role} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD :'\\w+';$`, 'm'), role);
+  }
+  assert.match(script, /^REVOKE ALL ON ALL TABLES IN SCHEMA public FROM PUBLIC, iot_core, iot_processing;$/m, 'rights set exactly at every start');
+  assert.match(script, /^REVOKE ALL ON SCHEMA public FROM PUBLIC;$/m, 'no CREATE in schema public');
+  assert.match(script, /^REVOKE ALL ON DATABASE iot FROM PUBLIC;$/m, 'no temporary tables, no CREATE SCHEMA');
+
+  const hba = /cat >"\$PGDATA\/pg_hba\.conf" <<'HBA'\n([\s\S]*?)\nHBA\n/.exec(script)?.[1];
+  assert.ok(hba, 'database.sh writes pg_hba.conf');
+  const rules = hba.split('\n').filter((line) => line.trim() && !line.startsWith('#')).map((line) => line.trim().split(/\s+/));
+  assert.deepEqual(rules.filter(([type]) => type === 'local'), [['local', 'all', 'all', 'trust']], 'the local socket for the superuser');
+  const network = rules.filter(([type]) => type !== 'local');
+  assert.deepEqual(network.map(([type, database, user, , method]) => [type, database, user, method]), Object.values(DATABASE_ROLES).map((role) => ['host', 'iot', role, 'scram-sha-256']), 'over the network, the components\' roles alone, to database iot, with a password');
+});
