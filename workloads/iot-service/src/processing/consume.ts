@@ -9,9 +9,10 @@
  * `writeBatch`, acknowledging each message after its batch committed, and calls `onConsuming`
  * once it consumes. A dead letter, once in the table, is announced in the stream `DEAD_LETTERS`
  * (dead-letter-notices.ts; a notice the broker refuses — the stream missing — is logged while
- * consuming goes on). A consumer the broker lost meanwhile is waited for until core made it
- * again. It resolves once `signal` aborted (what it had not acknowledged is handed out again) and
- * rejects when the broker ended the consumer otherwise.
+ * consuming goes on). A consumer the broker lost meanwhile is pulled from again once core made it
+ * again and the client's heartbeat check notices (tens of seconds: nats.js's consume). It
+ * resolves once `signal` aborted (what it had not acknowledged is handed out again) and rejects
+ * when the broker ended the consumer otherwise.
  */
 
 import { jetstream } from '@nats-io/jetstream';
