@@ -21,6 +21,7 @@ test('token buckets: a burst of capacity, then perSecond; keys apart; a ban last
   assert.equal(buckets.take('b'), 0, 'another key has its own bucket');
   now += 500;
   assert.equal(buckets.wait('a'), 500);
+  assert.equal(buckets.wait('a', 2), 1500, 'until two tokens are there');
   now += 500;
   assert.equal(buckets.take('a'), 0);
 
@@ -78,6 +79,24 @@ test('login: failed logins limited per device id; the device with its cached pas
   assert.deepEqual(await login.login('dev-2', 'pw2', 'attacker'), { admitted: true });
   now += 2_000;
   assert.deepEqual(await login.login('dev-1', 'e', 'attacker'), { admitted: false, reason: 'bad_credentials' }, 'one token back after 2 s');
+});
+
+test('login: guesses at one device id sent at once reach core no more often than its tokens allow', async () => {
+  const registry = core({ 'dev-1': 'pw' });
+  const login = new DeviceLogin(new DeviceAuthenticator(registry.check), captureLog('gateway').log, {
+    perDevice: { capacity: 3, perSecond: 0.001 },
+    perSource: { capacity: 100, perSecond: 100 },
+  });
+  const results = await Promise.all(Array.from({ length: 12 }, (_, i) => login.login('dev-1', `guess-${i}`, 'attacker')));
+  assert.equal(registry.calls.length, 3, 'one check per token, not one per guess in flight');
+  assert.equal(results.filter((r) => !r.admitted && r.reason === 'bad_credentials').length, 3);
+  assert.equal(results.filter((r) => !r.admitted && r.reason === 'rate_limited').length, 9);
+
+  const other = await Promise.all(['pw', 'guess'].map((password) => login.login('dev-1', password, 'device-address')));
+  assert.ok(other.every((r) => !r.admitted && r.reason === 'rate_limited'), 'the id has no token left for anyone uncached');
+  const tokens = new DeviceLogin(new DeviceAuthenticator(core({ 'dev-2': 'pw' }).check), captureLog('gateway').log, { perDevice: { capacity: 3, perSecond: 0.001 } });
+  const together = await Promise.all(['pw', 'pw', 'guess'].map((password) => tokens.login('dev-2', password, 'device-address')));
+  assert.deepEqual(together.map((r) => r.admitted), [true, true, false], 'as many checks at once as tokens, right passwords among them');
 });
 
 test('login: failed logins limited per source address; right passwords take nothing, so a crowd behind one address logs in', async () => {

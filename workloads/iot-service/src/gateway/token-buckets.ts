@@ -5,7 +5,8 @@
  * second, starting full. `take` removes one token and returns 0, or, when the bucket is empty,
  * takes none and returns how many milliseconds until one is there — or, with `banMs`, bans the
  * key: every `take` and `wait` for it then answers the rest of the ban, `banMs` from the moment
- * the bucket was found empty. `wait` answers the same without taking. `reserve` (pacing, never
+ * the bucket was found empty. `wait` answers the same without taking — or, asked for `tokens`,
+ * how long until the bucket holds that many (at most `capacity` ever are). `reserve` (pacing, never
  * banning) takes a token that may not be there yet — the bucket goes below zero — and returns
  * how long until it is due, or takes nothing and returns undefined when that is more than
  * `maxWaitMs`; callers that each wait what `reserve` returned proceed at no more than `perSecond`
@@ -54,13 +55,13 @@ export class TokenBuckets {
     return waitMs;
   }
 
-  wait(key: string): number {
-    return this.waitOf(this.refilled(key));
+  wait(key: string, tokens = 1): number {
+    return this.waitOf(this.refilled(key), tokens);
   }
 
-  private waitOf(bucket: Bucket): number {
+  private waitOf(bucket: Bucket, tokens = 1): number {
     if (bucket.bannedUntil > bucket.at) return bucket.bannedUntil - bucket.at;
-    return bucket.tokens >= 1 ? 0 : Math.ceil(((1 - bucket.tokens) / this.options.perSecond) * 1000);
+    return bucket.tokens >= tokens ? 0 : Math.ceil(((tokens - bucket.tokens) / this.options.perSecond) * 1000);
   }
 
   private refilled(key: string): Bucket {
