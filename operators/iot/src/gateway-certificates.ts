@@ -7,7 +7,9 @@
  *   when the cache shows either Secret at another resourceVersion than when the material was last
  *   judged, or nothing is remembered (after a restart); otherwise the remembered material is
  *   judged again (renewal time, names) without a read. So the CA in the Secret is kept across
- *   reconciles and restarts. The certificate covers the gateway Service's addresses as the cache
+ *   reconciles and restarts. With nothing remembered and neither Secret in the cache, both are
+ *   got from the API server before anything is made: a shard that has just taken an instance over,
+ *   or a cache still catching up, keeps the CA devices trust instead of making a new one. The certificate covers the gateway Service's addresses as the cache
  *   shows them: a Service made or readdressed after the certificate brings a new one.
  * - A CA Secret edited into something unusable is replaced by the CA remembered from before or,
  *   without one, a new CA; a Warning Event `GatewayCAReplaced` says what was wrong. A missing
@@ -99,8 +101,14 @@ export class GatewayCertificateKeeper {
     let current: CurrentCertificates = remembered ? { ca: remembered.certificates.ca, ...(tlsDeleted ? {} : { server: remembered.certificates.server }) } : {};
     if (!remembered || (remembered.observed !== observed && (caSecret || tlsSecret))) {
       // Our own write read back, or someone's edit.
-      const read = async (secret: KubeObject | undefined) => (secret ? ((await this.bodies.read(ctx.client, Kinds.Secret, secret)) as V1Secret | undefined) : undefined);
-      const [ca, server] = [caOfSecret(await read(caSecret)), serverOfSecret(await read(tlsSecret))];
+      const read = async (name: string, secret: KubeObject | undefined): Promise<V1Secret | undefined> => {
+        if (secret) return (await this.bodies.read(ctx.client, Kinds.Secret, secret)) as V1Secret | undefined;
+        if (remembered) return undefined;
+        // Neither cached nor remembered: the API server may still hold it (an instance a shard has
+        // just taken over, a cache catching up), with the CA devices trust. Asked before making one.
+        return ctx.client.get<V1Secret & KubeObject>(Kinds.Secret, name, instance.namespace).catch((err: unknown) => (isNotFound(err) ? undefined : Promise.reject(err)));
+      };
+      const [ca, server] = [caOfSecret(await read(GATEWAY_CA_SECRET, caSecret)), serverOfSecret(await read(GATEWAY_TLS_SECRET, tlsSecret))];
       const unusable = ca && caProblem(ca, now);
       if (unusable && remembered) {
         ctx.event('Warning', 'GatewayCAReplaced', `Secret ${GATEWAY_CA_SECRET} of namespace ${instance.namespace} is restored: ${unusable}. It holds the CA devices trust the gateway by again.`);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { describe, it } from 'node:test';
 import type { V1ConfigMap, V1Deployment, V1Secret, V1Service } from '@kubernetes/client-node';
-import { ApiError, type KubeApi, type KubeObject } from '@iot-operator/runtime';
+import { ApiError, Kinds, type KubeApi, type KubeObject } from '@iot-operator/runtime';
 import { validateIoTServiceSpec } from '../src/api/validation.ts';
 import type { ChildBodies } from '../src/child-bodies.ts';
 import { GatewayCertificateKeeper } from '../src/gateway-certificates.ts';
@@ -175,9 +175,13 @@ function keeperWorld(instance: Instance, configMaps: Record<string, V1ConfigMap>
   const store = (secret: V1Secret) => secrets.set(secret.metadata!.name!, { ...secret, metadata: { ...secret.metadata!, name: secret.metadata!.name!, resourceVersion: String(++version) } } as V1Secret & KubeObject);
   const events: string[] = [];
   const bodies = { read: async (_client: unknown, _type: unknown, observed: KubeObject) => secrets.get(observed.metadata.name!) } as unknown as ChildBodies;
+  /** Secrets the API server holds but the cache does not show yet. */
+  const uncached = new Set<string>();
   const ctx = {
-    client: { get: async (_type: unknown, name: string) => configMaps[name] ?? Promise.reject(new ApiError(404, 'NotFound', 'not found')) } as unknown as KubeApi,
-    cache: { get: (_type: unknown, name: string) => secrets.get(name) } as never,
+    client: {
+      get: async (type: unknown, name: string) => (type === Kinds.Secret ? secrets.get(name) : configMaps[name]) ?? Promise.reject(new ApiError(404, 'NotFound', 'not found')),
+    } as unknown as KubeApi,
+    cache: { get: (_type: unknown, name: string) => (uncached.has(name) ? undefined : secrets.get(name)) } as never,
     event: (type: string, reason: string) => events.push(`${type} ${reason}`),
   };
   /** What the reconcile would write: the material's Secrets. */
@@ -185,7 +189,7 @@ function keeperWorld(instance: Instance, configMaps: Record<string, V1ConfigMap>
     store(desiredGatewayCaSecret(instance, material));
     store(desiredGatewayTlsSecret(instance, material));
   };
-  return { secrets, store, events, bodies, ctx, write };
+  return { secrets, uncached, store, events, bodies, ctx, write };
 }
 
 describe('gateway TLS: kept across reconciles and restarts', () => {
@@ -207,6 +211,19 @@ describe('gateway TLS: kept across reconciles and restarts', () => {
     const third = await keeper.material(world.ctx, 'k', instance, new Date());
     assert.ok(third.ok && third.tls.material.ca.cert === first.tls.material.ca.cert);
     assert.deepEqual(world.events, ['Normal GatewayCertificateIssued'], 'nothing issued after the first');
+  });
+
+  it('with nothing remembered and the Secrets not in the cache yet (a shard taking the instance over), keeps the CA the API server holds', async () => {
+    const world = keeperWorld(instance);
+    const first = await new GatewayCertificateKeeper(world.bodies).material(world.ctx, 'k', instance, new Date());
+    assert.ok(first.ok);
+    world.write(first.tls.material);
+    world.uncached.add('gateway-ca').add('gateway-tls');
+    const takenOver = await new GatewayCertificateKeeper(world.bodies).material(world.ctx, 'k', instance, new Date());
+    assert.ok(takenOver.ok);
+    assert.equal(takenOver.tls.material.ca.cert, first.tls.material.ca.cert, 'the CA devices trust');
+    assert.equal(takenOver.tls.material.server.cert, first.tls.material.server.cert, 'and the server certificate');
+    assert.deepEqual(world.events, ['Normal GatewayCertificateIssued'], 'nothing made anew');
   });
 
   it('issues a new server certificate with the same CA when Secret gateway-tls is deleted; restores a deleted gateway-ca', async () => {
