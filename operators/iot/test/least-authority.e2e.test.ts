@@ -8,9 +8,9 @@
  * - a device's password reset, then the device deleted, through core's API: from at most 5 s after
  *   core answered, neither gateway pod admits the old password, although both had it cached;
  * - the internal credentials rotated (the annotation) while a device publishes over MQTTS and
- *   HTTPS through the Services: every key of iot-credentials changes, every pod is replaced, the
- *   instance is Available again with the device still publishing, and every message the gateway
- *   acknowledged is stored.
+ *   HTTPS through the Services: every key of iot-credentials changes (the api token too: the one
+ *   before is refused), every pod is replaced, the instance is Available again with the device
+ *   still publishing, and every message the gateway acknowledged is stored.
  * Reported as not run where the cluster has no real node.
  */
 import assert from 'node:assert/strict';
@@ -171,6 +171,8 @@ describe('least authority inside an instance on the real node', { skip }, () => 
       await device.stop(60_000).catch(() => undefined);
     }
     const acknowledged = new Set(device.messages.filter((m) => m.ackedAt !== undefined).map((m) => m.messageId));
+    token = await apiToken(env, namespace); // rotated too: the one before is refused now
+    assert.equal((await fetch(`${coreUrl}/v1/devices/${device.deviceId}/telemetry`, { headers: { Authorization: `Bearer ${addresses.apiToken}` } })).status, 401, 'the api token before the rotation is refused');
     const stored = await waitFor(`every acknowledged message of ${device.deviceId} in core`, async () => {
       const records = await readAllTelemetry({ coreUrl, apiToken: token }, device.deviceId);
       const ids = new Set(records.map((r) => r.messageId));
