@@ -282,3 +282,21 @@ export async function execInPod(env: TestEnv, namespace: string, pod: string, co
   const { stdout } = await run(await kubectlBinary, ['--kubeconfig', env.kubeconfigPath, 'exec', '-n', namespace, pod, '--', ...command], { timeout: timeoutMs });
   return stdout;
 }
+
+/**
+ * Dials host:port over TCP from inside a pod (Node's net.connect, 4 s): 'connected', 'timed out' or
+ * the error code; `resolved` is the address a name resolved to. A failing `kubectl exec` rejects,
+ * so a probe that did not run is never taken for a blocked connection.
+ */
+export async function dialFromPod(env: TestEnv, namespace: string, pod: string, host: string, port: number): Promise<{ outcome: string; resolved?: string }> {
+  const script = [
+    `const s = require('node:net').connect({ host: ${JSON.stringify(host)}, port: ${port}, timeout: 4000 });`,
+    `s.on('lookup', (e, a) => { if (!e) console.log('resolved ' + a); });`,
+    `s.on('connect', () => { console.log('connected'); s.destroy(); });`,
+    `s.on('timeout', () => { console.log('timed out'); s.destroy(); });`,
+    `s.on('error', (e) => console.log(e.code || e.message));`,
+  ].join(' ');
+  const lines = (await execInPod(env, namespace, pod, ['node', '-e', script])).trim().split('\n');
+  const resolved = lines.find((l) => l.startsWith('resolved '))?.slice('resolved '.length);
+  return { outcome: lines.at(-1) ?? '', resolved };
+}

@@ -28,7 +28,7 @@ import {
   type DeviceCredentials,
   type ServiceAddresses,
 } from '@iot-operator/iot-service/simulator';
-import { apiToken, execInPod, iotService, realNodeSpec, startReferenceLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
+import { apiToken, dialFromPod, iotService, realNodeSpec, startReferenceLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 
 const env: TestEnv = await localTestEnv();
@@ -70,16 +70,7 @@ describe('least authority inside an instance on the real node', { skip }, () => 
 
   it('the gateway pod reaches the broker but not the database; its token checks devices and nothing else', async () => {
     const [gateway] = await runningPods('gateway');
-    const dial = async (host: string, port: number) =>
-      (
-        await execInPod(env, namespace, gateway!.metadata.name!, [
-          'node',
-          '-e',
-          "const s = require('net').connect({ host: process.argv[1], port: +process.argv[2] }); s.setTimeout(3000, () => { console.log('no answer'); process.exit(0); }); s.on('connect', () => { console.log('connected'); process.exit(0); }); s.on('error', (e) => { console.log(e.code); process.exit(0); });",
-          host,
-          String(port),
-        ])
-      ).trim();
+    const dial = async (host: string, port: number) => (await dialFromPod(env, namespace, gateway!.metadata.name!, host, port)).outcome;
     assert.equal(await dial(`broker-client.${namespace}.svc`, 4222), 'connected', 'the gateway reaches the broker');
     assert.equal(await dial(`core.${namespace}.svc`, 8080), 'connected', 'and core');
     const [database] = await runningPods('database');

@@ -27,7 +27,7 @@ import { localTestEnv, realNode } from '@iot-operator/local-cluster';
 import { HttpStatusError, postHttp, publishMqtt, readTelemetry, registerDevice, simulateDevice, type ServiceAddresses } from '@iot-operator/iot-service/simulator';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { PORTS } from '../src/resources/ports.ts';
-import { componentPod, deviceAddresses, execInPod, getIoT, getOrUndefined, iotService, realNodeSpec, startReferenceLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
+import { componentPod, deviceAddresses, dialFromPod, getIoT, getOrUndefined, iotService, realNodeSpec, startReferenceLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 
 const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
@@ -59,24 +59,6 @@ async function volumesOf(namespace: string): Promise<Array<{ claim: string; volu
       return { claim: claim.metadata.name!, volume: pv.metadata.name!, directory: volumeDirectory(pv) };
     }),
   );
-}
-
-/**
- * Dials host:port over TCP from inside a pod (Node's net.connect, 4 s): 'connected', 'timed out' or
- * the error code; `resolved` is the address a name resolved to. A failing `kubectl exec` rejects,
- * so a probe that did not run is never taken for a blocked connection.
- */
-async function dial(namespace: string, pod: string, host: string, port: number): Promise<{ outcome: string; resolved?: string }> {
-  const script = [
-    `const s = require('node:net').connect({ host: ${JSON.stringify(host)}, port: ${port}, timeout: 4000 });`,
-    `s.on('lookup', (e, a) => { if (!e) console.log('resolved ' + a); });`,
-    `s.on('connect', () => { console.log('connected'); s.destroy(); });`,
-    `s.on('timeout', () => { console.log('timed out'); s.destroy(); });`,
-    `s.on('error', (e) => console.log(e.code || e.message));`,
-  ].join(' ');
-  const lines = (await execInPod(env, namespace, pod, ['node', '-e', script])).trim().split('\n');
-  const resolved = lines.find((l) => l.startsWith('resolved '))?.slice('resolved '.length);
-  return { outcome: lines.at(-1) ?? '', resolved };
 }
 
 describe('two tenants of the reference IoT service on the real node', { skip }, () => {
@@ -116,20 +98,20 @@ describe('two tenants of the reference IoT service on the real node', { skip }, 
       { name: `database.${ns}.svc.cluster.local`, port: PORTS.database },
     ];
     for (const [ns, pod] of [[aNs, aCore.name], [bNs, bCore.name]] as const) {
-      for (const t of targets(ns)) assert.equal((await dial(ns, pod, t.name, t.port)).outcome, 'connected', `${ns}/${pod} → its own ${t.name}:${t.port}`);
+      for (const t of targets(ns)) assert.equal((await dialFromPod(env, ns, pod, t.name, t.port)).outcome, 'connected', `${ns}/${pod} → its own ${t.name}:${t.port}`);
     }
     const aPods = { [PORTS.brokerClient]: (await componentPod(env, aNs, 'broker')).ip, [PORTS.database]: (await componentPod(env, aNs, 'database')).ip };
     for (const t of targets(aNs)) {
-      const byName = await dial(bNs, bCore.name, t.name, t.port);
+      const byName = await dialFromPod(env, bNs, bCore.name, t.name, t.port);
       console.log(`tenants: ${bNs}/${bCore.name} → ${t.name}:${t.port}: ${byName.outcome}`);
       assert.equal(byName.resolved, aPods[t.port], `the name ${t.name} resolves from B to A's pod (the probe dialled it)`);
       assert.notEqual(byName.outcome, 'connected', `B's pod → A's ${t.name}:${t.port}`);
-      const byIp = await dial(bNs, bCore.name, aPods[t.port]!, t.port);
+      const byIp = await dialFromPod(env, bNs, bCore.name, aPods[t.port]!, t.port);
       assert.notEqual(byIp.outcome, 'connected', `B's pod → A's pod ${aPods[t.port]}:${t.port}`);
     }
     const [aGateway, aCoreIp] = [(await componentPod(env, aNs, 'gateway')).ip, aCore.ip];
     for (const [ip, port] of [[aGateway, PORTS.mqtt], [aGateway, PORTS.http], [aCoreIp, PORTS.http]] as const) {
-      assert.notEqual((await dial(bNs, bCore.name, ip, port)).outcome, 'connected', `B's pod → A's ${ip === aGateway ? 'gateway' : 'core'} ${ip}:${port}`);
+      assert.notEqual((await dialFromPod(env, bNs, bCore.name, ip, port)).outcome, 'connected', `B's pod → A's ${ip === aGateway ? 'gateway' : 'core'} ${ip}:${port}`);
     }
   });
 
