@@ -95,7 +95,8 @@ function build(version: string): boolean {
   return true;
 }
 
-const localImage = (component: string, version: string) => `localhost/iot/iot-${component}:${version}`;
+/** Where the build leaves a component's image in buildah's storage (what is pushed, under the registry's name). */
+export const localImage = (component: string, version: string) => `localhost/iot/iot-${component}:${version}`;
 
 function main(args: string[]): number {
   const versionAt = args.indexOf('--version');

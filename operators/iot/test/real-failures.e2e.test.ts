@@ -27,6 +27,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { localRegistry, localTestEnv, onRealNode, pushUnderTag, realNode, realNodeContainerd, registryPullSecret, repoRoot } from '@iot-operator/local-cluster';
+import { localImage } from '../../../scripts/iot-service-images.ts';
 import { COMPONENTS } from '../src/api/iotservice.ts';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { abandonLandscape, getIoT, installIoTCrd, iotService, startOperator, waitForPhase, type IoTObject } from './e2e-support.ts';
@@ -72,17 +73,20 @@ async function removeFromNode(tag: string): Promise<void> {
   await run('ctr', ['--address', realNodeContainerd(env), '-n', 'k8s.io', 'images', 'rm', ...refs]).catch(() => undefined);
 }
 
-/** The 2.4.1 images under CRASH (core's entrypoint exits 1) and FRESH, pushed to the cluster's registry. */
+/**
+ * The 2.4.1 images just built (buildah's `localhost/iot/…`, never an older copy kept under the
+ * registry's name) under CRASH (core's entrypoint exits 1) and FRESH, pushed to the cluster's registry.
+ */
 async function pushVersions(): Promise<void> {
   const crashingCore = `${registry}/iot-core:${CRASH}`;
-  const container = (await run('buildah', ['from', '--pull-never', `${registry}/iot-core:${VERSION}`])).stdout.trim();
+  const container = (await run('buildah', ['from', '--pull-never', localImage('core', VERSION)])).stdout.trim();
   const exit = `console.error('iot-core ${CRASH}: built to exit on start'); process.exit(1)`;
   await run('buildah', ['config', '--entrypoint', JSON.stringify(['node', '-e', exit]), '--env', `IOT_SERVICE_VERSION=${CRASH}`, container]);
   await run('buildah', ['commit', '-q', '--rm', container, crashingCore]);
   await pushUnderTag(env, crashingCore, crashingCore);
   await run('buildah', ['rmi', crashingCore]).catch(() => undefined);
   for (const component of COMPONENTS) {
-    const image = `${registry}/iot-${component}:${VERSION}`;
+    const image = localImage(component, VERSION);
     if (component !== 'core') await pushUnderTag(env, image, `${registry}/iot-${component}:${CRASH}`);
     await pushUnderTag(env, image, `${registry}/iot-${component}:${FRESH}`);
   }
