@@ -37,6 +37,7 @@ import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv, realNode } from '@iot-operator/local-cluster';
 import {
   connectFleet,
+  mqttHeaderAnnouncing,
   postHttp,
   publishMqtt,
   readAllTelemetry,
@@ -382,13 +383,7 @@ describe('devices over TLS on the real node', { skip }, () => {
     const closedAfter = await new Promise<number>((resolve, reject) => {
       const socket = tlsConnect({ host: gatewayIp, port: 8883, ...tls }, () => {
         const started = Date.now();
-        let length = 200 * 1024 * 1024;
-        const bytes = [0x10];
-        do {
-          bytes.push((length % 128) | (length >= 128 ? 0x80 : 0));
-          length = Math.floor(length / 128);
-        } while (length > 0);
-        socket.write(Buffer.from(bytes));
+        socket.write(mqttHeaderAnnouncing(200 * 1024 * 1024));
         socket.once('close', () => resolve(Date.now() - started));
       });
       socket.on('error', () => undefined);

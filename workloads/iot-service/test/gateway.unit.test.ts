@@ -12,7 +12,7 @@ import { connect as tcpConnect } from 'node:net';
 import { deviceTelemetryTopic } from '../src/shared/telemetry.ts';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { TELEMETRY_STREAM } from '../src/shared/broker.ts';
-import { HttpStatusError, postHttp, registerDevice, type DeviceCredentials } from '../src/simulator/index.ts';
+import { HttpStatusError, mqttHeaderAnnouncing, postHttp, registerDevice, type DeviceCredentials } from '../src/simulator/index.ts';
 import { API_TOKEN, connectToBroker, startService, waitFor, type Service } from './harness.ts';
 
 let service: Service;
@@ -202,15 +202,8 @@ test('MQTT: a payload that could never be stored closes the connection without P
 test('MQTT: a packet announcing more than the cap closes the connection before its body is read, even before CONNECT is answered', async () => {
   const socket = tcpConnect(Number(new URL(service.gatewayMqttUrl).port), '127.0.0.1');
   await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
-  // A CONNECT whose remaining length says 200 MiB: 0x10, then the length as MQTT's variable-length integer.
-  let length = 200 * 1024 * 1024;
-  const bytes = [0x10];
-  do {
-    bytes.push((length % 128) | (length >= 128 ? 0x80 : 0));
-    length = Math.floor(length / 128);
-  } while (length > 0);
   const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-  socket.write(Buffer.from(bytes));
+  socket.write(mqttHeaderAnnouncing(200 * 1024 * 1024));
   await closed;
   assert.ok(service.logs.gateway.lines.some((l) => l.msg === 'mqtt connection closed' && /exceeds/.test(String(l.reason))));
 });
