@@ -10,7 +10,8 @@
  *   reconciles and restarts. With nothing remembered and neither Secret in the cache, both are
  *   got from the API server before anything is made: a shard that has just taken an instance over,
  *   or a cache still catching up, keeps the CA devices trust instead of making a new one. The certificate covers the gateway Service's addresses as the cache
- *   shows them: a Service made or readdressed after the certificate brings a new one.
+ *   shows them (the API server's, in that same case): a Service made or readdressed after the
+ *   certificate brings a new one; a shard taking an instance over issues none.
  * - A CA Secret edited into something unusable is replaced by the CA remembered from before or,
  *   without one, a new CA; a Warning Event `GatewayCAReplaced` says what was wrong. A missing
  *   Secret (not created yet, or created a moment ago and not cached yet) makes no new CA while
@@ -27,7 +28,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { V1ConfigMap, V1Secret, V1Service } from '@kubernetes/client-node';
-import { Kinds, isNotFound, type CacheReader, type KubeApi, type KubeObject } from '@iot-operator/runtime';
+import { Kinds, isNotFound, type CacheReader, type KubeApi, type KubeObject, type ResourceType } from '@iot-operator/runtime';
 import type { ChildBodies } from './child-bodies.ts';
 import { clientCANotFoundFailure, type Failure } from './failure.ts';
 import {
@@ -106,7 +107,7 @@ export class GatewayCertificateKeeper {
         if (remembered) return undefined;
         // Neither cached nor remembered: the API server may still hold it (an instance a shard has
         // just taken over, a cache catching up), with the CA devices trust. Asked before making one.
-        return ctx.client.get<V1Secret & KubeObject>(Kinds.Secret, name, instance.namespace).catch((err: unknown) => (isNotFound(err) ? undefined : Promise.reject(err)));
+        return getIfExists<V1Secret>(ctx.client, Kinds.Secret, name, instance.namespace);
       };
       const [ca, server] = [caOfSecret(await read(GATEWAY_CA_SECRET, caSecret)), serverOfSecret(await read(GATEWAY_TLS_SECRET, tlsSecret))];
       const unusable = ca && caProblem(ca, now);
@@ -116,7 +117,11 @@ export class GatewayCertificateKeeper {
         current = { ca: ca ?? current.ca, server: server ?? current.server };
       }
     }
-    const service = ctx.cache.get<V1Service & KubeObject>(Kinds.Service, GATEWAY_SERVICE, instance.namespace);
+    // Asked of the API server when neither cached nor remembered, as the Secrets are: without its
+    // addresses the certificate would be issued again for fewer names, then again once it is cached.
+    const service =
+      ctx.cache.get<V1Service & KubeObject>(Kinds.Service, GATEWAY_SERVICE, instance.namespace) ??
+      (remembered ? undefined : await getIfExists<V1Service>(ctx.client, Kinds.Service, GATEWAY_SERVICE, instance.namespace));
     const names = gatewayCertificateNames(instance, gatewayServiceAddresses(service));
     const decision = keepOrIssue(current, names, now);
     if (decision.caReplaced) {
@@ -135,8 +140,13 @@ export class GatewayCertificateKeeper {
   private async clientCA(ctx: TlsContext, instance: Instance): Promise<{ ok: true; pem: string } | { ok: false; failure: Failure } | undefined> {
     const name = instance.spec.gateway.tls?.clientCA;
     if (!name) return undefined;
-    const configMap = await ctx.client.get<V1ConfigMap & KubeObject>(Kinds.ConfigMap, name, instance.landscape).catch((err: unknown) => (isNotFound(err) ? undefined : Promise.reject(err)));
+    const configMap = await getIfExists<V1ConfigMap>(ctx.client, Kinds.ConfigMap, name, instance.landscape);
     const pem = configMap?.data?.['ca.crt'];
     return pem ? { ok: true, pem } : { ok: false, failure: clientCANotFoundFailure(name, instance.landscape) };
   }
+}
+
+/** The object, or undefined when the API server has none of that name. */
+function getIfExists<T>(client: KubeApi, type: ResourceType, name: string, namespace: string): Promise<(T & KubeObject) | undefined> {
+  return client.get<T & KubeObject>(type, name, namespace).catch((err: unknown) => (isNotFound(err) ? undefined : Promise.reject(err)));
 }

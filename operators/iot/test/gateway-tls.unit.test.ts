@@ -173,15 +173,17 @@ function keeperWorld(instance: Instance, configMaps: Record<string, V1ConfigMap>
   const secrets = new Map<string, V1Secret & KubeObject>();
   let version = 0;
   const store = (secret: V1Secret) => secrets.set(secret.metadata!.name!, { ...secret, metadata: { ...secret.metadata!, name: secret.metadata!.name!, resourceVersion: String(++version) } } as V1Secret & KubeObject);
+  const services = new Map<string, V1Service & KubeObject>();
   const events: string[] = [];
   const bodies = { read: async (_client: unknown, _type: unknown, observed: KubeObject) => secrets.get(observed.metadata.name!) } as unknown as ChildBodies;
-  /** Secrets the API server holds but the cache does not show yet. */
+  /** Secrets and Services the API server holds but the cache does not show yet. */
   const uncached = new Set<string>();
+  const held = (type: unknown, name: string) => (type === Kinds.Secret ? secrets.get(name) : type === Kinds.Service ? services.get(name) : configMaps[name]);
   const ctx = {
     client: {
-      get: async (type: unknown, name: string) => (type === Kinds.Secret ? secrets.get(name) : configMaps[name]) ?? Promise.reject(new ApiError(404, 'NotFound', 'not found')),
+      get: async (type: unknown, name: string) => held(type, name) ?? Promise.reject(new ApiError(404, 'NotFound', 'not found')),
     } as unknown as KubeApi,
-    cache: { get: (_type: unknown, name: string) => (uncached.has(name) ? undefined : secrets.get(name)) } as never,
+    cache: { get: (type: unknown, name: string) => (uncached.has(name) || type === Kinds.ConfigMap ? undefined : held(type, name)) } as never,
     event: (type: string, reason: string) => events.push(`${type} ${reason}`),
   };
   /** What the reconcile would write: the material's Secrets. */
@@ -189,7 +191,7 @@ function keeperWorld(instance: Instance, configMaps: Record<string, V1ConfigMap>
     store(desiredGatewayCaSecret(instance, material));
     store(desiredGatewayTlsSecret(instance, material));
   };
-  return { secrets, uncached, store, events, bodies, ctx, write };
+  return { secrets, services, uncached, store, events, bodies, ctx, write };
 }
 
 describe('gateway TLS: kept across reconciles and restarts', () => {
@@ -213,16 +215,17 @@ describe('gateway TLS: kept across reconciles and restarts', () => {
     assert.deepEqual(world.events, ['Normal GatewayCertificateIssued'], 'nothing issued after the first');
   });
 
-  it('with nothing remembered and the Secrets not in the cache yet (a shard taking the instance over), keeps the CA the API server holds', async () => {
+  it('with nothing remembered and its Secrets and Service not in the cache yet (a shard taking the instance over), keeps what the API server holds', async () => {
     const world = keeperWorld(instance);
+    world.services.set('gateway', { metadata: { name: 'gateway', namespace: instance.namespace }, spec: { clusterIP: '10.96.0.17', clusterIPs: ['10.96.0.17'] } } as V1Service & KubeObject);
     const first = await new GatewayCertificateKeeper(world.bodies).material(world.ctx, 'k', instance, new Date());
     assert.ok(first.ok);
     world.write(first.tls.material);
-    world.uncached.add('gateway-ca').add('gateway-tls');
+    world.uncached.add('gateway-ca').add('gateway-tls').add('gateway');
     const takenOver = await new GatewayCertificateKeeper(world.bodies).material(world.ctx, 'k', instance, new Date());
     assert.ok(takenOver.ok);
     assert.equal(takenOver.tls.material.ca.cert, first.tls.material.ca.cert, 'the CA devices trust');
-    assert.equal(takenOver.tls.material.server.cert, first.tls.material.server.cert, 'and the server certificate');
+    assert.equal(takenOver.tls.material.server.cert, first.tls.material.server.cert, "and the server certificate, the Service's address included");
     assert.deepEqual(world.events, ['Normal GatewayCertificateIssued'], 'nothing made anew');
   });
 
