@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { connectedBySecond, connectFigures, coresUsed, delayRatio, latencyFigures, parseTcpExt, rateFigures, refusalsByReason, retryDelayMs, runSince, sumBuckets, type ConnectRun } from './lib/fleet.ts';
+import { connectedBySecond, connectFigures, coresUsed, delayRatio, latencyFigures, parseTcpExt, probeFigures, rateFigures, refusalsByReason, retryDelayMs, runSince, sumBuckets, type ConnectRun } from './lib/fleet.ts';
 
 describe('retryDelayMs', () => {
   it("is the project's backoff scaled into [0.5, 1) of it", () => {
@@ -80,6 +80,14 @@ describe('process and kernel figures', () => {
       'iot_gateway_connections 7',
     ].join('\n');
     assert.deepEqual(refusalsByReason(text), { bad_credentials: 3, rate_limited: 12 });
+  });
+
+  it('describes health probes: latency, how many exceeded the limit and the longest run of them, start to end', () => {
+    const probes = [5, 1_200, 3_000, 8, 1_500, 2_000, 10_000, 7].reduce<{ at: number; ms: number }[]>((list, ms) => {
+      const last = list.at(-1);
+      return [...list, { at: last ? last.at + Math.max(last.ms, 2_000) : 0, ms }];
+    }, []);
+    assert.deepEqual(probeFigures(probes, 1_000), { probes: 8, p50Ms: 1350, p99Ms: 9_510, maxMs: 10_000, overLimit: 5, longestRunOverLimit: 3, longestRunOverLimitS: 14 });
   });
 
   it('reads TcpExt counters by name', () => {

@@ -296,11 +296,13 @@ export const FIGURES: Record<string, [string, string][]> = {
     ['herd: time to CONNACK p99 (s)', 'herd.connect.connackS.p99'],
     ['herd: attempts per device', 'herd.connect.attempts.mean'],
     ['herd: refusals by reason: ', 'herd.connect.refusals.*'],
+    ['herd: gateway /healthz answers slower than 1 s, longest stretch (s)', 'herd.connect.health.longestRunOverLimitS'],
     ['reconnect after SIGKILL: connected within the timeout', 'herd.reconnect.connected'],
     ['reconnect after SIGKILL: all connected after (s)', 'herd.reconnect.allConnectedS'],
     ['reconnect after SIGKILL: time to CONNACK p50 (s)', 'herd.reconnect.connackS.p50'],
     ['reconnect after SIGKILL: time to CONNACK p99 (s)', 'herd.reconnect.connackS.p99'],
     ['reconnect after SIGKILL: refusals by reason: ', 'herd.reconnect.refusals.*'],
+    ['reconnect after SIGKILL: gateway /healthz slower than 1 s, longest stretch (s)', 'herd.reconnect.health.longestRunOverLimitS'],
     ['reconnect after SIGKILL: cores used by ', 'herd.reconnect.cores.*'],
   ],
 };

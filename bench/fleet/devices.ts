@@ -31,6 +31,7 @@
  *   devices and when it counted them (`progress`). It exits when the runner's channel closes.
  */
 import { randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import { mqttTlsOptions } from '../../workloads/iot-service/src/simulator/transport.ts';
@@ -163,6 +164,7 @@ function setOf(name: string): FleetSet {
 
 async function connectSet(name: string, target: Target, devices: DeviceCredentials[], keep: boolean): Promise<number> {
   const set: FleetSet = { target, devices, clients: devices.map(() => undefined), runs: devices.map(() => []), stop: new AbortController() };
+  setMaxListeners(0, set.stop.signal); // every device waiting to retry listens to it
   sets.set(name, set);
   const connectDevice = async (i: number): Promise<void> => {
     const run = newRun();

@@ -13,7 +13,8 @@
  * - `GatewayProcess` runs the gateway as its image does — the bundle images/bundle.ts makes,
  *   `node gateway.mjs`, with config.yml and its environment — serving mqtt and mqtts on its fixed
  *   ports 1883 and 8883 and /metrics on 8081; `start` resolves with the milliseconds from the
- *   spawn to /readyz answering 200. `portsFree` fails naming a fixed port another process holds.
+ *   spawn to /readyz answering 200; `metrics` waits up to a minute for /metrics, and
+ *   `healthLatencyMs` times one GET /healthz. `portsFree` fails naming a fixed port another process holds.
  *   Its output goes through a pipe, as a container runtime takes it, into a log file.
  * - `DeviceProcess` forks bench/fleet/devices.ts and sends it requests, each answered once.
  * - `raiseOpenFiles` makes sure this process (and so every process it starts) may open `needed`
@@ -247,9 +248,17 @@ export class GatewayProcess {
     }
   }
 
-  async metrics(): Promise<string> {
-    const response = await fetch(`http://${HOST}:${HEALTH_PORT}/metrics`, { signal: AbortSignal.timeout(5_000) });
+  /** Its /metrics text, waiting up to `timeoutMs` for it (an overloaded gateway answers late). */
+  async metrics(timeoutMs = 60_000): Promise<string> {
+    const response = await fetch(`http://${HOST}:${HEALTH_PORT}/metrics`, { signal: AbortSignal.timeout(timeoutMs) });
     return response.text();
+  }
+
+  /** Milliseconds until /healthz (the liveness probe's path) answered 200, or `timeoutMs` when it did not by then. */
+  async healthLatencyMs(timeoutMs: number): Promise<number> {
+    const t0 = performance.now();
+    const ok = await fetch(`http://${HOST}:${HEALTH_PORT}/healthz`, { signal: AbortSignal.timeout(timeoutMs) }).then((r) => r.status === 200, () => false);
+    return ok ? performance.now() - t0 : timeoutMs;
   }
 
   /** SIGKILL, as a node losing the pod would; resolves once it exited. */

@@ -24,6 +24,10 @@
  *   without the reasons at 0.
  * - `coresUsed` turns CPU seconds read at a phase's start and end into cores used over its wall
  *   time, per process.
+ * - `probeFigures` describes probes of the gateway's /healthz, one after the other: latency p50,
+ *   p99 and max, how many took longer than `limitMs` (a kubelet probe's timeout), and the longest
+ *   run of consecutive ones that did: how many, and seconds from the first one's start to the last
+ *   one's end.
  * - `parseTcpExt` reads the `TcpExt` counters of /proc/net/netstat by name (ListenOverflows: a
  *   connection completed while the listener's accept queue was full; SyncookiesSent …).
  */
@@ -150,6 +154,46 @@ export function connectedBySecond(runs: readonly ConnectRun[], from: number): nu
 export function refusalsByReason(metricsText: string): Record<string, number> {
   const byReason = sumBy(parseMetrics(metricsText, ['iot_gateway_refusals_total']), 'iot_gateway_refusals_total', ['reason']);
   return Object.fromEntries(Object.entries(byReason).filter(([, n]) => n > 0));
+}
+
+/** One probe: when it started (ms since the epoch) and how long it took to answer (or its timeout). */
+export interface Probe {
+  at: number;
+  ms: number;
+}
+
+export interface ProbeFigures {
+  probes: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  overLimit: number;
+  longestRunOverLimit: number;
+  longestRunOverLimitS: number;
+}
+
+export function probeFigures(probes: readonly Probe[], limitMs: number): ProbeFigures {
+  const latencies = probes.map((p) => p.ms);
+  let [run, longest, longestS] = [0, 0, 0];
+  let runStart = 0;
+  for (const p of probes) {
+    if (p.ms <= limitMs) {
+      run = 0;
+      continue;
+    }
+    if (run++ === 0) runStart = p.at;
+    longest = Math.max(longest, run);
+    longestS = Math.max(longestS, (p.at + p.ms - runStart) / 1000);
+  }
+  return {
+    probes: probes.length,
+    p50Ms: round(percentile(latencies, 50), 0),
+    p99Ms: round(percentile(latencies, 99), 0),
+    maxMs: round(percentile(latencies, 100), 0),
+    overLimit: latencies.filter((ms) => ms > limitMs).length,
+    longestRunOverLimit: longest,
+    longestRunOverLimitS: round(longestS, 1),
+  };
 }
 
 export function parseTcpExt(netstat: string): Record<string, number> {

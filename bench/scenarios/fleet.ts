@@ -35,9 +35,10 @@
  *    and started again at once, and every device reconnects the same way. For each of the two:
  *    the time until all are connected, time to CONNACK at p50/p90/p99/max (a device never
  *    connected counts as the slowest), attempts, failed attempts by kind (as the devices saw
- *    them), the gateway's refusals by reason (its /metrics), devices that lost their connection
- *    again, the gateway's RSS, and connected devices at the end of each second (samples). Each
- *    waits at most `--timeout` seconds.
+ *    them), the gateway's refusals by reason (its /metrics) and how long /metrics took to answer,
+ *    its /healthz probed every 2 s (latency, and how long it answered slower than the kubelet's
+ *    1-s probe timeout), devices that lost their connection again, the gateway's RSS, and
+ *    connected devices at the end of each second (samples). Each waits at most `--timeout` s.
  *
  * Guarantees: every process it starts is ended before it returns, failed or not; the gateway's
  * fixed ports (1883, 8883, 8081) must be free (else it fails at once, naming the port).
@@ -73,11 +74,13 @@ import {
   latencyFigures,
   mergeCounts,
   parseTcpExt,
+  probeFigures,
   rateFigures,
   refusalsByReason,
   runSince,
   sumBuckets,
   type ConnectRun,
+  type Probe,
 } from '../lib/fleet.ts';
 import { log, sleep } from '../lib/kube.ts';
 import { deltaBy } from '../lib/prom.ts';
@@ -95,6 +98,11 @@ const FLOOD_CONCURRENCY = 8;
 const FLOOD_ROUNDS = 2;
 /** The flood runs this long before the first login it is measured against. */
 const FLOOD_LEAD_MS = 2_000;
+/** The gateway's /healthz is probed this often during a herd, each probe waiting up to PROBE_TIMEOUT_MS. */
+const PROBE_PERIOD_MS = 2_000;
+const PROBE_TIMEOUT_MS = 30_000;
+/** timeoutSeconds of the gateway pod's probes (operators/iot resources/pod.ts). */
+const KUBELET_PROBE_TIMEOUT_MS = 1_000;
 const FLOOD_SOURCE = '127.0.0.2';
 
 const at = (): number => performance.timeOrigin + performance.now();
@@ -364,18 +372,46 @@ export async function runFleet(ctx: LocalContext): Promise<ScenarioOutput> {
       }
     };
     const herdRuns = async () => (await Promise.all(fleet.map((d) => d.request<ConnectRun[][]>({ op: 'runs', set: 'herd' })))).flat();
+    /** Probes the gateway's /healthz one after the other, at most every PROBE_PERIOD_MS, until `stop`; the kubelet's probes time out after 1 s. */
+    const probeHealth = () => {
+      const probes: Probe[] = [];
+      let stopped = false;
+      const running = (async () => {
+        while (!stopped) {
+          const started = at();
+          probes.push({ at: started, ms: round(await gateway.healthLatencyMs(PROBE_TIMEOUT_MS), 0) });
+          await sleep(Math.max(0, started + PROBE_PERIOD_MS - at()));
+        }
+      })();
+      return async () => {
+        stopped = true;
+        await running;
+        return probeFigures(probes, KUBELET_PROBE_TIMEOUT_MS);
+      };
+    };
+    /** The gateway's refusals by reason, and how long its /metrics took to answer. */
+    const timedRefusals = async () => {
+      const t0 = at();
+      const byReason = await refusals();
+      return { byReason, metricsAnsweredMs: round(at() - t0, 0) };
+    };
     let herdStart = 0;
     const connectPhase = await phase('herd: connect', async () => {
       const before = await refusals();
       herdStart = at();
+      const probed = probeHealth();
       const connecting = Promise.all(fleet.map((d, i) => d.request({ op: 'connect', set: 'herd', devices: herdShares[i]!, keep: true, ...mqtts })));
       connecting.catch(() => undefined); // what failed shows as devices not connected
       await waitAllConnected('herd', herdStart);
       const runs = await herdRuns();
+      const health = await probed();
+      const after = await timedRefusals();
       return {
         ...connectFigures(runs.map((r) => r[0]!), herdStart),
         devicesDisconnectedAgain: runs.filter((r) => r.length > 1).length,
-        refusals: deltaBy(before, await refusals()),
+        refusals: deltaBy(before, after.byReason),
+        metricsAnsweredMs: after.metricsAnsweredMs,
+        health,
         gatewayRssMiB: round((readMemory(gateway.pid!)?.rssBytes ?? 0) / MiB, 0),
       };
     });
@@ -385,13 +421,18 @@ export async function runFleet(ctx: LocalContext): Promise<ScenarioOutput> {
       killAt = at();
       await gateway.kill();
       const restartMs = round(await gateway.start(), 0);
+      const probed = probeHealth();
       await waitAllConnected('reconnect', killAt);
       const runs = await herdRuns();
+      const health = await probed();
+      const after = await timedRefusals();
       return {
         ...connectFigures(runs.map((r) => runSince(r, killAt)).filter((r): r is ConnectRun => r !== undefined), killAt),
         devicesDisconnectedAgain: runs.filter((r) => r.filter((run) => run.startedAt >= killAt).length > 1).length,
         restartToReadyMs: restartMs,
-        refusals: await refusals(),
+        refusals: after.byReason,
+        metricsAnsweredMs: after.metricsAnsweredMs,
+        health,
         gatewayRssMiB: round((readMemory(gateway.pid!)?.rssBytes ?? 0) / MiB, 0),
       };
     });
