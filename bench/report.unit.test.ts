@@ -106,9 +106,9 @@ describe('evaluateTargets', () => {
     const fleet = (ratio: number, reconnect: Record<string, unknown>, cold: number, warm: number) =>
       result('fleet', {}, { throughput: { tlsToPlain: ratio }, herd: { devices: 10_000, reconnect }, flood: { p99Growth: { cold, warm } } });
     const rows = evaluateTargets([fleet(0.8, { allConnectedS: 50, connected: 10_000, wallS: 51 }, 0.05, 0.02)]).filter((r) => r.target.startsWith('fleet'));
-    assert.deepEqual(rows.map((r) => [r.figure, r.verdict]), [['0.800 × plaintext', 'holds'], ['50 s', 'holds'], ['0.050', 'holds']]);
+    assert.deepEqual(rows.map((r) => [r.figure, r.verdict]), [['0.800 × plaintext', 'holds'], ['50 s', 'holds'], ['5 %', 'holds']]);
     const missed = evaluateTargets([fleet(0.6, { connected: 4_000, wallS: 420 }, 0.02, 0.3)]).filter((r) => r.target.startsWith('fleet'));
-    assert.deepEqual(missed.map((r) => [r.figure, r.verdict]), [['0.600 × plaintext', 'misses'], ['not all (4000 of 10,000 after 420 s)', 'misses'], ['0.300', 'misses']]);
+    assert.deepEqual(missed.map((r) => [r.figure, r.verdict]), [['0.600 × plaintext', 'misses'], ['not all (4000 of 10,000 after 420 s)', 'misses'], ['30 %', 'misses']]);
   });
 
   it('judges the warm start on the slower of its two starts', () => {
