@@ -1,21 +1,13 @@
 /**
- * Unit tests of bench/lib/fleet.ts, the pure parts of the fleet scenario: the jittered backoff,
- * per-second rates, connection runs measured from one instant (devices never connected counted
- * as slower than all others), refusals read from the gateway's /metrics, kernel TCP counters
- * and cores used.
+ * Unit tests of bench/lib/fleet.ts, the pure parts of the fleet scenario: per-second rates,
+ * connection runs measured from one instant (devices never connected counted as slower than all
+ * others), refusals read from the gateway's /metrics, kernel TCP counters, health probes and
+ * cores used.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { connectedBySecond, connectFigures, coresUsed, delayRatio, latencyFigures, parseTcpExt, probeFigures, rateFigures, refusalsByReason, retryDelayMs, runSince, sumBuckets, type ConnectRun } from './lib/fleet.ts';
-
-describe('retryDelayMs', () => {
-  it("is the project's backoff scaled into [0.5, 1) of it", () => {
-    assert.equal(retryDelayMs(1, () => 0), 100);
-    assert.equal(retryDelayMs(3, () => 0.5), 600);
-    assert.ok(retryDelayMs(10, () => 0.999) < 5_000);
-    assert.equal(retryDelayMs(10, () => 0), 2_500);
-  });
-});
+import type { ConnectRun } from '../workloads/iot-service/src/simulator/fleet.ts';
+import { connectedBySecond, connectFigures, coresUsed, delayRatio, latencyFigures, parseTcpExt, probeFigures, rateFigures, refusalsByReason, runSince, sumBuckets } from './lib/fleet.ts';
 
 describe('rates', () => {
   it('adds per-second lists of different lengths and describes the window', () => {

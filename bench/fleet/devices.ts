@@ -4,43 +4,31 @@
  * an event loop with the gateway, nor with the runner.
  *
  * Guarantees:
- * - Every device connects as the gateway requires — client id = username = its device id, its
- *   password, MQTT 3.1.1, clean session, keep-alive 60 s — and over TLS for an mqtts:// URL,
- *   trusting only the CA it is given (the simulator's `mqttTlsOptions`). One attempt ends with a
- *   CONNACK accepting it, or fails as `connack-<code>`, a network error's code (ECONNREFUSED …),
- *   `closed` (the connection ended before a CONNACK), `timeout` (no CONNACK within 30 s) or
- *   `error: <message>` (an error without a code).
- * - Where a device retries (`connect`, `logins`, `paced`), it does so after `retryDelayMs` (the
- *   project's backoff with jitter) on every failure but CONNACK 4 and 5 (wrong credentials, not
- *   authorised), which end its run unconnected: the reasons MQTT 3.1.1 gives are all it has to go
- *   by (no Retry-After).
- * - `connect` starts every device of a set at once and answers when each one is connected;
- *   with `keep`, a device whose connection closes (the gateway killed) records a new run from
- *   that moment and connects again in the same way, until `disconnect`. `runs` answers every
- *   device's runs, in order. `publish` has each connected device of a set publish QoS 1 messages
- *   one after the other, each as soon as the previous one's PUBACK came, until `endAt`, and
- *   answers the PUBACKs counted per second from `startAt`. `disconnect` ends a set's connections
- *   and stops its retries.
- * - `logins` goes through a list of logins with `concurrency` of them at once, each a connection
- *   up to its CONNACK, then a DISCONNECT; `paced` starts device i's login at `startAt` +
- *   i × `intervalMs`. Both answer each login's run.
- * - `flood` logs in as one device id with a fresh random password per attempt, `concurrency`
- *   attempts at once, each the moment the previous one ended, from `localAddress`, until `endAt`,
- *   and answers the attempts by outcome.
- * - Every second while any set is connecting or kept connected, it reports each set's connected
+ * - Devices connect, fail, retry and reconnect as the simulator's fleet makes them
+ *   (workloads/iot-service simulator/fleet.ts `connectFleet`: client id = user name = device id,
+ *   MQTT 3.1.1, over TLS trusting only the CA given for an mqtts:// URL; an attempt fails as
+ *   `connack-<code>`, a network error's code, `closed` or `timeout` after 30 s; a retry after the
+ *   service's backoff with jitter on every failure but CONNACK 4 and 5, which end the run
+ *   unconnected). Every time is milliseconds since the epoch (Date.now), as the runner's.
+ * - `connect` starts every device of a set at once and answers once each one's first run ended;
+ *   with `keep`, a device whose connection closes (the gateway killed) records a new run from that
+ *   moment and connects again in the same way, until `disconnect`. `runs` answers every device's
+ *   runs, in order. `publish` has each connected device of a set publish QoS 1 messages one after
+ *   the other, each as soon as the previous one's PUBACK came, until `endAt`, and answers the
+ *   PUBACKs counted per second from `startAt`. `disconnect` ends a set's connections and retries.
+ * - `logins` goes through a list of logins with `concurrency` of them at once, each a device
+ *   connected up to its CONNACK (retrying as above), then closed; `paced` starts device i's login
+ *   at `startAt` + i × `intervalMs`. Both answer each login's run.
+ * - `flood` makes single attempts (`connectOnce`, no retry) as one device id with a fresh random
+ *   password each, `concurrency` at once, each the moment the previous one ended, from
+ *   `localAddress`, until `endAt`, and answers the attempts by outcome.
+ * - Every second while any set is connected or connecting, it reports each set's connected
  *   devices and when it counted them (`progress`). It exits when the runner's channel closes.
  */
-import { randomBytes } from 'node:crypto';
-import { setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
-import { mqttTlsOptions } from '../../workloads/iot-service/src/simulator/transport.ts';
+import { connectFleet, connectOnce, failureKind, type ConnectRun, type Fleet } from '../../workloads/iot-service/src/simulator/fleet.ts';
+import { generatePassword } from '../../workloads/iot-service/src/core/passwords.ts';
 import type { DeviceCredentials, GatewayTls } from '../../workloads/iot-service/src/simulator/types.ts';
-import { retryDelayMs, type ConnectRun } from '../lib/fleet.ts';
-
-const CONNECT_TIMEOUT_MS = 30_000;
-/** CONNACK codes of MQTT 3.1.1 that no retry changes: bad user name or password, not authorised. */
-const PERMANENT = new Set(['connack-4', 'connack-5']);
 
 interface Target {
   url: string;
@@ -69,132 +57,37 @@ export interface FloodResult {
 
 export type DeviceReply = { id: number; result: unknown } | { id: number; error: string } | { event: 'progress'; at: number; connected: Record<string, number> };
 
-const at = (): number => performance.timeOrigin + performance.now();
+/** The sets connected or connecting, by name, each with its devices. */
+const sets = new Map<string, { fleet: Fleet; devices: DeviceCredentials[] }>();
 
-class AttemptFailure extends Error {
-  constructor(readonly kind: string) {
-    super(kind);
-  }
-}
-
-function failureKind(error: unknown): string {
-  const code = (error as { code?: unknown }).code;
-  if (typeof code === 'number') return `connack-${code}`;
-  return typeof code === 'string' ? code : `error: ${(error instanceof Error ? error.message : String(error)).slice(0, 60)}`;
-}
-
-/** One connection attempt: the connected client, or an AttemptFailure saying how it failed. */
-function connectOnce(target: Target, device: DeviceCredentials, localAddress?: string): Promise<MqttClient> {
-  const options: IClientOptions & { localAddress?: string } = {
-    clientId: device.id,
-    username: device.id,
-    password: device.password,
-    protocolVersion: 4,
-    clean: true,
-    keepalive: 60,
-    reconnectPeriod: 0,
-    connectTimeout: CONNECT_TIMEOUT_MS + 5_000, // ours below decides
-    ...mqttTlsOptions(target.url, target.tls),
-    ...(localAddress ? { localAddress } : {}),
-  };
-  return new Promise((resolve, reject) => {
-    const client = mqtt.connect(target.url, options);
-    const timer = setTimeout(() => fail('timeout'), CONNECT_TIMEOUT_MS);
-    const settle = () => {
-      clearTimeout(timer);
-      client.off('connect', onConnect);
-      client.off('error', onError);
-      client.off('close', onClose);
-    };
-    function fail(kind: string): void {
-      settle();
-      client.on('error', () => undefined);
-      client.end(true);
-      reject(new AttemptFailure(kind));
-    }
-    function onConnect(): void {
-      settle();
-      client.on('error', () => undefined); // a later error also closes the connection, which its owner sees
-      resolve(client);
-    }
-    const onError = (error: unknown) => fail(failureKind(error));
-    const onClose = () => fail('closed');
-    client.on('connect', onConnect);
-    client.on('error', onError);
-    client.on('close', onClose);
-  });
-}
-
-/** Attempts until connected (retrying as the module comment says), recording the run; undefined when refused for good or stopped. */
-async function connectWithRetry(target: Target, device: DeviceCredentials, run: ConnectRun, signal?: AbortSignal): Promise<MqttClient | undefined> {
-  for (;;) {
-    if (signal?.aborted) return undefined;
-    run.attempts++;
-    try {
-      const client = await connectOnce(target, device);
-      run.connectedAt = at();
-      if (signal?.aborted) client.end(true);
-      return signal?.aborted ? undefined : client;
-    } catch (error) {
-      const kind = error instanceof AttemptFailure ? error.kind : failureKind(error);
-      run.failures[kind] = (run.failures[kind] ?? 0) + 1;
-      if (PERMANENT.has(kind)) return undefined;
-      await sleep(retryDelayMs(Object.values(run.failures).reduce((s, n) => s + n, 0)), undefined, { signal }).catch(() => undefined);
-    }
-  }
-}
-
-const newRun = (): ConnectRun => ({ startedAt: at(), attempts: 0, failures: {} });
-
-interface FleetSet {
-  target: Target;
-  devices: DeviceCredentials[];
-  clients: (MqttClient | undefined)[];
-  runs: ConnectRun[][];
-  stop: AbortController;
-}
-
-const sets = new Map<string, FleetSet>();
-
-function setOf(name: string): FleetSet {
+function setOf(name: string): { fleet: Fleet; devices: DeviceCredentials[] } {
   const set = sets.get(name);
   if (!set) throw new Error(`no set ${name}`);
   return set;
 }
 
 async function connectSet(name: string, target: Target, devices: DeviceCredentials[], keep: boolean): Promise<number> {
-  const set: FleetSet = { target, devices, clients: devices.map(() => undefined), runs: devices.map(() => []), stop: new AbortController() };
-  setMaxListeners(0, set.stop.signal); // every device waiting to retry listens to it
-  sets.set(name, set);
-  const connectDevice = async (i: number): Promise<void> => {
-    const run = newRun();
-    set.runs[i]!.push(run);
-    const client = await connectWithRetry(target, devices[i]!, run, set.stop.signal);
-    set.clients[i] = client;
-    if (!client || !keep) return;
-    client.once('close', () => {
-      set.clients[i] = undefined;
-      if (!set.stop.signal.aborted) void connectDevice(i);
-    });
-  };
-  await Promise.all(devices.map((_, i) => connectDevice(i)));
-  return set.clients.filter((c) => c !== undefined).length;
+  const fleet = connectFleet(target.url, devices, { tls: target.tls, keep });
+  sets.set(name, { fleet, devices });
+  await fleet.settled();
+  return fleet.connected();
 }
 
 async function publishSet(name: string, startAt: number, endAt: number): Promise<PublishResult> {
-  const set = setOf(name);
+  const { fleet, devices } = setOf(name);
   const perSecond = new Array<number>(Math.ceil((endAt - startAt) / 1000)).fill(0);
   let failedDevices = 0;
   await Promise.all(
-    set.clients.map(async (client, i) => {
+    devices.map(async (device, i) => {
+      const client = fleet.client(i);
       if (!client?.connected) return void failedDevices++;
-      const topic = `telemetry/${set.devices[i]!.id}`;
+      const topic = `telemetry/${device.id}`;
       const closed = new Promise<never>((_, reject) => client.once('close', () => reject(new Error('closed'))));
       closed.catch(() => undefined);
       try {
-        for (let seq = 0; at() < endAt; seq++) {
+        for (let seq = 0; Date.now() < endAt; seq++) {
           await Promise.race([client.publishAsync(topic, `{"seq":${seq},"t":${Date.now()}}`, { qos: 1 }), closed]);
-          const t = at();
+          const t = Date.now();
           if (t >= startAt && t < endAt) perSecond[Math.floor((t - startAt) / 1000)]!++;
         }
       } catch {
@@ -206,18 +99,16 @@ async function publishSet(name: string, startAt: number, endAt: number): Promise
 }
 
 async function disconnectSet(name: string): Promise<void> {
-  const set = setOf(name);
-  set.stop.abort();
-  await Promise.all(set.clients.map((client) => client?.endAsync().catch(() => undefined)));
-  set.clients.fill(undefined);
+  await setOf(name).fleet.close();
+  sets.delete(name);
 }
 
-/** One login: connected (retrying), then a DISCONNECT; its run. */
+/** One login: a device connected (retrying), then closed; its run. */
 async function login(target: Target, device: DeviceCredentials): Promise<ConnectRun> {
-  const run = newRun();
-  const client = await connectWithRetry(target, device, run);
-  await client?.endAsync().catch(() => undefined);
-  return run;
+  const fleet = connectFleet(target.url, [device], { tls: target.tls, keep: false });
+  await fleet.settled();
+  await fleet.close();
+  return fleet.runs()[0]![0]!;
 }
 
 async function logins(target: Target, list: DeviceCredentials[], concurrency: number): Promise<ConnectRun[]> {
@@ -237,7 +128,7 @@ async function logins(target: Target, list: DeviceCredentials[], concurrency: nu
 async function paced(target: Target, devices: DeviceCredentials[], startAt: number, intervalMs: number): Promise<ConnectRun[]> {
   return Promise.all(
     devices.map(async (device, i) => {
-      await sleep(Math.max(0, startAt + i * intervalMs - at()));
+      await sleep(Math.max(0, startAt + i * intervalMs - Date.now()));
       return login(target, device);
     }),
   );
@@ -248,14 +139,12 @@ async function flood(target: Target, deviceId: string, concurrency: number, loca
   let attempts = 0;
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
-      while (at() < endAt) {
+      while (Date.now() < endAt) {
         attempts++;
-        let kind = 'accepted';
-        try {
-          (await connectOnce(target, { id: deviceId, password: randomBytes(24).toString('base64url') }, localAddress)).end(true);
-        } catch (error) {
-          kind = error instanceof AttemptFailure ? error.kind : failureKind(error);
-        }
+        const kind = await connectOnce(target.url, { id: deviceId, password: generatePassword() }, { tls: target.tls, localAddress }).then(
+          (client) => (client.end(true), 'accepted'),
+          (error: unknown) => failureKind(error),
+        );
         outcomes[kind] = (outcomes[kind] ?? 0) + 1;
       }
     }),
@@ -268,7 +157,7 @@ async function handle(request: DeviceRequest): Promise<unknown> {
     case 'connect':
       return connectSet(request.set, request, request.devices, request.keep);
     case 'runs':
-      return setOf(request.set).runs;
+      return setOf(request.set).fleet.runs();
     case 'publish':
       return publishSet(request.set, request.startAt, request.endAt);
     case 'disconnect':
@@ -293,6 +182,5 @@ process.on('message', (message: { id: number; request: DeviceRequest }) => {
 process.on('disconnect', () => process.exit(0));
 
 setInterval(() => {
-  const connecting = [...sets.entries()].filter(([, set]) => !set.stop.signal.aborted);
-  if (connecting.length > 0) send({ event: 'progress', at: at(), connected: Object.fromEntries(connecting.map(([name, set]) => [name, set.clients.filter((c) => c?.connected).length])) });
+  if (sets.size > 0) send({ event: 'progress', at: Date.now(), connected: Object.fromEntries([...sets].map(([name, set]) => [name, set.fleet.connected()])) });
 }, 1_000);

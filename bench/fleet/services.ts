@@ -1,14 +1,20 @@
 /**
  * The processes of the `fleet` scenario (scenarios/fleet.ts), each on its own on this machine:
- * PostgreSQL, a NATS Server with JetStream, core, the gateway and the device processes.
+ * the database, a NATS Server with JetStream, core, the gateway and the device processes.
  *
  * Guarantees:
- * - `startPostgres` runs this machine's PostgreSQL (/usr/lib/postgresql/<version>/bin, as the
- *   database image does: role and database `iot`, scram-sha-256 over TCP) with its data in a new
- *   directory, on 127.0.0.1 at a free port; as root it runs as the `postgres` user, which
- *   PostgreSQL requires. `seedDevices` makes the schema and registers devices through the store's
- *   own `createDevice`, each with one of a few scrypt hashes made by core's `hashPassword`.
- * - `startBroker` is the data plane tests' NATS Server (test/nats-server.ts) with its pid.
+ * - `startDatabase` runs the reference service's database image as scripts/iot-service-images.ts
+ *   builds it (`--component database`, tagged `fleet-bench`; cached layers make a rebuild quick)
+ *   with `buildah run` on this machine's network: its own entry point makes the data directory in
+ *   a new volume, the schema and the component roles (iot_core …) with the given passwords, and
+ *   PostgreSQL listens at a free port (PGPORT); it resolves once core's role reaches its tables
+ *   there, and stops it again when that fails.
+ *   Its processes are a process group of their own, so `stop` (SIGTERM to the group: the entry
+ *   point's fast shutdown) and `killStarted` reach PostgreSQL too; `stop` then removes the
+ *   container and the volume. `seedDevices` registers devices through the store's own
+ *   `createDevice` as core's role, each with its own password hashed by core's `hashPassword`.
+ * - `startBroker` is the data plane tests' NATS Server (test/nats-server.ts: the engine build's
+ *   binary with the broker image's configuration, its users' passwords BROKER_PASSWORDS) with its pid.
  * - `startCore` runs bench/fleet/core.ts and resolves once its port accepts connections.
  * - `GatewayProcess` runs the gateway as its image does — the bundle images/bundle.ts makes,
  *   `node gateway.mjs`, with config.yml and its environment — serving mqtt and mqtts on its fixed
@@ -21,36 +27,39 @@
  *   files: it raises the soft limit to the hard one (prlimit) when the soft one is lower, and
  *   fails saying so when the hard one is lower too.
  * - Every log goes to `logDir`; `stop` of each ends its process (SIGTERM, then SIGKILL after 10 s).
- *   `killStarted` SIGKILLs every process started here that has not exited (the runner's Ctrl-C).
+ *   `killStarted` SIGKILLs every process (and process group) started here that has not exited
+ *   (the runner's Ctrl-C).
  */
-import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process';
-import { chownSync, closeSync, createWriteStream, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, fork, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { chmodSync, closeSync, createWriteStream, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
 import { hashPassword } from '../../workloads/iot-service/src/core/passwords.ts';
+import { DATABASE_ROLES } from '../../workloads/iot-service/src/shared/config.ts';
 import { createLogger } from '../../workloads/iot-service/src/shared/log.ts';
 import { tcpReachable } from '../../workloads/iot-service/src/shared/net.ts';
 import { GATEWAY_MQTT_PORT, GATEWAY_MQTTS_PORT, HEALTH_PORT } from '../../workloads/iot-service/src/shared/ports.ts';
-import { createPool, ensureSchema, PostgresStore } from '../../workloads/iot-service/src/shared/store.ts';
+import { createPool, PostgresStore } from '../../workloads/iot-service/src/shared/store.ts';
 import type { DeviceCredentials } from '../../workloads/iot-service/src/simulator/types.ts';
 import { startNatsServer, type NatsServer } from '../../workloads/iot-service/test/nats-server.ts';
 import { bundle } from '../../images/bundle.ts';
+import { localImage } from '../../scripts/iot-service-images.ts';
 import { mapLimit, repoRoot, sleep } from '../lib/kube.ts';
 import { childPids } from '../lib/proc.ts';
 import type { DeviceReply, DeviceRequest } from './devices.ts';
 
 export const HOST = '127.0.0.1';
 
-/** Processes started here and not yet exited. */
+/** Processes started here and not yet exited; a negative number is a process group. */
 const started = new Set<number>();
 
-function track(child: ChildProcess): ChildProcess {
+/** Tracks `child`, or with `group` the process group it leads (spawned `detached`). */
+function track(child: ChildProcess, group = false): ChildProcess {
   if (child.pid === undefined) throw new Error(`could not start ${child.spawnfile}`);
-  const pid = child.pid;
-  started.add(pid);
-  child.once('exit', () => started.delete(pid));
+  const id = group ? -child.pid : child.pid;
+  started.add(id);
+  child.once('exit', () => started.delete(id));
   return child;
 }
 
@@ -80,12 +89,13 @@ async function waitReachable(port: number, what: string, timeoutMs = 30_000): Pr
   }
 }
 
-/** Ends `child`: SIGTERM, SIGKILL after `graceMs`; resolves once it exited. */
-async function stopChild(child: ChildProcess, graceMs = 10_000): Promise<void> {
+/** Ends `child` (with `group`, the process group it leads): SIGTERM, SIGKILL after `graceMs`; resolves once it exited. */
+async function stopChild(child: ChildProcess, graceMs = 10_000, group = false): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  const signal = (name: NodeJS.Signals) => (group ? process.kill(-child.pid!, name) : child.kill(name));
+  signal('SIGTERM');
+  const timer = setTimeout(() => signal('SIGKILL'), graceMs);
   await exited;
   clearTimeout(timer);
 }
@@ -104,58 +114,73 @@ export function raiseOpenFiles(needed: number): { soft: number; hard: number; ra
   return { ...openFilesLimits(), raised: true };
 }
 
-export interface Postgres {
+export interface Database {
   port: number;
+  /** The `buildah run` that leads the database's process group. */
   pid: number;
+  /** PostgreSQL's version, as the image has it. */
   version: string;
   stop(): Promise<void>;
 }
 
-export async function startPostgres(logDir: string, password: string): Promise<Postgres> {
-  const versions = readdirSync('/usr/lib/postgresql').sort((a, b) => Number(b) - Number(a));
-  if (versions.length === 0) throw new Error('no PostgreSQL in /usr/lib/postgresql/<version>/bin');
-  const bin = `/usr/lib/postgresql/${versions[0]}/bin`;
-  const root = mkdtempSync(path.join(os.tmpdir(), 'fleet-pg-'));
-  const owner = process.getuid?.() === 0 ? { uid: Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })), gid: Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' })) } : {};
-  if (owner.uid !== undefined) chownSync(root, owner.uid, owner.gid!);
-  const pwfile = path.join(root, 'pwfile');
-  writeFileSync(pwfile, `${password}\n`, { mode: 0o600 });
-  if (owner.uid !== undefined) chownSync(pwfile, owner.uid, owner.gid!);
-  const data = path.join(root, 'data');
-  execFileSync(`${bin}/initdb`, [`--pgdata=${data}`, '--username=iot', `--pwfile=${pwfile}`, '--auth-local=trust', '--auth-host=scram-sha-256', '--encoding=UTF8', '--locale=C.UTF-8'], { ...owner, stdio: ['ignore', 'ignore', 'pipe'] });
-  const port = await freePort();
-  const logFd = openSync(path.join(logDir, 'fleet-postgres.log'), 'w');
-  const child = track(spawn(`${bin}/postgres`, ['-D', data, '-c', `listen_addresses=${HOST}`, '-c', `port=${port}`, '-c', `unix_socket_directories=${root}`], { ...owner, stdio: ['ignore', logFd, logFd] }));
-  closeSync(logFd);
-  await waitReachable(port, 'PostgreSQL');
-  const admin = new pg.Client({ host: HOST, port, user: 'iot', password, database: 'postgres' });
-  await admin.connect();
-  await admin.query('CREATE DATABASE iot');
-  await admin.end();
-  return {
-    port,
-    pid: child.pid!,
-    version: versions[0]!,
-    stop: async () => {
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGINT'); // fast shutdown
-      await exited;
-      rmSync(root, { recursive: true, force: true });
-    },
+/** The database image's tag the scenario builds and runs. */
+const DATABASE_VERSION = 'fleet-bench';
+
+export async function startDatabase(logDir: string, passwords: { superuser: string; core: string; processing: string }): Promise<Database> {
+  const logFile = path.join(logDir, 'fleet-database.log');
+  const logFd = openSync(logFile, 'w');
+  let child: ChildProcess;
+  let container: string;
+  let volume: string;
+  let port: number;
+  let version: string;
+  try {
+    const built = spawnSync(process.execPath, ['--import', 'tsx', 'scripts/iot-service-images.ts', '--version', DATABASE_VERSION, '--component', 'database', '--build-only'], { cwd: repoRoot, stdio: ['ignore', logFd, logFd] });
+    if (built.status !== 0) throw new Error(`building the database image failed (see ${logFile})`);
+    container = execFileSync('buildah', ['from', '--pull-never', localImage('database', DATABASE_VERSION)], { encoding: 'utf8' }).trim();
+    version = execFileSync('buildah', ['run', '--isolation', 'chroot', container, 'ls', '/usr/lib/postgresql'], { encoding: 'utf8' }).trim();
+    volume = mkdtempSync(path.join(os.tmpdir(), 'fleet-database-'));
+    chmodSync(volume, 0o777); // the image's user makes its data directory in it, as in the pod's volume
+    port = await freePort();
+    const env = { PGPORT: String(port), IOT_DATABASE_PASSWORD: passwords.superuser, IOT_DATABASE_CORE_PASSWORD: passwords.core, IOT_DATABASE_PROCESSING_PASSWORD: passwords.processing };
+    const args = ['run', '--isolation', 'chroot', '--network', 'host', '--volume', `${volume}:/var/lib/iot`, ...Object.entries(env).flatMap(([key, value]) => ['--env', `${key}=${value}`]), container, '/usr/local/bin/iot-database'];
+    child = track(spawn('buildah', args, { detached: true, stdio: ['ignore', logFd, logFd] }), true);
+  } finally {
+    closeSync(logFd);
+  }
+  const stop = async () => {
+    await stopChild(child, 10_000, true);
+    execFileSync('buildah', ['rm', container], { stdio: 'ignore' });
+    rmSync(volume, { recursive: true, force: true });
   };
+  const pool = createPool({ host: HOST, port }, DATABASE_ROLES.core, passwords.core, createLogger('database', () => undefined));
+  try {
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      try {
+        await new PostgresStore(pool).reachesTables(['devices']);
+        break;
+      } catch (error) {
+        if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the database did not let core's role reach its tables within 60 s (see ${logFile})`, { cause: error });
+        await sleep(200);
+      }
+    }
+  } catch (error) {
+    await stop();
+    throw error;
+  } finally {
+    await pool.end();
+  }
+  return { port, pid: child.pid!, version, stop };
 }
 
-/** Registers `devices` through the store; their passwords must be among `passwords`, each hashed once here. */
-export async function seedDevices(port: number, password: string, devices: readonly DeviceCredentials[], passwords: readonly string[]): Promise<void> {
-  const pool = createPool({ host: HOST, port }, password, createLogger('seed', () => undefined));
+/** Registers `devices` through the store as core's role, each with its password hashed by core's `hashPassword`. */
+export async function seedDevices(port: number, corePassword: string, devices: readonly DeviceCredentials[]): Promise<void> {
+  const pool = createPool({ host: HOST, port }, DATABASE_ROLES.core, corePassword, createLogger('seed', () => undefined));
   try {
-    await ensureSchema(pool);
     const store = new PostgresStore(pool);
-    const hashes = new Map(await Promise.all(passwords.map(async (p) => [p, await hashPassword(p)] as const)));
     await mapLimit(devices, 5, async (device) => {
-      const hash = hashes.get(device.password);
-      if (hash === undefined) throw new Error(`device ${device.id}: its password is not one of those hashed`);
-      if (!(await store.createDevice(device.id, hash))) throw new Error(`device ${device.id} exists`);
+      if (!(await store.createDevice(device.id, await hashPassword(device.password)))) throw new Error(`device ${device.id} exists`);
     });
   } finally {
     await pool.end();
@@ -168,9 +193,9 @@ export interface Broker {
   close(): Promise<void>;
 }
 
-export async function startBroker(password: string): Promise<Broker> {
+export async function startBroker(): Promise<Broker> {
   const before = new Set(childPids(process.pid, 'nats-server'));
-  const server = await startNatsServer(password);
+  const server = await startNatsServer();
   const pid = childPids(process.pid, 'nats-server').find((p) => !before.has(p));
   if (pid === undefined) throw new Error('the nats-server just started is not a child of this process');
   started.add(pid);

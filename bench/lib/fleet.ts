@@ -1,12 +1,10 @@
 /**
- * The pure parts of the `fleet` scenario (scenarios/fleet.ts, fleet/devices.ts): how a device
- * waits before trying again, and the figures made of what the devices and the processes recorded.
+ * The pure parts of the `fleet` scenario (scenarios/fleet.ts, fleet/devices.ts): the figures made
+ * of what the devices (their connection runs, the simulator's `ConnectRun`) and the processes
+ * recorded.
  *
  * Guarantees: no I/O; inputs are never mutated. Times are milliseconds since the epoch, all taken
  * on this machine's clock (the device processes' and the runner's).
- * - `retryDelayMs` is the project's backoff (workloads/iot-service shared/retry.ts: 0.2 s doubling
- *   up to 5 s) scaled by a random factor in [0.5, 1), so devices refused together do not all come
- *   back in the same instant.
  * - `sumBuckets` adds per-second counts element by element (the longest list sets the length);
  *   `rateFigures` gives the messages per second over the whole window and its median, slowest
  *   and fastest second.
@@ -31,24 +29,9 @@
  * - `parseTcpExt` reads the `TcpExt` counters of /proc/net/netstat by name (ListenOverflows: a
  *   connection completed while the listener's accept queue was full; SyncookiesSent …).
  */
-import { backoff } from '../../workloads/iot-service/src/shared/retry.ts';
+import type { ConnectRun } from '../../workloads/iot-service/src/simulator/fleet.ts';
 import { parseMetrics, sumBy } from './prom.ts';
 import { percentile, round } from './stats.ts';
-
-export function retryDelayMs(failures: number, random: () => number = Math.random): number {
-  return backoff(failures) * (0.5 + random() / 2);
-}
-
-/** One device's way to a connection: from its first attempt to the CONNACK that accepted it. */
-export interface ConnectRun {
-  /** When its first attempt began. */
-  startedAt: number;
-  /** When the accepting CONNACK came; absent when none came. */
-  connectedAt?: number;
-  attempts: number;
-  /** Failed attempts by kind: `connack-<code>`, a network error's code (ECONNREFUSED …), `closed` (before a CONNACK), `timeout`. */
-  failures: Record<string, number>;
-}
 
 export function sumBuckets(lists: readonly (readonly number[])[]): number[] {
   const length = Math.max(0, ...lists.map((l) => l.length));

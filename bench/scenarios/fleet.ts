@@ -1,15 +1,16 @@
 /**
  * `fleet`: the gateway's limits with a fleet of devices, on this machine, no cluster: the real
- * gateway (its bundle, as its image runs it, alone in its process), core's API on a real
- * PostgreSQL, and a real NATS Server with JetStream, each its own process on 127.0.0.1, and the
- * devices in `--clients` processes of their own (fleet/devices.ts), so that neither the devices
- * nor the runner share the gateway's event loop. The gateway serves mqtt (1883) and mqtts (8883)
- * with a certificate made as the operator makes it (operators/iot gateway-tls.ts: RSA 2048,
- * signed by the instance CA); the devices trust only that CA.
+ * gateway (its bundle, as its image runs it, alone in its process), core's API on the database
+ * image's PostgreSQL, and a real NATS Server with JetStream, each its own process on this
+ * machine, and the devices in `--clients` processes of their own (fleet/devices.ts), so that
+ * neither the devices nor the runner share the gateway's event loop. The gateway serves mqtt
+ * (1883) and mqtts (8883) with a certificate made as the operator makes it (operators/iot
+ * gateway-tls.ts: RSA 2048, signed by the instance CA); the devices trust only that CA. Each
+ * component gets only its own credentials, as from iot-credentials.
  *
- * Devices are registered through the store's `createDevice`, each with one of 8 scrypt hashes
- * made by core's `hashPassword` (8 scrypts instead of one per device); every login the gateway
- * has not cached is still one real scrypt verification in core.
+ * Devices are registered through the store's `createDevice`, each with its own password and the
+ * hash core's `hashPassword` makes of it; every login the gateway has not cached is one real
+ * password check in core.
  *
  * Phases, in this order; for each, the wall time, the cores each process, the host and the rest
  * of the machine (`others`) used over it, and the connections the kernel turned away at a full
@@ -19,7 +20,7 @@
  *    mqtts, then mqtt, then both again: PUBACKs per second of each protocol over its two
  *    windows, the TLS/plaintext ratio, and the gateway's CPU per message of each.
  * 2. logins: `--logins` (default 200) devices never logged in connect up to their CONNACK and
- *    disconnect, 16 at a time (core checks 2 at once on 2 cores and lets 16 wait, so none is
+ *    close the connection, 16 at a time (core checks 2 at once on 2 cores and lets 16 wait, so none is
  *    shed): uncached logins/s, over mqtts and over mqtt (other devices); then the same devices 5
  *    times each (cached): logins/s; each login's time to CONNACK.
  * 3. flood, in 2 rounds: half the `--logins` devices never logged in start one login every
@@ -30,8 +31,8 @@
  *    the flood (both rounds together), the p99's growth, the flood's attempts by outcome and the
  *    gateway's refusals by reason over it.
  * 4. herd: `--herd` (default 10,000) devices connect over mqtts at once, spread over the device
- *    processes, each retrying a refused or failed attempt after the project's backoff with jitter
- *    (fleet/devices.ts); once all are connected (or `--timeout` passed) the gateway is SIGKILLed
+ *    processes, each retrying a refused or failed attempt after the service's backoff with jitter
+ *    (the simulator's `connectFleet`); once all are connected (or `--timeout` passed) the gateway is SIGKILLed
  *    and started again at once, and every device reconnects the same way. For each of the two:
  *    the time until all are connected, time to CONNACK at p50/p90/p99/max (a device never
  *    connected counts as the slowest), attempts, failed attempts by kind (as the devices saw
@@ -40,16 +41,19 @@
  *    1-s probe timeout), devices that lost their connection again, the gateway's RSS, and
  *    connected devices at the end of each second (samples). Each waits at most `--timeout` s.
  *
- * Guarantees: every process it starts is ended before it returns, failed or not; the gateway's
- * fixed ports (1883, 8883, 8081) must be free (else it fails at once, naming the port).
+ * Guarantees: every process it starts (and the database's container) is ended before it returns,
+ * failed or not; the gateway's fixed ports (1883, 8883, 8081) must be free (else it fails at once,
+ * naming the port).
  */
-import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { keepOrIssue } from '../../operators/iot/src/resources/gateway-tls.ts';
+import { generatePassword } from '../../workloads/iot-service/src/core/passwords.ts';
 import { GATEWAY_MQTT_PORT, GATEWAY_MQTTS_PORT } from '../../workloads/iot-service/src/shared/ports.ts';
+import type { ConnectRun } from '../../workloads/iot-service/src/simulator/fleet.ts';
 import type { DeviceCredentials, GatewayTls } from '../../workloads/iot-service/src/simulator/types.ts';
+import { BROKER_PASSWORDS } from '../../workloads/iot-service/test/nats-server.ts';
 import type { FloodResult, PublishResult } from '../fleet/devices.ts';
 import {
   bundleGateway,
@@ -63,7 +67,7 @@ import {
   seedDevices,
   startBroker,
   startCore,
-  startPostgres,
+  startDatabase,
 } from '../fleet/services.ts';
 import type { LocalContext, ScenarioOutput } from '../lib/context.ts';
 import {
@@ -79,7 +83,6 @@ import {
   refusalsByReason,
   runSince,
   sumBuckets,
-  type ConnectRun,
   type Probe,
 } from '../lib/fleet.ts';
 import { log, sleep } from '../lib/kube.ts';
@@ -87,8 +90,6 @@ import { deltaBy } from '../lib/prom.ts';
 import { MiB, readHostCpu, readMemory, readTreeCpuSeconds } from '../lib/proc.ts';
 import { round } from '../lib/stats.ts';
 
-/** Distinct passwords (and so scrypt hashes) the devices share. */
-const PASSWORDS = 8;
 /** Logins in flight in the logins phase: core checks 2 at once on 2 cores and lets 8 per check wait. */
 const LOGIN_CONCURRENCY = 16;
 const WARM_ROUNDS = 5;
@@ -104,8 +105,6 @@ const PROBE_TIMEOUT_MS = 30_000;
 /** timeoutSeconds of the gateway pod's probes (operators/iot resources/pod.ts). */
 const KUBELET_PROBE_TIMEOUT_MS = 1_000;
 const FLOOD_SOURCE = '127.0.0.2';
-
-const at = (): number => performance.timeOrigin + performance.now();
 
 /** The runs' time to CONNACK in ms and how many logins a second they made, first attempt to last CONNACK. */
 function loginFigures(runs: readonly ConnectRun[]) {
@@ -135,9 +134,8 @@ export async function runFleet(ctx: LocalContext): Promise<ScenarioOutput> {
 
   await portsFree();
   const openFiles = raiseOpenFiles(herdSize + 1_000); // the gateway holds every device's connection
-  const passwords = Array.from({ length: PASSWORDS }, () => randomBytes(24).toString('base64url'));
   const devices = (prefix: string, n: number): DeviceCredentials[] =>
-    Array.from({ length: n }, (_, i) => ({ id: `${prefix}-${String(i).padStart(5, '0')}`, password: passwords[i % PASSWORDS]! }));
+    Array.from({ length: n }, (_, i) => ({ id: `${prefix}-${String(i).padStart(5, '0')}`, password: generatePassword() }));
   const pub = devices('pub', publishers);
   const loginTls = devices('login-tls', loginDevices);
   const loginPlain = devices('login-plain', loginDevices);
@@ -149,9 +147,7 @@ export async function runFleet(ctx: LocalContext): Promise<ScenarioOutput> {
   const scratch = scratchDir('fleet-');
   const stops: (() => Promise<void>)[] = [];
   try {
-    const apiToken = randomBytes(18).toString('base64url');
-    const brokerPassword = randomBytes(18).toString('base64url');
-    const databasePassword = randomBytes(18).toString('base64url');
+    const database = { superuser: generatePassword(), core: generatePassword(), processing: generatePassword() };
 
     const { certificates } = keepOrIssue({}, [`IP:${HOST}`], new Date());
     const tlsDir = path.join(scratch.dir, 'tls');
@@ -162,14 +158,14 @@ export async function runFleet(ctx: LocalContext): Promise<ScenarioOutput> {
     const mqtts = { url: `mqtts://${HOST}:${GATEWAY_MQTTS_PORT}`, tls };
     const mqtt = { url: `mqtt://${HOST}:${GATEWAY_MQTT_PORT}` };
 
-    const postgres = await startPostgres(ctx.logDir, databasePassword);
-    stops.push(() => postgres.stop());
-    let t = at();
-    await seedDevices(postgres.port, databasePassword, [...pub, ...loginTls, ...loginPlain, ...quiet, ...flooded, target!, ...herd], passwords);
-    const seedS = round((at() - t) / 1000, 1);
-    log(`fleet: PostgreSQL ${postgres.version} on port ${postgres.port}; ${herdSize + publishers + 4 * loginDevices + 1} devices registered in ${seedS} s`);
+    const db = await startDatabase(ctx.logDir, database);
+    stops.push(() => db.stop());
+    const t = Date.now();
+    await seedDevices(db.port, database.core, [...pub, ...loginTls, ...loginPlain, ...quiet, ...flooded, target!, ...herd]);
+    const seedS = round((Date.now() - t) / 1000, 1);
+    log(`fleet: the database image's PostgreSQL ${db.version} on port ${db.port}; ${herdSize + publishers + 4 * loginDevices + 1} devices registered in ${seedS} s`);
 
-    const broker = await startBroker(brokerPassword);
+    const broker = await startBroker();
     stops.push(() => broker.close());
     const corePort = await freePort();
     const configFile = path.join(scratch.dir, 'config.yml');
@@ -182,7 +178,7 @@ export async function runFleet(ctx: LocalContext): Promise<ScenarioOutput> {
         'version: bench',
         'endpoints:',
         `  broker: ${HOST}:${broker.server.port}`,
-        `  database: ${HOST}:${postgres.port}`,
+        `  database: ${HOST}:${db.port}`,
         `  core: ${HOST}:${corePort}`,
         'stream:',
         '  replicas: 1',
@@ -192,10 +188,16 @@ export async function runFleet(ctx: LocalContext): Promise<ScenarioOutput> {
         '',
       ].join('\n'),
     );
-    const env = { PATH: process.env.PATH, HOME: process.env.HOME, IOT_CONFIG_FILE: configFile, IOT_API_TOKEN: apiToken, IOT_BROKER_PASSWORD: brokerPassword, IOT_DATABASE_PASSWORD: databasePassword };
-    const core = await startCore(env, corePort, ctx.logDir);
+    const env = { PATH: process.env.PATH, HOME: process.env.HOME, IOT_CONFIG_FILE: configFile };
+    const deviceCheckToken = generatePassword();
+    const core = await startCore(
+      { ...env, IOT_API_TOKEN: generatePassword(), IOT_DEVICE_CHECK_TOKEN: deviceCheckToken, IOT_BROKER_CORE_PASSWORD: BROKER_PASSWORDS.core, IOT_DATABASE_CORE_PASSWORD: database.core },
+      corePort,
+      ctx.logDir,
+    );
     stops.push(() => core.stop());
-    const gateway = new GatewayProcess(await bundleGateway(path.join(scratch.dir, 'bundle')), { ...env, IOT_GATEWAY_PROTOCOLS: 'mqtt,mqtts', IOT_GATEWAY_TLS_DIR: tlsDir }, ctx.logDir);
+    const gatewayEnv = { ...env, IOT_DEVICE_CHECK_TOKEN: deviceCheckToken, IOT_BROKER_GATEWAY_PASSWORD: BROKER_PASSWORDS.gateway, IOT_GATEWAY_PROTOCOLS: 'mqtt,mqtts', IOT_GATEWAY_TLS_DIR: tlsDir };
+    const gateway = new GatewayProcess(await bundleGateway(path.join(scratch.dir, 'bundle')), gatewayEnv, ctx.logDir);
     stops.push(() => gateway.stop());
     const gatewayStartMs = round(await gateway.start(), 0);
     const fleet = Array.from({ length: clients }, (_, i) => new DeviceProcess(`devices-${i + 1}`, ctx.logDir));
@@ -208,7 +210,7 @@ export async function runFleet(ctx: LocalContext): Promise<ScenarioOutput> {
         [`gateway-${gateway.pid}`]: gateway.pid === undefined ? undefined : readTreeCpuSeconds(gateway.pid),
         core: readTreeCpuSeconds(core.pid),
         broker: readTreeCpuSeconds(broker.pid),
-        postgres: readTreeCpuSeconds(postgres.pid),
+        database: readTreeCpuSeconds(db.pid),
         runner: process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6,
         ...Object.fromEntries(fleet.map((d) => [d.name, readTreeCpuSeconds(d.pid)])),
       };
@@ -223,10 +225,10 @@ export async function runFleet(ctx: LocalContext): Promise<ScenarioOutput> {
     }
     /** Starts measuring; the function returned ends it. */
     const measure = (): (() => Usage) => {
-      const [c0, h0, n0, t0] = [cpu(), readHostCpu(), parseTcpExt(readFileSync('/proc/net/netstat', 'utf8')), at()];
+      const [c0, h0, n0, t0] = [cpu(), readHostCpu(), parseTcpExt(readFileSync('/proc/net/netstat', 'utf8')), Date.now()];
       const c0Gateway = Object.keys(c0).find((k) => k.startsWith('gateway-'));
       return () => {
-        const wallS = (at() - t0) / 1000;
+        const wallS = (Date.now() - t0) / 1000;
         const [c1, h1, n1] = [cpu(), readHostCpu(), parseTcpExt(readFileSync('/proc/net/netstat', 'utf8'))];
         // a gateway started meanwhile counts from 0
         for (const key of Object.keys(c1)) if (key.startsWith('gateway-') && c0[key] === undefined) c0[key] = 0;
@@ -261,9 +263,9 @@ export async function runFleet(ctx: LocalContext): Promise<ScenarioOutput> {
     const windows: { protocol: string; perSecond: number[]; failedDevices: number; usage: Usage }[] = [];
     for (const [protocol, target] of [['mqtts', mqtts], ['mqtt', mqtt], ['mqtts', mqtts], ['mqtt', mqtt]] as const) {
       await Promise.all(fleet.map((d, i) => d.request({ op: 'connect', set: 'pub', devices: pubShares[i]!, keep: false, ...target })));
-      const startAt = at() + WARMUP_MS;
+      const startAt = Date.now() + WARMUP_MS;
       const publishing = Promise.all(fleet.map((d) => d.request<PublishResult>({ op: 'publish', set: 'pub', startAt, endAt: startAt + windowS * 1000 })));
-      await sleep(startAt - at());
+      await sleep(startAt - Date.now());
       const end = measure();
       const results = await publishing;
       const usage = end();
@@ -319,7 +321,7 @@ export async function runFleet(ctx: LocalContext): Promise<ScenarioOutput> {
 
     // 3. flood
     const [victims, attacker] = [fleet[0]!, fleet[fleet.length - 1]!];
-    const pacedRuns = (list: DeviceCredentials[]) => victims.request<ConnectRun[]>({ op: 'paced', devices: list, startAt: at() + 100, intervalMs: PACED_INTERVAL_MS, ...mqtts });
+    const pacedRuns = (list: DeviceCredentials[]) => victims.request<ConnectRun[]>({ op: 'paced', devices: list, startAt: Date.now() + 100, intervalMs: PACED_INTERVAL_MS, ...mqtts });
     const pacedFigures = (runs: ConnectRun[]) => ({ ...latencyFigures(runs.filter((r) => r.connectedAt !== undefined).map((r) => r.connectedAt! - r.startedAt)), failures: mergeCounts(runs.map((r) => r.failures)) });
     const rounds: Record<string, unknown>[] = [];
     const merged = { quiet: { cold: [] as ConnectRun[], warm: [] as ConnectRun[] }, flooded: { cold: [] as ConnectRun[], warm: [] as ConnectRun[] } };
@@ -337,7 +339,7 @@ export async function runFleet(ctx: LocalContext): Promise<ScenarioOutput> {
       const during = await phase(`flood round ${r + 1}: logins during a flood`, async () => {
         const before = await refusals();
         const floodMs = FLOOD_LEAD_MS + 2 * floodedHalves[r]!.length * PACED_INTERVAL_MS + 3_000;
-        const flooding = attacker.request<FloodResult>({ op: 'flood', deviceId: target!.id, concurrency: FLOOD_CONCURRENCY, localAddress: FLOOD_SOURCE, endAt: at() + floodMs, ...mqtts });
+        const flooding = attacker.request<FloodResult>({ op: 'flood', deviceId: target!.id, concurrency: FLOOD_CONCURRENCY, localAddress: FLOOD_SOURCE, endAt: Date.now() + floodMs, ...mqtts });
         await sleep(FLOOD_LEAD_MS);
         const logins = await coldThenWarm(floodedHalves[r]!, merged.flooded);
         const flood = await flooding;
@@ -363,10 +365,10 @@ export async function runFleet(ctx: LocalContext): Promise<ScenarioOutput> {
     const waitAllConnected = async (what: string, since: number) => {
       let lastLog = 0;
       const counted = () => fleet.every((d) => d.reportedAt > since + 1_000) && connectedNow() === herdSize;
-      while (!counted() && at() - since < o.timeoutS * 1000) {
-        if (at() - lastLog > 10_000) {
-          log(`fleet: ${what}: ${connectedNow()} of ${herdSize} connected after ${round((at() - since) / 1000, 0)} s`);
-          lastLog = at();
+      while (!counted() && Date.now() - since < o.timeoutS * 1000) {
+        if (Date.now() - lastLog > 10_000) {
+          log(`fleet: ${what}: ${connectedNow()} of ${herdSize} connected after ${round((Date.now() - since) / 1000, 0)} s`);
+          lastLog = Date.now();
         }
         await sleep(200);
       }
@@ -378,9 +380,9 @@ export async function runFleet(ctx: LocalContext): Promise<ScenarioOutput> {
       let stopped = false;
       const running = (async () => {
         while (!stopped) {
-          const started = at();
+          const started = Date.now();
           probes.push({ at: started, ms: round(await gateway.healthLatencyMs(PROBE_TIMEOUT_MS), 0) });
-          await sleep(Math.max(0, started + PROBE_PERIOD_MS - at()));
+          await sleep(Math.max(0, started + PROBE_PERIOD_MS - Date.now()));
         }
       })();
       return async () => {
@@ -391,14 +393,14 @@ export async function runFleet(ctx: LocalContext): Promise<ScenarioOutput> {
     };
     /** The gateway's refusals by reason, and how long its /metrics took to answer. */
     const timedRefusals = async () => {
-      const t0 = at();
+      const t0 = Date.now();
       const byReason = await refusals();
-      return { byReason, metricsAnsweredMs: round(at() - t0, 0) };
+      return { byReason, metricsAnsweredMs: round(Date.now() - t0, 0) };
     };
     let herdStart = 0;
     const connectPhase = await phase('herd: connect', async () => {
       const before = await refusals();
-      herdStart = at();
+      herdStart = Date.now();
       const probed = probeHealth();
       const connecting = Promise.all(fleet.map((d, i) => d.request({ op: 'connect', set: 'herd', devices: herdShares[i]!, keep: true, ...mqtts })));
       connecting.catch(() => undefined); // what failed shows as devices not connected
@@ -418,7 +420,7 @@ export async function runFleet(ctx: LocalContext): Promise<ScenarioOutput> {
     const connectedCurve = connectedBySecond((await herdRuns()).map((r) => r[0]!), herdStart);
     let killAt = 0;
     const reconnectPhase = await phase('herd: gateway killed, reconnect', async () => {
-      killAt = at();
+      killAt = Date.now();
       await gateway.kill();
       const restartMs = round(await gateway.start(), 0);
       const probed = probeHealth();
@@ -441,7 +443,7 @@ export async function runFleet(ctx: LocalContext): Promise<ScenarioOutput> {
 
     return {
       figures: {
-        setup: { devicesRegistered: herdSize + publishers + 4 * loginDevices + 1, distinctPasswordHashes: PASSWORDS, seedS, postgres: postgres.version, gatewayStartMs, clients, openFiles },
+        setup: { devicesRegistered: herdSize + publishers + 4 * loginDevices + 1, seedS, postgres: db.version, gatewayStartMs, clients, openFiles },
         throughput,
         logins,
         flood: { ...floodFigures, p99Growth: floodGrowth },
