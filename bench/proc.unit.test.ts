@@ -1,12 +1,12 @@
 /**
  * Unit tests of the pure /proc parsers (bench/lib/proc.ts) and readiness rules
- * (bench/lib/readiness.ts): memory fields in bytes, CPU ticks from a stat line whose process
- * name holds spaces and parentheses, host busy time, and the rollout/readiness rules the floor
- * waits on.
+ * (bench/lib/readiness.ts): memory fields in bytes, CPU ticks, the parent and the name from a
+ * stat line whose process name holds spaces and parentheses, host busy time, and the
+ * rollout/readiness rules the floor waits on.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseHostCpu, parseProcStatTicks, parseProcStatus } from './lib/proc.ts';
+import { parseHostCpu, parseProcStatParent, parseProcStatTicks, parseProcStatus } from './lib/proc.ts';
 import { iotAvailable, podReady, workloadReady } from './lib/readiness.ts';
 
 describe('/proc parsers', () => {
@@ -18,6 +18,11 @@ describe('/proc parsers', () => {
   it('adds utime and stime, whatever the process name contains', () => {
     const stat = '4242 (node (x) y) S 1 4242 4242 0 -1 4194560 5000 0 0 0 250 50 0 0 20 0 11 0 100 1000000 25000';
     assert.equal(parseProcStatTicks(stat), 300);
+  });
+
+  it('reads the parent pid and the name, whatever the name contains', () => {
+    const stat = '4242 (nats (x) y) S 17 4242 4242 0 -1 4194560 5000 0 0 0 250 50 0 0 20 0 11 0 100 1000000 25000';
+    assert.deepEqual(parseProcStatParent(stat), { ppid: 17, name: 'nats (x) y' });
   });
 
   it('counts host busy time as everything but idle and iowait', () => {

@@ -22,13 +22,13 @@ import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { generatedNotice } from '@iot-operator/runtime';
 import type { BenchResult } from './lib/results.ts';
-import { formatNumber } from './lib/results.ts';
+import { formatNumber, NO_CLUSTER } from './lib/results.ts';
 import { median } from './lib/stats.ts';
 import { rssSlope } from './lib/throughput.ts';
 import { cdfSvg, type Series } from './lib/svg.ts';
 import { repoRoot } from './lib/kube.ts';
 
-export const SCENARIO_ORDER = ['burst', 'floor', 'steady', 'latency', 'churn', 'restart', 'scale', 'memcached', 'throughput', 'armada', 'start', 'reference'];
+export const SCENARIO_ORDER = ['burst', 'floor', 'steady', 'latency', 'churn', 'restart', 'scale', 'memcached', 'throughput', 'armada', 'start', 'reference', 'fleet'];
 
 /** The reference scenario's latency step of one protocol (figures absent from results made before it existed, so no rows). */
 const referenceLatencyFigures = (label: string, protocol: string): [string, string][] => [
@@ -268,6 +268,43 @@ export const FIGURES: Record<string, [string, string][]> = {
     ...referenceLatencyFigures('HTTP', 'http'),
     ['delete → instance namespace gone (s)', 'deleteToNamespaceGoneS'],
   ],
+  fleet: [
+    ['devices registered', 'setup.devicesRegistered'],
+    ['throughput: devices publishing QoS 1', 'throughput.devices'],
+    ['throughput: mqtts PUBACKs/s', 'throughput.mqtts.perS'],
+    ['throughput: mqtt PUBACKs/s', 'throughput.mqtt.perS'],
+    ['throughput: mqtts / mqtt', 'throughput.tlsToPlain'],
+    ['throughput: gateway CPU per message, mqtts (µs)', 'throughput.mqtts.gatewayCpuUsPerMessage'],
+    ['throughput: gateway CPU per message, mqtt (µs)', 'throughput.mqtt.gatewayCpuUsPerMessage'],
+    ['logins/s uncached (one password check in core each), mqtts', 'logins.cold.mqtts.perS'],
+    ['logins/s uncached, mqtt', 'logins.cold.mqtt.perS'],
+    ['logins/s cached, mqtts', 'logins.warm.mqtts.perS'],
+    ['logins/s cached, mqtt', 'logins.warm.mqtt.perS'],
+    ['core CPU per uncached login (ms)', 'logins.cold.mqtt.cpuMsPerLogin.core'],
+    ['gateway CPU per cached login, mqtts (ms)', 'logins.warm.mqtts.cpuMsPerLogin.gateway'],
+    ['gateway CPU per cached login, mqtt (ms)', 'logins.warm.mqtt.cpuMsPerLogin.gateway'],
+    ['uncached login p99 without a flood (ms)', 'flood.quiet.cold.p99Ms'],
+    ['uncached login p99 during the flood (ms)', 'flood.flooded.cold.p99Ms'],
+    ['cached login p99 without a flood (ms)', 'flood.quiet.warm.p99Ms'],
+    ['cached login p99 during the flood (ms)', 'flood.flooded.warm.p99Ms'],
+    ['flood: growth of the uncached login p99', 'flood.p99Growth.cold'],
+    ['flood: growth of the cached login p99', 'flood.p99Growth.warm'],
+    ['herd: devices', 'herd.devices'],
+    ['herd: connected within the timeout', 'herd.connect.connected'],
+    ['herd: all connected after (s)', 'herd.connect.allConnectedS'],
+    ['herd: time to CONNACK p50 (s)', 'herd.connect.connackS.p50'],
+    ['herd: time to CONNACK p99 (s)', 'herd.connect.connackS.p99'],
+    ['herd: attempts per device', 'herd.connect.attempts.mean'],
+    ['herd: refusals by reason: ', 'herd.connect.refusals.*'],
+    ['herd: gateway /healthz answers slower than 1 s, longest stretch (s)', 'herd.connect.health.longestRunOverLimitS'],
+    ['reconnect after SIGKILL: connected within the timeout', 'herd.reconnect.connected'],
+    ['reconnect after SIGKILL: all connected after (s)', 'herd.reconnect.allConnectedS'],
+    ['reconnect after SIGKILL: time to CONNACK p50 (s)', 'herd.reconnect.connackS.p50'],
+    ['reconnect after SIGKILL: time to CONNACK p99 (s)', 'herd.reconnect.connackS.p99'],
+    ['reconnect after SIGKILL: refusals by reason: ', 'herd.reconnect.refusals.*'],
+    ['reconnect after SIGKILL: gateway /healthz slower than 1 s, longest stretch (s)', 'herd.reconnect.health.longestRunOverLimitS'],
+    ['reconnect after SIGKILL: cores used by ', 'herd.reconnect.cores.*'],
+  ],
 };
 
 export function get(obj: unknown, dotted: string): unknown {
@@ -462,6 +499,33 @@ export function evaluateTargets(results: readonly BenchResult[]): TargetRow[] {
   rows.push(judge('scale N = 1,000: restart → every instance re-checked ≤ 15 s', numbersAt(scale, 'restart.killToVerifiedS'), (v) => v <= 15, ' s', basis('median from kill -9')));
   rows.push(judge('scale N = 1,000: writes after restart and in steady state = 0', [...numbersAt(scale, 'restart.writes'), ...numbersAt(scale, 'steady.idle.writesPerMin'), ...numbersAt(scale, 'steady.resync.writes')], (v) => v === 0, '', basis('largest over restarts, idle windows and resyncs'), (v) => Math.max(...v), scale.length));
   rows.push(judge('scale N = 1,000: churn change → Available p99 within 1 s of the floor', numbersAt(scale, 'churnP99OverFloorS'), (v) => v <= 1, ' s', basis('median of (p99 − floor p99) measured in the same run')));
+
+  // The gateway's fleet limits: real processes on this machine, no cluster (scenarios/fleet.ts).
+  const fleet = byScenario(results, 'fleet');
+  const cpuRatios = numbersAt(fleet, 'throughput.tlsGatewayCpuPerMessage');
+  const cpuNote = cpuRatios.length > 0 ? `; the gateway's CPU per message over TLS ${show(median(cpuRatios))} × plaintext's` : '';
+  rows.push(judge('fleet: MQTT QoS 1 over TLS costs ≤ 30 % of the plaintext messages/s', numbersAt(fleet, 'throughput.tlsToPlain'), (v) => v >= 0.7, ' × plaintext', `median of mqtts / mqtt PUBACKs/s measured in the same run${cpuNote}`));
+  const herds = fleet.filter((r) => get(r.figures, 'herd.devices') === 10_000);
+  const reconnected = herds.map((r) => {
+    const all = get(r.figures, 'herd.reconnect.allConnectedS');
+    return typeof all === 'number' ? all : Number.POSITIVE_INFINITY;
+  });
+  const herdTarget = 'fleet: 10,000 devices over TLS all connected again ≤ 60 s after the gateway is SIGKILLed and restarted';
+  if (herds.length === 0) {
+    rows.push({ target: herdTarget, figure: '—', verdict: 'not measured', basis: 'no fleet run of 10,000 devices' });
+  } else {
+    const v = median(reconnected);
+    const notAll = herds.filter((r) => get(r.figures, 'herd.reconnect.allConnectedS') === undefined);
+    const shown = notAll.map((r) => `${String(get(r.figures, 'herd.reconnect.connected'))} of 10,000 after ${String(get(r.figures, 'herd.reconnect.wallS'))} s`).join('; ');
+    rows.push({
+      target: herdTarget,
+      figure: Number.isFinite(v) ? `${show(v)} s` : `not all (${shown})`,
+      verdict: v <= 60 ? 'holds' : 'misses',
+      basis: `median over runs; a run in which not all reconnected within its timeout counts as never; ${herds.length} run${herds.length === 1 ? '' : 's'}`,
+    });
+  }
+  const growth = fleet.map((r) => 100 * Math.max(Number(get(r.figures, 'flood.p99Growth.cold')), Number(get(r.figures, 'flood.p99Growth.warm'))));
+  rows.push(judge("fleet: a wrong-password flood delays other devices' login p99 by ≤ 10 %", growth.filter(Number.isFinite), (v) => v <= 10, ' %', 'median over runs of the larger growth, uncached or cached logins'));
   return rows;
 }
 
@@ -645,6 +709,7 @@ export const HEADLINES: { scenario: string; size: string; figures: [string, stri
   { scenario: 'throughput', size: 'n=2000 controller-manager QPS 200', figures: [['Memcached operator as the bottleneck: objects/s', 'objectsPerS']] },
   { scenario: 'armada', size: 'n=50', figures: [['50 ArmadaCharts: operator wall / helm install --wait wall (same run)', 'ratioToFloor']] },
   { scenario: 'start', size: '', figures: [['warm npm start → Available, cluster running (s)', 'clusterRunningS']] },
+  { scenario: 'fleet', size: '', figures: [['gateway on this machine: MQTT QoS 1 PUBACKs/s over TLS / plaintext', 'throughput.tlsToPlain'], ['uncached logins/s (one password check in core each), mqtts', 'logins.cold.mqtts.perS'], ['cached logins/s, mqtts', 'logins.warm.mqtts.perS'], ['10,000 devices reconnecting over TLS after a gateway SIGKILL: connected within the timeout', 'herd.reconnect.connected']] },
   { scenario: 'reference', size: 'controller-manager QPS 100', figures: [['one reference IoT service on 2 cores: create → Available (s)', 'applyToAvailableS'], ['MQTT QoS 1: peak messages/s acknowledged (median second)', 'mqtt.saturation.peakPerS'], ['HTTP: peak messages/s acknowledged (median second)', 'http.saturation.peakPerS'], ['MQTT latency step: acknowledgement → stored p99 (ms)', 'mqtt.latency.latencyMs.p99Ms']] },
 ];
 
@@ -668,7 +733,8 @@ function environment(ok: readonly BenchResult[]): string[] {
   const commits = [...new Set(ok.map((r) => r.versions.gitCommit.slice(0, 10)))];
   const m = ok[0]!.machine;
   const loads = ok.map((r) => r.machine.loadavgStart[0] ?? 0);
-  const apiservers = ok.map((r) => r.machine.kubeApiserversRunning);
+  // runs with no cluster of their own (fleet) had no bench cluster's API server among them
+  const apiservers = ok.filter((r) => r.versions.kubernetes !== NO_CLUSTER).map((r) => r.machine.kubeApiserversRunning);
   return [
     '## Environment',
     '',

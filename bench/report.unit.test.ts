@@ -3,8 +3,8 @@
  * docs/performance.md (targets, headlines, links) apart from the results page, medians with
  * ranges per scenario and size, expansion of per-verb figures, target verdicts (paired ratios
  * preferred, "not measured" when no run at the target's size exists, failed runs never
- * averaged in), the reference scenario's latency step (and results made before it), and a
- * well-formed, escaped SVG.
+ * averaged in), the reference scenario's latency step (and results made before it), the fleet
+ * scenario's targets, and a well-formed, escaped SVG.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -100,6 +100,15 @@ describe('evaluateTargets', () => {
     assert.equal(alone.figure, '300 MiB', 'runs with a companion beside the operator are not judged as shipped');
     assert.equal(evaluateTargets([scale(300)]).find((r) => r.target.includes('controller-runtime cache'))!.verdict, 'not measured');
     assert.equal(sizeKey(scale(190, 250)), 'n=1000 beside: `/tmp/iot-cache-go -lean-pods`', 'its figures are tabled apart from the shipped runs');
+  });
+
+  it("judges the fleet's TLS cost, its reconnect herd (not all reconnected: missed, saying how many did) and the flood's delay", () => {
+    const fleet = (ratio: number, reconnect: Record<string, unknown>, cold: number, warm: number) =>
+      result('fleet', {}, { throughput: { tlsToPlain: ratio }, herd: { devices: 10_000, reconnect }, flood: { p99Growth: { cold, warm } } });
+    const rows = evaluateTargets([fleet(0.8, { allConnectedS: 50, connected: 10_000, wallS: 51 }, 0.05, 0.02)]).filter((r) => r.target.startsWith('fleet'));
+    assert.deepEqual(rows.map((r) => [r.figure, r.verdict]), [['0.800 × plaintext', 'holds'], ['50 s', 'holds'], ['5 %', 'holds']]);
+    const missed = evaluateTargets([fleet(0.6, { connected: 4_000, wallS: 420 }, 0.02, 0.3)]).filter((r) => r.target.startsWith('fleet'));
+    assert.deepEqual(missed.map((r) => [r.figure, r.verdict]), [['0.600 × plaintext', 'misses'], ['not all (4000 of 10,000 after 420 s)', 'misses'], ['30 %', 'misses']]);
   });
 
   it('judges the warm start on the slower of its two starts', () => {

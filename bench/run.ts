@@ -4,29 +4,33 @@
  * Guarantees:
  * - Every scenario runs against the dedicated bench cluster (`iot-bench`, started or reused by
  *   cluster up with enough kwok nodes) unless `--kubeconfig` names another; the operator under
- *   test is a separate process (`--operator-cmd`).
+ *   test is a separate process (`--operator-cmd`). A scenario of this machine alone (`fleet`)
+ *   starts, reuses and uses no cluster at all.
  * - Each of `--runs` runs starts from a clean cluster (leftovers of interrupted runs are removed
  *   first), prints its figures as a table and writes one JSON file to `--out` (default
  *   bench/results), failed runs included (`ok: false` with the error), so nothing measured is
  *   lost. The exit code is non-zero if any run failed.
- * - Ctrl-C stops the operator processes this runner started before exiting.
+ * - Ctrl-C stops the operator processes (and the fleet scenario's processes) this runner started
+ *   before exiting.
  */
 import { mkdirSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import type { BenchContext, BenchOptions, Scenario } from './lib/context.ts';
+import type { BenchContext, BenchOptions, LocalScenario, Scenario, ScenarioOutput } from './lib/context.ts';
 import { summarizeProfile, type CpuProfile } from './lib/cpuprofile.ts';
 import { IOT_DEFAULT_COMMAND, PODS_PER_INSTANCE, installIoTCrd, removeLeftovers } from './lib/iot.ts';
 import { BENCH_CLUSTER, clusterDirOf, connect, ensureBenchCluster, kubernetesVersion, log, podCapacity, repoRoot } from './lib/kube.ts';
 import { OperatorProcess } from './lib/operator.ts';
 import { componentFlag } from './lib/proc.ts';
-import { flatten, formatTable, gitInfo, machineInfo, writeResult, type BenchResult } from './lib/results.ts';
+import { flatten, formatTable, gitInfo, machineInfo, NO_CLUSTER, writeResult, type BenchResult } from './lib/results.ts';
 import { bundleOperator } from '../images/bundle.ts';
 import { DEFAULT_REPORT, writeReport } from './report.ts';
 import { ARMADA_DEFAULT_COMMAND, runArmada } from './scenarios/armada.ts';
 import { runBurst } from './scenarios/burst.ts';
 import { runChurn } from './scenarios/churn.ts';
+import { killStarted } from './fleet/services.ts';
+import { runFleet } from './scenarios/fleet.ts';
 import { runFloor } from './scenarios/floor.ts';
 import { runLatency } from './scenarios/latency.ts';
 import { MEMCACHED_DEFAULT_COMMAND, goSampleCommand, runMemcached } from './scenarios/memcached.ts';
@@ -40,7 +44,10 @@ import { runThroughput } from './scenarios/throughput.ts';
 import { combinations, parseList } from './lib/throughput.ts';
 
 interface ScenarioSpec {
-  run: Scenario;
+  /** Runs against the bench cluster (or the one --kubeconfig names). */
+  run?: Scenario;
+  /** Runs on this machine alone: no cluster is started, reused or used. */
+  runLocal?: LocalScenario;
   defaults: Partial<BenchOptions>;
   /** Pods the scenario needs at once (to size the cluster). */
   pods: (o: BenchOptions) => number;
@@ -70,6 +77,7 @@ const scenarios: Record<string, ScenarioSpec> = {
   scale: { run: runScale, defaults: { n: 1000, m: 5, fraction: 0.01 }, pods: (o) => Math.ceil(o.n * PODS_PER_INSTANCE * 1.5), uses: ['n', 'm', 'periodS', 'fraction', 'floor', 'workers', 'companionCmd'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot', controlPlaneQps: 200 },
   floor: { run: runFloor, defaults: { n: 100, k: 30 }, pods: (o) => Math.max(o.n, o.k) * PODS_PER_INSTANCE, uses: ['n', 'k'] },
   start: { run: runStart, defaults: {}, pods: () => 0, uses: [] },
+  fleet: { runLocal: runFleet, defaults: {}, pods: () => 0, uses: ['devices', 'windowS', 'herd', 'clients', 'logins'] },
   reference: {
     run: runReference, defaults: {}, pods: () => 0, uses: ['devices', 'windowS', 'protocols', 'latencyShare', 'settleS', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot',
     needsKubeconfig: 'reference runs on the cluster with the real node: --kubeconfig <its kubeconfig> (e.g. /root/.kwok/clusters/iot-operator/kubeconfig.yaml)',
@@ -116,7 +124,12 @@ options:
   --latency-share <0..1> reference: after a protocol's throughput steps, a latency step paced to this
                          share of their highest stored rate (median second), with the device count
                          of the step that reached it: acknowledgement → stored p50/p90/p99/max (default 0.8)
-  --timeout <seconds>    give up waiting after this long (default 900)
+  --devices <k>          fleet: devices publishing in the throughput phase (default 50); --window: seconds
+                         of each of its four windows (default 15)
+  --herd <count>         fleet: devices of the reconnect herd (default 10000)
+  --clients <count>      fleet: processes the devices are spread over (default 2)
+  --logins <count>       fleet: devices per login measurement (default 200)
+  --timeout <seconds>    give up waiting after this long (default 900; fleet: for each herd)
   --kubeconfig <path>    use this cluster instead of the bench cluster 'iot-bench'
   --out <dir>            where result files go (default bench/results)`;
 
@@ -164,6 +177,9 @@ async function main(): Promise<number> {
       window: { type: 'string' },
       protocols: { type: 'string' },
       'latency-share': { type: 'string' },
+      herd: { type: 'string' },
+      clients: { type: 'string' },
+      logins: { type: 'string' },
       kubeconfig: { type: 'string' },
       out: { type: 'string' },
       doc: { type: 'string' },
@@ -232,8 +248,22 @@ async function main(): Promise<number> {
     windowS: num(values.window, 'window'),
     protocols: parseProtocols(values.protocols),
     latencyShare: parseShare(values['latency-share'], 'latency-share'),
+    herd: parseList(values.herd, 'herd')?.[0],
+    clients: parseList(values.clients, 'clients')?.[0],
+    logins: parseList(values.logins, 'logins')?.[0],
     out: path.resolve(values.out ?? path.join(repoRoot, 'bench/results')),
   };
+
+  const logDir = path.join(os.tmpdir(), 'iot-bench-logs');
+  mkdirSync(logDir, { recursive: true });
+  const base: Record<string, unknown> = { runs: options.runs, timeoutS: options.timeoutS };
+  const variants = combinations(sizes, concurrencies);
+  if (spec.runLocal) {
+    const runLocal = spec.runLocal;
+    return (await measure(name, spec, options, variants, base, NO_CLUSTER, (o) => runLocal({ options: o, logDir }))) > 0 ? 1 : 0;
+  }
+  const runOnCluster = spec.run;
+  if (!runOnCluster) throw new Error(`scenario ${name} has nothing to run`);
 
   if (spec.sharder) process.env.CLUSTER_SHARDER = '1';
   if (spec.controlPlaneQps) {
@@ -251,13 +281,10 @@ async function main(): Promise<number> {
   if (capacity < spec.pods(options)) {
     throw new Error(`the cluster has room for ${capacity} pods, the scenario needs ${spec.pods(options)}: CLUSTER_NAME=iot-bench CLUSTER_NODES=<more> node --import tsx cluster/cli/cluster.ts up`);
   }
-  const logDir = path.join(os.tmpdir(), 'iot-bench-logs');
-  mkdirSync(logDir, { recursive: true });
   const ctx: BenchContext = { kubeconfig, client, clusterDir: clusterDirOf(kubeconfig), options, logDir, benchCluster: givenKubeconfig ? undefined : BENCH_CLUSTER };
   const k8s = await kubernetesVersion(client);
   await installIoTCrd(kubeconfig, client);
 
-  const base: Record<string, unknown> = { runs: options.runs, timeoutS: options.timeoutS };
   if (options.operatorCmd) base.operatorCmd = options.operatorCmd;
   if (options.memoryLimitMiB !== undefined && spec.operator) base.operatorMemoryLimitMiB = options.memoryLimitMiB;
   // A cluster made with CLUSTER_CONTROLLER_MANAGER_QPS or CLUSTER_SCHEDULER_QPS: its results are kept apart from the default's.
@@ -271,29 +298,48 @@ async function main(): Promise<number> {
 
   if (spec.bundle && !options.operatorCmd) log(`bundled ${path.relative(repoRoot, await bundleOperator(spec.bundle))}`);
 
-  // One result file per run and per combination of the listed sizes and concurrencies.
-  const variants = combinations(sizes, concurrencies);
+  const failures = await measure(name, spec, options, variants, base, k8s, async (o) => {
+    ctx.options = o;
+    await removeLeftovers(ctx.client);
+    return runOnCluster(ctx);
+  });
+  ctx.client.close();
+  return failures > 0 ? 1 : 0;
+}
+
+/**
+ * Runs the scenario `options.runs` times for each variant (size, concurrency), one result file
+ * each, failed runs included; returns how many failed.
+ */
+async function measure(
+  name: string,
+  spec: ScenarioSpec,
+  options: BenchOptions,
+  variants: [number, number | undefined][],
+  base: Record<string, unknown>,
+  kubernetes: string,
+  runOnce: (options: BenchOptions) => Promise<ScenarioOutput>,
+): Promise<number> {
   let failures = 0;
   for (let run = 1; run <= options.runs; run++) {
     for (const [n, maxConcurrentReconciles] of variants) {
-      ctx.options = { ...options, n, maxConcurrentReconciles };
+      const variant = { ...options, n, maxConcurrentReconciles };
       const recorded: Record<string, unknown> = { ...base };
-      for (const key of spec.uses) if (ctx.options[key] !== undefined) recorded[key] = ctx.options[key];
-      await removeLeftovers(ctx.client);
+      for (const key of spec.uses) if (variant[key] !== undefined) recorded[key] = variant[key];
       const git = gitInfo();
       const result: BenchResult = {
         scenario: name,
         startedAt: new Date().toISOString(),
         ok: false,
         options: { ...recorded, run },
-        versions: { node: process.version, kubernetes: k8s, gitCommit: git.commit, gitDirty: git.dirty, operatorCommand: spec.operator ? (options.operatorCmd ?? spec.operator) : undefined },
+        versions: { node: process.version, kubernetes, gitCommit: git.commit, gitDirty: git.dirty, operatorCommand: spec.operator ? (options.operatorCmd ?? spec.operator) : undefined },
         machine: machineInfo(),
         figures: {},
         samples: {},
       };
       log(`${name}: run ${run}/${options.runs} (${JSON.stringify(recorded)})`);
       try {
-        const out = await spec.run(ctx);
+        const out = await runOnce(variant);
         result.ok = true;
         result.figures = out.figures;
         result.samples = out.samples;
@@ -311,14 +357,14 @@ async function main(): Promise<number> {
       console.log(`result: ${path.relative(process.cwd(), file)}\n`);
     }
   }
-  ctx.client.close();
-  return failures > 0 ? 1 : 0;
+  return failures;
 }
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
     log(`${signal}: stopping operator processes`);
     for (const op of OperatorProcess.live) op.signal('SIGKILL');
+    killStarted();
     process.exit(130);
   });
 }
@@ -328,6 +374,7 @@ main().then(
   (err: unknown) => {
     console.error(err instanceof Error ? err.message : err);
     for (const op of OperatorProcess.live) op.signal('SIGKILL');
+    killStarted();
     process.exit(1);
   },
 );

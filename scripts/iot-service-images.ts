@@ -7,7 +7,8 @@
  * operator gives its pods — with its credentials and CA, as `npm run image:build` pushes the
  * operators' images. It prints the registry (what `spec.registry` or `--default-registry` names)
  * alone on stdout. `--build-only` builds without a cluster and pushes nothing (so that a first
- * start builds the images while the cluster comes up).
+ * start builds the images while the cluster comes up). `--component <name>` builds (and pushes)
+ * that component's image alone (the fleet benchmark runs the database image by itself).
  *
  * Guarantees: the version defaults to workloads/iot-service/package.json's and is what every
  * component of these images reports; a tag pushed again with other content is dropped from the
@@ -78,11 +79,11 @@ function natsServerImage(): string {
   return image;
 }
 
-/** Builds every component's image as `localhost/iot/iot-<component>:<version>`; false after the first that fails. */
-function build(version: string): boolean {
+/** Builds each of `components`' image as `localhost/iot/iot-<component>:<version>`; false after the first that fails. */
+function build(version: string, components: readonly string[]): boolean {
   const dockerfile = readFileSync(path.join(root, IOT_SERVICE_DOCKERFILE), 'utf8');
   const args = [...localBaseArgs(dockerfile), '--build-arg', `NATS_SERVER_IMAGE=${natsServerImage()}`, '--build-arg', `VERSION=${version}`];
-  for (const component of IOT_SERVICE_COMPONENTS) {
+  for (const component of components) {
     const image = localImage(component, version);
     const started = Date.now();
     const bud = ['bud', '--network', 'host', '--isolation', 'chroot', '--layers', '-f', IOT_SERVICE_DOCKERFILE, '--target', component];
@@ -102,8 +103,10 @@ function main(args: string[]): number {
   const versionAt = args.indexOf('--version');
   const packageVersion = (JSON.parse(readFileSync(path.join(root, 'workloads/iot-service/package.json'), 'utf8')) as { version: string }).version;
   const version = versionAt >= 0 ? args[versionAt + 1] : packageVersion;
-  if (!version || !/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/.test(version)) {
-    console.error('usage: npm run image:iot-service [-- --version <tag>] [--build-only]');
+  const componentAt = args.indexOf('--component');
+  const components = componentAt >= 0 ? [args[componentAt + 1] ?? ''] : IOT_SERVICE_COMPONENTS;
+  if (!version || !/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/.test(version) || !components.every((c) => (IOT_SERVICE_COMPONENTS as readonly string[]).includes(c))) {
+    console.error(`usage: npm run image:iot-service [-- --version <tag>] [--build-only] [--component ${IOT_SERVICE_COMPONENTS.join('|')}]`);
     return 2;
   }
   const buildOnly = args.includes('--build-only');
@@ -113,7 +116,7 @@ function main(args: string[]): number {
     return 1;
   }
   try {
-    if (!build(version)) return 1;
+    if (!build(version, components)) return 1;
   } catch (err) {
     console.error((err as Error).message);
     return 1;
@@ -122,7 +125,7 @@ function main(args: string[]): number {
   const prefix = process.env.IMAGE_REGISTRY || `${registry.address}/iot`;
   const digests = mkdtempSync(path.join(os.tmpdir(), 'iot-service-images-'));
   try {
-    for (const component of IOT_SERVICE_COMPONENTS) {
+    for (const component of components) {
       const image = `${prefix}/iot-${component}:${version}`;
       const [bin, ...push] = pushCommand('buildah', localImage(component, version), registry, path.join(digests, component), image);
       if (!run(bin!, push)) {

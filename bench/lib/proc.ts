@@ -54,6 +54,52 @@ export function parseHostCpu(text: string): { busy: number; total: number } {
   return { busy: totalTicks - idle, total: totalTicks };
 }
 
+/** The parent pid and the name (comm) from the text of /proc/<pid>/stat. */
+export function parseProcStatParent(text: string): { ppid: number; name: string } {
+  const open = text.indexOf('(');
+  const close = text.lastIndexOf(')');
+  const fields = text.slice(close + 2).trim().split(/\s+/);
+  return { ppid: Number(fields[1] ?? 0), name: text.slice(open + 1, close) };
+}
+
+/** pid → its parent and name, for every process of the machine now. */
+function processTable(): Map<number, { ppid: number; name: string }> {
+  const table = new Map<number, { ppid: number; name: string }>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      table.set(Number(entry), parseProcStatParent(readFileSync(`/proc/${entry}/stat`, 'utf8')));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return table;
+}
+
+/** The children of `ppid` named `name` (e.g. the nats-server a process started). */
+export function childPids(ppid: number, name: string): number[] {
+  return [...processTable()].filter(([, p]) => p.ppid === ppid && p.name === name).map(([pid]) => pid);
+}
+
+/** CPU seconds of `pid` and of all its descendants alive now; undefined when `pid` has gone. */
+export function readTreeCpuSeconds(pid: number): number | undefined {
+  const own = readCpuSeconds(pid);
+  if (own === undefined) return undefined;
+  const table = processTable();
+  const tree = new Set([pid]);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const [child, p] of table) {
+      if (!tree.has(child) && tree.has(p.ppid)) {
+        tree.add(child);
+        grew = true;
+      }
+    }
+  }
+  tree.delete(pid);
+  return [...tree].reduce((sum, child) => sum + (readCpuSeconds(child) ?? 0), own);
+}
+
 export function readMemory(pid: number): { rssBytes: number; hwmBytes: number } | undefined {
   try {
     return parseProcStatus(readFileSync(`/proc/${pid}/status`, 'utf8'));

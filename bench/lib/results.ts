@@ -14,8 +14,12 @@ import path from 'node:path';
 import { repoRoot } from './kube.ts';
 import { countApiservers } from './proc.ts';
 
+/** `versions.kubernetes` of a run that used no cluster (the fleet scenario). */
+export const NO_CLUSTER = 'none (no cluster)';
+
 export interface Versions {
   node: string;
+  /** The cluster's version, or NO_CLUSTER. */
   kubernetes: string;
   gitCommit: string;
   gitDirty: boolean;

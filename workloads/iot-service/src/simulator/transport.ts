@@ -1,8 +1,9 @@
 /**
  * How the simulator reaches the gateway over either protocol, plaintext or TLS.
  *
- * Guarantees: `mqttTlsOptions` is what mqtt.js needs for an mqtts:// URL (the CA to trust, the
- * server name to check, a client certificate), nothing for mqtt://. `sendRequest` sends one
+ * Guarantees: `isMqttTlsUrl` says whether mqtt.js dials a URL over TLS; `mqttTlsOptions` is what
+ * mqtt.js needs for an mqtts:// URL (the CA to trust, the server name to check, a client
+ * certificate), nothing for mqtt://. `sendRequest` sends one
  * request and resolves with its status and body: http:// through fetch, https:// through
  * node:https with `tls` (only the given CA trusted when one is given); it rejects on a network or
  * TLS error (a certificate the device does not trust: the handshake's error, e.g.
@@ -12,9 +13,14 @@
 import { request as httpsRequest } from 'node:https';
 import type { GatewayTls } from './types.ts';
 
+/** Whether mqtt.js dials `url` over TLS: mqtts:// (or ssl://, tls://, wss://). */
+export function isMqttTlsUrl(url: string): boolean {
+  return /^(mqtts|ssl|tls|wss):/.test(url);
+}
+
 /** The TLS options of an MQTT connection to `url`: empty unless it is mqtts:// (or ssl://, tls://). */
 export function mqttTlsOptions(url: string, tls: GatewayTls | undefined): { ca?: string; servername?: string; cert?: string; key?: string } {
-  if (!tls || !/^(mqtts|ssl|tls|wss):/.test(url)) return {};
+  if (!tls || !isMqttTlsUrl(url)) return {};
   return {
     ...(tls.ca !== undefined ? { ca: tls.ca } : {}),
     ...(tls.servername !== undefined ? { servername: tls.servername } : {}),
