@@ -85,6 +85,29 @@ test('failed logins for one device id: refused with CONNACK 3 and HTTP 429 + Ret
   });
 });
 
+test('a source address out of failed-login tokens has its connections closed as they are accepted, before any handshake; other sources are served', async () => {
+  await withService({ login: { perDevice: { capacity: 100, perSecond: 100 }, perSource: { capacity: 2, perSecond: 0.01 } } }, async (isolated) => {
+    const dev = await registerDevice({ coreUrl: isolated.coreUrl, apiToken: API_TOKEN }, 'dev-behind-flood');
+    await (await connect(isolated.gatewayMqttUrl, dev.id, dev.password)).endAsync();
+    await assert.rejects(connect(isolated.gatewayMqttUrl, 'dev-a', 'guess-1'), /Bad username or password/);
+    await assert.rejects(connect(isolated.gatewayMqttUrl, 'dev-b', 'guess-2'), /Bad username or password/);
+    const checks = isolated.deviceChecks();
+    /** Whether a TCP connection from `localAddress` that sends nothing is closed by the gateway within 500 ms. */
+    const closedAtOnce = async (url: string, localAddress: string) => {
+      const socket = tcpConnect({ host: HOST, port: Number(new URL(url).port), localAddress });
+      socket.on('error', () => undefined);
+      const closed = await Promise.race([new Promise((resolve) => socket.once('close', () => resolve(true))), new Promise((resolve) => setTimeout(resolve, 500, false))]);
+      socket.destroy();
+      return closed;
+    };
+    assert.equal(await closedAtOnce(isolated.gatewayMqttUrl, HOST), true, 'MQTT from that address, a known device included');
+    await assert.rejects(post(isolated.gatewayHttpUrl, dev.id, dev.password), 'HTTP as well');
+    assert.equal(isolated.gateway.metrics.refusedCount('rate_limited'), 2);
+    assert.equal(isolated.deviceChecks(), checks, 'nothing reached core');
+    assert.equal(await closedAtOnce(isolated.gatewayMqttUrl, '127.0.0.2'), false, 'a connection from 127.0.0.2 is kept');
+  });
+});
+
 test('a device that connects too often is banned for a while (CONNACK 3), counted as flapping', async () => {
   await withService({ connectRate: new TokenBuckets({ capacity: 2, perSecond: 0.01, banMs: 60_000 }) }, async (isolated) => {
     const dev = await registerDevice({ coreUrl: isolated.coreUrl, apiToken: API_TOKEN }, 'dev-flap');

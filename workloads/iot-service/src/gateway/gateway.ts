@@ -102,7 +102,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   if (http && certificate && protocols.has('https')) servers.set('https', certificate.secure(createHttpsServer({}, http)));
   const ports: Partial<Record<ServedProtocol, number>> = {};
   for (const [protocol, server] of servers) {
-    countConnections(server, metrics, log, options.maxConnections);
+    countConnections(server, metrics, log, { max: options.maxConnections, limitedSource: (address) => login.sourceLimited(address) });
     await listenOn(server, { host: options.host, port: options.ports[protocol] });
     ports[protocol] = (server.address() as AddressInfo).port;
   }

@@ -11,6 +11,9 @@
  * would; else it is refused `rate_limited` with the time until one is back. Each wrong password
  * core refused takes one token from both; a right one takes none, so any number of devices may
  * log in at once from one address. core busy or unreachable → `registry_busy` with a retry time.
+ * `sourceLimited` says whether an address is out of tokens now: the gateway then closes its
+ * connections as they are accepted (connections.ts), known devices behind that address included,
+ * until a token is back.
  */
 
 import type { Logger } from '../shared/log.ts';
@@ -40,6 +43,10 @@ export class DeviceLogin {
   ) {
     this.failuresByDevice = new TokenBuckets({ ...(options.perDevice ?? failedLogins.perDevice), now: options.now });
     this.failuresBySource = new TokenBuckets({ ...(options.perSource ?? failedLogins.perSource), now: options.now });
+  }
+
+  sourceLimited(source: string): boolean {
+    return this.failuresBySource.wait(source) > 0;
   }
 
   async login(id: string, password: string, source: string): Promise<LoginResult> {
