@@ -32,7 +32,7 @@ import {
   type IoTCredentials,
   writeStages,
 } from '../src/resources/index.ts';
-import { iotService, PERMISSIVE_CONFIG, TEST_CONFIG, testGatewayCertificates, testInstance } from './fixtures.ts';
+import { iotService, PERMISSIVE_CONFIG, TEST_CONFIG, testGatewayTls, testInstance } from './fixtures.ts';
 import type { OperatorConfig } from '../src/resources/instance.ts';
 
 const PULL_SECRET: V1Secret = {
@@ -45,7 +45,7 @@ const PULL_SECRET: V1Secret = {
 const CREDENTIALS: IoTCredentials = { databasePassword: 'db-secret', brokerPassword: 'broker-secret', apiToken: 'token' };
 
 function children(spec: Record<string, unknown> = {}, config: OperatorConfig = TEST_CONFIG): DesiredChildren {
-  return desiredChildren(testInstance(spec, config), { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS, keptEmptyDirs: new Set(), gatewayTls: testGatewayCertificates() });
+  return desiredChildren(testInstance(spec, config), { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS, keptEmptyDirs: new Set(), gatewayTls: testGatewayTls() });
 }
 
 function find<T>(all: DesiredChildren, kind: string, name: string): T {
@@ -371,7 +371,7 @@ describe('pods', () => {
       },
     };
     const instance = testInstance({ gateway: { placement: { affinity } }, database: { placement: { affinity } }, core: { placement: { affinity: {} } } });
-    const all = desiredChildren(instance, { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS, keptEmptyDirs: new Set(), gatewayTls: testGatewayCertificates() });
+    const all = desiredChildren(instance, { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS, keptEmptyDirs: new Set(), gatewayTls: testGatewayTls() });
     const gateway = find<V1Deployment>(all, 'Deployment', 'gateway').spec!.template.spec!;
     const database = find<V1StatefulSet>(all, 'StatefulSet', 'database').spec!.template.spec!;
     assert.deepEqual(gateway.affinity, affinity);
