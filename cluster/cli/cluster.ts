@@ -8,7 +8,7 @@
  * Guarantees:
  * - `up` starts or reuses the cluster: the control plane, then the real node and the parts it
  *   hosts (their engines built while the control plane is), then OLM, the sharder and
- *   cert-manager. A part is ensured when asked for (flags; CLUSTER_REAL_NODE, CLUSTER_OLM,
+ *   cert-manager (the engines of those asked for built before the cluster's lock is taken). A part is ensured when asked for (flags; CLUSTER_REAL_NODE, CLUSTER_OLM,
  *   CLUSTER_SHARDER, CLUSTER_CERT_MANAGER) and restored when the cluster has it from before (a
  *   cluster keeps its real node, OLM, sharder and cert-manager, across a recreation too). Progress
  *   goes to stderr; the last stdout line is `KUBECONFIG=<absolute path>`. CLUSTER_REAL_NODE=auto runs a real node where one
@@ -148,6 +148,9 @@ async function up(args: readonly string[]): Promise<void> {
   }
   asked.set('node', realNode !== '0' && !unavailable);
   const start = Date.now();
+  // The optional parts asked for are built before the lock is taken: a build of minutes (cert-manager's,
+  // the sharder's, on a fresh machine) must not keep another up (a test file beside) waiting for it.
+  for (const p of PARTS.filter((p) => p.role === 'optional' && asked.get(p.name))) await must(p.name, 'build');
   await lockCluster();
 
   // What the cluster has from before: it keeps it, also when the control plane makes it anew.
