@@ -9,25 +9,16 @@ import { Cache } from '../src/cache/cache.ts';
 import type { KubeClient } from '../src/client/client.ts';
 import { ApiError } from '../src/client/errors.ts';
 import { Kinds, customResource, type KubeObject, type ResourceType } from '../src/client/resource.ts';
+import { listOnlyClient } from './list-only-client.ts';
 
 const Certificate = customResource('cert-manager.io', 'v1', 'Certificate', 'certificates');
 
 /** A client serving `served` types (a list of one object each, then a silent watch) and answering 404 for any other. */
 function client(served: ResourceType[]): KubeClient {
-  return {
-    list: async (type: ResourceType) => {
-      if (!served.includes(type)) throw new ApiError(404, 'NotFound', 'the server could not find the requested resource');
-      return { items: [{ apiVersion: 'v1', kind: type.kind, metadata: { name: 'x', namespace: 'ns', resourceVersion: '1' } } as KubeObject], metadata: { resourceVersion: '1' } };
-    },
-    watch: async (_type: unknown, options: { signal: AbortSignal }) => ({
-      code: 200,
-      headers: {},
-      lines: (async function* () {
-        await new Promise((resolve) => options.signal.addEventListener('abort', resolve, { once: true }));
-      })(),
-      close: () => undefined,
-    }),
-  } as unknown as KubeClient;
+  return listOnlyClient((type) => {
+    if (!served.includes(type)) throw new ApiError(404, 'NotFound', 'the server could not find the requested resource');
+    return [{ apiVersion: 'v1', kind: type.kind, metadata: { name: 'x', namespace: 'ns', resourceVersion: '1' } } as KubeObject];
+  });
 }
 
 describe('an optional cache type', () => {
