@@ -136,6 +136,43 @@ component_healthy() { # port
     get --raw /healthz --request-timeout=2s 2>/dev/null)" == ok ]]
 }
 
+# True if something listens on the TCP port (any address).
+port_listening() { # port
+  ss -Hltn "sport = :$1" 2>/dev/null | grep -q .
+}
+
+# The port NAME recorded in a part's ports file (lines `name=port`); empty when there is none.
+recorded_port() { # ports-file name
+  [[ -f "$1" ]] && sed -n "s/^$2=\([0-9]*\)$/\1/p" "$1"
+}
+
+# Makes sure a part's ports file names, for each NAME, a port its process can bind: the recorded
+# one while it is free, else a new one among 20000-29999. A port recorded in any other ports file
+# of a local cluster ($KWOK_WORKDIR/clusters/*/*/ports: other parts, other clusters) is never
+# chosen, so parts and clusters side by side keep apart. WHAT names the part in the log line.
+choose_ports() { # ports-file what names...
+  local file=$1 what=$2 name port taken=" " f changed=0 lines=()
+  shift 2
+  for f in "$KWOK_WORKDIR"/clusters/*/*/ports; do
+    [[ -f "$f" && "$f" != "$file" ]] || continue
+    taken+="$(sed -n 's/^[a-z]*=\([0-9]*\)$/\1/p' "$f" | tr '\n' ' ')"
+  done
+  for name in "$@"; do
+    port=$(recorded_port "$file" "$name" || true)
+    if [[ -z "$port" ]] || port_listening "$port" || [[ "$taken" == *" $port "* ]]; then
+      [[ -z "$port" ]] || log "$what's recorded $name port $port is taken; choosing another"
+      for _ in $(seq 1 200); do
+        port=$((20000 + RANDOM % 10000))
+        [[ "$taken" == *" $port "* ]] || port_listening "$port" || break
+      done
+      changed=1
+    fi
+    taken+="$port "
+    lines+=("$name=$port")
+  done
+  if ((changed)) || [[ ! -f "$file" ]]; then printf '%s\n' "${lines[@]}" >"$file"; fi
+}
+
 # The resident memory of a process, e.g. "52 MiB" ("?" when it is gone).
 process_rss() { awk '/^VmRSS/ {printf "%d MiB", $2/1024}' "/proc/$1/status" 2>/dev/null || echo "?"; }
 

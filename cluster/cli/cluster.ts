@@ -2,15 +2,16 @@
  * The local cluster's commands, looping over its parts (cluster/parts/<part>/part.sh, run through
  * cluster/parts/run.sh) in order:
  *
- *   node --import tsx cluster/cli/cluster.ts up [--olm] [--real-node] [--sharder]
+ *   node --import tsx cluster/cli/cluster.ts up [--olm] [--real-node] [--sharder] [--cert-manager]
  *   node --import tsx cluster/cli/cluster.ts down | status | restart-apiserver [DOWN_SECONDS]
  *
  * Guarantees:
  * - `up` starts or reuses the cluster: the control plane, then the real node and the parts it
- *   hosts (their engines built while the control plane is), then OLM and the sharder. A part is ensured when asked for (flags; CLUSTER_REAL_NODE,
- *   CLUSTER_OLM, CLUSTER_SHARDER) and restored when the cluster has it from before (a cluster keeps
- *   its real node, OLM and sharder, across a recreation too). Progress goes to stderr; the last
- *   stdout line is `KUBECONFIG=<absolute path>`. CLUSTER_REAL_NODE=auto runs a real node where one
+ *   hosts (their engines built while the control plane is), then OLM, the sharder and
+ *   cert-manager (the engines of those asked for built before the cluster's lock is taken). A part is ensured when asked for (flags; CLUSTER_REAL_NODE, CLUSTER_OLM,
+ *   CLUSTER_SHARDER, CLUSTER_CERT_MANAGER) and restored when the cluster has it from before (a
+ *   cluster keeps its real node, OLM, sharder and cert-manager, across a recreation too). Progress
+ *   goes to stderr; the last stdout line is `KUBECONFIG=<absolute path>`. CLUSTER_REAL_NODE=auto runs a real node where one
  *   can run (under CI=true it must, as with 1), else records why not in
  *   <workdir>/real-node-unavailable; with 1 it fails before anything starts where none can run.
  * - `down` stops every part in reverse order; the control plane's stop removes the cluster's
@@ -42,6 +43,7 @@ const PARTS: readonly { name: string; role: 'always' | 'node' | 'on-node' | 'opt
   { name: 'volumes', role: 'on-node' },
   { name: 'olm', role: 'optional', flag: '--olm', env: 'CLUSTER_OLM' },
   { name: 'sharder', role: 'optional', flag: '--sharder', env: 'CLUSTER_SHARDER' },
+  { name: 'cert-manager', role: 'optional', flag: '--cert-manager', env: 'CLUSTER_CERT_MANAGER' },
 ];
 
 const clusterName = process.env.CLUSTER_NAME || 'iot-operator';
@@ -146,6 +148,9 @@ async function up(args: readonly string[]): Promise<void> {
   }
   asked.set('node', realNode !== '0' && !unavailable);
   const start = Date.now();
+  // The optional parts asked for are built before the lock is taken: a build of minutes (cert-manager's,
+  // the sharder's, on a fresh machine) must not keep another up (a test file beside) waiting for it.
+  for (const p of PARTS.filter((p) => p.role === 'optional' && asked.get(p.name))) await must(p.name, 'build');
   await lockCluster();
 
   // What the cluster has from before: it keeps it, also when the control plane makes it anew.

@@ -9,7 +9,8 @@
 # node (kubelet, kube-proxy, pause; prints their bin directory), coredns, kube-router,
 # local-path-provisioner, registry, nats-server, prometheus, promtool, helm (prints the binary),
 # olm (prints a directory holding `olm` and `crds/`; OLM_DIR, when set, is checked and used as it
-# is), sharder (prints the binary; its CRD file lies beside it).
+# is), sharder (prints the binary; its CRD file lies beside it), cert-manager (prints the binary;
+# the CRDs of its version lie beside it in crds/).
 #
 # Guarantees, the same for every engine:
 # - Built with GOTOOLCHAIN=local (unless GOTOOLCHAIN is set), CGO_ENABLED=0, -trimpath,
@@ -36,7 +37,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 ENGINE=${1:-}
-ENGINES="control-plane node coredns kube-router local-path-provisioner registry nats-server prometheus promtool helm olm sharder"
+ENGINES="control-plane node coredns kube-router local-path-provisioner registry nats-server prometheus promtool helm olm sharder cert-manager"
 
 # --- the table ---------------------------------------------------------------------------------
 # Each engine_<name> sets WHAT (what it is), KEY (its cache entry under $IOT_CACHE_ROOT), RESULT
@@ -279,6 +280,29 @@ sharder_build() {
   cp "$dir/config/crds/$SHARDER_CRD_FILE" "$OUT/" && chmod u+w,a+r "$OUT/$SHARDER_CRD_FILE"
 }
 sharder_verify() { "$OUT/sharder" --help 2>&1 | grep -q -- '--webhook-port' || { echo "the built sharder does not run or lacks --webhook-port"; return 1; }; }
+
+# --- cert-manager: the controllers of github.com/cert-manager/cert-manager's pkg/ run by
+# engines/cert-manager/main.go (upstream's controller binary is a module of its own, which the module
+# proxy does not serve), stamped as upstream stamps its version, and the CRDs of the same version:
+# deploy/crds of the pinned module, copied from the module cache into crds/ beside the binary.
+CERT_MANAGER_MODULE=github.com/cert-manager/cert-manager
+engine_cert-manager() {
+  wrapped_engine cert-manager $CERT_MANAGER_MODULE . $CERT_MANAGER_MODULE/pkg/util.AppVersion "the cert-manager controller (engines/cert-manager/main.go)"
+  STEPS="build|build the cert-manager controller $VERSION|wrapped_build
+crds|copy the CRDs of cert-manager $VERSION from the module cache|cert_manager_crds
+verify|verify it reports ${VERSION#v} and has its CRDs|cert_manager_verify"
+}
+cert_manager_crds() {
+  local dir
+  dir=$(cd "$ENGINES_DIR/cert-manager" && go mod download -json "$CERT_MANAGER_MODULE" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [[ -n "$dir" && -d "$dir/deploy/crds" ]] || { echo "the module cache has no deploy/crds of $CERT_MANAGER_MODULE@$VERSION"; return 1; }
+  mkdir -p "$OUT/crds" && cp "$dir"/deploy/crds/*.yaml "$OUT/crds/" && chmod -R u+w "$OUT/crds"
+  ls "$OUT/crds"
+}
+cert_manager_verify() {
+  wrapped_verify || return 1
+  grep -lq '^  name: certificates.cert-manager.io$' "$OUT"/crds/*.yaml || { echo "crds/ lacks the Certificate CRD"; return 1; }
+}
 
 # --- the build ---------------------------------------------------------------------------------
 [[ " $ENGINES " == *" $ENGINE "* ]] || die "unknown engine '$ENGINE' (known: $ENGINES)"

@@ -12,11 +12,12 @@
 # - Layout: <workdir>/sharder/ holds config.yaml (the SharderConfig), ports (webhook, health and
 #   metrics ports) and certs/ (ca.crt, ca.key, tls.crt, tls.key); pid in <workdir>/pids/sharder.pid,
 #   log in <workdir>/logs/sharder.log (the previous one kept as sharder.previous.log).
-# - Ports: picked at the first start among free ports of 20000-29999 that no other local cluster
-#   has recorded, and kept in <workdir>/sharder/ports; a recorded port that another program has
-#   taken meanwhile is replaced by a free one at the next start (the sharder then rewrites each
-#   ring's webhook URL). So clusters with a sharder each can run side by side. Health and metrics
-#   listen on 127.0.0.1; the webhook on every interface (upstream has no setting for its host).
+# - Ports: picked at the first start among free ports of 20000-29999 that no other part or local
+#   cluster has recorded (lib.sh choose_ports), and kept in <workdir>/sharder/ports; a recorded
+#   port that another program has taken meanwhile is replaced by a free one at the next start (the
+#   sharder then rewrites each ring's webhook URL). So clusters with a sharder each can run side by
+#   side. Health and metrics listen on 127.0.0.1; the webhook on every interface (upstream has no
+#   setting for its host).
 # - The binary used is recorded in <workdir>/sharder-binary: a cluster that has the sharder keeps
 #   it (`recorded`), later `up` runs (a restart after a reboot included) start it again (`restore`)
 #   without building anything; if that binary is gone it says so and carries on without it.
@@ -51,41 +52,12 @@ stop() {
 }
 
 sharder_port() { # webhook|health|metrics
-  [[ -f "$SHARDER_PORTS" ]] && sed -n "s/^$1=\([0-9]*\)$/\1/p" "$SHARDER_PORTS"
+  recorded_port "$SHARDER_PORTS" "$1"
 }
 
 sharder_webhook_url() {
   local port
   port=$(sharder_port webhook) && [[ -n "$port" ]] && echo "https://127.0.0.1:$port"
-}
-
-# True if something listens on the TCP port (any address).
-port_listening() { # port
-  ss -Hltn "sport = :$1" 2>/dev/null | grep -q .
-}
-
-# Makes sure <workdir>/sharder/ports names three ports this sharder can bind: the recorded ones
-# while they are free, else new ones. Ports recorded by other local clusters are never chosen.
-sharder_choose_ports() {
-  local name port taken=" " f changed=0 lines=()
-  for f in "$KWOK_WORKDIR"/clusters/*/sharder/ports; do
-    [[ -f "$f" && "$f" != "$SHARDER_PORTS" ]] || continue
-    taken+="$(sed -n 's/^[a-z]*=\([0-9]*\)$/\1/p' "$f" | tr '\n' ' ')"
-  done
-  for name in webhook health metrics; do
-    port=$(sharder_port "$name" || true)
-    if [[ -z "$port" ]] || port_listening "$port" || [[ "$taken" == *" $port "* ]]; then
-      [[ -z "$port" ]] || log "the sharder's recorded $name port $port is taken; choosing another"
-      for _ in $(seq 1 200); do
-        port=$((20000 + RANDOM % 10000))
-        [[ "$taken" == *" $port "* ]] || port_listening "$port" || break
-      done
-      changed=1
-    fi
-    taken+="$port "
-    lines+=("$name=$port")
-  done
-  if ((changed)) || [[ ! -f "$SHARDER_PORTS" ]]; then printf '%s\n' "${lines[@]}" >"$SHARDER_PORTS"; fi
 }
 
 # The webhook's CA and its serving certificate for IP 127.0.0.1 (where the API server calls it).
@@ -165,7 +137,7 @@ ensure() { # [sharder binary]
   kctl get namespace "$SHARDER_NAMESPACE" >/dev/null 2>&1 || kctl create namespace "$SHARDER_NAMESPACE" >/dev/null
   mkdir -p "$SHARDER_HOME" "$(dirname "$SHARDER_PID_FILE")" "$(dirname "$SHARDER_LOG")"
   sharder_certificates
-  sharder_choose_ports
+  choose_ports "$SHARDER_PORTS" "the sharder" webhook health metrics
   sharder_write_config
   [[ -f "$SHARDER_LOG" ]] && mv -f "$SHARDER_LOG" "${SHARDER_LOG%.log}.previous.log"
   # A session of its own (it outlives this script), no stdin.

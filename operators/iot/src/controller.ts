@@ -6,8 +6,9 @@
  *   hold only objects carrying this landscape's label (plus the landscape's image-pull-secret),
  *   whole only inside this landscape's instance namespaces, and never a ConfigMap's or Secret's
  *   data (see iotservice-types.ts `iotCacheOptions`): labelled objects planted elsewhere cannot fill its memory.
- * - Child events reach their IoTService through the instance label; a change of the source
- *   image-pull-secret reaches every instance of the landscape.
+ * - Child events reach their IoTService through the instance label, and so do events of the
+ *   gateway's cert-manager Certificates in the landscape; a change of the source image-pull-secret
+ *   reaches every instance of the landscape.
  * - Children are written stage by stage (resources/index.ts `writeStages`), the children of one
  *   stage at once: workloads only after the namespace, its policies, secrets, config and services.
  *   A Deployment whose pods would roll waits while a StatefulSet is not rolled out
@@ -49,8 +50,15 @@
  *   (verb, resource, namespace) and, while the IoTService is being deleted, that its deletion
  *   waits for it; it is looked at again periodically, so granting the permission is enough.
  * - The gateway's CA and server certificate (gateway-certificates.ts), for an instance serving TLS,
- *   are kept from the instance's Secrets or made before the children are rendered, and become children like the others; the
- *   instance is looked at again when its server certificate is due for renewal.
+ *   are kept from the instance's Secrets or made before the children are rendered, and become
+ *   children like the others; the instance is looked at again when its server certificate is due
+ *   for renewal. With spec.gateway.tls.issuerRef the certificate is cert-manager's: its
+ *   Certificate (in the landscape, watched) is written first; until cert-manager has issued it
+ *   nothing else is written (the instance is Processing, its conditions saying what cert-manager
+ *   says), and while a reissue is under way the instance is rendered with what was issued before
+ *   and stays Processing; a copy of a new issue into Secret gateway-tls is a Normal Event
+ *   `GatewayCertificateIssued`. Without issuerRef, or while deleting, a Certificate the instance
+ *   had is removed with its Secret.
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { V1Deployment, V1Namespace, V1Pod, V1Secret, V1StatefulSet } from '@kubernetes/client-node';
@@ -85,9 +93,11 @@ import { apiRefusedFailure, imagePullSecretMissingFailure, namespaceNotOwnedFail
 import {
   CREDENTIALS_ROTATION_ANNOTATION,
   CREDENTIALS_SECRET_NAME,
+  GATEWAY_TLS_SECRET,
   IMAGE_PULL_SECRET_NAME,
   INSTANCE_LABEL,
   ROTATE_CREDENTIALS_ANNOTATION,
+  certificateRef,
   credentialsPatch,
   credentialsRotation,
   desiredChildren,
@@ -102,10 +112,11 @@ import {
   type Instance,
 } from './resources/index.ts';
 import { ChildBodies } from './child-bodies.ts';
-import { GatewayCertificateKeeper, type GatewayTls } from './gateway-certificates.ts';
+import { GatewayCertificateKeeper, type GatewayTls, type TlsContext } from './gateway-certificates.ts';
 import type { IngestionMonitor } from './ingestion.ts';
 import {
   CHILD_TYPES,
+  CertificateType,
   FIELD_MANAGER,
   FINALIZER,
   IoTServiceType,
@@ -124,7 +135,7 @@ import { heldBackDeployments } from './rollout-order.ts';
 import { ResolvedInstances } from './resolved-instances.ts';
 import { msUntilStuckPodFailure, unboundClaims } from './status/pod-health.ts';
 import { StatusWrites } from './status/status-writes.ts';
-import { computeStatus, statusTransitionEvent, STORAGE_COMPONENTS, type ReconcileOutcome } from './status/status.ts';
+import { computeStatus, statusTransitionEvent, STORAGE_COMPONENTS, type ReconcileOutcome, type Waiting } from './status/status.ts';
 
 /** How often an instance that is not yet Available is looked at again without any event. */
 const PROCESSING_RECHECK_MS = 30_000;
@@ -162,6 +173,8 @@ export function registerIoTController(mgr: Manager, config: IoTControllerConfig,
     builder = type === CHILD_TYPES['ResourceQuota'] ? builder.watches(type, toInstance, specOrMetadataChanged()) : builder.watches(type, toInstance);
   }
   builder = builder.watchesSelected(Kinds.Secret, sourceSecretSelection(config), everyInstance);
+  // The gateway's Certificates (spec.gateway.tls.issuerRef): cert-manager's progress reaches their instance.
+  builder = builder.watches(CertificateType, toInstance);
   return builder.reconcile(iotReconciler(config, ingestion));
 }
 
@@ -272,12 +285,17 @@ class IoTReconcile {
     if (!source) return failed(imagePullSecretMissingFailure(IMAGE_PULL_SECRET_NAME, this.config.operatorName));
 
     const key = keyOf({ namespace: iot.metadata.namespace, name: iot.metadata.name! });
-    const event = (type: 'Normal' | 'Warning', reason: string, message: string) => this.ctx.recorder.event(iot, type, reason, message);
-    this.event = event;
+    const tlsContext = this.tlsContext(iot);
+    this.event = tlsContext.event;
+    let waiting: Waiting | undefined;
     if (servesTls(instance)) {
-      const tls = await this.memory.tls.material({ client: this.ctx.client, cache: this.ctx.cache, event }, key, instance, new Date());
-      if (!tls.ok) return failed(tls.failure);
+      const tls = await this.memory.tls.material(tlsContext, key, instance, new Date());
+      if (tls.kind === 'failed') return failed(tls.failure);
+      if (tls.kind === 'waiting') return { kind: 'waiting', waiting: tls.waiting };
       this.tls = tls.tls;
+      waiting = tls.waiting;
+    } else {
+      await this.memory.tls.release(tlsContext, key, instance);
     }
     const gatewayTls = this.tls?.material;
 
@@ -294,15 +312,19 @@ class IoTReconcile {
     let writes = 0;
     let relabelled = 0;
     let pullSecretWritten = false;
+    let tlsSecretWritten = false;
     const held = this.heldBackDeployments(rendering);
     for (const all of rendering.stages) {
       const stage = all.filter((index) => !held.has(index));
       const results = await Promise.allSettled(stage.map((index) => this.ensureChild(index, rendering, ownership)));
       writes += results.filter((r) => r.status === 'fulfilled' && r.value === 'written').length;
-      pullSecretWritten ||= results.some((r, i) => {
-        const id = rendering.ids[stage[i]!]!;
-        return r.status === 'fulfilled' && r.value === 'written' && id.kind === 'Secret' && id.name === IMAGE_PULL_SECRET_NAME;
-      });
+      const written = (name: string) =>
+        results.some((r, i) => {
+          const id = rendering.ids[stage[i]!]!;
+          return r.status === 'fulfilled' && r.value === 'written' && id.kind === 'Secret' && id.name === name;
+        });
+      pullSecretWritten ||= written(IMAGE_PULL_SECRET_NAME);
+      tlsSecretWritten ||= written(GATEWAY_TLS_SECRET);
       relabelled += results.filter((r) => r.status === 'fulfilled' && r.value === 'relabelled').length;
       const errors = results.flatMap((r, i) => (r.status === 'rejected' ? [{ err: r.reason as unknown, child: rendering.ids[stage[i]!]! }] : []));
       // A refusal retrying cannot fix is reported; any other error is retried with backoff.
@@ -313,11 +335,26 @@ class IoTReconcile {
     }
     rendering.releaseIfAllMatched();
     if (writes > 0) this.ctx.log.info({ writes }, 'children written');
+    if (tlsSecretWritten && gatewayTls && !gatewayTls.instanceCa) {
+      const until = this.tls!.notAfter.toISOString();
+      this.ctx.recorder.event(iot, 'Normal', 'GatewayCertificateIssued', `Secret ${GATEWAY_TLS_SECRET} holds the server certificate cert-manager issued for Certificate ${certificateRef(instance)}, valid until ${until}.`);
+    }
     await this.restartStuckPods(iot, instance, pullSecretWritten);
     // Children that only took this shard's label over match: the instance itself did not change.
     if (relabelled > 0) this.ctx.log.info({ relabelled, shard: this.config.shard?.name }, 'children moved to this shard');
     this.moved = relabelled;
-    return { kind: 'applied', childrenMatched: writes === 0 && held.size === 0 };
+    return { kind: 'applied', childrenMatched: writes === 0 && held.size === 0, ...(waiting ? { waiting } : {}) };
+  }
+
+  /** What the gateway's TLS needs of this reconcile: its client and cache, Events on `iot`, 403s reported, the Certificate stamped as children are. */
+  private tlsContext(iot: IoTService & KubeObject): TlsContext {
+    return {
+      client: this.ctx.client,
+      cache: this.ctx.cache,
+      event: (type, reason, message) => this.ctx.recorder.event(iot, type, reason, message),
+      permitted: (request, call) => this.permitted(request, call),
+      stamp: (certificate) => prepareChild({ object: certificate as unknown as DesiredChild['object'], generated: false }, this.config.shard).desired,
+    };
   }
 
   /**
@@ -521,7 +558,7 @@ class IoTReconcile {
       outcome,
       observed: { deployments: inNamespace<V1Deployment>(Kinds.Deployment), statefulSets: inNamespace<V1StatefulSet>(Kinds.StatefulSet), pods, missingStorageClasses },
       ingestion: this.memory.ingestion?.verdict(key),
-      gatewayTls: this.tls && { caCertificate: this.tls.material.ca.cert, notAfter: this.tls.notAfter.toISOString() },
+      gatewayTls: this.tls && { caCertificate: this.tls.material.caCert, notAfter: this.tls.notAfter.toISOString() },
       now,
       stuckPodTimeoutMs: this.config.stuckPodTimeoutMs,
     });
@@ -537,7 +574,7 @@ class IoTReconcile {
     const stuckAt = msUntilStuckPodFailure(pods, now, this.config.stuckPodTimeoutMs);
     // The server certificate's renewal time is no event either (looked at daily before it: a
     // timer cannot wait the 60 days).
-    const renewIn = this.tls ? Math.min(Math.max(1000, this.tls.renewAt.getTime() - now.getTime()), RENEWAL_RECHECK_MAX_MS) : Infinity;
+    const renewIn = this.tls?.renewAt ? Math.min(Math.max(1000, this.tls.renewAt.getTime() - now.getTime()), RENEWAL_RECHECK_MAX_MS) : Infinity;
     const recheck = Math.min(next.phase === 'Available' ? Infinity : PROCESSING_RECHECK_MS, stuckAt ?? Infinity, decision.write ? Infinity : (decision.retryAfterMs ?? Infinity), renewIn);
     return recheck === Infinity ? undefined : { requeueAfterMs: recheck };
   }
@@ -578,6 +615,8 @@ class IoTReconcile {
   /** Deletion: remove the instance namespace if it is ours, then our finalizer. */
   private async finalize(iot: IoTService & KubeObject): Promise<ReconcileResult> {
     if (!hasFinalizer(iot, FINALIZER)) return;
+    const key = keyOf({ namespace: iot.metadata.namespace, name: iot.metadata.name! });
+    await this.memory.tls.release(this.tlsContext(iot), key, { landscape: this.config.operatorName, id: iot.metadata.name! });
     const resolved = resolveInstance(iot, this.config);
     const namespace = resolved.ok ? resolved.instance.namespace : resolved.namespace;
     if (namespace) {

@@ -14,7 +14,7 @@
 import { Kinds, type ExtraPermission, type Manager } from '@iot-operator/runtime';
 import { registerIoTController } from './controller.ts';
 import { registerIngestionMonitor, type IngestionMonitor } from './ingestion.ts';
-import { CHILD_TYPES, IoTServiceType, StorageClassType, type IoTControllerConfig } from './iotservice-types.ts';
+import { CHILD_TYPES, CertificateType, ClusterIssuerType, IoTServiceType, IssuerType, StorageClassType, type IoTControllerConfig } from './iotservice-types.ts';
 import { registerOrphanedNamespaceCleanup } from './orphaned-namespaces.ts';
 import { EndpointSliceType } from './webhooks/crd-conversion.ts';
 
@@ -48,6 +48,14 @@ export const extraPermissions: ExtraPermission[] = [
     reason: "the IoTService CRD's conversion, kept pointed at the operator's webhook Service (crd-conversion.ts; the RBAC names iotservices.cp.iotservices.io only)",
   },
   { type: Kinds.Service, verbs: ['get'], reason: "the Service the IoTService CRD's conversion names, in any landscape: does it exist" },
+  {
+    type: CertificateType,
+    verbs: ['patch', 'delete'],
+    reason: "the gateway's cert-manager Certificate in the landscape (spec.gateway.tls.issuerRef): server-side applied; deleted when no longer used",
+  },
+  { type: IssuerType, verbs: ['get'], reason: 'the Issuer spec.gateway.tls.issuerRef names, in the landscape: looked up while its Certificate is not ready' },
+  { type: ClusterIssuerType, verbs: ['get'], reason: 'the ClusterIssuer spec.gateway.tls.issuerRef names: looked up while its Certificate is not ready' },
+  { type: Kinds.Secret, verbs: ['delete'], reason: 'the Secret cert-manager issued into, in the landscape: deleted with its Certificate' },
   { type: EndpointSliceType, verbs: ['list'], reason: "that Service's EndpointSlices: has it a ready endpoint (another landscape's operator serving the conversion)" },
 ];
 

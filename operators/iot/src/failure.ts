@@ -35,6 +35,10 @@ export type FailureReason =
   | 'ImagePullSecretMissing'
   /** The ConfigMap spec.gateway.tls.clientCA names is missing or has no ca.crt. */
   | 'ClientCANotFound'
+  /** spec.gateway.tls.issuerRef names an issuer, but the API server does not serve cert-manager's Certificates. */
+  | 'CertManagerNotInstalled'
+  /** cert-manager cannot issue the Certificate of spec.gateway.tls.issuerRef (its issuer missing or not ready, the issuance failed), or what it issued is unusable. */
+  | 'CertificateNotReady'
   /** The API server refused a write with 403: RBAC does not allow it. */
   | 'Forbidden'
   /** The API server refused a child as invalid (422) or the change as not allowed. */
@@ -88,6 +92,20 @@ export function clientCANotFoundFailure(configMap: string, namespace: string): F
     reason: 'ClientCANotFound',
     message: `ConfigMap ${configMap} in namespace ${namespace} (spec.gateway.tls.clientCA) is missing or has no ca.crt; create it with the CAs of the devices' client certificates, or remove spec.gateway.tls.clientCA.`,
   };
+}
+
+export function certManagerNotInstalledFailure(): Failure {
+  return {
+    reason: 'CertManagerNotInstalled',
+    message:
+      'cert-manager is not installed: the API server does not serve certificates.cert-manager.io/v1, which spec.gateway.tls.issuerRef needs; ' +
+      'install cert-manager (its CRDs and its controller), or remove spec.gateway.tls.issuerRef to have the instance CA sign the certificate.',
+  };
+}
+
+/** cert-manager cannot issue the gateway's Certificate (`landscape/name`), and why. */
+export function certificateNotReadyFailure(certificate: string, why: string): Failure {
+  return { reason: 'CertificateNotReady', message: `Certificate ${certificate} (spec.gateway.tls.issuerRef) is not ready: ${why.replace(/\.?$/, '.')}` };
 }
 
 /** A request the API server refused with 403, and what the operator needed it for. */

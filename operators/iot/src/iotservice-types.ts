@@ -1,14 +1,16 @@
 /**
  * The IoTService as every controller of the IoT operator handles it: its resource types (v1beta1,
  * the stored version, and the seed's v1alpha1), its finalizer and field manager, the resource type
- * of each kind of child, the key an IoTService's memory is kept under, the Events recorded on it
+ * of each kind of child and of cert-manager's kinds it uses, the key an IoTService's memory is kept under, the Events recorded on it
  * (`StatusEvent`), the IoTService controller's configuration, and the cache scoping that controller
  * needs (`iotCacheOptions`).
  *
  * Guarantees: secondary caches hold only objects carrying this landscape's label, whole only inside
  * this landscape's instance namespaces (any other is kept as a bare name), and never the data of a
- * ConfigMap or Secret (METADATA_ONLY_TYPES); a shard of a ControllerRing selects its IoTServices
- * and their children by its shard label (SHARDED_TYPES) and caches no pods.
+ * ConfigMap or Secret (METADATA_ONLY_TYPES); cert-manager's Certificates are cached only in the
+ * landscape namespace, only with this landscape's label, and their CRD may be missing (the cache
+ * is then synced and empty: `optional`); a shard of a ControllerRing selects its IoTServices, their
+ * children and Certificates by its shard label (SHARDED_TYPES) and caches no pods.
  */
 import {
   Kinds,
@@ -21,7 +23,7 @@ import {
 } from '@iot-operator/runtime';
 import { API_GROUP, API_VERSION, IOTSERVICE_KIND, IOTSERVICE_PLURAL } from './api/iotservice.ts';
 import { API_VERSION_V1ALPHA1 } from './api/v1alpha1.ts';
-import { INSTANCE_LABEL, instanceIdOf, landscapeSelector, type OperatorConfig } from './resources/index.ts';
+import { CERT_MANAGER_GROUP, INSTANCE_LABEL, instanceIdOf, landscapeSelector, type OperatorConfig } from './resources/index.ts';
 import { leanPod } from './pod-view.ts';
 
 /** IoTServices as the operator reads and writes them: v1beta1, the stored version. */
@@ -56,6 +58,12 @@ export const CHILD_TYPES: Readonly<Record<string, ResourceType>> = {
   Deployment: Kinds.Deployment,
 };
 
+/** cert-manager's Certificates: the gateway's, written in the landscape for spec.gateway.tls.issuerRef (gateway-issued-certificates.ts). */
+export const CertificateType = customResource(CERT_MANAGER_GROUP, 'v1', 'Certificate', 'certificates');
+/** The issuers spec.gateway.tls.issuerRef may name, looked up by name while its Certificate is not ready. */
+export const IssuerType = customResource(CERT_MANAGER_GROUP, 'v1', 'Issuer', 'issuers');
+export const ClusterIssuerType = customResource(CERT_MANAGER_GROUP, 'v1', 'ClusterIssuer', 'clusterissuers', false);
+
 /** StorageClasses are only looked up by name, never watched (see controller.ts `missingStorageClasses`). */
 export const StorageClassType: ResourceType = Object.freeze({ group: 'storage.k8s.io', version: 'v1', kind: 'StorageClass', plural: 'storageclasses', namespaced: false });
 
@@ -66,7 +74,7 @@ export const StorageClassType: ResourceType = Object.freeze({ group: 'storage.k8
  * only through their templates, where changing it would restart them on every move, so a shard
  * does not cache pods: it lists an instance's pods when it computes its status.
  */
-export const SHARDED_TYPES: readonly ResourceType[] = [IoTServiceType, ...Object.values(CHILD_TYPES)];
+export const SHARDED_TYPES: readonly ResourceType[] = [IoTServiceType, ...Object.values(CHILD_TYPES), CertificateType];
 
 /**
  * Kinds whose bodies (`data`) the cache never holds: anyone who can create a ConfigMap or Secret
@@ -93,7 +101,8 @@ export function iotCacheOptions(config: IoTControllerConfig) {
     metadataOnly: METADATA_ONLY_TYPES.includes(type),
     transform: onlyInInstanceNamespaces(config.operatorName, type === Kinds.Pod ? leanPod : dropManagedFields),
   }));
-  return { byType: [{ type: IoTServiceType, namespace: config.operatorName }, ...secondary] };
+  const certificates = { type: CertificateType, namespace: config.operatorName, labelSelector, indexLabels: [INSTANCE_LABEL], optional: true };
+  return { byType: [{ type: IoTServiceType, namespace: config.operatorName }, ...secondary, certificates] };
 }
 
 /** The secondary types watched: children, and pods unless this process is a shard (see SHARDED_TYPES). */

@@ -1,7 +1,8 @@
 /**
  * Round-trip properties of the IoTService conversion (src/api/conversion.ts) on generated objects:
  * a seeded generator builds IoTServices with random subsets of components, random scheduling fields
- * (empty maps and lists included), other component and spec fields, status, labels and annotations,
+ * (empty maps and lists included), other component and spec fields (the gateway's TLS with its
+ * cert-manager issuerRef among them), status, labels and annotations,
  * each in both its v1alpha1 and v1beta1 form. Guarantees checked on every case:
  * - v1alpha1 -> v1beta1 -> v1alpha1 and v1beta1 -> v1alpha1 -> v1beta1 give the object back, and
  *   each conversion gives exactly the other form (scheduling fields under `placement` in v1beta1,
@@ -19,7 +20,7 @@ import { Value } from '@sinclair/typebox/value';
 import type { TSchema } from '@sinclair/typebox';
 import { pino } from 'pino';
 import { convertIoTService } from '../src/api/conversion.ts';
-import { allowedReplicas, COMPONENTS, GATEWAY_PROTOCOLS, IOTSERVICE_API_VERSION, IoTServiceSpecSchema, SERVICE_TYPES } from '../src/api/iotservice.ts';
+import { allowedReplicas, COMPONENTS, GATEWAY_PROTOCOLS, IOTSERVICE_API_VERSION, ISSUER_KINDS, IoTServiceSpecSchema, SERVICE_TYPES } from '../src/api/iotservice.ts';
 import { IOTSERVICE_V1ALPHA1_API_VERSION, IoTServiceV1alpha1SpecSchema } from '../src/api/v1alpha1.ts';
 import { iotServiceConversionWebhook } from '../src/webhooks/conversion-webhook.ts';
 
@@ -111,6 +112,7 @@ function otherComponentFields(r: Random, component: (typeof COMPONENTS)[number])
     if (r.chance()) out.deviceSources = Array.from({ length: r.int(0, 2) }, () => `203.0.113.${r.int(0, 255)}/32`);
     if (r.chance()) out.serviceType = r.pick(SERVICE_TYPES);
     if (r.chance()) out.connections = r.int(1, 100_000);
+    if (r.chance(0.4)) out.tls = { ...(r.chance() ? { hostnames: [`${r.word()}.example.com`] } : {}), ...(r.chance() ? { issuerRef: { kind: r.pick(ISSUER_KINDS), name: r.word() } } : {}) };
   }
   if ((component === 'broker' || component === 'database') && r.chance()) {
     out.storage = `${r.int(1, 20)}Gi`;
@@ -202,13 +204,14 @@ describe('convertIoTService on generated IoTServices', () => {
       if ((beta.spec['broker'] as Fields | undefined)?.maxBacklog !== undefined) seen.add('maxBacklog');
       if ((beta.spec['gateway'] as Fields | undefined)?.connections !== undefined) seen.add('connections');
       if (beta.spec['retention'] !== undefined) seen.add('retention');
+      if (((beta.spec['gateway'] as Fields | undefined)?.tls as Fields | undefined)?.issuerRef !== undefined) seen.add('issuerRef');
       if (!beta.status) seen.add('no status');
       if (beta.metadata.labels) seen.add('labels');
       if (beta.metadata.annotations) seen.add('annotations');
     }
     for (const component of COMPONENTS) for (const form of ['present', 'absent', 'placement']) assert.ok(seen.has(`${component}:${form}`), `${component} ${form}`);
     for (const field of ['nodeSelector', 'tolerations', 'affinity']) for (const form of ['empty', 'set']) assert.ok(seen.has(`${field}:${form}`), `${field} ${form}`);
-    for (const kind of ['no status', 'labels', 'annotations', 'maxBacklog', 'retention', 'connections']) assert.ok(seen.has(kind), kind);
+    for (const kind of ['no status', 'labels', 'annotations', 'maxBacklog', 'retention', 'connections', 'issuerRef']) assert.ok(seen.has(kind), kind);
   });
 
   it(`v1alpha1 -> v1beta1 -> v1alpha1 is the identity, and v1beta1 is exactly the grouped form (${CASES} objects)`, () => {

@@ -28,10 +28,20 @@ describe('deploy artefacts', () => {
 
   it('what the operator needs only in its landscape is in a Role there, not in the ClusterRole', () => {
     assert.deepEqual([landscapeRole.kind, landscapeRole.metadata.namespace], ['Role', 'devawsk8s']);
-    for (const [group, resource, verb] of [['cp.iotservices.io', 'iotservices', 'patch'], ['cp.iotservices.io', 'iotservices/status', 'patch'], ['coordination.k8s.io', 'leases', 'update']] as const) {
+    const landscapeOnly = [
+      ['cp.iotservices.io', 'iotservices', 'patch'],
+      ['cp.iotservices.io', 'iotservices/status', 'patch'],
+      ['coordination.k8s.io', 'leases', 'update'],
+      ['cert-manager.io', 'certificates', 'patch'],
+      ['cert-manager.io', 'certificates', 'delete'],
+      ['cert-manager.io', 'issuers', 'get'],
+    ] as const;
+    for (const [group, resource, verb] of landscapeOnly) {
       assert.ok(allowed(landscapeRole.rules, group, resource, verb), `${verb} ${resource} in the Role`);
       assert.ok(!role.rules.some((r) => r.apiGroups.includes(group) && r.resources.includes(resource)), `no ${resource} in the ClusterRole`);
     }
+    assert.ok(allowed(landscapeRole.rules, '', 'secrets', 'delete'), 'delete secrets in the Role (those cert-manager issued into)');
+    assert.ok(!allowed(role.rules, '', 'secrets', 'delete'), 'but nowhere else');
   });
 
   it('the admission policy confines the operator’s ServiceAccount and is bound with Deny', () => {

@@ -6,7 +6,7 @@
 import type { IoTService } from '../src/api/iotservice.ts';
 import { resolveInstance, type Instance, type OperatorConfig } from '../src/resources/instance.ts';
 import { defaultTenantPolicy } from '../src/resources/tenant-policy.ts';
-import { gatewayCertificateNames, keepOrIssue, type GatewayCertificates } from '../src/resources/gateway-tls.ts';
+import { gatewayCertificateNames, instanceCaMaterial, keepOrIssue, type GatewayCertificates, type GatewayTlsMaterial } from '../src/resources/gateway-tls.ts';
 import { CREDENTIAL_KEYS, type CredentialName, type IoTCredentials } from '../src/resources/secrets.ts';
 
 export const TEST_CONFIG: OperatorConfig = { operatorName: 'devawsk8s', defaultRegistry: 'registry.example.com/iot' };
@@ -50,4 +50,9 @@ let gatewayCertificates: GatewayCertificates | undefined;
 export function testGatewayCertificates(): GatewayCertificates {
   gatewayCertificates ??= keepOrIssue({}, gatewayCertificateNames(testInstance()), new Date()).certificates;
   return gatewayCertificates;
+}
+
+/** The same, as the gateway's TLS material: the server certificate signed by the instance CA. */
+export function testGatewayTls(): GatewayTlsMaterial {
+  return instanceCaMaterial(testGatewayCertificates());
 }

@@ -5,7 +5,7 @@ import type { V1ConfigMap, V1Deployment, V1Secret, V1Service } from '@kubernetes
 import { ApiError, Kinds, type KubeApi, type KubeObject } from '@iot-operator/runtime';
 import { validateIoTServiceSpec } from '../src/api/validation.ts';
 import type { ChildBodies } from '../src/child-bodies.ts';
-import { GatewayCertificateKeeper } from '../src/gateway-certificates.ts';
+import { GatewayCertificateKeeper, type TlsContext } from '../src/gateway-certificates.ts';
 import {
   desiredChildren,
   desiredGatewayCaConfigMap,
@@ -13,12 +13,14 @@ import {
   desiredGatewayTlsSecret,
   gatewayCertificateNames,
   gatewayServiceAddresses,
+  instanceCaMaterial,
   keepOrIssue,
   renewalTime,
+  type GatewayTlsMaterial,
   type Instance,
 } from '../src/resources/index.ts';
 import type { NetworkPolicy } from '../src/resources/network-policies.ts';
-import { TEST_CREDENTIALS, testGatewayCertificates, testInstance } from './fixtures.ts';
+import { TEST_CREDENTIALS, testGatewayCertificates, testGatewayTls, testInstance } from './fixtures.ts';
 
 const NS = 'devawsk8s-tenant-a';
 const decode = (secret: V1Secret, key: string) => Buffer.from(secret.data![key]!, 'base64').toString('utf8');
@@ -86,17 +88,17 @@ describe('gateway TLS: the certificates', () => {
 describe('gateway TLS: the children', () => {
   it('Secret gateway-tls (kubernetes.io/tls) holds the chain, key, CA and the client CA; gateway-ca the CA key; ConfigMap gateway-ca the CA', () => {
     const instance = testInstance();
-    const material = { ...testGatewayCertificates(), clientCA: '-----BEGIN CERTIFICATE-----\nclient\n-----END CERTIFICATE-----\n' };
+    const material = { ...testGatewayTls(), clientCA: '-----BEGIN CERTIFICATE-----\nclient\n-----END CERTIFICATE-----\n' };
     const tls = desiredGatewayTlsSecret(instance, material);
     assert.equal(tls.type, 'kubernetes.io/tls');
     assert.deepEqual(Object.keys(tls.data!), ['ca.crt', 'client-ca.crt', 'tls.crt', 'tls.key']);
     assert.equal(decode(tls, 'client-ca.crt'), material.clientCA);
     assert.equal(decode(tls, 'tls.crt'), material.server.cert);
-    assert.equal(decode(tls, 'ca.crt'), material.ca.cert);
-    assert.deepEqual(Object.keys(desiredGatewayTlsSecret(instance, testGatewayCertificates()).data!), ['ca.crt', 'tls.crt', 'tls.key'], 'no client-ca.crt without spec.gateway.tls.clientCA');
-    const ca = desiredGatewayCaSecret(instance, material);
-    assert.equal(decode(ca, 'ca.key'), material.ca.key);
-    assert.deepEqual(desiredGatewayCaConfigMap(instance, material).data, { 'ca.crt': material.ca.cert });
+    assert.equal(decode(tls, 'ca.crt'), material.caCert);
+    assert.deepEqual(Object.keys(desiredGatewayTlsSecret(instance, testGatewayTls()).data!), ['ca.crt', 'tls.crt', 'tls.key'], 'no client-ca.crt without spec.gateway.tls.clientCA');
+    const ca = desiredGatewayCaSecret(instance, material.instanceCa!);
+    assert.equal(decode(ca, 'ca.key'), material.instanceCa!.key);
+    assert.deepEqual(desiredGatewayCaConfigMap(instance, material).data, { 'ca.crt': material.caCert });
   });
 
   function rendered(spec: Record<string, unknown>) {
@@ -104,7 +106,7 @@ describe('gateway TLS: the children', () => {
       imagePullSecret: { metadata: { name: 'image-pull-secret' }, data: {} },
       credentials: TEST_CREDENTIALS,
       keptEmptyDirs: new Set(),
-      gatewayTls: testGatewayCertificates(),
+      gatewayTls: testGatewayTls(),
     });
     const find = <T>(kind: string, name: string) => children.find((c) => c.object.kind === kind && c.object.metadata.name === name)!.object as T;
     return { deployment: find<V1Deployment>('Deployment', 'gateway'), service: find<V1Service>('Service', 'gateway'), policy: find<NetworkPolicy>('NetworkPolicy', 'gateway-devices') };
@@ -141,7 +143,7 @@ describe('gateway TLS: the children', () => {
     assert.deepEqual(pod.volumes?.find((v) => v.name === 'gateway-tls'), { name: 'gateway-tls', secret: { secretName: 'gateway-tls', defaultMode: 0o440 } });
     assert.equal(container.env?.find((e) => e.name === 'IOT_GATEWAY_TLS_DIR')?.value, '/etc/iot/tls');
     // A renewal changes the Secret only: the template stays the same.
-    const renewed = keepOrIssue(testGatewayCertificates(), gatewayCertificateNames(testInstance(tlsSpec)), renewalTime(testGatewayCertificates().server.cert)).certificates;
+    const renewed = instanceCaMaterial(keepOrIssue(testGatewayCertificates(), gatewayCertificateNames(testInstance(tlsSpec)), renewalTime(testGatewayCertificates().server.cert)).certificates);
     const again = desiredChildren(testInstance(tlsSpec), {
       imagePullSecret: { metadata: { name: 'image-pull-secret' }, data: {} },
       credentials: TEST_CREDENTIALS,
@@ -179,16 +181,18 @@ function keeperWorld(instance: Instance, configMaps: Record<string, V1ConfigMap>
   /** Secrets and Services the API server holds but the cache does not show yet. */
   const uncached = new Set<string>();
   const held = (type: unknown, name: string) => (type === Kinds.Secret ? secrets.get(name) : type === Kinds.Service ? services.get(name) : configMaps[name]);
-  const ctx = {
+  const ctx: TlsContext = {
     client: {
       get: async (type: unknown, name: string) => held(type, name) ?? Promise.reject(new ApiError(404, 'NotFound', 'not found')),
     } as unknown as KubeApi,
-    cache: { get: (type: unknown, name: string) => (uncached.has(name) || type === Kinds.ConfigMap ? undefined : held(type, name)) } as never,
-    event: (type: string, reason: string) => events.push(`${type} ${reason}`),
+    cache: { get: (type: unknown, name: string) => (uncached.has(name) || type === Kinds.ConfigMap ? undefined : held(type, name)), served: () => true } as never,
+    event: (type: string, reason: string) => void events.push(`${type} ${reason}`),
+    permitted: (_request, call) => call(),
+    stamp: (certificate) => certificate,
   };
   /** What the reconcile would write: the material's Secrets. */
-  const write = (material: Parameters<typeof desiredGatewayCaSecret>[1]) => {
-    store(desiredGatewayCaSecret(instance, material));
+  const write = (material: GatewayTlsMaterial) => {
+    store(desiredGatewayCaSecret(instance, material.instanceCa!));
     store(desiredGatewayTlsSecret(instance, material));
   };
   return { secrets, services, uncached, store, events, bodies, ctx, write };
@@ -200,18 +204,18 @@ describe('gateway TLS: kept across reconciles and restarts', () => {
   it('keeps the CA of Secret gateway-ca across reconciles and a restart (a new keeper reads it back)', async () => {
     const world = keeperWorld(instance);
     const first = await new GatewayCertificateKeeper(world.bodies).material(world.ctx, 'k', instance, new Date());
-    assert.ok(first.ok);
+    assert.ok(first.kind === 'ready');
     assert.deepEqual(world.events, ['Normal GatewayCertificateIssued']);
     world.write(first.tls.material);
     const keeper = new GatewayCertificateKeeper(world.bodies);
     const again = await keeper.material(world.ctx, 'k', instance, new Date());
-    assert.ok(again.ok);
-    assert.equal(again.tls.material.ca.cert, first.tls.material.ca.cert, 'the CA read back is kept');
+    assert.ok(again.kind === 'ready');
+    assert.equal(again.tls.material.caCert, first.tls.material.caCert, 'the CA read back is kept');
     assert.equal(again.tls.material.server.cert, first.tls.material.server.cert, 'and the server certificate');
     assert.equal(again.tls.fingerprint, first.tls.fingerprint);
-    assert.equal(again.tls.renewAt.getTime(), renewalTime(first.tls.material.server.cert).getTime());
+    assert.equal(again.tls.renewAt?.getTime(), renewalTime(first.tls.material.server.cert).getTime());
     const third = await keeper.material(world.ctx, 'k', instance, new Date());
-    assert.ok(third.ok && third.tls.material.ca.cert === first.tls.material.ca.cert);
+    assert.ok(third.kind === 'ready' && third.tls.material.caCert === first.tls.material.caCert);
     assert.deepEqual(world.events, ['Normal GatewayCertificateIssued'], 'nothing issued after the first');
   });
 
@@ -219,12 +223,12 @@ describe('gateway TLS: kept across reconciles and restarts', () => {
     const world = keeperWorld(instance);
     world.services.set('gateway', { metadata: { name: 'gateway', namespace: instance.namespace }, spec: { clusterIP: '10.96.0.17', clusterIPs: ['10.96.0.17'] } } as V1Service & KubeObject);
     const first = await new GatewayCertificateKeeper(world.bodies).material(world.ctx, 'k', instance, new Date());
-    assert.ok(first.ok);
+    assert.ok(first.kind === 'ready');
     world.write(first.tls.material);
     world.uncached.add('gateway-ca').add('gateway-tls').add('gateway');
     const takenOver = await new GatewayCertificateKeeper(world.bodies).material(world.ctx, 'k', instance, new Date());
-    assert.ok(takenOver.ok);
-    assert.equal(takenOver.tls.material.ca.cert, first.tls.material.ca.cert, 'the CA devices trust');
+    assert.ok(takenOver.kind === 'ready');
+    assert.equal(takenOver.tls.material.caCert, first.tls.material.caCert, 'the CA devices trust');
     assert.equal(takenOver.tls.material.server.cert, first.tls.material.server.cert, "and the server certificate, the Service's address included");
     assert.deepEqual(world.events, ['Normal GatewayCertificateIssued'], 'nothing made anew');
   });
@@ -233,26 +237,26 @@ describe('gateway TLS: kept across reconciles and restarts', () => {
     const world = keeperWorld(instance);
     const keeper = new GatewayCertificateKeeper(world.bodies);
     const first = await keeper.material(world.ctx, 'k', instance, new Date());
-    assert.ok(first.ok);
-    assert.equal((await keeper.material(world.ctx, 'k', instance, new Date())).ok, true, 'not cached yet: kept');
+    assert.ok(first.kind === 'ready');
+    assert.equal((await keeper.material(world.ctx, 'k', instance, new Date())).kind, 'ready', 'not cached yet: kept');
     world.write(first.tls.material);
     await keeper.material(world.ctx, 'k', instance, new Date());
     world.secrets.delete('gateway-tls');
     const reissued = await keeper.material(world.ctx, 'k', instance, new Date());
-    assert.ok(reissued.ok);
-    assert.equal(reissued.tls.material.ca.cert, first.tls.material.ca.cert, 'the same CA');
+    assert.ok(reissued.kind === 'ready');
+    assert.equal(reissued.tls.material.caCert, first.tls.material.caCert, 'the same CA');
     assert.notEqual(reissued.tls.material.server.cert, first.tls.material.server.cert, 'a new server certificate');
     assert.notEqual(reissued.tls.material.server.key, first.tls.material.server.key, 'with a new key');
     assert.deepEqual(world.events, ['Normal GatewayCertificateIssued', 'Normal GatewayCertificateIssued']);
     const notCachedYet = await keeper.material(world.ctx, 'k', instance, new Date());
-    assert.ok(notCachedYet.ok && notCachedYet.tls.material.server.cert === reissued.tls.material.server.cert, 'its own write not cached yet: kept, not issued again');
+    assert.ok(notCachedYet.kind === 'ready' && notCachedYet.tls.material.server.cert === reissued.tls.material.server.cert, 'its own write not cached yet: kept, not issued again');
     world.write(reissued.tls.material);
     await keeper.material(world.ctx, 'k', instance, new Date());
 
     world.secrets.delete('gateway-ca');
     const restored = await keeper.material(world.ctx, 'k', instance, new Date());
-    assert.ok(restored.ok);
-    assert.equal(restored.tls.material.ca.cert, first.tls.material.ca.cert, 'the CA remembered');
+    assert.ok(restored.kind === 'ready');
+    assert.equal(restored.tls.material.caCert, first.tls.material.caCert, 'the CA remembered');
     assert.equal(restored.tls.material.server.cert, reissued.tls.material.server.cert, 'and the server certificate');
     assert.equal(world.events.length, 2, 'nothing issued');
   });
@@ -261,18 +265,18 @@ describe('gateway TLS: kept across reconciles and restarts', () => {
     const world = keeperWorld(instance);
     const keeper = new GatewayCertificateKeeper(world.bodies);
     const first = await keeper.material(world.ctx, 'k', instance, new Date());
-    assert.ok(first.ok);
+    assert.ok(first.kind === 'ready');
     world.write(first.tls.material);
     await keeper.material(world.ctx, 'k', instance, new Date());
     world.store({ ...world.secrets.get('gateway-ca')!, data: { 'ca.crt': Buffer.from('garbage').toString('base64') } });
     const restored = await keeper.material(world.ctx, 'k', instance, new Date());
-    assert.ok(restored.ok);
-    assert.equal(restored.tls.material.ca.cert, first.tls.material.ca.cert, 'the CA remembered is restored');
+    assert.ok(restored.kind === 'ready');
+    assert.equal(restored.tls.material.caCert, first.tls.material.caCert, 'the CA remembered is restored');
     assert.deepEqual(world.events, ['Normal GatewayCertificateIssued', 'Warning GatewayCAReplaced']);
 
     const restarted = await new GatewayCertificateKeeper(world.bodies).material(world.ctx, 'k', instance, new Date());
-    assert.ok(restarted.ok);
-    assert.notEqual(restarted.tls.material.ca.cert, first.tls.material.ca.cert, 'without one, a new CA');
+    assert.ok(restarted.kind === 'ready');
+    assert.notEqual(restarted.tls.material.caCert, first.tls.material.caCert, 'without one, a new CA');
     assert.deepEqual(world.events.slice(2), ['Warning GatewayCAReplaced', 'Normal GatewayCertificateIssued']);
   });
 
@@ -281,10 +285,10 @@ describe('gateway TLS: kept across reconciles and restarts', () => {
     const world = keeperWorld(withClientCA, { 'device-cas': { data: { 'ca.crt': 'PEM' } } });
     const keeper = new GatewayCertificateKeeper(world.bodies);
     const made = await keeper.material(world.ctx, 'k', withClientCA, new Date());
-    assert.ok(made.ok);
+    assert.ok(made.kind === 'ready');
     assert.equal(made.tls.material.clientCA, 'PEM');
     const missing = await keeper.material(keeperWorld(withClientCA).ctx, 'k', withClientCA, new Date());
-    assert.ok(!missing.ok);
+    assert.ok(missing.kind === 'failed');
     assert.equal(missing.failure.reason, 'ClientCANotFound');
     assert.match(missing.failure.message, /ConfigMap device-cas in namespace devawsk8s/);
   });

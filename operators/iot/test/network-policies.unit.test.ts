@@ -26,7 +26,7 @@ import {
   type Instance,
   type NetworkPolicy,
 } from '../src/resources/index.ts';
-import { iotService, TEST_CONFIG, testGatewayCertificates, testInstance } from './fixtures.ts';
+import { iotService, TEST_CONFIG, testGatewayTls, testInstance } from './fixtures.ts';
 
 type Selector = { matchLabels?: Record<string, string>; matchExpressions?: unknown[] };
 type Peer = { podSelector?: Selector; namespaceSelector?: Selector; ipBlock?: { cidr: string } };
@@ -72,7 +72,7 @@ const PULL_SECRET = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'image
 
 /** The NetworkPolicies the operator applies for `instance`, and the ports each component's containers listen on. */
 function rendered(instance: Instance): { policies: NetworkPolicy[]; ports: Record<ComponentName, number[]> } {
-  const all = desiredChildren(instance, { imagePullSecret: PULL_SECRET, credentials: generateCredentials(), keptEmptyDirs: new Set(), gatewayTls: testGatewayCertificates() }).children.map((c) => c.object);
+  const all = desiredChildren(instance, { imagePullSecret: PULL_SECRET, credentials: generateCredentials(), keptEmptyDirs: new Set(), gatewayTls: testGatewayTls() }).children.map((c) => c.object);
   const policies = all.filter((o) => o.kind === 'NetworkPolicy') as NetworkPolicy[];
   const ports = Object.fromEntries(
     all

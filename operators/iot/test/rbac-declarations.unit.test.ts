@@ -4,9 +4,10 @@
  * declares — for, watches, watchesSelected — and computes the rules those declarations, the
  * declared `extraPermissions` and the runtime's process (Events, the leader Lease; the IoT
  * operator makes no metrics Service, deploy/ has one) need. Each must be granted where the
- * operator uses it: IoTServices and the Lease live in the landscape, so the landscape Role may
- * grant them; everything else is read and written across instance namespaces, so only the
- * ClusterRole counts. A check that a missing right fails the comparison keeps it from passing
+ * operator uses it: IoTServices, the Lease, the gateways' cert-manager Certificates and Issuers
+ * live in the landscape, and only there are Secrets deleted (those cert-manager issued into), so
+ * the landscape Role may grant them; everything else is read and written across instance
+ * namespaces (or is cluster-scoped), so only the ClusterRole counts. A check that a missing right fails the comparison keeps it from passing
  * vacuously.
  */
 import assert from 'node:assert/strict';
@@ -27,7 +28,9 @@ const [clusterRole, landscapeRole] = parseAllDocuments(readFileSync(new URL('../
 if (clusterRole?.kind !== 'ClusterRole' || landscapeRole?.kind !== 'Role') throw new Error('deploy/role.yml holds a ClusterRole and then a Role');
 
 /** Resources whose objects the operator uses in its landscape namespace only. */
-const LANDSCAPE_RESOURCES = [IOTSERVICE_PLURAL, `${IOTSERVICE_PLURAL}/status`, `${IOTSERVICE_PLURAL}/finalizers`, 'leases'];
+const LANDSCAPE_RESOURCES = [IOTSERVICE_PLURAL, `${IOTSERVICE_PLURAL}/status`, `${IOTSERVICE_PLURAL}/finalizers`, 'leases', 'certificates', 'issuers'];
+/** Verbs the operator uses on a resource in its landscape namespace only. */
+const LANDSCAPE_VERBS: Readonly<Record<string, readonly string[]>> = { secrets: ['delete'] };
 
 function grants(rules: readonly Rule[], group: string, resource: string, verb: string): boolean {
   return rules.some((r) => r.apiGroups.includes(group) && r.resources.includes(resource) && (r.verbs.includes(verb) || r.verbs.includes('*')));
@@ -36,8 +39,8 @@ function grants(rules: readonly Rule[], group: string, resource: string, verb: s
 /** Every `<verb> <group>/<resource>` of `computed` that deploy/role.yml does not grant where the operator needs it. */
 function missing(computed: readonly PolicyRule[]): string[] {
   return computed.flatMap(({ apiGroups: [group], resources: [resource], verbs, reasons }) => {
-    const where = LANDSCAPE_RESOURCES.includes(resource) ? [...clusterRole!.rules, ...landscapeRole!.rules] : clusterRole!.rules;
-    return verbs.filter((verb) => !grants(where, group, resource, verb)).map((verb) => `${verb} ${group}/${resource} (${reasons.join('; ')})`);
+    const where = (verb: string) => (LANDSCAPE_RESOURCES.includes(resource) || LANDSCAPE_VERBS[resource]?.includes(verb) ? [...clusterRole!.rules, ...landscapeRole!.rules] : clusterRole!.rules);
+    return verbs.filter((verb) => !grants(where(verb), group, resource, verb)).map((verb) => `${verb} ${group}/${resource} (${reasons.join('; ')})`);
   });
 }
 
@@ -52,7 +55,7 @@ describe('the RBAC of deploy/role.yml and what the IoT controllers declare', () 
     );
   });
 
-  test('every rule the generator computes is granted (ClusterRole; IoTServices and the Lease also by the landscape Role)', () => {
+  test('every rule the generator computes is granted (ClusterRole; IoTServices, the Lease, Certificates, Issuers and deleting Secrets also by the landscape Role)', () => {
     assert.deepEqual(missing(computed), []);
   });
 

@@ -31,7 +31,7 @@ import {
   type IoTCredentials,
   writeStages,
 } from '../src/resources/index.ts';
-import { iotService, PERMISSIVE_CONFIG, TEST_CONFIG, TEST_CREDENTIALS, testGatewayCertificates, testInstance } from './fixtures.ts';
+import { iotService, PERMISSIVE_CONFIG, TEST_CONFIG, TEST_CREDENTIALS, testGatewayTls, testInstance } from './fixtures.ts';
 import type { OperatorConfig } from '../src/resources/instance.ts';
 
 const PULL_SECRET: V1Secret = {
@@ -44,7 +44,7 @@ const PULL_SECRET: V1Secret = {
 const CREDENTIALS: IoTCredentials = TEST_CREDENTIALS;
 
 function children(spec: Record<string, unknown> = {}, config: OperatorConfig = TEST_CONFIG): DesiredChildren {
-  return desiredChildren(testInstance(spec, config), { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS, keptEmptyDirs: new Set(), gatewayTls: testGatewayCertificates() });
+  return desiredChildren(testInstance(spec, config), { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS, keptEmptyDirs: new Set(), gatewayTls: testGatewayTls() });
 }
 
 function find<T>(all: DesiredChildren, kind: string, name: string): T {
@@ -406,7 +406,7 @@ describe('pods', () => {
       },
     };
     const instance = testInstance({ gateway: { placement: { affinity } }, database: { placement: { affinity } }, core: { placement: { affinity: {} } } });
-    const all = desiredChildren(instance, { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS, keptEmptyDirs: new Set(), gatewayTls: testGatewayCertificates() });
+    const all = desiredChildren(instance, { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS, keptEmptyDirs: new Set(), gatewayTls: testGatewayTls() });
     const gateway = find<V1Deployment>(all, 'Deployment', 'gateway').spec!.template.spec!;
     const database = find<V1StatefulSet>(all, 'StatefulSet', 'database').spec!.template.spec!;
     assert.deepEqual(gateway.affinity, affinity);
@@ -633,7 +633,7 @@ describe('secrets', () => {
   });
 
   it('every pod template carries the rotation when there is one, so a rotation rolls every workload; none without', () => {
-    const rotated = desiredChildren(testInstance(), { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS, credentialsRotation: 'r7', keptEmptyDirs: new Set(), gatewayTls: testGatewayCertificates() });
+    const rotated = desiredChildren(testInstance(), { imagePullSecret: PULL_SECRET, credentials: CREDENTIALS, credentialsRotation: 'r7', keptEmptyDirs: new Set(), gatewayTls: testGatewayTls() });
     const rotatedSpecs = rotated.children.filter((c) => c.object.kind === 'Deployment' || c.object.kind === 'StatefulSet');
     assert.equal(rotatedSpecs.length, 5);
     for (const child of rotatedSpecs) {

@@ -170,6 +170,25 @@ describe('status phase', () => {
     assert.equal(status({ outcome: { kind: 'applied', childrenMatched: false } }).phase, 'Processing');
   });
 
+  it("is Processing, not Failed, while it waits for cert-manager's certificate, the conditions saying what for; Available once it has it", () => {
+    const waiting = { reason: 'WaitingForCertificate', message: 'Waiting for cert-manager to issue Certificate ls/a-gateway: Issuing certificate as Secret does not exist.' };
+    const before = status({ outcome: { kind: 'waiting', waiting }, observed: { deployments: [], statefulSets: [], pods: [] } });
+    assert.equal(before.phase, 'Processing');
+    assert.equal(before.reason, undefined, 'no failure');
+    for (const type of ['Ready', 'Progressing']) {
+      assert.equal(condition(before, type)?.reason, 'WaitingForCertificate', type);
+      assert.equal(condition(before, type)?.message, waiting.message, type);
+    }
+    assert.equal(condition(before, 'Ready')?.status, 'False');
+    assert.equal(condition(before, 'Degraded')?.status, 'False');
+    const reissuing = status({ outcome: { kind: 'applied', childrenMatched: true, waiting } });
+    assert.equal(reissuing.phase, 'Processing', 'every workload ready, yet the certificate is being issued anew');
+    assert.equal(condition(reissuing, 'Ready')?.reason, 'WaitingForCertificate');
+    const after = status({ outcome: { kind: 'applied', childrenMatched: true }, previous: reissuing });
+    assert.equal(after.phase, 'Available');
+    assert.deepEqual(statusTransitionEvent(reissuing, after)?.reason, 'Available');
+  });
+
   it('is Processing while a Deployment rolls out a new version', () => {
     const observed = allReady();
     observed.deployments[0] = deployment('gateway', { replicas: 2, updated: 1, total: 3, ready: 2, generation: 4, observedGeneration: 4 });

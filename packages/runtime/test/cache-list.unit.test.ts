@@ -7,28 +7,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Cache } from '../src/cache/cache.ts';
-import type { KubeClient } from '../src/client/client.ts';
 import { Kinds, type KubeObject } from '../src/client/resource.ts';
+import { listOnlyClient } from './list-only-client.ts';
 
 const pod = (namespace: string, name: string, labels: Record<string, string>): KubeObject => ({ apiVersion: 'v1', kind: 'Pod', metadata: { namespace, name, labels, resourceVersion: '1' } });
 
-/** A client that lists `items` once and then keeps a silent watch open until aborted. */
-function listOnlyClient(items: KubeObject[]): KubeClient {
-  return {
-    list: async () => ({ items, metadata: { resourceVersion: '1' } }),
-    watch: async (_type: unknown, options: { signal: AbortSignal }) => ({
-      code: 200,
-      headers: {},
-      lines: (async function* () {
-        await new Promise((resolve) => options.signal.addEventListener('abort', resolve, { once: true }));
-      })(),
-      close: () => undefined,
-    }),
-  } as unknown as KubeClient;
-}
-
 async function syncedCache(items: KubeObject[], indexLabels: string[]): Promise<{ cache: Cache; stop: () => void }> {
-  const cache = new Cache(listOnlyClient(items), { byType: [{ type: Kinds.Pod, indexLabels }] });
+  const cache = new Cache(listOnlyClient(() => items), { byType: [{ type: Kinds.Pod, indexLabels }] });
   const abort = new AbortController();
   cache.informer(Kinds.Pod);
   cache.start(abort.signal);

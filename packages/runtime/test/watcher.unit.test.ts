@@ -4,7 +4,7 @@ import { ApiError } from '../src/client/errors.ts';
 import type { KubeObject } from '../src/client/resource.ts';
 import { Informer } from '../src/cache/informer.ts';
 import { MalformedWatchEventError, decodeEvents, type ListPage, type ListWatchSource, type WatchEvent } from '../src/watch/source.ts';
-import type { WatcherClock } from '../src/watch/watcher.ts';
+import type { WatcherClock, WatcherConfig } from '../src/watch/watcher.ts';
 
 const obj = (name: string, rv: string, extra: Partial<KubeObject['metadata']> = {}): KubeObject => ({
   metadata: { name, namespace: 'ns', resourceVersion: rv, uid: `uid-${name}`, ...extra },
@@ -69,12 +69,12 @@ interface Seen {
   errors: unknown[];
 }
 
-async function runScript(listAnswers: Array<ListPage<KubeObject> | Error>, watchAnswers: Array<WatchScript | Error>) {
+async function runScript(listAnswers: Array<ListPage<KubeObject> | Error>, watchAnswers: Array<WatchScript | Error>, watcherConfig: Partial<WatcherConfig> = {}) {
   const stop = new AbortController();
   const source = new ScriptedSource(listAnswers, watchAnswers, () => stop.abort());
   const clock = new FakeClock();
   const seen: Seen = { adds: [], updates: [], deletes: [], errors: [] };
-  const informer = new Informer(source, { clock, onError: (err) => seen.errors.push(err) });
+  const informer = new Informer(source, { clock, watcherConfig, onError: (err) => seen.errors.push(err) });
   informer.addHandler({
     onAdd: (o) => seen.adds.push(`${o.metadata.name}@${o.metadata.resourceVersion}`),
     onUpdate: (_, o) => seen.updates.push(`${o.metadata.name}@${o.metadata.resourceVersion}`),
@@ -86,6 +86,8 @@ async function runScript(listAnswers: Array<ListPage<KubeObject> | Error>, watch
 
 const ev = (type: WatchEvent<KubeObject>['type'], object: KubeObject): WatchEvent<KubeObject> => ({ type, object });
 const gone = () => new ApiError(410, 'Gone', 'too old resource version');
+/** What the API server answers for a resource it does not serve (a CRD not installed). */
+const notServed = () => new ApiError(404, 'NotFound', 'the server could not find the requested resource');
 
 describe('watcher state machine', () => {
   it('lists every page, then watches from the list resourceVersion, and marks the cache synced', async () => {
@@ -245,6 +247,47 @@ describe('watcher state machine', () => {
     assert.deepEqual(watches, ['10', '11', '12']);
     assert.deepEqual(closed, ['10', '11', '12'], 'each stalled stream is closed');
     assert.deepEqual(errors.map((e) => (e as Error).name), ['WatchStalledError', 'WatchStalledError']);
+  });
+
+  it('an optional resource the API server does not serve is an empty, synced list, not an error; listed again every 30 s until it is served', async () => {
+    const servedAtAdd: boolean[] = [];
+    const { source, clock, seen, informer } = await runScript(
+      [notServed(), notServed(), { items: [obj('a', '10')], resourceVersion: '10' }],
+      [[ev('ADDED', obj('b', '11'))]],
+      { optional: true },
+    );
+    informer.addHandler({ onAdd: () => servedAtAdd.push(informer.served) });
+    assert.equal(source.lists.length, 3);
+    assert.deepEqual(clock.sleeps, [30_000, 30_000], 'listed again after 30 s, twice');
+    assert.deepEqual(seen.errors, [], 'a resource not served is no error');
+    assert.deepEqual(seen.adds, ['a@10', 'b@11'], 'once served, listed and watched as any other');
+    assert.deepEqual(servedAtAdd, [true, true]);
+    assert.equal(informer.served, true);
+  });
+
+  it('while an optional resource is not served its informer is synced, empty and says so', async () => {
+    const { seen, informer } = await runScript([notServed()], [], { optional: true });
+    assert.equal(informer.isSynced, true, 'synced: the manager starts its controllers');
+    assert.equal(informer.served, false);
+    assert.equal(informer.store.size, 0);
+    assert.deepEqual(seen.errors, []);
+  });
+
+  it('an optional resource that stops being served while watched (its CRD deleted) is relisted at once: what it held is deleted', async () => {
+    const { source, clock, seen, informer } = await runScript([{ items: [obj('a', '1')], resourceVersion: '10' }, notServed()], [[ev('ADDED', obj('b', '11')), notServed()]], { optional: true });
+    assert.equal(source.lists.length, 2);
+    assert.deepEqual(seen.deletes.sort(), ['a', 'b']);
+    assert.deepEqual(clock.sleeps, [30_000], 'no backoff before the relist; then the wait of a resource not served');
+    assert.deepEqual(seen.errors, []);
+    assert.equal(informer.served, false);
+  });
+
+  it('a 404 on the list of a resource not marked optional is an error, retried with backoff', async () => {
+    const { clock, seen, informer } = await runScript([notServed(), { items: [obj('a', '1')], resourceVersion: '10' }], []);
+    assert.equal(seen.errors.length, 1);
+    assert.deepEqual(clock.sleeps, [800]);
+    assert.deepEqual(seen.adds, ['a@1']);
+    assert.equal(informer.served, true);
   });
 
   it('drops managedFields before caching', async () => {

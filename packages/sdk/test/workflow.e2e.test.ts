@@ -87,7 +87,7 @@ describe('the operator-ts workflow of a new user', () => {
     assert.deepEqual(readdirSync(shippedCluster).sort(), readdirSync(repoCluster).filter((e) => !['test', 'src', 'package.json', 'tsconfig.json'].includes(e)).sort());
     const needed = [
       ...['lib.sh', 'cli/cluster.ts', 'engines/build.sh', 'engines/versions.env', 'parts/run.sh'],
-      ...['control-plane', 'control-plane/kwok-stages', 'node', 'registry', 'dns', 'volumes', 'network-policy', 'olm', 'sharder']
+      ...['control-plane', 'control-plane/kwok-stages', 'node', 'registry', 'dns', 'volumes', 'network-policy', 'olm', 'sharder', 'cert-manager']
         .flatMap((dir) => readdirSync(path.join(repoCluster, 'parts', dir), { withFileTypes: true }).filter((e) => e.isFile()).map((e) => path.join('parts', dir, e.name))),
     ];
     for (const file of needed) assert.equal(readFileSync(path.join(shippedCluster, file), 'utf8'), readFileSync(path.join(repoCluster, file), 'utf8'), `cluster/${file} is shipped as it is`);

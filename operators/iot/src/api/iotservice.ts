@@ -76,6 +76,9 @@ export const PLAINTEXT_PROTOCOLS: readonly GatewayProtocol[] = ['mqtt', 'http', 
 export type GatewayProtocol = (typeof GATEWAY_PROTOCOLS)[number];
 export const SERVICE_TYPES = ['ClusterIP', 'NodePort', 'LoadBalancer'] as const;
 export type GatewayServiceType = (typeof SERVICE_TYPES)[number];
+/** The cert-manager kinds spec.gateway.tls.issuerRef may name (group cert-manager.io). */
+export const ISSUER_KINDS = ['Issuer', 'ClusterIssuer'] as const;
+export type IssuerKind = (typeof ISSUER_KINDS)[number];
 export const PHASES = ['Available', 'Processing', 'Failed'] as const;
 export type IoTServicePhase = (typeof PHASES)[number];
 /** How telemetry moves from the broker into the database (ingestion.ts). */
@@ -422,10 +425,33 @@ export const GatewaySpecSchema = Type.Object(
               errorMessage: 'must be the name of a ConfigMap',
             }),
           ),
+          issuerRef: Type.Optional(
+            Type.Object(
+              {
+                kind: Type.Union(
+                  ISSUER_KINDS.map((k) => Type.Literal(k)),
+                  { description: "Issuer (in the IoTService's namespace) or ClusterIssuer.", errorMessage: `must be one of ${ISSUER_KINDS.join(', ')}` },
+                ),
+                name: Type.String({
+                  minLength: 1,
+                  maxLength: 253,
+                  pattern: '^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$',
+                  description: 'The name of the Issuer or ClusterIssuer.',
+                  errorMessage: 'must be the name of an Issuer or ClusterIssuer',
+                }),
+              },
+              {
+                additionalProperties: false,
+                description:
+                  "A cert-manager Issuer or ClusterIssuer (group cert-manager.io) to issue the gateway's server certificate instead of the instance's CA: the operator writes Certificate <name>-gateway in the IoTService's namespace, waits until it is Ready and copies what cert-manager issued (Secret <name>-gateway-tls) into Secret gateway-tls; the issuer's CA (ca.crt) is published in ConfigMap gateway-ca and status.gateway.tls. cert-manager renews it.",
+              },
+            ),
+          ),
         },
         {
           additionalProperties: false,
-          description: "The gateway's TLS (protocols mqtts and https): its server certificate is signed by the instance's CA, published in ConfigMap gateway-ca and status.gateway.tls.",
+          description:
+            "The gateway's TLS (protocols mqtts and https): its server certificate is signed by the instance's CA, or issued by cert-manager when issuerRef names an issuer; the CA devices trust is published in ConfigMap gateway-ca and status.gateway.tls.",
         },
       ),
     ),
@@ -585,8 +611,10 @@ const GatewayStatusSchema = Type.Object(
     tls: Type.Optional(
       Type.Object(
         {
-          caCertificate: Type.String({ description: "The instance CA's certificate (PEM) that devices trust the gateway by; also in ConfigMap gateway-ca (ca.crt) of the instance namespace." }),
-          notAfter: Type.String({ description: "RFC 3339 time the gateway's server certificate expires; the operator renews it 30 days before." }),
+          caCertificate: Type.String({
+            description: "The CA certificate (PEM) devices trust the gateway by — the instance CA's, or with spec.gateway.tls.issuerRef the issuer's (ca.crt of what cert-manager issued); also in ConfigMap gateway-ca (ca.crt) of the instance namespace.",
+          }),
+          notAfter: Type.String({ description: "RFC 3339 time the gateway's server certificate expires; it is renewed 30 days before (by cert-manager with spec.gateway.tls.issuerRef)." }),
         },
         { additionalProperties: false },
       ),

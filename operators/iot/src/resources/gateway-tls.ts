@@ -8,12 +8,15 @@
  * valid beyond the next server certificate's lifetime) and a server certificate that it signed,
  * whose key matches, that covers exactly those names and whose renewal time (30 days before it
  * expires) has not come; otherwise it makes what is needed (a CA of 10 years, a server
- * certificate of 90 days; RSA 2048, the runtime's certificates.ts) and says why. Children:
- * Secret `gateway-ca` (ca.crt, ca.key; mounted nowhere), Secret `gateway-tls` (kubernetes.io/tls:
- * tls.crt the server certificate followed by the CA's, tls.key, ca.crt, and client-ca.crt when
- * `spec.gateway.tls.clientCA` names one; what the gateway reads), ConfigMap `gateway-ca` (ca.crt,
- * for devices) — made only for an instance that `servesTls`. Every function here is pure but
- * `keepOrIssue`, which draws new keys.
+ * certificate of 90 days; RSA 2048, the runtime's certificates.ts) and says why. The material of
+ * the children is either that (`instanceCaMaterial`) or a certificate cert-manager issued
+ * (gateway-certificate.ts, for `spec.gateway.tls.issuerRef`), which has no instance CA. Children:
+ * Secret `gateway-ca` (ca.crt, ca.key; mounted nowhere; only with an instance CA), Secret
+ * `gateway-tls` (kubernetes.io/tls: tls.crt the server certificate followed by its chain — the
+ * instance CA's certificate, or what cert-manager put there —, tls.key, ca.crt, and client-ca.crt
+ * when `spec.gateway.tls.clientCA` names one; what the gateway reads), ConfigMap `gateway-ca`
+ * (ca.crt, for devices) — made only for an instance that `servesTls`. Every function here is pure
+ * but `keepOrIssue`, which draws new keys.
  */
 
 import { X509Certificate, createPrivateKey } from 'node:crypto';
@@ -50,9 +53,20 @@ export interface GatewayCertificates {
 }
 
 /** What the gateway's TLS children are made of. */
-export interface GatewayTlsMaterial extends GatewayCertificates {
+export interface GatewayTlsMaterial {
+  /** The CA certificate (PEM) devices trust the gateway by. */
+  caCert: string;
+  /** The server certificate (tls.crt: it, then its chain) and its key. */
+  server: ServerCertificate;
+  /** The instance CA when the operator keeps its own (Secret gateway-ca); absent when cert-manager issued the server certificate. */
+  instanceCa?: CertificateAuthority;
   /** The PEM of `spec.gateway.tls.clientCA`'s ca.crt, when it names one. */
   clientCA?: string;
+}
+
+/** The material of a server certificate signed by the instance CA. */
+export function instanceCaMaterial(certificates: GatewayCertificates): GatewayTlsMaterial {
+  return { caCert: certificates.ca.cert, server: certificates.server, instanceCa: certificates.ca };
 }
 
 /**
@@ -194,14 +208,14 @@ export function serverOfSecret(secret: V1Secret | undefined): Partial<ServerCert
   return secret && { cert: decoded(secret, 'tls.crt'), key: decoded(secret, 'tls.key') };
 }
 
-/** Secret gateway-ca: the CA's certificate and key. Mounted into no pod. */
-export function desiredGatewayCaSecret(instance: Instance, material: GatewayTlsMaterial): V1Secret {
+/** Secret gateway-ca: the instance CA's certificate and key. Mounted into no pod. */
+export function desiredGatewayCaSecret(instance: Instance, ca: CertificateAuthority): V1Secret {
   return {
     apiVersion: 'v1',
     kind: 'Secret',
     metadata: { name: GATEWAY_CA_SECRET, namespace: instance.namespace, labels: instanceLabels(instance) },
     type: 'Opaque',
-    data: { 'ca.crt': encode(material.ca.cert), 'ca.key': encode(material.ca.key) },
+    data: { 'ca.crt': encode(ca.cert), 'ca.key': encode(ca.key) },
   };
 }
 
@@ -213,7 +227,7 @@ export function desiredGatewayTlsSecret(instance: Instance, material: GatewayTls
     metadata: { name: GATEWAY_TLS_SECRET, namespace: instance.namespace, labels: instanceLabels(instance) },
     type: 'kubernetes.io/tls',
     data: {
-      'ca.crt': encode(material.ca.cert),
+      'ca.crt': encode(material.caCert),
       ...(material.clientCA ? { 'client-ca.crt': encode(material.clientCA) } : {}),
       'tls.crt': encode(material.server.cert),
       'tls.key': encode(material.server.key),
@@ -227,6 +241,6 @@ export function desiredGatewayCaConfigMap(instance: Instance, material: GatewayT
     apiVersion: 'v1',
     kind: 'ConfigMap',
     metadata: { name: GATEWAY_CA_CONFIGMAP, namespace: instance.namespace, labels: instanceLabels(instance) },
-    data: { 'ca.crt': material.ca.cert },
+    data: { 'ca.crt': material.caCert },
   };
 }

@@ -5,7 +5,7 @@
  * landscape's image-pull-secret, a set of fresh credentials and the gateway's TLS material. It lists every child exactly once:
  * the Namespace first (everything else lives in it), then the NetworkPolicies (pods are isolated
  * from their first moment), the ResourceQuota and LimitRange (every pod is admitted under them),
- * Secrets (with the gateway's CA and TLS Secrets when it serves TLS), ConfigMaps (config, and the gateway CA when it serves TLS), Services, a PodDisruptionBudget per component, StatefulSets and Deployments. Each child
+ * Secrets (with the gateway's TLS Secret when it serves TLS, and its CA's when that is the instance's own), ConfigMaps (config, and the gateway CA when it serves TLS), Services, a PodDisruptionBudget per component, StatefulSets and Deployments. Each child
  * has apiVersion, kind, metadata.name and (except the Namespace) metadata.namespace set, and the
  * instance labels. The child marked `generated` (the credentials) is created when missing and
  * afterwards only completed, never compared or applied: the keys it lacks are added (secrets.ts
@@ -81,7 +81,7 @@ export interface ChildSources {
   credentialsRotation?: string;
   /** The components whose existing StatefulSet keeps its emptyDir (data-volume.ts `dataVolume`). */
   keptEmptyDirs: KeptEmptyDirs;
-  /** The gateway's CA and server certificate (gateway-tls.ts), kept or renewed by the reconcile; only for an instance that `servesTls`. */
+  /** The gateway's CA and server certificate (gateway-tls.ts), kept or renewed by the reconcile or issued by cert-manager; only for an instance that `servesTls`. */
   gatewayTls?: GatewayTlsMaterial;
 }
 
@@ -125,7 +125,8 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredLimitRange(instance)),
       apply(desiredImagePullSecret(instance, sources.imagePullSecret)),
       { object: desiredCredentialsSecret(instance, sources.credentials, sources.credentialsRotation) as DesiredObject, generated: true },
-      ...(tls ? [apply(desiredGatewayCaSecret(instance, tls)), apply(desiredGatewayTlsSecret(instance, tls))] : []),
+      ...(tls?.instanceCa ? [apply(desiredGatewayCaSecret(instance, tls.instanceCa))] : []),
+      ...(tls ? [apply(desiredGatewayTlsSecret(instance, tls))] : []),
       apply(configMap),
       ...(tls ? [apply(desiredGatewayCaConfigMap(instance, tls))] : []),
       apply(desiredBrokerService(instance)),
@@ -178,6 +179,7 @@ export * from './configmap.ts';
 export * from './data-volume.ts';
 export * from './deployments.ts';
 export * from './disruption-budgets.ts';
+export * from './gateway-certificate.ts';
 export * from './gateway-tls.ts';
 export * from './instance.ts';
 export * from './labels.ts';

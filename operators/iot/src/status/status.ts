@@ -9,8 +9,10 @@
  *     because its volume claim is unbound: at once when the claim's StorageClass
  *     (spec.<component>.storageClassName) was looked up and does not exist (that does not fix
  *     itself), otherwise after the stuck window (a provisioner may be slow);
- *   - Processing when a child was missing or differed (the reconcile just wrote it), or any
- *     workload is missing, not fully rolled out or not ready;
+ *   - Processing when a child was missing or differed (the reconcile just wrote it), when the
+ *     reconcile waits for something another party makes (`Waiting`: cert-manager's certificate;
+ *     conditions Ready and Progressing then carry its reason and message), or any workload is
+ *     missing, not fully rolled out or not ready;
  *   - otherwise Failed when the instance's ingestion (ingestion.ts) is Stalled (`IngestionStalled`)
  *     or Full (`StorageFull`);
  *   - Available otherwise.
@@ -96,12 +98,22 @@ export const CONDITION_DEGRADED = 'Degraded';
 export const CONDITION_PERSISTENT_STORAGE = 'PersistentStorage';
 export const CONDITION_PLAINTEXT_PROTOCOLS = 'PlaintextProtocols';
 
+/** Something the instance needs that another party is making (cert-manager's certificate): why it is not Available yet. */
+export interface Waiting {
+  /** CamelCase, the Ready and Progressing conditions' reason. */
+  reason: string;
+  /** One sentence naming what is waited for, without anything that changes between reconciles. */
+  message: string;
+}
+
 /** What the reconcile did (or could not do) this time. */
 export type ReconcileOutcome =
   /** The spec cannot be realised, or the API server refused a write for good. */
   | { kind: 'failed'; failure: Failure }
-  /** Children were compared and, where they differed, applied; `childrenMatched`: nothing had to be written. */
-  | { kind: 'applied'; childrenMatched: boolean }
+  /** Children were compared and, where they differed, applied; `childrenMatched`: nothing had to be written; `waiting`: what is still awaited. */
+  | { kind: 'applied'; childrenMatched: boolean; waiting?: Waiting }
+  /** Nothing was written: what the children need is not there yet. */
+  | { kind: 'waiting'; waiting: Waiting }
   /** spec.paused: nothing was written; `childrenMatched` when the controller compared anyway. */
   | { kind: 'paused'; childrenMatched?: boolean };
 
@@ -164,12 +176,13 @@ export function computeStatus(input: StatusInput): IoTServiceStatus {
         stuckPodFailure(observed.pods, instance, input.previous, now, window) ??
         unboundClaimFailure(observed.pods, instance, observed.missingStorageClasses ?? [], now, window));
 
-  const childrenDiffered = outcome.kind !== 'failed' && outcome.childrenMatched === false;
+  const childrenDiffered = (outcome.kind === 'applied' || outcome.kind === 'paused') && outcome.childrenMatched === false;
+  const waiting = outcome.kind === 'waiting' || outcome.kind === 'applied' ? outcome.waiting : undefined;
   const pending = workloads.filter((w) => !w.rolledOut);
   const ingestion = ingestionStatus(input.ingestion, input.previous?.ingestion);
-  const settled = !workloadFailure && !childrenDiffered && pending.length === 0;
+  const settled = !workloadFailure && !childrenDiffered && !waiting && pending.length === 0;
   const failure = workloadFailure ?? (settled ? ingestionFailure(input, ingestion) : undefined);
-  const phase: IoTServicePhase = failure ? 'Failed' : childrenDiffered || pending.length > 0 ? 'Processing' : 'Available';
+  const phase: IoTServicePhase = failure ? 'Failed' : childrenDiffered || waiting || pending.length > 0 ? 'Processing' : 'Available';
 
   const desiredPods = workloads.reduce((sum, w) => sum + w.desired, 0);
   const readyPods = workloads.reduce((sum, w) => sum + Math.min(w.ready, w.desired), 0);
@@ -179,7 +192,7 @@ export function computeStatus(input: StatusInput): IoTServiceStatus {
   const generation = instance.generation;
   const paused = outcome.kind === 'paused';
   const progress = progressMessage(childrenDiffered, pending, observed.pods);
-  const updates = conditionUpdates({ phase, failure, paused, progress, readyPods, desiredPods, generation, childrenDiffered });
+  const updates = conditionUpdates({ phase, failure, waiting, paused, progress, readyPods, desiredPods, generation, childrenDiffered });
   let conditions: Condition[] = (input.previous?.conditions ?? []) as Condition[];
   for (const update of updates) conditions = setCondition(conditions, update, now);
   const storage = instance.spec && persistentStorageCondition(instance.spec, observed.statefulSets, generation);
@@ -426,6 +439,7 @@ function podNotes(component: ComponentName, pods: readonly V1Pod[]): string[] {
 function conditionUpdates(state: {
   phase: IoTServicePhase;
   failure: Failure | undefined;
+  waiting: Waiting | undefined;
   paused: boolean;
   progress: string;
   readyPods: number;
@@ -433,7 +447,7 @@ function conditionUpdates(state: {
   generation: number;
   childrenDiffered: boolean;
 }): ConditionUpdate[] {
-  const { phase, failure, paused, progress, generation } = state;
+  const { phase, failure, waiting, paused, progress, generation } = state;
   const condition = (type: string, status: 'True' | 'False', reason: string, message: string): ConditionUpdate => ({
     type,
     status,
@@ -462,6 +476,9 @@ function conditionUpdates(state: {
       paused ? pausedProgressing : condition(CONDITION_PROGRESSING, 'False', 'RolloutComplete', progress),
       notDegraded,
     ];
+  }
+  if (waiting) {
+    return [condition(CONDITION_READY, 'False', waiting.reason, waiting.message), condition(CONDITION_PROGRESSING, 'True', waiting.reason, waiting.message), notDegraded];
   }
   return [
     condition(CONDITION_READY, 'False', 'Processing', progress),

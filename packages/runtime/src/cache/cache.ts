@@ -10,6 +10,9 @@
  *   (guarantee 10); each informer indexes by namespace, owner UID and the configured labels.
  *   A type configured `metadataOnly` receives and holds only object metadata. Cached objects
  *   of every type share one copy of each repeated string value (shared-strings.ts).
+ * - A type configured `optional` may be one the API server does not serve (a CRD not installed):
+ *   its informer is then synced and empty, lists again every 30 s, and `served` says false until
+ *   it is served (watch/watcher.ts).
  * - `waitForSync` resolves when every informer has listed once, and fails with an error naming
  *   the types still unsynced when the timeout passes; it returns at once when its signal aborts
  *   (a shutdown during start-up does not wait for the sync timeout).
@@ -31,6 +34,8 @@ export interface TypeCacheOptions extends Selection {
   transform?: Transform<KubeObject>;
   /** Receive and hold only metadata (PartialObjectMetadata): no spec, data or status. */
   metadataOnly?: boolean;
+  /** The API server may not serve the type (its CRD not installed): see `served`. */
+  optional?: boolean;
 }
 
 export interface CacheOptions {
@@ -56,6 +61,8 @@ export interface CacheListOptions {
 export interface CacheReader {
   get<T extends KubeObject = KubeObject>(type: ResourceType, name: string, namespace?: string, selection?: Selection): T | undefined;
   list<T extends KubeObject = KubeObject>(type: ResourceType, options?: CacheListOptions): T[];
+  /** False while the API server does not serve the type (only an `optional` type can be unserved). */
+  served(type: ResourceType, selection?: Selection): boolean;
 }
 
 export class Cache implements CacheReader {
@@ -94,7 +101,7 @@ export class Cache implements CacheReader {
         indexers,
         transform: typeOptions?.transform,
         strings: this.strings,
-        watcherConfig: this.options.watcher,
+        watcherConfig: typeOptions?.optional ? { ...this.options.watcher, optional: true } : this.options.watcher,
         onError: (err) => this.options.onError?.(err, source.description),
       });
       this.informers.set(id, informer);
@@ -144,6 +151,10 @@ export class Cache implements CacheReader {
       clearTimeout(timer);
       if (onAbort) signal?.removeEventListener('abort', onAbort);
     }
+  }
+
+  served(type: ResourceType, selection?: Selection): boolean {
+    return this.informer(type, selection).served;
   }
 
   get<T extends KubeObject = KubeObject>(type: ResourceType, name: string, namespace?: string, selection?: Selection): T | undefined {

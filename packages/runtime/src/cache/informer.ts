@@ -12,6 +12,8 @@
  *   the stored object then refers to their shared copies of its string values.
  * - Handlers receive the stored object itself (no copy); they must not mutate it. A handler
  *   that throws is reported and does not stop the informer.
+ * - `served` is false while the resource is one the API server does not serve (an `optional`
+ *   resource, its CRD not installed: watcher.ts); the store is then empty and the informer synced.
  */
 import { objectKey, type KubeObject } from '../client/resource.ts';
 import type { ListWatchSource } from '../watch/source.ts';
@@ -67,6 +69,10 @@ export class Informer<T extends KubeObject> {
 
   get isSynced(): boolean {
     return this.hasSynced;
+  }
+
+  get served(): boolean {
+    return this.watcher.served;
   }
 
   addHandler(handler: EventHandler<T>): void {

@@ -13,6 +13,8 @@
  * - lists honour namespace and label selectors;
  * - `writes` records every write (verb, kind, key) so tests can assert "no write";
  * - `reconcileContext()` runs a reconciler on the fake: it is the client and the cache.
+ * - a type marked `notServed` (a CRD not installed) is absent from the cache reader (`served`
+ *   false) and every call of the client on it fails with NotFound, as the API server's does.
  */
 import { randomUUID } from 'node:crypto';
 import { pino } from 'pino';
@@ -35,7 +37,18 @@ type JsonPatchOp = { op: 'add' | 'remove' | 'replace' | 'test'; path: string; va
 export class FakeClient implements KubeApi {
   private readonly objects = new Map<string, Map<string, KubeObject>>();
   private revision = 0;
+  private readonly unserved = new Set<string>();
   readonly writes: RecordedWrite[] = [];
+
+  /** Makes `type` one the API server does not serve (its CRD not installed), until `serve`. */
+  notServed(type: ResourceType): void {
+    this.unserved.add(typeId(type));
+  }
+
+  /** Makes `type` served again (its CRD installed), with the objects it held before. */
+  serve(type: ResourceType): void {
+    this.unserved.delete(typeId(type));
+  }
 
   /** Seeds objects without recording writes. */
   seed(type: ResourceType, ...objects: KubeObject[]): void {
@@ -43,12 +56,14 @@ export class FakeClient implements KubeApi {
   }
 
   async get<T extends KubeObject = KubeObject>(type: ResourceType, name: string, namespace?: string): Promise<T> {
+    this.mustBeServed(type);
     const found = this.peek<T>(type, name, namespace);
     if (!found) throw notFound(type, name);
     return structuredClone(found);
   }
 
   async list<T extends KubeObject = KubeObject>(type: ResourceType, options: ListOptions = {}): Promise<ObjectList<T>> {
+    this.mustBeServed(type);
     return { items: this.select<T>(type, options.namespace, options.labelSelector).map((o) => structuredClone(o)), metadata: { resourceVersion: String(this.revision) } };
   }
 
@@ -57,6 +72,7 @@ export class FakeClient implements KubeApi {
   }
 
   async create<T extends KubeObject>(type: ResourceType, obj: T): Promise<T> {
+    this.mustBeServed(type);
     const copy = structuredClone(obj);
     if (!copy.metadata.name && copy.metadata.generateName) copy.metadata.name = copy.metadata.generateName + randomUUID().slice(0, 5);
     if (this.peek(type, copy.metadata.name ?? '', copy.metadata.namespace)) throw new ApiError(409, 'AlreadyExists', `${type.plural} "${copy.metadata.name}" already exists`);
@@ -65,6 +81,7 @@ export class FakeClient implements KubeApi {
   }
 
   async replace<T extends KubeObject>(type: ResourceType, obj: T): Promise<T> {
+    this.mustBeServed(type);
     const existing = this.mustGet(type, obj.metadata.name ?? '', obj.metadata.namespace);
     if (obj.metadata.resourceVersion && obj.metadata.resourceVersion !== existing.metadata.resourceVersion) {
       throw new ApiError(409, 'Conflict', `the object has been modified; please apply your changes to the latest version and try again`);
@@ -75,6 +92,7 @@ export class FakeClient implements KubeApi {
   }
 
   async patch<T extends KubeObject = KubeObject>(type: ResourceType, name: string, namespace: string | undefined, patch: unknown, patchType: PatchType = 'merge'): Promise<T> {
+    this.mustBeServed(type);
     const existing = this.mustGet(type, name, namespace);
     const patched = patchType === 'json' ? applyJsonPatch(existing, patch as JsonPatchOp[]) : mergePatch(existing, patch) as KubeObject;
     this.record('patch', type, existing);
@@ -82,6 +100,7 @@ export class FakeClient implements KubeApi {
   }
 
   async apply<T extends KubeObject>(type: ResourceType, obj: T, _options: ApplyOptions): Promise<T> {
+    this.mustBeServed(type);
     this.record('apply', type, obj);
     const existing = this.peek(type, obj.metadata.name ?? '', obj.metadata.namespace);
     if (!existing) return structuredClone(this.store(type, this.stamp(type, structuredClone(obj), undefined)) as T);
@@ -91,12 +110,14 @@ export class FakeClient implements KubeApi {
   }
 
   async replaceStatus<T extends KubeObject>(type: ResourceType, obj: T): Promise<T> {
+    this.mustBeServed(type);
     const existing = this.mustGet(type, obj.metadata.name ?? '', obj.metadata.namespace);
     this.record('status', type, obj);
     return structuredClone(this.commit(type, existing, { ...existing, status: structuredClone(obj.status) }) as T);
   }
 
   async patchStatus<T extends KubeObject = KubeObject>(type: ResourceType, name: string, namespace: string | undefined, patch: unknown): Promise<T> {
+    this.mustBeServed(type);
     const existing = this.mustGet(type, name, namespace);
     this.record('status', type, existing);
     const merged = mergePatch(existing, patch) as KubeObject;
@@ -108,6 +129,7 @@ export class FakeClient implements KubeApi {
   }
 
   async delete(type: ResourceType, name: string, namespace?: string, _options: DeleteOptions = {}): Promise<void> {
+    this.mustBeServed(type);
     const existing = this.mustGet(type, name, namespace);
     this.record('delete', type, existing);
     if (existing.metadata.finalizers?.length) {
@@ -127,14 +149,24 @@ export class FakeClient implements KubeApi {
   /** The fake's content as a cache reader (what `ctx.cache` is in a reconcile). */
   cacheReader(): CacheReader {
     return {
-      get: <T extends KubeObject>(type: ResourceType, name: string, namespace?: string) => this.peek<T>(type, name, namespace),
-      list: <T extends KubeObject>(type: ResourceType, options: CacheListOptions = {}) => this.select<T>(type, options.namespace, options.labelSelector),
+      get: <T extends KubeObject>(type: ResourceType, name: string, namespace?: string) => (this.isServed(type) ? this.peek<T>(type, name, namespace) : undefined),
+      list: <T extends KubeObject>(type: ResourceType, options: CacheListOptions = {}) => (this.isServed(type) ? this.select<T>(type, options.namespace, options.labelSelector) : []),
+      served: (type: ResourceType) => this.isServed(type),
     };
   }
 
   /** A reconcile's context on this fake: itself as the client, its content as the cache, silent logs, Events dropped. */
   reconcileContext(cache: CacheReader = this.cacheReader()): ReconcileContext {
     return { client: this, cache, log: pino({ level: 'silent' }), recorder: { event: () => undefined, flush: async () => undefined }, signal: new AbortController().signal };
+  }
+
+  private isServed(type: ResourceType): boolean {
+    return !this.unserved.has(typeId(type));
+  }
+
+  /** The API server's answer to any request on a resource it does not serve. */
+  private mustBeServed(type: ResourceType): void {
+    if (!this.isServed(type)) throw new ApiError(404, 'NotFound', `the server could not find the requested resource (${type.plural}.${type.group})`);
   }
 
   private select<T extends KubeObject>(type: ResourceType, namespace: string | undefined, labelSelector: string | Record<string, string> | undefined): T[] {

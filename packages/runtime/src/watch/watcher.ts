@@ -8,6 +8,9 @@
  *   an unpaginated one (`full`).
  * - `InitListed`: the list is complete; the next step opens a watch from the list's resourceVersion.
  * - `Watching`: a watch stream is open; every event advances the resourceVersion.
+ * - `Unserved` (an `optional` resource only): the API server answered the list with 404, it does
+ *   not serve the resource (a CRD not installed); the next step waits `unservedRelistMs`, then
+ *   lists again.
  *
  * Events (what it emits to its sink):
  * - `Init`: a (re)list starts; the sink prepares a fresh buffer.
@@ -37,6 +40,10 @@
  * - A dropped connection, a refused request or a malformed event is reported to `onError` and
  *   retried from the last resourceVersion after a backoff of 800 ms doubling to 30 s with jitter
  *   (client-go's reflector defaults); the backoff resets after 2 minutes without failure.
+ * - An `optional` resource the API server does not serve (404 on the first page of a list) is
+ *   an empty, complete list (`InitDone`: the informer is synced, and what it held is deleted),
+ *   not an error; `served` is false until a list succeeds. A 404 while watching one (its CRD
+ *   deleted) relists at once. For any other resource a 404 is an error like the others.
  * - Nothing is emitted after `signal` aborts; `run` then resolves at once, even while a list
  *   request is still unanswered.
  */
@@ -48,7 +55,8 @@ export type WatcherState =
   | { name: 'Empty'; full?: boolean }
   | { name: 'InitPage'; continue?: string; full?: boolean }
   | { name: 'InitListed'; resourceVersion: string }
-  | { name: 'Watching'; resourceVersion: string };
+  | { name: 'Watching'; resourceVersion: string }
+  | { name: 'Unserved' };
 
 export type WatcherEvent<T extends KubeObject> =
   | { type: 'Init' }
@@ -77,6 +85,10 @@ export interface WatcherConfig {
   minWatchDurationMs: number;
   /** A watch that delivers no event and no bookmark for this long is restarted (2× the 1-minute bookmark interval). */
   watchIdleTimeoutMs: number;
+  /** The resource may not be served (its CRD not installed): a 404 on its list is an empty list. Default false. */
+  optional: boolean;
+  /** How long an optional resource the API server does not serve waits before it is listed again. */
+  unservedRelistMs: number;
 }
 
 /** A watch closed by the server (or something between) almost at once, without a single event. */
@@ -97,6 +109,8 @@ export const defaultWatcherConfig: WatcherConfig = {
   minWatchTimeoutSeconds: 300,
   minWatchDurationMs: 1_000,
   watchIdleTimeoutMs: 120_000,
+  optional: false,
+  unservedRelistMs: 30_000,
 };
 
 export const realClock: WatcherClock = {
@@ -118,6 +132,7 @@ export const realClock: WatcherClock = {
 export class Watcher<T extends KubeObject> {
   state: WatcherState = { name: 'Empty' };
   private failures = 0;
+  private isServed = true;
   private healthySince: number;
   private readonly config: WatcherConfig;
 
@@ -134,6 +149,11 @@ export class Watcher<T extends KubeObject> {
 
   get description(): string {
     return this.source.description;
+  }
+
+  /** False while an optional resource is not served by the API server: its last list was a 404. */
+  get served(): boolean {
+    return this.isServed;
   }
 
   /** Runs the state machine until the signal aborts. */
@@ -158,8 +178,20 @@ export class Watcher<T extends KubeObject> {
         return;
       case 'InitPage': {
         // A list that hangs must not hold up a shutdown: stop waiting for it when the signal aborts.
-        const page = await untilAborted(this.source.list({ limit: state.full ? 0 : this.config.pageSize, continue: state.continue }), signal);
+        const listed = untilAborted(this.source.list({ limit: state.full ? 0 : this.config.pageSize, continue: state.continue }), signal);
+        const page = await listed.catch((err: unknown) => {
+          if (this.config.optional && isApiError(err, 'NotFound') && state.continue === undefined) return 'unserved' as const;
+          throw err;
+        });
         if (page === 'aborted' || signal.aborted) return;
+        if (page === 'unserved') {
+          // Not served (its CRD is not installed): nothing to hold, and nothing wrong.
+          this.isServed = false;
+          this.sink({ type: 'InitDone' });
+          this.state = { name: 'Unserved' };
+          return;
+        }
+        this.isServed = true;
         for (const object of page.items) this.sink({ type: 'InitApply', object });
         if (page.continue) {
           this.state = { name: 'InitPage', continue: page.continue };
@@ -172,6 +204,10 @@ export class Watcher<T extends KubeObject> {
       case 'InitListed':
       case 'Watching':
         await this.watchFrom(state.resourceVersion, signal);
+        return;
+      case 'Unserved':
+        await this.clock.sleep(this.config.unservedRelistMs, signal);
+        this.state = { name: 'Empty' };
         return;
     }
   }
@@ -229,6 +265,11 @@ export class Watcher<T extends KubeObject> {
   }
 
   private async fail(err: unknown, signal: AbortSignal): Promise<void> {
+    if (this.config.optional && isApiError(err, 'NotFound')) {
+      // An optional resource gone while watched (its CRD deleted): the relist finds out.
+      this.state = { name: 'Empty' };
+      return;
+    }
     this.onError(err, this.state);
     const gone = isApiError(err, 'Gone') || isApiError(err, 'Expired');
     if (gone && this.state.name === 'InitPage' && this.state.continue !== undefined) {
@@ -253,7 +294,10 @@ export class Watcher<T extends KubeObject> {
 
 /** `pending`'s outcome, or 'aborted' as soon as `signal` aborts (the request is left to finish or fail alone). */
 function untilAborted<R>(pending: Promise<R>, signal: AbortSignal): Promise<R | 'aborted'> {
-  if (signal.aborted) return Promise.resolve('aborted');
+  if (signal.aborted) {
+    pending.catch(() => undefined); // left to fail alone: not an unhandled rejection
+    return Promise.resolve('aborted');
+  }
   return new Promise((resolve, reject) => {
     const onAbort = () => resolve('aborted');
     signal.addEventListener('abort', onAbort, { once: true });
