@@ -85,13 +85,14 @@ test('failed logins for one device id: refused with CONNACK 3 and HTTP 429 + Ret
   });
 });
 
-test('a source address out of failed-login tokens has its connections closed as they are accepted, before any handshake; other sources are served', async () => {
-  await withService({ login: { perDevice: { capacity: 100, perSecond: 100 }, perSource: { capacity: 2, perSecond: 0.01 } } }, async (isolated) => {
+test('a source guessing at a limited device id runs out of tokens, then its connections are closed as they are accepted, before any handshake; other sources are served', async () => {
+  await withService({ login: { perDevice: { capacity: 1, perSecond: 0.01 }, perSource: { capacity: 3, perSecond: 0.01 } } }, async (isolated) => {
     const dev = await registerDevice({ coreUrl: isolated.coreUrl, apiToken: API_TOKEN }, 'dev-behind-flood');
     await (await connect(isolated.gatewayMqttUrl, dev.id, dev.password)).endAsync();
-    await assert.rejects(connect(isolated.gatewayMqttUrl, 'dev-a', 'guess-1'), /Bad username or password/);
-    await assert.rejects(connect(isolated.gatewayMqttUrl, 'dev-b', 'guess-2'), /Bad username or password/);
     const checks = isolated.deviceChecks();
+    await assert.rejects(connect(isolated.gatewayMqttUrl, 'dev-a', 'guess-1'), /Bad username or password/);
+    await assert.rejects(connect(isolated.gatewayMqttUrl, 'dev-a', 'guess-2'), /Server unavailable/);
+    await assert.rejects(connect(isolated.gatewayMqttUrl, 'dev-a', 'guess-3'), /Server unavailable/);
     /** Whether a TCP connection from `localAddress` that sends nothing is closed by the gateway within 500 ms. */
     const closedAtOnce = async (url: string, localAddress: string) => {
       const socket = tcpConnect({ host: HOST, port: Number(new URL(url).port), localAddress });
@@ -102,8 +103,8 @@ test('a source address out of failed-login tokens has its connections closed as 
     };
     assert.equal(await closedAtOnce(isolated.gatewayMqttUrl, HOST), true, 'MQTT from that address, a known device included');
     await assert.rejects(post(isolated.gatewayHttpUrl, dev.id, dev.password), 'HTTP as well');
-    assert.equal(isolated.gateway.metrics.refusedCount('rate_limited'), 2);
-    assert.equal(isolated.deviceChecks(), checks, 'nothing reached core');
+    assert.equal(isolated.gateway.metrics.refusedCount('rate_limited'), 4, 'two at login, two at accept');
+    assert.equal(isolated.deviceChecks(), checks + 1, 'only the first guess reached core');
     assert.equal(await closedAtOnce(isolated.gatewayMqttUrl, '127.0.0.2'), false, 'a connection from 127.0.0.2 is kept');
   });
 });

@@ -8,9 +8,9 @@
  * token left (limits.ts `failedLogins`: 5 per device id, gaining one every 2 s; 20 per source,
  * gaining 2 a second), a check of the same id still with core counting as a token of the id's
  * taken, so guesses at one id sent at once reach core no more often than one after the other
- * would; else it is refused `rate_limited` with the time until one is back. Each wrong password
- * core refused takes one token from both; a right one takes none, so any number of devices may
- * log in at once from one address. core busy or unreachable → `registry_busy` with a retry time.
+ * would; else it is refused `rate_limited` with the time until one is back, which takes a token
+ * of the source's. Each wrong password core refused takes one token from both; a right one takes
+ * none, so any number of devices may log in at once from one address. core busy or unreachable → `registry_busy` with a retry time.
  * `sourceLimited` says whether an address is out of tokens now: the gateway then closes its
  * connections as they are accepted (connections.ts), known devices behind that address included,
  * until a token is back.
@@ -55,7 +55,12 @@ export class DeviceLogin {
     if (known === false) return { admitted: false, reason: 'bad_credentials' };
     const checking = this.checking.get(id) ?? 0;
     const waitMs = Math.max(this.failuresByDevice.wait(id, checking + 1), this.failuresBySource.wait(source));
-    if (waitMs > 0) return { admitted: false, reason: 'rate_limited', retryAfterSeconds: Math.ceil(waitMs / 1000) };
+    if (waitMs > 0) {
+      // An attempt refused for its limit costs its source a token too: a source that keeps
+      // guessing at a limited id runs out, and is then refused before its handshakes.
+      this.failuresBySource.take(source);
+      return { admitted: false, reason: 'rate_limited', retryAfterSeconds: Math.ceil(waitMs / 1000) };
+    }
     this.checking.set(id, checking + 1);
     try {
       if (await this.devices.authenticate(id, password)) return { admitted: true };
