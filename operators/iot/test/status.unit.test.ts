@@ -68,6 +68,8 @@ interface PodShape {
   exited?: number;
   /** The container runs again after exiting with `code` at `at`. */
   lastExit?: { code: number; at: Date };
+  /** The container's restartCount (default 3 after an exit, else 0). */
+  restarts?: number;
 }
 
 function pod(name: string, shape: PodShape = {}): V1Pod {
@@ -99,7 +101,7 @@ function pod(name: string, shape: PodShape = {}): V1Pod {
           image,
           imageID: '',
           ready,
-          restartCount: shape.lastExit ? 3 : 0,
+          restartCount: shape.restarts ?? (shape.lastExit ? 3 : 0),
           state,
           ...(shape.lastExit ? { lastState: { terminated: { exitCode: shape.lastExit.code, finishedAt: shape.lastExit.at.toISOString() as unknown as Date } } } : {}),
         },
@@ -516,6 +518,15 @@ describe('what a user meets when pods are stuck (the stuck window)', () => {
     );
     for (const s of statuses) assert.ok(statusEqual(s, statuses[0]), `the same in every state of the loop: ${s.phase} ${s.reason}`);
     assert.equal(at(rounds[1]!, seconds(15)).phase, 'Processing', 'not before the window has passed');
+  });
+
+  it('of several crash loops, names the container restarted most: a gateway not ready since its start (core down) and restarted once is not the one to fix', () => {
+    const observed = allReady();
+    observed.pods[0] = pod('gateway-a', { container: 'gateway', lastExit: { code: 137, at: seconds(30) }, restarts: 1, notReadySince: T0 });
+    observed.pods[2] = pod('core-a', { container: 'core', waiting: 'CrashLoopBackOff', restarts: 5, notReadySince: seconds(2) });
+    const failed = status({ observed, now: seconds(40), stuckPodTimeoutMs: 20_000 });
+    assert.equal(condition(failed, 'Degraded')?.reason, 'CrashLooping');
+    assert.match(failed.reason ?? '', /^Component core is in a crash loop: container core of pod core-a keeps exiting/);
   });
 
   it('names the pod stuck longest: pods of other components crossing the window later do not change the message', () => {

@@ -309,6 +309,13 @@ function stuckPodFailure(
     .map((pod) => ({ pod, trouble: podTrouble(pod) }))
     .filter((p): p is { pod: V1Pod; trouble: PodTrouble } => !!p.trouble && now.getTime() - p.trouble.since > window)
     .sort((a, b) => a.trouble.since - b.trouble.since || byName(a.pod, b.pod));
+  // Among crash loops, the container restarted most: a pod not ready since its start because of
+  // what it depends on (core crashing) and restarted once (a liveness probe on a busy node) counts as
+  // stuck since its start too, but the component to fix is the one that keeps exiting.
+  if (stuck[0]?.trouble.kind === 'crash') {
+    const restarts = (p: (typeof stuck)[number]) => (p.trouble.kind === 'crash' ? (p.trouble.container.restartCount ?? 0) : -1);
+    stuck.sort((a, b) => restarts(b) - restarts(a));
+  }
   for (const { pod, trouble } of stuck) {
     const podName = pod.metadata?.name ?? '?';
     const ns = instance.namespace ?? pod.metadata?.namespace ?? '';
