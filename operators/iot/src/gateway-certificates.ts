@@ -39,7 +39,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { V1ConfigMap, V1Secret, V1Service } from '@kubernetes/client-node';
-import { Kinds, isNotFound, type KubeApi, type KubeObject, type ResourceType } from '@iot-operator/runtime';
+import { Kinds, ifFound, type KubeObject } from '@iot-operator/runtime';
 import type { ChildBodies } from './child-bodies.ts';
 import { clientCANotFoundFailure, type Failure } from './failure.ts';
 import { IssuedCertificates, type IssuedContext } from './gateway-issued-certificates.ts';
@@ -107,7 +107,7 @@ export class GatewayCertificateKeeper {
     // again for fewer names, then again once the Service is cached.
     const service =
       ctx.cache.get<V1Service & KubeObject>(Kinds.Service, GATEWAY_SERVICE, instance.namespace) ??
-      (this.byInstance.has(key) ? undefined : await getIfExists<V1Service>(ctx.client, Kinds.Service, GATEWAY_SERVICE, instance.namespace));
+      (this.byInstance.has(key) ? undefined : await ifFound(ctx.client.get<V1Service & KubeObject>(Kinds.Service, GATEWAY_SERVICE, instance.namespace)));
     const names = gatewayCertificateNames(instance, gatewayServiceAddresses(service));
     const withClientCA = (material: GatewayTlsMaterial): GatewayTlsMaterial => ({ ...material, ...(clientCA?.pem ? { clientCA: clientCA.pem } : {}) });
     const issuerRef = instance.spec.gateway.tls?.issuerRef;
@@ -151,7 +151,7 @@ export class GatewayCertificateKeeper {
         if (remembered) return undefined;
         // Neither cached nor remembered: the API server may still hold it (an instance a shard has
         // just taken over, a cache catching up), with the CA devices trust. Asked before making one.
-        return getIfExists<V1Secret>(ctx.client, Kinds.Secret, name, instance.namespace);
+        return ifFound(ctx.client.get<V1Secret & KubeObject>(Kinds.Secret, name, instance.namespace));
       };
       const [ca, server] = [caOfSecret(await read(GATEWAY_CA_SECRET, caSecret)), serverOfSecret(await read(GATEWAY_TLS_SECRET, tlsSecret))];
       const unusable = ca && caProblem(ca, now);
@@ -178,7 +178,7 @@ export class GatewayCertificateKeeper {
   private async clientCA(ctx: TlsContext, instance: Instance): Promise<{ ok: true; pem: string } | { ok: false; failure: Failure } | undefined> {
     const name = instance.spec.gateway.tls?.clientCA;
     if (!name) return undefined;
-    const configMap = await getIfExists<V1ConfigMap>(ctx.client, Kinds.ConfigMap, name, instance.landscape);
+    const configMap = await ifFound(ctx.client.get<V1ConfigMap & KubeObject>(Kinds.ConfigMap, name, instance.landscape));
     const pem = configMap?.data?.['ca.crt'];
     return pem ? { ok: true, pem } : { ok: false, failure: clientCANotFoundFailure(name, instance.landscape) };
   }
@@ -188,9 +188,4 @@ export class GatewayCertificateKeeper {
 function gatewayTls(material: GatewayTlsMaterial): GatewayTls {
   const fingerprint = createHash('sha256').update(JSON.stringify(material)).digest('base64url').slice(0, 22);
   return { material, fingerprint, notAfter: certificateExpiry(material.server.cert) };
-}
-
-/** The object, or undefined when the API server has none of that name. */
-function getIfExists<T>(client: KubeApi, type: ResourceType, name: string, namespace: string): Promise<(T & KubeObject) | undefined> {
-  return client.get<T & KubeObject>(type, name, namespace).catch((err: unknown) => (isNotFound(err) ? undefined : Promise.reject(err)));
 }

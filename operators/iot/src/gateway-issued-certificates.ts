@@ -33,7 +33,7 @@
  *   those above are thrown as they came.
  */
 import type { V1Secret } from '@kubernetes/client-node';
-import { Kinds, firstDifference, isApiError, isNotFound, type CacheReader, type KubeApi, type KubeObject } from '@iot-operator/runtime';
+import { Kinds, firstDifference, ifFound, isApiError, isNotFound, type CacheReader, type KubeApi, type KubeObject } from '@iot-operator/runtime';
 import { apiRefusedFailure, certificateNotReadyFailure, certManagerNotInstalledFailure, type Failure, type RefusedRequest } from './failure.ts';
 import { CertificateType, ClusterIssuerType, FIELD_MANAGER, IssuerType } from './iotservice-types.ts';
 import {
@@ -145,7 +145,7 @@ export class IssuedCertificates {
     if (remembered && remembered.uid === uid && remembered.revision === revision) return { ok: true, material: remembered.material };
     const secretName = issuedSecretName(instance);
     const secret = await ctx.permitted({ verb: 'get', resource: 'secrets', namespace: instance.landscape, purpose: `read Secret ${secretName}, which cert-manager issued the gateway's certificate into` }, () =>
-      ctx.client.get<V1Secret & KubeObject>(Kinds.Secret, secretName, instance.landscape).catch((err: unknown) => (isNotFound(err) ? undefined : Promise.reject(err))),
+      ifFound(ctx.client.get<V1Secret & KubeObject>(Kinds.Secret, secretName, instance.landscape)),
     );
     const read = issuedMaterial(secret);
     if (!read.ok) return read;
@@ -158,7 +158,7 @@ export class IssuedCertificates {
     const cluster = issuerRef.kind === 'ClusterIssuer';
     const type = cluster ? ClusterIssuerType : IssuerType;
     const request = { verb: 'get', resource: `${type.plural}.${type.group}`, ...(cluster ? {} : { namespace: instance.landscape }), purpose: `look up ${issuerRef.kind} ${issuerRef.name}, which has not issued the gateway's certificate` };
-    const found = await ctx.permitted(request, () => ctx.client.get(type, issuerRef.name, cluster ? undefined : instance.landscape).catch((err: unknown) => (isNotFound(err) ? undefined : Promise.reject(err))));
+    const found = await ctx.permitted(request, () => ifFound(ctx.client.get(type, issuerRef.name, cluster ? undefined : instance.landscape)));
     return issuerState(found);
   }
 }
