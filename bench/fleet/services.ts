@@ -46,6 +46,7 @@ import { startNatsServer, type NatsServer } from '../../workloads/iot-service/te
 import { bundle } from '../../images/bundle.ts';
 import { localImage } from '../../scripts/iot-service-images.ts';
 import { mapLimit, repoRoot, sleep } from '../lib/kube.ts';
+import { freePort } from '../lib/operator.ts';
 import { childPids } from '../lib/proc.ts';
 import type { DeviceReply, DeviceRequest } from './devices.ts';
 
@@ -71,14 +72,6 @@ export function killStarted(): void {
       // gone meanwhile
     }
   }
-}
-
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, HOST, resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 async function waitReachable(port: number, what: string, timeoutMs = 30_000): Promise<void> {

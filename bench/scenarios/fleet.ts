@@ -58,7 +58,6 @@ import type { FloodResult, PublishResult } from '../fleet/devices.ts';
 import {
   bundleGateway,
   DeviceProcess,
-  freePort,
   GatewayProcess,
   HOST,
   portsFree,
@@ -86,6 +85,7 @@ import {
   type Probe,
 } from '../lib/fleet.ts';
 import { log, sleep } from '../lib/kube.ts';
+import { freePort } from '../lib/operator.ts';
 import { deltaBy } from '../lib/prom.ts';
 import { MiB, readHostCpu, readMemory, readTreeCpuSeconds } from '../lib/proc.ts';
 import { round } from '../lib/stats.ts';
