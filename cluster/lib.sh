@@ -65,6 +65,16 @@ recorded_pid() { # pid-file binary
   echo "$pid"
 }
 
+# Whether process `pid` runs `binary` itself (the same file, links resolved); when it runs another
+# build, says so and that it is restarted (the caller stops it then).
+runs_binary() { # what pid binary
+  local exe
+  exe=$(readlink -f "/proc/$2/exe" 2>/dev/null || true)
+  [[ "$exe" == "$(readlink -f "$3")" ]] && return 0
+  log "$1 runs from $exe, not $3; restarting it"
+  return 1
+}
+
 # The pid of a component of kwokctl's (its pid file under <workdir>/pids), as recorded_pid.
 component_pid() { # "component:binary"
   recorded_pid "$CLUSTER_WORKDIR/pids/${1%%:*}.pid" "${1#*:}"

@@ -70,14 +70,12 @@ restore() {
 }
 
 ensure() { # [cert-manager binary]
-  local bin=${1:-} pid exe crds
+  local bin=${1:-} pid crds
   [[ -n "$bin" ]] || bin=$(build | tail -n 1)
   crds="$(dirname "$bin")/crds"
   [[ -x "$bin" && -d "$crds" ]] || die "no cert-manager binary with its crds/ beside it at '$bin'"
   if pid=$(cert_manager_pid); then
-    exe=$(readlink -f "/proc/$pid/exe" 2>/dev/null || true)
-    if [[ "$exe" == "$(readlink -f "$bin")" ]]; then return 0; fi
-    log "cert-manager runs from $exe, not $bin; restarting it"
+    runs_binary cert-manager "$pid" "$bin" && return 0
     stop
   fi
   log "installing cert-manager from $bin (its CRDs, namespace $CERT_MANAGER_NAMESPACE, the controller)"

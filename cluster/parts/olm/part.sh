@@ -92,13 +92,11 @@ free_olm_port() {
 }
 
 ensure() {
-  local home pid exe cert
+  local home pid cert
   home=$(olm_home)
   [[ -x "$home/olm" ]] || die "no olm binary in '$home'"
   if pid=$(olm_pid); then
-    exe=$(readlink -f "/proc/$pid/exe" 2>/dev/null || true)
-    if [[ "$exe" == "$(readlink -f "$home/olm")" ]]; then return 0; fi
-    log "olm runs from $exe, not $home/olm; restarting it"
+    runs_binary olm "$pid" "$home/olm" && return 0
     stop
   fi
   log "installing OLM from $home (CRDs, namespace $OLM_NAMESPACE, olm operator)"

@@ -120,13 +120,11 @@ restore() {
 }
 
 ensure() { # [sharder binary]
-  local bin=${1:-} pid exe
+  local bin=${1:-} pid
   [[ -n "$bin" ]] || bin=$(build | tail -n 1)
   [[ -x "$bin" && -f "$(dirname "$bin")/sharding.timebertt.dev_controllerrings.yaml" ]] || die "no sharder binary with its CRD file beside it at '$bin'"
   if pid=$(sharder_pid); then
-    exe=$(readlink -f "/proc/$pid/exe" 2>/dev/null || true)
-    if [[ "$exe" == "$(readlink -f "$bin")" ]]; then return 0; fi
-    log "the sharder runs from $exe, not $bin; restarting it"
+    runs_binary "the sharder" "$pid" "$bin" && return 0
     stop
   fi
   log "installing the controller sharder from $bin (ControllerRing CRD, namespace $SHARDER_NAMESPACE, webhook certificate, sharder)"
