@@ -23,12 +23,14 @@
 # the environment into /tmp/patroni/patroni.yml, with Kubernetes as its store: the leader lock
 # and the cluster's state in ConfigMaps database-leader, -config and -sync of POD_NAMESPACE
 # (written with the pod's ServiceAccount), its members the pods of IOT_DATABASE_MEMBER_LABELS
-# (JSON), each labelled `role: master` (the primary, whatever the Patroni version) or `replica`.
+# (JSON) whose app.kubernetes.io/component is `database` (the scope), each labelled
+# `role: master` (the primary, whatever the Patroni version) or `replica`.
 # The first member to take the lock runs initdb and, once bootstrapped, database-roles.sh; the
 # others copy it (pg_basebackup) and stream from it as user `iot_replication`
 # (IOT_DATABASE_REPLICATION_PASSWORD). Replication is synchronous (synchronous_mode): a commit is
 # acknowledged once a standby has it too, and only that standby may be promoted, so a failover
-# loses no acknowledged write. A primary that stops renewing the lock for 15 s (ttl) is replaced;
+# loses no acknowledged write. A primary that stops renewing the lock for 20 s (ttl, the least
+# Patroni takes) is replaced;
 # a former primary comes back as a standby, rewound (pg_rewind) or copied afresh when it had
 # diverged. database-roles.sh runs again on every member that starts or is promoted as primary.
 # pg_hba as above, and `iot_replication` over the network for replication and pg_rewind only;
@@ -61,6 +63,8 @@ restapi:
 kubernetes:
   namespace: "$POD_NAMESPACE"
   labels: $IOT_DATABASE_MEMBER_LABELS
+  # Patroni adds its scope to the labels its members are selected by: the pods' component label.
+  scope_label: app.kubernetes.io/component
   pod_ip: "$POD_IP"
   role_label: role
   leader_label_value: master
@@ -68,7 +72,7 @@ kubernetes:
   standby_leader_label_value: master
 bootstrap:
   dcs:
-    ttl: 15
+    ttl: 20
     loop_wait: 5
     retry_timeout: 5
     maximum_lag_on_failover: 1048576
