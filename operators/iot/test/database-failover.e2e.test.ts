@@ -73,7 +73,7 @@ function patronictl(pod: string, args: string[]): Promise<string> {
  * disruption on: how long writes stopped.
  */
 async function writesThrough(label: string, disrupt: () => Promise<void>): Promise<number> {
-  const device = await registerDevice(addresses, `${label}-${Date.now()}`);
+  const device = await registerDevice(addresses, `${label.replace(/\W+/g, "-")}-${Date.now()}`);
   const running = startContinuousDevice(addresses, device, { attemptTimeoutMs: 5_000, retryDelayMs: 200 });
   const acked = () => running.messages.filter((m) => m.ackedAt !== undefined).length;
   const progress = async (what: string) => {
