@@ -73,18 +73,26 @@ function patronictl(pod: string, args: string[]): Promise<string> {
  * disruption on: how long writes stopped.
  */
 async function writesThrough(label: string, disrupt: () => Promise<void>): Promise<number> {
-  const device = await registerDevice(addresses, `${label.replace(/\W+/g, "-")}-${Date.now()}`);
+  const device = await registerDevice(addresses, `${label.replace(/\W+/g, '-')}-${Date.now()}`);
   const running = startContinuousDevice(addresses, device, { attemptTimeoutMs: 5_000, retryDelayMs: 200 });
   const acked = () => running.messages.filter((m) => m.ackedAt !== undefined).length;
   const progress = async (what: string) => {
     const before = acked();
     await waitFor(what, async () => ({ done: acked() >= before + 50, value: undefined, seen: acked() }), { timeoutMs: 120_000, intervalMs: 200 });
   };
-  await progress(`messages acknowledged before the ${label}`);
   const started = Date.now();
-  await disrupt();
-  await waitForPhase(env, landscape, NAME, 'Available', 300_000);
-  await progress(`acknowledgements going on after the ${label}`);
+  try {
+    await progress(`messages acknowledged before the ${label}`);
+    await disrupt();
+    await waitForPhase(env, landscape, NAME, 'Available', 300_000);
+    await progress(`acknowledgements going on after the ${label}`);
+  } catch (error) {
+    // What Patroni saw, for whoever reads the failure.
+    const member = (await databasePods()).find((p) => p.status?.containerStatuses?.[0]?.ready);
+    if (member) console.log(await patronictl(member.metadata.name!, ['list']).catch((e: unknown) => String(e)));
+    await running.stop();
+    throw error;
+  }
   const messages = await running.stop();
   const stored = await assertStoredExactlyOnce(addresses, device.id, messages);
   const times = stored.map((r) => Date.parse(r.storedAt)).filter((t) => t >= started - 5_000).sort((a, b) => a - b);
