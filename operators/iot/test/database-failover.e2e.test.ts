@@ -9,7 +9,8 @@
  *     lapses, or the restarted pod itself while it still holds the lock (which one is printed) —,
  *     writes resume within 30 s (the longest pause between stored rows is printed), and every
  *     acknowledged message is stored exactly once;
- *   - a planned switchover (patronictl) pauses writes for at most 10 s, and loses nothing either.
+ *   - a planned switchover (patronictl, to the synchronous standby) pauses writes for at most 10 s,
+ *     and loses nothing either.
  * Reported as not run where the cluster has no real node.
  */
 import assert from 'node:assert/strict';
@@ -142,11 +143,10 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
 
   it('a planned switchover pauses writes for at most 10 s and loses nothing', async () => {
     const pause = await writesThrough('switchover', async () => {
+      // With synchronous_mode Patroni hands over to the synchronous standby alone: it picks it.
       const leader = await primary();
-      const name = leader.metadata.name!;
-      const candidate = (await databasePods()).map((p) => p.metadata.name!).find((other) => other !== name)!;
-      console.log(await patronictl(name, ['switchover', '--leader', name, '--candidate', candidate, '--force']));
-      assert.equal((await primary(leader)).metadata.name, candidate);
+      console.log(await patronictl(leader.metadata.name!, ['switchover', '--leader', leader.metadata.name!, '--force']));
+      assert.notEqual((await primary(leader)).metadata.name, leader.metadata.name, 'a standby promoted');
     });
     assert.ok(pause <= 10_000, `writes paused ${pause} ms`);
   });
