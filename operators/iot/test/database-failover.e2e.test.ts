@@ -114,10 +114,12 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
   after(() => stopServedLandscape({ env, landscape, mgr }));
 
   it('runs a primary and two standbys, one synchronous, database-client leading to the primary alone; the count is fixed', async () => {
-    const pods = await databasePods();
-    assert.equal(pods.length, 3);
     const leader = await primary();
-    assert.deepEqual(pods.map((p) => p.metadata.labels?.[ROLE_LABEL]).sort(), [PRIMARY_ROLE, 'replica', 'replica']);
+    // A standby's Patroni labels its pod on its first round, which may come after the pod is ready.
+    await waitFor('three members labelled, one primary', async () => {
+      const roles = (await databasePods()).map((p) => p.metadata.labels?.[ROLE_LABEL]).sort();
+      return { done: roles.join() === [PRIMARY_ROLE, 'replica', 'replica'].join(), value: undefined, seen: roles };
+    }, { timeoutMs: 60_000, intervalMs: 500 });
     const members = await patronictl(leader.metadata.name!, ['list']);
     console.log(members);
     assert.match(members, /Sync Standby/, 'a synchronous standby');
