@@ -25,9 +25,9 @@
  *   (IOT_SERVICE_COMPONENTS), each running as the operator's pod user 10001:10001 and reporting
  *   the build argument VERSION as IOT_SERVICE_VERSION; the broker is NATS Server of the version
  *   the module cluster/engines/nats-server pins (NATS' image, or locally the binary built from that
- *   module), the database Debian's postgresql with the schema (IOT_SERVICE_SCHEMA, at
- *   DATABASE_SCHEMA_PATH), each with user `iot` (10001) and its entry script beside the
- *   Dockerfile. It needs no Go base image.
+ *   module), the database Debian's postgresql and patroni with the schema (IOT_SERVICE_SCHEMA, at
+ *   DATABASE_SCHEMA_PATH) and the script applying it and the roles (DATABASE_ROLES_SCRIPT), each
+ *   with user `iot` (10001) and its entry script beside the Dockerfile. It needs no Go base image.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -240,15 +240,17 @@ const nodeComponent = (component: IoTServiceComponent): RuntimeStage =>
 /** The database's schema (the one definition of its tables), and where the database image has it for its entry script. */
 export const IOT_SERVICE_SCHEMA = 'workloads/iot-service/schema.sql';
 export const DATABASE_SCHEMA_PATH = '/usr/local/share/iot/schema.sql';
+/** The database image's script that applies the schema and the roles (image/database-roles.sh), run by its entry script or by Patroni. */
+export const DATABASE_ROLES_SCRIPT = '/usr/local/bin/iot-database-roles';
 
 /**
- * A component from a Debian package: the package and user `iot` (10001, home the data volume at
+ * A component from Debian packages: the packages and user `iot` (10001, home the data volume at
  * /var/lib/iot) in one step, the files it needs (`COPY` lines), and the component's entry script
  * (image/<component>.sh) as /usr/local/bin/iot-<component>.
  */
-const debianPackageComponent = (component: IoTServiceComponent, debianPackage: string, files: string[] = []): RuntimeStage => ({
+const debianPackageComponent = (component: IoTServiceComponent, debianPackages: string[], files: string[] = []): RuntimeStage => ({
   target: component,
-  packages: { names: [debianPackage], user: IOT_USER },
+  packages: { names: debianPackages, user: IOT_USER },
   program: [...files, `COPY ${path.dirname(IOT_SERVICE_DOCKERFILE)}/${component}.sh /usr/local/bin/iot-${component}`],
   version: true,
   user: IOT_USER_IDS,
@@ -288,7 +290,11 @@ const IOT_SERVICE_STAGES: Record<IoTServiceComponent, RuntimeStage> = {
   gateway: nodeComponent('gateway'),
   processing: nodeComponent('processing'),
   broker: natsBroker,
-  database: debianPackageComponent('database', 'postgresql', [`COPY ${IOT_SERVICE_SCHEMA} ${DATABASE_SCHEMA_PATH}`]),
+  database: debianPackageComponent(
+    'database',
+    ['postgresql', 'patroni'],
+    [`COPY ${IOT_SERVICE_SCHEMA} ${DATABASE_SCHEMA_PATH}`, `COPY ${path.dirname(IOT_SERVICE_DOCKERFILE)}/database-roles.sh ${DATABASE_ROLES_SCRIPT}`],
+  ),
 };
 
 export function iotServiceDockerfile(): string {
@@ -308,8 +314,9 @@ export function iotServiceDockerfile(): string {
       `                             built from ${NATS_SERVER_MODULE}):`,
       '                             clients on 4222 as users gateway, processing and core, each allowed only',
       '                             what it needs (broker.sh), monitoring 8222',
-      "  database                   Debian's postgresql: database `iot`, initdb into the volume; at every start",
-      '                             schema.sql and the roles of core and processing applied (database.sh)',
+      "  database                   Debian's postgresql and patroni: database `iot`, initdb into the volume; one",
+      '                             replica runs PostgreSQL alone, three run it under Patroni (database.sh); on',
+      '                             the primary schema.sql and the roles applied at every start (database-roles.sh)',
       'VERSION is what every component reports (/healthz, start log line; the broker and the database',
       'log it at start); `npm run image:iot-service` also sets it on each built image (buildah keys no',
       "cached ENV step on an argument's value). Everything runs as the operator's pod user (10001) on",

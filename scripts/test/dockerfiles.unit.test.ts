@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { DATABASE_SCHEMA_PATH, dockerfile, generatedDockerfiles, IOT_SERVICE_SCHEMA, iotServiceDockerfile, OPERATOR_IMAGES } from '../dockerfiles.ts';
+import { DATABASE_ROLES_SCRIPT, DATABASE_SCHEMA_PATH, dockerfile, generatedDockerfiles, IOT_SERVICE_SCHEMA, iotServiceDockerfile, OPERATOR_IMAGES } from '../dockerfiles.ts';
 import { repoRoot as root } from '../generator.ts';
 import { IOT_SERVICE_COMPONENTS } from '../iot-service-images.ts';
 
@@ -59,9 +59,15 @@ describe('Dockerfiles', () => {
     }
   });
 
-  it("the IoT service's database carries schema.sql where its entry script applies it from", () => {
-    assert.ok(stages(iotServiceDockerfile()).get('database')!.includes(`COPY ${IOT_SERVICE_SCHEMA} ${DATABASE_SCHEMA_PATH}`));
-    assert.match(readFileSync(path.join(root, 'workloads/iot-service/image/database.sh'), 'utf8'), new RegExp(`^schema=${DATABASE_SCHEMA_PATH.replaceAll('.', '\\.')}$`, 'm'));
+  it("the IoT service's database carries schema.sql where its roles script applies it from, and the roles script where its entry script and Patroni run it", () => {
+    const database = stages(iotServiceDockerfile()).get('database')!;
+    assert.ok(database.includes(`COPY ${IOT_SERVICE_SCHEMA} ${DATABASE_SCHEMA_PATH}`));
+    assert.ok(database.includes(`COPY workloads/iot-service/image/database-roles.sh ${DATABASE_ROLES_SCRIPT}`));
+    assert.match(readFileSync(path.join(root, 'workloads/iot-service/image/database-roles.sh'), 'utf8'), new RegExp(`^psql -d iot -f ${DATABASE_SCHEMA_PATH.replaceAll('.', '\\.')}$`, 'm'));
+    const entry = readFileSync(path.join(root, 'workloads/iot-service/image/database.sh'), 'utf8');
+    for (const run of [`^${DATABASE_ROLES_SCRIPT}$`, `^  post_bootstrap: ${DATABASE_ROLES_SCRIPT}$`, `^    on_start: ${DATABASE_ROLES_SCRIPT}$`, `^    on_role_change: ${DATABASE_ROLES_SCRIPT}$`]) {
+      assert.match(entry, new RegExp(run, 'm'));
+    }
     assert.ok(existsSync(path.join(root, IOT_SERVICE_SCHEMA)));
   });
 

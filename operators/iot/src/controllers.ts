@@ -38,6 +38,11 @@ export const extraPermissions: ExtraPermission[] = [
     reason: 'pods that cannot come up by themselves although the cause was fixed (pod-restarts.ts): waiting for their image once the image-pull-secret changed, or stuck on an earlier StatefulSet revision',
   },
   {
+    type: Kinds.Pod,
+    verbs: ['update', 'patch'],
+    reason: "never called: granted to three database replicas' Patroni by their Role (patroni.ts), which the operator may give only when it holds them",
+  },
+  {
     type: StorageClassType,
     verbs: ['get'],
     reason: "the StorageClass a pod's unbound claim names, looked up to report one that does not exist",

@@ -54,6 +54,9 @@ export const CHILD_TYPES: Readonly<Record<string, ResourceType>> = {
   ConfigMap: Kinds.ConfigMap,
   Service: Kinds.Service,
   PodDisruptionBudget: customResource('policy', 'v1', 'PodDisruptionBudget', 'poddisruptionbudgets'),
+  ServiceAccount: Kinds.ServiceAccount,
+  Role: Kinds.Role,
+  RoleBinding: Kinds.RoleBinding,
   StatefulSet: Kinds.StatefulSet,
   Deployment: Kinds.Deployment,
 };

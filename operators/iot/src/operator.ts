@@ -6,10 +6,12 @@
  * are given, the IoTService admission webhook (instance-namespace-webhook.ts) and the IoTService
  * conversion webhook (conversion-webhook.ts), with `webhookCertSecret` a webhook certificate of its
  * own, kept in a Secret (webhook-certificate.ts), and with `conversionService` the CRD's conversion
- * kept pointed at the operator's Service (crd-conversion.ts). Used by the `iot-operator` process and by tests that run the
+ * kept pointed at the operator's Service (crd-conversion.ts). The API server's addresses for pods
+ * are read once here (api-server.ts). Used by the `iot-operator` process and by tests that run the
  * operator in-process.
  */
 import { Manager } from '@iot-operator/runtime';
+import { discoverApiServer } from './api-server.ts';
 import { registerControllers } from './controllers.ts';
 import { exportInstanceMetrics } from './instance-metrics.ts';
 import { SHARDED_TYPES, iotCacheOptions, type IoTControllerConfig } from './iotservice-types.ts';
@@ -42,6 +44,8 @@ export async function createIoTOperator(options: OperatorOptions): Promise<Manag
     leaderElection: options.leaderElect ? { namespace: options.operatorName, name: `iot-operator-${options.operatorName}` } : undefined,
     shard: options.shard ? { ...options.shard, namespace: options.operatorName, types: SHARDED_TYPES } : undefined,
   });
+  // Three database replicas reach the API server (Patroni's store): their NetworkPolicy names where it is.
+  config.apiServer = await discoverApiServer(mgr.client);
   const ingestion = registerControllers(mgr, config, options.syncPeriodMs);
   exportInstanceMetrics(mgr, options.operatorName, ingestion);
   if (options.webhook) {

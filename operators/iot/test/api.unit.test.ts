@@ -57,11 +57,10 @@ describe('IoTService spec validation', () => {
     }
   });
 
-  it('runs the database on 1 replica only, saying why', () => {
-    for (const replicas of [0, 2, 3, 5]) {
-      assert.deepEqual(errorsOf({ version: '1', database: { replicas } }), ['spec.database.replicas: database.replicas must be 1: the database has no replication yet'], `replicas ${replicas}`);
-    }
-    assert.ok(validateIoTServiceSpec({ version: '1', database: { replicas: 1 } }).ok);
+  it('runs the database on 1 or 3 replicas only, saying why', () => {
+    assert.deepEqual(errorsOf({ version: '1', database: { replicas: 2 } }), ['spec.database.replicas: database.replicas must be 1 or 3: 3 runs a primary and two synchronous standbys (any one may fail)']);
+    for (const replicas of [0, 5]) assert.equal(errorsOf({ version: '1', database: { replicas } }).length, 1, `replicas ${replicas}`);
+    for (const replicas of [1, 3]) assert.ok(validateIoTServiceSpec({ version: '1', database: { replicas } }).ok, `replicas ${replicas}`);
   });
 
   it('takes the broker\'s maxBacklog as a size of at least one byte', () => {

@@ -197,8 +197,10 @@ describe('IoTService CRD', () => {
       { rule: 'self == 1 || self == 3', message: 'broker.replicas must be 1 or 3: 3 replicates every message on three brokers (any one may fail)' },
     ]);
     const databaseReplicas = ((props['database'] as Node)['properties'] as Record<string, Node>)['replicas'] as Node;
-    assert.deepEqual([databaseReplicas['minimum'], databaseReplicas['maximum'], databaseReplicas['default']], [1, 1, 1]);
-    assert.deepEqual(databaseReplicas['x-kubernetes-validations'], [{ rule: 'self == 1', message: 'database.replicas must be 1: the database has no replication yet' }]);
+    assert.deepEqual([databaseReplicas['minimum'], databaseReplicas['maximum'], databaseReplicas['default']], [1, 3, 1]);
+    assert.deepEqual(databaseReplicas['x-kubernetes-validations'], [
+      { rule: 'self == 1 || self == 3', message: 'database.replicas must be 1 or 3: 3 runs a primary and two synchronous standbys (any one may fail)' },
+    ]);
     const maxBacklog = (broker['properties'] as Record<string, Node>)['maxBacklog'] as Node;
     assert.equal(maxBacklog['type'], 'string');
     assert.match(String(maxBacklog['description']), /^Most telemetry the broker holds for processing \(bytes\)/);

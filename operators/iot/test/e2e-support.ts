@@ -8,13 +8,14 @@
  * built and pushed, the addresses a simulated device dials (pod IPs, the API token) and commands
  * run inside an instance's pods (`kubectl exec`).
  */
+import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Kinds, ifFound, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { spawnOperator as spawnOperatorProcess, waitFor, type OperatorProcess, type TestEnv } from '@iot-operator/runtime/testing';
-import { localTestEnv, onRealNode, REAL_NODE_LABEL, registryPullSecret, repoRoot } from '@iot-operator/local-cluster';
-import type { ServiceAddresses } from '@iot-operator/iot-service/simulator';
+import { localTestEnv, onRealNode, REAL_NODE_LABEL, realNodeContainerd, registryPullSecret, repoRoot } from '@iot-operator/local-cluster';
+import { readAllTelemetry, type DeviceMessage, type ServiceAddresses } from '@iot-operator/iot-service/simulator';
 import { COMPONENTS, type ComponentName, type IoTServiceStatus } from '../src/api/iotservice.ts';
 import type { IoTServiceV1alpha1Spec } from '../src/api/v1alpha1.ts';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
@@ -299,4 +300,26 @@ export async function dialFromPod(env: TestEnv, namespace: string, pod: string, 
   const lines = (await execInPod(env, namespace, pod, ['node', '-e', script])).trim().split('\n');
   const resolved = lines.find((l) => l.startsWith('resolved '))?.slice('resolved '.length);
   return { outcome: lines.at(-1) ?? '', resolved };
+}
+
+type ContainerPod = KubeObject & { status?: { containerStatuses?: Array<{ containerID?: string }> } };
+
+/** SIGKILLs the main process of `pod`'s (first) container through the real node's containerd, as an OOM kill would: every process of the container dies, the pod stays and the kubelet restarts the container. */
+export async function sigkillContainer(env: TestEnv, pod: ContainerPod): Promise<void> {
+  const id = pod.status?.containerStatuses?.[0]?.containerID?.replace(/^containerd:\/\//, '');
+  assert.ok(id, `${pod.metadata.name} has a running container`);
+  await run('ctr', ['--address', realNodeContainerd(env), '-n', 'k8s.io', 'tasks', 'kill', '--signal', 'SIGKILL', id]);
+}
+
+/** Every acknowledged message of `deviceId` stored exactly once, and nothing else of it; returns what is stored. */
+export async function assertStoredExactlyOnce(at: ServiceAddresses, deviceId: string, messages: readonly DeviceMessage[]): Promise<Awaited<ReturnType<typeof readAllTelemetry>>> {
+  const acknowledged = messages.filter((m) => m.ackedAt !== undefined).map((m) => m.messageId).sort();
+  const stored = await waitFor(`${acknowledged.length} acknowledged messages of ${deviceId} stored`, async () => {
+    const records = await readAllTelemetry(at, deviceId);
+    return { done: records.length >= acknowledged.length, value: records, seen: `${records.length} stored` };
+  }, { timeoutMs: 120_000, intervalMs: 1000 });
+  const ids = stored.map((r) => r.messageId).sort();
+  assert.equal(new Set(ids).size, ids.length, 'no message stored twice');
+  assert.deepEqual(ids, acknowledged, 'exactly the acknowledged messages are stored');
+  return stored;
 }

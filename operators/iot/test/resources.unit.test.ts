@@ -578,6 +578,7 @@ describe('secrets', () => {
       'database-core-password': 'databaseCorePassword-value',
       'database-password': 'databasePassword-value',
       'database-processing-password': 'databaseProcessingPassword-value',
+      'database-replication-password': 'databaseReplicationPassword-value',
       'device-check-token': 'deviceCheckToken-value',
     });
   });
@@ -600,6 +601,7 @@ describe('secrets', () => {
           'broker-route-password': encode('brokerRoutePassword-value'),
           'database-core-password': encode('databaseCorePassword-value'),
           'database-processing-password': encode('databaseProcessingPassword-value'),
+          'database-replication-password': encode('databaseReplicationPassword-value'),
           'device-check-token': encode('deviceCheckToken-value'),
         },
       },

@@ -1,31 +1,44 @@
 #!/bin/sh
 # The database image's entry point: PostgreSQL with database `iot`, data in /var/lib/iot/pgdata
-# (the database's volume, mode 0700 at every start). At the first start it runs initdb into the
-# volume, with superuser `iot`. At every start, before any network client can connect:
+# (the database's volume, mode 0700), superuser `iot`; one replica alone, or three under Patroni
+# (IOT_DATABASE_REPLICAS).
+#
+# One replica: at the first start initdb into the volume. At every start, before any network
+# client can connect:
 # - pg_hba.conf is written afresh: the superuser only over the local socket (in this container:
 #   `kubectl exec` and this script; trust, as initdb made it), and over the network only the
 #   components' roles, each to database `iot` alone, with its password (scram-sha-256) — the
 #   superuser and any other role are refused over the network;
-# - with the server listening on the local socket only, the schema (/usr/local/share/iot/schema.sql,
-#   the one definition of the tables: IF NOT EXISTS, so a database made by an earlier version,
-#   whose components created the tables themselves, keeps them and its rows) is applied, and the
-#   roles are made or brought to their rights and passwords (from iot-credentials):
-#     iot             superuser: IOT_DATABASE_PASSWORD (usable over the local socket alone)
-#     iot_core        IOT_DATABASE_CORE_PASSWORD: the device registry (devices: read, add, change,
-#                     delete) and reading telemetry
-#     iot_processing  IOT_DATABASE_PROCESSING_PASSWORD: adding telemetry and dead letters, and
-#                     reading and deleting them for retention
-#   neither of which may create anything (no DDL: no CREATE on the database or schema public,
-#   no temporary tables) or log in as anything but itself; their rights on the tables are set
-#   exactly (revoked, then granted), so a right given by hand does not outlive a restart;
-# so the Secret is what counts, and a rotated password takes effect at the next start. Then the
-# server starts anew listening on 5432 for every address (the instance's NetworkPolicies decide
-# who reaches it). Socket and lock live in /tmp: nothing outside /tmp and the volume is written.
-# SIGTERM (a pod deleted or rolled) is passed on to postgres as SIGINT, a fast shutdown: open
-# transactions are rolled back, clients disconnected and a checkpoint written, in about a second.
-# postgres takes SIGTERM itself for a smart shutdown, which waits for every client to disconnect —
-# the components' connection pools never do, so the kubelet's SIGKILL would end it after the grace
-# period, and the next start would recover from the WAL.
+# - with the server listening on the local socket only, the schema and the roles are applied
+#   (image/database-roles.sh), so the Secret is what counts and a rotated password takes effect
+#   at the next start.
+# Then the server starts anew listening on 5432 for every address (the instance's NetworkPolicies
+# decide who reaches it). SIGTERM (a pod deleted or rolled) is passed on to postgres as SIGINT, a
+# fast shutdown: open transactions are rolled back, clients disconnected and a checkpoint written,
+# in about a second. postgres takes SIGTERM itself for a smart shutdown, which waits for every
+# client to disconnect — the components' connection pools never do, so the kubelet's SIGKILL
+# would end it after the grace period, and the next start would recover from the WAL.
+#
+# Three replicas (the pods of StatefulSet `database`): Patroni runs PostgreSQL, configured from
+# the environment into /tmp/patroni/patroni.yml, with Kubernetes as its store: the leader lock
+# and the cluster's state in ConfigMaps database-leader, -config and -sync of POD_NAMESPACE
+# (written with the pod's ServiceAccount), its members the pods of IOT_DATABASE_MEMBER_LABELS
+# (JSON) whose app.kubernetes.io/component is `database` (the scope), each labelled
+# `role: master` (the primary, whatever the Patroni version) or `replica`.
+# The first member to take the lock runs initdb and, once bootstrapped, database-roles.sh; the
+# others copy it (pg_basebackup) and stream from it as user `iot_replication`
+# (IOT_DATABASE_REPLICATION_PASSWORD). Replication is synchronous (synchronous_mode): a commit is
+# acknowledged once a standby has it too, and only that standby may be promoted, so a failover
+# loses no acknowledged write. A primary that stops renewing the lock for 20 s (ttl, the least
+# Patroni takes) is replaced;
+# a former primary comes back as a standby, rewound (pg_rewind) or copied afresh when it had
+# diverged. database-roles.sh runs again on every member that starts or is promoted as primary.
+# pg_hba as above, and `iot_replication` over the network for replication and pg_rewind only;
+# Patroni's REST API on 8008 (the members ask each other there; the probes). SIGTERM reaches
+# Patroni (exec), which stops PostgreSQL (fast) and gives up the lock, so a standby takes over
+# at once.
+#
+# Socket and lock live in /tmp: nothing outside /tmp and the volume is written.
 set -eu
 for variable in IOT_DATABASE_PASSWORD IOT_DATABASE_CORE_PASSWORD IOT_DATABASE_PROCESSING_PASSWORD; do
   eval "value=\${$variable:-}"
@@ -33,9 +46,73 @@ for variable in IOT_DATABASE_PASSWORD IOT_DATABASE_CORE_PASSWORD IOT_DATABASE_PR
 done
 bin=$(echo /usr/lib/postgresql/*/bin)
 export PGDATA=/var/lib/iot/pgdata
-schema=/usr/local/share/iot/schema.sql
 umask 077
 echo "{\"level\":\"info\",\"component\":\"database\",\"msg\":\"starting\",\"version\":\"${IOT_SERVICE_VERSION:-}\"}"
+if [ "${IOT_DATABASE_REPLICAS:-1}" -gt 1 ]; then
+  for variable in IOT_DATABASE_REPLICATION_PASSWORD IOT_DATABASE_MEMBER_LABELS POD_NAME POD_NAMESPACE POD_IP; do
+    eval "value=\${$variable:-}"
+    if [ -z "$value" ]; then echo "$variable is not set (three replicas run under Patroni)" >&2; exit 1; fi
+  done
+  mkdir -p /tmp/patroni
+  cat >/tmp/patroni/patroni.yml <<YAML
+scope: database
+name: "$POD_NAME"
+restapi:
+  listen: "0.0.0.0:8008"
+  connect_address: "$POD_IP:8008"
+kubernetes:
+  namespace: "$POD_NAMESPACE"
+  labels: $IOT_DATABASE_MEMBER_LABELS
+  # Patroni adds its scope to the labels its members are selected by: the pods' component label.
+  scope_label: app.kubernetes.io/component
+  pod_ip: "$POD_IP"
+  role_label: role
+  leader_label_value: master
+  follower_label_value: replica
+  standby_leader_label_value: master
+bootstrap:
+  dcs:
+    ttl: 20
+    loop_wait: 5
+    retry_timeout: 5
+    maximum_lag_on_failover: 1048576
+    synchronous_mode: true
+    postgresql:
+      use_pg_rewind: true
+      use_slots: true
+      parameters:
+        wal_log_hints: "on"
+        wal_keep_size: 128MB
+  initdb: [{encoding: UTF8}, {locale: C.UTF-8}, {auth-local: trust}, {auth-host: scram-sha-256}]
+  post_bootstrap: /usr/local/bin/iot-database-roles
+postgresql:
+  listen: "0.0.0.0:5432"
+  connect_address: "$POD_IP:5432"
+  data_dir: "$PGDATA"
+  bin_dir: "$bin"
+  pgpass: /tmp/patroni/pgpass
+  use_unix_socket: true
+  authentication:
+    superuser: {username: iot, password: "$IOT_DATABASE_PASSWORD"}
+    replication: {username: iot_replication, password: "$IOT_DATABASE_REPLICATION_PASSWORD"}
+    rewind: {username: iot_replication, password: "$IOT_DATABASE_REPLICATION_PASSWORD"}
+  parameters:
+    unix_socket_directories: /tmp
+    password_encryption: scram-sha-256
+  pg_hba:
+    - local all all trust
+    - host replication iot_replication all scram-sha-256
+    - host postgres iot_replication all scram-sha-256
+    - host iot iot_core all scram-sha-256
+    - host iot iot_processing all scram-sha-256
+  callbacks:
+    on_start: /usr/local/bin/iot-database-roles
+    on_role_change: /usr/local/bin/iot-database-roles
+  remove_data_directory_on_rewind_failure: true
+  remove_data_directory_on_diverged_timelines: true
+YAML
+  exec patroni /tmp/patroni/patroni.yml
+fi
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
   rm -rf "$PGDATA"
   printf '%s\n' "$IOT_DATABASE_PASSWORD" >/tmp/pwfile
@@ -62,35 +139,9 @@ until "$bin/pg_isready" -q -h /tmp -U iot -d iot; do
   tries=$((tries + 1))
   sleep 0.1
 done
-psql() { PGOPTIONS='-c client_min_messages=warning' "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h /tmp -U iot -d iot "$@"; }
-psql -f "$schema"
-psql <<'SQL'
-\getenv superuser_password IOT_DATABASE_PASSWORD
-\getenv core_password IOT_DATABASE_CORE_PASSWORD
-\getenv processing_password IOT_DATABASE_PROCESSING_PASSWORD
-ALTER ROLE iot PASSWORD :'superuser_password';
-SELECT NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'iot_core') AS make_core,
-       NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'iot_processing') AS make_processing \gset
-\if :make_core
-CREATE ROLE iot_core;
-\endif
-\if :make_processing
-CREATE ROLE iot_processing;
-\endif
-ALTER ROLE iot_core WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD :'core_password';
-ALTER ROLE iot_processing WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD :'processing_password';
-REVOKE ALL ON DATABASE iot FROM PUBLIC;
-GRANT CONNECT ON DATABASE iot TO iot_core, iot_processing;
-REVOKE ALL ON SCHEMA public FROM PUBLIC;
-GRANT USAGE ON SCHEMA public TO iot_core, iot_processing;
-REVOKE ALL ON ALL TABLES IN SCHEMA public FROM PUBLIC, iot_core, iot_processing;
-GRANT SELECT, INSERT, UPDATE, DELETE ON devices TO iot_core;
-GRANT SELECT ON telemetry TO iot_core;
-GRANT SELECT, INSERT, DELETE ON telemetry, dead_letters TO iot_processing;
-SQL
+/usr/local/bin/iot-database-roles
 kill -INT "$pid"
 wait "$pid" || true
-echo '{"level":"info","component":"database","msg":"schema and roles in place"}'
 
 "$bin/postgres" -D "$PGDATA" -c listen_addresses='*' -c unix_socket_directories=/tmp -c log_destination=stderr &
 pid=$!

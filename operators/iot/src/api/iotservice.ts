@@ -21,7 +21,8 @@
  *   share the telemetry stream's durable consumer, each message going to one of them; more than
  *   8 writers only contend for the one database),
  *   broker 1 or 3 (default 1; 3 replicates every message on three brokers, any one of which may
- *   fail), database 1 (it has no replication yet).
+ *   fail), database 1 or 3 (default 1; 3 is a primary and two standbys under Patroni, replicated
+ *   synchronously, any one of which may fail). Both are fixed at creation.
  * core and processing may be scaled to 0 to stop an instance's API or pipeline without deleting
  * it; broker and database hold the instance's data and always run at least one replica.
  *
@@ -115,12 +116,13 @@ export const REPLICA_RANGES: Readonly<Record<ComponentName, ReplicaRange>> = {
   },
   database: {
     min: 1,
-    max: 1,
+    max: 3,
     default: 1,
     only: {
-      counts: [1],
-      description: 'Number of database replicas: 1 (the database has no replication yet).',
-      message: 'database.replicas must be 1: the database has no replication yet',
+      counts: [1, 3],
+      description:
+        'Number of database replicas: 1, or 3 for a primary and two standbys under Patroni, replicated synchronously, any one of which may fail (default 1). Fixed at creation.',
+      message: 'database.replicas must be 1 or 3: 3 runs a primary and two synchronous standbys (any one may fail)',
     },
   },
 };
@@ -159,15 +161,27 @@ const storageImmutable: CelRule = {
   message: 'storage and storageClassName cannot be changed after creation (StatefulSet volume claims are immutable)',
 };
 
+/** A transition rule, like `storageImmutable`: `component`'s replicas stay what they were made with. */
+function replicasFixed(component: 'broker' | 'database', why: string): CelRule {
+  const count = (self: string) => `(has(${self}.replicas) ? ${self}.replicas : ${REPLICA_RANGES[component].default})`;
+  return {
+    rule: `${count('self')} == ${count('oldSelf')}`,
+    message: `${component}.replicas cannot be changed after creation: ${why} (create a new IoTService with the count you need)`,
+  };
+}
+
 /**
  * A single broker's stream does not carry over into a cluster of three (nor back): JetStream keeps
  * a standalone server's streams apart from a cluster's, so changing the count would strand what
- * the stream holds. A transition rule, like `storageImmutable`.
+ * the stream holds.
  */
-const brokerReplicasFixed: CelRule = {
-  rule: `(has(self.replicas) ? self.replicas : ${REPLICA_RANGES.broker.default}) == (has(oldSelf.replicas) ? oldSelf.replicas : ${REPLICA_RANGES.broker.default})`,
-  message: 'broker.replicas cannot be changed after creation: the stream of one broker does not carry over into a cluster of three, or back (create a new IoTService with the count you need)',
-};
+const brokerReplicasFixed = replicasFixed('broker', 'the stream of one broker does not carry over into a cluster of three, or back');
+
+/**
+ * One database runs PostgreSQL alone, three run it under Patroni, which makes its cluster at its
+ * first start: the data of one does not become the primary of three, or back.
+ */
+const databaseReplicasFixed = replicasFixed('database', "one database's data does not become a primary with two standbys under Patroni, or back");
 
 export const deviceSourcesAreCidrs: CelRule = {
   rule: 'self.all(c, isCIDR(c))',
@@ -349,7 +363,8 @@ const componentDescription: Readonly<Record<ComponentName, string>> = {
   core: 'Device registry and management API: a Deployment and a Service on port 8080.',
   processing: 'Message processing pipeline: a Deployment without a Service.',
   broker: 'Message broker (NATS JetStream): a StatefulSet, a headless Service (client 4222, cluster 6222, monitor 8222) and the ClusterIP Service broker-client (4222).',
-  database: 'Time-series store: a StatefulSet and a headless Service (5432).',
+  database:
+    "Time-series store (PostgreSQL): a StatefulSet, a headless Service (5432) and the ClusterIP Service database-client (5432, the primary's); with 3 replicas Patroni elects the primary, with the pods' ServiceAccount database.",
 };
 
 /** The most `spec.gateway.connections` may be: the largest int32. */
@@ -480,7 +495,7 @@ const statefulComponent = <Extra extends TProperties>(component: 'broker' | 'dat
 export const CoreSpecSchema = plainComponent('core');
 export const ProcessingSpecSchema = plainComponent('processing');
 export const BrokerSpecSchema = statefulComponent('broker', brokerFields, [brokerReplicasFixed]);
-export const DatabaseSpecSchema = statefulComponent('database', {});
+export const DatabaseSpecSchema = statefulComponent('database', {}, [databaseReplicasFixed]);
 
 export const IoTServiceSpecSchema = Type.Object(
   {

@@ -5,7 +5,7 @@
  * landscape's image-pull-secret, a set of fresh credentials and the gateway's TLS material. It lists every child exactly once:
  * the Namespace first (everything else lives in it), then the NetworkPolicies (pods are isolated
  * from their first moment), the ResourceQuota and LimitRange (every pod is admitted under them),
- * Secrets (with the gateway's TLS Secret when it serves TLS, and its CA's when that is the instance's own), ConfigMaps (config, and the gateway CA when it serves TLS), Services, a PodDisruptionBudget per component, StatefulSets and Deployments. Each child
+ * Secrets (with the gateway's TLS Secret when it serves TLS, and its CA's when that is the instance's own), ConfigMaps (config, and the gateway CA when it serves TLS), Services, a PodDisruptionBudget per component, with three database replicas Patroni's ServiceAccount, Role and RoleBinding (patroni.ts), StatefulSets and Deployments. Each child
  * has apiVersion, kind, metadata.name and (except the Namespace) metadata.namespace set, and the
  * instance labels. The child marked `generated` (the credentials) is created when missing and
  * afterwards only completed, never compared or applied: the keys it lacks are added (secrets.ts
@@ -24,8 +24,11 @@ import type {
   V1Deployment,
   V1Namespace,
   V1PodDisruptionBudget,
+  V1Role,
+  V1RoleBinding,
   V1Secret,
   V1Service,
+  V1ServiceAccount,
   V1StatefulSet,
 } from '@kubernetes/client-node';
 import { COMPONENTS } from '../api/iotservice.ts';
@@ -38,12 +41,14 @@ import { desiredNamespace } from './namespace.ts';
 import { desiredLimitRange, desiredResourceQuota, type LimitRange } from './namespace-limits.ts';
 import {
   desiredComponentPeersPolicies,
+  desiredDatabaseApiServerPolicy,
   desiredEgressPolicy,
   desiredGatewayDevicesPolicy,
   desiredInstanceIsolationPolicy,
   desiredOperatorMonitoringPolicy,
   type NetworkPolicy,
 } from './network-policies.ts';
+import { desiredPatroniAccess } from './patroni.ts';
 import { desiredCredentialsSecret, desiredImagePullSecret, type IoTCredentials } from './secrets.ts';
 import { desiredGatewayCaConfigMap, desiredGatewayCaSecret, desiredGatewayTlsSecret, servesTls, type GatewayTlsMaterial } from './gateway-tls.ts';
 import {
@@ -56,7 +61,20 @@ import {
 } from './services.ts';
 import { desiredBrokerStatefulSet, desiredDatabaseStatefulSet } from './statefulsets.ts';
 
-export type ChildObject = V1Namespace | NetworkPolicy | V1ResourceQuota | LimitRange | V1Secret | V1ConfigMap | V1Service | V1PodDisruptionBudget | V1StatefulSet | V1Deployment;
+export type ChildObject =
+  | V1Namespace
+  | NetworkPolicy
+  | V1ResourceQuota
+  | LimitRange
+  | V1Secret
+  | V1ConfigMap
+  | V1Service
+  | V1PodDisruptionBudget
+  | V1ServiceAccount
+  | V1Role
+  | V1RoleBinding
+  | V1StatefulSet
+  | V1Deployment;
 
 /** A child as it is sent with server-side apply: identity fields are always present. */
 export type DesiredObject = ChildObject & {
@@ -102,6 +120,9 @@ export const CHILD_KINDS: ReadonlyArray<{ apiVersion: string; kind: string; plur
   { apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps', namespaced: true },
   { apiVersion: 'v1', kind: 'Service', plural: 'services', namespaced: true },
   { apiVersion: 'policy/v1', kind: 'PodDisruptionBudget', plural: 'poddisruptionbudgets', namespaced: true },
+  { apiVersion: 'v1', kind: 'ServiceAccount', plural: 'serviceaccounts', namespaced: true },
+  { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', plural: 'roles', namespaced: true },
+  { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', plural: 'rolebindings', namespaced: true },
   { apiVersion: 'apps/v1', kind: 'StatefulSet', plural: 'statefulsets', namespaced: true },
   { apiVersion: 'apps/v1', kind: 'Deployment', plural: 'deployments', namespaced: true },
 ];
@@ -110,6 +131,7 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
   const configMap = desiredConfigMap(instance, sources.keptEmptyDirs);
   const checksum = configChecksum(configMap.data ?? {});
   const apply = (object: ChildObject): DesiredChild => ({ object: object as DesiredObject, generated: false });
+  const optional = (object: ChildObject | undefined): DesiredChild[] => (object ? [apply(object)] : []);
   const tls = servesTls(instance) ? sources.gatewayTls : undefined;
   if (servesTls(instance) && !tls) throw new Error(`${instance.namespace}: the gateway serves TLS but no TLS material was given`);
   return {
@@ -120,6 +142,7 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredGatewayDevicesPolicy(instance)),
       apply(desiredEgressPolicy(instance)),
       apply(desiredOperatorMonitoringPolicy(instance)),
+      ...optional(desiredDatabaseApiServerPolicy(instance)),
       ...desiredComponentPeersPolicies(instance).map(apply),
       apply(desiredResourceQuota(instance)),
       apply(desiredLimitRange(instance)),
@@ -136,6 +159,7 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredCoreService(instance)),
       apply(desiredGatewayService(instance)),
       ...COMPONENTS.map((component) => apply(desiredDisruptionBudget(instance, component))),
+      ...desiredPatroniAccess(instance).map(apply),
       apply(desiredBrokerStatefulSet(instance, sources.keptEmptyDirs, sources.credentialsRotation)),
       apply(desiredDatabaseStatefulSet(instance, sources.keptEmptyDirs, sources.credentialsRotation)),
       apply(desiredCoreDeployment(instance, checksum, sources.credentialsRotation)),
@@ -155,6 +179,9 @@ const WRITE_STAGE_OF_KIND: Readonly<Record<string, number>> = {
   ConfigMap: 1,
   Service: 1,
   PodDisruptionBudget: 1,
+  ServiceAccount: 1,
+  Role: 1,
+  RoleBinding: 1,
   StatefulSet: 2,
   Deployment: 2,
 };
@@ -186,6 +213,7 @@ export * from './labels.ts';
 export * from './namespace.ts';
 export * from './namespace-limits.ts';
 export * from './network-policies.ts';
+export * from './patroni.ts';
 export * from './pod.ts';
 export * from './ports.ts';
 export * from './quantity.ts';

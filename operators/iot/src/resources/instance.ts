@@ -13,6 +13,7 @@
 import type { DefaultedIoTServiceSpec, IoTService } from '../api/iotservice.ts';
 import { validateIoTServiceSpec } from '../api/validation.ts';
 import { invalidSpecFailure, type Failure } from '../failure.ts';
+import type { ApiServerEndpoint } from '../api-server.ts';
 import { instanceNamespaceName, type NamespaceOwner } from './namespace.ts';
 import { checkTenantPolicy, defaultTenantPolicy, type QuotaValues, type TenantPolicy } from './tenant-policy.ts';
 
@@ -29,6 +30,8 @@ export interface OperatorConfig {
   tenancy?: TenantPolicy;
   /** Where pods find config.yml; default `DEFAULT_CONFIG_MOUNT_PATH`. */
   configMountPath?: string;
+  /** Where the API server is reached from pods (api-server.ts); default none. */
+  apiServer?: readonly ApiServerEndpoint[];
 }
 
 export interface Instance extends NamespaceOwner {
@@ -45,6 +48,8 @@ export interface Instance extends NamespaceOwner {
   containerDefaults: TenantPolicy['containerDefaults'];
   /** Absolute path at which every pod finds config.yml. */
   configMountPath: string;
+  /** Where the API server is reached from pods: what Patroni's NetworkPolicy admits (network-policies.ts). */
+  apiServer: readonly ApiServerEndpoint[];
 }
 
 export type ResolveResult =
@@ -79,6 +84,7 @@ export function resolveInstance(iotService: Pick<IoTService, 'metadata' | 'spec'
       quota: allowed.quota,
       containerDefaults: policy.containerDefaults,
       configMountPath: config.configMountPath ?? DEFAULT_CONFIG_MOUNT_PATH,
+      apiServer: config.apiServer ?? [],
     },
   };
 }

@@ -10,7 +10,10 @@
  * flows of `COMPONENT_FLOWS` into and out of it, on its TCP port: gateway → broker 4222 and core
  * 8080 (device checks); core → database 5432 and broker 4222 (core uses no broker today; the
  * flow is open so that core may publish to it, e.g. device revocation notices); processing →
- * broker 4222 and database 5432; broker → broker 6222 (the routes of three brokers). So the
+ * broker 4222 and database 5432; broker → broker 6222 (the routes of three brokers); with three
+ * database replicas (PATRONI_FLOWS) database → database 5432 (replication, pg_rewind) and 8008
+ * (Patroni's REST API), and `database-api-server` lets the database pods reach the API server,
+ * Patroni's store, at the addresses behind Service `kubernetes` (api-server.ts). So the
  * gateway never reaches the database, and no component reaches another's health port (8081) or
  * the broker's monitoring (8222). `gateway-devices` admits device traffic to the gateway pods
  * only from the CIDRs named in `spec.gateway.deviceSources`, on the ports of the enabled
@@ -38,6 +41,7 @@ import type {
 } from '@kubernetes/client-node';
 import { COMPONENTS, type ComponentName } from '../api/iotservice.ts';
 import type { Instance } from './instance.ts';
+import { runsPatroni } from './patroni.ts';
 import { componentSelector, instanceLabels } from './labels.ts';
 import { PORTS, gatewayPorts } from './ports.ts';
 
@@ -56,6 +60,7 @@ export const INSTANCE_ISOLATION_POLICY = 'instance-isolation';
 export const GATEWAY_DEVICES_POLICY = 'gateway-devices';
 export const INSTANCE_EGRESS_POLICY = 'instance-egress';
 export const OPERATOR_MONITORING_POLICY = 'operator-monitoring';
+export const DATABASE_API_SERVER_POLICY = 'database-api-server';
 /** Where cluster DNS runs: the kube-system namespace, by its immutable name label. */
 export const DNS_NAMESPACE_SELECTOR = { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } };
 
@@ -75,7 +80,7 @@ export interface ComponentFlow {
   port: number;
 }
 
-/** Every connection between the instance's own pods (see the module comment). */
+/** Every connection between the instance's own pods (see the module comment), one database replica. */
 export const COMPONENT_FLOWS: readonly ComponentFlow[] = [
   { from: 'gateway', to: 'broker', port: PORTS.brokerClient },
   { from: 'gateway', to: 'core', port: PORTS.http },
@@ -85,6 +90,17 @@ export const COMPONENT_FLOWS: readonly ComponentFlow[] = [
   { from: 'processing', to: 'database', port: PORTS.database },
   { from: 'broker', to: 'broker', port: PORTS.brokerCluster },
 ];
+
+/** Between three database replicas under Patroni: replication and pg_rewind (5432), Patroni's REST API (8008). */
+export const PATRONI_FLOWS: readonly ComponentFlow[] = [
+  { from: 'database', to: 'database', port: PORTS.database },
+  { from: 'database', to: 'database', port: PORTS.patroni },
+];
+
+/** The instance's flows: COMPONENT_FLOWS, and PATRONI_FLOWS with three database replicas. */
+export function componentFlows(instance: Instance): readonly ComponentFlow[] {
+  return runsPatroni(instance) ? [...COMPONENT_FLOWS, ...PATRONI_FLOWS] : COMPONENT_FLOWS;
+}
 
 /** The name of a component's policy: `<component>-peers`. */
 export function componentPeersPolicyName(component: ComponentName): string {
@@ -110,8 +126,9 @@ function rulesByPort(instance: Instance, flows: readonly ComponentFlow[], peer: 
 
 /** One component's pods: in from and out to exactly the components of its `COMPONENT_FLOWS`, on their ports. */
 export function desiredComponentPeersPolicy(instance: Instance, component: ComponentName): NetworkPolicy {
-  const ingress = rulesByPort(instance, COMPONENT_FLOWS.filter((f) => f.to === component), (f) => f.from).map(({ peers, ports }) => ({ from: peers, ports }));
-  const egress = rulesByPort(instance, COMPONENT_FLOWS.filter((f) => f.from === component), (f) => f.to).map(({ peers, ports }) => ({ to: peers, ports }));
+  const flows = componentFlows(instance);
+  const ingress = rulesByPort(instance, flows.filter((f) => f.to === component), (f) => f.from).map(({ peers, ports }) => ({ from: peers, ports }));
+  const egress = rulesByPort(instance, flows.filter((f) => f.from === component), (f) => f.to).map(({ peers, ports }) => ({ to: peers, ports }));
   return policy(instance, componentPeersPolicyName(component), {
     podSelector: { matchLabels: componentSelector(instance, component) },
     policyTypes: ['Ingress', 'Egress'],
@@ -161,6 +178,20 @@ export function desiredEgressPolicy(instance: Instance): NetworkPolicy {
       },
       ...declared,
     ],
+  });
+}
+
+/** Three database replicas: their pods may reach the API server (Patroni's store), at its addresses (api-server.ts); one replica: none. */
+export function desiredDatabaseApiServerPolicy(instance: Instance): NetworkPolicy | undefined {
+  if (!runsPatroni(instance)) return undefined;
+  const egress = instance.apiServer.map(({ address, port }) => ({
+    to: [{ ipBlock: { cidr: `${address}/${address.includes(':') ? 128 : 32}` } }],
+    ports: [{ protocol: 'TCP', port }],
+  }));
+  return policy(instance, DATABASE_API_SERVER_POLICY, {
+    podSelector: { matchLabels: componentSelector(instance, 'database') },
+    policyTypes: ['Egress'],
+    ...(egress.length > 0 ? { egress } : {}),
   });
 }
 

@@ -12,6 +12,8 @@
  * a component that reads config.yml (gateway, core, processing) carries the config checksum
  * annotation, so a configuration change rolls its pods (a subPath mount never sees a ConfigMap
  * update); broker and database do not read it, so a configuration change leaves them running.
+ * No pod mounts a ServiceAccount token but those of a runtime that names its `serviceAccount`
+ * (three database replicas, whose Patroni keeps its state in the API server).
  * Every component's template carries the credentials' rotation (CREDENTIALS_ROTATION_ANNOTATION)
  * when there is one, so a rotation rolls every pod, each then reading the new credentials at its
  * start (environment variables from iot-credentials are read only then). The component's placement
@@ -56,6 +58,7 @@ export const CREDENTIAL_ENV: Readonly<Record<CredentialName, string>> = {
   databasePassword: 'IOT_DATABASE_PASSWORD',
   databaseCorePassword: 'IOT_DATABASE_CORE_PASSWORD',
   databaseProcessingPassword: 'IOT_DATABASE_PROCESSING_PASSWORD',
+  databaseReplicationPassword: 'IOT_DATABASE_REPLICATION_PASSWORD',
 };
 
 /** How one component's container runs. */
@@ -73,6 +76,12 @@ export interface ContainerRuntime {
    * the kubelet brings its updates into the running pods).
    */
   secretDirectory?: { secret: string; mountPath: string };
+  /**
+   * The ServiceAccount the pod runs as, its token mounted: only for a component that talks to the
+   * API server itself (three database replicas: Patroni). Absent: the namespace's default
+   * account, no token mounted.
+   */
+  serviceAccount?: string;
 }
 
 /** `spec.<component>.image`, else `<registry>/iot-<component>:<version>` (no registry: `iot-<component>:<version>`). */
@@ -84,10 +93,12 @@ export function componentImage(instance: Instance, component: ComponentName): st
 }
 
 /**
- * The paths an HTTP probe may ask: the health endpoints of gateway, core and processing, and
- * nats-server's health endpoint that fails until JetStream is up (the broker's readiness).
+ * The paths an HTTP probe may ask: the health endpoints of gateway, core and processing,
+ * nats-server's health endpoint that fails until JetStream is up (the broker's readiness), and
+ * Patroni's (three database replicas): /readiness once PostgreSQL runs, /liveness while
+ * Patroni's loop does (not PostgreSQL's port: a standby being copied or rewound has none open).
  */
-export type ProbePath = '/healthz' | '/readyz' | '/healthz?js-enabled-only=true';
+export type ProbePath = '/healthz' | '/readyz' | '/healthz?js-enabled-only=true' | '/readiness' | '/liveness';
 
 /** HTTP probe on `port`. */
 export function httpProbe(path: ProbePath, port: number, kind: 'readiness' | 'liveness'): V1Probe {
@@ -219,7 +230,7 @@ export function desiredPodTemplate(
       ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
     },
     spec: {
-      automountServiceAccountToken: false,
+      ...(runtime.serviceAccount ? { serviceAccountName: runtime.serviceAccount, automountServiceAccountToken: true } : { automountServiceAccountToken: false }),
       enableServiceLinks: false,
       imagePullSecrets: [{ name: IMAGE_PULL_SECRET_NAME }],
       securityContext: {

@@ -6,7 +6,8 @@
  * contract: mqtt 1883/TCP, mqtts 8883/TCP, http 8080/TCP, https 8443/TCP, coap 5683/UDP (the gateway's, facing
  * devices). The broker (nats-server with JetStream) has its own three: client 4222/TCP (what the
  * components dial), cluster 6222/TCP (routes between broker replicas) and monitor 8222/TCP
- * (nats-server's HTTP monitoring, which its readiness probe asks).
+ * (nats-server's HTTP monitoring, which its readiness probe asks). Three database replicas also
+ * serve Patroni's REST API on 8008/TCP.
  */
 
 import { GATEWAY_PROTOCOLS, type GatewayProtocol } from '../api/iotservice.ts';
@@ -18,6 +19,8 @@ export const PORTS = {
   https: 8443,
   coap: 5683,
   database: 5432,
+  /** Patroni's REST API on each of three database replicas: the members ask each other there, and the probes. */
+  patroni: 8008,
   /** The broker's NATS client port: gateway, core and processing connect here. */
   brokerClient: 4222,
   /** The broker's cluster port: routes between the broker replicas. */
@@ -61,3 +64,4 @@ export const BROKER_MONITOR_PORT: NamedPort = { name: 'monitor', port: PORTS.bro
 /** Every port of the broker container: NATS clients, routes between replicas, HTTP monitoring. */
 export const BROKER_PORTS: readonly NamedPort[] = [BROKER_CLIENT_PORT, BROKER_CLUSTER_PORT, BROKER_MONITOR_PORT];
 export const DATABASE_PORT: NamedPort = { name: 'database', port: PORTS.database, protocol: 'TCP' };
+export const PATRONI_PORT: NamedPort = { name: 'patroni', port: PORTS.patroni, protocol: 'TCP' };

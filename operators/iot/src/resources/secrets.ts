@@ -36,6 +36,8 @@ export const CREDENTIAL_KEYS = {
   /** The database roles' passwords, one per component that uses the database (their rights: the database image's database.sh). */
   databaseCorePassword: 'database-core-password',
   databaseProcessingPassword: 'database-processing-password',
+  /** The standbys' replication from the primary, and pg_rewind (three database replicas). */
+  databaseReplicationPassword: 'database-replication-password',
   /** core's api token: every route of core's API. */
   apiToken: 'api-token',
   /** The gateway's token: core's device check, nothing else. */

@@ -10,7 +10,9 @@
  * components dial (config.yml's endpoints): ClusterIP Services of the same pods. A headless name resolves to the pods'
  * own addresses, which cluster DNS caches (30 s in a kubeadm cluster's CoreDNS, and here), so a
  * restarted broker or database pod — a new address — would be dialled at its old one until the
- * cache expires; a ClusterIP stays the same and routes to the new pod once it is ready. Every
+ * cache expires; a ClusterIP stays the same and routes to the new pod once it is ready. With three
+ * database replicas database-client selects the primary alone (patroni.ts ROLE_LABEL), so the
+ * components follow a failover to the new primary without knowing of it. Every
  * port states its protocol and a numeric targetPort (the form the API server returns); nothing
  * server-allocated (clusterIP, nodePort) is ever set.
  */
@@ -18,6 +20,7 @@
 import type { V1Service, V1ServicePort } from '@kubernetes/client-node';
 import type { ComponentName } from '../api/iotservice.ts';
 import type { Instance } from './instance.ts';
+import { PRIMARY_ROLE, ROLE_LABEL, runsPatroni } from './patroni.ts';
 import { componentLabels, componentSelector } from './labels.ts';
 import { BROKER_CLIENT_PORT, BROKER_PORTS, CORE_API_PORT, DATABASE_PORT, gatewayPorts, type NamedPort } from './ports.ts';
 
@@ -35,6 +38,7 @@ function service(
   ports: readonly NamedPort[],
   shape: { type: 'ClusterIP' | 'NodePort' | 'LoadBalancer' } | { headless: true; publishNotReadyAddresses: boolean },
   name: string = component,
+  selector: Record<string, string> = componentSelector(instance, component),
 ): V1Service {
   return {
     apiVersion: 'v1',
@@ -48,7 +52,7 @@ function service(
             ...(shape.publishNotReadyAddresses ? { publishNotReadyAddresses: true } : {}),
           }
         : { type: shape.type }),
-      selector: componentSelector(instance, component),
+      selector,
       ports: servicePorts(ports),
     },
   };
@@ -77,5 +81,6 @@ export function desiredBrokerClientService(instance: Instance): V1Service {
 }
 
 export function desiredDatabaseClientService(instance: Instance): V1Service {
-  return service(instance, 'database', [DATABASE_PORT], { type: 'ClusterIP' }, DATABASE_CLIENT_SERVICE);
+  const selector = componentSelector(instance, 'database');
+  return service(instance, 'database', [DATABASE_PORT], { type: 'ClusterIP' }, DATABASE_CLIENT_SERVICE, runsPatroni(instance) ? { ...selector, [ROLE_LABEL]: PRIMARY_ROLE } : selector);
 }

@@ -13,6 +13,10 @@
  * `spec.config` change never restarts the broker or the database; they carry the credentials'
  * rotation like every template (pod.ts), so a rotation restarts them with the new passwords.
  *
+ * The database is PostgreSQL: one replica alone, ready and alive while it accepts connections on
+ * 5432; three under Patroni (the image's database.sh), which elects the primary and labels it
+ * `role: master` (database-client selects it), with the probes on Patroni's REST API (8008).
+ *
  * The broker is nats-server with JetStream: it is ready once JetStream is
  * (`/healthz?js-enabled-only=true` on the monitor port) and alive while it accepts clients (4222).
  * It is told the password of each component's broker user and of its routes, its pod's name and
@@ -21,18 +25,23 @@
  * as user `route`.
  */
 
-import type { V1PersistentVolumeClaim, V1StatefulSet } from '@kubernetes/client-node';
+import type { V1EnvVar, V1PersistentVolumeClaim, V1StatefulSet } from '@kubernetes/client-node';
 import { dataVolume, type DataVolume, type KeptEmptyDirs, type StatefulSetComponent } from './data-volume.ts';
+import { DATABASE_SERVICE_ACCOUNT, runsPatroni } from './patroni.ts';
 import type { Instance } from './instance.ts';
 import { componentLabels, componentSelector, instanceLabels } from './labels.ts';
 import { DATA_VOLUME, desiredPodTemplate, httpProbe, tcpProbe, type ContainerRuntime } from './pod.ts';
-import { BROKER_PORTS, DATABASE_PORT, PORTS } from './ports.ts';
+import { BROKER_PORTS, DATABASE_PORT, PATRONI_PORT, PORTS } from './ports.ts';
 
 export const DATA_PATH = '/var/lib/iot';
 /** How many broker replicas run (`spec.broker.replicas`): 1, or 3 routed to each other. */
 export const BROKER_REPLICAS_ENV = 'IOT_BROKER_REPLICAS';
 /** nats-server's health endpoint, answering 200 once JetStream is enabled (not waiting for streams to catch up). */
 export const BROKER_READINESS_PATH = '/healthz?js-enabled-only=true';
+
+/** The pod's own `field` (downward API) as environment variable `name`. */
+const podField = (name: string, field: string): V1EnvVar => ({ name, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: field } } });
+const POD_IDENTITY: readonly V1EnvVar[] = [podField('POD_NAME', 'metadata.name'), podField('POD_NAMESPACE', 'metadata.namespace')];
 
 /** The broker's container: its ports, probes, its users' and routes' passwords, pod identity and replica count. */
 export function brokerRuntime(instance: Instance): ContainerRuntime {
@@ -41,11 +50,7 @@ export function brokerRuntime(instance: Instance): ContainerRuntime {
     readinessProbe: httpProbe(BROKER_READINESS_PATH, PORTS.brokerMonitor, 'readiness'),
     livenessProbe: tcpProbe(PORTS.brokerClient, 'liveness'),
     credentials: ['brokerGatewayPassword', 'brokerProcessingPassword', 'brokerCorePassword', 'brokerRoutePassword'],
-    environment: [
-      { name: 'POD_NAME', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } } },
-      { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } },
-      { name: BROKER_REPLICAS_ENV, value: String(instance.spec.broker.replicas) },
-    ],
+    environment: [...POD_IDENTITY, { name: BROKER_REPLICAS_ENV, value: String(instance.spec.broker.replicas) }],
     dataPath: DATA_PATH,
   };
 }
@@ -58,6 +63,35 @@ export const DATABASE_RUNTIME: ContainerRuntime = {
   credentials: ['databasePassword', 'databaseCorePassword', 'databaseProcessingPassword'],
   dataPath: DATA_PATH,
 };
+
+/** How many database replicas run (`spec.database.replicas`): 1 alone, or 3 under Patroni. */
+export const DATABASE_REPLICAS_ENV = 'IOT_DATABASE_REPLICAS';
+/** The labels (JSON) that select the database's pods: Patroni's members. */
+export const DATABASE_MEMBER_LABELS_ENV = 'IOT_DATABASE_MEMBER_LABELS';
+
+/**
+ * The database's container: DATABASE_RUNTIME for one replica (exactly as before replicas could be
+ * 3, so its pods never change); for three, Patroni's besides: its REST API's port and probes, the
+ * replication password, the pod's name, namespace and address, the member labels, and the
+ * ServiceAccount its Patroni keeps the cluster's state with (patroni.ts).
+ */
+export function databaseRuntime(instance: Instance): ContainerRuntime {
+  if (!runsPatroni(instance)) return DATABASE_RUNTIME;
+  return {
+    ...DATABASE_RUNTIME,
+    ports: [DATABASE_PORT, PATRONI_PORT],
+    readinessProbe: httpProbe('/readiness', PORTS.patroni, 'readiness'),
+    livenessProbe: httpProbe('/liveness', PORTS.patroni, 'liveness'),
+    credentials: [...DATABASE_RUNTIME.credentials, 'databaseReplicationPassword'],
+    environment: [
+      ...POD_IDENTITY,
+      podField('POD_IP', 'status.podIP'),
+      { name: DATABASE_REPLICAS_ENV, value: String(instance.spec.database.replicas) },
+      { name: DATABASE_MEMBER_LABELS_ENV, value: JSON.stringify(componentSelector(instance, 'database')) },
+    ],
+    serviceAccount: DATABASE_SERVICE_ACCOUNT,
+  };
+}
 
 /** The claim template for `component`, or undefined when its data lives in an emptyDir. */
 export function dataClaimTemplate(instance: Instance, volume: DataVolume): V1PersistentVolumeClaim | undefined {
@@ -94,5 +128,5 @@ export function desiredBrokerStatefulSet(instance: Instance, kept: KeptEmptyDirs
 }
 
 export function desiredDatabaseStatefulSet(instance: Instance, kept: KeptEmptyDirs = new Set(), credentialsRotation?: string): V1StatefulSet {
-  return desiredStatefulSet(instance, 'database', DATABASE_RUNTIME, kept, credentialsRotation);
+  return desiredStatefulSet(instance, 'database', databaseRuntime(instance), kept, credentialsRotation);
 }

@@ -21,6 +21,9 @@
  * returns false and leaves the device unchanged; `setPasswordHash` replaces a device's hash and
  * `deleteDevice` removes the device from the registry, each false for an unknown id. Deleting a
  * device leaves its telemetry and dead letters where they are (retention deletes them in time).
+ * A connection whose statement failed for anything but its data (store.ts `query`: a server
+ * gone, a former primary turned read-only standby, a statement past STATEMENT_TIMEOUT_MS) is
+ * closed, never reused, so after a database failover the next statement reaches the new primary.
  * `telemetry` lists newest first (receivedAt, then message id, descending), after the cursor
  * `before` when given (strictly older in that order: paging on from the last record of a page
  * misses and repeats nothing), each record with the time it was stored; it returns undefined for
@@ -98,23 +101,48 @@ export function createPool(endpoint: Endpoint, user: string, password: string, l
     max: 5,
     connectionTimeoutMillis: 5_000,
     idleTimeoutMillis: 30_000,
+    // A server gone without a word (its node lost) is noticed rather than waited on for minutes.
+    keepAlive: true,
+    query_timeout: STATEMENT_TIMEOUT_MS,
   });
   // An idle client's connection error would otherwise be an unhandled 'error' event.
   pool.on('error', (error) => log.warn('database connection lost', { error }));
   return pool;
 }
 
+/** The longest a statement is waited for before its connection is given up (and the statement retried by its caller). */
+export const STATEMENT_TIMEOUT_MS = 15_000;
+
 export class PostgresStore implements DeviceStore, TelemetryStore {
   constructor(private readonly pool: pg.Pool) {}
 
+  /**
+   * One statement on a pooled connection. A connection whose statement failed for anything but
+   * its data is closed rather than returned to the pool: after a failover it may lead to a
+   * former primary now read-only, or to no server at all, and the next connection goes to the
+   * primary of now.
+   */
+  private async query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    try {
+      return await client.query<R>(text, values);
+    } catch (error) {
+      if (!isDataError(error)) broken = error instanceof Error ? error : new Error(String(error));
+      throw error;
+    } finally {
+      client.release(broken);
+    }
+  }
+
   async ping(): Promise<void> {
-    await this.pool.query('SELECT 1');
+    await this.query('SELECT 1');
   }
 
   async reachesTables(tables: readonly Table[]): Promise<void> {
     for (const table of tables) {
       try {
-        await this.pool.query(`SELECT 1 FROM ${table} LIMIT 0`);
+        await this.query(`SELECT 1 FROM ${table} LIMIT 0`);
       } catch (error) {
         throw new Error(`table ${table} not there or not readable`, { cause: error });
       }
@@ -122,22 +150,22 @@ export class PostgresStore implements DeviceStore, TelemetryStore {
   }
 
   async createDevice(id: string, passwordHash: string): Promise<boolean> {
-    const result = await this.pool.query('INSERT INTO devices (id, password_hash) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING', [id, passwordHash]);
+    const result = await this.query('INSERT INTO devices (id, password_hash) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING', [id, passwordHash]);
     return result.rowCount === 1;
   }
 
   async passwordHash(id: string): Promise<string | undefined> {
-    const result = await this.pool.query<{ password_hash: string }>('SELECT password_hash FROM devices WHERE id = $1', [id]);
+    const result = await this.query<{ password_hash: string }>('SELECT password_hash FROM devices WHERE id = $1', [id]);
     return result.rows[0]?.password_hash;
   }
 
   async setPasswordHash(id: string, passwordHash: string): Promise<boolean> {
-    const result = await this.pool.query('UPDATE devices SET password_hash = $2 WHERE id = $1', [id, passwordHash]);
+    const result = await this.query('UPDATE devices SET password_hash = $2 WHERE id = $1', [id, passwordHash]);
     return result.rowCount === 1;
   }
 
   async deleteDevice(id: string): Promise<boolean> {
-    const result = await this.pool.query('DELETE FROM devices WHERE id = $1', [id]);
+    const result = await this.query('DELETE FROM devices WHERE id = $1', [id]);
     return result.rowCount === 1;
   }
 
@@ -146,13 +174,13 @@ export class PostgresStore implements DeviceStore, TelemetryStore {
     const parameters: unknown[] = [deviceId, limit];
     if (before) parameters.push(before.receivedAt);
     if (before?.messageId !== undefined) parameters.push(before.messageId);
-    const result = await this.pool.query<{ message_id: string; received_at: Date; stored_at: Date; payload: Payload }>(
+    const result = await this.query<{ message_id: string; received_at: Date; stored_at: Date; payload: Payload }>(
       `SELECT message_id, received_at, stored_at, payload FROM telemetry WHERE device_id = $1 ${older} ORDER BY received_at DESC, message_id DESC LIMIT $2`,
       parameters,
     );
     if (result.rows.length === 0) {
       // An empty page: of a known device (registered, or with telemetry stored), or of none.
-      const known = await this.pool.query('SELECT 1 FROM devices WHERE id = $1 UNION ALL (SELECT 1 FROM telemetry WHERE device_id = $1 LIMIT 1) LIMIT 1', [deviceId]);
+      const known = await this.query('SELECT 1 FROM devices WHERE id = $1 UNION ALL (SELECT 1 FROM telemetry WHERE device_id = $1 LIMIT 1) LIMIT 1', [deviceId]);
       return known.rowCount === 0 ? undefined : [];
     }
     return result.rows.map((row) => ({
@@ -165,7 +193,7 @@ export class PostgresStore implements DeviceStore, TelemetryStore {
 
   async insertTelemetry(envelopes: readonly TelemetryEnvelope[]): Promise<number> {
     if (envelopes.length === 0) return 0;
-    const result = await this.pool.query(
+    const result = await this.query(
       `INSERT INTO telemetry (device_id, message_id, received_at, payload)
        SELECT device_id, message_id, received_at, payload::jsonb FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[])
          AS batch (device_id, message_id, received_at, payload)
@@ -182,13 +210,13 @@ export class PostgresStore implements DeviceStore, TelemetryStore {
 
   async deleteExpired(seconds: number, limit: number): Promise<number> {
     const expired = (table: string, time: string) =>
-      this.pool.query(`DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} WHERE ${time} < now() - make_interval(secs => $1) LIMIT $2))`, [seconds, limit]);
+      this.query(`DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} WHERE ${time} < now() - make_interval(secs => $1) LIMIT $2))`, [seconds, limit]);
     const [telemetry, letters] = [await expired('telemetry', 'received_at'), await expired('dead_letters', 'failed_at')];
     return (telemetry.rowCount ?? 0) + (letters.rowCount ?? 0);
   }
 
   async deadLetter(letter: DeadLetter): Promise<void> {
-    await this.pool.query('INSERT INTO dead_letters (device_id, message_id, message, error) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING', [
+    await this.query('INSERT INTO dead_letters (device_id, message_id, message, error) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING', [
       letter.deviceId,
       letter.messageId,
       Buffer.from(letter.bytes),

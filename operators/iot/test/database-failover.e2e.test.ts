@@ -1,0 +1,155 @@
+/**
+ * A database of three replicas fails over by itself, on the real node with the reference images:
+ * one instance with `database.replicas: 3` (Patroni, Kubernetes as its store), a device publishing
+ * over MQTT and HTTP as fast as it is acknowledged.
+ *   - Patroni makes one primary and two standbys, one of them synchronous; database-client leads
+ *     to the primary alone; the count cannot be changed afterwards;
+ *   - the primary's container SIGKILLed through the node's containerd (PostgreSQL and Patroni with
+ *     it, as an OOM kill would): Patroni restores a primary — a standby promoted once the lock
+ *     lapses, or the restarted pod itself while it still holds the lock (which one is printed) —,
+ *     writes resume within 30 s (the longest pause between stored rows is printed), and every
+ *     acknowledged message is stored exactly once;
+ *   - a planned switchover (patronictl, to the synchronous standby) pauses writes for at most 10 s,
+ *     and loses nothing either.
+ * Reported as not run where the cluster has no real node.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { localTestEnv, realNode } from '@iot-operator/local-cluster';
+import { registerDevice, startContinuousDevice, type ServiceAddresses } from '@iot-operator/iot-service/simulator';
+import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
+import { PRIMARY_ROLE, ROLE_LABEL } from '../src/resources/index.ts';
+import { EndpointSliceType } from '../src/webhooks/crd-conversion.ts';
+import {
+  assertStoredExactlyOnce,
+  deviceAddresses,
+  execInPod,
+  iotService,
+  realNodeSpec,
+  sigkillContainer,
+  startReferenceLandscape,
+  stopServedLandscape,
+  waitForPhase,
+} from './e2e-support.ts';
+
+const env: TestEnv = await localTestEnv();
+const node = await realNode(env);
+const skip = node.available ? false : node.reason;
+const VERSION = '2.4.1';
+const NAME = 'failover';
+
+let landscape = '';
+let namespace = '';
+let mgr: Manager | undefined;
+let addresses: ServiceAddresses;
+
+type Pod = KubeObject & { status?: { containerStatuses?: Array<{ containerID?: string; ready?: boolean; restartCount?: number }> } };
+
+async function databasePods(): Promise<Pod[]> {
+  return (await env.client.list<Pod>(Kinds.Pod, { namespace, labelSelector: 'app.kubernetes.io/component=database' })).items.filter((p) => !p.metadata.deletionTimestamp);
+}
+
+const restarts = (pod: Pod) => pod.status?.containerStatuses?.[0]?.restartCount ?? 0;
+
+/** The one ready pod labelled primary, once there is exactly one and it is not `former` as it was (another pod, or it restarted since). */
+async function primary(former?: Pod): Promise<Pod> {
+  return waitFor(`one ready primary${former ? ` other than ${former.metadata.name} as it was` : ''}`, async () => {
+    const pods = await databasePods();
+    const primaries = pods.filter((p) => p.metadata.labels?.[ROLE_LABEL] === PRIMARY_ROLE && p.status?.containerStatuses?.[0]?.ready);
+    const next = primaries[0];
+    const done = primaries.length === 1 && (!former || next!.metadata.name !== former.metadata.name || restarts(next!) > restarts(former));
+    return { done, value: primaries[0]!, seen: pods.map((p) => `${p.metadata.name} ${p.metadata.labels?.[ROLE_LABEL]} ready=${p.status?.containerStatuses?.[0]?.ready}`) };
+  }, { timeoutMs: 120_000, intervalMs: 250 });
+}
+
+function patronictl(pod: string, args: string[]): Promise<string> {
+  return execInPod(env, namespace, pod, ['patronictl', '-c', '/tmp/patroni/patroni.yml', ...args], 60_000);
+}
+
+/**
+ * While `disrupt` runs and after it, a device publishes; afterwards every acknowledged message is
+ * stored once. Returns the longest pause (ms) between consecutive stored rows of the device: how
+ * long writes stopped.
+ */
+async function writesThrough(label: string, disrupt: () => Promise<void>): Promise<number> {
+  const device = await registerDevice(addresses, `${label.replace(/\W+/g, '-')}-${Date.now()}`);
+  const running = startContinuousDevice(addresses, device, { attemptTimeoutMs: 5_000, retryDelayMs: 200 });
+  const acked = () => running.messages.filter((m) => m.ackedAt !== undefined).length;
+  const progress = async (what: string) => {
+    const before = acked();
+    await waitFor(what, async () => ({ done: acked() >= before + 50, value: undefined, seen: acked() }), { timeoutMs: 120_000, intervalMs: 200 });
+  };
+  const started = Date.now();
+  try {
+    await progress(`messages acknowledged before the ${label}`);
+    await disrupt();
+    await waitForPhase(env, landscape, NAME, 'Available', 300_000);
+    await progress(`acknowledgements going on after the ${label}`);
+  } catch (error) {
+    // What Patroni saw, for whoever reads the failure.
+    const member = (await databasePods()).find((p) => p.status?.containerStatuses?.[0]?.ready);
+    if (member) console.log(await patronictl(member.metadata.name!, ['list']).catch((e: unknown) => String(e)));
+    await running.stop();
+    throw error;
+  }
+  const messages = await running.stop();
+  const stored = await assertStoredExactlyOnce(addresses, device.id, messages);
+  const times = stored.map((r) => Date.parse(r.storedAt)).filter((t) => t >= started).sort((a, b) => a - b);
+  const pause = Math.max(0, ...times.slice(1).map((t, i) => t - times[i]!));
+  console.log(`database failover: ${label}: writes paused for at most ${(pause / 1000).toFixed(1)} s; ${messages.length} messages acknowledged, all stored once (${running.failures.length} attempts sent again)`);
+  return pause;
+}
+
+describe('a database of three replicas fails over by itself', { skip }, () => {
+  before(async () => {
+    ({ landscape, mgr } = await startReferenceLandscape(env, VERSION));
+    namespace = `${landscape}-${NAME}`;
+    await env.client.create(IoTServiceV1alpha1Type, iotService(NAME, landscape, realNodeSpec({ gateway: { protocols: ['mqtt', 'http'] }, database: { replicas: 3 } })));
+    await waitForPhase(env, landscape, NAME, 'Available', 420_000);
+    addresses = await deviceAddresses(env, namespace);
+  });
+
+  after(() => stopServedLandscape({ env, landscape, mgr }));
+
+  it('runs a primary and two standbys, one synchronous, database-client leading to the primary alone; the count is fixed', async () => {
+    const leader = await primary();
+    // A standby's Patroni labels its pod on its first round, which may come after the pod is ready.
+    await waitFor('three members labelled, one primary', async () => {
+      const roles = (await databasePods()).map((p) => p.metadata.labels?.[ROLE_LABEL]).sort();
+      return { done: roles.join() === [PRIMARY_ROLE, 'replica', 'replica'].join(), value: undefined, seen: roles };
+    }, { timeoutMs: 60_000, intervalMs: 500 });
+    const members = await patronictl(leader.metadata.name!, ['list']);
+    console.log(members);
+    assert.match(members, /Sync Standby/, 'a synchronous standby');
+    type Slice = KubeObject & { endpoints?: Array<{ targetRef?: { name?: string } }> };
+    const slices = await env.client.list<Slice>(EndpointSliceType, { namespace, labelSelector: 'kubernetes.io/service-name=database-client' });
+    assert.deepEqual(slices.items.flatMap((s) => s.endpoints ?? []).map((e) => e.targetRef?.name), [leader.metadata.name]);
+    await assert.rejects(
+      env.client.patch(IoTServiceV1alpha1Type, NAME, landscape, { spec: { database: { replicas: 1 } } }, 'merge'),
+      /database\.replicas cannot be changed after creation/,
+    );
+  });
+
+  it('the primary SIGKILLed: Patroni restores a primary, writes resume within 30 s, every acknowledged message stored once', async () => {
+    const pause = await writesThrough('primary SIGKILLed', async () => {
+      const leader = await primary();
+      await sigkillContainer(env, leader);
+      const next = await primary(leader);
+      const how = next.metadata.name === leader.metadata.name ? 'restarted and still holding the leader lock, it is primary again' : `${next.metadata.name} promoted`;
+      console.log(`database failover: ${leader.metadata.name} SIGKILLed; ${how}`);
+    });
+    assert.ok(pause <= 30_000, `writes paused ${pause} ms`);
+  });
+
+  it('a planned switchover pauses writes for at most 10 s and loses nothing', async () => {
+    const pause = await writesThrough('switchover', async () => {
+      // With synchronous_mode Patroni hands over to the synchronous standby alone: it picks it.
+      const leader = await primary();
+      console.log(await patronictl(leader.metadata.name!, ['switchover', '--leader', leader.metadata.name!, '--force']));
+      assert.notEqual((await primary(leader)).metadata.name, leader.metadata.name, 'a standby promoted');
+    });
+    assert.ok(pause <= 10_000, `writes paused ${pause} ms`);
+  });
+});
