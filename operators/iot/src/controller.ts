@@ -414,7 +414,7 @@ class IoTReconcile {
         rendering.recordMatch(index, current);
         return 'unchanged';
       }
-      this.ctx.log.debug({ kind: type.kind, name: desired.metadata.name, field: difference }, 'child differs');
+      this.ctx.log.info({ kind: type.kind, name: desired.metadata.name, field: difference }, 'child differs');
     }
     let applied: KubeObject | undefined;
     try {

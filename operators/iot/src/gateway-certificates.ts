@@ -9,7 +9,7 @@
  *   had is removed with what cert-manager issued for it (gateway-issued-certificates.ts `remove`).
  * - The certificate covers the same names whoever issues it (`gatewayCertificateNames` with the
  *   gateway Service's addresses as the cache shows them, or the API server when the cache has no
- *   Service and nothing is remembered: a shard taking an instance over issues nothing). With issuerRef the material is the
+ *   Service: a shard taking an instance over issues nothing). With issuerRef the material is the
  *   issued one with the client CA added; the renewal is cert-manager's (no `renewAt`).
  *
  * Guarantees of the instance CA:
@@ -102,12 +102,13 @@ export class GatewayCertificateKeeper {
   async material(ctx: TlsContext, key: string, instance: Instance, now: Date): Promise<GatewayTlsResult> {
     const clientCA = await this.clientCA(ctx, instance);
     if (clientCA !== undefined && !clientCA.ok) return { kind: 'failed', failure: clientCA.failure };
-    // Asked of the API server when neither cached nor remembered, as the Secrets are (a shard that
-    // has just taken the instance over): without its addresses the certificate would be issued
-    // again for fewer names, then again once the Service is cached.
+    // Asked of the API server when not cached (a shard that has just taken the instance over, for
+    // its first reconciles until the relabelled Service reaches its cache; a Service being made):
+    // without its addresses the certificate would be issued again for fewer names, then again once
+    // the Service is cached.
     const service =
       ctx.cache.get<V1Service & KubeObject>(Kinds.Service, GATEWAY_SERVICE, instance.namespace) ??
-      (this.byInstance.has(key) ? undefined : await ifFound(ctx.client.get<V1Service & KubeObject>(Kinds.Service, GATEWAY_SERVICE, instance.namespace)));
+      (await ifFound(ctx.client.get<V1Service & KubeObject>(Kinds.Service, GATEWAY_SERVICE, instance.namespace)));
     const names = gatewayCertificateNames(instance, gatewayServiceAddresses(service));
     const withClientCA = (material: GatewayTlsMaterial): GatewayTlsMaterial => ({ ...material, ...(clientCA?.pem ? { clientCA: clientCA.pem } : {}) });
     const issuerRef = instance.spec.gateway.tls?.issuerRef;

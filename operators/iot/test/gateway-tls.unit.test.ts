@@ -226,10 +226,16 @@ describe('gateway TLS: kept across reconciles and restarts', () => {
     assert.ok(first.kind === 'ready');
     world.write(first.tls.material);
     world.uncached.add('gateway-ca').add('gateway-tls').add('gateway');
-    const takenOver = await new GatewayCertificateKeeper(world.bodies).material(world.ctx, 'k', instance, new Date());
+    const keeper = new GatewayCertificateKeeper(world.bodies);
+    const takenOver = await keeper.material(world.ctx, 'k', instance, new Date());
     assert.ok(takenOver.kind === 'ready');
     assert.equal(takenOver.tls.material.caCert, first.tls.material.caCert, 'the CA devices trust');
     assert.equal(takenOver.tls.material.server.cert, first.tls.material.server.cert, "and the server certificate, the Service's address included");
+    // The next reconcile: the relabelled Secrets are cached, the relabelled Service not yet.
+    for (const name of ['gateway-ca', 'gateway-tls']) world.uncached.delete(name);
+    const next = await keeper.material(world.ctx, 'k', instance, new Date());
+    assert.ok(next.kind === 'ready');
+    assert.equal(next.tls.material.server.cert, first.tls.material.server.cert, 'the same names while the Service is not cached yet');
     assert.deepEqual(world.events, ['Normal GatewayCertificateIssued'], 'nothing made anew');
   });
 

@@ -60,6 +60,10 @@ interface LogLine {
   time: number;
   msg: string;
   object?: string;
+  /** On 'child differs': which child, and its first field that differs. */
+  kind?: string;
+  name?: string;
+  field?: string;
 }
 function logLines(name: string): LogLine[] {
   return shards
@@ -77,7 +81,7 @@ function logLines(name: string): LogLine[] {
 
 /** What every shard logged about one instance (for failure messages). */
 function logsOf(name: string): string[] {
-  return [...shards.keys()].flatMap((shard) => logLines(shard).filter((l) => l.object === `${landscape}/${name}`).map((l) => `${shard} ${l.time} ${l.msg}`));
+  return [...shards.keys()].flatMap((shard) => logLines(shard).filter((l) => l.object === `${landscape}/${name}`).map((l) => `${shard} ${l.time} ${l.msg}${l.field ? ` (${l.kind} ${l.name}: ${l.field})` : ''}`));
 }
 
 /** The N IoTServices, listed as stored (v1beta1): polled often, they need no conversion that way (only status and labels are read). */
