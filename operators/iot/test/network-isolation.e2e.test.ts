@@ -24,6 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
+import type { V1Node, V1Service } from '@kubernetes/client-node';
 import { ApiError, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { busyboxImage, importScratchImage, localTestEnv, onRealNode, realNode, tagOnRealNode } from '@iot-operator/local-cluster';
@@ -207,6 +208,27 @@ describe('network isolation with real packets', { skip }, () => {
     const stdout = await execInPod(env, alphaNs(), alpha.core.name, ['nslookup', `broker.${alphaNs()}.svc.cluster.local`]);
     assert.match(stdout, new RegExp(`Address:? *${alpha.broker.ip.replaceAll('.', '\\.')}`), `the instance's DNS lookups pass its egress policy: ${stdout}`);
   });
+
+  it("through a NodePort gateway Service, deviceSources admit a device only with externalTrafficPolicy Local: Cluster hands the gateway the node's address", async () => {
+    await env.client.patch(IoTServiceV1alpha1Type, 'alpha', landscape, { spec: { gateway: { serviceType: 'NodePort', externalTrafficPolicy: 'Local', deviceSources: [`${outside}/32`] } } }, 'merge');
+    const nodePort = await waitFor('the gateway Service to be a NodePort keeping devices\' own addresses', async () => {
+      const service = await env.client.get<V1Service & KubeObject>(Kinds.Service, 'gateway', alphaNs());
+      const port = service.spec?.ports?.find((p) => p.port === PORTS.mqtts)?.nodePort;
+      return { done: service.spec?.externalTrafficPolicy === 'Local' && port !== undefined, value: port!, seen: service.spec };
+    });
+    const nodeObject = await env.client.get<V1Node & KubeObject>(Kinds.Node, node.available ? node.name : '');
+    const nodeAddress = nodeObject.status?.addresses?.find((a) => a.type === 'InternalIP')?.address ?? '';
+    assert.ok(nodeAddress, 'the real node has an InternalIP');
+    await expectReach(outsideNs, 'outside', nodeAddress, nodePort, true);
+    await env.client.patch(IoTServiceV1alpha1Type, 'alpha', landscape, { spec: { gateway: { externalTrafficPolicy: null } } }, 'merge');
+    await waitFor('the gateway Service back to Cluster', async () => {
+      const service = await env.client.get<V1Service & KubeObject>(Kinds.Service, 'gateway', alphaNs());
+      return { done: service.spec?.externalTrafficPolicy === 'Cluster', value: undefined, seen: service.spec };
+    });
+    await expectReach(outsideNs, 'outside', nodeAddress, nodePort, false);
+    assert.ok(await reaches(outsideNs, 'outside', alpha.gateway.ip, PORTS.mqtts), 'the pod itself, not through the node, still admits the device source');
+    await env.client.patch(IoTServiceV1alpha1Type, 'alpha', landscape, { spec: { gateway: { serviceType: null, deviceSources: null } } }, 'merge');
+  });
 });
 
 describe('network isolation in the API', () => {
@@ -218,5 +240,13 @@ describe('network isolation in the API', () => {
         return true;
       });
     }
+  });
+
+  it('an externalTrafficPolicy for a ClusterIP gateway Service is rejected by the API server', async () => {
+    await assert.rejects(env.client.create(IoTServiceV1alpha1Type, iotService('bad-policy', landscape, { gateway: { externalTrafficPolicy: 'Local' } })), (err: unknown) => {
+      assert.ok(err instanceof ApiError && err.reason === 'Invalid');
+      assert.match(err.message, /externalTrafficPolicy applies only to serviceType NodePort or LoadBalancer/);
+      return true;
+    });
   });
 });

@@ -2,7 +2,9 @@
  * The instance's Services.
  *
  * Guarantees: `gateway` exposes one port per enabled protocol (mqtt 1883/TCP, mqtts 8883/TCP,
- * http 8080/TCP, https 8443/TCP, coap 5683/UDP) with the type from `spec.gateway.serviceType`; `core` exposes
+ * http 8080/TCP, https 8443/TCP, coap 5683/UDP) with the type from `spec.gateway.serviceType` and, when
+ * NodePort or LoadBalancer, `spec.gateway.externalTrafficPolicy` (Cluster when absent, written out so
+ * that a change back from Local is written too); `core` exposes
  * 8080/TCP; `broker` (client 4222, cluster 6222, monitor 8222) and `database` (5432) are headless
  * and govern their StatefulSets, the broker's publishing not-ready addresses so that its replicas
  * find each other while starting: `broker-<i>.broker.<namespace>.svc:6222` is the route to
@@ -59,9 +61,11 @@ function service(
 }
 
 export function desiredGatewayService(instance: Instance): V1Service {
-  return service(instance, 'gateway', gatewayPorts(instance.spec.gateway.protocols), {
-    type: instance.spec.gateway.serviceType,
-  });
+  const { serviceType, externalTrafficPolicy } = instance.spec.gateway;
+  const gateway = service(instance, 'gateway', gatewayPorts(instance.spec.gateway.protocols), { type: serviceType });
+  // Written even as Kubernetes' default, so that going back from Local is a change too.
+  if (serviceType !== 'ClusterIP') gateway.spec!.externalTrafficPolicy = externalTrafficPolicy ?? 'Cluster';
+  return gateway;
 }
 
 export function desiredCoreService(instance: Instance): V1Service {
