@@ -1,6 +1,7 @@
 /**
- * The only pods the IoT operator ever deletes: pods that will not come up by themselves, or only
- * after the kubelet's back-off, although what kept them down has been fixed. Their workloads
+ * The pods the IoT operator deletes besides a three-replica database's outdated pods, which it
+ * rolls itself (database-roll.ts): pods that will not come up by themselves, or only after the
+ * kubelet's back-off, although what kept them down has been fixed. Their workloads
  * recreate them at once from the current spec. Pods that run, and pods of the current revision
  * that are merely starting, are never chosen.
  *

@@ -10,7 +10,10 @@
  *     writes resume within 30 s (the longest pause between stored rows is printed), and every
  *     acknowledged message is stored exactly once;
  *   - a planned switchover (patronictl, to the synchronous standby) pauses writes for at most 10 s,
- *     and loses nothing either.
+ *     and loses nothing either;
+ *   - a change of the database's pod template (its resources) rolls the pods as the operator does
+ *     it (database-roll.ts): both standbys are replaced before the primary, which is replaced only
+ *     once Patroni switched over and labels it a standby; writes pause for at most 10 s, nothing lost.
  * Reported as not run where the cluster has no real node.
  */
 import assert from 'node:assert/strict';
@@ -47,8 +50,13 @@ let addresses: ServiceAddresses;
 
 type Pod = KubeObject & { status?: { containerStatuses?: Array<{ containerID?: string; ready?: boolean; restartCount?: number }> } };
 
+/** The database's pods, those being deleted too. */
+async function allDatabasePods(): Promise<Pod[]> {
+  return (await env.client.list<Pod>(Kinds.Pod, { namespace, labelSelector: 'app.kubernetes.io/component=database' })).items;
+}
+
 async function databasePods(): Promise<Pod[]> {
-  return (await env.client.list<Pod>(Kinds.Pod, { namespace, labelSelector: 'app.kubernetes.io/component=database' })).items.filter((p) => !p.metadata.deletionTimestamp);
+  return (await allDatabasePods()).filter((p) => !p.metadata.deletionTimestamp);
 }
 
 const restarts = (pod: Pod) => pod.status?.containerStatuses?.[0]?.restartCount ?? 0;
@@ -150,6 +158,32 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
       console.log(await patronictl(leader.metadata.name!, ['switchover', '--leader', leader.metadata.name!, '--force']));
       assert.notEqual((await primary(leader)).metadata.name, leader.metadata.name, 'a standby promoted');
     });
+    assert.ok(pause <= 10_000, `writes paused ${pause} ms`);
+  });
+
+  it('a change of the database pods replaces the standbys first, then the primary after a switchover; writes pause at most 10 s, nothing lost', async () => {
+    /** Each original pod (by UID) once seen deleted: the order they went in, and which pod was labelled primary then. */
+    const replaced: Array<{ name: string; wasPrimary: boolean; primaryThen: string | undefined }> = [];
+    const pause = await writesThrough('database roll', async () => {
+      const leader = await primary();
+      const original = new Map((await databasePods()).map((p) => [p.metadata.uid!, p]));
+      await env.client.patch(IoTServiceV1alpha1Type, NAME, landscape, { spec: { database: { resources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '1', memory: '512Mi' } } } } }, 'merge');
+      await waitFor('every database pod replaced, the new ones ready', async () => {
+        const pods = await allDatabasePods();
+        const primaryThen = pods.find((p) => !p.metadata.deletionTimestamp && p.metadata.labels?.[ROLE_LABEL] === PRIMARY_ROLE)?.metadata.name;
+        for (const [uid, pod] of original) {
+          if (pods.some((p) => p.metadata.uid === uid && !p.metadata.deletionTimestamp)) continue;
+          replaced.push({ name: pod.metadata.name!, wasPrimary: uid === leader.metadata.uid, primaryThen });
+          original.delete(uid);
+        }
+        const fresh = pods.filter((p) => !p.metadata.deletionTimestamp && !original.has(p.metadata.uid!) && p.status?.containerStatuses?.[0]?.ready);
+        return { done: original.size === 0 && fresh.length === 3, value: undefined, seen: pods.map((p) => `${p.metadata.name} ${p.metadata.labels?.[ROLE_LABEL]} ready=${p.status?.containerStatuses?.[0]?.ready}${p.metadata.deletionTimestamp ? ' deleting' : ''}`) };
+      }, { timeoutMs: 300_000, intervalMs: 250 });
+      console.log(`database failover: rolled in this order: ${replaced.map((r) => `${r.name} (${r.wasPrimary ? 'the primary' : 'a standby'}; ${r.primaryThen} primary when it was deleted)`).join(', ')}`);
+    });
+    assert.deepEqual(replaced.map((r) => r.wasPrimary), [false, false, true], 'both standbys replaced before the primary');
+    const former = replaced[2]!;
+    assert.ok(former.primaryThen && former.primaryThen !== former.name, `another pod was primary when ${former.name} was deleted (${former.primaryThen}): Patroni had switched over`);
     assert.ok(pause <= 10_000, `writes paused ${pause} ms`);
   });
 });

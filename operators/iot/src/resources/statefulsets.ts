@@ -15,7 +15,9 @@
  *
  * The database is PostgreSQL: one replica alone, ready and alive while it accepts connections on
  * 5432; three under Patroni (the image's database.sh), which elects the primary and labels it
- * `role: master` (database-client selects it), with the probes on Patroni's REST API (8008).
+ * `role: master` (database-client selects it), with the probes on Patroni's REST API (8008), and
+ * `updateStrategy: OnDelete`: the operator replaces those pods itself, the primary last and only
+ * after a switchover (database-roll.ts).
  *
  * The broker is nats-server with JetStream: it is ready once JetStream is
  * (`/healthz?js-enabled-only=true` on the monitor port) and alive while it accepts clients (4222).
@@ -25,7 +27,7 @@
  * as user `route`.
  */
 
-import type { V1EnvVar, V1PersistentVolumeClaim, V1StatefulSet } from '@kubernetes/client-node';
+import type { V1EnvVar, V1PersistentVolumeClaim, V1StatefulSet, V1StatefulSetUpdateStrategy } from '@kubernetes/client-node';
 import { dataVolume, type DataVolume, type KeptEmptyDirs, type StatefulSetComponent } from './data-volume.ts';
 import { DATABASE_SERVICE_ACCOUNT, runsPatroni } from './patroni.ts';
 import type { Instance } from './instance.ts';
@@ -106,7 +108,14 @@ export function dataClaimTemplate(instance: Instance, volume: DataVolume): V1Per
   };
 }
 
-function desiredStatefulSet(instance: Instance, component: StatefulSetComponent, runtime: ContainerRuntime, kept: KeptEmptyDirs, credentialsRotation: string | undefined): V1StatefulSet {
+function desiredStatefulSet(
+  instance: Instance,
+  component: StatefulSetComponent,
+  runtime: ContainerRuntime,
+  kept: KeptEmptyDirs,
+  credentialsRotation: string | undefined,
+  updateStrategy?: V1StatefulSetUpdateStrategy,
+): V1StatefulSet {
   const claim = dataClaimTemplate(instance, dataVolume(instance, component, kept));
   return {
     apiVersion: 'apps/v1',
@@ -118,6 +127,7 @@ function desiredStatefulSet(instance: Instance, component: StatefulSetComponent,
       selector: { matchLabels: componentSelector(instance, component) },
       template: desiredPodTemplate(instance, component, runtime, { credentialsRotation }, { dataEmptyDir: !claim }),
       ...(claim ? { volumeClaimTemplates: [claim] } : {}),
+      ...(updateStrategy ? { updateStrategy } : {}),
     },
   };
 }
@@ -128,5 +138,5 @@ export function desiredBrokerStatefulSet(instance: Instance, kept: KeptEmptyDirs
 }
 
 export function desiredDatabaseStatefulSet(instance: Instance, kept: KeptEmptyDirs = new Set(), credentialsRotation?: string): V1StatefulSet {
-  return desiredStatefulSet(instance, 'database', databaseRuntime(instance), kept, credentialsRotation);
+  return desiredStatefulSet(instance, 'database', databaseRuntime(instance), kept, credentialsRotation, runsPatroni(instance) ? { type: 'OnDelete' } : undefined);
 }
