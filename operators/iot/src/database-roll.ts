@@ -31,7 +31,7 @@
  *   `rollingUpdate` the API server defaulted (no field manager owns it): a merge patch removes it.
  */
 import type { V1Pod, V1StatefulSet } from '@kubernetes/client-node';
-import { isNotFound, Kinds, type KubeObject, type ReconcileContext } from '@iot-operator/runtime';
+import { ifFound, Kinds, type KubeObject, type ReconcileContext } from '@iot-operator/runtime';
 import { REVISION_LABEL } from './pod-view.ts';
 import { componentSelector, PATRONI_CONFIGMAPS, PRIMARY_ROLE, ROLE_LABEL, runsPatroni, STANDBY_ROLE, type Instance } from './resources/index.ts';
 import { movingToUpdateRevision } from './status/pod-health.ts';
@@ -144,6 +144,6 @@ async function requestSwitchover(ctx: DatabaseRollContext, instance: Instance, l
   ctx.event('DatabaseSwitchover', `Asked Patroni to switch over from primary ${leader} to the synchronous standby, so that ${leader} can be replaced as a standby.`);
 }
 
-async function configMap(ctx: DatabaseRollContext, namespace: string, name: string): Promise<KubeObject | undefined> {
-  return ctx.client.get(Kinds.ConfigMap, name, namespace).catch((err: unknown) => (isNotFound(err) ? undefined : Promise.reject(err)));
+function configMap(ctx: DatabaseRollContext, namespace: string, name: string): Promise<KubeObject | undefined> {
+  return ifFound(ctx.client.get(Kinds.ConfigMap, name, namespace));
 }

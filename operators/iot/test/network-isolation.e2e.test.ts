@@ -31,8 +31,7 @@ import { busyboxImage, importScratchImage, localTestEnv, onRealNode, realNode, t
 import { COMPONENTS, type ComponentName } from '../src/api/iotservice.ts';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { PORTS } from '../src/resources/ports.ts';
-import { defaultTenantPolicy } from '../src/resources/tenant-policy.ts';
-import { execInPod, iotService, startServedLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
+import { execInPod, iotService, realNodeTenancy, startServedLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 
 const run = promisify(execFile);
 const env: TestEnv = await localTestEnv();
@@ -44,7 +43,7 @@ const VERSION = '2.4.1';
 let landscape: string;
 let mgr: Manager | undefined;
 
-before(async () => ({ landscape, mgr } = await startServedLandscape({ defaultRegistry: REGISTRY, tenancy: { ...defaultTenantPolicy(REGISTRY), allowedServiceTypes: ['ClusterIP', 'NodePort'] } })));
+before(async () => ({ landscape, mgr } = await startServedLandscape({ defaultRegistry: REGISTRY, tenancy: { ...realNodeTenancy(REGISTRY), allowedServiceTypes: ['ClusterIP', 'NodePort'] } })));
 after(() => stopServedLandscape({ env, landscape, mgr }));
 
 // Which ports each component listens on, as the operator declares them (ports.ts).
