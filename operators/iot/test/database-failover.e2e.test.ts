@@ -18,7 +18,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
+import { ApiError, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv, realNode } from '@iot-operator/local-cluster';
 import { registerDevice, startContinuousDevice, type ServiceAddresses } from '@iot-operator/iot-service/simulator';
@@ -184,6 +184,41 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
     assert.deepEqual(replaced.map((r) => r.wasPrimary), [false, false, true], 'both standbys replaced before the primary');
     const former = replaced[2]!;
     assert.ok(former.primaryThen && former.primaryThen !== former.name, `another pod was primary when ${former.name} was deleted (${former.primaryThen}): Patroni had switched over`);
+    assert.ok(pause <= 10_000, `writes paused ${pause} ms`);
+  });
+
+  it("a drain's evictions take one database pod at a time (its PodDisruptionBudget refuses a second meanwhile); writes pause at most 10 s, nothing lost", async () => {
+    const evict = (pod: Pod) =>
+      env.client.raw({
+        method: 'POST',
+        path: `/api/v1/namespaces/${namespace}/pods/${pod.metadata.name}/eviction`,
+        body: { apiVersion: 'policy/v1', kind: 'Eviction', metadata: { name: pod.metadata.name, namespace } },
+      });
+    const pause = await writesThrough('evictions', async () => {
+      const leader = await primary();
+      const standby = (await databasePods()).find((p) => p.metadata.name !== leader.metadata.name)!;
+      await evict(leader);
+      await assert.rejects(evict(standby), (err: unknown) => {
+        assert.ok(err instanceof ApiError && err.code === 429, `a second eviction refused with 429: ${String(err)}`);
+        assert.match(err.message, /disruption budget/);
+        return true;
+      });
+      // The evicted pod back and ready: the budget lets the next eviction through.
+      await waitFor('three ready database pods again', async () => {
+        const pods = await databasePods();
+        return { done: pods.length === 3 && pods.every((p) => p.status?.containerStatuses?.[0]?.ready), value: undefined, seen: pods.map((p) => p.metadata.name) };
+      }, { timeoutMs: 180_000, intervalMs: 500 });
+      await waitFor('the budget to allow a disruption again', async () => {
+        try {
+          await evict(standby);
+          return { done: true, value: undefined };
+        } catch (err) {
+          if (err instanceof ApiError && err.code === 429) return { done: false, value: undefined, seen: err.message };
+          throw err;
+        }
+      }, { timeoutMs: 60_000, intervalMs: 1000 });
+      await primary();
+    });
     assert.ok(pause <= 10_000, `writes paused ${pause} ms`);
   });
 });
