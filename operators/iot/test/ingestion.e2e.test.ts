@@ -129,6 +129,18 @@ async function postUntilAccepted(device: Awaited<ReturnType<typeof registerDevic
   }, { timeoutMs: 60_000, intervalMs: 1000 });
 }
 
+/** A new device of the three-broker instance publishing as fast as it is acknowledged, and a wait for 50 more acknowledgements. */
+async function publishingToR3(prefix: string) {
+  const device = await registerDevice(r3Addresses, `${prefix}-${Date.now()}`);
+  const running = startContinuousDevice(r3Addresses, device, { attemptTimeoutMs: 5_000, retryDelayMs: 200 });
+  const acked = () => running.messages.filter((m) => m.ackedAt !== undefined).length;
+  const progress = async (what: string) => {
+    const before = acked();
+    await waitFor(what, async () => ({ done: acked() >= before + 50, value: undefined, seen: acked() }), { timeoutMs: 120_000, intervalMs: 200 });
+  };
+  return { device, running, progress };
+}
+
 describe('ingestion keeps what it acknowledged', { skip }, () => {
   before(async () => {
     const registry = await referenceImages(VERSION);
@@ -339,13 +351,7 @@ describe('ingestion keeps what it acknowledged', { skip }, () => {
     const brokers = (await env.client.list<Pod>(Kinds.Pod, { namespace: r3, labelSelector: 'app.kubernetes.io/component=broker' })).items;
     assert.equal(brokers.length, 3, 'three broker pods');
 
-    const device = await registerDevice(r3Addresses, `r3-${Date.now()}`);
-    const running = startContinuousDevice(r3Addresses, device, { attemptTimeoutMs: 5_000, retryDelayMs: 200 });
-    const acked = () => running.messages.filter((m) => m.ackedAt !== undefined).length;
-    const progress = async (what: string) => {
-      const before = acked();
-      await waitFor(what, async () => ({ done: acked() >= before + 50, value: undefined, seen: acked() }), { timeoutMs: 120_000, intervalMs: 200 });
-    };
+    const { device, running, progress } = await publishingToR3('r3');
     await progress('messages acknowledged before broker-0 is killed');
     await sigkillContainer(env, (await env.client.get(Kinds.Pod, 'broker-0', r3)) as Pod);
     await progress('acknowledgements going on with broker-0 killed');
@@ -397,13 +403,7 @@ describe('ingestion keeps what it acknowledged', { skip }, () => {
       }
     })();
 
-    const device = await registerDevice(r3Addresses, `roll-${Date.now()}`);
-    const running = startContinuousDevice(r3Addresses, device, { attemptTimeoutMs: 5_000, retryDelayMs: 200 });
-    const acked = () => running.messages.filter((m) => m.ackedAt !== undefined).length;
-    const progress = async (what: string) => {
-      const at = acked();
-      await waitFor(what, async () => ({ done: acked() >= at + 50, value: undefined, seen: acked() }), { timeoutMs: 120_000, intervalMs: 200 });
-    };
+    const { device, running, progress } = await publishingToR3('roll');
     try {
       await progress('messages acknowledged before the roll');
       const started = Date.now();
