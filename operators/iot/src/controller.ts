@@ -134,7 +134,8 @@ import { DATABASE_ROLL_RECHECK_MS, onDeleteChangeover, rollDatabase } from './da
 import { leanPod } from './pod-view.ts';
 import { podsBlockingStatefulSetRollouts, podsWaitingForImages } from './pod-restarts.ts';
 import { RenderedChildren, type PreparedChild, type Rendering } from './rendered-children.ts';
-import { hasEmptyDirData, STATEFULSET_COMPONENTS, type KeptEmptyDirs } from './resources/data-volume.ts';
+import { madeOrderedReady } from './resources/broker-rollout.ts';
+import { hasEmptyDirData, STATEFULSET_COMPONENTS, type KeptEmptyDirs, type StatefulSetComponent } from './resources/data-volume.ts';
 import { heldBackDeployments } from './rollout-order.ts';
 import { ResolvedInstances } from './resolved-instances.ts';
 import { movingToUpdateRevision, msUntilStuckPodFailure, unboundClaims } from './status/pod-health.ts';
@@ -261,14 +262,24 @@ class IoTReconcile {
     return { verb: 'patch', resource: `${IOTSERVICE_PLURAL}.${API_GROUP}`, namespace: iot.metadata.namespace, purpose };
   }
 
+  private cachedStatefulSet(instance: Instance, component: StatefulSetComponent): (V1StatefulSet & KubeObject) | undefined {
+    return this.ctx.cache.get<V1StatefulSet & KubeObject>(Kinds.StatefulSet, component, instance.namespace);
+  }
+
   /** The instance's StatefulSets that exist with an emptyDir for their data: they keep it. */
   private keptEmptyDirs(instance: Instance): KeptEmptyDirs {
     return new Set(
       STATEFULSET_COMPONENTS.filter((component) => {
-        const statefulSet = this.ctx.cache.get<V1StatefulSet & KubeObject>(Kinds.StatefulSet, component, instance.namespace);
+        const statefulSet = this.cachedStatefulSet(instance, component);
         return statefulSet !== undefined && hasEmptyDirData(statefulSet);
       }),
     );
+  }
+
+  /** Whether the instance's broker StatefulSet exists with OrderedReady: it keeps it. */
+  private keptOrderedReadyBroker(instance: Instance): boolean {
+    const statefulSet = this.cachedStatefulSet(instance, 'broker');
+    return statefulSet !== undefined && madeOrderedReady(statefulSet);
   }
 
   /** Brings the children to their desired state (unless paused); says what happened. */
@@ -306,12 +317,13 @@ class IoTReconcile {
     const gatewayTls = this.tls?.material;
 
     const keptEmptyDirs = this.keptEmptyDirs(instance);
+    const keptOrderedReadyBroker = this.keptOrderedReadyBroker(instance);
     const recorded = this.ctx.cache.get<V1Secret & KubeObject>(Kinds.Secret, CREDENTIALS_SECRET_NAME, instance.namespace)?.metadata.annotations?.[CREDENTIALS_ROTATION_ANNOTATION];
     const rotation = credentialsRotation(iot.metadata.annotations?.[ROTATE_CREDENTIALS_ANNOTATION], recorded);
-    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${this.tls?.fingerprint ?? ''}/${rotation ?? ''}`;
+    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${keptOrderedReadyBroker}/${this.tls?.fingerprint ?? ''}/${rotation ?? ''}`;
     const rendering = this.memory.rendered.get(key, renderingKey, () =>
       // Fresh credentials are used only for what the credentials Secret lacks, or all of them on a rotation.
-      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), credentialsRotation: rotation, keptEmptyDirs, gatewayTls }).children.map((child) =>
+      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), credentialsRotation: rotation, keptEmptyDirs, keptOrderedReadyBroker, gatewayTls }).children.map((child) =>
         prepareChild(child, this.config.shard),
       ),
     );

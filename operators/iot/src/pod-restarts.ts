@@ -13,8 +13,8 @@
  * - `podsBlockingStatefulSetRollouts`: pods of a StatefulSet whose revision
  *   (`controller-revision-hash`) is not the StatefulSet's update revision and that are stuck
  *   (waiting for their image or crash-looping, see pod-health.ts `isStuckOrFailing`). The StatefulSet
- *   controller replaces pods in order and only once each is Running and Ready (podManagementPolicy
- *   OrderedReady), so a pod stuck on a broken revision — a `spec.version` with no such image, or
+ *   controller's rolling update replaces pods in order and only once each is Running and Ready
+ *   (whatever the podManagementPolicy, see resources/broker-rollout.ts), so a pod stuck on a broken revision — a `spec.version` with no such image, or
  *   one that crashes — blocks the rollout of the fixed spec forever; Kubernetes' documentation
  *   says to delete such pods by hand after reverting the template ("Forced rollback").
  * Pods being deleted are never chosen again.

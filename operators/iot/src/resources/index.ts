@@ -99,6 +99,8 @@ export interface ChildSources {
   credentialsRotation?: string;
   /** The components whose existing StatefulSet keeps its emptyDir (data-volume.ts `dataVolume`). */
   keptEmptyDirs: KeptEmptyDirs;
+  /** The broker StatefulSet exists with OrderedReady (broker-rollout.ts `madeOrderedReady`): it keeps it. */
+  keptOrderedReadyBroker?: boolean;
   /** The gateway's CA and server certificate (gateway-tls.ts), kept or renewed by the reconcile or issued by cert-manager; only for an instance that `servesTls`. */
   gatewayTls?: GatewayTlsMaterial;
 }
@@ -160,7 +162,7 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredGatewayService(instance)),
       ...COMPONENTS.map((component) => apply(desiredDisruptionBudget(instance, component))),
       ...desiredPatroniAccess(instance).map(apply),
-      apply(desiredBrokerStatefulSet(instance, sources.keptEmptyDirs, sources.credentialsRotation)),
+      apply(desiredBrokerStatefulSet(instance, sources.keptEmptyDirs, sources.credentialsRotation, sources.keptOrderedReadyBroker)),
       apply(desiredDatabaseStatefulSet(instance, sources.keptEmptyDirs, sources.credentialsRotation)),
       apply(desiredCoreDeployment(instance, checksum, sources.credentialsRotation)),
       apply(desiredProcessingDeployment(instance, checksum, sources.credentialsRotation)),
@@ -202,6 +204,7 @@ export function childKey(object: KubernetesObject): string {
   return `${object.kind ?? ''}/${object.metadata?.namespace ?? ''}/${object.metadata?.name ?? ''}`;
 }
 
+export * from './broker-rollout.ts';
 export * from './configmap.ts';
 export * from './data-volume.ts';
 export * from './deployments.ts';
