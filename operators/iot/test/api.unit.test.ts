@@ -63,19 +63,6 @@ describe('IoTService spec validation', () => {
     for (const replicas of [1, 3]) assert.ok(validateIoTServiceSpec({ version: '1', database: { replicas } }).ok, `replicas ${replicas}`);
   });
 
-  it("takes the gateway's externalTrafficPolicy for a NodePort or LoadBalancer Service only, like the CRD rule", () => {
-    for (const serviceType of ['NodePort', 'LoadBalancer']) {
-      for (const externalTrafficPolicy of ['Cluster', 'Local']) {
-        const result = validateIoTServiceSpec({ version: '1', gateway: { serviceType, externalTrafficPolicy } });
-        assert.ok(result.ok && result.spec.gateway.externalTrafficPolicy === externalTrafficPolicy, `${serviceType} ${externalTrafficPolicy}`);
-      }
-    }
-    const message = 'spec.gateway: externalTrafficPolicy applies only to serviceType NodePort or LoadBalancer';
-    assert.deepEqual(errorsOf({ version: '1', gateway: { externalTrafficPolicy: 'Local' } }), [message], 'ClusterIP by default');
-    assert.deepEqual(errorsOf({ version: '1', gateway: { serviceType: 'ClusterIP', externalTrafficPolicy: 'Cluster' } }), [message]);
-    assert.deepEqual(errorsOf({ version: '1', gateway: { serviceType: 'NodePort', externalTrafficPolicy: 'local' } }), ['spec.gateway.externalTrafficPolicy: must be one of Cluster, Local']);
-  });
-
   it('takes the broker\'s maxBacklog as a size of at least one byte', () => {
     for (const maxBacklog of ['512Mi', '2Gi', '1.5Gi', '2G', '750M', '1048576', '1']) {
       const result = validateIoTServiceSpec({ version: '1', broker: { maxBacklog } });

@@ -183,15 +183,6 @@ const brokerReplicasFixed = replicasFixed('broker', 'the stream of one broker do
  */
 const databaseReplicasFixed = replicasFixed('database', "one database's data does not become a primary with two standbys under Patroni, or back");
 
-/** Kubernetes' external traffic policies of a NodePort or LoadBalancer Service. */
-export const EXTERNAL_TRAFFIC_POLICIES = ['Cluster', 'Local'] as const;
-export type ExternalTrafficPolicy = (typeof EXTERNAL_TRAFFIC_POLICIES)[number];
-
-export const trafficPolicyNeedsExternalService: CelRule = {
-  rule: "!has(self.externalTrafficPolicy) || (has(self.serviceType) && self.serviceType != 'ClusterIP')",
-  message: 'externalTrafficPolicy applies only to serviceType NodePort or LoadBalancer',
-};
-
 export const deviceSourcesAreCidrs: CelRule = {
   rule: 'self.all(c, isCIDR(c))',
   message: 'every device source must be a CIDR such as 203.0.113.0/24',
@@ -417,16 +408,6 @@ export const GatewaySpecSchema = Type.Object(
         },
       ),
     ),
-    externalTrafficPolicy: Type.Optional(
-      Type.Union(
-        EXTERNAL_TRAFFIC_POLICIES.map((p) => Type.Literal(p)),
-        {
-          description:
-            "The gateway Service's externalTrafficPolicy (NodePort and LoadBalancer only; default Cluster). Local keeps devices' own addresses, which deviceSources and the gateway's per-source login limits need, but a node without a gateway pod does not forward; Cluster forwards from every node, and devices then arrive from node addresses.",
-          errorMessage: `must be one of ${EXTERNAL_TRAFFIC_POLICIES.join(', ')}`,
-        },
-      ),
-    ),
     connections: Type.Optional(
       Type.Integer({
         minimum: 1,
@@ -490,7 +471,7 @@ export const GatewaySpecSchema = Type.Object(
       ),
     ),
   },
-  { additionalProperties: false, default: {}, description: componentDescription.gateway, 'x-kubernetes-validations': [trafficPolicyNeedsExternalService] },
+  { additionalProperties: false, default: {}, description: componentDescription.gateway },
 );
 
 const plainComponent = (component: 'core' | 'processing') =>

@@ -28,7 +28,6 @@ import {
   storageClassNeedsVolume,
   TLS_HOSTNAME_PATTERN,
   tlsHostnamesWellFormed,
-  trafficPolicyNeedsExternalService,
   type DefaultedIoTServiceSpec,
 } from './iotservice.ts';
 
@@ -76,11 +75,6 @@ const crossFieldChecks: ReadonlyArray<{ path: string; message: string; holds: (s
     path: 'spec.gateway.deviceSources',
     message: deviceSourcesAreCidrs.message,
     holds: (spec) => (spec.gateway.deviceSources ?? []).every(isCidr),
-  },
-  {
-    path: 'spec.gateway',
-    message: trafficPolicyNeedsExternalService.message,
-    holds: (spec) => spec.gateway.externalTrafficPolicy === undefined || spec.gateway.serviceType !== 'ClusterIP',
   },
   {
     path: 'spec.gateway.tls.hostnames',
