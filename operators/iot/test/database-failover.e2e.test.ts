@@ -105,8 +105,12 @@ async function writesThrough(label: string, disrupt: () => Promise<void>): Promi
   const messages = await running.stop();
   const stored = await assertStoredExactlyOnce(addresses, device.id, messages);
   const times = stored.map((r) => Date.parse(r.storedAt)).filter((t) => t >= started).sort((a, b) => a - b);
-  const pause = Math.max(0, ...times.slice(1).map((t, i) => t - times[i]!));
-  console.log(`database failover: ${label}: writes paused for at most ${(pause / 1000).toFixed(1)} s; ${messages.length} messages acknowledged, all stored once (${running.failures.length} attempts sent again)`);
+  const gaps = times.slice(1).map((t, i) => t - times[i]!);
+  const pause = Math.max(0, ...gaps);
+  const from = times[gaps.indexOf(pause)];
+  console.log(
+    `database failover: ${label}: writes paused for at most ${(pause / 1000).toFixed(1)} s${from === undefined ? '' : ` (from ${new Date(from).toISOString()})`}; ${messages.length} messages acknowledged, all stored once (${running.failures.length} attempts sent again)`,
+  );
   return pause;
 }
 
@@ -197,6 +201,7 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
     const pause = await writesThrough('evictions', async () => {
       const leader = await primary();
       const standby = (await databasePods()).find((p) => p.metadata.name !== leader.metadata.name)!;
+      console.log(`database failover: ${new Date().toISOString()} evicting the primary ${leader.metadata.name}`);
       await evict(leader);
       await assert.rejects(evict(standby), (err: unknown) => {
         assert.ok(err instanceof ApiError && err.code === 429, `a second eviction refused with 429: ${String(err)}`);
@@ -208,9 +213,11 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
         const pods = await databasePods();
         return { done: pods.length === 3 && pods.every((p) => p.status?.containerStatuses?.[0]?.ready), value: undefined, seen: pods.map((p) => p.metadata.name) };
       }, { timeoutMs: 180_000, intervalMs: 500 });
+      console.log(await patronictl(standby.metadata.name!, ['list']));
       await waitFor('the budget to allow a disruption again', async () => {
         try {
           await evict(standby);
+          console.log(`database failover: ${new Date().toISOString()} evicted the standby ${standby.metadata.name}`);
           return { done: true, value: undefined };
         } catch (err) {
           if (err instanceof ApiError && err.code === 429) return { done: false, value: undefined, seen: err.message };
