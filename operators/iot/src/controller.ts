@@ -70,6 +70,7 @@ import {
   addFinalizer,
   controller,
   firstDifference,
+  ifFound,
   hasFinalizer,
   isAlreadyExists,
   isApiError,
@@ -262,24 +263,29 @@ class IoTReconcile {
     return { verb: 'patch', resource: `${IOTSERVICE_PLURAL}.${API_GROUP}`, namespace: iot.metadata.namespace, purpose };
   }
 
-  private cachedStatefulSet(instance: Instance, component: StatefulSetComponent): (V1StatefulSet & KubeObject) | undefined {
-    return this.ctx.cache.get<V1StatefulSet & KubeObject>(Kinds.StatefulSet, component, instance.namespace);
+  /**
+   * The instance's StatefulSet of `component` as it exists: cached, or — for a shard that has just
+   * taken the instance over, whose cache has none of its children until they carry its label —
+   * from the API server. What it was made with (an emptyDir, OrderedReady) is kept, and a desired
+   * form rendered without it would be refused as a change of an immutable field.
+   */
+  private async observedStatefulSet(instance: Instance, component: StatefulSetComponent): Promise<(V1StatefulSet & KubeObject) | undefined> {
+    const cached = this.ctx.cache.get<V1StatefulSet & KubeObject>(Kinds.StatefulSet, component, instance.namespace);
+    if (cached || !this.config.shard) return cached;
+    return ifFound(this.ctx.client.get<V1StatefulSet & KubeObject>(Kinds.StatefulSet, component, instance.namespace));
   }
 
-  /** The instance's StatefulSets that exist with an emptyDir for their data: they keep it. */
-  private keptEmptyDirs(instance: Instance): KeptEmptyDirs {
-    return new Set(
-      STATEFULSET_COMPONENTS.filter((component) => {
-        const statefulSet = this.cachedStatefulSet(instance, component);
+  /** What the instance's StatefulSets were made with and keep: those with an emptyDir for their data, and a broker made with OrderedReady. */
+  private async keptStatefulSetShapes(instance: Instance): Promise<{ keptEmptyDirs: KeptEmptyDirs; keptOrderedReadyBroker: boolean }> {
+    const observed = new Map(await Promise.all(STATEFULSET_COMPONENTS.map(async (component) => [component, await this.observedStatefulSet(instance, component)] as const)));
+    const broker = observed.get('broker');
+    return {
+      keptEmptyDirs: new Set(STATEFULSET_COMPONENTS.filter((component) => {
+        const statefulSet = observed.get(component);
         return statefulSet !== undefined && hasEmptyDirData(statefulSet);
-      }),
-    );
-  }
-
-  /** Whether the instance's broker StatefulSet exists with OrderedReady: it keeps it. */
-  private keptOrderedReadyBroker(instance: Instance): boolean {
-    const statefulSet = this.cachedStatefulSet(instance, 'broker');
-    return statefulSet !== undefined && madeOrderedReady(statefulSet);
+      })),
+      keptOrderedReadyBroker: broker !== undefined && madeOrderedReady(broker),
+    };
   }
 
   /** Brings the children to their desired state (unless paused); says what happened. */
@@ -316,8 +322,7 @@ class IoTReconcile {
     }
     const gatewayTls = this.tls?.material;
 
-    const keptEmptyDirs = this.keptEmptyDirs(instance);
-    const keptOrderedReadyBroker = this.keptOrderedReadyBroker(instance);
+    const { keptEmptyDirs, keptOrderedReadyBroker } = await this.keptStatefulSetShapes(instance);
     const recorded = this.ctx.cache.get<V1Secret & KubeObject>(Kinds.Secret, CREDENTIALS_SECRET_NAME, instance.namespace)?.metadata.annotations?.[CREDENTIALS_ROTATION_ANNOTATION];
     const rotation = credentialsRotation(iot.metadata.annotations?.[ROTATE_CREDENTIALS_ANNOTATION], recorded);
     const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${keptOrderedReadyBroker}/${this.tls?.fingerprint ?? ''}/${rotation ?? ''}`;

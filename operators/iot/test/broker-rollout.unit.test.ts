@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { V1Secret, V1StatefulSet } from '@kubernetes/client-node';
-import { Kinds, type KubeObject } from '@iot-operator/runtime';
+import { Kinds, type CacheReader, type KubeObject } from '@iot-operator/runtime';
 import { FakeClient } from '@iot-operator/runtime/testing';
 import { iotReconciler } from '../src/controller.ts';
 import { IoTServiceType } from '../src/iotservice-types.ts';
@@ -54,13 +54,16 @@ describe('the broker StatefulSet', () => {
 });
 
 describe('the reconcile', () => {
-  function setup(existingBroker?: V1StatefulSet) {
+  /** `shard`: the operator is a shard whose cache does not show the StatefulSets yet (it has just taken the instance over). */
+  function setup(existingBroker?: V1StatefulSet, shard?: { ring: string; name: string }) {
     const cluster = new FakeClient();
     cluster.seed(Kinds.Secret, { ...PULL_SECRET, metadata: { name: 'image-pull-secret', namespace: TEST_CONFIG.operatorName } } as KubeObject);
     cluster.seed(IoTServiceType, iotService('tenant-a', { version: '2.4.1', broker: { replicas: 3 } }) as unknown as KubeObject);
     if (existingBroker) cluster.seed(Kinds.StatefulSet, existingBroker as KubeObject);
-    const reconciler = iotReconciler({ ...TEST_CONFIG, watchNamespace: '', maxConcurrentReconciles: 1 });
-    const reconcile = () => reconciler({ namespace: TEST_CONFIG.operatorName, name: 'tenant-a' }, cluster.reconcileContext());
+    const reconciler = iotReconciler({ ...TEST_CONFIG, watchNamespace: '', maxConcurrentReconciles: 1, ...(shard ? { shard } : {}) });
+    const all = cluster.cacheReader();
+    const cache: CacheReader = shard ? { ...all, get: (type, name, namespace, ...rest) => (type === Kinds.StatefulSet ? undefined : all.get(type, name, namespace, ...rest)) } : all;
+    const reconcile = () => reconciler({ namespace: TEST_CONFIG.operatorName, name: 'tenant-a' }, cluster.reconcileContext(cache));
     const broker = () => cluster.peek<V1StatefulSet & KubeObject>(Kinds.StatefulSet, 'broker', NS);
     return { cluster, reconcile, broker };
   }
@@ -81,5 +84,12 @@ describe('the reconcile', () => {
     await cluster.delete(Kinds.StatefulSet, 'broker', NS);
     await reconcile();
     assert.deepEqual(rollout(broker()), { policy: 'Parallel', readiness: '/healthz' });
+  });
+
+  it('a shard that has just taken the instance over keeps the OrderedReady it finds on the API server, not yet in its cache', async () => {
+    const made = desiredBroker(3, true);
+    const { reconcile, broker } = setup({ ...made, spec: { ...made.spec!, podManagementPolicy: 'OrderedReady' } }, { ring: 'iot', name: 'shard-b' });
+    await reconcile();
+    assert.deepEqual(rollout(broker()), { policy: 'OrderedReady', readiness: '/healthz?js-enabled-only=true' });
   });
 });
