@@ -11,7 +11,11 @@
  *   `status.updateRevision`.
  * - `nextDatabaseRollStep` (pure) acts only when the StatefulSet's controller has observed its
  *   current generation and all its replicas exist, are Ready and not being deleted, each labelled
- *   by Patroni, exactly one of them primary. Then, while a standby is outdated, it deletes one
+ *   by Patroni, exactly one of them primary, and every standby streams from it (Patroni's member
+ *   state in the pod's `status` annotation says `replication_state: streaming`; a standby still
+ *   catching up after a restart, or following a new timeline, does not yet). A switchover is asked
+ *   for only once Patroni names a synchronous standby (ConfigMap database-sync): it refuses one
+ *   without. Then, while a standby is outdated, it deletes one
  *   outdated standby (one that is not the synchronous standby first: Patroni then need not move
  *   synchronous replication while the other is away); when only the primary is outdated, it asks
  *   for a switchover from it. Once the former primary's pod is labelled a standby, it is an
@@ -56,6 +60,8 @@ export interface DatabaseMember {
   role: string | undefined;
   ready: boolean;
   deleting: boolean;
+  /** A standby receiving the primary's WAL as Patroni last saw it. */
+  streaming: boolean;
 }
 
 export type DatabaseRollStep =
@@ -75,7 +81,18 @@ export function databaseMember(pod: V1Pod): DatabaseMember {
     role: metadata.labels?.[ROLE_LABEL],
     ready: pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false,
     deleting: !!metadata.deletionTimestamp,
+    streaming: patroniState(metadata.annotations?.['status'])?.replication_state === 'streaming',
   };
+}
+
+/** The member state Patroni keeps in a pod's `status` annotation (JSON), if readable. */
+function patroniState(annotation: string | undefined): { replication_state?: unknown } | undefined {
+  try {
+    const state: unknown = JSON.parse(annotation ?? '');
+    return typeof state === 'object' && state !== null ? state : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The one step to take now; `synchronous`: the members Patroni's database-sync names. */
@@ -85,11 +102,14 @@ export function nextDatabaseRollStep(statefulSet: V1StatefulSet, members: readon
   if (!updateRevision || (generation !== undefined && (statefulSet.status?.observedGeneration ?? 0) < generation)) return { kind: 'wait' };
   const outdated = members.filter((m) => m.revision !== updateRevision);
   if (outdated.length === 0) return { kind: 'rolledOut' };
-  const settled = members.length === (statefulSet.spec?.replicas ?? 1) && members.every((m) => m.ready && !m.deleting && (m.role === PRIMARY_ROLE || m.role === STANDBY_ROLE));
+  const settled =
+    members.length === (statefulSet.spec?.replicas ?? 1) &&
+    members.every((m) => m.ready && !m.deleting && (m.role === PRIMARY_ROLE || (m.role === STANDBY_ROLE && m.streaming)));
   const primaries = members.filter((m) => m.role === PRIMARY_ROLE);
   if (!settled || primaries.length !== 1) return { kind: 'wait' };
   const standbys = outdated.filter((m) => m.role === STANDBY_ROLE).sort((a, b) => Number(synchronous.includes(a.name)) - Number(synchronous.includes(b.name)));
   if (standbys[0]) return { kind: 'delete', member: standbys[0] };
+  if (!members.some((m) => m.role === STANDBY_ROLE && synchronous.includes(m.name))) return { kind: 'wait' };
   return { kind: 'switchover', leader: primaries[0]!.name };
 }
 

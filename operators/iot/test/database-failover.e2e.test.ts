@@ -157,8 +157,14 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
 
   it('a planned switchover pauses writes for at most 10 s and loses nothing', async () => {
     const pause = await writesThrough('switchover', async () => {
-      // With synchronous_mode Patroni hands over to the synchronous standby alone: it picks it.
+      // With synchronous_mode Patroni hands over to the synchronous standby alone: it picks it, and
+      // refuses while there is none (as after the failover above, until the standbys follow the
+      // new timeline).
       const leader = await primary();
+      await waitFor('a synchronous standby streaming', async () => {
+        const members = await patronictl(leader.metadata.name!, ['list']);
+        return { done: /Sync Standby\s*\|\s*streaming/.test(members), value: undefined, seen: members };
+      }, { timeoutMs: 120_000, intervalMs: 1000 });
       console.log(await patronictl(leader.metadata.name!, ['switchover', '--leader', leader.metadata.name!, '--force']));
       assert.notEqual((await primary(leader)).metadata.name, leader.metadata.name, 'a standby promoted');
     });

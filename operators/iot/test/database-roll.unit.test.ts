@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { V1StatefulSet } from '@kubernetes/client-node';
 import { ApiError, type KubeObject } from '@iot-operator/runtime';
-import { nextDatabaseRollStep, onDeleteChangeover, rollDatabase, type DatabaseMember, type DatabaseRollContext } from '../src/database-roll.ts';
+import { databaseMember, nextDatabaseRollStep, onDeleteChangeover, rollDatabase, type DatabaseMember, type DatabaseRollContext } from '../src/database-roll.ts';
 import { testInstance } from './fixtures.ts';
 
 const OLD = 'database-old';
@@ -24,7 +24,7 @@ function statefulSet(status: Partial<NonNullable<V1StatefulSet['status']>> = {},
 }
 
 function member(ordinal: number, role: 'master' | 'replica' | undefined, revision = OLD, more: Partial<DatabaseMember> = {}): DatabaseMember {
-  return { name: `database-${ordinal}`, uid: `uid-${ordinal}-${revision}`, revision, role, ready: true, deleting: false, ...more };
+  return { name: `database-${ordinal}`, uid: `uid-${ordinal}-${revision}`, revision, role, ready: true, deleting: false, streaming: role === 'replica', ...more };
 }
 
 /** database-0 primary, database-1 and -2 standbys, all on the old revision. */
@@ -45,6 +45,21 @@ describe('database roll: the step', () => {
     assert.deepEqual(nextDatabaseRollStep(statefulSet(), switched, ['database-2']), { kind: 'delete', member: member(0, 'replica') });
   });
 
+  it('no switchover while Patroni names no synchronous standby (it would refuse it)', () => {
+    const primaryLeft = [member(0, 'master'), member(1, 'replica', NEW), member(2, 'replica', NEW)];
+    assert.deepEqual(nextDatabaseRollStep(statefulSet(), primaryLeft, []), { kind: 'wait' });
+    assert.deepEqual(nextDatabaseRollStep(statefulSet(), primaryLeft, ['database-0']), { kind: 'wait' }, 'the primary itself is no synchronous standby');
+  });
+
+  it("reads whether a standby streams from Patroni's member state on its pod", () => {
+    const pod = (status: string | undefined) => ({ metadata: { name: 'database-1', uid: 'u', labels: { role: 'replica' }, ...(status === undefined ? {} : { annotations: { status } }) } });
+    assert.equal(databaseMember(pod('{"state":"running","role":"replica","replication_state":"streaming"}')).streaming, true);
+    assert.equal(databaseMember(pod('{"state":"running","role":"replica"}')).streaming, false, 'running, not streaming');
+    assert.equal(databaseMember(pod('{"state":"running","role":"replica","replication_state":"in archive recovery"}')).streaming, false);
+    assert.equal(databaseMember(pod('not json')).streaming, false);
+    assert.equal(databaseMember(pod(undefined)).streaming, false);
+  });
+
   it('nothing outdated: rolled out', () => {
     const all = [member(0, 'replica', NEW), member(1, 'master', NEW), member(2, 'replica', NEW)];
     assert.deepEqual(nextDatabaseRollStep(statefulSet({ updatedReplicas: 3 }), all, []), { kind: 'rolledOut' });
@@ -55,6 +70,7 @@ describe('database roll: the step', () => {
       ['a pod missing (being recreated)', [member(0, 'master'), member(1, 'replica')]],
       ['a standby not ready', [member(0, 'master'), member(1, 'replica'), member(2, 'replica', NEW, { ready: false })]],
       ['a standby being deleted', [member(0, 'master'), member(1, 'replica'), member(2, 'replica', OLD, { deleting: true })]],
+      ['a standby not streaming (catching up, or on the former timeline after a failover)', [member(0, 'master'), member(1, 'replica'), member(2, 'replica', NEW, { streaming: false })]],
       ['a member Patroni has not labelled', [member(0, 'master'), member(1, 'replica'), member(2, undefined, NEW)]],
       ['no primary (a failover under way)', [member(0, 'replica'), member(1, 'replica'), member(2, 'replica', NEW)]],
       ['two pods labelled primary', [member(0, 'master'), member(1, 'master'), member(2, 'replica')]],
@@ -76,7 +92,12 @@ function recordingContext(pods: DatabaseMember[], configMaps: Record<string, Rec
   const client = {
     list: async () => ({
       items: pods.map((m) => ({
-        metadata: { name: m.name, uid: m.uid, labels: { 'controller-revision-hash': m.revision, role: m.role } },
+        metadata: {
+          name: m.name,
+          uid: m.uid,
+          labels: { 'controller-revision-hash': m.revision, role: m.role },
+          annotations: { status: JSON.stringify({ state: 'running', role: m.role, ...(m.streaming ? { replication_state: 'streaming' } : {}) }) },
+        },
         status: { conditions: [{ type: 'Ready', status: m.ready ? 'True' : 'False' }] },
       })),
     }),
@@ -113,10 +134,10 @@ describe('database roll: what it sends', () => {
         },
       },
     ]);
-    const stale = recordingContext(primaryLeft, { 'database-failover': { leader: 'database-2', member: 'database-1' } });
+    const stale = recordingContext(primaryLeft, { 'database-sync': { sync_standby: 'database-1' }, 'database-failover': { leader: 'database-2', member: 'database-1' } });
     await rollDatabase(stale.context, instance, statefulSet({ updatedReplicas: 2 }));
     assert.deepEqual(stale.writes, [{ patch: 'database-failover', namespace: instance.namespace, body: { metadata: { annotations: { leader: 'database-0', member: null, scheduled_at: null } } }, patchType: 'merge' }]);
-    const asked = recordingContext(primaryLeft, { 'database-failover': { leader: 'database-0' } });
+    const asked = recordingContext(primaryLeft, { 'database-sync': { sync_standby: 'database-1' }, 'database-failover': { leader: 'database-0' } });
     await rollDatabase(asked.context, instance, statefulSet({ updatedReplicas: 2 }));
     assert.deepEqual(asked.writes, [], 'asked already: not written again');
     assert.deepEqual([missing.deleted, stale.deleted, asked.deleted], [[], [], []], 'the primary is never deleted');
