@@ -76,6 +76,15 @@ function patronictl(pod: string, args: string[]): Promise<string> {
   return execInPod(env, namespace, pod, ['patronictl', '-c', '/tmp/patroni/patroni.yml', ...args], 60_000);
 }
 
+/** Both standbys streaming from `leader`, one of them synchronous, as Patroni lists them. */
+async function standbysStreaming(leader: Pod): Promise<void> {
+  await waitFor('both standbys streaming, one synchronous', async () => {
+    const members = await patronictl(leader.metadata.name!, ['list']);
+    const streaming = members.match(/\|\s*streaming\s*\|/g)?.length ?? 0;
+    return { done: /Sync Standby\s*\|\s*streaming/.test(members) && streaming === 2, value: undefined, seen: members };
+  }, { timeoutMs: 120_000, intervalMs: 1000 });
+}
+
 /**
  * While `disrupt` runs and after it, a device publishes; afterwards every acknowledged message is
  * stored once. Returns the longest pause (ms) between consecutive stored rows of the device: how
@@ -161,10 +170,7 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
       // refuses while there is none (as after the failover above, until the standbys follow the
       // new timeline).
       const leader = await primary();
-      await waitFor('a synchronous standby streaming', async () => {
-        const members = await patronictl(leader.metadata.name!, ['list']);
-        return { done: /Sync Standby\s*\|\s*streaming/.test(members), value: undefined, seen: members };
-      }, { timeoutMs: 120_000, intervalMs: 1000 });
+      await standbysStreaming(leader);
       console.log(await patronictl(leader.metadata.name!, ['switchover', '--leader', leader.metadata.name!, '--force']));
       assert.notEqual((await primary(leader)).metadata.name, leader.metadata.name, 'a standby promoted');
     });
@@ -205,7 +211,9 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
         body: { apiVersion: 'policy/v1', kind: 'Eviction', metadata: { name: pod.metadata.name, namespace } },
       });
     const pause = await writesThrough('evictions', async () => {
+      // As from a healthy cluster: a drain waits for the budget only, this also for replication.
       const leader = await primary();
+      await standbysStreaming(leader);
       const standby = (await databasePods()).find((p) => p.metadata.name !== leader.metadata.name)!;
       console.log(`database failover: ${new Date().toISOString()} evicting the primary ${leader.metadata.name}`);
       await evict(leader);
@@ -219,7 +227,7 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
         const pods = await databasePods();
         return { done: pods.length === 3 && pods.every((p) => p.status?.containerStatuses?.[0]?.ready), value: undefined, seen: pods.map((p) => p.metadata.name) };
       }, { timeoutMs: 180_000, intervalMs: 500 });
-      console.log(await patronictl(standby.metadata.name!, ['list']));
+      await standbysStreaming(await primary());
       await waitFor('the budget to allow a disruption again', async () => {
         try {
           await evict(standby);
