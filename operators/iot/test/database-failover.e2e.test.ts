@@ -1,19 +1,21 @@
 /**
  * A database of three replicas fails over by itself, on the real node with the reference images:
  * one instance with `database.replicas: 3` (Patroni, Kubernetes as its store), a device publishing
- * over MQTT and HTTP as fast as it is acknowledged.
+ * over MQTT and HTTP as fast as it is acknowledged. In this order:
  *   - Patroni makes one primary and two standbys, one of them synchronous; database-client leads
  *     to the primary alone; the count cannot be changed afterwards;
+ *   - a planned switchover (patronictl, to the synchronous standby), from a cluster whose standbys
+ *     both stream, pauses writes for at most 10 s, and loses nothing;
  *   - the primary's container SIGKILLed through the node's containerd (PostgreSQL and Patroni with
  *     it, as an OOM kill would): Patroni restores a primary — a standby promoted once the lock
  *     lapses, or the restarted pod itself while it still holds the lock (which one is printed) —,
  *     writes resume within 30 s (the longest pause between stored rows is printed), and every
  *     acknowledged message is stored exactly once;
- *   - a planned switchover (patronictl, to the synchronous standby) pauses writes for at most 10 s,
- *     and loses nothing either;
  *   - a change of the database's pod template (its resources) rolls the pods as the operator does
  *     it (database-roll.ts): both standbys are replaced before the primary, which is replaced only
- *     once Patroni switched over and labels it a standby; writes pause for at most 10 s, nothing lost.
+ *     once Patroni switched over and labels it a standby; writes pause for at most 10 s, nothing lost;
+ *   - a drain's evictions: the database's PodDisruptionBudget refuses a second eviction while the
+ *     first pod is away; writes pause for at most 10 s, nothing lost.
  * Reported as not run where the cluster has no real node.
  */
 import assert from 'node:assert/strict';
@@ -153,17 +155,6 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
     );
   });
 
-  it('the primary SIGKILLed: Patroni restores a primary, writes resume within 30 s, every acknowledged message stored once', async () => {
-    const pause = await writesThrough('primary SIGKILLed', async () => {
-      const leader = await primary();
-      await sigkillContainer(env, leader);
-      const next = await primary(leader);
-      const how = next.metadata.name === leader.metadata.name ? 'restarted and still holding the leader lock, it is primary again' : `${next.metadata.name} promoted`;
-      console.log(`database failover: ${leader.metadata.name} SIGKILLed; ${how}`);
-    });
-    assert.ok(pause <= 30_000, `writes paused ${pause} ms`);
-  });
-
   it('a planned switchover pauses writes for at most 10 s and loses nothing', async () => {
     const pause = await writesThrough('switchover', async () => {
       // With synchronous_mode Patroni hands over to the synchronous standby alone: it picks it, and
@@ -175,6 +166,17 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
       assert.notEqual((await primary(leader)).metadata.name, leader.metadata.name, 'a standby promoted');
     });
     assert.ok(pause <= 10_000, `writes paused ${pause} ms`);
+  });
+
+  it('the primary SIGKILLed: Patroni restores a primary, writes resume within 30 s, every acknowledged message stored once', async () => {
+    const pause = await writesThrough('primary SIGKILLed', async () => {
+      const leader = await primary();
+      await sigkillContainer(env, leader);
+      const next = await primary(leader);
+      const how = next.metadata.name === leader.metadata.name ? 'restarted and still holding the leader lock, it is primary again' : `${next.metadata.name} promoted`;
+      console.log(`database failover: ${leader.metadata.name} SIGKILLed; ${how}`);
+    });
+    assert.ok(pause <= 30_000, `writes paused ${pause} ms`);
   });
 
   it('a change of the database pods replaces the standbys first, then the primary after a switchover; writes pause at most 10 s, nothing lost', async () => {

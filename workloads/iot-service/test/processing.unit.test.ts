@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import { DiscardPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { deadLetterNotices, NOTICE_ERROR_CHARS, type DeadLetterNotice } from '../src/processing/dead-letter-notices.ts';
-import { consumeInBatches, writeBatch, WriteProgress, type Delivery } from '../src/processing/writer.ts';
+import { consumeInBatches, writeBatch, writeRetryDelay, WriteProgress, type Delivery } from '../src/processing/writer.ts';
 import {
   brokerMessageId,
   DEAD_LETTER_MAX_AGE_MS,
@@ -296,3 +296,7 @@ async function waitForAsync(condition: () => Promise<boolean>, what: string, tim
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
+
+test('a failed write is tried again at most a second later, so writes resume within a second of the database being back', () => {
+  assert.deepEqual([1, 2, 3, 4, 5, 20].map(writeRetryDelay), [200, 400, 800, 1000, 1000, 1000]);
+});

@@ -36,7 +36,7 @@ export interface ConsumeOptions {
   onConsuming?: () => void;
   /** Kept up to date with how writing keeps up (writer.ts). */
   progress?: WriteProgress;
-  /** Wait before retrying a failed write (default: retry.ts's backoff). */
+  /** Wait before retrying a failed write (default: writer.ts's, at most WRITE_RETRY_MAX_MS). */
   delayMs?: (failures: number) => number;
 }
 

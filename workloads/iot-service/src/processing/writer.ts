@@ -11,7 +11,8 @@
  * error (as does a message that is no telemetry envelope): it is counted, logged, handed to
  * `onDeadLetter` once its batch's writes are done (once per letter per `writeBatch`, however often
  * the write was retried) and acknowledged, and never holds up the next. Every other failure (connection, server, disk) is retried, the
- * whole batch, until it succeeds. `consumeInBatches` takes deliveries from the stream as they
+ * whole batch, until it succeeds, at most a second apart by default (WRITE_RETRY_MAX_MS), so writes
+ * resume within a second of the database taking them again (after a failover, a switchover). `consumeInBatches` takes deliveries from the stream as they
  * come and hands them to `write` in batches of at most `maxBatch`: whatever arrived while the
  * previous batch was written, so a batch is one message at a low rate and `maxBatch` under load;
  * it holds at most `2 × maxBatch` unwritten deliveries, reading no further until there is room.
@@ -22,7 +23,7 @@
 
 import { createHash } from 'node:crypto';
 import type { Logger } from '../shared/log.ts';
-import { retry } from '../shared/retry.ts';
+import { backoff, retry } from '../shared/retry.ts';
 import { isDataError, type DeadLetter, type TelemetryStore } from '../shared/store.ts';
 import { decodeEnvelope, type TelemetryEnvelope } from '../shared/telemetry.ts';
 
@@ -37,10 +38,19 @@ export interface Delivery {
   working(): void;
 }
 
+/** The longest wait between two attempts of a batch's write. */
+export const WRITE_RETRY_MAX_MS = 1_000;
+
+/** How long a batch's write waits after its `failures`-th failure: retry.ts's backoff, at most WRITE_RETRY_MAX_MS. */
+export function writeRetryDelay(failures: number): number {
+  return Math.min(backoff(failures), WRITE_RETRY_MAX_MS);
+}
+
 export interface WriterOptions {
   store: TelemetryStore;
   log: Logger;
   signal: AbortSignal;
+  /** Wait before retrying a failed write; default `writeRetryDelay`. */
   delayMs?: (failures: number) => number;
   /** Told of each dead letter once it is in the table; returns at once (dead-letter-notices.ts). */
   onDeadLetter?: (letter: DeadLetter) => void;
@@ -100,7 +110,7 @@ export async function writeBatch(deliveries: readonly Delivery[], options: Write
     },
     {
       signal: options.signal,
-      delayMs: options.delayMs,
+      delayMs: options.delayMs ?? writeRetryDelay,
       onFailure: (error, failures) => {
         for (const delivery of deliveries) delivery.working();
         options.log.warn('write failed; retrying before acknowledging', { messages: deliveries.length, failures, error });
