@@ -497,6 +497,85 @@ export const ProcessingSpecSchema = plainComponent('processing');
 export const BrokerSpecSchema = statefulComponent('broker', brokerFields, [brokerReplicasFixed]);
 export const DatabaseSpecSchema = statefulComponent('database', {}, [databaseReplicasFixed]);
 
+/**
+ * How often the repository host takes a full backup: a whole number (1 to 999999, no leading
+ * zero) of minutes, hours or days — an interval rather than a cron expression, counted from the
+ * end of the last backup, so a restarted repository host neither skips nor repeats one.
+ */
+export const BACKUP_SCHEDULE_PATTERN = '^[1-9][0-9]{0,5}(m|h|d)$';
+export const DEFAULT_BACKUP_SCHEDULE = '1d';
+export const DEFAULT_BACKUP_RETENTION = 7;
+export const MAX_BACKUP_RETENTION = 100;
+
+export const backupScheduleWellFormed: CelRule = {
+  rule: `self.matches('${BACKUP_SCHEDULE_PATTERN}')`,
+  message: 'schedule must be a whole number of m, h or d between full backups, e.g. 1d',
+};
+
+/** The seconds a valid backup schedule (`1d`, `6h`) stands for; throws for any other text. */
+export function backupScheduleSeconds(schedule: string): number {
+  if (!new RegExp(BACKUP_SCHEDULE_PATTERN).test(schedule)) throw new Error(`${backupScheduleWellFormed.message}, got ${JSON.stringify(schedule)}`);
+  return Number(schedule.slice(0, -1)) * RETENTION_UNIT_SECONDS[schedule.slice(-1)]!;
+}
+
+/** A transition rule, like `storageImmutable`: the repository's volume claim template stays what it was made with. */
+const backupVolumeClaimImmutable: CelRule = {
+  rule: "self.size == oldSelf.size && (has(self.storageClassName) ? self.storageClassName : '') == (has(oldSelf.storageClassName) ? oldSelf.storageClassName : '')",
+  message: "backup.target.volumeClaim cannot be changed after creation (the repository's StatefulSet volume claim is immutable)",
+};
+
+export const BackupSpecSchema = Type.Object(
+  {
+    schedule: Type.Optional(
+      Type.String({
+        maxLength: 16,
+        default: DEFAULT_BACKUP_SCHEDULE,
+        description:
+          'Time between full backups, counted from the end of the last one: a whole number of m, h or d, e.g. 1d (default), 6h. The first is taken as soon as the repository is ready.',
+        errorMessage: backupScheduleWellFormed.message,
+        'x-kubernetes-validations': [backupScheduleWellFormed],
+      }),
+    ),
+    retention: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: MAX_BACKUP_RETENTION,
+        default: DEFAULT_BACKUP_RETENTION,
+        format: 'int32',
+        description: `Full backups kept (default ${DEFAULT_BACKUP_RETENTION}); older ones and the WAL only they need are expired after each backup.`,
+        errorMessage: `must be an integer from 1 to ${MAX_BACKUP_RETENTION}`,
+      }),
+    ),
+    target: Type.Object(
+      {
+        volumeClaim: Type.Object(
+          {
+            size: Type.String({
+              maxLength: 64,
+              pattern: BYTES_PATTERN,
+              description: "Size of the repository's persistent volume, e.g. 20Gi: backups and archived WAL for the retention asked.",
+              errorMessage: 'must be a size in bytes such as 20Gi (starting with a digit from 1 to 9)',
+            }),
+            storageClassName: Type.Optional(Type.String({ maxLength: 253, description: 'StorageClass of the volume; absent: the cluster default.' })),
+          },
+          {
+            additionalProperties: false,
+            description:
+              "The repository on a persistent volume of the instance's own: StatefulSet backup (pgBackRest's repository host) in the instance namespace. Fixed at creation; the volume stays when spec.backup is removed.",
+            'x-kubernetes-validations': [backupVolumeClaimImmutable],
+          },
+        ),
+      },
+      { additionalProperties: false, description: 'Where the repository lives.' },
+    ),
+  },
+  {
+    additionalProperties: false,
+    description:
+      "Backups of the database by pgBackRest: a full backup on the schedule, and every WAL segment archived to the repository as it fills and at least every minute, so a restore loses at most the last minute's writes. Repository stanza: the instance namespace. Absent: no backups.",
+  },
+);
+
 export const IoTServiceSpecSchema = Type.Object(
   {
     version: Type.String({
@@ -535,6 +614,7 @@ export const IoTServiceSpecSchema = Type.Object(
         'x-kubernetes-validations': [retentionWellFormed],
       }),
     ),
+    backup: Type.Optional(BackupSpecSchema),
     egress: Type.Optional(
       Type.Array(
         Type.Object(
@@ -638,6 +718,24 @@ const GatewayStatusSchema = Type.Object(
   { additionalProperties: false, description: "The gateway as devices see it." },
 );
 
+const BackupStatusSchema = Type.Object(
+  {
+    lastBackup: Type.Optional(
+      Type.Object(
+        {
+          time: Type.String({ description: 'RFC 3339 time the backup completed.' }),
+          type: Type.String({ description: "pgBackRest's type of the backup: full, diff or incr." }),
+          label: Type.String({ description: "pgBackRest's label of the backup (what a restore names with --set)." }),
+        },
+        { additionalProperties: false, description: 'The latest backup in the repository that completed.' },
+      ),
+    ),
+    lastArchivedWal: Type.Optional(Type.String({ description: 'The newest WAL segment in the repository (the archive\'s max): writes up to its end can be restored.' })),
+    backups: Type.Optional(Type.Integer({ format: 'int32', minimum: 0, description: 'Backups in the repository.' })),
+  },
+  { additionalProperties: false, description: "The repository as the repository host last reported it (pgbackrest info); absent while it could not be read." },
+);
+
 export const IoTServiceStatusSchema = Type.Object(
   {
     phase: Type.Optional(
@@ -658,6 +756,7 @@ export const IoTServiceStatusSchema = Type.Object(
     ),
     ingestion: Type.Optional(IngestionStatusSchema),
     gateway: Type.Optional(GatewayStatusSchema),
+    backup: Type.Optional(BackupStatusSchema),
     conditions: Type.Optional(
       Type.Array(ConditionSchema, {
         description: 'Ready, Progressing, Degraded, PersistentStorage and PlaintextProtocols.',
@@ -674,6 +773,8 @@ export type IoTServiceStatus = Static<typeof IoTServiceStatusSchema>;
 export type ComponentStatus = Static<typeof ComponentStatusSchema>;
 export type IngestionStatus = Static<typeof IngestionStatusSchema>;
 export type GatewayStatus = Static<typeof GatewayStatusSchema>;
+export type BackupSpec = Static<typeof BackupSpecSchema>;
+export type BackupStatus = Static<typeof BackupStatusSchema>;
 export type ResourceRequirements = Static<typeof ResourceRequirementsSchema>;
 export type Quantity = Static<typeof QuantitySchema>;
 
@@ -690,6 +791,7 @@ export type DefaultedIoTServiceSpec = IoTServiceSpec & {
   processing: Static<typeof ProcessingSpecSchema> & { replicas: number };
   broker: Static<typeof BrokerSpecSchema> & { replicas: number };
   database: Static<typeof DatabaseSpecSchema> & { replicas: number };
+  backup?: Static<typeof BackupSpecSchema> & { schedule: string; retention: number };
 };
 
 /** The IoTService object as the API server returns it. */
