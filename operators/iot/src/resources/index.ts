@@ -208,6 +208,7 @@ export * from './deployments.ts';
 export * from './disruption-budgets.ts';
 export * from './gateway-certificate.ts';
 export * from './gateway-tls.ts';
+export * from './instance-ca.ts';
 export * from './instance.ts';
 export * from './labels.ts';
 export * from './namespace.ts';
