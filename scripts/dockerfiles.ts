@@ -242,8 +242,8 @@ export const IOT_SERVICE_SCHEMA = 'workloads/iot-service/schema.sql';
 export const DATABASE_SCHEMA_PATH = '/usr/local/share/iot/schema.sql';
 /** The database image's script that applies the schema and the roles (image/database-roles.sh), run by its entry script or by Patroni. */
 export const DATABASE_ROLES_SCRIPT = '/usr/local/bin/iot-database-roles';
-/** The database image's entry point of the backup repository host (image/backup-repository.mjs), which the operator's StatefulSet `backup` runs. */
-export const BACKUP_REPOSITORY_SCRIPT = '/usr/local/bin/iot-backup-repository';
+/** The database image's pgBackRest entry point (image/pgbackrest.mjs): the database pods' pgBackRest server, and the backup repository host. */
+export const PGBACKREST_SCRIPT = '/usr/local/bin/iot-pgbackrest';
 
 /**
  * A component from Debian packages: the packages and user `iot` (10001, home the data volume at
@@ -298,7 +298,7 @@ const IOT_SERVICE_STAGES: Record<IoTServiceComponent, RuntimeStage> = {
     [
       `COPY ${IOT_SERVICE_SCHEMA} ${DATABASE_SCHEMA_PATH}`,
       `COPY ${path.dirname(IOT_SERVICE_DOCKERFILE)}/database-roles.sh ${DATABASE_ROLES_SCRIPT}`,
-      `COPY ${path.dirname(IOT_SERVICE_DOCKERFILE)}/backup-repository.mjs ${BACKUP_REPOSITORY_SCRIPT}`,
+      `COPY ${path.dirname(IOT_SERVICE_DOCKERFILE)}/pgbackrest.mjs ${PGBACKREST_SCRIPT}`,
     ],
   ),
 };
@@ -325,7 +325,7 @@ export function iotServiceDockerfile(): string {
       '                             the primary schema.sql and the roles applied at every start (database-roles.sh)',
       "                             With Debian's pgbackrest: each database pod's second container serves",
       '                             its data directory to the repository host (pgbackrest server, TLS), which',
-      '                             is this image too (backup-repository.mjs: backups on a schedule, /info)',
+      '                             is this image too (pgbackrest.mjs: backups on a schedule, /info)',
       'VERSION is what every component reports (/healthz, start log line; the broker and the database',
       'log it at start); `npm run image:iot-service` also sets it on each built image (buildah keys no',
       "cached ENV step on an argument's value). Everything runs as the operator's pod user (10001) on",

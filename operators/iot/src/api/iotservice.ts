@@ -524,6 +524,15 @@ const backupVolumeClaimImmutable: CelRule = {
   message: "backup.target.volumeClaim cannot be changed after creation (the repository's StatefulSet volume claim is immutable)",
 };
 
+/**
+ * A transition rule: backups once asked for stay (the repository host and its volume would
+ * otherwise be left running without a database archiving to it).
+ */
+const backupStays: CelRule = {
+  rule: '!has(oldSelf.backup) || has(self.backup)',
+  message: 'backup cannot be removed once set: the repository keeps the backups (delete the IoTService to remove both)',
+};
+
 export const BackupSpecSchema = Type.Object(
   {
     schedule: Type.Optional(
@@ -657,7 +666,7 @@ export const IoTServiceSpecSchema = Type.Object(
   {
     additionalProperties: false,
     description: 'Desired state of one IoT service instance.',
-    'x-kubernetes-validations': [configKeysWellFormed, configKeysNotReserved],
+    'x-kubernetes-validations': [configKeysWellFormed, configKeysNotReserved, backupStays],
   },
 );
 
