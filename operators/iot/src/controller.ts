@@ -35,7 +35,9 @@
  *   removed without touching any other party's finalizer. An IoTService found gone on that
  *   removal (a stale cache) is finalized: nothing is retried or logged as an error.
  * - Status is recomputed from what is observed (and the instance's latest ingestion reading,
- *   ingestion.ts) and written only when it changes; progress within
+ *   ingestion.ts; with spec.backup the repository host's state, read at each reconcile, and the
+ *   instance looked at again every BACKUP_RECHECK_MS for it: backups.ts) and written only when it
+ *   changes; progress within
  *   a rollout is written at most every few seconds (status-writes.ts); each meaningful
  *   transition is recorded as an Event on the IoTService. Refusals that retrying cannot fix
  *   (403, 422) become `Failed`; transient errors are retried with backoff and never set `Failed`.
@@ -49,6 +51,9 @@
  *   as `Failed` with a `Degraded` condition and a Warning Event naming the missing permission
  *   (verb, resource, namespace) and, while the IoTService is being deleted, that its deletion
  *   waits for it; it is looked at again periodically, so granting the permission is enough.
+ * - With spec.backup, the backups' CA and certificate (backups.ts BACKUP_CA) are kept or made
+ *   before the children are rendered, like the gateway's, and the instance looked at again when
+ *   the certificate is due for renewal.
  * - The gateway's CA and server certificate (gateway-certificates.ts), for an instance serving TLS,
  *   are kept from the instance's Secrets or made before the children are rendered, and become
  *   children like the others; the instance is looked at again when its server certificate is due
@@ -60,6 +65,7 @@
  *   `GatewayCertificateIssued`. Without issuerRef, or while deleting, a Certificate the instance
  *   had is removed with its Secret.
  */
+import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import type { V1Deployment, V1Namespace, V1Pod, V1Secret, V1StatefulSet } from '@kubernetes/client-node';
 import {
@@ -108,11 +114,17 @@ import {
   namespaceOwnership,
   resolveInstance,
   servesTls,
+  backsUp,
+  backupCertificateNames,
+  renewalTime,
+  type CaCertificates,
   type DesiredChild,
   type Instance,
 } from './resources/index.ts';
 import { ChildBodies } from './child-bodies.ts';
+import { BACKUP_CA, readRepository } from './backups.ts';
 import { GatewayCertificateKeeper, type GatewayTls, type TlsContext } from './gateway-certificates.ts';
+import { InstanceCaKeeper } from './instance-ca-keeper.ts';
 import type { IngestionMonitor } from './ingestion.ts';
 import {
   CHILD_TYPES,
@@ -143,6 +155,8 @@ const PROCESSING_RECHECK_MS = 30_000;
 const MOVED_CHILDREN_RECHECK_MS = 2_000;
 /** The longest wait for a server certificate's renewal time, at which the instance is looked at again. */
 const RENEWAL_RECHECK_MAX_MS = 24 * 3600_000;
+/** How often an instance with backups is looked at for its repository's state (status.backup). */
+const BACKUP_RECHECK_MS = 60_000;
 /** How often deletion checks whether the instance namespace is gone. */
 const DELETION_RECHECK_MS = 2_000;
 
@@ -181,7 +195,7 @@ export function registerIoTController(mgr: Manager, config: IoTControllerConfig,
 /** The reconcile step, with the memory its shortcuts keep between runs of one controller. */
 export function iotReconciler(config: IoTControllerConfig, ingestion?: IngestionMonitor): Reconciler {
   const bodies = childBodies(config);
-  const memory: ReconcileMemory = { statusWrites: new StatusWrites(), rendered: new RenderedChildren(), resolved: new ResolvedInstances(config), bodies, tls: new GatewayCertificateKeeper(bodies), ingestion };
+  const memory: ReconcileMemory = { statusWrites: new StatusWrites(), rendered: new RenderedChildren(), resolved: new ResolvedInstances(config), bodies, tls: new GatewayCertificateKeeper(bodies), backupCa: new InstanceCaKeeper(bodies, BACKUP_CA), ingestion };
   return (request, ctx) => new IoTReconcile(config, ctx, memory).run(request);
 }
 
@@ -192,6 +206,8 @@ interface ReconcileMemory {
   resolved: ResolvedInstances;
   bodies: ChildBodies;
   tls: GatewayCertificateKeeper;
+  /** The backups' CA and certificate (backups.ts). */
+  backupCa: InstanceCaKeeper;
   /** The brokers' latest readings (none in tests that run the reconcile alone). */
   ingestion: IngestionMonitor | undefined;
 }
@@ -202,6 +218,8 @@ class IoTReconcile {
   private moved = 0;
   /** The gateway's TLS material as this reconcile rendered it (none when it rendered nothing). */
   private tls: GatewayTls | undefined;
+  /** The backups' certificates as this reconcile rendered them (none without spec.backup). */
+  private backupCertificates: CaCertificates | undefined;
   /** Records an Event on the IoTService being reconciled (set once it is known). */
   private event: ((type: 'Normal' | 'Warning', reason: string, message: string) => void) | undefined;
 
@@ -298,14 +316,20 @@ class IoTReconcile {
       await this.memory.tls.release(tlsContext, key, instance);
     }
     const gatewayTls = this.tls?.material;
+    if (backsUp(instance)) {
+      this.backupCertificates = await this.memory.backupCa.certificates(tlsContext, key, instance, backupCertificateNames(instance), new Date());
+    } else {
+      this.memory.backupCa.forget(key);
+    }
+    const backupCertificates = this.backupCertificates;
 
     const keptEmptyDirs = this.keptEmptyDirs(instance);
     const recorded = this.ctx.cache.get<V1Secret & KubeObject>(Kinds.Secret, CREDENTIALS_SECRET_NAME, instance.namespace)?.metadata.annotations?.[CREDENTIALS_ROTATION_ANNOTATION];
     const rotation = credentialsRotation(iot.metadata.annotations?.[ROTATE_CREDENTIALS_ANNOTATION], recorded);
-    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${this.tls?.fingerprint ?? ''}/${rotation ?? ''}`;
+    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${this.tls?.fingerprint ?? ''}/${backupCertificates ? fingerprint(backupCertificates) : ''}/${rotation ?? ''}`;
     const rendering = this.memory.rendered.get(key, renderingKey, () =>
       // Fresh credentials are used only for what the credentials Secret lacks, or all of them on a rotation.
-      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), credentialsRotation: rotation, keptEmptyDirs, gatewayTls }).children.map((child) =>
+      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), credentialsRotation: rotation, keptEmptyDirs, gatewayTls, backupCertificates }).children.map((child) =>
         prepareChild(child, this.config.shard),
       ),
     );
@@ -559,6 +583,7 @@ class IoTReconcile {
       observed: { deployments: inNamespace<V1Deployment>(Kinds.Deployment), statefulSets: inNamespace<V1StatefulSet>(Kinds.StatefulSet), pods, missingStorageClasses },
       ingestion: this.memory.ingestion?.verdict(key),
       gatewayTls: this.tls && { caCertificate: this.tls.material.caCert, notAfter: this.tls.notAfter.toISOString() },
+      backup: instance && backsUp(instance) ? await readRepository(instance, pods) : undefined,
       now,
       stuckPodTimeoutMs: this.config.stuckPodTimeoutMs,
     });
@@ -574,8 +599,10 @@ class IoTReconcile {
     const stuckAt = msUntilStuckPodFailure(pods, now, this.config.stuckPodTimeoutMs);
     // The server certificate's renewal time is no event either (looked at daily before it: a
     // timer cannot wait the 60 days).
-    const renewIn = this.tls?.renewAt ? Math.min(Math.max(1000, this.tls.renewAt.getTime() - now.getTime()), RENEWAL_RECHECK_MAX_MS) : Infinity;
-    const recheck = Math.min(next.phase === 'Available' ? Infinity : PROCESSING_RECHECK_MS, stuckAt ?? Infinity, decision.write ? Infinity : (decision.retryAfterMs ?? Infinity), renewIn);
+    const renewAt = Math.min(this.tls?.renewAt?.getTime() ?? Infinity, this.backupCertificates ? renewalTime(this.backupCertificates.server.cert).getTime() : Infinity);
+    const renewIn = renewAt === Infinity ? Infinity : Math.min(Math.max(1000, renewAt - now.getTime()), RENEWAL_RECHECK_MAX_MS);
+    const backupIn = instance && backsUp(instance) ? BACKUP_RECHECK_MS : Infinity;
+    const recheck = Math.min(next.phase === 'Available' ? Infinity : PROCESSING_RECHECK_MS, stuckAt ?? Infinity, decision.write ? Infinity : (decision.retryAfterMs ?? Infinity), renewIn, backupIn);
     return recheck === Infinity ? undefined : { requeueAfterMs: recheck };
   }
 
@@ -655,6 +682,7 @@ class IoTReconcile {
     this.memory.rendered.forget(keyOf(request));
     this.memory.resolved.forget(keyOf(request));
     this.memory.tls.forget(keyOf(request));
+    this.memory.backupCa.forget(keyOf(request));
   }
 }
 
@@ -696,4 +724,9 @@ function isRefusal(err: unknown): err is ApiError & { reason: 'Forbidden' | 'Inv
 
 function failed(failure: Failure): ReconcileOutcome {
   return { kind: 'failed', failure };
+}
+
+/** Changes exactly when the backups' certificates do (for the rendering key). */
+function fingerprint(certificates: CaCertificates): string {
+  return createHash('sha256').update(certificates.ca.cert).update(certificates.server.cert).digest('base64url').slice(0, 22);
 }

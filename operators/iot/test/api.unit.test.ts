@@ -95,7 +95,7 @@ describe('IoTService spec validation', () => {
     assert.deepEqual(result.spec.backup, { schedule: '1d', retention: 7, target });
     const without = validateIoTServiceSpec({ version: '1' });
     assert.ok(without.ok && without.spec.backup === undefined, 'no backup unless asked');
-    const scheduleMessage = 'spec.backup.schedule: schedule must be a whole number of m, h or d between full backups, e.g. 1d';
+    const scheduleMessage = 'spec.backup.schedule: must be a whole number of m, h or d between full backups, e.g. 1d';
     for (const schedule of ['', '0h', '30s', '1w', '1h30m', '6 h']) {
       assert.deepEqual(errorsOf({ version: '1', backup: { schedule, target } }), [scheduleMessage], JSON.stringify(schedule));
     }

@@ -507,21 +507,18 @@ export const DEFAULT_BACKUP_SCHEDULE = '1d';
 export const DEFAULT_BACKUP_RETENTION = 7;
 export const MAX_BACKUP_RETENTION = 100;
 
-export const backupScheduleWellFormed: CelRule = {
-  rule: `self.matches('${BACKUP_SCHEDULE_PATTERN}')`,
-  message: 'schedule must be a whole number of m, h or d between full backups, e.g. 1d',
-};
+const BACKUP_SCHEDULE_MESSAGE = 'must be a whole number of m, h or d between full backups, e.g. 1d';
 
 /** The seconds a valid backup schedule (`1d`, `6h`) stands for; throws for any other text. */
 export function backupScheduleSeconds(schedule: string): number {
-  if (!new RegExp(BACKUP_SCHEDULE_PATTERN).test(schedule)) throw new Error(`${backupScheduleWellFormed.message}, got ${JSON.stringify(schedule)}`);
+  if (!new RegExp(BACKUP_SCHEDULE_PATTERN).test(schedule)) throw new Error(`schedule ${BACKUP_SCHEDULE_MESSAGE}, got ${JSON.stringify(schedule)}`);
   return Number(schedule.slice(0, -1)) * RETENTION_UNIT_SECONDS[schedule.slice(-1)]!;
 }
 
 /** A transition rule, like `storageImmutable`: the repository's volume claim template stays what it was made with. */
 const backupVolumeClaimImmutable: CelRule = {
-  rule: "self.size == oldSelf.size && (has(self.storageClassName) ? self.storageClassName : '') == (has(oldSelf.storageClassName) ? oldSelf.storageClassName : '')",
-  message: "backup.target.volumeClaim cannot be changed after creation (the repository's StatefulSet volume claim is immutable)",
+  rule: 'self == oldSelf',
+  message: 'volumeClaim cannot be changed after creation (a volume claim template is immutable)',
 };
 
 /**
@@ -530,19 +527,17 @@ const backupVolumeClaimImmutable: CelRule = {
  */
 const backupStays: CelRule = {
   rule: '!has(oldSelf.backup) || has(self.backup)',
-  message: 'backup cannot be removed once set: the repository keeps the backups (delete the IoTService to remove both)',
+  message: 'backup cannot be removed once set (delete the IoTService to remove the repository)',
 };
 
 export const BackupSpecSchema = Type.Object(
   {
     schedule: Type.Optional(
       Type.String({
-        maxLength: 16,
+        pattern: BACKUP_SCHEDULE_PATTERN,
         default: DEFAULT_BACKUP_SCHEDULE,
-        description:
-          'Time between full backups, counted from the end of the last one: a whole number of m, h or d, e.g. 1d (default), 6h. The first is taken as soon as the repository is ready.',
-        errorMessage: backupScheduleWellFormed.message,
-        'x-kubernetes-validations': [backupScheduleWellFormed],
+        description: 'Time between full backups, from the end of the last: m, h or d, e.g. 1d (default).',
+        errorMessage: BACKUP_SCHEDULE_MESSAGE,
       }),
     ),
     retention: Type.Optional(
@@ -551,7 +546,7 @@ export const BackupSpecSchema = Type.Object(
         maximum: MAX_BACKUP_RETENTION,
         default: DEFAULT_BACKUP_RETENTION,
         format: 'int32',
-        description: `Full backups kept (default ${DEFAULT_BACKUP_RETENTION}); older ones and the WAL only they need are expired after each backup.`,
+        description: `Full backups kept (default ${DEFAULT_BACKUP_RETENTION}).`,
         errorMessage: `must be an integer from 1 to ${MAX_BACKUP_RETENTION}`,
       }),
     ),
@@ -562,26 +557,24 @@ export const BackupSpecSchema = Type.Object(
             size: Type.String({
               maxLength: 64,
               pattern: BYTES_PATTERN,
-              description: "Size of the repository's persistent volume, e.g. 20Gi: backups and archived WAL for the retention asked.",
+              description: "The repository volume's size, e.g. 20Gi.",
               errorMessage: 'must be a size in bytes such as 20Gi (starting with a digit from 1 to 9)',
             }),
-            storageClassName: Type.Optional(Type.String({ maxLength: 253, description: 'StorageClass of the volume; absent: the cluster default.' })),
+            storageClassName: Type.Optional(Type.String({ maxLength: 253, description: 'Its StorageClass; absent: the default.' })),
           },
           {
             additionalProperties: false,
-            description:
-              "The repository on a persistent volume of the instance's own: StatefulSet backup (pgBackRest's repository host) in the instance namespace. Fixed at creation; the volume stays when spec.backup is removed.",
+            description: 'The repository on a volume of StatefulSet backup (the repository host). Fixed at creation.',
             'x-kubernetes-validations': [backupVolumeClaimImmutable],
           },
         ),
       },
-      { additionalProperties: false, description: 'Where the repository lives.' },
+      { additionalProperties: false },
     ),
   },
   {
     additionalProperties: false,
-    description:
-      "Backups of the database by pgBackRest: a full backup on the schedule, and every WAL segment archived to the repository as it fills and at least every minute, so a restore loses at most the last minute's writes. Repository stanza: the instance namespace. Absent: no backups.",
+    description: 'pgBackRest backups: full ones on the schedule, WAL archived at least every minute; stanza: the namespace.',
   },
 );
 
@@ -732,17 +725,17 @@ const BackupStatusSchema = Type.Object(
     lastBackup: Type.Optional(
       Type.Object(
         {
-          time: Type.String({ description: 'RFC 3339 time the backup completed.' }),
-          type: Type.String({ description: "pgBackRest's type of the backup: full, diff or incr." }),
-          label: Type.String({ description: "pgBackRest's label of the backup (what a restore names with --set)." }),
+          time: Type.String({ description: 'When it completed (RFC 3339).' }),
+          type: Type.String({ description: 'full, diff or incr.' }),
+          label: Type.String({ description: "pgBackRest's label." }),
         },
-        { additionalProperties: false, description: 'The latest backup in the repository that completed.' },
+        { additionalProperties: false, description: 'The latest completed backup.' },
       ),
     ),
-    lastArchivedWal: Type.Optional(Type.String({ description: 'The newest WAL segment in the repository (the archive\'s max): writes up to its end can be restored.' })),
-    backups: Type.Optional(Type.Integer({ format: 'int32', minimum: 0, description: 'Backups in the repository.' })),
+    lastArchivedWal: Type.Optional(Type.String({ description: 'The newest archived WAL segment.' })),
+    backups: Type.Optional(Type.Integer({ format: 'int32', minimum: 0, description: 'Backups kept.' })),
   },
-  { additionalProperties: false, description: "The repository as the repository host last reported it (pgbackrest info); absent while it could not be read." },
+  { additionalProperties: false, description: 'The repository as last read (pgbackrest info).' },
 );
 
 export const IoTServiceStatusSchema = Type.Object(

@@ -13,7 +13,6 @@ import type { TSchema } from '@sinclair/typebox';
 import { TypeCompiler, ValueErrorType, type ValueError } from '@sinclair/typebox/compiler';
 import { Value } from '@sinclair/typebox/value';
 import {
-  BACKUP_SCHEDULE_PATTERN,
   COMPONENTS,
   CONFIG_KEY_PATTERN,
   EPHEMERAL_STORAGE,
@@ -21,7 +20,6 @@ import {
   REPLICA_RANGES,
   RESERVED_CONFIG_KEYS,
   RETENTION_PATTERN,
-  backupScheduleWellFormed,
   configKeysNotReserved,
   configKeysWellFormed,
   deviceSourcesAreCidrs,
@@ -82,11 +80,6 @@ const crossFieldChecks: ReadonlyArray<{ path: string; message: string; holds: (s
     path: 'spec.gateway.tls.hostnames',
     message: tlsHostnamesWellFormed.message,
     holds: (spec) => (spec.gateway.tls?.hostnames ?? []).every((h) => isIP(h) !== 0 || new RegExp(TLS_HOSTNAME_PATTERN).test(h)),
-  },
-  {
-    path: 'spec.backup.schedule',
-    message: backupScheduleWellFormed.message,
-    holds: (spec) => !spec.backup || new RegExp(BACKUP_SCHEDULE_PATTERN).test(spec.backup.schedule),
   },
   {
     path: 'spec.egress',

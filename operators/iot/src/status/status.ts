@@ -59,6 +59,7 @@ import {
   PLAINTEXT_PROTOCOLS,
   type ComponentStatus,
   type DefaultedIoTServiceSpec,
+  type BackupStatus,
   type GatewayStatus,
   type IngestionStatus,
   type IoTServicePhase,
@@ -141,6 +142,8 @@ export interface StatusInput {
   ingestion?: IngestionVerdict;
   /** status.gateway.tls as the reconcile made it; undefined when it made none (the previous one stays). */
   gatewayTls?: GatewayStatus['tls'];
+  /** status.backup as the repository host reported it now; undefined when unknown (the previous one stays while the spec asks for backups). */
+  backup?: BackupStatus;
   now: Date;
   /** The stuck window; default DEFAULT_STUCK_POD_TIMEOUT_MS. */
   stuckPodTimeoutMs?: number;
@@ -199,6 +202,7 @@ export function computeStatus(input: StatusInput): IoTServiceStatus {
   if (storage) conditions = setCondition(conditions, storage, now);
   if (instance.spec) conditions = setCondition(conditions, plaintextProtocolsCondition(instance.spec, generation), now);
   const gateway = input.gatewayTls ? { tls: input.gatewayTls } : input.previous?.gateway;
+  const backup = instance.spec?.backup ? (input.backup ?? input.previous?.backup) : undefined;
 
   return {
     phase,
@@ -210,6 +214,7 @@ export function computeStatus(input: StatusInput): IoTServiceStatus {
     pods: runningPodNames(observed.pods),
     ...(ingestion ? { ingestion } : {}),
     ...(gateway ? { gateway } : {}),
+    ...(backup ? { backup } : {}),
     conditions,
   };
 }
