@@ -7,6 +7,7 @@ import type { IoTService } from '../src/api/iotservice.ts';
 import { resolveInstance, type Instance, type OperatorConfig } from '../src/resources/instance.ts';
 import { defaultTenantPolicy } from '../src/resources/tenant-policy.ts';
 import { GATEWAY_CERTIFICATE_PROFILE, gatewayCertificateNames, instanceCaMaterial, type GatewayTlsMaterial } from '../src/resources/gateway-tls.ts';
+import { BACKUP_CERTIFICATE_PROFILE, backupCertificateNames } from '../src/resources/backup.ts';
 import { keepOrIssue, type CaCertificates } from '../src/resources/instance-ca.ts';
 import { CREDENTIAL_KEYS, type CredentialName, type IoTCredentials } from '../src/resources/secrets.ts';
 
@@ -51,6 +52,16 @@ let gatewayCertificates: CaCertificates | undefined;
 export function testGatewayCertificates(): CaCertificates {
   gatewayCertificates ??= keepOrIssue({}, gatewayCertificateNames(testInstance()), new Date(), GATEWAY_CERTIFICATE_PROFILE).certificates;
   return gatewayCertificates;
+}
+
+/** A spec.backup with a volume claim target of `size`. */
+export const TEST_BACKUP = { target: { volumeClaim: { size: '10Gi' } } };
+
+let backupCertificates: CaCertificates | undefined;
+/** The backups' CA and certificate of `testInstance({ backup: TEST_BACKUP })`, made once per test process. */
+export function testBackupCertificates(): CaCertificates {
+  backupCertificates ??= keepOrIssue({}, backupCertificateNames(testInstance({ backup: TEST_BACKUP })), new Date(), BACKUP_CERTIFICATE_PROFILE).certificates;
+  return backupCertificates;
 }
 
 /** The same, as the gateway's TLS material: the server certificate signed by the instance CA. */
