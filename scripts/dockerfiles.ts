@@ -299,6 +299,9 @@ const IOT_SERVICE_STAGES: Record<IoTServiceComponent, RuntimeStage> = {
       `COPY ${IOT_SERVICE_SCHEMA} ${DATABASE_SCHEMA_PATH}`,
       `COPY ${path.dirname(IOT_SERVICE_DOCKERFILE)}/database-roles.sh ${DATABASE_ROLES_SCRIPT}`,
       `COPY ${path.dirname(IOT_SERVICE_DOCKERFILE)}/pgbackrest.mjs ${PGBACKREST_SCRIPT}`,
+      // Every pgBackRest option comes from the environment; Debian's sample configuration (readable
+      // by user postgres alone) would stop every pgbackrest command of user iot.
+      'RUN rm /etc/pgbackrest.conf',
     ],
   ),
 };
