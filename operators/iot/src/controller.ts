@@ -607,7 +607,7 @@ class IoTReconcile {
   }
 
   /**
-   * The StorageClasses the spec names (spec.<component>.storageClassName) that do not exist, looked
+   * The StorageClasses the spec names (spec.<component>.storageClassName, spec.backup.target.volumeClaim.storageClassName) that do not exist, looked
    * up (one GET each) only while a pod of the instance cannot be scheduled because of unbound
    * claims. A lookup that fails otherwise (a 403 where the RBAC lacks it) reports nothing: the
    * five-minute rule of status.ts applies then.
@@ -615,7 +615,8 @@ class IoTReconcile {
   private async missingStorageClasses(instance: Instance | undefined, pods: readonly V1Pod[]): Promise<string[]> {
     const spec = instance?.spec;
     if (!spec || !pods.some((pod) => unboundClaims(pod))) return [];
-    const named = new Set(STORAGE_COMPONENTS.map((c) => spec[c].storageClassName).filter((name): name is string => !!name));
+    const classes = [...STORAGE_COMPONENTS.map((c) => spec[c].storageClassName), spec.backup?.target.volumeClaim.storageClassName];
+    const named = new Set(classes.filter((name): name is string => !!name));
     const missing: string[] = [];
     for (const name of named) {
       await this.ctx.client.get(StorageClassType, name).catch((err: unknown) => {
