@@ -30,7 +30,10 @@
  *   workloads recreate them (pod-restarts.ts): when the copy of the landscape's image-pull-secret
  *   is written anew, the pods waiting to pull an image (else they would wait out the kubelet's
  *   back-off, up to 5 minutes); and pods of a StatefulSet stuck on an earlier revision (else its
- *   rollout would never proceed). No other pod is ever deleted.
+ *   rollout would never proceed). A database of three replicas (Patroni) is rolled by the operator
+ *   (database-roll.ts): one step per reconcile — an outdated standby deleted, or a switchover asked
+ *   of Patroni — only while every member is ready; the instance is Processing ("Rolling the
+ *   database: …") and looked at again every few seconds meanwhile. No other pod is ever deleted.
  * - Deletion: the finalizer holds the IoTService until the instance namespace is gone; it is then
  *   removed without touching any other party's finalizer. An IoTService found gone on that
  *   removal (a stale cache) is finalized: nothing is retried or logged as an error.
@@ -73,6 +76,7 @@ import {
   addFinalizer,
   controller,
   firstDifference,
+  ifFound,
   hasFinalizer,
   isAlreadyExists,
   isApiError,
@@ -139,13 +143,15 @@ import {
   watchedTypes,
   type IoTControllerConfig,
 } from './iotservice-types.ts';
+import { DATABASE_ROLL_RECHECK_MS, onDeleteChangeover, rollDatabase } from './database-roll.ts';
 import { leanPod } from './pod-view.ts';
 import { podsBlockingStatefulSetRollouts, podsWaitingForImages } from './pod-restarts.ts';
 import { RenderedChildren, type PreparedChild, type Rendering } from './rendered-children.ts';
-import { hasEmptyDirData, STATEFULSET_COMPONENTS, type KeptEmptyDirs } from './resources/data-volume.ts';
+import { madeOrderedReady } from './resources/broker-rollout.ts';
+import { hasEmptyDirData, STATEFULSET_COMPONENTS, type KeptEmptyDirs, type StatefulSetComponent } from './resources/data-volume.ts';
 import { heldBackDeployments } from './rollout-order.ts';
 import { ResolvedInstances } from './resolved-instances.ts';
-import { msUntilStuckPodFailure, unboundClaims } from './status/pod-health.ts';
+import { movingToUpdateRevision, msUntilStuckPodFailure, unboundClaims } from './status/pod-health.ts';
 import { StatusWrites } from './status/status-writes.ts';
 import { computeStatus, statusTransitionEvent, STORAGE_COMPONENTS, type ReconcileOutcome, type Waiting } from './status/status.ts';
 
@@ -220,6 +226,8 @@ class IoTReconcile {
   private tls: GatewayTls | undefined;
   /** The backups' certificates as this reconcile rendered them (none without spec.backup). */
   private backupCertificates: CaCertificates | undefined;
+  /** Whether this reconcile found the three-replica database rolling (database-roll.ts): looked at again soon. */
+  private rollingDatabase = false;
   /** Records an Event on the IoTService being reconciled (set once it is known). */
   private event: ((type: 'Normal' | 'Warning', reason: string, message: string) => void) | undefined;
 
@@ -273,14 +281,29 @@ class IoTReconcile {
     return { verb: 'patch', resource: `${IOTSERVICE_PLURAL}.${API_GROUP}`, namespace: iot.metadata.namespace, purpose };
   }
 
-  /** The instance's StatefulSets that exist with an emptyDir for their data: they keep it. */
-  private keptEmptyDirs(instance: Instance): KeptEmptyDirs {
-    return new Set(
-      STATEFULSET_COMPONENTS.filter((component) => {
-        const statefulSet = this.ctx.cache.get<V1StatefulSet & KubeObject>(Kinds.StatefulSet, component, instance.namespace);
+  /**
+   * The instance's StatefulSet of `component` as it exists: cached, or — for a shard that has just
+   * taken the instance over, whose cache has none of its children until they carry its label —
+   * from the API server. What it was made with (an emptyDir, OrderedReady) is kept, and a desired
+   * form rendered without it would be refused as a change of an immutable field.
+   */
+  private async observedStatefulSet(instance: Instance, component: StatefulSetComponent): Promise<(V1StatefulSet & KubeObject) | undefined> {
+    const cached = this.ctx.cache.get<V1StatefulSet & KubeObject>(Kinds.StatefulSet, component, instance.namespace);
+    if (cached || !this.config.shard) return cached;
+    return ifFound(this.ctx.client.get<V1StatefulSet & KubeObject>(Kinds.StatefulSet, component, instance.namespace));
+  }
+
+  /** What the instance's StatefulSets were made with and keep: those with an emptyDir for their data, and a broker made with OrderedReady. */
+  private async keptStatefulSetShapes(instance: Instance): Promise<{ keptEmptyDirs: KeptEmptyDirs; keptOrderedReadyBroker: boolean }> {
+    const observed = new Map(await Promise.all(STATEFULSET_COMPONENTS.map(async (component) => [component, await this.observedStatefulSet(instance, component)] as const)));
+    const broker = observed.get('broker');
+    return {
+      keptEmptyDirs: new Set(STATEFULSET_COMPONENTS.filter((component) => {
+        const statefulSet = observed.get(component);
         return statefulSet !== undefined && hasEmptyDirData(statefulSet);
-      }),
-    );
+      })),
+      keptOrderedReadyBroker: broker !== undefined && madeOrderedReady(broker),
+    };
   }
 
   /** Brings the children to their desired state (unless paused); says what happened. */
@@ -323,13 +346,13 @@ class IoTReconcile {
     }
     const backupCertificates = this.backupCertificates;
 
-    const keptEmptyDirs = this.keptEmptyDirs(instance);
+    const { keptEmptyDirs, keptOrderedReadyBroker } = await this.keptStatefulSetShapes(instance);
     const recorded = this.ctx.cache.get<V1Secret & KubeObject>(Kinds.Secret, CREDENTIALS_SECRET_NAME, instance.namespace)?.metadata.annotations?.[CREDENTIALS_ROTATION_ANNOTATION];
     const rotation = credentialsRotation(iot.metadata.annotations?.[ROTATE_CREDENTIALS_ANNOTATION], recorded);
-    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${this.tls?.fingerprint ?? ''}/${backupCertificates ? fingerprint(backupCertificates) : ''}/${rotation ?? ''}`;
+    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${keptOrderedReadyBroker}/${this.tls?.fingerprint ?? ''}/${backupCertificates ? fingerprint(backupCertificates) : ''}/${rotation ?? ''}`;
     const rendering = this.memory.rendered.get(key, renderingKey, () =>
       // Fresh credentials are used only for what the credentials Secret lacks, or all of them on a rotation.
-      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), credentialsRotation: rotation, keptEmptyDirs, gatewayTls, backupCertificates }).children.map((child) =>
+      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), credentialsRotation: rotation, keptEmptyDirs, keptOrderedReadyBroker, gatewayTls, backupCertificates }).children.map((child) =>
         prepareChild(child, this.config.shard),
       ),
     );
@@ -364,6 +387,9 @@ class IoTReconcile {
       this.ctx.recorder.event(iot, 'Normal', 'GatewayCertificateIssued', `Secret ${GATEWAY_TLS_SECRET} holds the server certificate cert-manager issued for Certificate ${certificateRef(instance)}, valid until ${until}.`);
     }
     await this.restartStuckPods(iot, instance, pullSecretWritten);
+    const databaseRoll = await this.rollDatabase(iot, instance);
+    this.rollingDatabase = databaseRoll !== undefined;
+    waiting ??= databaseRoll;
     // Children that only took this shard's label over match: the instance itself did not change.
     if (relabelled > 0) this.ctx.log.info({ relabelled, shard: this.config.shard?.name }, 'children moved to this shard');
     this.moved = relabelled;
@@ -439,6 +465,8 @@ class IoTReconcile {
         return 'unchanged';
       }
       this.ctx.log.info({ kind: type.kind, name: desired.metadata.name, field: difference }, 'child differs');
+      const changeover = type === Kinds.StatefulSet ? onDeleteChangeover(desired as V1StatefulSet, current as V1StatefulSet) : undefined;
+      if (changeover) await this.ctx.client.patch(type, desired.metadata.name!, desired.metadata.namespace, changeover, 'merge');
     }
     let applied: KubeObject | undefined;
     try {
@@ -505,7 +533,7 @@ class IoTReconcile {
     const id = iot.metadata.name!;
     const inNamespace = { namespace: instance.namespace, label: { name: INSTANCE_LABEL, value: id } };
     const statefulSets = this.ctx.cache.list<V1StatefulSet & KubeObject>(Kinds.StatefulSet, inNamespace);
-    const rollingOut = statefulSets.some((set) => set.status?.updateRevision && set.status.currentRevision !== set.status.updateRevision);
+    const rollingOut = statefulSets.some(movingToUpdateRevision);
     if (!pullSecretWritten && !rollingOut) return;
     const pods = this.config.shard ? await this.listPods(instance.namespace, id) : this.ctx.cache.list<V1Pod & KubeObject>(Kinds.Pod, inNamespace);
     const groups: Array<{ pods: V1Pod[]; why: string }> = [
@@ -516,7 +544,7 @@ class IoTReconcile {
     for (const group of groups) {
       const chosen = group.pods.filter((pod) => !done.has(pod.metadata!.name!));
       if (chosen.length === 0) continue;
-      await Promise.all(chosen.map((pod) => this.deletePod(instance.namespace, pod as V1Pod & KubeObject)));
+      await Promise.all(chosen.map((pod) => this.deletePod(instance.namespace, { name: pod.metadata!.name!, uid: pod.metadata!.uid }, `restart pod ${pod.metadata!.name}, which cannot come up by itself`)));
       const names = chosen.map((pod) => pod.metadata!.name!);
       for (const name of names) done.add(name);
       this.ctx.log.info({ pods: names }, `pods restarted: they ${group.why}`);
@@ -524,11 +552,23 @@ class IoTReconcile {
     }
   }
 
+  /** The next step of a three-replica database's roll (database-roll.ts); what the status says while it rolls. */
+  private rollDatabase(iot: IoTService & KubeObject, instance: Instance): Promise<Waiting | undefined> {
+    const statefulSet = this.ctx.cache.get<V1StatefulSet & KubeObject>(Kinds.StatefulSet, 'database', instance.namespace);
+    const context = {
+      client: this.ctx.client,
+      log: this.ctx.log,
+      deletePod: (pod: { name: string; uid: string }, purpose: string) => this.deletePod(instance.namespace, pod, purpose),
+      event: (reason: string, message: string) => this.ctx.recorder.event(iot, 'Normal', reason, message),
+    };
+    return rollDatabase(context, instance, statefulSet);
+  }
+
   /** Deletes one pod of the instance, only the one observed (its UID); one already gone is fine. */
-  private deletePod(namespace: string, pod: V1Pod & KubeObject): Promise<void> {
-    return this.permitted({ verb: 'delete', resource: 'pods', namespace, purpose: `restart pod ${pod.metadata.name}, which cannot come up by itself` }, () =>
+  private deletePod(namespace: string, pod: { name: string; uid: string | undefined }, purpose: string): Promise<void> {
+    return this.permitted({ verb: 'delete', resource: 'pods', namespace, purpose }, () =>
       this.ctx.client
-        .delete(Kinds.Pod, pod.metadata.name!, namespace, { preconditions: { uid: pod.metadata.uid } })
+        .delete(Kinds.Pod, pod.name, namespace, { preconditions: { uid: pod.uid } })
         .catch((err: unknown) => (isNotFound(err) || isApiError(err, 'Conflict') ? undefined : Promise.reject(err))),
     );
   }
@@ -602,7 +642,14 @@ class IoTReconcile {
     const renewAt = Math.min(this.tls?.renewAt?.getTime() ?? Infinity, this.backupCertificates ? renewalTime(this.backupCertificates.server.cert).getTime() : Infinity);
     const renewIn = renewAt === Infinity ? Infinity : Math.min(Math.max(1000, renewAt - now.getTime()), RENEWAL_RECHECK_MAX_MS);
     const backupIn = instance && backsUp(instance) ? BACKUP_RECHECK_MS : Infinity;
-    const recheck = Math.min(next.phase === 'Available' ? Infinity : PROCESSING_RECHECK_MS, stuckAt ?? Infinity, decision.write ? Infinity : (decision.retryAfterMs ?? Infinity), renewIn, backupIn);
+    const recheck = Math.min(
+      next.phase === 'Available' ? Infinity : PROCESSING_RECHECK_MS,
+      this.rollingDatabase ? DATABASE_ROLL_RECHECK_MS : Infinity,
+      stuckAt ?? Infinity,
+      decision.write ? Infinity : (decision.retryAfterMs ?? Infinity),
+      renewIn,
+      backupIn,
+    );
     return recheck === Infinity ? undefined : { requeueAfterMs: recheck };
   }
 

@@ -1,6 +1,7 @@
 /**
- * The only pods the IoT operator ever deletes: pods that will not come up by themselves, or only
- * after the kubelet's back-off, although what kept them down has been fixed. Their workloads
+ * The pods the IoT operator deletes besides a three-replica database's outdated pods, which it
+ * rolls itself (database-roll.ts): pods that will not come up by themselves, or only after the
+ * kubelet's back-off, although what kept them down has been fixed. Their workloads
  * recreate them at once from the current spec. Pods that run, and pods of the current revision
  * that are merely starting, are never chosen.
  *
@@ -12,8 +13,8 @@
  * - `podsBlockingStatefulSetRollouts`: pods of a StatefulSet whose revision
  *   (`controller-revision-hash`) is not the StatefulSet's update revision and that are stuck
  *   (waiting for their image or crash-looping, see pod-health.ts `isStuckOrFailing`). The StatefulSet
- *   controller replaces pods in order and only once each is Running and Ready (podManagementPolicy
- *   OrderedReady), so a pod stuck on a broken revision — a `spec.version` with no such image, or
+ *   controller's rolling update replaces pods in order and only once each is Running and Ready
+ *   (whatever the podManagementPolicy, see resources/broker-rollout.ts), so a pod stuck on a broken revision — a `spec.version` with no such image, or
  *   one that crashes — blocks the rollout of the fixed spec forever; Kubernetes' documentation
  *   says to delete such pods by hand after reverting the template ("Forced rollback").
  * Pods being deleted are never chosen again.

@@ -5,9 +5,11 @@
  * Guarantees (pure functions of the desired and the cached objects):
  * - `statefulSetRolledOut` is true for a StatefulSet that matches its desired form and whose
  *   controller has rolled it out: the current generation observed, exactly the desired replicas,
- *   all of them on the update revision (`currentRevision == updateRevision`, `updatedReplicas`)
- *   and ready. A StatefulSet with volume claims replaces its pods one by one, each only once the
- *   one before it is ready, so this is reached only once the last pod came back on its volume.
+ *   all of them on the update revision (`updatedReplicas`, and for RollingUpdate
+ *   `currentRevision == updateRevision`; with OnDelete, the three-replica database, its controller
+ *   never advances currentRevision) and ready. A StatefulSet with volume claims replaces its pods
+ *   one by one, each only once the one before it is ready (the database's the operator replaces,
+ *   database-roll.ts), so this is reached only once the last pod came back on its volume.
  * - `heldBackDeployments` names the Deployments that must wait: those that exist and whose pod
  *   template differs from the desired one (writing them would roll their pods), while some
  *   StatefulSet of the instance is not rolled out. A Deployment that does not exist yet is never
@@ -32,7 +34,7 @@ export function statefulSetRolledOut({ desired, observed }: Workload<V1StatefulS
   if (!observed || firstDifference(desired, observed) !== undefined) return false;
   // Both revisions are required here: without them its controller has not taken the StatefulSet up yet.
   const { currentRevision, updateRevision } = observed.status ?? {};
-  return !!updateRevision && currentRevision === updateRevision && judgeStatefulSet(observed, desired.spec?.replicas ?? 1).rolledOut;
+  return !!currentRevision && !!updateRevision && judgeStatefulSet(observed, desired.spec?.replicas ?? 1).rolledOut;
 }
 
 /** True when writing `desired` over `observed` would roll the Deployment's pods. */

@@ -10,12 +10,15 @@
  *     writes resume within 30 s (the longest pause between stored rows is printed), and every
  *     acknowledged message is stored exactly once;
  *   - a planned switchover (patronictl, to the synchronous standby) pauses writes for at most 10 s,
- *     and loses nothing either.
+ *     and loses nothing either;
+ *   - a change of the database's pod template (its resources) rolls the pods as the operator does
+ *     it (database-roll.ts): both standbys are replaced before the primary, which is replaced only
+ *     once Patroni switched over and labels it a standby; writes pause for at most 10 s, nothing lost.
  * Reported as not run where the cluster has no real node.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
+import { ApiError, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv, realNode } from '@iot-operator/local-cluster';
 import { registerDevice, startContinuousDevice, type ServiceAddresses } from '@iot-operator/iot-service/simulator';
@@ -47,8 +50,13 @@ let addresses: ServiceAddresses;
 
 type Pod = KubeObject & { status?: { containerStatuses?: Array<{ containerID?: string; ready?: boolean; restartCount?: number }> } };
 
+/** The database's pods, those being deleted too. */
+async function allDatabasePods(): Promise<Pod[]> {
+  return (await env.client.list<Pod>(Kinds.Pod, { namespace, labelSelector: 'app.kubernetes.io/component=database' })).items;
+}
+
 async function databasePods(): Promise<Pod[]> {
-  return (await env.client.list<Pod>(Kinds.Pod, { namespace, labelSelector: 'app.kubernetes.io/component=database' })).items.filter((p) => !p.metadata.deletionTimestamp);
+  return (await allDatabasePods()).filter((p) => !p.metadata.deletionTimestamp);
 }
 
 const restarts = (pod: Pod) => pod.status?.containerStatuses?.[0]?.restartCount ?? 0;
@@ -66,6 +74,15 @@ async function primary(former?: Pod): Promise<Pod> {
 
 function patronictl(pod: string, args: string[]): Promise<string> {
   return execInPod(env, namespace, pod, ['patronictl', '-c', '/tmp/patroni/patroni.yml', ...args], 60_000);
+}
+
+/** Both standbys streaming from `leader`, one of them synchronous, as Patroni lists them. */
+async function standbysStreaming(leader: Pod): Promise<void> {
+  await waitFor('both standbys streaming, one synchronous', async () => {
+    const members = await patronictl(leader.metadata.name!, ['list']);
+    const streaming = members.match(/\|\s*streaming\s*\|/g)?.length ?? 0;
+    return { done: /Sync Standby\s*\|\s*streaming/.test(members) && streaming === 2, value: undefined, seen: members };
+  }, { timeoutMs: 120_000, intervalMs: 1000 });
 }
 
 /**
@@ -97,8 +114,12 @@ async function writesThrough(label: string, disrupt: () => Promise<void>): Promi
   const messages = await running.stop();
   const stored = await assertStoredExactlyOnce(addresses, device.id, messages);
   const times = stored.map((r) => Date.parse(r.storedAt)).filter((t) => t >= started).sort((a, b) => a - b);
-  const pause = Math.max(0, ...times.slice(1).map((t, i) => t - times[i]!));
-  console.log(`database failover: ${label}: writes paused for at most ${(pause / 1000).toFixed(1)} s; ${messages.length} messages acknowledged, all stored once (${running.failures.length} attempts sent again)`);
+  const gaps = times.slice(1).map((t, i) => t - times[i]!);
+  const pause = Math.max(0, ...gaps);
+  const from = times[gaps.indexOf(pause)];
+  console.log(
+    `database failover: ${label}: writes paused for at most ${(pause / 1000).toFixed(1)} s${from === undefined ? '' : ` (from ${new Date(from).toISOString()})`}; ${messages.length} messages acknowledged, all stored once (${running.failures.length} attempts sent again)`,
+  );
   return pause;
 }
 
@@ -145,10 +166,79 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
 
   it('a planned switchover pauses writes for at most 10 s and loses nothing', async () => {
     const pause = await writesThrough('switchover', async () => {
-      // With synchronous_mode Patroni hands over to the synchronous standby alone: it picks it.
+      // With synchronous_mode Patroni hands over to the synchronous standby alone: it picks it, and
+      // refuses while there is none (as after the failover above, until the standbys follow the
+      // new timeline).
       const leader = await primary();
+      await standbysStreaming(leader);
       console.log(await patronictl(leader.metadata.name!, ['switchover', '--leader', leader.metadata.name!, '--force']));
       assert.notEqual((await primary(leader)).metadata.name, leader.metadata.name, 'a standby promoted');
+    });
+    assert.ok(pause <= 10_000, `writes paused ${pause} ms`);
+  });
+
+  it('a change of the database pods replaces the standbys first, then the primary after a switchover; writes pause at most 10 s, nothing lost', async () => {
+    /** Each original pod (by UID) once seen deleted: the order they went in, and which pod was labelled primary then. */
+    const replaced: Array<{ name: string; wasPrimary: boolean; primaryThen: string | undefined }> = [];
+    const pause = await writesThrough('database roll', async () => {
+      const leader = await primary();
+      const original = new Map((await databasePods()).map((p) => [p.metadata.uid!, p]));
+      await env.client.patch(IoTServiceV1alpha1Type, NAME, landscape, { spec: { database: { resources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '1', memory: '512Mi' } } } } }, 'merge');
+      await waitFor('every database pod replaced, the new ones ready', async () => {
+        const pods = await allDatabasePods();
+        const primaryThen = pods.find((p) => !p.metadata.deletionTimestamp && p.metadata.labels?.[ROLE_LABEL] === PRIMARY_ROLE)?.metadata.name;
+        for (const [uid, pod] of original) {
+          if (pods.some((p) => p.metadata.uid === uid && !p.metadata.deletionTimestamp)) continue;
+          replaced.push({ name: pod.metadata.name!, wasPrimary: uid === leader.metadata.uid, primaryThen });
+          original.delete(uid);
+        }
+        const fresh = pods.filter((p) => !p.metadata.deletionTimestamp && !original.has(p.metadata.uid!) && p.status?.containerStatuses?.[0]?.ready);
+        return { done: original.size === 0 && fresh.length === 3, value: undefined, seen: pods.map((p) => `${p.metadata.name} ${p.metadata.labels?.[ROLE_LABEL]} ready=${p.status?.containerStatuses?.[0]?.ready}${p.metadata.deletionTimestamp ? ' deleting' : ''}`) };
+      }, { timeoutMs: 300_000, intervalMs: 250 });
+      console.log(`database failover: rolled in this order: ${replaced.map((r) => `${r.name} (${r.wasPrimary ? 'the primary' : 'a standby'}; ${r.primaryThen} primary when it was deleted)`).join(', ')}`);
+    });
+    assert.deepEqual(replaced.map((r) => r.wasPrimary), [false, false, true], 'both standbys replaced before the primary');
+    const former = replaced[2]!;
+    assert.ok(former.primaryThen && former.primaryThen !== former.name, `another pod was primary when ${former.name} was deleted (${former.primaryThen}): Patroni had switched over`);
+    assert.ok(pause <= 10_000, `writes paused ${pause} ms`);
+  });
+
+  it("a drain's evictions take one database pod at a time (its PodDisruptionBudget refuses a second meanwhile); writes pause at most 10 s, nothing lost", async () => {
+    const evict = (pod: Pod) =>
+      env.client.raw({
+        method: 'POST',
+        path: `/api/v1/namespaces/${namespace}/pods/${pod.metadata.name}/eviction`,
+        body: { apiVersion: 'policy/v1', kind: 'Eviction', metadata: { name: pod.metadata.name, namespace } },
+      });
+    const pause = await writesThrough('evictions', async () => {
+      // As from a healthy cluster: a drain waits for the budget only, this also for replication.
+      const leader = await primary();
+      await standbysStreaming(leader);
+      const standby = (await databasePods()).find((p) => p.metadata.name !== leader.metadata.name)!;
+      console.log(`database failover: ${new Date().toISOString()} evicting the primary ${leader.metadata.name}`);
+      await evict(leader);
+      await assert.rejects(evict(standby), (err: unknown) => {
+        assert.ok(err instanceof ApiError && err.code === 429, `a second eviction refused with 429: ${String(err)}`);
+        assert.match(err.message, /disruption budget/);
+        return true;
+      });
+      // The evicted pod back and ready: the budget lets the next eviction through.
+      await waitFor('three ready database pods again', async () => {
+        const pods = await databasePods();
+        return { done: pods.length === 3 && pods.every((p) => p.status?.containerStatuses?.[0]?.ready), value: undefined, seen: pods.map((p) => p.metadata.name) };
+      }, { timeoutMs: 180_000, intervalMs: 500 });
+      await standbysStreaming(await primary());
+      await waitFor('the budget to allow a disruption again', async () => {
+        try {
+          await evict(standby);
+          console.log(`database failover: ${new Date().toISOString()} evicted the standby ${standby.metadata.name}`);
+          return { done: true, value: undefined };
+        } catch (err) {
+          if (err instanceof ApiError && err.code === 429) return { done: false, value: undefined, seen: err.message };
+          throw err;
+        }
+      }, { timeoutMs: 60_000, intervalMs: 1000 });
+      await primary();
     });
     assert.ok(pause <= 10_000, `writes paused ${pause} ms`);
   });

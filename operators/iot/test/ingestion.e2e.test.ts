@@ -18,7 +18,10 @@
  *     and a real Prometheus fires IoTServiceIngestionStalled from the operator's metrics; all of
  *     it clears once processing is back, and every acknowledged message is stored once;
  *   - with `broker.replicas: 3`, a broker's process SIGKILLed and another broker's pod deleted
- *     under load lose nothing acknowledged;
+ *     under load lose nothing acknowledged; then, on the same instance, a `broker.resources`
+ *     change rolls the three brokers one at a time, the next only once the one replaced before
+ *     is current (nats-server's /healthz on each broker's monitor port, asked every 500 ms, never
+ *     fails on two brokers at once), and nothing acknowledged meanwhile is lost;
  *   - retention: with `spec.retention` shortened, what is older is deleted and what is newer kept;
  *   - a `database.replicas` or a `broker.replicas` other than 1 or 3, and a change of
  *     `broker.replicas`, are refused with the reason.
@@ -45,6 +48,7 @@ import {
 import { COMPONENTS, type ComponentName } from '../src/api/iotservice.ts';
 import { HOST_ON_POD_NETWORK, assertStoredExactlyOnce, componentPod, sigkillContainer, deviceAddresses, execInPod, getIoT, installIoTCrd, iotService, referenceImages, startOperator, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
+import { PORTS } from '../src/resources/ports.ts';
 
 const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
@@ -60,8 +64,14 @@ let mgr: Manager | undefined;
 let addresses: ServiceAddresses;
 /** The device of the crash test: its messages are minutes old when retention is tried. */
 let crashDevice = '';
+/** The instance with three brokers, and its namespace and addresses once made. */
+const R3 = 'ingest-r3';
+let r3 = '';
+let r3Addresses: ServiceAddresses;
 
-type Pod = KubeObject & { status?: { phase?: string; containerStatuses?: Array<{ containerID?: string; restartCount?: number; ready?: boolean }> } };
+type Pod = KubeObject & {
+  status?: { phase?: string; podIP?: string; conditions?: Array<{ type: string; status: string }>; containerStatuses?: Array<{ containerID?: string; restartCount?: number; ready?: boolean }> };
+};
 
 async function runningPod(component: ComponentName): Promise<Pod> {
   const { name } = await componentPod(env, namespace, component);
@@ -117,6 +127,18 @@ async function postUntilAccepted(device: Awaited<ReturnType<typeof registerDevic
       throw error;
     }
   }, { timeoutMs: 60_000, intervalMs: 1000 });
+}
+
+/** A new device of the three-broker instance publishing as fast as it is acknowledged, and a wait for 50 more acknowledgements. */
+async function publishingToR3(prefix: string) {
+  const device = await registerDevice(r3Addresses, `${prefix}-${Date.now()}`);
+  const running = startContinuousDevice(r3Addresses, device, { attemptTimeoutMs: 5_000, retryDelayMs: 200 });
+  const acked = () => running.messages.filter((m) => m.ackedAt !== undefined).length;
+  const progress = async (what: string) => {
+    const before = acked();
+    await waitFor(what, async () => ({ done: acked() >= before + 50, value: undefined, seen: acked() }), { timeoutMs: 120_000, intervalMs: 200 });
+  };
+  return { device, running, progress };
 }
 
 describe('ingestion keeps what it acknowledged', { skip }, () => {
@@ -323,29 +345,93 @@ describe('ingestion keeps what it acknowledged', { skip }, () => {
   });
 
   it('with broker.replicas 3, keeps every acknowledged message through a broker SIGKILL and a broker pod deletion', async () => {
-    const name = 'ingest-r3';
-    await createInstance(name, 3);
-    const r3 = `${landscape}-${name}`;
-    const r3Addresses = await deviceAddresses(env, r3);
+    await createInstance(R3, 3);
+    r3 = `${landscape}-${R3}`;
+    r3Addresses = await deviceAddresses(env, r3);
     const brokers = (await env.client.list<Pod>(Kinds.Pod, { namespace: r3, labelSelector: 'app.kubernetes.io/component=broker' })).items;
     assert.equal(brokers.length, 3, 'three broker pods');
 
-    const device = await registerDevice(r3Addresses, `r3-${Date.now()}`);
-    const running = startContinuousDevice(r3Addresses, device, { attemptTimeoutMs: 5_000, retryDelayMs: 200 });
-    const acked = () => running.messages.filter((m) => m.ackedAt !== undefined).length;
-    const progress = async (what: string) => {
-      const before = acked();
-      await waitFor(what, async () => ({ done: acked() >= before + 50, value: undefined, seen: acked() }), { timeoutMs: 120_000, intervalMs: 200 });
-    };
+    const { device, running, progress } = await publishingToR3('r3');
     await progress('messages acknowledged before broker-0 is killed');
     await sigkillContainer(env, (await env.client.get(Kinds.Pod, 'broker-0', r3)) as Pod);
     await progress('acknowledgements going on with broker-0 killed');
     await env.client.delete(Kinds.Pod, 'broker-1', r3);
     await progress('acknowledgements going on with broker-1 deleted');
-    await waitForPhase(env, landscape, name, 'Available', 300_000);
+    await waitForPhase(env, landscape, R3, 'Available', 300_000);
     await progress('acknowledgements going on with all three brokers back');
     const messages = await running.stop();
     console.log(`ingestion R3: ${messages.length} messages acknowledged through a broker SIGKILL and a broker pod deletion, ${running.failures.length} attempts sent again`);
+    await assertStoredExactlyOnce(r3Addresses, device.id, messages);
+  });
+
+  it('with broker.replicas 3, a change rolls the brokers one at a time, each once the one before is current, and keeps every acknowledged message', async () => {
+    assert.ok(r3, 'the instance with three brokers is made by the test before');
+    const brokerPods = async () => (await env.client.list<Pod>(Kinds.Pod, { namespace: r3, labelSelector: 'app.kubernetes.io/component=broker' })).items;
+    const before = new Map((await brokerPods()).map((p) => [p.metadata.name!, p.metadata.uid!]));
+    assert.equal(before.size, 3, 'three broker pods');
+
+    /** Whether a broker answers nats-server's full /healthz: JetStream's meta layer and every stream and consumer on it current. */
+    const current = async (pod: Pod | undefined): Promise<boolean> => {
+      if (!pod?.status?.podIP || pod.metadata.deletionTimestamp) return false;
+      try {
+        return (await fetch(`http://${pod.status.podIP}:${PORTS.brokerMonitor}/healthz`, { signal: AbortSignal.timeout(1000) })).ok;
+      } catch {
+        return false;
+      }
+    };
+    /** Every 500 ms from the change until the roll is done: the brokers not current, and those already replaced. */
+    const samples: Array<{ at: number; behind: string[]; replaced: string[] }> = [];
+    let sampling = true;
+    const sampleUntilStopped = async () => {
+      while (sampling) {
+        const pods = await brokerPods().catch(() => undefined);
+        if (pods) {
+          const names = [...before.keys()];
+          const states = await Promise.all(
+            names.map(async (n) => {
+              const pod = pods.find((p) => p.metadata.name === n);
+              return { n, pod, ok: await current(pod) };
+            }),
+          );
+          samples.push({
+            at: Date.now(),
+            behind: states.filter((s) => !s.ok).map((s) => s.n),
+            replaced: states.filter((s) => s.pod && s.pod.metadata.uid !== before.get(s.n)).map((s) => s.n),
+          });
+        }
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    };
+
+    const { device, running, progress } = await publishingToR3('roll');
+    let sampler: Promise<void> | undefined;
+    try {
+      await progress('messages acknowledged before the roll');
+      await waitFor('the three brokers current before the roll', async () => {
+        const ok = await Promise.all((await brokerPods()).map(current));
+        return { done: ok.length === 3 && ok.every(Boolean), value: undefined, seen: ok };
+      }, { timeoutMs: 60_000, intervalMs: 500 });
+      sampler = sampleUntilStopped();
+      const started = Date.now();
+      await env.client.patch(IoTServiceV1alpha1Type, R3, landscape, { spec: { broker: { resources: { requests: { cpu: '20m' } } } } }, 'merge');
+      await waitFor('the three brokers replaced and ready', async () => {
+        const pods = await brokerPods();
+        const done = pods.length === 3 && pods.every((p) => p.metadata.uid !== before.get(p.metadata.name!) && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+        return { done, value: undefined, seen: pods.map((p) => `${p.metadata.name}:${p.metadata.uid === before.get(p.metadata.name!) ? 'old' : 'new'}`) };
+      }, { timeoutMs: 120_000, intervalMs: 1000 });
+      console.log(`ingestion R3: the three brokers rolled in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+      await progress('acknowledgements going on after the roll');
+    } finally {
+      sampling = false;
+      await sampler;
+    }
+    const messages = await running.stop();
+    const oneBehind = samples.filter((s) => s.behind.length === 1).length;
+    console.log(`ingestion R3: ${messages.length} messages acknowledged through the roll, ${running.failures.length} attempts sent again; of ${samples.length} samples, ${oneBehind} with one broker not current`);
+    const twoBehind = samples.filter((s) => s.behind.length >= 2).map((s) => `${new Date(s.at).toISOString()} behind ${s.behind.join(',')} replaced ${s.replaced.join(',')}`);
+    assert.deepEqual(twoBehind, [], 'never two brokers not current at once');
+    assert.ok(oneBehind > 0, 'the sampler saw the replaced brokers down');
+    assert.deepEqual(samples.at(-1)?.replaced.sort(), ['broker-0', 'broker-1', 'broker-2'], 'the sampler saw the roll through');
     await assertStoredExactlyOnce(r3Addresses, device.id, messages);
   });
 

@@ -24,13 +24,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
+import type { V1Node, V1Service } from '@kubernetes/client-node';
 import { ApiError, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { busyboxImage, importScratchImage, localTestEnv, onRealNode, realNode, tagOnRealNode } from '@iot-operator/local-cluster';
 import { COMPONENTS, type ComponentName } from '../src/api/iotservice.ts';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { PORTS } from '../src/resources/ports.ts';
-import { execInPod, iotService, startServedLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
+import { execInPod, iotService, realNodeTenancy, startServedLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 
 const run = promisify(execFile);
 const env: TestEnv = await localTestEnv();
@@ -42,7 +43,7 @@ const VERSION = '2.4.1';
 let landscape: string;
 let mgr: Manager | undefined;
 
-before(async () => ({ landscape, mgr } = await startServedLandscape({ defaultRegistry: REGISTRY })));
+before(async () => ({ landscape, mgr } = await startServedLandscape({ defaultRegistry: REGISTRY, tenancy: { ...realNodeTenancy(REGISTRY), allowedServiceTypes: ['ClusterIP', 'NodePort'] } })));
 after(() => stopServedLandscape({ env, landscape, mgr }));
 
 // Which ports each component listens on, as the operator declares them (ports.ts).
@@ -206,6 +207,23 @@ describe('network isolation with real packets', { skip }, () => {
     await expectReach(alphaNs(), alpha.core.name, outside, 8080, false);
     const stdout = await execInPod(env, alphaNs(), alpha.core.name, ['nslookup', `broker.${alphaNs()}.svc.cluster.local`]);
     assert.match(stdout, new RegExp(`Address:? *${alpha.broker.ip.replaceAll('.', '\\.')}`), `the instance's DNS lookups pass its egress policy: ${stdout}`);
+  });
+
+  it("through a NodePort gateway Service, devices keep their own addresses: a source in deviceSources is admitted, another pod is not", async () => {
+    await env.client.patch(IoTServiceV1alpha1Type, 'alpha', landscape, { spec: { gateway: { serviceType: 'NodePort', deviceSources: [`${outside}/32`] } } }, 'merge');
+    const nodePort = await waitFor('the gateway Service to be a NodePort with externalTrafficPolicy Local', async () => {
+      const service = await env.client.get<V1Service & KubeObject>(Kinds.Service, 'gateway', alphaNs());
+      const port = service.spec?.ports?.find((p) => p.port === PORTS.mqtts)?.nodePort;
+      return { done: service.spec?.externalTrafficPolicy === 'Local' && port !== undefined, value: port!, seen: service.spec };
+    });
+    const nodeObject = await env.client.get<V1Node & KubeObject>(Kinds.Node, node.available ? node.name : '');
+    const nodeAddress = nodeObject.status?.addresses?.find((a) => a.type === 'InternalIP')?.address ?? '';
+    assert.ok(nodeAddress, 'the real node has an InternalIP');
+    await expectReach(outsideNs, 'outside', nodeAddress, nodePort, true);
+    // With Cluster, kube-proxy would hand the gateway this pod's connection from the node's own
+    // address, which NetworkPolicies admit (the kubelet's probes come from it).
+    assert.equal(await reaches(landscape, 'operator-side', nodeAddress, nodePort), false, 'a pod not in deviceSources, through the node port');
+    await env.client.patch(IoTServiceV1alpha1Type, 'alpha', landscape, { spec: { gateway: { serviceType: null, deviceSources: null } } }, 'merge');
   });
 });
 

@@ -39,6 +39,7 @@ describe('database replicas', () => {
     assert.equal(find(all, 'NetworkPolicy', 'database-api-server'), undefined);
     const instance = testInstance({ database: { replicas: 1 } });
     assert.deepEqual(desiredDatabaseStatefulSet(instance).spec?.template, desiredPodTemplate(instance, 'database', DATABASE_RUNTIME, {}, { dataEmptyDir: false }));
+    assert.equal(desiredDatabaseStatefulSet(instance).spec?.updateStrategy, undefined, "its StatefulSet's own RollingUpdate replaces the pod");
     const peers = find<NetworkPolicy>(all, 'NetworkPolicy', 'database-peers')!;
     assert.equal(peers.spec.egress, undefined, 'the database opens no connection');
     assert.deepEqual(find<V1Service>(all, 'Service', 'database-client')?.spec?.selector, { 'cp.iotservices.io/instance': 'tenant-a', 'app.kubernetes.io/component': 'database' });
@@ -59,7 +60,9 @@ describe('database replicas', () => {
   });
 
   it('three replicas: the pods run Patroni as ServiceAccount database, probed on its REST API, told their identity, the member labels and the replication password', () => {
-    const pod = find<V1StatefulSet>(children(3), 'StatefulSet', 'database')!.spec!.template.spec!;
+    const statefulSet = find<V1StatefulSet>(children(3), 'StatefulSet', 'database')!;
+    assert.deepEqual(statefulSet.spec?.updateStrategy, { type: 'OnDelete' }, 'the operator replaces the pods, the primary last (database-roll.ts)');
+    const pod = statefulSet.spec!.template.spec!;
     assert.equal(pod.serviceAccountName, 'database');
     assert.equal(pod.automountServiceAccountToken, true);
     const [container] = pod.containers;

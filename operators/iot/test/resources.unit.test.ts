@@ -754,6 +754,13 @@ describe('services', () => {
     assert.equal(desiredGatewayService(testInstance({ gateway: { serviceType: 'LoadBalancer' } }, PERMISSIVE_CONFIG)).spec?.type, 'LoadBalancer');
   });
 
+  it("a NodePort or LoadBalancer gateway Service keeps devices' own addresses (externalTrafficPolicy Local), for deviceSources to judge", () => {
+    const policy = (gateway: Record<string, unknown>) => desiredGatewayService(testInstance({ gateway }, PERMISSIVE_CONFIG)).spec?.externalTrafficPolicy;
+    assert.equal(policy({}), undefined, 'a ClusterIP Service has none');
+    assert.equal(policy({ serviceType: 'NodePort' }), 'Local');
+    assert.equal(policy({ serviceType: 'LoadBalancer', deviceSources: ['203.0.113.0/24'] }), 'Local');
+  });
+
   it('core serves 8080; broker and database are headless, the broker with its cluster port for its peers', () => {
     const all = children();
     assert.deepEqual(ports(find<V1Service>(all, 'Service', 'core')), ['http:8080/TCP->8080']);

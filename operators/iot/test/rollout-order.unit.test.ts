@@ -52,6 +52,19 @@ describe('rollout order: the pure rules', () => {
     }
   });
 
+  it('an OnDelete StatefulSet (three database replicas) is rolled out once every replica is updated, its currentRevision never advancing', () => {
+    const onDelete = (status: V1StatefulSet['status']): Set_ => {
+      const set = statefulSet('db:2.5.0', status);
+      return { ...set, spec: { ...set.spec!, replicas: 3, updateStrategy: { type: 'OnDelete' } } };
+    };
+    const desired = onDelete(undefined);
+    // As the StatefulSet controller reports it (Kubernetes 1.33) once the last old pod was replaced.
+    const replaced = { observedGeneration: 2, replicas: 3, readyReplicas: 3, updatedReplicas: 3, currentRevision: 'database-1', updateRevision: 'database-2' };
+    assert.equal(statefulSetRolledOut({ name: 'database', desired, observed: onDelete(replaced) }), true);
+    assert.equal(statefulSetRolledOut({ name: 'database', desired, observed: onDelete({ ...replaced, updatedReplicas: 2 }) }), false, 'the primary not replaced yet');
+    assert.equal(statefulSetRolledOut({ name: 'database', desired, observed: onDelete({ ...replaced, readyReplicas: 2 }) }), false, 'the last replacement not ready');
+  });
+
   it('a Deployment waits only when it exists and its pod template would change, while a StatefulSet is not rolled out', () => {
     const deployment = (image: string, replicas = 1): V1Deployment => ({ spec: { replicas, selector: {}, template: { spec: { containers: [{ name: 'core', image }] } } } });
     const notRolled = [{ name: 'database', desired: statefulSet('db:2.5.0', undefined), observed: statefulSet('db:2.4.1', rolledOut) }];

@@ -109,6 +109,14 @@ describe('client', () => {
     assert.ok(Date.now() - start >= 950, `waited ${Date.now() - start} ms for Retry-After: 1`);
   });
 
+  it('fails a 429 without Retry-After at once, as client-go does (an eviction a disruption budget refuses)', async () => {
+    handlers = [
+      () => ({ code: 429, body: { kind: 'Status', reason: 'TooManyRequests', message: "Cannot evict pod as it would violate the pod's disruption budget." } }),
+      () => ({ code: 200, body: { metadata: { name: 'x', namespace: 'ns' } } }),
+    ];
+    await assert.rejects(client.get(Kinds.ConfigMap, 'x', 'ns'), (err: unknown) => err instanceof ApiError && err.code === 429 && /disruption budget/.test(err.message));
+  });
+
   it('pages through lists with continue tokens and returns the snapshot resourceVersion', async () => {
     seen.length = 0;
     handlers = [

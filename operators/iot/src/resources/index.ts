@@ -102,6 +102,8 @@ export interface ChildSources {
   credentialsRotation?: string;
   /** The components whose existing StatefulSet keeps its emptyDir (data-volume.ts `dataVolume`). */
   keptEmptyDirs: KeptEmptyDirs;
+  /** The broker StatefulSet exists with OrderedReady (broker-rollout.ts `madeOrderedReady`): it keeps it. */
+  keptOrderedReadyBroker?: boolean;
   /** The gateway's CA and server certificate (gateway-tls.ts), kept or renewed by the reconcile or issued by cert-manager; only for an instance that `servesTls`. */
   gatewayTls?: GatewayTlsMaterial;
   /** The backups' CA and the certificate of both ends (backup.ts), kept or renewed by the reconcile; only for an instance with `spec.backup`. */
@@ -168,7 +170,7 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       ...optional(desiredBackupService(instance)),
       ...COMPONENTS.map((component) => apply(desiredDisruptionBudget(instance, component))),
       ...desiredPatroniAccess(instance).map(apply),
-      apply(desiredBrokerStatefulSet(instance, sources.keptEmptyDirs, sources.credentialsRotation)),
+      apply(desiredBrokerStatefulSet(instance, sources.keptEmptyDirs, sources.credentialsRotation, sources.keptOrderedReadyBroker)),
       apply(desiredDatabaseStatefulSet(instance, sources.keptEmptyDirs, sources.credentialsRotation)),
       ...optional(desiredBackupStatefulSet(instance)),
       apply(desiredCoreDeployment(instance, checksum, sources.credentialsRotation)),
@@ -212,6 +214,7 @@ export function childKey(object: KubernetesObject): string {
 }
 
 export * from './backup.ts';
+export * from './broker-rollout.ts';
 export * from './configmap.ts';
 export * from './data-volume.ts';
 export * from './deployments.ts';

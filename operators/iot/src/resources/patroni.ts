@@ -25,6 +25,10 @@ export const DATABASE_SERVICE_ACCOUNT = 'database';
 export const ROLE_LABEL = 'role';
 /** Its value on the primary's pod. */
 export const PRIMARY_ROLE = 'master';
+/** Its value on a standby's pod. */
+export const STANDBY_ROLE = 'replica';
+/** Patroni's ConfigMaps: scope `database` (the database.sh configuration), a key each. */
+export const PATRONI_CONFIGMAPS = { sync: 'database-sync', failover: 'database-failover' } as const;
 
 /** Whether the database runs under Patroni: three replicas. */
 export function runsPatroni(instance: Instance): boolean {

@@ -122,7 +122,8 @@ export function componentImage(instance: Instance, component: ComponentName): st
 
 /**
  * The paths an HTTP probe may ask: the health endpoints of gateway, core and processing,
- * nats-server's health endpoint that fails until JetStream is up (the broker's readiness), and
+ * nats-server's (the broker's readiness, broker-rollout.ts: /healthz in full, or only until
+ * JetStream is up), and
  * Patroni's (three database replicas): /readiness once PostgreSQL runs, /liveness while
  * Patroni's loop does (not PostgreSQL's port: a standby being copied or rewound has none open).
  */

@@ -2,7 +2,13 @@
  * The instance's Services.
  *
  * Guarantees: `gateway` exposes one port per enabled protocol (mqtt 1883/TCP, mqtts 8883/TCP,
- * http 8080/TCP, https 8443/TCP, coap 5683/UDP) with the type from `spec.gateway.serviceType`; `core` exposes
+ * http 8080/TCP, https 8443/TCP, coap 5683/UDP) with the type from `spec.gateway.serviceType`; a
+ * NodePort or LoadBalancer one with externalTrafficPolicy Local, so devices' connections reach the
+ * gateway from their own addresses, which `gateway-devices` (deviceSources) and the gateway's
+ * per-source login limits judge — with Cluster they would arrive from node addresses, and from the
+ * gateway pod's own node they pass any NetworkPolicy (the kubelet's probes come from there), so
+ * every device would be admitted whatever deviceSources says; a node without a gateway pod then
+ * does not forward (a LoadBalancer's health checks skip it); `core` exposes
  * 8080/TCP; `broker` (client 4222, cluster 6222, monitor 8222) and `database` (5432) are headless
  * and govern their StatefulSets, the broker's publishing not-ready addresses so that its replicas
  * find each other while starting: `broker-<i>.broker.<namespace>.svc:6222` is the route to
@@ -59,9 +65,10 @@ export function service(
 }
 
 export function desiredGatewayService(instance: Instance): V1Service {
-  return service(instance, 'gateway', gatewayPorts(instance.spec.gateway.protocols), {
-    type: instance.spec.gateway.serviceType,
-  });
+  const { serviceType } = instance.spec.gateway;
+  const gateway = service(instance, 'gateway', gatewayPorts(instance.spec.gateway.protocols), { type: serviceType });
+  if (serviceType !== 'ClusterIP') gateway.spec!.externalTrafficPolicy = 'Local';
+  return gateway;
 }
 
 export function desiredCoreService(instance: Instance): V1Service {

@@ -15,41 +15,43 @@
  *
  * The database is PostgreSQL: one replica alone, ready and alive while it accepts connections on
  * 5432; three under Patroni (the image's database.sh), which elects the primary and labels it
- * `role: master` (database-client selects it), with the probes on Patroni's REST API (8008).
- * With `spec.backup` its pods archive WAL to the repository host and serve pgBackRest (backup.ts).
+ * `role: master` (database-client selects it), with the probes on Patroni's REST API (8008), and
+ * `updateStrategy: OnDelete`: the operator replaces those pods itself, the primary last and only
+ * after a switchover (database-roll.ts). With `spec.backup` its pods archive WAL to the repository
+ * host and serve pgBackRest (backup.ts).
  *
- * The broker is nats-server with JetStream: it is ready once JetStream is
- * (`/healthz?js-enabled-only=true` on the monitor port) and alive while it accepts clients (4222).
+ * The broker is nats-server with JetStream: ready on the monitor port's health endpoint and started
+ * and rolled as broker-rollout.ts `brokerRollout` says (three brokers: in parallel, each ready once
+ * its streams are current), and alive while it accepts clients (4222).
  * It is told the password of each component's broker user and of its routes, its pod's name and
  * namespace (downward API) and the number of replicas (IOT_BROKER_REPLICAS): with 3 it routes to
  * its peers at `nats://broker-<i>.broker.<POD_NAMESPACE>.svc:6222` through the headless Service,
  * as user `route`.
  */
 
-import type { V1EnvVar, V1PersistentVolumeClaim, V1StatefulSet } from '@kubernetes/client-node';
+import type { V1EnvVar, V1PersistentVolumeClaim, V1StatefulSet, V1StatefulSetSpec } from '@kubernetes/client-node';
 import { BACKUP_TLS_DIR, BACKUP_TLS_SECRET, databaseArchiveEnvironment, databaseBackupSidecar } from './backup.ts';
+import { brokerRollout } from './broker-rollout.ts';
 import { dataVolume, type DataVolume, type KeptEmptyDirs, type StatefulSetComponent } from './data-volume.ts';
 import { DATABASE_SERVICE_ACCOUNT, runsPatroni } from './patroni.ts';
 import type { Instance } from './instance.ts';
 import { componentLabels, componentSelector, instanceLabels } from './labels.ts';
-import { DATA_VOLUME, desiredPodTemplate, httpProbe, tcpProbe, type ContainerRuntime } from './pod.ts';
+import { DATA_VOLUME, desiredPodTemplate, httpProbe, tcpProbe, type ContainerRuntime, type ProbePath } from './pod.ts';
 import { BROKER_PORTS, DATABASE_PORT, PATRONI_PORT, PORTS } from './ports.ts';
 
 export const DATA_PATH = '/var/lib/iot';
 /** How many broker replicas run (`spec.broker.replicas`): 1, or 3 routed to each other. */
 export const BROKER_REPLICAS_ENV = 'IOT_BROKER_REPLICAS';
-/** nats-server's health endpoint, answering 200 once JetStream is enabled (not waiting for streams to catch up). */
-export const BROKER_READINESS_PATH = '/healthz?js-enabled-only=true';
 
 /** The pod's own `field` (downward API) as environment variable `name`. */
 const podField = (name: string, field: string): V1EnvVar => ({ name, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: field } } });
 const POD_IDENTITY: readonly V1EnvVar[] = [podField('POD_NAME', 'metadata.name'), podField('POD_NAMESPACE', 'metadata.namespace')];
 
-/** The broker's container: its ports, probes, its users' and routes' passwords, pod identity and replica count. */
-export function brokerRuntime(instance: Instance): ContainerRuntime {
+/** The broker's container: its ports, probes (readiness on `readinessPath`), its users' and routes' passwords, pod identity and replica count. */
+function brokerRuntime(instance: Instance, readinessPath: ProbePath): ContainerRuntime {
   return {
     ports: BROKER_PORTS,
-    readinessProbe: httpProbe(BROKER_READINESS_PATH, PORTS.brokerMonitor, 'readiness'),
+    readinessProbe: httpProbe(readinessPath, PORTS.brokerMonitor, 'readiness'),
     livenessProbe: tcpProbe(PORTS.brokerClient, 'liveness'),
     credentials: ['brokerGatewayPassword', 'brokerProcessingPassword', 'brokerCorePassword', 'brokerRoutePassword'],
     environment: [...POD_IDENTITY, { name: BROKER_REPLICAS_ENV, value: String(instance.spec.broker.replicas) }],
@@ -120,7 +122,15 @@ export function dataClaimTemplate(instance: Instance, volume: DataVolume): V1Per
   };
 }
 
-function desiredStatefulSet(instance: Instance, component: StatefulSetComponent, runtime: ContainerRuntime, kept: KeptEmptyDirs, credentialsRotation: string | undefined): V1StatefulSet {
+function desiredStatefulSet(
+  instance: Instance,
+  component: StatefulSetComponent,
+  runtime: ContainerRuntime,
+  kept: KeptEmptyDirs,
+  credentialsRotation: string | undefined,
+  /** How its pods start and are replaced, when not the StatefulSet's defaults. */
+  { podManagementPolicy, updateStrategy }: Pick<V1StatefulSetSpec, 'podManagementPolicy' | 'updateStrategy'> = {},
+): V1StatefulSet {
   const claim = dataClaimTemplate(instance, dataVolume(instance, component, kept));
   return {
     apiVersion: 'apps/v1',
@@ -129,18 +139,24 @@ function desiredStatefulSet(instance: Instance, component: StatefulSetComponent,
     spec: {
       replicas: instance.spec[component].replicas,
       serviceName: component,
+      ...(podManagementPolicy ? { podManagementPolicy } : {}),
       selector: { matchLabels: componentSelector(instance, component) },
       template: desiredPodTemplate(instance, component, runtime, { credentialsRotation }, { dataEmptyDir: !claim }),
       ...(claim ? { volumeClaimTemplates: [claim] } : {}),
+      ...(updateStrategy ? { updateStrategy } : {}),
     },
   };
 }
 
-/** `credentialsRotation`: secrets.ts `credentialsRotation`, when there is one. */
-export function desiredBrokerStatefulSet(instance: Instance, kept: KeptEmptyDirs = new Set(), credentialsRotation?: string): V1StatefulSet {
-  return desiredStatefulSet(instance, 'broker', brokerRuntime(instance), kept, credentialsRotation);
+/**
+ * `credentialsRotation`: secrets.ts `credentialsRotation`, when there is one; `keptOrderedReady`:
+ * the broker StatefulSet exists with OrderedReady (broker-rollout.ts `madeOrderedReady`).
+ */
+export function desiredBrokerStatefulSet(instance: Instance, kept: KeptEmptyDirs = new Set(), credentialsRotation?: string, keptOrderedReady = false): V1StatefulSet {
+  const { podManagementPolicy, readinessPath } = brokerRollout(instance, keptOrderedReady);
+  return desiredStatefulSet(instance, 'broker', brokerRuntime(instance, readinessPath), kept, credentialsRotation, podManagementPolicy ? { podManagementPolicy } : {});
 }
 
 export function desiredDatabaseStatefulSet(instance: Instance, kept: KeptEmptyDirs = new Set(), credentialsRotation?: string): V1StatefulSet {
-  return desiredStatefulSet(instance, 'database', databaseRuntime(instance), kept, credentialsRotation);
+  return desiredStatefulSet(instance, 'database', databaseRuntime(instance), kept, credentialsRotation, runsPatroni(instance) ? { updateStrategy: { type: 'OnDelete' } } : {});
 }

@@ -63,16 +63,28 @@ export function judgeStatefulSet(s: V1StatefulSet, desired: number): { updated: 
   const status = s.status;
   const updated = status?.updatedReplicas ?? 0;
   const ready = status?.readyReplicas ?? 0;
-  const revisionsAgree =
-    !status?.currentRevision || !status.updateRevision || status.currentRevision === status.updateRevision;
   const rolledOut =
     generationObserved(s.metadata?.generation, status?.observedGeneration) &&
     (s.spec?.replicas ?? 1) === desired &&
     (status?.replicas ?? 0) === desired &&
     updated >= desired &&
     ready >= desired &&
-    revisionsAgree;
+    !movingToUpdateRevision(s);
   return { updated, ready, rolledOut };
+}
+
+/**
+ * Whether the StatefulSet still has pods to bring onto its update revision. With RollingUpdate its
+ * controller moves `currentRevision` to `updateRevision` once every pod is updated and ready (a
+ * revision not reported yet counts as done). With OnDelete it never does (Kubernetes 1.33 as
+ * before: currentRevision stays the first one, only `updatedReplicas` counts the pods on the update
+ * revision), so there it is fewer updated pods than replicas.
+ */
+export function movingToUpdateRevision(s: V1StatefulSet): boolean {
+  const status = s.status;
+  if (!status?.updateRevision) return false;
+  if (s.spec?.updateStrategy?.type === 'OnDelete') return (status.updatedReplicas ?? 0) < (status.replicas ?? 0);
+  return !!status.currentRevision && status.currentRevision !== status.updateRevision;
 }
 
 function generationObserved(generation: number | undefined, observedGeneration: number | undefined): boolean {

@@ -3,8 +3,9 @@
  *
  * Guarantees:
  * - Every failure is an `ApiError` with the HTTP code and Kubernetes reason.
- * - A 429, or a 5xx carrying Retry-After, is retried after the delay the server asked for
- *   (at most `maxRetryAfterAttempts` times, each delay capped at 30 s), as client-go does.
+ * - A 429 or a 5xx carrying Retry-After is retried after the delay the server asked for (at most
+ *   `maxRetryAfterAttempts` times, each delay capped at 30 s), as client-go does; without the
+ *   header it fails at once (a disruption budget refusing an eviction answers 429 without it).
  * - Every request is counted in `rest_client_requests_total{code,host,method}` and timed in
  *   `rest_client_request_duration_seconds{host,verb}` (code "<error>" for transport failures;
  *   host is the API server's host:port, as client-go labels it).
@@ -241,9 +242,11 @@ function withTypeMeta<T extends KubeObject>(type: ResourceType, obj: T): T {
 }
 
 function retryAfterMs(code: number, header: string | string[] | undefined): number | undefined {
-  if (code !== 429 && !(code >= 500 && header !== undefined)) return undefined;
+  // A 429 without Retry-After is a refusal, not throttling (an eviction a disruption budget
+  // refuses): client-go retries neither it nor a 5xx without the header.
+  if (header === undefined || (code !== 429 && code < 500)) return undefined;
   const value = Array.isArray(header) ? header[0] : header;
-  const seconds = value === undefined ? 1 : Number(value);
+  const seconds = Number(value);
   return Math.min(Number.isFinite(seconds) && seconds >= 0 ? seconds : 1, 30) * 1000;
 }
 
