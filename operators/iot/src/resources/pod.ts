@@ -12,6 +12,9 @@
  * a component that reads config.yml (gateway, core, processing) carries the config checksum
  * annotation, so a configuration change rolls its pods (a subPath mount never sees a ConfigMap
  * update); broker and database do not read it, so a configuration change leaves them running.
+ * A runtime's second container (the database's pgBackRest server with spec.backup) runs the same
+ * image under the same security context and mounts what the first one does. The backup repository
+ * host's pods run the database's image where the database's may run (its placement).
  * No pod mounts a ServiceAccount token but those of a runtime that names its `serviceAccount`
  * (three database replicas, whose Patroni keeps its state in the API server).
  * Every component's template carries the credentials' rotation (CREDENTIALS_ROTATION_ANNOTATION)
