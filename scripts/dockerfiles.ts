@@ -242,6 +242,8 @@ export const IOT_SERVICE_SCHEMA = 'workloads/iot-service/schema.sql';
 export const DATABASE_SCHEMA_PATH = '/usr/local/share/iot/schema.sql';
 /** The database image's script that applies the schema and the roles (image/database-roles.sh), run by its entry script or by Patroni. */
 export const DATABASE_ROLES_SCRIPT = '/usr/local/bin/iot-database-roles';
+/** The database image's pgBackRest entry point (image/pgbackrest.mjs): the database pods' pgBackRest server, and the backup repository host. */
+export const PGBACKREST_SCRIPT = '/usr/local/bin/iot-pgbackrest';
 
 /**
  * A component from Debian packages: the packages and user `iot` (10001, home the data volume at
@@ -292,8 +294,15 @@ const IOT_SERVICE_STAGES: Record<IoTServiceComponent, RuntimeStage> = {
   broker: natsBroker,
   database: debianPackageComponent(
     'database',
-    ['postgresql', 'patroni'],
-    [`COPY ${IOT_SERVICE_SCHEMA} ${DATABASE_SCHEMA_PATH}`, `COPY ${path.dirname(IOT_SERVICE_DOCKERFILE)}/database-roles.sh ${DATABASE_ROLES_SCRIPT}`],
+    ['postgresql', 'patroni', 'pgbackrest'],
+    [
+      `COPY ${IOT_SERVICE_SCHEMA} ${DATABASE_SCHEMA_PATH}`,
+      `COPY ${path.dirname(IOT_SERVICE_DOCKERFILE)}/database-roles.sh ${DATABASE_ROLES_SCRIPT}`,
+      `COPY ${path.dirname(IOT_SERVICE_DOCKERFILE)}/pgbackrest.mjs ${PGBACKREST_SCRIPT}`,
+      // Every pgBackRest option comes from the environment; Debian's sample configuration (readable
+      // by user postgres alone) would stop every pgbackrest command of user iot.
+      'RUN rm /etc/pgbackrest.conf',
+    ],
   ),
 };
 
@@ -317,6 +326,9 @@ export function iotServiceDockerfile(): string {
       "  database                   Debian's postgresql and patroni: database `iot`, initdb into the volume; one",
       '                             replica runs PostgreSQL alone, three run it under Patroni (database.sh); on',
       '                             the primary schema.sql and the roles applied at every start (database-roles.sh)',
+      "                             With Debian's pgbackrest: each database pod's second container serves",
+      '                             its data directory to the repository host (pgbackrest server, TLS), which',
+      '                             is this image too (pgbackrest.mjs: backups on a schedule, /info)',
       'VERSION is what every component reports (/healthz, start log line; the broker and the database',
       'log it at start); `npm run image:iot-service` also sets it on each built image (buildah keys no',
       "cached ENV step on an argument's value). Everything runs as the operator's pod user (10001) on",

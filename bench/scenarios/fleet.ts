@@ -48,7 +48,8 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { keepOrIssue } from '../../operators/iot/src/resources/gateway-tls.ts';
+import { GATEWAY_CERTIFICATE_PROFILE } from '../../operators/iot/src/resources/gateway-tls.ts';
+import { keepOrIssue } from '../../operators/iot/src/resources/instance-ca.ts';
 import { generatePassword } from '../../workloads/iot-service/src/core/passwords.ts';
 import { GATEWAY_MQTT_PORT, GATEWAY_MQTTS_PORT } from '../../workloads/iot-service/src/shared/ports.ts';
 import type { ConnectRun } from '../../workloads/iot-service/src/simulator/fleet.ts';
@@ -149,7 +150,7 @@ export async function runFleet(ctx: LocalContext): Promise<ScenarioOutput> {
   try {
     const database = { superuser: generatePassword(), core: generatePassword(), processing: generatePassword() };
 
-    const { certificates } = keepOrIssue({}, [`IP:${HOST}`], new Date());
+    const { certificates } = keepOrIssue({}, [`IP:${HOST}`], new Date(), GATEWAY_CERTIFICATE_PROFILE);
     const tlsDir = path.join(scratch.dir, 'tls');
     mkdirSync(tlsDir);
     writeFileSync(path.join(tlsDir, 'tls.crt'), certificates.server.cert);

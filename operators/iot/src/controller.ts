@@ -38,7 +38,9 @@
  *   removed without touching any other party's finalizer. An IoTService found gone on that
  *   removal (a stale cache) is finalized: nothing is retried or logged as an error.
  * - Status is recomputed from what is observed (and the instance's latest ingestion reading,
- *   ingestion.ts) and written only when it changes; progress within
+ *   ingestion.ts; with spec.backup the repository host's state, read at each reconcile, and the
+ *   instance looked at again every BACKUP_RECHECK_MS for it: backups.ts) and written only when it
+ *   changes; progress within
  *   a rollout is written at most every few seconds (status-writes.ts); each meaningful
  *   transition is recorded as an Event on the IoTService. Refusals that retrying cannot fix
  *   (403, 422) become `Failed`; transient errors are retried with backoff and never set `Failed`.
@@ -52,6 +54,9 @@
  *   as `Failed` with a `Degraded` condition and a Warning Event naming the missing permission
  *   (verb, resource, namespace) and, while the IoTService is being deleted, that its deletion
  *   waits for it; it is looked at again periodically, so granting the permission is enough.
+ * - With spec.backup, the backups' CA and certificate (backups.ts BACKUP_CA) are kept or made
+ *   before the children are rendered, like the gateway's, and the instance looked at again when
+ *   the certificate is due for renewal.
  * - The gateway's CA and server certificate (gateway-certificates.ts), for an instance serving TLS,
  *   are kept from the instance's Secrets or made before the children are rendered, and become
  *   children like the others; the instance is looked at again when its server certificate is due
@@ -63,6 +68,7 @@
  *   `GatewayCertificateIssued`. Without issuerRef, or while deleting, a Certificate the instance
  *   had is removed with its Secret.
  */
+import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import type { V1Deployment, V1Namespace, V1Pod, V1Secret, V1StatefulSet } from '@kubernetes/client-node';
 import {
@@ -112,11 +118,17 @@ import {
   namespaceOwnership,
   resolveInstance,
   servesTls,
+  backsUp,
+  backupCertificateNames,
+  renewalTime,
+  type CaCertificates,
   type DesiredChild,
   type Instance,
 } from './resources/index.ts';
 import { ChildBodies } from './child-bodies.ts';
+import { BACKUP_CA, readRepository } from './backups.ts';
 import { GatewayCertificateKeeper, type GatewayTls, type TlsContext } from './gateway-certificates.ts';
+import { InstanceCaKeeper } from './instance-ca-keeper.ts';
 import type { IngestionMonitor } from './ingestion.ts';
 import {
   CHILD_TYPES,
@@ -149,6 +161,8 @@ const PROCESSING_RECHECK_MS = 30_000;
 const MOVED_CHILDREN_RECHECK_MS = 2_000;
 /** The longest wait for a server certificate's renewal time, at which the instance is looked at again. */
 const RENEWAL_RECHECK_MAX_MS = 24 * 3600_000;
+/** How often an instance with backups is looked at for its repository's state (status.backup). */
+const BACKUP_RECHECK_MS = 60_000;
 /** How often deletion checks whether the instance namespace is gone. */
 const DELETION_RECHECK_MS = 2_000;
 
@@ -187,7 +201,7 @@ export function registerIoTController(mgr: Manager, config: IoTControllerConfig,
 /** The reconcile step, with the memory its shortcuts keep between runs of one controller. */
 export function iotReconciler(config: IoTControllerConfig, ingestion?: IngestionMonitor): Reconciler {
   const bodies = childBodies(config);
-  const memory: ReconcileMemory = { statusWrites: new StatusWrites(), rendered: new RenderedChildren(), resolved: new ResolvedInstances(config), bodies, tls: new GatewayCertificateKeeper(bodies), ingestion };
+  const memory: ReconcileMemory = { statusWrites: new StatusWrites(), rendered: new RenderedChildren(), resolved: new ResolvedInstances(config), bodies, tls: new GatewayCertificateKeeper(bodies), backupCa: new InstanceCaKeeper(bodies, BACKUP_CA), ingestion };
   return (request, ctx) => new IoTReconcile(config, ctx, memory).run(request);
 }
 
@@ -198,6 +212,8 @@ interface ReconcileMemory {
   resolved: ResolvedInstances;
   bodies: ChildBodies;
   tls: GatewayCertificateKeeper;
+  /** The backups' CA and certificate (backups.ts). */
+  backupCa: InstanceCaKeeper;
   /** The brokers' latest readings (none in tests that run the reconcile alone). */
   ingestion: IngestionMonitor | undefined;
 }
@@ -208,6 +224,8 @@ class IoTReconcile {
   private moved = 0;
   /** The gateway's TLS material as this reconcile rendered it (none when it rendered nothing). */
   private tls: GatewayTls | undefined;
+  /** The backups' certificates as this reconcile rendered them (none without spec.backup). */
+  private backupCertificates: CaCertificates | undefined;
   /** Whether this reconcile found the three-replica database rolling (database-roll.ts): looked at again soon. */
   private rollingDatabase = false;
   /** Records an Event on the IoTService being reconciled (set once it is known). */
@@ -321,14 +339,20 @@ class IoTReconcile {
       await this.memory.tls.release(tlsContext, key, instance);
     }
     const gatewayTls = this.tls?.material;
+    if (backsUp(instance)) {
+      this.backupCertificates = await this.memory.backupCa.certificates(tlsContext, key, instance, backupCertificateNames(instance), new Date());
+    } else {
+      this.memory.backupCa.forget(key);
+    }
+    const backupCertificates = this.backupCertificates;
 
     const { keptEmptyDirs, keptOrderedReadyBroker } = await this.keptStatefulSetShapes(instance);
     const recorded = this.ctx.cache.get<V1Secret & KubeObject>(Kinds.Secret, CREDENTIALS_SECRET_NAME, instance.namespace)?.metadata.annotations?.[CREDENTIALS_ROTATION_ANNOTATION];
     const rotation = credentialsRotation(iot.metadata.annotations?.[ROTATE_CREDENTIALS_ANNOTATION], recorded);
-    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${keptOrderedReadyBroker}/${this.tls?.fingerprint ?? ''}/${rotation ?? ''}`;
+    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${keptOrderedReadyBroker}/${this.tls?.fingerprint ?? ''}/${backupCertificates ? fingerprint(backupCertificates) : ''}/${rotation ?? ''}`;
     const rendering = this.memory.rendered.get(key, renderingKey, () =>
       // Fresh credentials are used only for what the credentials Secret lacks, or all of them on a rotation.
-      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), credentialsRotation: rotation, keptEmptyDirs, keptOrderedReadyBroker, gatewayTls }).children.map((child) =>
+      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), credentialsRotation: rotation, keptEmptyDirs, keptOrderedReadyBroker, gatewayTls, backupCertificates }).children.map((child) =>
         prepareChild(child, this.config.shard),
       ),
     );
@@ -599,6 +623,7 @@ class IoTReconcile {
       observed: { deployments: inNamespace<V1Deployment>(Kinds.Deployment), statefulSets: inNamespace<V1StatefulSet>(Kinds.StatefulSet), pods, missingStorageClasses },
       ingestion: this.memory.ingestion?.verdict(key),
       gatewayTls: this.tls && { caCertificate: this.tls.material.caCert, notAfter: this.tls.notAfter.toISOString() },
+      backup: instance && backsUp(instance) ? await readRepository(instance, pods) : undefined,
       now,
       stuckPodTimeoutMs: this.config.stuckPodTimeoutMs,
     });
@@ -614,13 +639,22 @@ class IoTReconcile {
     const stuckAt = msUntilStuckPodFailure(pods, now, this.config.stuckPodTimeoutMs);
     // The server certificate's renewal time is no event either (looked at daily before it: a
     // timer cannot wait the 60 days).
-    const renewIn = this.tls?.renewAt ? Math.min(Math.max(1000, this.tls.renewAt.getTime() - now.getTime()), RENEWAL_RECHECK_MAX_MS) : Infinity;
-    const recheck = Math.min(next.phase === 'Available' ? Infinity : PROCESSING_RECHECK_MS, this.rollingDatabase ? DATABASE_ROLL_RECHECK_MS : Infinity, stuckAt ?? Infinity, decision.write ? Infinity : (decision.retryAfterMs ?? Infinity), renewIn);
+    const renewAt = Math.min(this.tls?.renewAt?.getTime() ?? Infinity, this.backupCertificates ? renewalTime(this.backupCertificates.server.cert).getTime() : Infinity);
+    const renewIn = renewAt === Infinity ? Infinity : Math.min(Math.max(1000, renewAt - now.getTime()), RENEWAL_RECHECK_MAX_MS);
+    const backupIn = instance && backsUp(instance) ? BACKUP_RECHECK_MS : Infinity;
+    const recheck = Math.min(
+      next.phase === 'Available' ? Infinity : PROCESSING_RECHECK_MS,
+      this.rollingDatabase ? DATABASE_ROLL_RECHECK_MS : Infinity,
+      stuckAt ?? Infinity,
+      decision.write ? Infinity : (decision.retryAfterMs ?? Infinity),
+      renewIn,
+      backupIn,
+    );
     return recheck === Infinity ? undefined : { requeueAfterMs: recheck };
   }
 
   /**
-   * The StorageClasses the spec names (spec.<component>.storageClassName) that do not exist, looked
+   * The StorageClasses the spec names (spec.<component>.storageClassName, spec.backup.target.volumeClaim.storageClassName) that do not exist, looked
    * up (one GET each) only while a pod of the instance cannot be scheduled because of unbound
    * claims. A lookup that fails otherwise (a 403 where the RBAC lacks it) reports nothing: the
    * five-minute rule of status.ts applies then.
@@ -628,7 +662,8 @@ class IoTReconcile {
   private async missingStorageClasses(instance: Instance | undefined, pods: readonly V1Pod[]): Promise<string[]> {
     const spec = instance?.spec;
     if (!spec || !pods.some((pod) => unboundClaims(pod))) return [];
-    const named = new Set(STORAGE_COMPONENTS.map((c) => spec[c].storageClassName).filter((name): name is string => !!name));
+    const classes = [...STORAGE_COMPONENTS.map((c) => spec[c].storageClassName), spec.backup?.target.volumeClaim.storageClassName];
+    const named = new Set(classes.filter((name): name is string => !!name));
     const missing: string[] = [];
     for (const name of named) {
       await this.ctx.client.get(StorageClassType, name).catch((err: unknown) => {
@@ -695,6 +730,7 @@ class IoTReconcile {
     this.memory.rendered.forget(keyOf(request));
     this.memory.resolved.forget(keyOf(request));
     this.memory.tls.forget(keyOf(request));
+    this.memory.backupCa.forget(keyOf(request));
   }
 }
 
@@ -736,4 +772,9 @@ function isRefusal(err: unknown): err is ApiError & { reason: 'Forbidden' | 'Inv
 
 function failed(failure: Failure): ReconcileOutcome {
   return { kind: 'failed', failure };
+}
+
+/** Changes exactly when the backups' certificates do (for the rendering key). */
+function fingerprint(certificates: CaCertificates): string {
+  return createHash('sha256').update(certificates.ca.cert).update(certificates.server.cert).digest('base64url').slice(0, 22);
 }

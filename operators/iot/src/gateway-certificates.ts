@@ -12,24 +12,9 @@
  *   Service: a shard taking an instance over issues nothing). With issuerRef the material is the
  *   issued one with the client CA added; the renewal is cert-manager's (no `renewAt`).
  *
- * Guarantees of the instance CA:
- * - The Secrets' bodies (the cache holds their metadata only) are read through ChildBodies only
- *   when the cache shows either Secret at another resourceVersion than when the material was last
- *   judged, or nothing is remembered (after a restart); otherwise the remembered material is
- *   judged again (renewal time, names) without a read. So the CA in the Secret is kept across
- *   reconciles and restarts. With nothing remembered and neither Secret in the cache, both are
- *   got from the API server before anything is made: a shard that has just taken an instance over,
- *   or a cache still catching up, keeps the CA devices trust instead of making a new one. A gateway Service made or
- *   readdressed after the certificate brings a new one.
- * - A CA Secret edited into something unusable is replaced by the CA remembered from before or,
- *   without one, a new CA; a Warning Event `GatewayCAReplaced` says what was wrong. A missing
- *   Secret (not created yet, or created a moment ago and not cached yet) makes no new CA while
- *   one is remembered. Secret gateway-tls gone from the cache after it was seen there was deleted
- *   (a cache loses a Secret no other way): a new server certificate is issued by the same CA, as
- *   deleting a certificate's Secret asks for (a key thought exposed); a deleted gateway-ca is
- *   restored with the CA remembered, which devices trust. Every server certificate issued is
- *   recorded as a Normal Event `GatewayCertificateIssued` saying why (a new CA, other names,
- *   renewal due, unreadable).
+ * Guarantees of the instance CA: those of instance-ca-keeper.ts, with Secrets gateway-ca and
+ * gateway-tls, Events `GatewayCAReplaced` and `GatewayCertificateIssued`, devices trusting the CA;
+ * a gateway Service made or readdressed after the certificate brings a new one.
  * - `spec.gateway.tls.clientCA` is read (one GET of the ConfigMap in the IoTService's namespace) on
  *   every call while it is set; a ConfigMap missing or without ca.crt is a `ClientCANotFound`
  *   failure, not an empty client CA.
@@ -38,26 +23,22 @@
  *   other (with issuerRef only the Certificate is written, by gateway-issued-certificates.ts).
  */
 import { createHash } from 'node:crypto';
-import type { V1ConfigMap, V1Secret, V1Service } from '@kubernetes/client-node';
+import type { V1ConfigMap, V1Service } from '@kubernetes/client-node';
 import { Kinds, ifFound, type KubeObject } from '@iot-operator/runtime';
 import type { ChildBodies } from './child-bodies.ts';
 import { clientCANotFoundFailure, type Failure } from './failure.ts';
 import { IssuedCertificates, type IssuedContext } from './gateway-issued-certificates.ts';
+import { InstanceCaKeeper, type InstanceCaKind } from './instance-ca-keeper.ts';
 import {
   GATEWAY_CA_SECRET,
+  GATEWAY_CERTIFICATE_PROFILE,
   GATEWAY_SERVICE,
   GATEWAY_TLS_SECRET,
-  caOfSecret,
-  caProblem,
   certificateExpiry,
   gatewayCertificateNames,
   gatewayServiceAddresses,
   instanceCaMaterial,
-  keepOrIssue,
   renewalTime,
-  serverOfSecret,
-  type CurrentCertificates,
-  type GatewayCertificates,
   type GatewayTlsMaterial,
   type Instance,
   type InstanceIdentity,
@@ -75,12 +56,6 @@ export interface GatewayTls {
   notAfter: Date;
 }
 
-interface Remembered {
-  certificates: GatewayCertificates;
-  /** The resourceVersions of gateway-ca and gateway-tls in the cache when they were last judged. */
-  observed: string;
-}
-
 export interface TlsContext extends IssuedContext {
   /** Records an Event on the IoTService. */
   event: (type: 'Normal' | 'Warning', reason: string, message: string) => void;
@@ -92,11 +67,24 @@ export type GatewayTlsResult =
   | { kind: 'waiting'; waiting: Waiting }
   | { kind: 'failed'; failure: Failure };
 
+/** The gateway's instance CA: Secrets gateway-ca and gateway-tls, a server certificate that devices trust by the CA. */
+const GATEWAY_CA: InstanceCaKind = {
+  caSecret: GATEWAY_CA_SECRET,
+  leafSecret: GATEWAY_TLS_SECRET,
+  profile: GATEWAY_CERTIFICATE_PROFILE,
+  events: { caReplaced: 'GatewayCAReplaced', issued: 'GatewayCertificateIssued' },
+  leaf: "the gateway's server certificate",
+  restored: 'It holds the CA devices trust the gateway by again.',
+  replaced: 'Devices must trust the new CA (ConfigMap gateway-ca, status.gateway.tls).',
+};
+
 export class GatewayCertificateKeeper {
-  private readonly byInstance = new Map<string, Remembered>();
+  private readonly instanceCa: InstanceCaKeeper;
   private readonly issued = new IssuedCertificates();
 
-  constructor(private readonly bodies: ChildBodies) {}
+  constructor(bodies: ChildBodies) {
+    this.instanceCa = new InstanceCaKeeper(bodies, GATEWAY_CA);
+  }
 
   /** The material of `instance` (IoTService in namespace `landscape`) now, or what keeps it from being made. */
   async material(ctx: TlsContext, key: string, instance: Instance, now: Date): Promise<GatewayTlsResult> {
@@ -113,7 +101,7 @@ export class GatewayCertificateKeeper {
     const withClientCA = (material: GatewayTlsMaterial): GatewayTlsMaterial => ({ ...material, ...(clientCA?.pem ? { clientCA: clientCA.pem } : {}) });
     const issuerRef = instance.spec.gateway.tls?.issuerRef;
     if (issuerRef) {
-      this.byInstance.delete(key);
+      this.instanceCa.forget(key);
       const issued = await this.issued.material(ctx, key, instance, issuerRef, names);
       if (issued.kind === 'failed') return issued;
       if (issued.kind === 'ready') return { kind: 'ready', tls: gatewayTls(withClientCA(issued.material)) };
@@ -122,57 +110,19 @@ export class GatewayCertificateKeeper {
       return { kind: 'ready', tls: gatewayTls(withClientCA(issued.material)), waiting: issued.waiting };
     }
     await this.issued.remove(ctx, key, instance);
-    const certificates = await this.certificates(ctx, key, instance, names, now);
+    const certificates = await this.instanceCa.certificates(ctx, key, instance, names, now);
     return { kind: 'ready', tls: { ...gatewayTls(withClientCA(instanceCaMaterial(certificates))), renewAt: renewalTime(certificates.server.cert) } };
   }
 
   /** For an instance serving no TLS, or whose IoTService is being deleted: what cert-manager issued for it is removed. */
   async release(ctx: Pick<TlsContext, 'client' | 'cache' | 'permitted'>, key: string, identity: InstanceIdentity): Promise<void> {
-    this.byInstance.delete(key);
+    this.instanceCa.forget(key);
     await this.issued.remove(ctx, key, identity);
   }
 
   forget(key: string): void {
-    this.byInstance.delete(key);
+    this.instanceCa.forget(key);
     this.issued.forget(key);
-  }
-
-  private async certificates(ctx: TlsContext, key: string, instance: Instance, names: readonly string[], now: Date): Promise<GatewayCertificates> {
-    const cached = (name: string) => ctx.cache.get<V1Secret & KubeObject>(Kinds.Secret, name, instance.namespace);
-    const [caSecret, tlsSecret] = [cached(GATEWAY_CA_SECRET), cached(GATEWAY_TLS_SECRET)];
-    const observed = `${caSecret?.metadata.resourceVersion ?? ''}/${tlsSecret?.metadata.resourceVersion ?? ''}`;
-    const remembered = this.byInstance.get(key);
-    /** Seen in the cache when last judged, absent now: deleted. */
-    const tlsDeleted = !tlsSecret && remembered !== undefined && remembered.observed.split('/')[1] !== '';
-    let current: CurrentCertificates = remembered ? { ca: remembered.certificates.ca, ...(tlsDeleted ? {} : { server: remembered.certificates.server }) } : {};
-    if (!remembered || (remembered.observed !== observed && (caSecret || tlsSecret))) {
-      // Our own write read back, or someone's edit.
-      const read = async (name: string, secret: KubeObject | undefined): Promise<V1Secret | undefined> => {
-        if (secret) return (await this.bodies.read(ctx.client, Kinds.Secret, secret)) as V1Secret | undefined;
-        if (remembered) return undefined;
-        // Neither cached nor remembered: the API server may still hold it (an instance a shard has
-        // just taken over, a cache catching up), with the CA devices trust. Asked before making one.
-        return ifFound(ctx.client.get<V1Secret & KubeObject>(Kinds.Secret, name, instance.namespace));
-      };
-      const [ca, server] = [caOfSecret(await read(GATEWAY_CA_SECRET, caSecret)), serverOfSecret(await read(GATEWAY_TLS_SECRET, tlsSecret))];
-      const unusable = ca && caProblem(ca, now);
-      if (unusable && remembered) {
-        ctx.event('Warning', 'GatewayCAReplaced', `Secret ${GATEWAY_CA_SECRET} of namespace ${instance.namespace} is restored: ${unusable}. It holds the CA devices trust the gateway by again.`);
-      } else {
-        current = { ca: ca ?? current.ca, server: server ?? current.server };
-      }
-    }
-    const decision = keepOrIssue(current, names, now);
-    if (decision.caReplaced) {
-      ctx.event('Warning', 'GatewayCAReplaced', `Secret ${GATEWAY_CA_SECRET} of namespace ${instance.namespace} was replaced by a new CA: ${decision.caReplaced}. Devices must trust the new CA (ConfigMap gateway-ca, status.gateway.tls).`);
-    }
-    if (decision.serverIssued) {
-      const expiry = certificateExpiry(decision.certificates.server.cert).toISOString();
-      const why = tlsDeleted && current.ca === decision.certificates.ca ? `Secret ${GATEWAY_TLS_SECRET} was deleted` : decision.serverIssued;
-      ctx.event('Normal', 'GatewayCertificateIssued', `Issued the gateway's server certificate for ${names.join(', ')}, valid until ${expiry}: ${why}.`);
-    }
-    this.byInstance.set(key, { certificates: decision.certificates, observed });
-    return decision.certificates;
   }
 
   /** The client CA's PEM when spec.gateway.tls.clientCA names one. */

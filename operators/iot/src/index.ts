@@ -17,5 +17,6 @@ export type { IoTService, IoTServiceSpec, IoTServiceStatus } from './api/iotserv
 export { desiredChildren, type DesiredChild, type DesiredChildren } from './resources/index.ts';
 export { resolveInstance, type Instance } from './resources/instance.ts';
 export { generateCredentials } from './resources/secrets.ts';
-export { gatewayCertificateNames, keepOrIssue } from './resources/gateway-tls.ts';
+export { GATEWAY_CERTIFICATE_PROFILE, gatewayCertificateNames } from './resources/gateway-tls.ts';
+export { keepOrIssue } from './resources/instance-ca.ts';
 export { INSTANCE_LABEL, landscapeSelector } from './resources/labels.ts';

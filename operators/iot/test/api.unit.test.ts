@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { retentionSeconds } from '../src/api/iotservice.ts';
+import { backupScheduleSeconds, retentionSeconds } from '../src/api/iotservice.ts';
 import { validateIoTServiceSpec } from '../src/api/validation.ts';
 
 function errorsOf(spec: unknown): string[] {
@@ -86,6 +86,31 @@ describe('IoTService spec validation', () => {
     }
     assert.deepEqual(errorsOf({ version: '1', retention: 30 }), [message], 'a number');
     assert.deepEqual(errorsOf({ version: '1', retention: 'x'.repeat(65) }), [message], 'too long');
+  });
+
+  it('takes spec.backup with a volume claim target, defaulting a daily full backup and 7 kept, refusing a malformed schedule or retention', () => {
+    const target = { volumeClaim: { size: '20Gi' } };
+    const result = validateIoTServiceSpec({ version: '1', backup: { target } });
+    assert.ok(result.ok);
+    assert.deepEqual(result.spec.backup, { schedule: '1d', retention: 7, target });
+    const without = validateIoTServiceSpec({ version: '1' });
+    assert.ok(without.ok && without.spec.backup === undefined, 'no backup unless asked');
+    const scheduleMessage = 'spec.backup.schedule: must be a whole number of m, h or d between full backups, e.g. 1d';
+    for (const schedule of ['', '0h', '30s', '1w', '1h30m', '6 h']) {
+      assert.deepEqual(errorsOf({ version: '1', backup: { schedule, target } }), [scheduleMessage], JSON.stringify(schedule));
+    }
+    assert.deepEqual(errorsOf({ version: '1', backup: { retention: 0, target } }), ['spec.backup.retention: must be an integer from 1 to 100']);
+    assert.deepEqual(errorsOf({ version: '1', backup: {} }).length, 1, 'a target is required');
+    assert.deepEqual(errorsOf({ version: '1', backup: { target: { volumeClaim: { size: '0Gi' } } } }), [
+      'spec.backup.target.volumeClaim.size: must be a size in bytes such as 20Gi (starting with a digit from 1 to 9)',
+    ]);
+  });
+
+  it('reads a backup schedule as seconds', () => {
+    assert.equal(backupScheduleSeconds('1d'), 86400);
+    assert.equal(backupScheduleSeconds('6h'), 21600);
+    assert.equal(backupScheduleSeconds('5m'), 300);
+    assert.throws(() => backupScheduleSeconds('5s'), /schedule must be/);
   });
 
   it('reads a retention as seconds', () => {

@@ -6,7 +6,9 @@
 import type { IoTService } from '../src/api/iotservice.ts';
 import { resolveInstance, type Instance, type OperatorConfig } from '../src/resources/instance.ts';
 import { defaultTenantPolicy } from '../src/resources/tenant-policy.ts';
-import { gatewayCertificateNames, instanceCaMaterial, keepOrIssue, type GatewayCertificates, type GatewayTlsMaterial } from '../src/resources/gateway-tls.ts';
+import { GATEWAY_CERTIFICATE_PROFILE, gatewayCertificateNames, instanceCaMaterial, type GatewayTlsMaterial } from '../src/resources/gateway-tls.ts';
+import { BACKUP_CERTIFICATE_PROFILE, backupCertificateNames } from '../src/resources/backup.ts';
+import { keepOrIssue, type CaCertificates } from '../src/resources/instance-ca.ts';
 import { CREDENTIAL_KEYS, type CredentialName, type IoTCredentials } from '../src/resources/secrets.ts';
 
 export const TEST_CONFIG: OperatorConfig = { operatorName: 'devawsk8s', defaultRegistry: 'registry.example.com/iot' };
@@ -45,11 +47,21 @@ export function testInstance(spec: Record<string, unknown> = {}, config: Operato
   return resolved.instance;
 }
 
-let gatewayCertificates: GatewayCertificates | undefined;
+let gatewayCertificates: CaCertificates | undefined;
 /** The gateway's CA and server certificate of `testInstance()`, made once per test process (RSA keys take a while). */
-export function testGatewayCertificates(): GatewayCertificates {
-  gatewayCertificates ??= keepOrIssue({}, gatewayCertificateNames(testInstance()), new Date()).certificates;
+export function testGatewayCertificates(): CaCertificates {
+  gatewayCertificates ??= keepOrIssue({}, gatewayCertificateNames(testInstance()), new Date(), GATEWAY_CERTIFICATE_PROFILE).certificates;
   return gatewayCertificates;
+}
+
+/** A spec.backup with a volume claim target of `size`. */
+export const TEST_BACKUP = { target: { volumeClaim: { size: '10Gi' } } };
+
+let backupCertificates: CaCertificates | undefined;
+/** The backups' CA and certificate of `testInstance({ backup: TEST_BACKUP })`, made once per test process. */
+export function testBackupCertificates(): CaCertificates {
+  backupCertificates ??= keepOrIssue({}, backupCertificateNames(testInstance({ backup: TEST_BACKUP })), new Date(), BACKUP_CERTIFICATE_PROFILE).certificates;
+  return backupCertificates;
 }
 
 /** The same, as the gateway's TLS material: the server certificate signed by the instance CA. */

@@ -11,6 +11,7 @@ import {
   desiredGatewayCaConfigMap,
   desiredGatewayCaSecret,
   desiredGatewayTlsSecret,
+  GATEWAY_CERTIFICATE_PROFILE,
   gatewayCertificateNames,
   gatewayServiceAddresses,
   instanceCaMaterial,
@@ -42,7 +43,7 @@ describe('gateway TLS: the certificates', () => {
     assert.deepEqual(gatewayServiceAddresses(service), ['10.96.0.17', 'fd00::17', '198.51.100.4']);
     assert.deepEqual(gatewayServiceAddresses({ spec: { clusterIP: 'None' } }), [], 'a headless Service has no address');
     assert.deepEqual(gatewayCertificateNames(instance, gatewayServiceAddresses(service)).slice(4, 7), ['IP:10.96.0.17', 'IP:fd00::17', 'IP:198.51.100.4'], 'the address kubectl shows for the Service');
-    const { certificates: made } = keepOrIssue({}, gatewayCertificateNames(instance), new Date());
+    const { certificates: made } = keepOrIssue({}, gatewayCertificateNames(instance), new Date(), GATEWAY_CERTIFICATE_PROFILE);
     const [leaf, chained] = certificates(made.server.cert);
     assert.equal(leaf!.checkHost(`gateway.${NS}.svc`), `gateway.${NS}.svc`);
     assert.equal(leaf!.checkHost('iot.example.com'), 'iot.example.com');
@@ -62,10 +63,10 @@ describe('gateway TLS: the certificates', () => {
     const current = testGatewayCertificates();
     const renewAt = renewalTime(current.server.cert);
     assert.equal(renewAt.getTime() + 30 * 86400_000, Date.parse(certificates(current.server.cert)[0]!.validTo), '30 days before it expires');
-    const before = keepOrIssue(current, names, new Date(renewAt.getTime() - 1000));
+    const before = keepOrIssue(current, names, new Date(renewAt.getTime() - 1000), GATEWAY_CERTIFICATE_PROFILE);
     assert.equal(before.serverIssued, undefined);
     assert.equal(before.certificates.server, current.server, 'kept until its renewal time');
-    const at = keepOrIssue(current, names, renewAt);
+    const at = keepOrIssue(current, names, renewAt, GATEWAY_CERTIFICATE_PROFILE);
     assert.match(at.serverIssued ?? '', /in less than 30 days/);
     assert.notEqual(at.certificates.server.cert, current.server.cert);
     assert.equal(at.certificates.ca, current.ca, 'the CA stays');
@@ -75,12 +76,12 @@ describe('gateway TLS: the certificates', () => {
   it('issues a new server certificate when the names change, with the same CA', () => {
     const current = testGatewayCertificates();
     const names = gatewayCertificateNames(testInstance({ gateway: { tls: { hostnames: ['iot.example.com'] } } }));
-    const changed = keepOrIssue(current, names, new Date());
+    const changed = keepOrIssue(current, names, new Date(), GATEWAY_CERTIFICATE_PROFILE);
     assert.match(changed.serverIssued ?? '', /names changed/);
     assert.equal(changed.certificates.ca, current.ca);
     assert.equal(certificates(changed.certificates.server.cert)[0]!.checkHost('iot.example.com'), 'iot.example.com');
     // and back: a name removed is a change too
-    const back = keepOrIssue(changed.certificates, gatewayCertificateNames(testInstance()), new Date());
+    const back = keepOrIssue(changed.certificates, gatewayCertificateNames(testInstance()), new Date(), GATEWAY_CERTIFICATE_PROFILE);
     assert.match(back.serverIssued ?? '', /names changed/);
   });
 });
@@ -143,7 +144,7 @@ describe('gateway TLS: the children', () => {
     assert.deepEqual(pod.volumes?.find((v) => v.name === 'gateway-tls'), { name: 'gateway-tls', secret: { secretName: 'gateway-tls', defaultMode: 0o440 } });
     assert.equal(container.env?.find((e) => e.name === 'IOT_GATEWAY_TLS_DIR')?.value, '/etc/iot/tls');
     // A renewal changes the Secret only: the template stays the same.
-    const renewed = instanceCaMaterial(keepOrIssue(testGatewayCertificates(), gatewayCertificateNames(testInstance(tlsSpec)), renewalTime(testGatewayCertificates().server.cert)).certificates);
+    const renewed = instanceCaMaterial(keepOrIssue(testGatewayCertificates(), gatewayCertificateNames(testInstance(tlsSpec)), renewalTime(testGatewayCertificates().server.cert), GATEWAY_CERTIFICATE_PROFILE).certificates);
     const again = desiredChildren(testInstance(tlsSpec), {
       imagePullSecret: { metadata: { name: 'image-pull-secret' }, data: {} },
       credentials: TEST_CREDENTIALS,

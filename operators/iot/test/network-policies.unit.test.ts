@@ -25,8 +25,9 @@ import {
   resolveInstance,
   type Instance,
   type NetworkPolicy,
+  type WorkloadName,
 } from '../src/resources/index.ts';
-import { iotService, TEST_CONFIG, testGatewayTls, testInstance } from './fixtures.ts';
+import { iotService, TEST_BACKUP, TEST_CONFIG, testBackupCertificates, testGatewayTls, testInstance } from './fixtures.ts';
 
 type Selector = { matchLabels?: Record<string, string>; matchExpressions?: unknown[] };
 type Peer = { podSelector?: Selector; namespaceSelector?: Selector; ipBlock?: { cidr: string } };
@@ -72,7 +73,7 @@ const PULL_SECRET = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'image
 
 /** The NetworkPolicies the operator applies for `instance`, and the ports each component's containers listen on. */
 function rendered(instance: Instance): { policies: NetworkPolicy[]; ports: Record<ComponentName, number[]> } {
-  const all = desiredChildren(instance, { imagePullSecret: PULL_SECRET, credentials: generateCredentials(), keptEmptyDirs: new Set(), gatewayTls: testGatewayTls() }).children.map((c) => c.object);
+  const all = desiredChildren(instance, { imagePullSecret: PULL_SECRET, credentials: generateCredentials(), keptEmptyDirs: new Set(), gatewayTls: testGatewayTls(), backupCertificates: testBackupCertificates() }).children.map((c) => c.object);
   const policies = all.filter((o) => o.kind === 'NetworkPolicy') as NetworkPolicy[];
   const ports = Object.fromEntries(
     all
@@ -84,7 +85,7 @@ function rendered(instance: Instance): { policies: NetworkPolicy[]; ports: Recor
 
 const instance = testInstance({ broker: { replicas: 3 } });
 const { policies, ports } = rendered(instance);
-const pod = (component: ComponentName, of: Instance = instance): Pod => ({ namespace: of.namespace, labels: componentLabels(of, component) });
+const pod = (component: WorkloadName, of: Instance = instance): Pod => ({ namespace: of.namespace, labels: componentLabels(of, component) });
 
 /** The connections the reference components make to one another, `source→target:port`. */
 const USED = new Set([
@@ -227,5 +228,42 @@ describe('network policies', () => {
       const resolved = resolveInstance(iotService('tenant-a', { version: '2.4.1', ...spec }), TEST_CONFIG);
       assert.ok(!resolved.ok && /must be a CIDR/.test(resolved.failure.message), JSON.stringify(spec));
     }
+  });
+});
+
+describe('with spec.backup, the NetworkPolicies', () => {
+  const backed = testInstance({ broker: { replicas: 3 }, backup: TEST_BACKUP });
+  const { policies: backedPolicies } = rendered(backed);
+  const workloads: WorkloadName[] = [...COMPONENTS, 'backup'];
+  const operator: Pod = { namespace: 'devawsk8s', labels: { 'app.kubernetes.io/name': 'iot-operator' } };
+
+  it('let the database and the repository host reach each other on pgBackRest’s port, and nothing else of the instance reach it', () => {
+    const passing: string[] = [];
+    for (const source of workloads) {
+      for (const target of workloads) if (connects(backedPolicies, pod(source, backed), pod(target, backed), 8432)) passing.push(`${source}→${target}`);
+    }
+    assert.deepEqual(passing.sort(), ['backup→database', 'database→backup']);
+  });
+
+  it('leave the components’ own connections as they were, and the repository host reaching none of their ports', () => {
+    for (const source of COMPONENTS) {
+      for (const target of COMPONENTS) {
+        for (const port of ports[target]) {
+          assert.equal(connects(backedPolicies, pod(source, backed), pod(target, backed), port), USED.has(`${source}→${target}:${port}`), `${source}→${target}:${port}`);
+        }
+      }
+    }
+    for (const target of COMPONENTS) for (const port of ports[target]) assert.equal(connects(backedPolicies, pod('backup', backed), pod(target, backed), port), false, `backup→${target}:${port}`);
+  });
+
+  it('admit the landscape (the operator) to the repository host’s state (8433) alone', () => {
+    assert.equal(admits(backedPolicies, 'Ingress', pod('backup', backed), operator, 8433), true);
+    assert.equal(admits(backedPolicies, 'Ingress', pod('backup', backed), operator, 8432), false);
+    for (const source of COMPONENTS) assert.equal(connects(backedPolicies, pod(source, backed), pod('backup', backed), 8433), false, `${source}→backup:8433`);
+  });
+
+  it('without spec.backup admit nothing on pgBackRest’s port', () => {
+    assert.equal(connects(policies, pod('database'), pod('backup'), 8432), false);
+    assert.equal(connects(policies, pod('backup'), pod('database'), 8432), false);
   });
 });

@@ -379,6 +379,15 @@ describe('status phase', () => {
     assert.equal(later.reason, failed.reason, 'the message does not change while the failure persists');
   });
 
+  it("names the backup repository's StorageClass when its claim cannot be provisioned", () => {
+    const backed = testInstance({ backup: { target: { volumeClaim: { size: '10Gi', storageClassName: 'no-backup-class' } } } });
+    const ready = allReady();
+    const observed = { ...ready, pods: [...ready.pods, unschedulable('backup-0', T0)], missingStorageClasses: ['no-backup-class'] };
+    const failed = status({ instance: { generation: 3, namespace: NS, spec: backed.spec }, observed, now: T0 });
+    assert.equal(condition(failed, 'Degraded')?.reason, 'StorageClassNotFound');
+    assert.match(failed.reason ?? '', /^PersistentVolumeClaim data-backup-0 cannot be provisioned: StorageClass no-backup-class \(spec\.backup\.target\.volumeClaim\.storageClassName\) does not exist/);
+  });
+
   it('waits 5 minutes for an unbound claim whose StorageClass exists (or was not looked up), then says what to check', () => {
     const observed = databaseUnschedulable(T0);
     const spec = withStorage.spec;

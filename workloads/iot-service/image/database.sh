@@ -38,6 +38,14 @@
 # Patroni (exec), which stops PostgreSQL (fast) and gives up the lock, so a standby takes over
 # at once.
 #
+# With IOT_DATABASE_ARCHIVE_TIMEOUT (seconds; the operator sets it with spec.backup) PostgreSQL
+# archives WAL with pgBackRest (archive_mode on, archive_command `pgbackrest archive-push`, its
+# options from the PGBACKREST_* environment: the stanza and the repository host over TLS), and
+# switches to a new segment after at most that many seconds with writes, so a segment not yet
+# archived holds at most that long's writes. Under Patroni the same parameters: archive_mode `on`
+# archives on the primary only (a standby's segments reach the archive through the primary).
+# Without it archive_mode is off.
+#
 # Socket and lock live in /tmp: nothing outside /tmp and the volume is written.
 set -eu
 for variable in IOT_DATABASE_PASSWORD IOT_DATABASE_CORE_PASSWORD IOT_DATABASE_PROCESSING_PASSWORD; do
@@ -47,6 +55,12 @@ done
 bin=$(echo /usr/lib/postgresql/*/bin)
 export PGDATA=/var/lib/iot/pgdata
 umask 077
+archive_timeout=${IOT_DATABASE_ARCHIVE_TIMEOUT:-}
+case "$archive_timeout" in
+  '') archive_mode=off ;;
+  *[!0-9]*) echo "IOT_DATABASE_ARCHIVE_TIMEOUT must be a number of seconds, not $archive_timeout" >&2; exit 1 ;;
+  *) archive_mode=on ;;
+esac
 echo "{\"level\":\"info\",\"component\":\"database\",\"msg\":\"starting\",\"version\":\"${IOT_SERVICE_VERSION:-}\"}"
 if [ "${IOT_DATABASE_REPLICAS:-1}" -gt 1 ]; then
   for variable in IOT_DATABASE_REPLICATION_PASSWORD IOT_DATABASE_MEMBER_LABELS POD_NAME POD_NAMESPACE POD_IP; do
@@ -99,6 +113,9 @@ postgresql:
   parameters:
     unix_socket_directories: /tmp
     password_encryption: scram-sha-256
+    archive_mode: "$archive_mode"
+    archive_command: "pgbackrest archive-push %p"
+    archive_timeout: "${archive_timeout:-0}"
   pg_hba:
     - local all all trust
     - host replication iot_replication all scram-sha-256
@@ -143,7 +160,8 @@ done
 kill -INT "$pid"
 wait "$pid" || true
 
-"$bin/postgres" -D "$PGDATA" -c listen_addresses='*' -c unix_socket_directories=/tmp -c log_destination=stderr &
+"$bin/postgres" -D "$PGDATA" -c listen_addresses='*' -c unix_socket_directories=/tmp -c log_destination=stderr \
+  -c archive_mode="$archive_mode" -c archive_command='pgbackrest archive-push %p' -c archive_timeout="${archive_timeout:-0}" &
 pid=$!
 trap 'kill -INT "$pid" 2>/dev/null' TERM INT
 # wait returns early when a signal arrives; wait again until postgres itself has exited.

@@ -497,6 +497,87 @@ export const ProcessingSpecSchema = plainComponent('processing');
 export const BrokerSpecSchema = statefulComponent('broker', brokerFields, [brokerReplicasFixed]);
 export const DatabaseSpecSchema = statefulComponent('database', {}, [databaseReplicasFixed]);
 
+/**
+ * How often the repository host takes a full backup: a whole number (1 to 999999, no leading
+ * zero) of minutes, hours or days — an interval rather than a cron expression, counted from the
+ * end of the last backup, so a restarted repository host neither skips nor repeats one.
+ */
+export const BACKUP_SCHEDULE_PATTERN = '^[1-9][0-9]{0,5}(m|h|d)$';
+export const DEFAULT_BACKUP_SCHEDULE = '1d';
+export const DEFAULT_BACKUP_RETENTION = 7;
+export const MAX_BACKUP_RETENTION = 100;
+
+const BACKUP_SCHEDULE_MESSAGE = 'must be a whole number of m, h or d between full backups, e.g. 1d';
+
+/** The seconds a valid backup schedule (`1d`, `6h`) stands for; throws for any other text. */
+export function backupScheduleSeconds(schedule: string): number {
+  if (!new RegExp(BACKUP_SCHEDULE_PATTERN).test(schedule)) throw new Error(`schedule ${BACKUP_SCHEDULE_MESSAGE}, got ${JSON.stringify(schedule)}`);
+  return Number(schedule.slice(0, -1)) * RETENTION_UNIT_SECONDS[schedule.slice(-1)]!;
+}
+
+/** A transition rule, like `storageImmutable`: the repository's volume claim template stays what it was made with. */
+const backupVolumeClaimImmutable: CelRule = {
+  rule: 'self == oldSelf',
+  message: 'volumeClaim cannot be changed after creation (a volume claim template is immutable)',
+};
+
+/**
+ * A transition rule: backups once asked for stay (the repository host and its volume would
+ * otherwise be left running without a database archiving to it).
+ */
+const backupStays: CelRule = {
+  rule: '!has(oldSelf.backup) || has(self.backup)',
+  message: 'backup cannot be removed once set (delete the IoTService to remove the repository)',
+};
+
+export const BackupSpecSchema = Type.Object(
+  {
+    schedule: Type.Optional(
+      Type.String({
+        pattern: BACKUP_SCHEDULE_PATTERN,
+        default: DEFAULT_BACKUP_SCHEDULE,
+        description: 'Time between full backups, from the end of the last: m, h or d, e.g. 1d (default).',
+        errorMessage: BACKUP_SCHEDULE_MESSAGE,
+      }),
+    ),
+    retention: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: MAX_BACKUP_RETENTION,
+        default: DEFAULT_BACKUP_RETENTION,
+        format: 'int32',
+        description: `Full backups kept (default ${DEFAULT_BACKUP_RETENTION}).`,
+        errorMessage: `must be an integer from 1 to ${MAX_BACKUP_RETENTION}`,
+      }),
+    ),
+    target: Type.Object(
+      {
+        volumeClaim: Type.Object(
+          {
+            size: Type.String({
+              maxLength: 64,
+              pattern: BYTES_PATTERN,
+              description: "The repository volume's size, e.g. 20Gi.",
+              errorMessage: 'must be a size in bytes such as 20Gi (starting with a digit from 1 to 9)',
+            }),
+            storageClassName: Type.Optional(Type.String({ maxLength: 253, description: 'Its StorageClass; absent: the default.' })),
+          },
+          {
+            additionalProperties: false,
+            description: 'The repository on a volume of StatefulSet backup (the repository host). Fixed at creation.',
+            'x-kubernetes-validations': [backupVolumeClaimImmutable],
+          },
+        ),
+      },
+      { additionalProperties: false },
+    ),
+  },
+  {
+    additionalProperties: false,
+    description: 'pgBackRest backups: full ones on the schedule, WAL archived at least every minute; stanza: the namespace.',
+  },
+);
+
 export const IoTServiceSpecSchema = Type.Object(
   {
     version: Type.String({
@@ -535,6 +616,7 @@ export const IoTServiceSpecSchema = Type.Object(
         'x-kubernetes-validations': [retentionWellFormed],
       }),
     ),
+    backup: Type.Optional(BackupSpecSchema),
     egress: Type.Optional(
       Type.Array(
         Type.Object(
@@ -577,7 +659,7 @@ export const IoTServiceSpecSchema = Type.Object(
   {
     additionalProperties: false,
     description: 'Desired state of one IoT service instance.',
-    'x-kubernetes-validations': [configKeysWellFormed, configKeysNotReserved],
+    'x-kubernetes-validations': [configKeysWellFormed, configKeysNotReserved, backupStays],
   },
 );
 
@@ -638,6 +720,24 @@ const GatewayStatusSchema = Type.Object(
   { additionalProperties: false, description: "The gateway as devices see it." },
 );
 
+const BackupStatusSchema = Type.Object(
+  {
+    lastBackup: Type.Optional(
+      Type.Object(
+        {
+          time: Type.String({ description: 'When it completed (RFC 3339).' }),
+          type: Type.String({ description: 'full, diff or incr.' }),
+          label: Type.String({ description: "pgBackRest's label." }),
+        },
+        { additionalProperties: false, description: 'The latest completed backup.' },
+      ),
+    ),
+    lastArchivedWal: Type.Optional(Type.String({ description: 'The newest archived WAL segment.' })),
+    backups: Type.Optional(Type.Integer({ format: 'int32', minimum: 0, description: 'Backups kept.' })),
+  },
+  { additionalProperties: false, description: 'The repository as last read (pgbackrest info).' },
+);
+
 export const IoTServiceStatusSchema = Type.Object(
   {
     phase: Type.Optional(
@@ -658,6 +758,7 @@ export const IoTServiceStatusSchema = Type.Object(
     ),
     ingestion: Type.Optional(IngestionStatusSchema),
     gateway: Type.Optional(GatewayStatusSchema),
+    backup: Type.Optional(BackupStatusSchema),
     conditions: Type.Optional(
       Type.Array(ConditionSchema, {
         description: 'Ready, Progressing, Degraded, PersistentStorage and PlaintextProtocols.',
@@ -674,6 +775,8 @@ export type IoTServiceStatus = Static<typeof IoTServiceStatusSchema>;
 export type ComponentStatus = Static<typeof ComponentStatusSchema>;
 export type IngestionStatus = Static<typeof IngestionStatusSchema>;
 export type GatewayStatus = Static<typeof GatewayStatusSchema>;
+export type BackupSpec = Static<typeof BackupSpecSchema>;
+export type BackupStatus = Static<typeof BackupStatusSchema>;
 export type ResourceRequirements = Static<typeof ResourceRequirementsSchema>;
 export type Quantity = Static<typeof QuantitySchema>;
 
@@ -690,6 +793,7 @@ export type DefaultedIoTServiceSpec = IoTServiceSpec & {
   processing: Static<typeof ProcessingSpecSchema> & { replicas: number };
   broker: Static<typeof BrokerSpecSchema> & { replicas: number };
   database: Static<typeof DatabaseSpecSchema> & { replicas: number };
+  backup?: Static<typeof BackupSpecSchema> & { schedule: string; retention: number };
 };
 
 /** The IoTService object as the API server returns it. */

@@ -19,7 +19,8 @@ import { X509Certificate, createPrivateKey } from 'node:crypto';
 import type { V1OwnerReference, V1Secret } from '@kubernetes/client-node';
 import type { KubeObject } from '@iot-operator/runtime';
 import { IOTSERVICE_API_VERSION, IOTSERVICE_KIND, type IssuerKind } from '../api/iotservice.ts';
-import { RENEW_BEFORE_MS, SERVER_VALIDITY_DAYS, type GatewayTlsMaterial } from './gateway-tls.ts';
+import type { GatewayTlsMaterial } from './gateway-tls.ts';
+import { RENEW_BEFORE_MS, SERVER_VALIDITY_DAYS } from './instance-ca.ts';
 import { instanceLabels, type InstanceIdentity } from './labels.ts';
 import type { Instance } from './instance.ts';
 

@@ -5,7 +5,7 @@
  * landscape's image-pull-secret, a set of fresh credentials and the gateway's TLS material. It lists every child exactly once:
  * the Namespace first (everything else lives in it), then the NetworkPolicies (pods are isolated
  * from their first moment), the ResourceQuota and LimitRange (every pod is admitted under them),
- * Secrets (with the gateway's TLS Secret when it serves TLS, and its CA's when that is the instance's own), ConfigMaps (config, and the gateway CA when it serves TLS), Services, a PodDisruptionBudget per component, with three database replicas Patroni's ServiceAccount, Role and RoleBinding (patroni.ts), StatefulSets and Deployments. Each child
+ * Secrets (with the gateway's TLS Secret when it serves TLS, and its CA's when that is the instance's own; with backups backup-ca and backup-tls), ConfigMaps (config, and the gateway CA when it serves TLS), Services, a PodDisruptionBudget per component, with three database replicas Patroni's ServiceAccount, Role and RoleBinding (patroni.ts), StatefulSets (with backups the repository host's, backup.ts) and Deployments. Each child
  * has apiVersion, kind, metadata.name and (except the Namespace) metadata.namespace set, and the
  * instance labels. The child marked `generated` (the credentials) is created when missing and
  * afterwards only completed, never compared or applied: the keys it lacks are added (secrets.ts
@@ -32,6 +32,7 @@ import type {
   V1StatefulSet,
 } from '@kubernetes/client-node';
 import { COMPONENTS } from '../api/iotservice.ts';
+import { desiredBackupSecrets, desiredBackupService, desiredBackupStatefulSet } from './backup.ts';
 import { configChecksum, desiredConfigMap } from './configmap.ts';
 import type { KeptEmptyDirs } from './data-volume.ts';
 import { desiredCoreDeployment, desiredGatewayDeployment, desiredProcessingDeployment } from './deployments.ts';
@@ -40,6 +41,7 @@ import type { Instance } from './instance.ts';
 import { desiredNamespace } from './namespace.ts';
 import { desiredLimitRange, desiredResourceQuota, type LimitRange } from './namespace-limits.ts';
 import {
+  desiredBackupStatusPolicy,
   desiredComponentPeersPolicies,
   desiredDatabaseApiServerPolicy,
   desiredEgressPolicy,
@@ -51,6 +53,7 @@ import {
 import { desiredPatroniAccess } from './patroni.ts';
 import { desiredCredentialsSecret, desiredImagePullSecret, type IoTCredentials } from './secrets.ts';
 import { desiredGatewayCaConfigMap, desiredGatewayCaSecret, desiredGatewayTlsSecret, servesTls, type GatewayTlsMaterial } from './gateway-tls.ts';
+import type { CaCertificates } from './instance-ca.ts';
 import {
   desiredBrokerClientService,
   desiredBrokerService,
@@ -103,6 +106,8 @@ export interface ChildSources {
   keptOrderedReadyBroker?: boolean;
   /** The gateway's CA and server certificate (gateway-tls.ts), kept or renewed by the reconcile or issued by cert-manager; only for an instance that `servesTls`. */
   gatewayTls?: GatewayTlsMaterial;
+  /** The backups' CA and the certificate of both ends (backup.ts), kept or renewed by the reconcile; only for an instance with `spec.backup`. */
+  backupCertificates?: CaCertificates;
 }
 
 export interface DesiredChildren {
@@ -146,12 +151,14 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredOperatorMonitoringPolicy(instance)),
       ...optional(desiredDatabaseApiServerPolicy(instance)),
       ...desiredComponentPeersPolicies(instance).map(apply),
+      ...optional(desiredBackupStatusPolicy(instance)),
       apply(desiredResourceQuota(instance)),
       apply(desiredLimitRange(instance)),
       apply(desiredImagePullSecret(instance, sources.imagePullSecret)),
       { object: desiredCredentialsSecret(instance, sources.credentials, sources.credentialsRotation) as DesiredObject, generated: true },
       ...(tls?.instanceCa ? [apply(desiredGatewayCaSecret(instance, tls.instanceCa))] : []),
       ...(tls ? [apply(desiredGatewayTlsSecret(instance, tls))] : []),
+      ...desiredBackupSecrets(instance, sources.backupCertificates).map(apply),
       apply(configMap),
       ...(tls ? [apply(desiredGatewayCaConfigMap(instance, tls))] : []),
       apply(desiredBrokerService(instance)),
@@ -160,10 +167,12 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredDatabaseClientService(instance)),
       apply(desiredCoreService(instance)),
       apply(desiredGatewayService(instance)),
+      ...optional(desiredBackupService(instance)),
       ...COMPONENTS.map((component) => apply(desiredDisruptionBudget(instance, component))),
       ...desiredPatroniAccess(instance).map(apply),
       apply(desiredBrokerStatefulSet(instance, sources.keptEmptyDirs, sources.credentialsRotation, sources.keptOrderedReadyBroker)),
       apply(desiredDatabaseStatefulSet(instance, sources.keptEmptyDirs, sources.credentialsRotation)),
+      ...optional(desiredBackupStatefulSet(instance)),
       apply(desiredCoreDeployment(instance, checksum, sources.credentialsRotation)),
       apply(desiredProcessingDeployment(instance, checksum, sources.credentialsRotation)),
       apply(desiredGatewayDeployment(instance, checksum, sources.credentialsRotation)),
@@ -204,6 +213,7 @@ export function childKey(object: KubernetesObject): string {
   return `${object.kind ?? ''}/${object.metadata?.namespace ?? ''}/${object.metadata?.name ?? ''}`;
 }
 
+export * from './backup.ts';
 export * from './broker-rollout.ts';
 export * from './configmap.ts';
 export * from './data-volume.ts';
@@ -211,6 +221,7 @@ export * from './deployments.ts';
 export * from './disruption-budgets.ts';
 export * from './gateway-certificate.ts';
 export * from './gateway-tls.ts';
+export * from './instance-ca.ts';
 export * from './instance.ts';
 export * from './labels.ts';
 export * from './namespace.ts';

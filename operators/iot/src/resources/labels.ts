@@ -37,7 +37,10 @@ export function instanceLabels(identity: InstanceIdentity): Record<string, strin
 }
 
 /** Labels of a workload, its pod template and its Service. */
-export function componentLabels(identity: InstanceIdentity, component: ComponentName): Record<string, string> {
+/** What runs in an instance's pods: a component of the spec, or the backup repository host (backup.ts). */
+export type WorkloadName = ComponentName | 'backup';
+
+export function componentLabels(identity: InstanceIdentity, component: WorkloadName): Record<string, string> {
   return {
     ...instanceLabels(identity),
     [NAME_LABEL]: `iot-${component}`,
@@ -48,7 +51,7 @@ export function componentLabels(identity: InstanceIdentity, component: Component
 }
 
 /** The (immutable) pod selector of a component's workload and Service. */
-export function componentSelector(identity: InstanceIdentity, component: ComponentName): Record<string, string> {
+export function componentSelector(identity: InstanceIdentity, component: WorkloadName): Record<string, string> {
   return { [INSTANCE_LABEL]: identity.id, [COMPONENT_LABEL]: component };
 }
 

@@ -13,7 +13,10 @@
  * broker 4222 and database 5432; broker → broker 6222 (the routes of three brokers); with three
  * database replicas (PATRONI_FLOWS) database → database 5432 (replication, pg_rewind) and 8008
  * (Patroni's REST API), and `database-api-server` lets the database pods reach the API server,
- * Patroni's store, at the addresses behind Service `kubernetes` (api-server.ts). So the
+ * Patroni's store, at the addresses behind Service `kubernetes` (api-server.ts); with backups
+ * (BACKUP_FLOWS) database → backup and backup → database on pgBackRest's 8432 (WAL archived,
+ * backups taken), in `database-peers` and the repository host's `backup-peers`, and
+ * `backup-status` admits the operator to the repository host's 8433 alone (its /info). So the
  * gateway never reaches the database, and no component reaches another's health port (8081) or
  * the broker's monitoring (8222). `gateway-devices` admits device traffic to the gateway pods
  * only from the CIDRs named in `spec.gateway.deviceSources`, on the ports of the enabled
@@ -39,10 +42,11 @@ import type {
   V1NetworkPolicyPeer,
   V1NetworkPolicySpec,
 } from '@kubernetes/client-node';
-import { COMPONENTS, type ComponentName } from '../api/iotservice.ts';
+import { COMPONENTS } from '../api/iotservice.ts';
+import { BACKUP, backsUp } from './backup.ts';
 import type { Instance } from './instance.ts';
 import { runsPatroni } from './patroni.ts';
-import { componentSelector, instanceLabels } from './labels.ts';
+import { componentSelector, instanceLabels, type WorkloadName } from './labels.ts';
 import { PORTS, gatewayPorts } from './ports.ts';
 
 /**
@@ -61,6 +65,7 @@ export const GATEWAY_DEVICES_POLICY = 'gateway-devices';
 export const INSTANCE_EGRESS_POLICY = 'instance-egress';
 export const OPERATOR_MONITORING_POLICY = 'operator-monitoring';
 export const DATABASE_API_SERVER_POLICY = 'database-api-server';
+export const BACKUP_STATUS_POLICY = 'backup-status';
 /** Where cluster DNS runs: the kube-system namespace, by its immutable name label. */
 export const DNS_NAMESPACE_SELECTOR = { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } };
 
@@ -75,8 +80,8 @@ function policy(instance: Instance, name: string, spec: NetworkPolicy['spec']): 
 
 /** A connection one component opens to another (itself, for the broker's routes), on one TCP port. */
 export interface ComponentFlow {
-  from: ComponentName;
-  to: ComponentName;
+  from: WorkloadName;
+  to: WorkloadName;
   port: number;
 }
 
@@ -97,13 +102,19 @@ export const PATRONI_FLOWS: readonly ComponentFlow[] = [
   { from: 'database', to: 'database', port: PORTS.patroni },
 ];
 
-/** The instance's flows: COMPONENT_FLOWS, and PATRONI_FLOWS with three database replicas. */
+/** With backups, between the database and the repository host, both ways on pgBackRest's port: WAL archived, backups taken. */
+export const BACKUP_FLOWS: readonly ComponentFlow[] = [
+  { from: 'database', to: BACKUP, port: PORTS.pgbackrest },
+  { from: BACKUP, to: 'database', port: PORTS.pgbackrest },
+];
+
+/** The instance's flows: COMPONENT_FLOWS, PATRONI_FLOWS with three database replicas, BACKUP_FLOWS with backups. */
 export function componentFlows(instance: Instance): readonly ComponentFlow[] {
-  return runsPatroni(instance) ? [...COMPONENT_FLOWS, ...PATRONI_FLOWS] : COMPONENT_FLOWS;
+  return [...COMPONENT_FLOWS, ...(runsPatroni(instance) ? PATRONI_FLOWS : []), ...(backsUp(instance) ? BACKUP_FLOWS : [])];
 }
 
 /** The name of a component's policy: `<component>-peers`. */
-export function componentPeersPolicyName(component: ComponentName): string {
+export function componentPeersPolicyName(component: WorkloadName): string {
   return `${component}-peers`;
 }
 
@@ -116,7 +127,7 @@ export function desiredInstanceIsolationPolicy(instance: Instance): NetworkPolic
 }
 
 /** `flows` as rules: one per port (in the order of the flows), naming the pods of each `peer` component once. */
-function rulesByPort(instance: Instance, flows: readonly ComponentFlow[], peer: (flow: ComponentFlow) => ComponentName) {
+function rulesByPort(instance: Instance, flows: readonly ComponentFlow[], peer: (flow: ComponentFlow) => WorkloadName) {
   const ports = [...new Set(flows.map((f) => f.port))];
   return ports.map((port) => ({
     peers: [...new Set(flows.filter((f) => f.port === port).map(peer))].map((c) => ({ podSelector: { matchLabels: componentSelector(instance, c) } })),
@@ -125,7 +136,7 @@ function rulesByPort(instance: Instance, flows: readonly ComponentFlow[], peer: 
 }
 
 /** One component's pods: in from and out to exactly the components of its `COMPONENT_FLOWS`, on their ports. */
-export function desiredComponentPeersPolicy(instance: Instance, component: ComponentName): NetworkPolicy {
+export function desiredComponentPeersPolicy(instance: Instance, component: WorkloadName): NetworkPolicy {
   const flows = componentFlows(instance);
   const ingress = rulesByPort(instance, flows.filter((f) => f.to === component), (f) => f.from).map(({ peers, ports }) => ({ from: peers, ports }));
   const egress = rulesByPort(instance, flows.filter((f) => f.from === component), (f) => f.to).map(({ peers, ports }) => ({ to: peers, ports }));
@@ -137,9 +148,10 @@ export function desiredComponentPeersPolicy(instance: Instance, component: Compo
   });
 }
 
-/** The component policies, in the order of COMPONENTS. */
+/** The component policies, in the order of COMPONENTS, then the repository host's with backups. */
 export function desiredComponentPeersPolicies(instance: Instance): NetworkPolicy[] {
-  return COMPONENTS.map((component) => desiredComponentPeersPolicy(instance, component));
+  const workloads: WorkloadName[] = [...COMPONENTS, ...(backsUp(instance) ? [BACKUP] : [])];
+  return workloads.map((workload) => desiredComponentPeersPolicy(instance, workload));
 }
 
 export function desiredGatewayDevicesPolicy(instance: Instance): NetworkPolicy {
@@ -195,13 +207,28 @@ export function desiredDatabaseApiServerPolicy(instance: Instance): NetworkPolic
   });
 }
 
+/** With backups: the operator (pods of the landscape namespace) may read the repository host's state (/info on 8433) and nothing else of it. */
+export function desiredBackupStatusPolicy(instance: Instance): NetworkPolicy | undefined {
+  if (!backsUp(instance)) return undefined;
+  return policy(instance, BACKUP_STATUS_POLICY, {
+    podSelector: { matchLabels: componentSelector(instance, BACKUP) },
+    policyTypes: ['Ingress'],
+    ingress: [{ from: [landscapePeer(instance)], ports: [{ protocol: 'TCP', port: PORTS.backupStatus }] }],
+  });
+}
+
+/** The pods of the landscape namespace, where the operator runs. */
+function landscapePeer(instance: Instance): V1NetworkPolicyPeer {
+  return { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': instance.landscape } } };
+}
+
 export function desiredOperatorMonitoringPolicy(instance: Instance): NetworkPolicy {
   return policy(instance, OPERATOR_MONITORING_POLICY, {
     podSelector: { matchLabels: componentSelector(instance, 'broker') },
     policyTypes: ['Ingress'],
     ingress: [
       {
-        from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': instance.landscape } } }],
+        from: [landscapePeer(instance)],
         ports: [{ protocol: 'TCP', port: PORTS.brokerMonitor }],
       },
     ],

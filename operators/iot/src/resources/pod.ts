@@ -12,6 +12,9 @@
  * a component that reads config.yml (gateway, core, processing) carries the config checksum
  * annotation, so a configuration change rolls its pods (a subPath mount never sees a ConfigMap
  * update); broker and database do not read it, so a configuration change leaves them running.
+ * A runtime's second container (the database's pgBackRest server with spec.backup) runs the same
+ * image under the same security context and mounts what the first one does. The backup repository
+ * host's pods run the database's image where the database's may run (its placement).
  * No pod mounts a ServiceAccount token but those of a runtime that names its `serviceAccount`
  * (three database replicas, whose Patroni keeps its state in the API server).
  * Every component's template carries the credentials' rotation (CREDENTIALS_ROTATION_ANNOTATION)
@@ -36,7 +39,7 @@ import type {
 import type { ComponentName, ResourceRequirements } from '../api/iotservice.ts';
 import { CONFIG_CHECKSUM_ANNOTATION, CONFIG_FILE_KEY, CONFIG_MAP_NAME } from './configmap.ts';
 import type { Instance } from './instance.ts';
-import { componentLabels } from './labels.ts';
+import { componentLabels, type WorkloadName } from './labels.ts';
 import type { NamedPort } from './ports.ts';
 import { canonicalResourceList } from './quantity.ts';
 import { CREDENTIAL_KEYS, CREDENTIALS_ROTATION_ANNOTATION, CREDENTIALS_SECRET_NAME, IMAGE_PULL_SECRET_NAME, type CredentialName } from './secrets.ts';
@@ -63,6 +66,8 @@ export const CREDENTIAL_ENV: Readonly<Record<CredentialName, string>> = {
 
 /** How one component's container runs. */
 export interface ContainerRuntime {
+  /** The program run instead of the image's entry point (the backup repository host's). */
+  command?: readonly string[];
   ports: readonly NamedPort[];
   readinessProbe: V1Probe;
   livenessProbe: V1Probe;
@@ -82,6 +87,32 @@ export interface ContainerRuntime {
    * account, no token mounted.
    */
   serviceAccount?: string;
+  /**
+   * A second container from the same image (the database's pgBackRest server, backup.ts): its
+   * command, ports, probes and environment; it mounts what the first one mounts (/tmp, the data
+   * volume, the Secret directory), under the same security context.
+   */
+  sidecar?: Sidecar;
+}
+
+export interface Sidecar {
+  name: string;
+  command: string[];
+  ports: readonly NamedPort[];
+  readinessProbe: V1Probe;
+  livenessProbe: V1Probe;
+  environment: readonly V1EnvVar[];
+}
+
+/**
+ * What a workload's pods take from the spec: a component's own image, resources and placement; the
+ * backup repository host runs the database's image where the database may run (its placement),
+ * with the namespace's default resources.
+ */
+function workloadSpec(instance: Instance, workload: WorkloadName): { image: string; resources?: ResourceRequirements; placement: Instance['spec']['database']['placement'] } {
+  const component = workload === 'backup' ? 'database' : workload;
+  const spec = instance.spec[component];
+  return { image: componentImage(instance, component), ...(workload === 'backup' ? {} : { resources: spec.resources }), placement: spec.placement };
 }
 
 /** `spec.<component>.image`, else `<registry>/iot-<component>:<version>` (no registry: `iot-<component>:<version>`). */
@@ -176,12 +207,12 @@ export interface TemplateRolls {
  */
 export function desiredPodTemplate(
   instance: Instance,
-  component: ComponentName,
+  component: WorkloadName,
   runtime: ContainerRuntime,
   rolls: TemplateRolls,
   options: { dataEmptyDir: boolean } = { dataEmptyDir: false },
 ): V1PodTemplateSpec {
-  const spec = instance.spec[component];
+  const spec = workloadSpec(instance, component);
   const volumeMounts: V1VolumeMount[] = [
     { name: CONFIG_VOLUME, mountPath: instance.configMountPath, subPath: CONFIG_FILE_KEY, readOnly: true },
     { name: TMP_VOLUME, mountPath: '/tmp' },
@@ -198,25 +229,40 @@ export function desiredPodTemplate(
   if (secretDirectory) volumes.push({ name: secretDirectory.secret, secret: { secretName: secretDirectory.secret, defaultMode: 0o440 } });
 
   const resources = canonicalResources(spec.resources);
+  const securityContext = {
+    runAsNonRoot: true,
+    runAsUser: POD_USER_ID,
+    runAsGroup: POD_USER_ID,
+    readOnlyRootFilesystem: true,
+    allowPrivilegeEscalation: false,
+    capabilities: { drop: ['ALL'] },
+    seccompProfile: { type: 'RuntimeDefault' },
+  };
   const container: V1Container = {
     name: component,
-    image: componentImage(instance, component),
+    image: spec.image,
     imagePullPolicy: 'IfNotPresent',
+    ...(runtime.command ? { command: [...runtime.command] } : {}),
     ...(runtime.ports.length > 0 ? { ports: containerPorts(runtime.ports) } : {}),
     env: environment(instance.configMountPath, runtime),
     ...(resources ? { resources } : {}),
     volumeMounts,
     readinessProbe: runtime.readinessProbe,
     livenessProbe: runtime.livenessProbe,
-    securityContext: {
-      runAsNonRoot: true,
-      runAsUser: POD_USER_ID,
-      runAsGroup: POD_USER_ID,
-      readOnlyRootFilesystem: true,
-      allowPrivilegeEscalation: false,
-      capabilities: { drop: ['ALL'] },
-      seccompProfile: { type: 'RuntimeDefault' },
-    },
+    securityContext,
+  };
+  const sidecar = runtime.sidecar;
+  const sidecarContainer: V1Container | undefined = sidecar && {
+    name: sidecar.name,
+    image: spec.image,
+    imagePullPolicy: 'IfNotPresent',
+    command: [...sidecar.command],
+    ...(sidecar.ports.length > 0 ? { ports: containerPorts(sidecar.ports) } : {}),
+    env: sidecar.environment.map((variable) => ({ ...variable })),
+    volumeMounts: volumeMounts.map((mount) => ({ ...mount })),
+    readinessProbe: sidecar.readinessProbe,
+    livenessProbe: sidecar.livenessProbe,
+    securityContext: structuredClone(securityContext),
   };
 
   const { nodeSelector: selector, tolerations, affinity } = spec.placement ?? {};
@@ -247,7 +293,7 @@ export function desiredPodTemplate(
       ...(nodeSelector ? { nodeSelector } : {}),
       ...(tolerations && tolerations.length > 0 ? { tolerations: tolerations.map((t) => ({ ...t })) } : {}),
       ...(affinity && Object.keys(affinity).length > 0 ? { affinity: structuredClone(affinity) } : {}),
-      containers: [container],
+      containers: sidecarContainer ? [container, sidecarContainer] : [container],
       volumes,
     },
   };

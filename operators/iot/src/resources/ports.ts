@@ -7,7 +7,8 @@
  * devices). The broker (nats-server with JetStream) has its own three: client 4222/TCP (what the
  * components dial), cluster 6222/TCP (routes between broker replicas) and monitor 8222/TCP
  * (nats-server's HTTP monitoring, which its readiness probe asks). Three database replicas also
- * serve Patroni's REST API on 8008/TCP.
+ * serve Patroni's REST API on 8008/TCP. With backups, the database pods and the repository host
+ * serve pgBackRest (TLS) on 8432/TCP, and the repository host its state (/info) on 8433/TCP.
  */
 
 import { GATEWAY_PROTOCOLS, type GatewayProtocol } from '../api/iotservice.ts';
@@ -27,6 +28,10 @@ export const PORTS = {
   brokerCluster: 6222,
   /** The broker's HTTP monitoring port (/healthz, /varz, ...). */
   brokerMonitor: 8222,
+  /** pgBackRest's TLS server on each database pod and on the backup repository host. */
+  pgbackrest: 8432,
+  /** The backup repository host's /info (pgbackrest info as JSON), which the operator reads. */
+  backupStatus: 8433,
   /** Health endpoints (/healthz, /readyz) of gateway, core and processing. */
   health: 8081,
 } as const;
@@ -65,3 +70,5 @@ export const BROKER_MONITOR_PORT: NamedPort = { name: 'monitor', port: PORTS.bro
 export const BROKER_PORTS: readonly NamedPort[] = [BROKER_CLIENT_PORT, BROKER_CLUSTER_PORT, BROKER_MONITOR_PORT];
 export const DATABASE_PORT: NamedPort = { name: 'database', port: PORTS.database, protocol: 'TCP' };
 export const PATRONI_PORT: NamedPort = { name: 'patroni', port: PORTS.patroni, protocol: 'TCP' };
+export const PGBACKREST_PORT: NamedPort = { name: 'pgbackrest', port: PORTS.pgbackrest, protocol: 'TCP' };
+export const BACKUP_STATUS_PORT: NamedPort = { name: 'status', port: PORTS.backupStatus, protocol: 'TCP' };

@@ -24,10 +24,9 @@
  */
 
 import type { V1Service, V1ServicePort } from '@kubernetes/client-node';
-import type { ComponentName } from '../api/iotservice.ts';
 import type { Instance } from './instance.ts';
 import { PRIMARY_ROLE, ROLE_LABEL, runsPatroni } from './patroni.ts';
-import { componentLabels, componentSelector } from './labels.ts';
+import { componentLabels, componentSelector, type WorkloadName } from './labels.ts';
 import { BROKER_CLIENT_PORT, BROKER_PORTS, CORE_API_PORT, DATABASE_PORT, gatewayPorts, type NamedPort } from './ports.ts';
 
 function servicePorts(ports: readonly NamedPort[]): V1ServicePort[] {
@@ -38,9 +37,10 @@ function servicePorts(ports: readonly NamedPort[]): V1ServicePort[] {
 export const BROKER_CLIENT_SERVICE = 'broker-client';
 export const DATABASE_CLIENT_SERVICE = 'database-client';
 
-function service(
+/** A Service of `component`'s pods (backup.ts makes the repository host's with it too). */
+export function service(
   instance: Instance,
-  component: ComponentName,
+  component: WorkloadName,
   ports: readonly NamedPort[],
   shape: { type: 'ClusterIP' | 'NodePort' | 'LoadBalancer' } | { headless: true; publishNotReadyAddresses: boolean },
   name: string = component,

@@ -17,7 +17,8 @@
  * 5432; three under Patroni (the image's database.sh), which elects the primary and labels it
  * `role: master` (database-client selects it), with the probes on Patroni's REST API (8008), and
  * `updateStrategy: OnDelete`: the operator replaces those pods itself, the primary last and only
- * after a switchover (database-roll.ts).
+ * after a switchover (database-roll.ts). With `spec.backup` its pods archive WAL to the repository
+ * host and serve pgBackRest (backup.ts).
  *
  * The broker is nats-server with JetStream: ready on the monitor port's health endpoint and started
  * and rolled as broker-rollout.ts `brokerRollout` says (three brokers: in parallel, each ready once
@@ -29,6 +30,7 @@
  */
 
 import type { V1EnvVar, V1PersistentVolumeClaim, V1StatefulSet, V1StatefulSetSpec } from '@kubernetes/client-node';
+import { BACKUP_TLS_DIR, BACKUP_TLS_SECRET, databaseArchiveEnvironment, databaseBackupSidecar } from './backup.ts';
 import { brokerRollout } from './broker-rollout.ts';
 import { dataVolume, type DataVolume, type KeptEmptyDirs, type StatefulSetComponent } from './data-volume.ts';
 import { DATABASE_SERVICE_ACCOUNT, runsPatroni } from './patroni.ts';
@@ -75,10 +77,22 @@ export const DATABASE_MEMBER_LABELS_ENV = 'IOT_DATABASE_MEMBER_LABELS';
  * The database's container: DATABASE_RUNTIME for one replica (exactly as before replicas could be
  * 3, so its pods never change); for three, Patroni's besides: its REST API's port and probes, the
  * replication password, the pod's name, namespace and address, the member labels, and the
- * ServiceAccount its Patroni keeps the cluster's state with (patroni.ts).
+ * ServiceAccount its Patroni keeps the cluster's state with (patroni.ts). With `spec.backup`,
+ * WAL archiving's environment, Secret backup-tls and pgBackRest's server beside it (backup.ts).
  */
 export function databaseRuntime(instance: Instance): ContainerRuntime {
-  if (!runsPatroni(instance)) return DATABASE_RUNTIME;
+  const runtime = runsPatroni(instance) ? patroniRuntime(instance) : DATABASE_RUNTIME;
+  const sidecar = databaseBackupSidecar(instance);
+  if (!sidecar) return runtime;
+  return {
+    ...runtime,
+    environment: [...(runtime.environment ?? []), ...databaseArchiveEnvironment(instance)],
+    secretDirectory: { secret: BACKUP_TLS_SECRET, mountPath: BACKUP_TLS_DIR },
+    sidecar,
+  };
+}
+
+function patroniRuntime(instance: Instance): ContainerRuntime {
   return {
     ...DATABASE_RUNTIME,
     ports: [DATABASE_PORT, PATRONI_PORT],

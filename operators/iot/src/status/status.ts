@@ -59,6 +59,7 @@ import {
   PLAINTEXT_PROTOCOLS,
   type ComponentStatus,
   type DefaultedIoTServiceSpec,
+  type BackupStatus,
   type GatewayStatus,
   type IngestionStatus,
   type IoTServicePhase,
@@ -141,6 +142,8 @@ export interface StatusInput {
   ingestion?: IngestionVerdict;
   /** status.gateway.tls as the reconcile made it; undefined when it made none (the previous one stays). */
   gatewayTls?: GatewayStatus['tls'];
+  /** status.backup as the repository host reported it now; undefined when unknown (the previous one stays while the spec asks for backups). */
+  backup?: BackupStatus;
   now: Date;
   /** The stuck window; default DEFAULT_STUCK_POD_TIMEOUT_MS. */
   stuckPodTimeoutMs?: number;
@@ -199,6 +202,7 @@ export function computeStatus(input: StatusInput): IoTServiceStatus {
   if (storage) conditions = setCondition(conditions, storage, now);
   if (instance.spec) conditions = setCondition(conditions, plaintextProtocolsCondition(instance.spec, generation), now);
   const gateway = input.gatewayTls ? { tls: input.gatewayTls } : input.previous?.gateway;
+  const backup = instance.spec?.backup ? (input.backup ?? input.previous?.backup) : undefined;
 
   return {
     phase,
@@ -210,6 +214,7 @@ export function computeStatus(input: StatusInput): IoTServiceStatus {
     pods: runningPodNames(observed.pods),
     ...(ingestion ? { ingestion } : {}),
     ...(gateway ? { gateway } : {}),
+    ...(backup ? { backup } : {}),
     conditions,
   };
 }
@@ -350,9 +355,16 @@ export const STORAGE_COMPONENTS = ['broker', 'database'] as const satisfies read
 type StorageComponent = (typeof STORAGE_COMPONENTS)[number];
 
 /** The StatefulSet component a pod belongs to, by its name (`<component>-<ordinal>`). */
-function componentOfPod(pod: V1Pod): StorageComponent | undefined {
-  const match = /^([a-z]+)-\d+$/.exec(pod.metadata?.name ?? '');
-  return STORAGE_COMPONENTS.find((c) => c === match?.[1]);
+/**
+ * The StorageClass the claims of StatefulSet pod `podName` are made with, and the spec field that
+ * names it: the broker's and the database's own, the backup repository host's (`backup-0`) its
+ * target's. Undefined for any other pod.
+ */
+export function claimStorageClass(spec: DefaultedIoTServiceSpec | undefined, podName: string): { className?: string; field: string } | undefined {
+  const owner = /^([a-z]+)-\d+$/.exec(podName)?.[1];
+  if (owner === 'backup') return { className: spec?.backup?.target.volumeClaim.storageClassName, field: 'spec.backup.target.volumeClaim.storageClassName' };
+  const component = STORAGE_COMPONENTS.find((c) => c === owner);
+  return component && { className: spec?.[component].storageClassName, field: `spec.${component}.storageClassName` };
 }
 
 function unboundClaimFailure(
@@ -366,15 +378,15 @@ function unboundClaimFailure(
     const unbound = unboundClaims(pod);
     if (!unbound) continue;
     const podName = pod.metadata?.name ?? '?';
-    const component = componentOfPod(pod);
-    const className = component ? instance.spec?.[component].storageClassName : undefined;
+    const storageClass = claimStorageClass(instance.spec, podName);
+    const className = storageClass?.className;
     const claim = unbound.claims[0] ? `PersistentVolumeClaim ${unbound.claims[0]}` : `The volume claim of pod ${podName}`;
     const ns = instance.namespace ?? pod.metadata?.namespace ?? '';
-    if (component && className && missingStorageClasses.includes(className)) {
+    if (storageClass && className && missingStorageClasses.includes(className)) {
       return {
         reason: 'StorageClassNotFound',
         message:
-          `${claim} cannot be provisioned: StorageClass ${className} (spec.${component}.storageClassName) does not exist. ` +
+          `${claim} cannot be provisioned: StorageClass ${className} (${storageClass.field}) does not exist. ` +
           `Create it, or recreate the IoTService with a StorageClass that exists (kubectl get storageclass); storage settings cannot be changed in place.`,
       };
     }

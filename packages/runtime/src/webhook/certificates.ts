@@ -127,9 +127,10 @@ export function makeCertificateAuthority(commonName: string, days: number): Cert
 
 /**
  * Makes a new key and a serving certificate `ca` signed for every name in `names` (`IP:<address>`,
- * `DNS:<name>`, in its subjectAltName, extendedKeyUsage serverAuth), valid for `days` days.
+ * `DNS:<name>`, in its subjectAltName, extendedKeyUsage serverAuth, and clientAuth too with
+ * `usage.clientAuth`: one certificate for both ends of mutual TLS), valid for `days` days.
  */
-export function issueCertificate(ca: CertificateAuthority, names: readonly string[], days: number, commonName: string): { cert: string; key: string } {
+export function issueCertificate(ca: CertificateAuthority, names: readonly string[], days: number, commonName: string, usage: { clientAuth?: boolean } = {}): { cert: string; key: string } {
   const altNames = names.map(altName);
   const { pki, md } = forge();
   const caCert = pki.certificateFromPem(ca.cert);
@@ -140,7 +141,7 @@ export function issueCertificate(ca: CertificateAuthority, names: readonly strin
   serving.setExtensions([
     { name: 'basicConstraints', cA: false },
     { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
-    { name: 'extKeyUsage', serverAuth: true },
+    { name: 'extKeyUsage', serverAuth: true, ...(usage.clientAuth ? { clientAuth: true } : {}) },
     { name: 'subjectAltName', altNames },
     { name: 'subjectKeyIdentifier' },
     { name: 'authorityKeyIdentifier', keyIdentifier: caCert.generateSubjectKeyIdentifier().getBytes() },

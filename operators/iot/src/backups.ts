@@ -1,0 +1,71 @@
+/**
+ * What the reconcile does for an instance's backups (resources/backup.ts): keeps the certificate
+ * of the database's and the repository host's pgBackRest servers, and reads the repository's state
+ * for status.backup.
+ *
+ * Guarantees:
+ * - BACKUP_CA is the backups' instance CA as instance-ca-keeper.ts keeps it: Secrets backup-ca and
+ *   backup-tls, one certificate for client and server alike (BACKUP_CERTIFICATE_PROFILE) covering
+ *   `backupCertificateNames`, Events BackupCAReplaced and BackupCertificateIssued.
+ * - `readRepository` asks the repository host's /info (pgbackrest info as JSON, on the pod
+ *   network, port 8433, which the NetworkPolicy `backup-status` opens to the operator alone) only
+ *   while pod backup-0 is Ready, waiting at most FETCH_TIMEOUT_MS; `backupStatus` is a pure
+ *   function of the answer: the stanza's latest backup by its end (time, type, label), the newest
+ *   WAL segment of its archive for the current database, and how many backups it holds. A pod not
+ *   ready, a failed fetch or an answer without the stanza is unknown (undefined), never a guess:
+ *   status.backup then keeps what it had (status.ts).
+ */
+import type { V1Pod } from '@kubernetes/client-node';
+import type { BackupStatus } from './api/iotservice.ts';
+import type { InstanceCaKind } from './instance-ca-keeper.ts';
+import { readyPodIP } from './pod-view.ts';
+import { BACKUP, BACKUP_CA_SECRET, BACKUP_CERTIFICATE_PROFILE, BACKUP_TLS_SECRET, PORTS, backupStanza, type Instance } from './resources/index.ts';
+
+export const BACKUP_CA: InstanceCaKind = {
+  caSecret: BACKUP_CA_SECRET,
+  leafSecret: BACKUP_TLS_SECRET,
+  profile: BACKUP_CERTIFICATE_PROFILE,
+  events: { caReplaced: 'BackupCAReplaced', issued: 'BackupCertificateIssued' },
+  leaf: "the certificate of the database's and the backup repository's pgBackRest servers",
+  restored: 'It holds the CA the database and the backup repository trust each other by again.',
+  replaced: 'The database and the backup repository present certificates of the new CA once the kubelet brings the Secret into their pods.',
+};
+
+export const FETCH_TIMEOUT_MS = 1_000;
+
+/** What `pgbackrest info --output=json` says of a stanza, as far as status.backup reads it. */
+interface StanzaInfo {
+  name?: string;
+  backup?: Array<{ label?: string; type?: string; timestamp?: { stop?: number } }>;
+  archive?: Array<{ max?: string | null }>;
+}
+
+/** status.backup from pgBackRest's info (its JSON) for `stanza`; undefined when it has no such stanza. */
+export function backupStatus(info: unknown, stanza: string): BackupStatus | undefined {
+  if (!Array.isArray(info)) return undefined;
+  const found = (info as StanzaInfo[]).find((entry) => entry?.name === stanza);
+  if (!found) return undefined;
+  const backups = (found.backup ?? []).filter((b) => typeof b.timestamp?.stop === 'number' && b.label && b.type);
+  const last = backups.reduce<(typeof backups)[number] | undefined>((latest, b) => (!latest || b.timestamp!.stop! >= latest.timestamp!.stop! ? b : latest), undefined);
+  const wal = found.archive?.at(-1)?.max;
+  return {
+    ...(last ? { lastBackup: { time: new Date(last.timestamp!.stop! * 1000).toISOString(), type: last.type!, label: last.label! } } : {}),
+    ...(wal ? { lastArchivedWal: wal } : {}),
+    backups: backups.length,
+  };
+}
+
+/** The repository's state as the repository host (pod backup-0, among `pods`) reports it now; undefined when unknown. */
+export async function readRepository(instance: Instance, pods: readonly V1Pod[], fetcher: typeof fetch = fetch): Promise<BackupStatus | undefined> {
+  // The pods of the instance namespace: only StatefulSet backup makes one of this name.
+  const pod = pods.find((p) => p.metadata?.name === `${BACKUP}-0`);
+  const ip = pod && readyPodIP(pod as Parameters<typeof readyPodIP>[0]);
+  if (!ip) return undefined;
+  try {
+    const response = await fetcher(`http://${ip.includes(':') ? `[${ip}]` : ip}:${PORTS.backupStatus}/info`, { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
+    if (!response.ok) return undefined;
+    return backupStatus(await response.json(), backupStanza(instance));
+  } catch {
+    return undefined;
+  }
+}

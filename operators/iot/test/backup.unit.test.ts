@@ -1,0 +1,189 @@
+/**
+ * Backups as rendered (src/resources/backup.ts, src/backups.ts): what an instance with spec.backup
+ * runs — the repository host, pgBackRest beside each database pod, WAL archiving, the certificate
+ * both ends present — and how status.backup is read from the repository host's /info.
+ */
+import assert from 'node:assert/strict';
+import { X509Certificate } from 'node:crypto';
+import { describe, it } from 'node:test';
+import type { V1Container, V1Pod, V1Secret, V1StatefulSet } from '@kubernetes/client-node';
+import { backupStatus, readRepository } from '../src/backups.ts';
+import { computeStatus } from '../src/status/status.ts';
+import {
+  BACKUP_CERTIFICATE_PROFILE,
+  GATEWAY_CERTIFICATE_PROFILE,
+  backupCertificateNames,
+  desiredChildren,
+  generateCredentials,
+  keepOrIssue,
+  type DesiredObject,
+  type Instance,
+} from '../src/resources/index.ts';
+import { TEST_BACKUP, testBackupCertificates, testGatewayTls, testInstance } from './fixtures.ts';
+
+const PULL_SECRET = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'image-pull-secret', namespace: 'devawsk8s' }, type: 'kubernetes.io/dockerconfigjson', data: {} };
+
+function children(instance: Instance): DesiredObject[] {
+  return desiredChildren(instance, {
+    imagePullSecret: PULL_SECRET,
+    credentials: generateCredentials(),
+    keptEmptyDirs: new Set(),
+    gatewayTls: testGatewayTls(),
+    backupCertificates: testBackupCertificates(),
+  }).children.map((c) => c.object);
+}
+
+const find = (objects: DesiredObject[], kind: string, name: string) => objects.find((o) => o.kind === kind && o.metadata.name === name);
+const statefulSet = (objects: DesiredObject[], name: string) => find(objects, 'StatefulSet', name) as V1StatefulSet | undefined;
+const containers = (set: V1StatefulSet | undefined): V1Container[] => set?.spec?.template.spec?.containers ?? [];
+/** A container's literal environment as a map. */
+const envOf = (container: V1Container | undefined) => Object.fromEntries((container?.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value]));
+
+const NS = 'devawsk8s-tenant-a';
+
+describe('backups as rendered', () => {
+  it('without spec.backup: no repository host, no backup Secrets or policies, the database pod runs PostgreSQL alone without archiving', () => {
+    const objects = children(testInstance());
+    assert.deepEqual(
+      objects.filter((o) => o.metadata.name.startsWith('backup')).map((o) => `${o.kind}/${o.metadata.name}`),
+      [],
+    );
+    const database = containers(statefulSet(objects, 'database'));
+    assert.deepEqual(database.map((c) => c.name), ['database']);
+    assert.deepEqual(Object.keys(envOf(database[0])).filter((name) => name.startsWith('PGBACKREST_') || name === 'IOT_DATABASE_ARCHIVE_TIMEOUT'), []);
+  });
+
+  it('the repository host: StatefulSet backup with the repository on a claim of the target, a full backup per schedule, the retention, every database pod as a pg host', () => {
+    const instance = testInstance({
+      database: { replicas: 3, placement: { nodeSelector: { 'topology.kubernetes.io/zone': 'db' } } },
+      backup: { schedule: '6h', retention: 3, target: { volumeClaim: { size: '20Gi', storageClassName: 'fast' } } },
+    });
+    const set = statefulSet(children(instance), 'backup');
+    assert.ok(set, 'StatefulSet backup');
+    assert.equal(set.spec?.replicas, 1);
+    assert.equal(set.spec?.serviceName, 'backup');
+    assert.deepEqual(set.spec?.volumeClaimTemplates?.map((c) => [c.metadata?.name, c.spec?.resources?.requests?.['storage'], c.spec?.storageClassName]), [['data', '20Gi', 'fast']]);
+    const [repository, ...others] = containers(set);
+    assert.equal(others.length, 0);
+    assert.equal(repository?.image, 'registry.example.com/iot/iot-database:2.4.1', "the database's image");
+    assert.deepEqual(repository?.command, ['/usr/local/bin/iot-pgbackrest', 'repository']);
+    assert.deepEqual(repository?.volumeMounts?.find((m) => m.name === 'data')?.mountPath, '/var/lib/iot');
+    assert.deepEqual(repository?.volumeMounts?.find((m) => m.name === 'backup-tls')?.mountPath, '/etc/iot/backup-tls');
+    assert.deepEqual(set.spec?.template.spec?.nodeSelector, { 'topology.kubernetes.io/zone': 'db' }, 'where the database may run');
+    const env = envOf(repository);
+    assert.equal(env['IOT_BACKUP_INTERVAL_SECONDS'], String(6 * 3600));
+    assert.equal(env['PGBACKREST_REPO1_RETENTION_FULL'], '3');
+    assert.equal(env['PGBACKREST_REPO1_PATH'], '/var/lib/iot/repository');
+    assert.equal(env['PGBACKREST_STANZA'], NS, 'the stanza is the instance namespace');
+    assert.deepEqual(
+      [1, 2, 3].map((i) => [env[`PGBACKREST_PG${i}_HOST`], env[`PGBACKREST_PG${i}_HOST_TYPE`], env[`PGBACKREST_PG${i}_PATH`]]),
+      [0, 1, 2].map((i) => [`database-${i}.database.${NS}.svc`, 'tls', '/var/lib/iot/pgdata']),
+    );
+    assert.equal(env['PGBACKREST_TLS_SERVER_AUTH'], `iot-pgbackrest=${NS}`, 'its server admits the instance certificate to the stanza alone');
+  });
+
+  it('each database pod archives WAL to the repository host at least every minute and serves pgBackRest beside PostgreSQL', () => {
+    const set = statefulSet(children(testInstance({ backup: TEST_BACKUP })), 'database');
+    const [database, pgbackrest] = containers(set);
+    const env = envOf(database);
+    assert.equal(env['IOT_DATABASE_ARCHIVE_TIMEOUT'], '60');
+    assert.equal(env['PGBACKREST_REPO1_HOST'], `backup-0.backup.${NS}.svc`);
+    assert.equal(env['PGBACKREST_REPO1_HOST_TYPE'], 'tls');
+    assert.equal(env['PGBACKREST_STANZA'], NS);
+    assert.equal(pgbackrest?.name, 'pgbackrest');
+    assert.deepEqual(pgbackrest?.command, ['/usr/local/bin/iot-pgbackrest', 'server']);
+    assert.deepEqual(pgbackrest?.ports?.map((p) => p.containerPort), [8432]);
+    assert.equal(pgbackrest?.image, database?.image);
+    assert.equal(envOf(pgbackrest)['PGBACKREST_TLS_SERVER_ADDRESS'], '$(POD_IP)');
+    for (const container of [database, pgbackrest]) {
+      assert.deepEqual(
+        container?.volumeMounts?.filter((m) => m.name === 'data' || m.name === 'backup-tls' || m.name === 'tmp').map((m) => m.mountPath),
+        ['/tmp', '/var/lib/iot', '/etc/iot/backup-tls'],
+        `${container?.name} sees the data directory, the socket and the certificate`,
+      );
+      assert.equal(container?.securityContext?.readOnlyRootFilesystem, true);
+    }
+  });
+
+  it('Secret backup-tls: one certificate of the backup CA for both ends, covering the repository host and every database pod', () => {
+    const objects = children(testInstance({ backup: TEST_BACKUP }));
+    const data = (name: string) => (find(objects, 'Secret', name) as V1Secret).data!;
+    const text = (value: string | undefined) => Buffer.from(value!, 'base64').toString('utf8');
+    const ca = new X509Certificate(text(data('backup-ca')['ca.crt']));
+    const leaf = new X509Certificate(text(data('backup-tls')['tls.crt']));
+    assert.ok(new X509Certificate(text(data('backup-tls')['ca.crt'])).raw.equals(ca.raw), 'backup-tls carries the CA its peers are checked against');
+    assert.ok(leaf.checkIssued(ca) && leaf.verify(ca.publicKey), 'signed by the backup CA');
+    assert.match(leaf.subject, /CN=iot-pgbackrest/);
+    assert.deepEqual(leaf.subjectAltName?.split(', '), [`DNS:backup-0.backup.${NS}.svc`, `DNS:database-0.database.${NS}.svc`]);
+    assert.deepEqual(leaf.keyUsage?.sort(), ['1.3.6.1.5.5.7.3.1', '1.3.6.1.5.5.7.3.2'], 'server and client authentication');
+  });
+
+  it('a certificate that is not for client authentication is issued anew for the backups', () => {
+    const names = backupCertificateNames(testInstance({ backup: TEST_BACKUP }));
+    const serverOnly = keepOrIssue({}, names, new Date(), GATEWAY_CERTIFICATE_PROFILE).certificates;
+    const decision = keepOrIssue(serverOnly, names, new Date(), BACKUP_CERTIFICATE_PROFILE);
+    assert.equal(decision.serverIssued, 'it is not for client authentication');
+    assert.equal(decision.certificates.ca, serverOnly.ca, 'by the same CA');
+    assert.equal(keepOrIssue(decision.certificates, names, new Date(), BACKUP_CERTIFICATE_PROFILE).serverIssued, undefined, 'and then kept');
+  });
+});
+
+/** pgbackrest info --output=json (2.45) of a stanza with two full backups and archived WAL, trimmed to what status reads and a little more. */
+const INFO = [
+  {
+    name: NS,
+    status: { code: 0, message: 'ok' },
+    archive: [{ database: { id: 1, 'repo-key': 1 }, id: '15-1', min: '000000010000000000000001', max: '000000010000000000000009' }],
+    backup: [
+      { label: '20260101-100000F', type: 'full', timestamp: { start: 1767261600, stop: 1767261612 }, error: false },
+      { label: '20260102-100000F', type: 'full', timestamp: { start: 1767348000, stop: 1767348015 }, error: false },
+    ],
+  },
+];
+
+describe('status.backup', () => {
+  it("reads the latest backup, the archive's newest WAL segment and the count from pgbackrest info", () => {
+    assert.deepEqual(backupStatus(INFO, NS), {
+      lastBackup: { time: '2026-01-02T10:00:15.000Z', type: 'full', label: '20260102-100000F' },
+      lastArchivedWal: '000000010000000000000009',
+      backups: 2,
+    });
+    assert.deepEqual(backupStatus([{ name: NS, backup: [], archive: [] }], NS), { backups: 0 }, 'a stanza made, nothing in it yet');
+    assert.equal(backupStatus(INFO, 'devawsk8s-tenant-b'), undefined, "another stanza's info says nothing of this one");
+    assert.equal(backupStatus({ error: 'x' }, NS), undefined);
+  });
+
+  const pod = (ready: boolean): V1Pod => ({
+    metadata: { name: 'backup-0', namespace: NS },
+    status: { phase: 'Running', podIP: '10.0.0.7', conditions: [{ type: 'Ready', status: ready ? 'True' : 'False' }] },
+  });
+
+  it("asks the repository host's /info while its pod is Ready, and knows nothing otherwise", async () => {
+    const instance = testInstance({ backup: TEST_BACKUP });
+    const asked: string[] = [];
+    const answering = (async (url: string) => {
+      asked.push(url);
+      return new Response(JSON.stringify(INFO), { status: 200 });
+    }) as typeof fetch;
+    assert.equal((await readRepository(instance, [pod(true)], answering))?.lastArchivedWal, '000000010000000000000009');
+    assert.deepEqual(asked, ['http://10.0.0.7:8433/info']);
+    assert.equal(await readRepository(instance, [pod(false)], answering), undefined);
+    assert.equal(asked.length, 1, 'a pod not ready is not asked');
+    const failing = (async () => new Response('ERROR: [055]: unable to load info file', { status: 503 })) as typeof fetch;
+    assert.equal(await readRepository(instance, [pod(true)], failing), undefined);
+    const unreachable = (async () => {
+      throw new TypeError('fetch failed');
+    }) as typeof fetch;
+    assert.equal(await readRepository(instance, [pod(true)], unreachable), undefined);
+  });
+
+  it('keeps what it had while the repository cannot be read, and drops it when the spec has no backup', () => {
+    const backed = testInstance({ backup: TEST_BACKUP });
+    const reading = backupStatus(INFO, NS)!;
+    const base = { previous: undefined, outcome: { kind: 'applied', childrenMatched: true } as const, observed: { deployments: [], statefulSets: [], pods: [] }, now: new Date() };
+    const made = computeStatus({ ...base, instance: { generation: 1, namespace: NS, spec: backed.spec }, backup: reading });
+    assert.deepEqual(made.backup, reading);
+    assert.deepEqual(computeStatus({ ...base, previous: made, instance: { generation: 1, namespace: NS, spec: backed.spec } }).backup, reading, 'unknown: the previous one stays');
+    assert.equal(computeStatus({ ...base, previous: made, instance: { generation: 2, namespace: NS, spec: testInstance().spec } }).backup, undefined);
+  });
+});
