@@ -9,8 +9,7 @@
  * server move, the operator's next start renders the new addresses. An empty list (none
  * published) admits nothing.
  */
-import type { KubeApi, KubeObject } from '@iot-operator/runtime';
-import { EndpointSliceType } from './webhooks/crd-conversion.ts';
+import { Kinds, type KubeApi, type KubeObject } from '@iot-operator/runtime';
 
 export interface ApiServerEndpoint {
   address: string;
@@ -20,7 +19,7 @@ export interface ApiServerEndpoint {
 type EndpointSlice = KubeObject & { endpoints?: Array<{ addresses?: string[] }>; ports?: Array<{ port?: number }> };
 
 export async function discoverApiServer(client: KubeApi): Promise<ApiServerEndpoint[]> {
-  const slices = await client.list<EndpointSlice>(EndpointSliceType, { namespace: 'default', labelSelector: 'kubernetes.io/service-name=kubernetes' });
+  const slices = await client.list<EndpointSlice>(Kinds.EndpointSlice, { namespace: 'default', labelSelector: 'kubernetes.io/service-name=kubernetes' });
   const pairs = new Map<string, ApiServerEndpoint>();
   for (const slice of slices.items) {
     for (const port of slice.ports ?? []) {

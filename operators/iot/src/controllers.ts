@@ -16,7 +16,6 @@ import { registerIoTController } from './controller.ts';
 import { registerIngestionMonitor, type IngestionMonitor } from './ingestion.ts';
 import { CHILD_TYPES, CertificateType, ClusterIssuerType, IoTServiceType, IssuerType, StorageClassType, type IoTControllerConfig } from './iotservice-types.ts';
 import { registerOrphanedNamespaceCleanup } from './orphaned-namespaces.ts';
-import { EndpointSliceType } from './webhooks/crd-conversion.ts';
 
 export const extraPermissions: ExtraPermission[] = [
   { type: IoTServiceType, verbs: ['patch'], reason: 'the cleanup finalizer, added and removed with JSON patches' },
@@ -61,7 +60,7 @@ export const extraPermissions: ExtraPermission[] = [
   { type: IssuerType, verbs: ['get'], reason: 'the Issuer spec.gateway.tls.issuerRef names, in the landscape: looked up while its Certificate is not ready' },
   { type: ClusterIssuerType, verbs: ['get'], reason: 'the ClusterIssuer spec.gateway.tls.issuerRef names: looked up while its Certificate is not ready' },
   { type: Kinds.Secret, verbs: ['delete'], reason: 'the Secret cert-manager issued into, in the landscape: deleted with its Certificate' },
-  { type: EndpointSliceType, verbs: ['list'], reason: "that Service's EndpointSlices: has it a ready endpoint (another landscape's operator serving the conversion)" },
+  { type: Kinds.EndpointSlice, verbs: ['list'], reason: "that Service's EndpointSlices: has it a ready endpoint (another landscape's operator serving the conversion)" },
 ];
 
 /**

@@ -26,7 +26,6 @@ import { localTestEnv, realNode } from '@iot-operator/local-cluster';
 import { registerDevice, startContinuousDevice, type ServiceAddresses } from '@iot-operator/iot-service/simulator';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { PRIMARY_ROLE, ROLE_LABEL } from '../src/resources/index.ts';
-import { EndpointSliceType } from '../src/webhooks/crd-conversion.ts';
 import {
   assertStoredExactlyOnce,
   deviceAddresses,
@@ -147,7 +146,7 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
     console.log(members);
     assert.match(members, /Sync Standby/, 'a synchronous standby');
     type Slice = KubeObject & { endpoints?: Array<{ targetRef?: { name?: string } }> };
-    const slices = await env.client.list<Slice>(EndpointSliceType, { namespace, labelSelector: 'kubernetes.io/service-name=database-client' });
+    const slices = await env.client.list<Slice>(Kinds.EndpointSlice, { namespace, labelSelector: 'kubernetes.io/service-name=database-client' });
     assert.deepEqual(slices.items.flatMap((s) => s.endpoints ?? []).map((e) => e.targetRef?.name), [leader.metadata.name]);
     await assert.rejects(
       env.client.patch(IoTServiceV1alpha1Type, NAME, landscape, { spec: { database: { replicas: 1 } } }, 'merge'),

@@ -16,10 +16,9 @@
  *   a holder left alone is logged at warn once per holder.
  */
 import { readFile } from 'node:fs/promises';
-import { customResource, isConflict, isNotFound, Kinds, type KubeApi, type KubeObject, type Manager } from '@iot-operator/runtime';
+import { isConflict, isNotFound, Kinds, type KubeApi, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { IOTSERVICE_CRD_NAME, conversionClientConfig } from '../api/crd.ts';
 
-export const EndpointSliceType = customResource('discovery.k8s.io', 'v1', 'EndpointSlice', 'endpointslices');
 
 /** How often the CRD is checked. */
 export const CONVERSION_CHECK_INTERVAL_MS = 30_000;
@@ -89,7 +88,7 @@ async function serviceState(client: Pick<KubeApi, 'get' | 'list'>, service: Serv
     if (isNotFound(err)) return 'missing';
     throw err;
   }
-  const slices = await client.list<EndpointSlice>(EndpointSliceType, { namespace: service.namespace, labelSelector: `kubernetes.io/service-name=${service.name}` });
+  const slices = await client.list<EndpointSlice>(Kinds.EndpointSlice, { namespace: service.namespace, labelSelector: `kubernetes.io/service-name=${service.name}` });
   return slices.items.some((slice) => slice.endpoints?.some((e) => (e.conditions?.serving ?? e.conditions?.ready) !== false)) ? 'serving' : 'not serving';
 }
 

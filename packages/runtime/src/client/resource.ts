@@ -124,6 +124,7 @@ export const Kinds = {
   DaemonSet: builtin('apps', 'v1', 'DaemonSet', 'daemonsets'),
   ReplicaSet: builtin('apps', 'v1', 'ReplicaSet', 'replicasets'),
   NetworkPolicy: builtin('networking.k8s.io', 'v1', 'NetworkPolicy', 'networkpolicies'),
+  EndpointSlice: builtin('discovery.k8s.io', 'v1', 'EndpointSlice', 'endpointslices'),
   Lease: builtin('coordination.k8s.io', 'v1', 'Lease', 'leases'),
   CustomResourceDefinition: builtin('apiextensions.k8s.io', 'v1', 'CustomResourceDefinition', 'customresourcedefinitions', false),
   ClusterRole: builtin('rbac.authorization.k8s.io', 'v1', 'ClusterRole', 'clusterroles', false),
