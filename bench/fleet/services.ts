@@ -44,7 +44,7 @@ import { createPool, PostgresStore } from '../../workloads/iot-service/src/share
 import type { DeviceCredentials } from '../../workloads/iot-service/src/simulator/types.ts';
 import { startNatsServer, type NatsServer } from '../../workloads/iot-service/test/nats-server.ts';
 import { bundle } from '../../images/bundle.ts';
-import { localImage } from '../../scripts/iot-service-images.ts';
+import { localImage } from '../../images/local-images.ts';
 import { mapLimit, repoRoot, sleep } from '../lib/kube.ts';
 import { freePort } from '../lib/operator.ts';
 import { childPids } from '../lib/proc.ts';

@@ -27,7 +27,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { localRegistry, localTestEnv, onRealNode, pushUnderTag, realNode, realNodeContainerd, registryPullSecret, repoRoot } from '@iot-operator/local-cluster';
-import { localImage } from '../../../scripts/iot-service-images.ts';
+import { localImage } from '../../../images/local-images.ts';
 import { COMPONENTS } from '../src/api/iotservice.ts';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { abandonLandscape, getIoT, installIoTCrd, iotService, startOperator, waitForPhase, type IoTObject } from './e2e-support.ts';
