@@ -121,7 +121,18 @@ async function writesThrough(label: string, disrupt: () => Promise<void>): Promi
   console.log(
     `database failover: ${label}: writes paused for at most ${(pause / 1000).toFixed(1)} s${from === undefined ? '' : ` (from ${new Date(from).toISOString()})`}; ${messages.length} messages acknowledged, all stored once (${running.failures.length} attempts sent again)`,
   );
+  if (pause > 10_000) await printDatabaseLogs(new Date(started));
   return pause;
+}
+
+/** What each database pod logged since `since` (Patroni's and PostgreSQL's lines), for whoever reads a long pause. */
+async function printDatabaseLogs(since: Date): Promise<void> {
+  for (const pod of await databasePods()) {
+    const log = await env.client
+      .raw<unknown>({ method: 'GET', path: `/api/v1/namespaces/${namespace}/pods/${pod.metadata.name}/log`, query: { container: 'database', sinceTime: since.toISOString(), timestamps: true } })
+      .catch((err: unknown) => String(err));
+    console.log(`--- ${pod.metadata.name} since ${since.toISOString()}\n${typeof log === 'string' ? log : JSON.stringify(log)}`);
+  }
 }
 
 describe('a database of three replicas fails over by itself', { skip }, () => {
