@@ -130,17 +130,20 @@ async function writesThrough(label: string, disrupt: () => Promise<void>): Promi
   console.log(
     `database failover: ${label}: writes paused for at most ${(pause / 1000).toFixed(1)} s${from === undefined ? '' : ` (from ${new Date(from).toISOString()})`}; ${messages.length} messages acknowledged, all stored once (${running.failures.length} attempts sent again)`,
   );
-  if (pause > 10_000) await printDatabaseLogs(new Date(started)); // past the 10 s target: what the database did meanwhile
+  if (pause > 10_000) await printInstanceLogs(new Date(started)); // past the 10 s target: what the instance did meanwhile
   return pause;
 }
 
-/** What each database pod logged since `since` (Patroni's and PostgreSQL's lines), for whoever reads a long pause. */
-async function printDatabaseLogs(since: Date): Promise<void> {
-  for (const pod of await databasePods()) {
-    const log = await env.client
-      .raw<unknown>({ method: 'GET', path: `/api/v1/namespaces/${namespace}/pods/${pod.metadata.name}/log`, query: { container: 'database', sinceTime: since.toISOString(), timestamps: true } })
-      .catch((err: unknown) => String(err));
-    console.log(`--- ${pod.metadata.name} since ${since.toISOString()}\n${typeof log === 'string' ? log : JSON.stringify(log)}`);
+/** What each pod of the instance logged since `since` (Patroni's, PostgreSQL's and the components' lines), for whoever reads a long pause. */
+async function printInstanceLogs(since: Date): Promise<void> {
+  type PodSpec = KubeObject & { spec?: { containers?: Array<{ name: string }> } };
+  for (const pod of (await env.client.list<PodSpec>(Kinds.Pod, { namespace })).items) {
+    for (const container of pod.spec?.containers ?? []) {
+      const log = await env.client
+        .raw<unknown>({ method: 'GET', path: `/api/v1/namespaces/${namespace}/pods/${pod.metadata.name}/log`, query: { container: container.name, sinceTime: since.toISOString(), timestamps: true } })
+        .catch((err: unknown) => String(err));
+      console.log(`--- ${pod.metadata.name}/${container.name} since ${since.toISOString()}\n${typeof log === 'string' ? log : JSON.stringify(log)}`);
+    }
   }
 }
 
