@@ -20,11 +20,13 @@ interface Answer {
   code: number;
   body: string;
   json: any;
+  /** The Connection header of the answer. */
+  connection: string | undefined;
 }
 
-function post(port: number, ca: string, urlPath: string, body: string | Buffer, headers: Record<string, string> = { 'Content-Type': 'application/json' }, method = 'POST'): Promise<Answer> {
+function post(port: number, ca: string, urlPath: string, body: string | Buffer, headers: Record<string, string> = { 'Content-Type': 'application/json' }, method = 'POST', agent: https.Agent | false = false): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const req = https.request({ host: '127.0.0.1', port, path: urlPath, method, ca, agent: false, headers }, (res) => {
+    const req = https.request({ host: '127.0.0.1', port, path: urlPath, method, ca, agent, headers }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (text += chunk));
@@ -35,7 +37,7 @@ function post(port: number, ca: string, urlPath: string, body: string | Buffer, 
         } catch {
           json = undefined;
         }
-        resolve({ code: res.statusCode ?? 0, body: text, json });
+        resolve({ code: res.statusCode ?? 0, body: text, json, connection: res.headers.connection });
       });
     });
     req.on('error', reject);
@@ -208,13 +210,17 @@ describe('webhook server', () => {
     }));
     await server.start();
     const port = server.port!;
-    const inFlight = post(port, certs.ca, '/validate', review('in-flight'));
+    // Kept alive, as the API server's connections are.
+    const keptAlive = new https.Agent({ keepAlive: true });
+    const inFlight = post(port, certs.ca, '/validate', review('in-flight'), { 'Content-Type': 'application/json' }, 'POST', keptAlive);
     await started;
     const stopped = server.stop();
     finish();
     const answer = await inFlight;
     assert.deepEqual(answer.json.response, { uid: 'in-flight', allowed: true });
+    assert.equal(answer.connection, 'close', 'an answer given while stopping closes its connection: its client sends nothing more on it');
     await stopped;
     await assert.rejects(post(port, certs.ca, '/validate', review()), /ECONNREFUSED/);
+    keptAlive.destroy();
   });
 });

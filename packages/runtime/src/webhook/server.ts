@@ -18,8 +18,10 @@
  *   conversion: Failure) with a message saying so, and the handler's signal is aborted. A handler
  *   never crashes the server: its exceptions become refusals (admission.ts, conversion.ts).
  * - Every request at a registered path counts in the webhook metrics (metrics.ts) under that path.
- * - `stop` stops accepting connections, lets requests in flight finish (each is bounded by its
- *   deadline), closes every connection and stops watching the certificate files.
+ * - `stop` stops accepting connections, closes idle ones, lets requests in flight finish (each
+ *   is bounded by its deadline) — also those read from an open connection meanwhile — answering
+ *   each with `Connection: close`, so no client sends on a connection as it is closed; then
+ *   closes every connection and stops watching the certificate files.
  */
 import https from 'node:https';
 import type http from 'node:http';
@@ -60,6 +62,10 @@ export class WebhookServer {
   private server: https.Server | undefined;
   private certWatcher: CertWatcher | undefined;
   private readonly inFlight = new Set<Promise<void>>();
+  /** Set by `stop`: every answer from then on closes its connection. */
+  private stopping = false;
+  /** The answers not sent yet, to close their connections when `stop` begins. */
+  private readonly unanswered = new Set<http.ServerResponse>();
 
   constructor(
     readonly options: WebhookServerOptions,
@@ -120,14 +126,18 @@ export class WebhookServer {
     this.server?.on('connection', (socket: Socket) => socket.unref());
   }
 
-  /** Stops accepting, lets requests in flight finish, closes every connection. */
+  /** Stops accepting, lets requests in flight finish (each answer closing its connection), closes every connection. */
   async stop(): Promise<void> {
     this.certWatcher?.stop();
     const server = this.server;
     if (!server) return;
+    this.stopping = true;
+    for (const res of this.unanswered) if (!res.headersSent) res.setHeader('Connection', 'close');
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
-    await Promise.all(this.inFlight);
+    // A request read from a connection after stop began is waited for too: destroying its
+    // connection would reset it (the API server reports "connection reset by peer").
+    while (this.inFlight.size > 0) await Promise.all(this.inFlight);
     server.closeAllConnections();
     await closed;
   }
@@ -138,6 +148,11 @@ export class WebhookServer {
   }
 
   private async serve(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    // Kept alive, the connection would be used again by its client just as `stop` closes it.
+    if (this.stopping) res.setHeader('Connection', 'close');
+    this.unanswered.add(res);
+    res.on('finish', () => this.unanswered.delete(res));
+    res.on('close', () => this.unanswered.delete(res));
     const url = new URL(req.url ?? '/', 'https://webhook');
     const webhook = this.webhooks.get(url.pathname);
     if (!webhook) {
