@@ -32,7 +32,7 @@
  *   back-off, up to 5 minutes); and pods of a StatefulSet stuck on an earlier revision (else its
  *   rollout would never proceed). A database of three replicas (Patroni) is rolled by the operator
  *   (database-roll.ts): one step per reconcile — an outdated standby deleted, or a switchover asked
- *   of Patroni — only while every member is ready; the instance is Processing ("Rolling the
+ *   of Patroni — only while every member is ready and both standbys stream; the instance is Processing ("Rolling the
  *   database: …") and looked at again every few seconds meanwhile. No other pod is ever deleted.
  * - Deletion: the finalizer holds the IoTService until the instance namespace is gone; it is then
  *   removed without touching any other party's finalizer. An IoTService found gone on that
