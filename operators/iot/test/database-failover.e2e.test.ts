@@ -134,15 +134,23 @@ async function writesThrough(label: string, disrupt: () => Promise<void>): Promi
   return pause;
 }
 
-/** What each pod of the instance logged since `since` (Patroni's, PostgreSQL's and the components' lines), for whoever reads a long pause. */
+/**
+ * What each pod of the instance logged since `since` (Patroni's, PostgreSQL's and the components'
+ * lines) — and, for a container that restarted, its previous run's last lines — for whoever reads
+ * a long pause.
+ */
 async function printInstanceLogs(since: Date): Promise<void> {
-  type PodSpec = KubeObject & { spec?: { containers?: Array<{ name: string }> } };
+  type PodSpec = KubeObject & { spec?: { containers?: Array<{ name: string }> }; status?: { containerStatuses?: Array<{ name: string; restartCount?: number }> } };
+  const read = (pod: string, query: Record<string, string | number | boolean>) =>
+    env.client
+      .raw<unknown>({ method: 'GET', path: `/api/v1/namespaces/${namespace}/pods/${pod}/log`, query })
+      .then((log) => (typeof log === 'string' ? log : JSON.stringify(log)))
+      .catch((err: unknown) => String(err));
   for (const pod of (await env.client.list<PodSpec>(Kinds.Pod, { namespace })).items) {
     for (const container of pod.spec?.containers ?? []) {
-      const log = await env.client
-        .raw<unknown>({ method: 'GET', path: `/api/v1/namespaces/${namespace}/pods/${pod.metadata.name}/log`, query: { container: container.name, sinceTime: since.toISOString(), timestamps: true } })
-        .catch((err: unknown) => String(err));
-      console.log(`--- ${pod.metadata.name}/${container.name} since ${since.toISOString()}\n${typeof log === 'string' ? log : JSON.stringify(log)}`);
+      const restarts = pod.status?.containerStatuses?.find((c) => c.name === container.name)?.restartCount ?? 0;
+      if (restarts > 0) console.log(`--- ${pod.metadata.name}/${container.name} before its last restart (${restarts} in all)\n${await read(pod.metadata.name!, { container: container.name, previous: true, tailLines: 40, timestamps: true })}`);
+      console.log(`--- ${pod.metadata.name}/${container.name} since ${since.toISOString()}\n${await read(pod.metadata.name!, { container: container.name, sinceTime: since.toISOString(), timestamps: true })}`);
     }
   }
 }
