@@ -107,6 +107,9 @@ export function createPool(endpoint: Endpoint, user: string, password: string, l
   });
   // An idle client's connection error would otherwise be an unhandled 'error' event.
   pool.on('error', (error) => log.warn('database connection lost', { error }));
+  // So would a checked-out client's whose server goes away between statements (a switchover's
+  // demoted primary): it crashed the process. Its next statement fails, and the client is closed.
+  pool.on('connect', (client) => client.on('error', (error) => log.warn('database connection lost while in use', { error })));
   return pool;
 }
 
