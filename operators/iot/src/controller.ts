@@ -68,7 +68,6 @@
  *   `GatewayCertificateIssued`. Without issuerRef, or while deleting, a Certificate the instance
  *   had is removed with its Secret.
  */
-import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import type { V1Deployment, V1Namespace, V1Pod, V1Secret, V1StatefulSet } from '@kubernetes/client-node';
 import {
@@ -128,7 +127,7 @@ import {
 import { ChildBodies } from './child-bodies.ts';
 import { BACKUP_CA, readRepository } from './backups.ts';
 import { GatewayCertificateKeeper, type GatewayTls, type TlsContext } from './gateway-certificates.ts';
-import { InstanceCaKeeper } from './instance-ca-keeper.ts';
+import { InstanceCaKeeper, materialFingerprint } from './instance-ca-keeper.ts';
 import type { IngestionMonitor } from './ingestion.ts';
 import {
   CHILD_TYPES,
@@ -349,7 +348,7 @@ class IoTReconcile {
     const { keptEmptyDirs, keptOrderedReadyBroker } = await this.keptStatefulSetShapes(instance);
     const recorded = this.ctx.cache.get<V1Secret & KubeObject>(Kinds.Secret, CREDENTIALS_SECRET_NAME, instance.namespace)?.metadata.annotations?.[CREDENTIALS_ROTATION_ANNOTATION];
     const rotation = credentialsRotation(iot.metadata.annotations?.[ROTATE_CREDENTIALS_ANNOTATION], recorded);
-    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${keptOrderedReadyBroker}/${this.tls?.fingerprint ?? ''}/${backupCertificates ? fingerprint(backupCertificates) : ''}/${rotation ?? ''}`;
+    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${keptOrderedReadyBroker}/${this.tls?.fingerprint ?? ''}/${backupCertificates ? materialFingerprint(backupCertificates) : ''}/${rotation ?? ''}`;
     const rendering = this.memory.rendered.get(key, renderingKey, () =>
       // Fresh credentials are used only for what the credentials Secret lacks, or all of them on a rotation.
       desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), credentialsRotation: rotation, keptEmptyDirs, keptOrderedReadyBroker, gatewayTls, backupCertificates }).children.map((child) =>
@@ -772,9 +771,4 @@ function isRefusal(err: unknown): err is ApiError & { reason: 'Forbidden' | 'Inv
 
 function failed(failure: Failure): ReconcileOutcome {
   return { kind: 'failed', failure };
-}
-
-/** Changes exactly when the backups' certificates do (for the rendering key). */
-function fingerprint(certificates: CaCertificates): string {
-  return createHash('sha256').update(certificates.ca.cert).update(certificates.server.cert).digest('base64url').slice(0, 22);
 }

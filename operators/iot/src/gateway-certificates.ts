@@ -22,13 +22,12 @@
  *   here: the material becomes children (resources/index.ts) that the reconcile writes like any
  *   other (with issuerRef only the Certificate is written, by gateway-issued-certificates.ts).
  */
-import { createHash } from 'node:crypto';
 import type { V1ConfigMap, V1Service } from '@kubernetes/client-node';
 import { Kinds, ifFound, type KubeObject } from '@iot-operator/runtime';
 import type { ChildBodies } from './child-bodies.ts';
 import { clientCANotFoundFailure, type Failure } from './failure.ts';
 import { IssuedCertificates, type IssuedContext } from './gateway-issued-certificates.ts';
-import { InstanceCaKeeper, type InstanceCaKind } from './instance-ca-keeper.ts';
+import { InstanceCaKeeper, materialFingerprint, type InstanceCaKind } from './instance-ca-keeper.ts';
 import {
   GATEWAY_CA_SECRET,
   GATEWAY_CERTIFICATE_PROFILE,
@@ -137,6 +136,5 @@ export class GatewayCertificateKeeper {
 
 /** The material with its fingerprint and the server certificate's expiry. */
 function gatewayTls(material: GatewayTlsMaterial): GatewayTls {
-  const fingerprint = createHash('sha256').update(JSON.stringify(material)).digest('base64url').slice(0, 22);
-  return { material, fingerprint, notAfter: certificateExpiry(material.server.cert) };
+  return { material, fingerprint: materialFingerprint(material), notAfter: certificateExpiry(material.server.cert) };
 }

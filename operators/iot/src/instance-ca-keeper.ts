@@ -23,6 +23,7 @@
  * - Errors of the API (reads) are thrown as they came; nothing is written here: the material
  *   becomes children that the reconcile writes like any other.
  */
+import { createHash } from 'node:crypto';
 import type { V1Secret } from '@kubernetes/client-node';
 import { Kinds, ifFound, type CacheReader, type KubeApi, type KubeObject } from '@iot-operator/runtime';
 import type { ChildBodies } from './child-bodies.ts';
@@ -113,4 +114,9 @@ export class InstanceCaKeeper {
     this.byInstance.set(key, { certificates: decision.certificates, observed });
     return decision.certificates;
   }
+}
+
+/** Changes exactly when `material` (certificates and keys) does: for the reconcile's rendering key. */
+export function materialFingerprint(material: unknown): string {
+  return createHash('sha256').update(JSON.stringify(material)).digest('base64url').slice(0, 22);
 }
