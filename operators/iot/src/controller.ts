@@ -56,7 +56,14 @@
  *   waits for it; it is looked at again periodically, so granting the permission is enough.
  * - With spec.backup, the backups' CA and certificate (backups.ts BACKUP_CA) are kept or made
  *   before the children are rendered, like the gateway's, and the instance looked at again when
- *   the certificate is due for renewal.
+ *   the certificate is due for renewal; its repository host admits the database pods of the
+ *   instances restoring from it (their changes reach it through a watch of IoTServices).
+ * - With spec.restore (restores.ts), until status.restore says Restored: the source is checked
+ *   before any child is written (a failure or a wait ends the reconcile there, so no empty
+ *   database is made in place of the restore), the restore's client certificate is issued with
+ *   the source's backup CA, and status.restore and a failed restore are read from pod
+ *   database-0; once Restored, the children are rendered without the certificate and without
+ *   the way to the source.
  * - The gateway's CA and server certificate (gateway-certificates.ts), for an instance serving TLS,
  *   are kept from the instance's Secrets or made before the children are rendered, and become
  *   children like the others; the instance is looked at again when its server certificate is due
