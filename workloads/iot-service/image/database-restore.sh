@@ -55,7 +55,8 @@ if [ ! -s "$tls/tls.key" ]; then
 fi
 
 target=${IOT_RESTORE_TARGET:-}
-log info "restoring from the repository of IoTService $from (stanza $PGBACKREST_STANZA, $PGBACKREST_REPO1_HOST), ${target:+to $target}${target:-to the end of its archive}"
+if [ -n "$target" ]; then point="to $target"; else point='to the end of its archive'; fi
+log info "restoring from the repository of IoTService $from (stanza $PGBACKREST_STANZA, ${PGBACKREST_REPO1_HOST:-}), $point"
 tries=0
 while :; do
   rm -rf "$staging"
@@ -91,7 +92,7 @@ until [ "$(psql -tAc 'SELECT pg_is_in_recovery()' 2>/dev/null || true)" = f ]; d
   if ! kill -0 "$pid" 2>/dev/null; then
     cat "$postgres_log"
     rm -rf "$staging"
-    fail "PostgreSQL stopped while recovering from the archive of IoTService $from: $(grep -E 'FATAL|PANIC' "$postgres_log" | tail -n 2 | tr '\n' ' ')"
+    fail "PostgreSQL stopped while recovering from the archive of IoTService $from: $(grep -E 'FATAL|PANIC' "$postgres_log" | grep -v 'accepting connections' | tail -n 2 | tr '\n' ' ')"
   fi
   sleep 1
 done

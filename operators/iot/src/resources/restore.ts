@@ -91,6 +91,8 @@ export function restoreEnvironment(instance: Instance): V1EnvVar[] {
     env('PGBACKREST_LOG_LEVEL_FILE', 'off'),
     env('PGBACKREST_LOG_LEVEL_CONSOLE', 'info'),
     env('PGBACKREST_LOCK_PATH', '/tmp/pgbackrest'),
+    // restore clears the archive-get queue of the spool path: Debian's /var/spool/pgbackrest is not ours.
+    env('PGBACKREST_SPOOL_PATH', '/tmp/pgbackrest-spool'),
     env('PGBACKREST_PG1_PATH', RESTORE_STAGING_PATH),
     env('PGBACKREST_REPO1_HOST', restoreRepositoryHost(instance)),
     env('PGBACKREST_REPO1_HOST_TYPE', 'tls'),
