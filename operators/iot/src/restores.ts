@@ -10,7 +10,8 @@
  *   one with backups but none completed yet (status.backup.lastBackup absent) → Waiting; else
  *   its resolved instance. The reconcile writes no child of a restoring instance while its source
  *   does not pass (so no database is made that could start empty), unless the restore is done.
- * - `restoreProgress` reads the init container `restore` of pod database-0: its termination
+ * - `restoreProgress` reads the init container `restore` of pod database-0 (as the API server has
+ *   it: the pod cache keeps no termination message): its termination
  *   message (JSON, image/database-restore.sh) once it ended with 0 — restored (the backup, the
  *   time recovered to), or a data directory found holding a database (restored before, its
  *   message lost with an earlier pod) — or, while its latest run failed, the failure with what
