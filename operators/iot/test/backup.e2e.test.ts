@@ -25,7 +25,7 @@ import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv, realNode } from '@iot-operator/local-cluster';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { HttpStatusError, postHttp, readAllTelemetry, registerDevice, type DeviceCredentials, type ServiceAddresses } from '@iot-operator/iot-service/simulator';
-import { deviceAddresses, execInPod, getIoT, iotService, realNodeSpec, startReferenceLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
+import { deviceAddresses, execInPod, getIoT, installIoTCrd, iotService, realNodeSpec, startReferenceLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 
 const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
@@ -33,8 +33,8 @@ const skip = node.available ? false : node.reason;
 const VERSION = '2.4.1';
 const NAME = 'backups';
 const BACKUP = { schedule: '1d', retention: 2, target: { volumeClaim: { size: '1Gi' } } };
-/** Every component once, devices over HTTP alone. */
-const SPEC = realNodeSpec({ gateway: { protocols: ['http'] } });
+/** Every component once, devices over HTTP alone, the images built for this file. */
+const SPEC = { version: VERSION, ...realNodeSpec({ gateway: { protocols: ['http'] } }) };
 const fileStarted = Date.now();
 
 let landscape = '';
@@ -136,9 +136,14 @@ describe('backups: a full backup and continuous WAL archiving', { skip }, () => 
     }, { timeoutMs: 180_000, intervalMs: 2000 });
     const { lastBackup } = (await backupStatus())!;
 
+    // The CRD is the cluster's: a test process of another tree sharing the cluster may have applied one without spec.restore meanwhile.
+    await installIoTCrd(env);
     const started = Date.now();
     await env.client.create(IoTServiceV1alpha1Type, iotService('restored-pit', landscape, { ...SPEC, restore: { from: NAME, targetTime } } as never));
     await env.client.create(IoTServiceV1alpha1Type, iotService('restored-end', landscape, { ...SPEC, backup: BACKUP, restore: { from: NAME } } as never));
+    for (const name of ['restored-pit', 'restored-end']) {
+      assert.equal((await getIoT(env, landscape, name))?.spec.restore?.from, NAME, `${name} was stored with spec.restore (a CRD without it prunes it)`);
+    }
     await Promise.all(['restored-pit', 'restored-end'].map((name) => waitForPhase(env, landscape, name, 'Available', 480_000)));
     console.log(`backup: two instances restored from ${NAME} and Available ${((Date.now() - started) / 1000).toFixed(0)} s after their creation`);
 
@@ -153,6 +158,10 @@ describe('backups: a full backup and continuous WAL archiving', { skip }, () => 
     assert.equal(pit.targetTime, targetTime);
     assert.equal(pit.backup, lastBackup?.label, 'the backup restored is the source\'s');
     assert.ok(pit.recoveredTo && pit.recoveredTo <= targetTime, `recovered to ${pit.recoveredTo}, at most the target ${targetTime}`);
+    // Fixed at creation: neither changed on a restored instance nor added to another (the CRD's rule, API version v1alpha1 too).
+    const refused = (e: unknown) => /restore is set at creation only/.test(String(e));
+    await assert.rejects(env.client.patch(IoTServiceV1alpha1Type, 'restored-pit', landscape, { spec: { restore: { targetTime: null } } }, 'merge'), refused);
+    await assert.rejects(env.client.patch(IoTServiceV1alpha1Type, NAME, landscape, { spec: { restore: { from: 'restored-pit' } } }, 'merge'), refused);
     const end = await restoreOf('restored-end');
     console.log(`backup: restored-end ${JSON.stringify(end)}`);
     assert.equal(end.state, 'Restored');
