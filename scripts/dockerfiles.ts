@@ -244,6 +244,8 @@ export const DATABASE_SCHEMA_PATH = '/usr/local/share/iot/schema.sql';
 export const DATABASE_ROLES_SCRIPT = '/usr/local/bin/iot-database-roles';
 /** The database image's pgBackRest entry point (image/pgbackrest.mjs): the database pods' pgBackRest server, and the backup repository host. */
 export const PGBACKREST_SCRIPT = '/usr/local/bin/iot-pgbackrest';
+/** The database image's restore (image/database-restore.sh): the database pods' init container with spec.restore. */
+export const RESTORE_SCRIPT = '/usr/local/bin/iot-database-restore';
 
 /**
  * A component from Debian packages: the packages and user `iot` (10001, home the data volume at
@@ -299,6 +301,7 @@ const IOT_SERVICE_STAGES: Record<IoTServiceComponent, RuntimeStage> = {
       `COPY ${IOT_SERVICE_SCHEMA} ${DATABASE_SCHEMA_PATH}`,
       `COPY ${path.dirname(IOT_SERVICE_DOCKERFILE)}/database-roles.sh ${DATABASE_ROLES_SCRIPT}`,
       `COPY ${path.dirname(IOT_SERVICE_DOCKERFILE)}/pgbackrest.mjs ${PGBACKREST_SCRIPT}`,
+      `COPY ${path.dirname(IOT_SERVICE_DOCKERFILE)}/database-restore.sh ${RESTORE_SCRIPT}`,
       // Every pgBackRest option comes from the environment; Debian's sample configuration (readable
       // by user postgres alone) would stop every pgbackrest command of user iot.
       'RUN rm /etc/pgbackrest.conf',
@@ -328,7 +331,8 @@ export function iotServiceDockerfile(): string {
       '                             the primary schema.sql and the roles applied at every start (database-roles.sh)',
       "                             With Debian's pgbackrest: each database pod's second container serves",
       '                             its data directory to the repository host (pgbackrest server, TLS), which',
-      '                             is this image too (pgbackrest.mjs: backups on a schedule, /info)',
+      '                             is this image too (pgbackrest.mjs: backups on a schedule, /info); with a',
+      "                             restore, the database pods' init container (database-restore.sh)",
       'VERSION is what every component reports (/healthz, start log line; the broker and the database',
       'log it at start); `npm run image:iot-service` also sets it on each built image (buildah keys no',
       "cached ENV step on an argument's value). Everything runs as the operator's pod user (10001) on",

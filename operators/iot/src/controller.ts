@@ -56,7 +56,14 @@
  *   waits for it; it is looked at again periodically, so granting the permission is enough.
  * - With spec.backup, the backups' CA and certificate (backups.ts BACKUP_CA) are kept or made
  *   before the children are rendered, like the gateway's, and the instance looked at again when
- *   the certificate is due for renewal.
+ *   the certificate is due for renewal; its repository host admits the database pods of the
+ *   instances restoring from it (their changes reach it through a watch of IoTServices).
+ * - With spec.restore (restores.ts), until status.restore says Restored: the source is checked
+ *   before any child is written (a failure or a wait ends the reconcile there, so no empty
+ *   database is made in place of the restore), the restore's client certificate is issued with
+ *   the source's backup CA, and status.restore and a failed restore are read from pod
+ *   database-0; once Restored, the children are rendered without the certificate and without
+ *   the way to the source.
  * - The gateway's CA and server certificate (gateway-certificates.ts), for an instance serving TLS,
  *   are kept from the instance's Secrets or made before the children are rendered, and become
  *   children like the others; the instance is looked at again when its server certificate is due
@@ -97,7 +104,7 @@ import {
   type Selection,
   withDesiredHash,
 } from '@iot-operator/runtime';
-import { API_GROUP, IOTSERVICE_PLURAL, type IoTService, type IoTServiceStatus } from './api/iotservice.ts';
+import { API_GROUP, IOTSERVICE_PLURAL, type IoTService, type IoTServiceStatus, type RestoreStatus } from './api/iotservice.ts';
 import { apiRefusedFailure, imagePullSecretMissingFailure, namespaceNotOwnedFailure, permissionMissingFailure, type Failure, type RefusedRequest } from './failure.ts';
 import {
   CREDENTIALS_ROTATION_ANNOTATION,
@@ -119,6 +126,9 @@ import {
   servesTls,
   backsUp,
   backupCertificateNames,
+  restores,
+  type RestoreCertificate,
+  type RestorePeers,
   renewalTime,
   type CaCertificates,
   type DesiredChild,
@@ -126,6 +136,7 @@ import {
 } from './resources/index.ts';
 import { ChildBodies } from './child-bodies.ts';
 import { BACKUP_CA, readRepository } from './backups.ts';
+import { RestoreCertificates, checkSource, restoreProgress, restoreStatus, restorersOf } from './restores.ts';
 import { GatewayCertificateKeeper, type GatewayTls, type TlsContext } from './gateway-certificates.ts';
 import { InstanceCaKeeper, materialFingerprint } from './instance-ca-keeper.ts';
 import type { IngestionMonitor } from './ingestion.ts';
@@ -194,13 +205,18 @@ export function registerIoTController(mgr: Manager, config: IoTControllerConfig,
   builder = builder.watchesSelected(Kinds.Secret, sourceSecretSelection(config), everyInstance);
   // The gateway's Certificates (spec.gateway.tls.issuerRef): cert-manager's progress reaches their instance.
   builder = builder.watches(CertificateType, toInstance);
+  // An instance restoring from another: its changes (made, restored, deleted) reach the source, whose repository host admits it until restored.
+  builder = builder.watches(IoTServiceType, (obj) => {
+    const from = (obj as IoTService & KubeObject).spec?.restore?.from;
+    return from && obj.metadata.namespace === config.operatorName ? [{ namespace: config.operatorName, name: from }] : [];
+  });
   return builder.reconcile(iotReconciler(config, ingestion));
 }
 
 /** The reconcile step, with the memory its shortcuts keep between runs of one controller. */
 export function iotReconciler(config: IoTControllerConfig, ingestion?: IngestionMonitor): Reconciler {
   const bodies = childBodies(config);
-  const memory: ReconcileMemory = { statusWrites: new StatusWrites(), rendered: new RenderedChildren(), resolved: new ResolvedInstances(config), bodies, tls: new GatewayCertificateKeeper(bodies), backupCa: new InstanceCaKeeper(bodies, BACKUP_CA), ingestion };
+  const memory: ReconcileMemory = { statusWrites: new StatusWrites(), rendered: new RenderedChildren(), resolved: new ResolvedInstances(config), bodies, tls: new GatewayCertificateKeeper(bodies), backupCa: new InstanceCaKeeper(bodies, BACKUP_CA), restoreCertificates: new RestoreCertificates(bodies), ingestion };
   return (request, ctx) => new IoTReconcile(config, ctx, memory).run(request);
 }
 
@@ -213,6 +229,8 @@ interface ReconcileMemory {
   tls: GatewayCertificateKeeper;
   /** The backups' CA and certificate (backups.ts). */
   backupCa: InstanceCaKeeper;
+  /** The restores' client certificates of their sources' backup CAs (restores.ts). */
+  restoreCertificates: RestoreCertificates;
   /** The brokers' latest readings (none in tests that run the reconcile alone). */
   ingestion: IngestionMonitor | undefined;
 }
@@ -225,6 +243,10 @@ class IoTReconcile {
   private tls: GatewayTls | undefined;
   /** The backups' certificates as this reconcile rendered them (none without spec.backup). */
   private backupCertificates: CaCertificates | undefined;
+  /** status.restore as this reconcile found it (none without spec.restore, or before it was looked at). */
+  private restore: RestoreStatus | undefined;
+  /** The restore's init container failed: why. */
+  private restoreFailure: Failure | undefined;
   /** Whether this reconcile found the three-replica database rolling (database-roll.ts): looked at again soon. */
   private rollingDatabase = false;
   /** Records an Event on the IoTService being reconciled (set once it is known). */
@@ -344,14 +366,17 @@ class IoTReconcile {
       this.memory.backupCa.forget(key);
     }
     const backupCertificates = this.backupCertificates;
+    const restore = await this.restoreSources(iot, instance, tlsContext, key);
+    if (restore.kind !== 'ok') return restore.outcome;
+    const { restoreCertificate, restorePeers } = restore;
 
     const { keptEmptyDirs, keptOrderedReadyBroker } = await this.keptStatefulSetShapes(instance);
     const recorded = this.ctx.cache.get<V1Secret & KubeObject>(Kinds.Secret, CREDENTIALS_SECRET_NAME, instance.namespace)?.metadata.annotations?.[CREDENTIALS_ROTATION_ANNOTATION];
     const rotation = credentialsRotation(iot.metadata.annotations?.[ROTATE_CREDENTIALS_ANNOTATION], recorded);
-    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${keptOrderedReadyBroker}/${this.tls?.fingerprint ?? ''}/${backupCertificates ? materialFingerprint(backupCertificates) : ''}/${rotation ?? ''}`;
+    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${keptOrderedReadyBroker}/${this.tls?.fingerprint ?? ''}/${backupCertificates ? materialFingerprint(backupCertificates) : ''}/${restoreCertificate ? materialFingerprint(restoreCertificate) : ''}/${JSON.stringify(restorePeers)}/${rotation ?? ''}`;
     const rendering = this.memory.rendered.get(key, renderingKey, () =>
       // Fresh credentials are used only for what the credentials Secret lacks, or all of them on a rotation.
-      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), credentialsRotation: rotation, keptEmptyDirs, keptOrderedReadyBroker, gatewayTls, backupCertificates }).children.map((child) =>
+      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), credentialsRotation: rotation, keptEmptyDirs, keptOrderedReadyBroker, gatewayTls, backupCertificates, restoreCertificate, restorePeers }).children.map((child) =>
         prepareChild(child, this.config.shard),
       ),
     );
@@ -393,6 +418,62 @@ class IoTReconcile {
     if (relabelled > 0) this.ctx.log.info({ relabelled, shard: this.config.shard?.name }, 'children moved to this shard');
     this.moved = relabelled;
     return { kind: 'applied', childrenMatched: writes === 0 && held.size === 0, ...(waiting ? { waiting } : {}) };
+  }
+
+  /**
+   * What the rendering takes for restores (restores.ts): with spec.restore not yet done, the source
+   * checked (a failure or a wait ends the reconcile before any child is written) and the client
+   * certificate of its backup CA; with spec.backup, the instances restoring from this one.
+   */
+  private async restoreSources(iot: IoTService & KubeObject, instance: Instance, tlsContext: TlsContext, key: string): Promise<{ kind: 'ok'; restoreCertificate?: RestoreCertificate; restorePeers: RestorePeers } | { kind: 'stop'; outcome: ReconcileOutcome }> {
+    const restorePeers: RestorePeers = {};
+    let restoreCertificate: RestoreCertificate | undefined;
+    if (restores(instance)) {
+      // The cache keeps too little of a pod (pod-view.ts) for the restore's termination message: asked while not Restored.
+      const progress = iot.status?.restore?.state === 'Restored' ? undefined : restoreProgress(await this.restoringPod(instance.namespace));
+      this.restore = restoreStatus(instance, iot.status?.restore, progress);
+      this.restoreFailure =
+        progress?.kind === 'failed'
+          ? { reason: 'RestoreFailed', message: `The restore of the database from IoTService ${instance.spec.restore!.from} failed (init container restore of pod database-0, tried again by the kubelet): ${progress.message.replace(/\s+$/, '')}` }
+          : undefined;
+      if (this.restore?.state !== 'Restored') {
+        const check = checkSource(instance, await this.sourceIoTService(instance.spec.restore!.from), this.config);
+        if (check.kind === 'failed') return { kind: 'stop', outcome: failed(check.failure) };
+        if (check.kind === 'waiting') return { kind: 'stop', outcome: { kind: 'waiting', waiting: check.waiting } };
+        const issued = await this.memory.restoreCertificates.certificate(tlsContext, key, instance, new Date());
+        if (issued.kind === 'waiting') return { kind: 'stop', outcome: { kind: 'waiting', waiting: issued.waiting } };
+        restoreCertificate = issued.certificate;
+        restorePeers.source = { namespace: check.source.namespace, id: check.source.id };
+      } else {
+        this.memory.restoreCertificates.forget(key);
+      }
+    }
+    if (backsUp(instance)) {
+      const restorers = restorersOf(instance.id, this.config.operatorName, await this.landscapeIoTServices());
+      if (restorers.length > 0) restorePeers.restorers = restorers;
+    }
+    return { kind: 'ok', restoreCertificate, restorePeers };
+  }
+
+  /** The source a restore names: cached, or (a shard caches only its own) asked of the API server. */
+  private async sourceIoTService(name: string): Promise<(IoTService & KubeObject) | undefined> {
+    const cached = this.ctx.cache.get<IoTService & KubeObject>(IoTServiceType, name, this.config.operatorName);
+    if (cached || !this.config.shard) return cached;
+    return ifFound(this.ctx.client.get<IoTService & KubeObject>(IoTServiceType, name, this.config.operatorName));
+  }
+
+  /** The landscape's IoTServices: cached, or (a shard caches only its own) listed from the API server. */
+  private async landscapeIoTServices(): Promise<Array<IoTService & KubeObject>> {
+    if (!this.config.shard) return this.ctx.cache.list<IoTService & KubeObject>(IoTServiceType, { namespace: this.config.operatorName });
+    return (await this.ctx.client.list<IoTService & KubeObject>(IoTServiceType, { namespace: this.config.operatorName })).items;
+  }
+
+  /** Pod database-0, whose init container restores, as the API server has it (none: an empty list). */
+  private async restoringPod(namespace: string): Promise<V1Pod[]> {
+    const pod = await this.permitted({ verb: 'get', resource: 'pods', namespace, purpose: 'read how the restore of the database went (pod database-0)' }, () =>
+      ifFound(this.ctx.client.get<V1Pod & KubeObject>(Kinds.Pod, 'database-0', namespace)),
+    );
+    return pod ? [pod] : [];
   }
 
   /** What the gateway's TLS needs of this reconcile: its client and cache, Events on `iot`, 403s reported, the Certificate stamped as children are. */
@@ -623,6 +704,8 @@ class IoTReconcile {
       ingestion: this.memory.ingestion?.verdict(key),
       gatewayTls: this.tls && { caCertificate: this.tls.material.caCert, notAfter: this.tls.notAfter.toISOString() },
       backup: instance && backsUp(instance) ? await readRepository(instance, pods) : undefined,
+      restore: this.restore,
+      restoreFailure: this.restoreFailure,
       now,
       stuckPodTimeoutMs: this.config.stuckPodTimeoutMs,
     });
@@ -730,6 +813,7 @@ class IoTReconcile {
     this.memory.resolved.forget(keyOf(request));
     this.memory.tls.forget(keyOf(request));
     this.memory.backupCa.forget(keyOf(request));
+    this.memory.restoreCertificates.forget(keyOf(request));
   }
 }
 

@@ -42,6 +42,11 @@ export const extraPermissions: ExtraPermission[] = [
     reason: "never called: granted to three database replicas' Patroni by their Role (patroni.ts), which the operator may give only when it holds them",
   },
   {
+    type: Kinds.Pod,
+    verbs: ['get'],
+    reason: "pod database-0 of an instance being restored (spec.restore): its init container's termination message, which the pod cache does not keep",
+  },
+  {
     type: StorageClassType,
     verbs: ['get'],
     reason: "the StorageClass a pod's unbound claim names, looked up to report one that does not exist",

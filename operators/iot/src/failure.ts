@@ -57,6 +57,14 @@ export type FailureReason =
   | 'StorageClassNotFound'
   /** A pod cannot be scheduled for more than five minutes because its volume claim is not bound. */
   | 'VolumeNotBound'
+  /** spec.restore.from names no IoTService of the landscape. */
+  | 'RestoreSourceNotFound'
+  /** spec.restore.from names this IoTService itself, or one the operator cannot run. */
+  | 'RestoreSourceInvalid'
+  /** spec.restore.from names an IoTService without spec.backup. */
+  | 'RestoreSourceNotBackedUp'
+  /** The restore of the database from the source's backups failed (its init container's message). */
+  | 'RestoreFailed'
   /** Messages wait in the broker and processing has stored none for a minute (ingestion.ts). */
   | 'IngestionStalled'
   /** The broker's backlog is at its limit: the gateway slows devices down (ingestion.ts). */

@@ -1,28 +1,41 @@
 /**
- * Backups on the real node with the reference images: one instance (one database replica, no
- * gateway, core or processing) with `spec.backup` on a 1Gi volume claim.
+ * Backups and restores on the real node with the reference images: one instance (one replica of
+ * each component, devices over HTTP) with `spec.backup` on a 1Gi volume claim.
  *   - the repository host takes a full backup by itself once the repository is ready, and
  *     status.backup reports it (time, type, label) as pgBackRest's own `info` in the repository
  *     pod does;
  *   - WAL is archived continuously: rows written after that backup are in a WAL segment that
  *     reaches the repository (status.backup.lastArchivedWal, and `pgbackrest info` in the
  *     repository pod) within archive_timeout and a status round, without anyone switching WAL
- *     segments by hand (how long it took is printed).
- * Reported as not run where the cluster has no real node.
+ *     segments by hand (how long it took is printed);
+ *   - restore (spec.restore): a device registered and its telemetry stored through the instance's
+ *     gateway and core, a time noted, the telemetry table emptied by hand (psql in the database
+ *     pod) and the WAL holding that archived; then two new IoTServices restore from it at once:
+ *     one to the noted time, whose core shows the device and every message again and which takes
+ *     the device's new telemetry with its old password, and one to the end of the archive, with
+ *     backups of its own, whose core shows the device and the emptied table, whose own repository
+ *     takes its first full backup under its own stanza while the source's repository still holds
+ *     the source's stanza alone. status.restore names the backup restored and the point reached.
+ * Reported as not run where the cluster has no real node. The file's duration is printed.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Manager } from '@iot-operator/runtime';
+import { Kinds, type Manager } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv, realNode } from '@iot-operator/local-cluster';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
-import { execInPod, iotService, realNodeSpec, startReferenceLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
+import { HttpStatusError, postHttp, readAllTelemetry, registerDevice, type DeviceCredentials, type ServiceAddresses } from '@iot-operator/iot-service/simulator';
+import { deviceAddresses, execInPod, getIoT, installIoTCrd, iotService, realNodeSpec, startReferenceLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 
 const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
 const VERSION = '2.4.1';
 const NAME = 'backups';
+const BACKUP = { schedule: '1d', retention: 2, target: { volumeClaim: { size: '1Gi' } } };
+/** Every component once, devices over HTTP alone, the images built for this file. */
+const SPEC = { version: VERSION, ...realNodeSpec({ gateway: { protocols: ['http'] } }) };
+const fileStarted = Date.now();
 
 let landscape = '';
 let namespace = '';
@@ -34,19 +47,26 @@ interface BackupStatus {
   backups?: number;
 }
 
-async function backupStatus(): Promise<BackupStatus | undefined> {
-  const iot = (await env.client.get(IoTServiceV1alpha1Type, NAME, landscape)) as { status?: { backup?: BackupStatus } };
+async function backupStatus(name = NAME): Promise<BackupStatus | undefined> {
+  const iot = (await env.client.get(IoTServiceV1alpha1Type, name, landscape)) as { status?: { backup?: BackupStatus } };
   return iot.status?.backup;
 }
 
 /** SQL as the superuser over the database pod's local socket. */
-async function sql(query: string): Promise<string> {
-  return (await execInPod(env, namespace, 'database-0', ['psql', '-h', '/tmp', '-U', 'iot', '-d', 'postgres', '-tAc', query])).trim();
+async function sql(query: string, database = 'postgres'): Promise<string> {
+  return (await execInPod(env, namespace, 'database-0', ['psql', '-h', '/tmp', '-U', 'iot', '-d', database, '-v', 'ON_ERROR_STOP=1', '-tAc', query])).trim();
+}
+
+type StanzaInfo = { name: string; backup: Array<{ label: string; type: string }>; archive: Array<{ max: string | null }> };
+
+/** pgBackRest's own view of the repository of `ns`: every stanza it holds. */
+async function repositoryStanzas(ns = namespace): Promise<StanzaInfo[]> {
+  return JSON.parse(await execInPod(env, ns, 'backup-0', ['pgbackrest', 'info', '--output=json'], 60_000)) as StanzaInfo[];
 }
 
 /** pgBackRest's own view of the stanza, asked in the repository pod. */
-async function repositoryInfo(): Promise<{ backup: Array<{ label: string; type: string }>; archive: Array<{ max: string | null }> }> {
-  const [stanza] = JSON.parse(await execInPod(env, namespace, 'backup-0', ['pgbackrest', 'info', '--output=json'], 60_000)) as Array<{ name: string; backup: Array<{ label: string; type: string }>; archive: Array<{ max: string | null }> }>;
+async function repositoryInfo(): Promise<StanzaInfo> {
+  const [stanza] = await repositoryStanzas();
   assert.equal(stanza?.name, namespace, 'the stanza is the instance namespace');
   return stanza;
 }
@@ -55,12 +75,14 @@ describe('backups: a full backup and continuous WAL archiving', { skip }, () => 
   before(async () => {
     ({ landscape, mgr } = await startReferenceLandscape(env, VERSION));
     namespace = `${landscape}-${NAME}`;
-    const spec = realNodeSpec({ gateway: { replicas: 0 }, core: { replicas: 0 }, processing: { replicas: 0 } });
-    await env.client.create(IoTServiceV1alpha1Type, iotService(NAME, landscape, { ...spec, backup: { schedule: '1d', retention: 2, target: { volumeClaim: { size: '1Gi' } } } }));
+    await env.client.create(IoTServiceV1alpha1Type, iotService(NAME, landscape, { ...SPEC, backup: BACKUP }));
     await waitForPhase(env, landscape, NAME, 'Available', 420_000);
   });
 
-  after(() => stopServedLandscape({ env, landscape, mgr }));
+  after(async () => {
+    await stopServedLandscape({ env, landscape, mgr });
+    console.log(`backup: backup.e2e took ${((Date.now() - fileStarted) / 1000).toFixed(0)} s`);
+  });
 
   it('takes a full backup once the repository is ready and reports it in status.backup', async () => {
     const started = Date.now();
@@ -89,4 +111,100 @@ describe('backups: a full backup and continuous WAL archiving', { skip }, () => 
     const info = await repositoryInfo();
     assert.ok((info.archive.at(-1)?.max ?? '') >= segment, `the repository's archive holds ${segment}: its max is ${info.archive.at(-1)?.max}`);
   });
+
+  it('restores into new IoTServices: to a time before a table was emptied by hand, with every row, and to the end of the archive, without them', async () => {
+    const source = await deviceAddresses(env, namespace);
+    const device = await registerDevice(source, `restored-${Date.now()}`);
+    const sent = 5;
+    for (let i = 0; i < sent; i++) await postUntilAccepted(source, device, { reading: i }, `m-${i}`);
+    await waitFor(`${sent} messages of ${device.id} stored`, async () => {
+      const stored = (await readAllTelemetry(source, device.id)).length;
+      return { done: stored === sent, value: undefined, seen: stored };
+    }, { timeoutMs: 120_000, intervalMs: 1000 });
+    // Commit times are the database's own: the target is taken from its clock, between the rows and the emptying.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const targetTime = new Date(await sql("SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')")).toISOString();
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    assert.equal(await sql('WITH gone AS (DELETE FROM telemetry RETURNING 1) SELECT count(*) FROM gone', 'iot'), String(sent), 'the telemetry table emptied by hand');
+    assert.deepEqual(await readAllTelemetry(source, device.id), [], "the source's core shows the table empty");
+    // The segment holding the emptying, closed at once and archived (archive_timeout would close it within a minute).
+    const segment = await sql('SELECT pg_walfile_name(pg_current_wal_insert_lsn())');
+    await sql('SELECT pg_switch_wal()');
+    await waitFor(`WAL segment ${segment} archived`, async () => {
+      const max = (await repositoryInfo()).archive.at(-1)?.max ?? '';
+      return { done: max >= segment, value: undefined, seen: max };
+    }, { timeoutMs: 180_000, intervalMs: 2000 });
+    const { lastBackup } = (await backupStatus())!;
+
+    // The CRD is the cluster's: a test process of another tree sharing the cluster may have applied one without spec.restore meanwhile.
+    await installIoTCrd(env);
+    const started = Date.now();
+    await env.client.create(IoTServiceV1alpha1Type, iotService('restored-pit', landscape, { ...SPEC, restore: { from: NAME, targetTime } } as never));
+    await env.client.create(IoTServiceV1alpha1Type, iotService('restored-end', landscape, { ...SPEC, backup: BACKUP, restore: { from: NAME } } as never));
+    for (const name of ['restored-pit', 'restored-end']) {
+      assert.equal((await getIoT(env, landscape, name))?.spec.restore?.from, NAME, `${name} was stored with spec.restore (a CRD without it prunes it)`);
+    }
+    await Promise.all(['restored-pit', 'restored-end'].map((name) => waitForPhase(env, landscape, name, 'Available', 480_000)));
+    console.log(`backup: two instances restored from ${NAME} and Available ${((Date.now() - started) / 1000).toFixed(0)} s after their creation`);
+
+    type Restored = { state: string; from: string; targetTime?: string; backup?: string; recoveredTo?: string; completedAt?: string };
+    const restoreOf = async (name: string) => ((await getIoT(env, landscape, name))!.status as { restore?: Restored }).restore!;
+    const pit = await waitFor('restored-pit to say it is restored', async () => {
+      const restore = await restoreOf('restored-pit');
+      return { done: restore?.state === 'Restored', value: restore, seen: restore };
+    }, { timeoutMs: 60_000, intervalMs: 1000 });
+    console.log(`backup: restored-pit ${JSON.stringify(pit)}`);
+    assert.equal(pit.from, NAME);
+    assert.equal(pit.targetTime, targetTime);
+    assert.equal(pit.backup, lastBackup?.label, 'the backup restored is the source\'s');
+    assert.ok(pit.recoveredTo && pit.recoveredTo <= targetTime, `recovered to ${pit.recoveredTo}, at most the target ${targetTime}`);
+    // Fixed at creation: neither changed on a restored instance nor added to another (the CRD's rule, API version v1alpha1 too).
+    const refused = (e: unknown) => /restore is set at creation only/.test(String(e));
+    await assert.rejects(env.client.patch(IoTServiceV1alpha1Type, 'restored-pit', landscape, { spec: { restore: { targetTime: null } } }, 'merge'), refused);
+    await assert.rejects(env.client.patch(IoTServiceV1alpha1Type, NAME, landscape, { spec: { restore: { from: 'restored-pit' } } }, 'merge'), refused);
+    const end = await restoreOf('restored-end');
+    console.log(`backup: restored-end ${JSON.stringify(end)}`);
+    assert.equal(end.state, 'Restored');
+    assert.equal(end.targetTime, undefined);
+
+    const [atPit, atEnd] = [await deviceAddresses(env, `${landscape}-restored-pit`), await deviceAddresses(env, `${landscape}-restored-end`)];
+    assert.notEqual(atPit.apiToken, source.apiToken, 'a restored instance has credentials of its own');
+    const messages = async (at: ServiceAddresses) => (await readAllTelemetry(at, device.id)).map((r) => r.messageId).sort();
+    assert.deepEqual(await messages(atPit), Array.from({ length: sent }, (_, i) => `m-${i}`), 'to the time before the emptying: every message is back');
+    assert.deepEqual(await messages(atEnd), [], 'to the end of the archive: the table is empty, as the source left it');
+    for (const at of [atPit, atEnd]) {
+      await assert.rejects(registerDevice(at, device.id), (e: unknown) => e instanceof HttpStatusError && e.status === 409, 'the device is in the restored registry');
+    }
+    // The restored instance works as its own: the device's password still admits it, its telemetry is stored.
+    await postUntilAccepted(atPit, device, { reading: 'after restore' }, 'm-after');
+    await waitFor('the message sent after the restore stored', async () => {
+      const stored = await messages(atPit);
+      return { done: stored.includes('m-after'), value: undefined, seen: stored };
+    }, { timeoutMs: 120_000, intervalMs: 1000 });
+
+    // Backups of its own: its own repository and stanza; the source's repository holds the source's stanza alone.
+    const own = await waitFor('restored-end to report its first full backup', async () => {
+      const backup = await backupStatus('restored-end');
+      return { done: backup?.lastBackup?.type === 'full', value: backup!, seen: backup };
+    }, { timeoutMs: 300_000, intervalMs: 2000 });
+    assert.deepEqual((await repositoryStanzas(`${landscape}-restored-end`)).map((s) => s.name), [`${landscape}-restored-end`]);
+    assert.deepEqual((await repositoryStanzas()).map((s) => s.name), [namespace], "nothing of the restored instances reached the source's repository");
+    assert.notEqual(own.lastBackup?.label, undefined);
+    // Once restored, nothing of the source is left to the new instances: restore-tls holds no key.
+    const secret = (await env.client.get(Kinds.Secret, 'restore-tls', `${landscape}-restored-pit`)) as { data?: Record<string, string> };
+    assert.deepEqual(Object.keys(secret.data ?? {}), ['restored']);
+  });
 });
+
+/** Posts until the gateway acknowledges: 503 is the gateway's "send it again" (core or the database not reached yet). */
+async function postUntilAccepted(at: ServiceAddresses, device: DeviceCredentials, payload: unknown, messageId: string): Promise<void> {
+  await waitFor(`message ${messageId} acknowledged`, async () => {
+    try {
+      await postHttp(at.gatewayHttpUrl, device, payload, messageId);
+      return { done: true, value: undefined };
+    } catch (error) {
+      if (error instanceof HttpStatusError && error.status === 503) return { done: false, value: undefined, seen: String(error) };
+      throw error;
+    }
+  }, { timeoutMs: 60_000, intervalMs: 1000 });
+}

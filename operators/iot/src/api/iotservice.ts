@@ -34,7 +34,7 @@
  * everywhere, so what the API server does not check still never reaches a workload.
  */
 
-import { Type, type Static, type TProperties } from '@sinclair/typebox';
+import { FormatRegistry, Type, type Static, type TProperties } from '@sinclair/typebox';
 import type { V1ObjectMeta } from '@kubernetes/client-node';
 import { AffinitySchema, CORE_V1_SCHEDULING_DOCS, TolerationSchema } from './scheduling.ts';
 
@@ -578,6 +578,55 @@ export const BackupSpecSchema = Type.Object(
   },
 );
 
+/** An IoTService's name as `spec.restore.from` names it: a DNS-1123 label. */
+export const INSTANCE_NAME_PATTERN = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$';
+/** An RFC 3339 time with its zone, e.g. 2026-11-29T09:15:00Z or 2026-11-29T10:15:00.5+01:00. */
+export const RFC3339_PATTERN = '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$';
+
+/** Whether `text` is an RFC 3339 time with its zone that names a real time: no 30 February, no hour 25. */
+export function restoreTargetValid(text: string): boolean {
+  const match = new RegExp(RFC3339_PATTERN).test(text) && /^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})/.exec(text);
+  if (!match || Number.isNaN(Date.parse(text))) return false;
+  const [year, month, day, hour, minute, second] = match.slice(1).map(Number) as [number, number, number, number, number, number];
+  const date = new Date(Date.UTC(year, month - 1, day));
+  return date.getUTCMonth() === month - 1 && date.getUTCDate() === day && hour < 24 && minute < 60 && second < 60;
+}
+
+/**
+ * `format: date-time`, as the API server checks it (OpenAPI's RFC 3339 date-time), for the
+ * operator's own check: stricter, a zone required (`restoreTargetValid`).
+ */
+if (!FormatRegistry.Has('date-time')) FormatRegistry.Set('date-time', restoreTargetValid);
+
+/**
+ * A transition rule on the spec: `restore` is given when the IoTService is created and never
+ * added, removed or changed afterwards (an existing database is never restored over).
+ */
+export const restoreFixed: CelRule = {
+  rule: 'has(self.restore) == has(oldSelf.restore) && (!has(self.restore) || self.restore == oldSelf.restore)',
+  message: 'restore is set at creation only',
+};
+
+export const RestoreSpecSchema = Type.Object(
+  {
+    from: Type.String({
+      maxLength: 63,
+      pattern: INSTANCE_NAME_PATTERN,
+      description: 'An IoTService of this namespace with spec.backup.',
+      errorMessage: 'must name an IoTService of this namespace',
+    }),
+    targetTime: Type.Optional(
+      Type.String({
+        maxLength: 64,
+        format: 'date-time',
+        description: 'Restore to this time (RFC 3339); absent: to the end of the archive.',
+        errorMessage: 'must be an RFC 3339 time with its zone, e.g. 2026-11-29T09:15:00Z',
+      }),
+    ),
+  },
+  { additionalProperties: false, description: "Start from another instance's backups. Set at creation only." },
+);
+
 export const IoTServiceSpecSchema = Type.Object(
   {
     version: Type.String({
@@ -617,6 +666,7 @@ export const IoTServiceSpecSchema = Type.Object(
       }),
     ),
     backup: Type.Optional(BackupSpecSchema),
+    restore: Type.Optional(RestoreSpecSchema),
     egress: Type.Optional(
       Type.Array(
         Type.Object(
@@ -659,7 +709,7 @@ export const IoTServiceSpecSchema = Type.Object(
   {
     additionalProperties: false,
     description: 'Desired state of one IoT service instance.',
-    'x-kubernetes-validations': [configKeysWellFormed, configKeysNotReserved, backupStays],
+    'x-kubernetes-validations': [configKeysWellFormed, configKeysNotReserved, backupStays, restoreFixed],
   },
 );
 
@@ -738,6 +788,18 @@ const BackupStatusSchema = Type.Object(
   { additionalProperties: false, description: 'The repository as last read (pgbackrest info).' },
 );
 
+const RestoreStatusSchema = Type.Object(
+  {
+    from: Type.String(),
+    targetTime: Type.Optional(Type.String()),
+    state: Type.Union([Type.Literal('Restoring'), Type.Literal('Restored')]),
+    backup: Type.Optional(Type.String()),
+    recoveredTo: Type.Optional(Type.String()),
+    completedAt: Type.Optional(Type.String()),
+  },
+  { additionalProperties: false, description: "spec.restore: Restoring, then Restored: pgBackRest's backup label, the last transaction's time recovered, when." },
+);
+
 export const IoTServiceStatusSchema = Type.Object(
   {
     phase: Type.Optional(
@@ -759,6 +821,7 @@ export const IoTServiceStatusSchema = Type.Object(
     ingestion: Type.Optional(IngestionStatusSchema),
     gateway: Type.Optional(GatewayStatusSchema),
     backup: Type.Optional(BackupStatusSchema),
+    restore: Type.Optional(RestoreStatusSchema),
     conditions: Type.Optional(
       Type.Array(ConditionSchema, {
         description: 'Ready, Progressing, Degraded, PersistentStorage and PlaintextProtocols.',
@@ -777,6 +840,8 @@ export type IngestionStatus = Static<typeof IngestionStatusSchema>;
 export type GatewayStatus = Static<typeof GatewayStatusSchema>;
 export type BackupSpec = Static<typeof BackupSpecSchema>;
 export type BackupStatus = Static<typeof BackupStatusSchema>;
+export type RestoreSpec = Static<typeof RestoreSpecSchema>;
+export type RestoreStatus = Static<typeof RestoreStatusSchema>;
 export type ResourceRequirements = Static<typeof ResourceRequirementsSchema>;
 export type Quantity = Static<typeof QuantitySchema>;
 

@@ -5,7 +5,7 @@
  * landscape's image-pull-secret, a set of fresh credentials and the gateway's TLS material. It lists every child exactly once:
  * the Namespace first (everything else lives in it), then the NetworkPolicies (pods are isolated
  * from their first moment), the ResourceQuota and LimitRange (every pod is admitted under them),
- * Secrets (with the gateway's TLS Secret when it serves TLS, and its CA's when that is the instance's own; with backups backup-ca and backup-tls), ConfigMaps (config, and the gateway CA when it serves TLS), Services, a PodDisruptionBudget per component, with three database replicas Patroni's ServiceAccount, Role and RoleBinding (patroni.ts), StatefulSets (with backups the repository host's, backup.ts) and Deployments. Each child
+ * Secrets (with the gateway's TLS Secret when it serves TLS, and its CA's when that is the instance's own; with backups backup-ca and backup-tls; with a restore restore-tls), ConfigMaps (config, and the gateway CA when it serves TLS), Services, a PodDisruptionBudget per component, with three database replicas Patroni's ServiceAccount, Role and RoleBinding (patroni.ts), StatefulSets (with backups the repository host's, backup.ts) and Deployments. Each child
  * has apiVersion, kind, metadata.name and (except the Namespace) metadata.namespace set, and the
  * instance labels. The child marked `generated` (the credentials) is created when missing and
  * afterwards only completed, never compared or applied: the keys it lacks are added (secrets.ts
@@ -51,6 +51,7 @@ import {
   type NetworkPolicy,
 } from './network-policies.ts';
 import { desiredPatroniAccess } from './patroni.ts';
+import { desiredRestoreTlsSecret, type RestoreCertificate, type RestorePeers } from './restore.ts';
 import { desiredCredentialsSecret, desiredImagePullSecret, type IoTCredentials } from './secrets.ts';
 import { desiredGatewayCaConfigMap, desiredGatewayCaSecret, desiredGatewayTlsSecret, servesTls, type GatewayTlsMaterial } from './gateway-tls.ts';
 import type { CaCertificates } from './instance-ca.ts';
@@ -108,6 +109,10 @@ export interface ChildSources {
   gatewayTls?: GatewayTlsMaterial;
   /** The backups' CA and the certificate of both ends (backup.ts), kept or renewed by the reconcile; only for an instance with `spec.backup`. */
   backupCertificates?: CaCertificates;
+  /** With spec.restore, while the restore is not done: the client certificate of the source's backup CA (restore.ts); undefined: Secret restore-tls without data. */
+  restoreCertificate?: RestoreCertificate;
+  /** Who this instance's database reaches, and whose database its repository host admits, for restores (restore.ts). */
+  restorePeers?: RestorePeers;
 }
 
 export interface DesiredChildren {
@@ -150,7 +155,7 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredEgressPolicy(instance)),
       apply(desiredOperatorMonitoringPolicy(instance)),
       ...optional(desiredDatabaseApiServerPolicy(instance)),
-      ...desiredComponentPeersPolicies(instance).map(apply),
+      ...desiredComponentPeersPolicies(instance, sources.restorePeers).map(apply),
       ...optional(desiredBackupStatusPolicy(instance)),
       apply(desiredResourceQuota(instance)),
       apply(desiredLimitRange(instance)),
@@ -159,6 +164,7 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       ...(tls?.instanceCa ? [apply(desiredGatewayCaSecret(instance, tls.instanceCa))] : []),
       ...(tls ? [apply(desiredGatewayTlsSecret(instance, tls))] : []),
       ...desiredBackupSecrets(instance, sources.backupCertificates).map(apply),
+      ...optional(desiredRestoreTlsSecret(instance, sources.restoreCertificate)),
       apply(configMap),
       ...(tls ? [apply(desiredGatewayCaConfigMap(instance, tls))] : []),
       apply(desiredBrokerService(instance)),
@@ -231,6 +237,7 @@ export * from './patroni.ts';
 export * from './pod.ts';
 export * from './ports.ts';
 export * from './quantity.ts';
+export * from './restore.ts';
 export * from './secrets.ts';
 export * from './services.ts';
 export * from './statefulsets.ts';

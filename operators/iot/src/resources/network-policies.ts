@@ -16,7 +16,10 @@
  * Patroni's store, at the addresses behind Service `kubernetes` (api-server.ts); with backups
  * (BACKUP_FLOWS) database → backup and backup → database on pgBackRest's 8432 (WAL archived,
  * backups taken), in `database-peers` and the repository host's `backup-peers`, and
- * `backup-status` admits the operator to the repository host's 8433 alone (its /info). So the
+ * `backup-status` admits the operator to the repository host's 8433 alone (its /info); with
+ * `spec.restore` (restore.ts), until the restore is done, `database-peers` lets the database pods
+ * reach the source instance's repository host on 8432, and the source's `backup-peers` admits
+ * them there (`RestorePeers`): one port, between those pods alone. So the
  * gateway never reaches the database, and no component reaches another's health port (8081) or
  * the broker's monitoring (8222). `gateway-devices` admits device traffic to the gateway pods
  * only from the CIDRs named in `spec.gateway.deviceSources`, on the ports of the enabled
@@ -46,6 +49,7 @@ import { COMPONENTS } from '../api/iotservice.ts';
 import { BACKUP, backsUp } from './backup.ts';
 import type { Instance } from './instance.ts';
 import { runsPatroni } from './patroni.ts';
+import type { RestorePeers } from './restore.ts';
 import { componentSelector, instanceLabels, type WorkloadName } from './labels.ts';
 import { PORTS, gatewayPorts } from './ports.ts';
 
@@ -135,11 +139,30 @@ function rulesByPort(instance: Instance, flows: readonly ComponentFlow[], peer: 
   }));
 }
 
-/** One component's pods: in from and out to exactly the components of its `COMPONENT_FLOWS`, on their ports. */
-export function desiredComponentPeersPolicy(instance: Instance, component: WorkloadName): NetworkPolicy {
+/** The database pods (`component`) or the repository host (BACKUP) of instance `id` in namespace `namespace`: a peer in another instance namespace. */
+function otherInstancePeer(namespace: string, id: string, component: WorkloadName): V1NetworkPolicyPeer {
+  return { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': namespace } }, podSelector: { matchLabels: componentSelector({ landscape: '', id }, component) } };
+}
+
+/**
+ * One component's pods: in from and out to exactly the components of its `COMPONENT_FLOWS`, on
+ * their ports; with `restore` (restore.ts) the database's out to the source's repository host
+ * while its restore is not done, and the repository host's in from the database pods of each
+ * instance restoring from this one, on 8432 alone.
+ */
+export function desiredComponentPeersPolicy(instance: Instance, component: WorkloadName, restore: RestorePeers = {}): NetworkPolicy {
   const flows = componentFlows(instance);
-  const ingress = rulesByPort(instance, flows.filter((f) => f.to === component), (f) => f.from).map(({ peers, ports }) => ({ from: peers, ports }));
-  const egress = rulesByPort(instance, flows.filter((f) => f.from === component), (f) => f.to).map(({ peers, ports }) => ({ to: peers, ports }));
+  const pgbackrest = [{ protocol: 'TCP', port: PORTS.pgbackrest }];
+  const restorers = component === BACKUP ? (restore.restorers ?? []) : [];
+  const source = component === 'database' ? restore.source : undefined;
+  const ingress: NetworkPolicyIngressRule[] = [
+    ...rulesByPort(instance, flows.filter((f) => f.to === component), (f) => f.from).map(({ peers, ports }) => ({ from: peers, ports })),
+    ...(restorers.length > 0 ? [{ from: restorers.map((r) => otherInstancePeer(r.namespace, r.id, 'database')), ports: pgbackrest }] : []),
+  ];
+  const egress: V1NetworkPolicyEgressRule[] = [
+    ...rulesByPort(instance, flows.filter((f) => f.from === component), (f) => f.to).map(({ peers, ports }) => ({ to: peers, ports })),
+    ...(source ? [{ to: [otherInstancePeer(source.namespace, source.id, BACKUP)], ports: pgbackrest }] : []),
+  ];
   return policy(instance, componentPeersPolicyName(component), {
     podSelector: { matchLabels: componentSelector(instance, component) },
     policyTypes: ['Ingress', 'Egress'],
@@ -149,9 +172,9 @@ export function desiredComponentPeersPolicy(instance: Instance, component: Workl
 }
 
 /** The component policies, in the order of COMPONENTS, then the repository host's with backups. */
-export function desiredComponentPeersPolicies(instance: Instance): NetworkPolicy[] {
+export function desiredComponentPeersPolicies(instance: Instance, restore: RestorePeers = {}): NetworkPolicy[] {
   const workloads: WorkloadName[] = [...COMPONENTS, ...(backsUp(instance) ? [BACKUP] : [])];
-  return workloads.map((workload) => desiredComponentPeersPolicy(instance, workload));
+  return workloads.map((workload) => desiredComponentPeersPolicy(instance, workload, restore));
 }
 
 export function desiredGatewayDevicesPolicy(instance: Instance): NetworkPolicy {

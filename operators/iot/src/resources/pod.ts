@@ -13,7 +13,9 @@
  * annotation, so a configuration change rolls its pods (a subPath mount never sees a ConfigMap
  * update); broker and database do not read it, so a configuration change leaves them running.
  * A runtime's second container (the database's pgBackRest server with spec.backup) runs the same
- * image under the same security context and mounts what the first one does. The backup repository
+ * image under the same security context and mounts what the first one does; so does its init
+ * container (the database's restore with spec.restore), but for the first one's Secret directory,
+ * with a Secret of its own mounted (optional) for it alone. The backup repository
  * host's pods run the database's image where the database's may run (its placement).
  * No pod mounts a ServiceAccount token but those of a runtime that names its `serviceAccount`
  * (three database replicas, whose Patroni keeps its state in the API server).
@@ -93,6 +95,20 @@ export interface ContainerRuntime {
    * volume, the Secret directory), under the same security context.
    */
   sidecar?: Sidecar;
+  /**
+   * An init container from the same image (the database's restore, restore.ts): it mounts what
+   * the first container mounts but the Secret directory, and a Secret directory of its own (optional:
+   * a missing Secret does not keep the pod from starting), under the same security context and
+   * with the same resources.
+   */
+  init?: InitContainer;
+}
+
+export interface InitContainer {
+  name: string;
+  command: string[];
+  environment: readonly V1EnvVar[];
+  secretDirectory: { secret: string; mountPath: string };
 }
 
 export interface Sidecar {
@@ -251,6 +267,21 @@ export function desiredPodTemplate(
     livenessProbe: runtime.livenessProbe,
     securityContext,
   };
+  const init = runtime.init;
+  if (init) volumes.push({ name: init.secretDirectory.secret, secret: { secretName: init.secretDirectory.secret, defaultMode: 0o440, optional: true } });
+  const initContainer: V1Container | undefined = init && {
+    name: init.name,
+    image: spec.image,
+    imagePullPolicy: 'IfNotPresent',
+    command: [...init.command],
+    env: init.environment.map((variable) => ({ ...variable })),
+    ...(resources ? { resources: structuredClone(resources) } : {}),
+    volumeMounts: [
+      ...volumeMounts.filter((mount) => mount.name !== secretDirectory?.secret).map((mount) => ({ ...mount })),
+      { name: init.secretDirectory.secret, mountPath: init.secretDirectory.mountPath, readOnly: true },
+    ],
+    securityContext: structuredClone(securityContext),
+  };
   const sidecar = runtime.sidecar;
   const sidecarContainer: V1Container | undefined = sidecar && {
     name: sidecar.name,
@@ -293,6 +324,7 @@ export function desiredPodTemplate(
       ...(nodeSelector ? { nodeSelector } : {}),
       ...(tolerations && tolerations.length > 0 ? { tolerations: tolerations.map((t) => ({ ...t })) } : {}),
       ...(affinity && Object.keys(affinity).length > 0 ? { affinity: structuredClone(affinity) } : {}),
+      ...(initContainer ? { initContainers: [initContainer] } : {}),
       containers: sidecarContainer ? [container, sidecarContainer] : [container],
       volumes,
     },

@@ -18,7 +18,8 @@
  * `role: master` (database-client selects it), with the probes on Patroni's REST API (8008), and
  * `updateStrategy: OnDelete`: the operator replaces those pods itself, the primary last and only
  * after a switchover (database-roll.ts). With `spec.backup` its pods archive WAL to the repository
- * host and serve pgBackRest (backup.ts).
+ * host and serve pgBackRest (backup.ts); with `spec.restore` an init container restores the first
+ * pod's empty data directory from the source's backups (restore.ts).
  *
  * The broker is nats-server with JetStream: ready on the monitor port's health endpoint and started
  * and rolled as broker-rollout.ts `brokerRollout` says (three brokers: in parallel, each ready once
@@ -32,6 +33,7 @@
 import type { V1EnvVar, V1PersistentVolumeClaim, V1StatefulSet, V1StatefulSetSpec } from '@kubernetes/client-node';
 import { BACKUP_TLS_DIR, BACKUP_TLS_SECRET, databaseArchiveEnvironment, databaseBackupSidecar } from './backup.ts';
 import { brokerRollout } from './broker-rollout.ts';
+import { RESTORE_CONTAINER, RESTORE_SCRIPT, RESTORE_TLS_DIR, RESTORE_TLS_SECRET, restoreEnvironment, restores } from './restore.ts';
 import { dataVolume, type DataVolume, type KeptEmptyDirs, type StatefulSetComponent } from './data-volume.ts';
 import { DATABASE_SERVICE_ACCOUNT, runsPatroni } from './patroni.ts';
 import type { Instance } from './instance.ts';
@@ -81,7 +83,10 @@ export const DATABASE_MEMBER_LABELS_ENV = 'IOT_DATABASE_MEMBER_LABELS';
  * WAL archiving's environment, Secret backup-tls and pgBackRest's server beside it (backup.ts).
  */
 export function databaseRuntime(instance: Instance): ContainerRuntime {
-  const runtime = runsPatroni(instance) ? patroniRuntime(instance) : DATABASE_RUNTIME;
+  const base = runsPatroni(instance) ? patroniRuntime(instance) : DATABASE_RUNTIME;
+  const runtime: ContainerRuntime = restores(instance)
+    ? { ...base, init: { name: RESTORE_CONTAINER, command: [RESTORE_SCRIPT], environment: restoreEnvironment(instance), secretDirectory: { secret: RESTORE_TLS_SECRET, mountPath: RESTORE_TLS_DIR } } }
+    : base;
   const sidecar = databaseBackupSidecar(instance);
   if (!sidecar) return runtime;
   return {

@@ -2,7 +2,8 @@
  * The IoTService status, derived (never accumulated) from what is observed.
  *
  * Guarantees: `computeStatus` is a pure function of its input. The phase is
- *   - Failed when the reconcile failed in a way retrying will not fix, when a Deployment of the
+ *   - Failed when the reconcile failed in a way retrying will not fix, when the restore of
+ *     spec.restore failed (its init container's latest run: `restoreFailure`), when a Deployment of the
  *     instance reports ProgressDeadlineExceeded, when a pod of the instance has been unable to
  *     pull an image or in a crash loop for longer than the stuck window (`stuckPodTimeoutMs`, the
  *     operator's --stuck-pod-timeout, default five minutes), or when a pod cannot be scheduled
@@ -30,7 +31,8 @@
  * whether broker and database keep their data on volumes, naming each emptyDir and why; condition
  * PlaintextProtocols whether the gateway serves a protocol without TLS, naming each. `gateway.tls`
  * (the CA devices trust, the server certificate's expiry) is the reconcile's, or the previous
- * status's when the reconcile rendered nothing (paused, failed). Conditions Ready,
+ * status's when the reconcile rendered nothing (paused, failed); so is `restore` (status.restore,
+ * restores.ts), which once Restored stays so. Conditions Ready,
  * Progressing and Degraded are maintained with the runtime's `setCondition`, so a condition's
  * lastTransitionTime moves only when its status changes. No field depends on `now` except those
  * transition times, so recomputing an unchanged situation yields an equal status (`statusEqual`)
@@ -60,6 +62,7 @@ import {
   type ComponentStatus,
   type DefaultedIoTServiceSpec,
   type BackupStatus,
+  type RestoreStatus,
   type GatewayStatus,
   type IngestionStatus,
   type IoTServicePhase,
@@ -144,6 +147,10 @@ export interface StatusInput {
   gatewayTls?: GatewayStatus['tls'];
   /** status.backup as the repository host reported it now; undefined when unknown (the previous one stays while the spec asks for backups). */
   backup?: BackupStatus;
+  /** status.restore as the reconcile made it (restores.ts `restoreStatus`); undefined: none, or the previous one stays (the reconcile rendered nothing). */
+  restore?: RestoreStatus;
+  /** The restore's init container failed (restores.ts `restoreProgress`): the instance is Failed with it. */
+  restoreFailure?: Failure;
   now: Date;
   /** The stuck window; default DEFAULT_STUCK_POD_TIMEOUT_MS. */
   stuckPodTimeoutMs?: number;
@@ -175,7 +182,8 @@ export function computeStatus(input: StatusInput): IoTServiceStatus {
   const workloadFailure =
     outcome.kind === 'failed'
       ? outcome.failure
-      : (progressDeadlineFailure(observed.deployments) ??
+      : (input.restoreFailure ??
+        progressDeadlineFailure(observed.deployments) ??
         stuckPodFailure(observed.pods, instance, input.previous, now, window) ??
         unboundClaimFailure(observed.pods, instance, observed.missingStorageClasses ?? [], now, window));
 
@@ -203,6 +211,7 @@ export function computeStatus(input: StatusInput): IoTServiceStatus {
   if (instance.spec) conditions = setCondition(conditions, plaintextProtocolsCondition(instance.spec, generation), now);
   const gateway = input.gatewayTls ? { tls: input.gatewayTls } : input.previous?.gateway;
   const backup = instance.spec?.backup ? (input.backup ?? input.previous?.backup) : undefined;
+  const restore = instance.spec?.restore ? (input.restore ?? input.previous?.restore) : undefined;
 
   return {
     phase,
@@ -215,6 +224,7 @@ export function computeStatus(input: StatusInput): IoTServiceStatus {
     ...(ingestion ? { ingestion } : {}),
     ...(gateway ? { gateway } : {}),
     ...(backup ? { backup } : {}),
+    ...(restore ? { restore } : {}),
     conditions,
   };
 }
