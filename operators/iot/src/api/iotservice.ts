@@ -288,7 +288,7 @@ function placementFields(component: ComponentName) {
     tolerations: Type.Optional(
       Type.Array(TolerationSchema, {
         maxItems: 16,
-        description: `Taints the ${component} pods tolerate, e.g. a dedicated node's (core/v1 Toleration, ${CORE_V1_SCHEDULING_DOCS}); only taint keys the operator allows (--allowed-toleration-keys).`,
+        description: `Taints the ${component} pods tolerate (core/v1 Toleration); keys as --allowed-toleration-keys allows.`,
       }),
     ),
     affinity: Type.Optional(AffinitySchema),
@@ -313,7 +313,7 @@ function commonComponentFields(component: ComponentName) {
       Type.Object(placementFields(component), {
         additionalProperties: false,
         minProperties: 1,
-        description: `Where the ${component} pods are scheduled: nodeSelector, tolerations and affinity as in a pod spec, within the operator's policy (allowed taint and node label keys; pod affinity within the instance's own namespace), else the IoTService is Failed.`,
+        description: `Where the ${component} pods run: nodeSelector, tolerations and affinity as in a pod spec, within the operator's tenant policy, else the IoTService is Failed.`,
         errorMessage: 'must set at least one of nodeSelector, tolerations and affinity',
       }),
     ),
@@ -326,7 +326,7 @@ function storageFields(component: ComponentName) {
       Type.String({
         maxLength: 64,
         pattern: STORAGE_PATTERN,
-        description: `Size of each ${component} replica's persistent volume, e.g. 10Gi; empty: ${DEFAULT_STORAGE}; "${EPHEMERAL_STORAGE}": an emptyDir, whose data is lost with the pod. An instance whose StatefulSet was made with an emptyDir (storage empty before volumes were the default) keeps it.`,
+        description: `Size of each ${component} replica's persistent volume, e.g. 10Gi; empty: ${DEFAULT_STORAGE}; "${EPHEMERAL_STORAGE}": an emptyDir, whose data is lost with the pod.`,
         errorMessage: `must be empty, "${EPHEMERAL_STORAGE}" or a Kubernetes quantity such as 10Gi`,
       }),
     ),
@@ -414,7 +414,7 @@ export const GatewaySpecSchema = Type.Object(
         maximum: MAX_GATEWAY_CONNECTIONS,
         format: 'int32',
         description:
-          'Most device connections each gateway pod accepts, over all its protocols together (TCP connections, counted before TLS and login). Beyond it the gateway refuses new connections: it closes them at once (metric iot_gateway_refusals_total{reason="connection_cap"}), while the open ones stay. Absent: no cap, the gateway\'s default. Changing it rolls the gateway pods.',
+          'Most device connections (TCP, all protocols) each gateway pod accepts; beyond it new ones are closed at once. Absent: no cap.',
         errorMessage: `must be an integer from 1 to ${MAX_GATEWAY_CONNECTIONS}`,
       }),
     ),
@@ -458,7 +458,7 @@ export const GatewaySpecSchema = Type.Object(
               {
                 additionalProperties: false,
                 description:
-                  "A cert-manager Issuer or ClusterIssuer (group cert-manager.io) to issue the gateway's server certificate instead of the instance's CA: the operator writes Certificate <name>-gateway in the IoTService's namespace, waits until it is Ready and copies what cert-manager issued (Secret <name>-gateway-tls) into Secret gateway-tls; the issuer's CA (ca.crt) is published in ConfigMap gateway-ca and status.gateway.tls. cert-manager renews it.",
+                  "A cert-manager Issuer or ClusterIssuer that issues the gateway's server certificate instead of the instance's CA (Certificate <name>-gateway, copied into Secret gateway-tls; its CA in ConfigMap gateway-ca).",
               },
             ),
           ),
