@@ -34,3 +34,10 @@ CREATE TABLE IF NOT EXISTS dead_letters (
   failed_at timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (device_id, message_id)
 );
+
+-- Applications' credentials (core/applications.ts): only a hash of each token.
+CREATE TABLE IF NOT EXISTS applications (
+  id text PRIMARY KEY,
+  token_hash text NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now()
+);

@@ -23,13 +23,14 @@ import type { AddressInfo, Server } from 'node:net';
 import { createCoreApi } from '../src/core/api.ts';
 import { keepBrokerResources } from '../src/core/broker-resources.ts';
 import { DeviceNotices } from '../src/core/device-notices.ts';
+import { EventStreams } from '../src/core/event-stream.ts';
 import { coreDeviceCheck } from '../src/gateway/devices.ts';
 import { connectBrokerLink, type BrokerLink } from '../src/gateway/forwarder.ts';
 import { startGateway, trackDeviceChanges, type Gateway, type GatewayOptions } from '../src/gateway/gateway.ts';
 import type { ServedProtocol } from '../src/gateway/protocols.ts';
 import { consumeTelemetry } from '../src/processing/consume.ts';
 import { connectBroker, TELEMETRY_STREAM, telemetrySubject } from '../src/shared/broker.ts';
-import { BROKER_USERS, type StreamConfig } from '../src/shared/config.ts';
+import { BROKER_USERS, DEFAULT_EVENTS_SECONDS, type StreamConfig } from '../src/shared/config.ts';
 import { createLogger, type Logger } from '../src/shared/log.ts';
 import { closeServer, listenOn } from '../src/shared/net.ts';
 import { decodeEnvelope, type TelemetryEnvelope } from '../src/shared/telemetry.ts';
@@ -74,6 +75,8 @@ export interface Service {
   coreUrl: string;
   /** core's device-change notices. */
   coreNotices: DeviceNotices;
+  /** core's open event streams. */
+  coreEvents: EventStreams;
   gatewayHttpUrl: string;
   gatewayMqttUrl: string;
   /** With `tlsDir`: */
@@ -100,6 +103,8 @@ export interface ServiceOptions {
   coreChecks?: { concurrency: number; maxQueued: number };
   /** How often core checks the broker's streams and consumer (default: its own, 5 s). */
   brokerCheckMs?: number;
+  /** How often an idle event stream gets a comment line (default: its own, 15 s). */
+  heartbeatMs?: number;
 }
 
 export async function startService(options: ServiceOptions = {}): Promise<Service> {
@@ -109,12 +114,13 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
   const stream: StreamConfig = { replicas: 1, maxBytes: 64 * 1024 * 1024, ...options.stream };
 
   const notices = new DeviceNotices({ log: logs.core.log });
-  const core: HttpServer = createHttpServer(createCoreApi({ store, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, notices, log: logs.core.log, checks: options.coreChecks }));
-  await listenOn(core, { host: HOST, port: 0 });
   const coreBroker = await connectAs(broker, 'core', 'core-test');
+  const events = new EventStreams({ broker: () => coreBroker, log: logs.core.log, heartbeatMs: options.heartbeatMs, recheckMs: 200 });
+  const core: HttpServer = createHttpServer(createCoreApi({ store, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, notices, events, log: logs.core.log, checks: options.coreChecks }));
+  await listenOn(core, { host: HOST, port: 0 });
   notices.attach(coreBroker);
   const coreStopping = new AbortController();
-  keepBrokerResources(coreBroker, { stream, log: logs.core.log, signal: coreStopping.signal, checkMs: options.brokerCheckMs });
+  keepBrokerResources(coreBroker, { stream, events: { seconds: DEFAULT_EVENTS_SECONDS, maxBytes: stream.maxBytes }, log: logs.core.log, signal: coreStopping.signal, checkMs: options.brokerCheckMs });
 
   let gateway: Gateway | undefined;
   const deviceChanges = trackDeviceChanges(logs.gateway.log, () => gateway);
@@ -164,6 +170,7 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
     brokerLink: link,
     coreUrl: `http://${HOST}:${port(core)}`,
     coreNotices: notices,
+    coreEvents: events,
     gatewayHttpUrl: `http://${HOST}:${gateway.ports.http}`,
     gatewayMqttUrl: `mqtt://${HOST}:${gateway.ports.mqtt}`,
     gatewayMqttsUrl: `mqtts://${HOST}:${gateway.ports.mqtts}`,
@@ -184,6 +191,7 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
       await gateway.close();
       await link.close();
       coreStopping.abort();
+      events.close();
       await notices.close();
       await coreBroker.close();
       await inspector.close();

@@ -7,14 +7,15 @@
  * stored whole or not at all; a payload with a NUL character is refused with SQLSTATE 22P05, as
  * PostgreSQL's jsonb refuses it; `failNextInserts(n)` makes the next n inserts reject, as a
  * database that is away would; dead letters are kept by (device id, message id); `deleteExpired`
- * deletes at most `limit` rows received before the cutoff.
+ * deletes at most `limit` rows received before the cutoff; applications' token hashes keyed by id.
  */
 
-import type { DeadLetter, DeviceStore, TelemetryCursor, TelemetryRecord, TelemetryStore } from '../src/shared/store.ts';
+import type { ApplicationStore, DeadLetter, DeviceStore, TelemetryCursor, TelemetryRecord, TelemetryStore } from '../src/shared/store.ts';
 import type { TelemetryEnvelope } from '../src/shared/telemetry.ts';
 
-export class MemoryStore implements DeviceStore, TelemetryStore {
+export class MemoryStore implements DeviceStore, TelemetryStore, ApplicationStore {
   readonly devices = new Map<string, string>();
+  readonly applications = new Map<string, string>();
   readonly rows = new Map<string, TelemetryEnvelope>();
   readonly deadLetters = new Map<string, DeadLetter>();
   private readonly storedAt = new Map<string, string>();
@@ -43,6 +44,20 @@ export class MemoryStore implements DeviceStore, TelemetryStore {
 
   async deleteDevice(id: string): Promise<boolean> {
     return this.devices.delete(id);
+  }
+
+  async createApplication(id: string, tokenHash: string): Promise<boolean> {
+    if (this.applications.has(id)) return false;
+    this.applications.set(id, tokenHash);
+    return true;
+  }
+
+  async applicationTokenHash(id: string): Promise<string | undefined> {
+    return this.applications.get(id);
+  }
+
+  async deleteApplication(id: string): Promise<boolean> {
+    return this.applications.delete(id);
   }
 
   async telemetry(deviceId: string, limit: number, before?: TelemetryCursor): Promise<TelemetryRecord[] | undefined> {

@@ -19,7 +19,8 @@
  * more than `seconds` ago, in one short statement through an index on the time, and returns how
  * many it deleted, so retention never holds long locks. `createDevice` of an existing id
  * returns false and leaves the device unchanged; `setPasswordHash` replaces a device's hash and
- * `deleteDevice` removes the device from the registry, each false for an unknown id. Deleting a
+ * `deleteDevice` removes the device from the registry, each false for an unknown id; so do
+ * `createApplication` and `deleteApplication` for applications' token hashes. Deleting a
  * device leaves its telemetry and dead letters where they are (retention deletes them in time).
  * A connection whose statement failed for anything but its data (store.ts `query`: a server
  * gone, a former primary turned read-only standby, a statement past STATEMENT_TIMEOUT_MS) is
@@ -63,6 +64,15 @@ export interface DeviceStore {
   telemetry(deviceId: string, limit: number, before?: TelemetryCursor): Promise<TelemetryRecord[] | undefined>;
 }
 
+/** The applications' credentials (core/applications.ts): only a hash of each token. */
+export interface ApplicationStore {
+  /** False when the id exists (nothing changed). */
+  createApplication(id: string, tokenHash: string): Promise<boolean>;
+  applicationTokenHash(id: string): Promise<string | undefined>;
+  /** False for an unknown application. */
+  deleteApplication(id: string): Promise<boolean>;
+}
+
 /** A message processing could not store: kept aside with the reason. */
 export interface DeadLetter {
   /** Empty when the message was no envelope at all. */
@@ -87,7 +97,7 @@ export function isDataError(error: unknown): boolean {
 }
 
 /** The tables of schema.sql. */
-export const TABLES = ['devices', 'telemetry', 'dead_letters'] as const;
+export const TABLES = ['devices', 'telemetry', 'dead_letters', 'applications'] as const;
 export type Table = (typeof TABLES)[number];
 
 /** A pool of connections as `user` (one of DATABASE_ROLES) to database `iot`. */
@@ -116,7 +126,7 @@ export function createPool(endpoint: Endpoint, user: string, password: string, l
 /** The longest a statement is waited for before its connection is given up (and the statement retried by its caller). */
 export const STATEMENT_TIMEOUT_MS = 15_000;
 
-export class PostgresStore implements DeviceStore, TelemetryStore {
+export class PostgresStore implements DeviceStore, TelemetryStore, ApplicationStore {
   constructor(private readonly pool: pg.Pool) {}
 
   /**
@@ -169,6 +179,21 @@ export class PostgresStore implements DeviceStore, TelemetryStore {
 
   async deleteDevice(id: string): Promise<boolean> {
     const result = await this.query('DELETE FROM devices WHERE id = $1', [id]);
+    return result.rowCount === 1;
+  }
+
+  async createApplication(id: string, tokenHash: string): Promise<boolean> {
+    const result = await this.query('INSERT INTO applications (id, token_hash) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING', [id, tokenHash]);
+    return result.rowCount === 1;
+  }
+
+  async applicationTokenHash(id: string): Promise<string | undefined> {
+    const result = await this.query<{ token_hash: string }>('SELECT token_hash FROM applications WHERE id = $1', [id]);
+    return result.rows[0]?.token_hash;
+  }
+
+  async deleteApplication(id: string): Promise<boolean> {
+    const result = await this.query('DELETE FROM applications WHERE id = $1', [id]);
     return result.rowCount === 1;
   }
 
