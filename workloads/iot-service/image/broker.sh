@@ -9,7 +9,8 @@
 #               (`events.connection.>`). It cannot read telemetry, touch a stream or consumer,
 #               or announce device changes.
 #   processing  IOT_BROKER_PROCESSING_PASSWORD: pull from and acknowledge on the durable consumer
-#               `processing` of stream TELEMETRY (its info, its next messages, its acks), publish
+#               `processing` of stream TELEMETRY and the durable consumer `connections` of stream
+#               EVENTS (their info, their next messages, their acks), publish
 #               dead-letter notices (`deadletters.>`) and stored telemetry's events
 #               (`events.telemetry.>`), and receive its own replies
 #               (`_INBOX_processing.>`: the messages it pulls). It cannot publish telemetry or
@@ -59,6 +60,9 @@ authorization {
       "\$JS.API.CONSUMER.INFO.TELEMETRY.processing",
       "\$JS.API.CONSUMER.MSG.NEXT.TELEMETRY.processing",
       "\$JS.ACK.TELEMETRY.processing.>",
+      "\$JS.API.CONSUMER.INFO.EVENTS.connections",
+      "\$JS.API.CONSUMER.MSG.NEXT.EVENTS.connections",
+      "\$JS.ACK.EVENTS.connections.>",
       "deadletters.>",
       "events.telemetry.>"
     ] }

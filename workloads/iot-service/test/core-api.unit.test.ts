@@ -123,7 +123,8 @@ test('DELETE /v1/devices/<id>: 204, refused from then on, its telemetry still re
 
   assert.equal((await call('/v1/devices/dev-gone', { method: 'DELETE' })).status, 404, 'gone already');
   assert.deepEqual(notices.announced, ['dev-gone', 'dev-gone'], 'a repeated DELETE is announced again');
-  assert.equal((await call('/v1/devices/dev-gone')).status, 405);
+  assert.equal((await call('/v1/devices/dev-gone')).status, 404, 'a deleted device has no resource');
+  assert.equal((await call('/v1/devices/dev-gone', { method: 'PUT' })).status, 405);
   const registeredAgain = await call('/v1/devices', { body: { id: 'dev-gone' } });
   assert.equal(registeredAgain.status, 201, 'the id may be registered again');
 });

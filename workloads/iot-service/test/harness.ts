@@ -28,6 +28,8 @@ import { coreDeviceCheck } from '../src/gateway/devices.ts';
 import { connectBrokerLink, type BrokerLink } from '../src/gateway/forwarder.ts';
 import { startGateway, trackDeviceChanges, type Gateway, type GatewayOptions } from '../src/gateway/gateway.ts';
 import type { ServedProtocol } from '../src/gateway/protocols.ts';
+import { ConnectionEvents } from '../src/gateway/connection-events.ts';
+import { keepConnectionState } from '../src/processing/connection-state.ts';
 import { consumeTelemetry } from '../src/processing/consume.ts';
 import { connectBroker, TELEMETRY_STREAM, telemetrySubject } from '../src/shared/broker.ts';
 import { BROKER_USERS, DEFAULT_EVENTS_SECONDS, type StreamConfig } from '../src/shared/config.ts';
@@ -83,6 +85,8 @@ export interface Service {
   gatewayMqttsUrl: string;
   gatewayHttpsUrl: string;
   gateway: Gateway;
+  /** The gateway's connection events (connection-events.ts). */
+  connectionEvents: ConnectionEvents;
   /** How many device checks the gateway sent to core. */
   deviceChecks(): number;
   logs: { core: LogCapture; gateway: LogCapture; processing: LogCapture };
@@ -126,6 +130,7 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
   const deviceChanges = trackDeviceChanges(logs.gateway.log, () => gateway);
   const link = connectBrokerLink({ broker: brokerEndpoint(broker), password: BROKER_PASSWORDS.gateway, name: 'gateway-test', timeoutMs: 2_000, deviceChanges });
   await waitFor(() => link.connected(), 'gateway connected to the broker');
+  const connections = new ConnectionEvents({ js: link.jetstream, log: logs.gateway.log });
   let deviceChecks = 0;
   const check = coreDeviceCheck({ host: HOST, port: port(core) }, DEVICE_CHECK_TOKEN);
   const protocols = new Set<ServedProtocol>(options.gateway?.tlsDir ? ['mqtt', 'mqtts', 'http', 'https'] : ['mqtt', 'http']);
@@ -140,6 +145,7 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
     forward: link.forward,
     log: logs.gateway.log,
     tlsDir: '/nonexistent',
+    connections,
     ...options.gateway,
   });
   const inspector = await connectToBroker(broker, 'test-inspector');
@@ -149,7 +155,10 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
     const stop = new AbortController();
     const connection = await connectAs(broker, 'processing', 'processing-test');
     let consuming = false;
-    const running = consumeTelemetry(connection, { store, log: logs.processing.log, signal: stop.signal, delayMs: () => 5, onConsuming: () => (consuming = true) });
+    const running = Promise.all([
+      consumeTelemetry(connection, { store, log: logs.processing.log, signal: stop.signal, delayMs: () => 5, onConsuming: () => (consuming = true) }),
+      keepConnectionState(connection, { store, log: logs.processing.log, signal: stop.signal }),
+    ]).then(() => undefined);
     running.catch(() => undefined);
     await waitFor(() => consuming, 'processing consuming');
     processing = { connection, stop, running };
@@ -176,6 +185,7 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
     gatewayMqttsUrl: `mqtts://${HOST}:${gateway.ports.mqtts}`,
     gatewayHttpsUrl: `https://${HOST}:${gateway.ports.https}`,
     gateway,
+    connectionEvents: connections,
     deviceChecks: () => deviceChecks,
     logs,
     lastInStream: async (deviceId) => {
@@ -189,6 +199,8 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
       broker.resume();
       await stopProcessing();
       await gateway.close();
+      await connections.flush(5_000);
+      connections.close();
       await link.close();
       coreStopping.abort();
       events.close();

@@ -13,6 +13,9 @@
  *   the same id again → 409; a malformed id → 400.
  * - `POST /v1/devices/<id>/password` → 200 `{"id","password"}`: a fresh password replaces the
  *   device's (the old one is refused from then on); unknown device → 404.
+ * - `GET /v1/devices/<id>` → 200 `{"id","connected","lastSeen"}`: whether a gateway holds an
+ *   MQTT connection of the device open, and the latest of its connection transitions and stored
+ *   telemetry (null if none); unknown device → 404.
  * - `DELETE /v1/devices/<id>` → 204: the device leaves the registry and is refused from then on;
  *   its stored telemetry stays, readable below until retention deletes it; unknown device → 404.
  *   Both changes are announced to every gateway (device-notices.ts) once stored and answered
@@ -148,6 +151,12 @@ export function createCoreApi(options: CoreApiOptions): RequestListener {
     res.writeHead(204).end();
   }
 
+  async function showDevice(deviceId: string, res: ServerResponse): Promise<void> {
+    const state = isDeviceId(deviceId) ? await store.deviceState(deviceId) : undefined;
+    if (!state) throw new HttpError(404, `no device ${deviceId}`);
+    sendJson(res, 200, state);
+  }
+
   async function deviceTelemetry(deviceId: string, url: URL, res: ServerResponse): Promise<void> {
     const limit = parseLimit(url.searchParams.get('limit'));
     const before = parseCursor(url.searchParams.get('before'), url.searchParams.get('beforeMessageId'));
@@ -229,7 +238,8 @@ export function createCoreApi(options: CoreApiOptions): RequestListener {
     }
     const device = /^\/v1\/devices\/([^/]+)$/.exec(url.pathname);
     if (device?.[1]) {
-      only('DELETE');
+      if (method === 'GET') return showDevice(decodePathSegment(device[1]), res);
+      if (method !== 'DELETE') throw new HttpError(405, 'use GET or DELETE');
       return deleteDevice(decodePathSegment(device[1]), res);
     }
     throw new HttpError(404, 'not found');

@@ -78,7 +78,7 @@ await startComponent(log, version, async () => {
     if (!stopping.signal.aborted) log.error('cannot connect to the broker', { error });
   });
 
-  const serving = retry(() => store.reachesTables(['devices', 'telemetry', 'applications']), {
+  const serving = retry(() => store.reachesTables(['devices', 'telemetry', 'applications', 'device_connections']), {
     signal: stopping.signal,
     onFailure: (error, failures) => log.warn('database not ready; retrying', { error, failures }),
   }).then(async () => {
