@@ -64,6 +64,14 @@ test('parseConfig reads the events stream\'s limits, a day and a third of the te
   assert.throws(() => events('events:\n  seconds: 0\n'), /events\.seconds must be a positive whole number/);
   assert.throws(() => events('events:\n  maxBytes: lots\n'), /events\.maxBytes must be a positive whole number of bytes/);
   assert.throws(() => events('events: [1]\n'), /events must be a mapping/);
+  const rendered = (eventRetention?: string) => {
+    const resolved = resolveInstance({ metadata: { name: 'plant-10', uid: 'u-4' }, spec: { version: '2.4.1', ...(eventRetention ? { eventRetention } : {}) } }, { operatorName: 'landscape', defaultRegistry: 'registry.local/iot' });
+    assert.ok(resolved.ok);
+    return renderConfigYaml(resolved.instance);
+  };
+  assert.equal(parseConfig(rendered('48h')).events.seconds, 48 * 3600, 'spec.eventRetention as the operator renders it');
+  assert.doesNotMatch(rendered(), /events/, 'the default (a day) is the data plane\'s own: config.yml unchanged');
+  assert.equal(parseConfig(rendered()).events.seconds, 86_400);
 });
 
 test('parseConfig names the missing or malformed key', () => {

@@ -66,7 +66,7 @@ export const DEFAULT_STORAGE = '1Gi';
 export const STORAGE_PATTERN = `^$|^${EPHEMERAL_STORAGE}$|${QUANTITY_PATTERN}`;
 
 /** Keys of config.yml that the operator writes itself; `spec.config` may not set them in any spelling. */
-export const RESERVED_CONFIG_KEYS: readonly string[] = ['instance', 'landscape', 'namespace', 'version', 'endpoints', 'stream', 'retention'];
+export const RESERVED_CONFIG_KEYS: readonly string[] = ['instance', 'landscape', 'namespace', 'version', 'endpoints', 'stream', 'retention', 'events'];
 
 /** A `spec.config` key: letters, digits, '.', '_' and '-', starting and ending with a letter or digit. */
 export const CONFIG_KEY_PATTERN = '^[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$';
@@ -216,6 +216,14 @@ export const retentionWellFormed: CelRule = {
   message: 'retention must be a whole number of s, m, h or d, e.g. 30d',
 };
 
+/** How far back applications can resume the event stream by default: a day. */
+export const DEFAULT_EVENT_RETENTION = '1d';
+
+export const eventRetentionWellFormed: CelRule = {
+  rule: retentionWellFormed.rule,
+  message: 'eventRetention must be a whole number of s, m, h or d, e.g. 1d',
+};
+
 /** The seconds a valid retention (`30d`, `12h`) stands for; throws for any other text. */
 export function retentionSeconds(retention: string): number {
   const match = new RegExp(RETENTION_PATTERN).exec(retention);
@@ -313,7 +321,7 @@ function commonComponentFields(component: ComponentName) {
       Type.Object(placementFields(component), {
         additionalProperties: false,
         minProperties: 1,
-        description: `Where the ${component} pods are scheduled: nodeSelector, tolerations and affinity as in a pod spec, within the operator's policy (allowed taint and node label keys; pod affinity within the instance's own namespace), else the IoTService is Failed.`,
+        description: `Where the ${component} pods are scheduled: nodeSelector, tolerations and affinity as in a pod spec, within the operator's policy (allowed taint and node label keys; pod affinity in the instance's namespace).`,
         errorMessage: 'must set at least one of nodeSelector, tolerations and affinity',
       }),
     ),
@@ -414,7 +422,7 @@ export const GatewaySpecSchema = Type.Object(
         maximum: MAX_GATEWAY_CONNECTIONS,
         format: 'int32',
         description:
-          'Most device connections each gateway pod accepts, over all its protocols together (TCP connections, counted before TLS and login). Beyond it the gateway refuses new connections: it closes them at once (metric iot_gateway_refusals_total{reason="connection_cap"}), while the open ones stay. Absent: no cap, the gateway\'s default. Changing it rolls the gateway pods.',
+          'Most device connections each gateway pod accepts, over all protocols (TCP, counted before TLS and login). Beyond it new ones are closed at once (metric iot_gateway_refusals_total{reason="connection_cap"}); open ones stay. Absent: no cap. Changing it rolls the gateway pods.',
         errorMessage: `must be an integer from 1 to ${MAX_GATEWAY_CONNECTIONS}`,
       }),
     ),
@@ -616,6 +624,14 @@ export const IoTServiceSpecSchema = Type.Object(
         'x-kubernetes-validations': [retentionWellFormed],
       }),
     ),
+    eventRetention: Type.Optional(
+      Type.String({
+        pattern: RETENTION_PATTERN,
+        default: DEFAULT_EVENT_RETENTION,
+        description: 'How far back GET /v1/stream resumes: s, m, h or d.',
+        errorMessage: eventRetentionWellFormed.message,
+      }),
+    ),
     backup: Type.Optional(BackupSpecSchema),
     egress: Type.Optional(
       Type.Array(
@@ -784,6 +800,7 @@ export type Quantity = Static<typeof QuantitySchema>;
 export type DefaultedIoTServiceSpec = IoTServiceSpec & {
   paused: boolean;
   retention: string;
+  eventRetention: string;
   gateway: Static<typeof GatewaySpecSchema> & {
     replicas: number;
     protocols: GatewayProtocol[];
