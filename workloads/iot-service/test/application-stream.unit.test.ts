@@ -70,7 +70,7 @@ test('an application token reads (stream, telemetry) but cannot register devices
 
   let ended = false;
   const following = followEvents(service.coreUrl, { token: app.token }, () => undefined).then(() => (ended = true));
-  await waitFor(() => service.coreEvents.lag().some((s) => s.application === 'dashboard'), 'the application following');
+  await waitFor(() => service.coreEvents.followers().includes('dashboard'), 'the application following');
   await revokeApplication(admin(), 'dashboard');
   await following;
   assert.ok(ended, 'the open stream ended after revocation');
@@ -114,7 +114,7 @@ test('a device filter keeps only those devices\' events; an application that sta
   // It connects with no position and leaves before any event: core opened with the stream's position.
   const stop = new AbortController();
   const opening = followEvents(service.coreUrl, { token: app.token, devices: [a.id], signal: stop.signal }, () => undefined);
-  await waitFor(() => service.coreEvents.lag().some((s) => s.application === 'filtered'), 'the application following');
+  await waitFor(() => service.coreEvents.followers().includes('filtered'), 'the application following');
   stop.abort();
   const position = await opening;
   assert.match(position ?? '', /^\d+$/, 'the opening position');

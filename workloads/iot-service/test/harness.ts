@@ -2,9 +2,10 @@
  * The reference service in one process on 127.0.0.1, for unit tests: a real NATS Server with
  * JetStream as the broker, configured by the broker image's own entry point (nats-server.ts), each
  * component connected as its own broker user; core's API on the in-memory store, making the
- * broker's streams and consumer and announcing device changes there; the gateway's MQTT and HTTP
- * adapters forwarding to the broker and following core's device changes; and processing
- * consuming the telemetry stream into the same store — with the components' own code, wired as
+ * broker's streams and consumers, announcing device changes there and serving the event stream;
+ * the gateway's MQTT and HTTP adapters forwarding to the broker, publishing connection events and
+ * following core's device changes; and processing consuming the telemetry stream into the same
+ * store (announcing what it stored as events) and keeping connection states there — with the components' own code, wired as
  * their entry points wire them. With `tlsDir` the gateway also serves MQTT over TLS and HTTPS
  * with the certificate there.
  *

@@ -15,7 +15,8 @@
  * `Retry-After: 1`. A comment line every `heartbeatMs` (default 15 s) keeps proxies from closing
  * an idle stream. `stillAllowed` is asked every `recheckMs` (default 2 s): once false (the
  * application's credential revoked) the response ends. `close` ends every open response (core's
- * shutdown), so none holds the server open. `lag()` is what each open stream has yet to send.
+ * shutdown), so none holds the server open; so does the broker ending the consumer (the client
+ * resumes). `followers()` names the application of each open stream.
  */
 
 import { once } from 'node:events';
@@ -70,12 +71,13 @@ function parseDevices(url: URL): string[] {
 }
 
 export class EventStreams {
-  private readonly open = new Map<ServerResponse, { application: string; pending: number }>();
+  private readonly open = new Map<ServerResponse, string>();
 
   constructor(private readonly options: EventStreamOptions) {}
 
-  lag(): Array<{ application: string; pending: number }> {
-    return [...this.open.values()].map((stream) => ({ ...stream }));
+  /** The application of each open stream. */
+  followers(): string[] {
+    return [...this.open.values()];
   }
 
   close(): void {
@@ -104,8 +106,7 @@ export class EventStreams {
       throw new HttpError(503, 'the events stream is not available now', { 'Retry-After': '1' });
     }
     const messages = await consumer.consume();
-    const state = { application: follower.application, pending: 0 };
-    this.open.set(res, state);
+    this.open.set(res, follower.application);
     const heartbeat = setInterval(() => res.write(': heartbeat\n\n'), this.options.heartbeatMs ?? 15_000);
     const recheck = setInterval(() => {
       follower.stillAllowed().then(
@@ -126,11 +127,16 @@ export class EventStreams {
     res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store', 'X-Accel-Buffering': 'no' });
     res.write(`: following ${EVENTS_STREAM}\n\n${opening}`);
     this.options.log.info('application following events', { application: follower.application });
-    for await (const message of messages) {
-      if (res.writableEnded) break;
-      state.pending = message.info.pending;
-      const type = message.subject.split('.')[1];
-      if (!res.write(`id: ${message.seq}\nevent: ${type}\ndata: ${message.string()}\n\n`)) await once(res, 'drain', { signal: closed.signal }).catch(() => undefined);
+    try {
+      for await (const message of messages) {
+        if (res.writableEnded) break;
+        const type = message.subject.split('.')[1];
+        if (!res.write(`id: ${message.seq}\nevent: ${type}\ndata: ${message.string()}\n\n`)) await once(res, 'drain', { signal: closed.signal }).catch(() => undefined);
+      }
+    } catch (error) {
+      this.options.log.warn('event stream ended by the broker', { application: follower.application, error });
+    } finally {
+      res.end(); // the client resumes after the last id it got
     }
   }
 }
