@@ -4,8 +4,8 @@
  * with a real NATS Server: an application's own credential reads and does nothing else and is
  * refused once revoked, its open stream closed; the stream carries every stored message once it
  * is stored, per device in order, and an application that disconnects resumes after its last
- * event id, or from a time, missing nothing — also across a broker restart and processing
- * redelivering what it had stored. Malformed resume points and filters get a 400 with the reason.
+ * event id, or from a time, missing nothing — also across a broker restart and a restart of
+ * processing. Malformed resume points and filters get a 400 with the reason.
  */
 
 import assert from 'node:assert/strict';
@@ -78,7 +78,7 @@ test('an application token reads (stream, telemetry) but cannot register devices
   await assert.rejects(revokeApplication(admin(), 'dashboard'), (e: unknown) => e instanceof HttpStatusError && e.status === 404);
 });
 
-test('an application follows every stored message, in order per device, and resumes after its disconnect, a broker restart and redelivery, missing nothing', { timeout: 60_000 }, async () => {
+test('an application follows every stored message, in order per device, and resumes after its disconnect, a broker restart and a restart of processing, missing nothing', { timeout: 60_000 }, async () => {
   const app = await issueApplication(admin(), 'follower');
   const [a, b] = [await registerDevice(admin(), 'dev-follow-a'), await registerDevice(admin(), 'dev-follow-b')];
   const startedAt = new Date().toISOString();
@@ -92,7 +92,7 @@ test('an application follows every stored message, in order per device, and resu
   await service.broker.kill();
   await service.broker.start();
   await Promise.all([send(a, 30, 10), send(b, 20, 20)]);
-  // Processing stored what it is handed again (a stored message redelivered): the event is published again, once within the duplicate window.
+  // Processing restarts: what it had not acknowledged is handed out again (writer.ts keeps a redelivered message, so its event is published again).
   await service.stopProcessing();
   await service.startProcessing();
 
