@@ -176,6 +176,17 @@ export const ALERTS: readonly Alert[] = [
       'Let processing catch up (spec.processing.replicas, the database\'s speed: kubectl -n {{ $labels.namespace }}-{{ $labels.name }} logs deploy/processing) or raise spec.broker.maxBacklog.',
   },
   {
+    name: 'IoTServiceApplicationLagging',
+    scope: 'iot',
+    severity: 'warning',
+    expr: (sel) => `max by (job, namespace, name) (iotservice_application_stream_lag_messages{${sel}}) > 10000`,
+    for: { default: '10m' },
+    summary: 'An application following IoTService {{ $labels.namespace }}/{{ $labels.name }} lags by more than 10,000 events',
+    description:
+      'An application following the event stream of IoTService {{ $labels.name }} in namespace {{ $labels.namespace }} (GET /v1/stream) has had more than 10,000 events yet to get for 10 minutes: it reads slower than the tenant\'s devices send. ' +
+      'Events older than the stream keeps (config.yml events.seconds, a day by default) are gone before it reads them. Check the application\'s network and speed, or split its stream by device (?device=).',
+  },
+  {
     name: 'IoTServiceCertificateExpiring',
     scope: 'iot',
     severity: 'warning',

@@ -16,6 +16,7 @@ import { createServer } from 'node:http';
 import { createCoreApi } from '../../workloads/iot-service/src/core/api.ts';
 import { keepBrokerResources } from '../../workloads/iot-service/src/core/broker-resources.ts';
 import { DeviceNotices } from '../../workloads/iot-service/src/core/device-notices.ts';
+import { EventStreams } from '../../workloads/iot-service/src/core/event-stream.ts';
 import { connectBroker } from '../../workloads/iot-service/src/shared/broker.ts';
 import { BROKER_USERS, credential, DATABASE_ROLES, loadConfig } from '../../workloads/iot-service/src/shared/config.ts';
 import { startComponent } from '../../workloads/iot-service/src/shared/lifecycle.ts';
@@ -33,13 +34,15 @@ await startComponent(log, serviceVersion(), async () => {
   const stopping = new AbortController();
   const notices = new DeviceNotices({ log });
   notices.attach(broker);
-  keepBrokerResources(broker, { stream: config.stream, log, signal: stopping.signal });
-  const api = createServer(createCoreApi({ store: new PostgresStore(pool), apiToken: credential('IOT_API_TOKEN'), deviceCheckToken: credential('IOT_DEVICE_CHECK_TOKEN'), notices, log }));
+  keepBrokerResources(broker, { stream: config.stream, events: config.events, log, signal: stopping.signal });
+  const events = new EventStreams({ broker: () => broker, log });
+  const api = createServer(createCoreApi({ store: new PostgresStore(pool), apiToken: credential('IOT_API_TOKEN'), deviceCheckToken: credential('IOT_DEVICE_CHECK_TOKEN'), notices, events, log }));
   await listenOn(api, { host: '127.0.0.1', port: config.endpoints.core.port });
   log.info('serving the API', { port: config.endpoints.core.port });
   return {
     stop: async () => {
       stopping.abort(new Error('stopping'));
+      events.close();
       await closeServer(api);
       await notices.close();
       await broker.close();

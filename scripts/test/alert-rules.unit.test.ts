@@ -325,6 +325,17 @@ function instanceCases(job: string, ns: string, failedFor: number, processingFor
         { at: '5m', alert: 'IoTServiceBacklogHigh', firing: [instance('filling')] },
       ],
     },
+    {
+      title: 'IoTServiceApplicationLagging: an application over 10,000 events behind for 10 minutes fires, not just under it; 10,000 or less does not',
+      series: {
+        [`iotservice_application_stream_lag_messages{job="${job}", namespace="${ns}", instance="10.0.0.1:8080", name="behind"}`]: '20000x20',
+        [`iotservice_application_stream_lag_messages{job="${job}", namespace="${ns}", instance="10.0.0.1:8080", name="keeping-up"}`]: '10000x20',
+      },
+      expect: [
+        { at: '9m', alert: 'IoTServiceApplicationLagging', firing: [] },
+        { at: '10m', alert: 'IoTServiceApplicationLagging', firing: [instance('behind')] },
+      ],
+    },
   ];
 }
 

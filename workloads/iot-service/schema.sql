@@ -34,3 +34,20 @@ CREATE TABLE IF NOT EXISTS dead_letters (
   failed_at timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (device_id, message_id)
 );
+
+-- Applications' credentials (core/applications.ts): only a hash of each token.
+CREATE TABLE IF NOT EXISTS applications (
+  id text PRIMARY KEY,
+  token_hash text NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Each device's connection as the gateways last told it (processing/connection-state.ts): the
+-- connection now or last open, whether it is open, and when the device was last heard of.
+CREATE TABLE IF NOT EXISTS device_connections (
+  device_id text PRIMARY KEY,
+  connection_id text NOT NULL,
+  connected boolean NOT NULL,
+  changed_at timestamptz NOT NULL,
+  last_seen timestamptz NOT NULL
+);

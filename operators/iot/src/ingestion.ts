@@ -4,7 +4,10 @@
  * processing last stored a message (its durable consumer `processing` last acknowledged one; the
  * stream is a work queue, so its first message is the oldest one not stored), and how many
  * messages processing set aside as dead letters (the last sequence number of the stream
- * `DEAD_LETTERS`, where processing announces each once: it only grows while the stream exists).
+ * `DEAD_LETTERS`, where processing announces each once: it only grows while the stream exists),
+ * and how far behind the applications following the stream `EVENTS` are (the most events any
+ * of its consumers but processing's `connections` has pending: each is one application's
+ * stream, core's `GET /v1/stream`).
  *
  * Guarantees:
  * - `parseJsz` reads nats-server's /jsz answer (streams, consumers and config) and nothing else;
@@ -47,6 +50,9 @@ import { PORTS } from './resources/ports.ts';
 export const TELEMETRY_STREAM = 'TELEMETRY';
 export const PROCESSING_CONSUMER = 'processing';
 export const DEAD_LETTER_STREAM = 'DEAD_LETTERS';
+/** The stream applications follow, and processing's durable consumer of it (workloads/iot-service/src/shared/events.ts). */
+export const EVENTS_STREAM = 'EVENTS';
+export const CONNECTIONS_CONSUMER = 'connections';
 /** The broker pod asked: the StatefulSet's first, which every instance has. */
 export const BROKER_POD = 'broker-0';
 
@@ -74,6 +80,8 @@ export interface IngestionReading {
   lastStoredSecondsAgo?: number;
   /** Messages set aside as dead letters since the DEAD_LETTERS stream was made (its last sequence number); 0 without it. */
   deadLetters: number;
+  /** The most events any application following the EVENTS stream has yet to get; undefined while none follows. */
+  applicationLagMessages?: number;
 }
 
 /** A reading and the state it makes. */
@@ -86,7 +94,7 @@ interface JszStream {
   name?: string;
   config?: { max_bytes?: number };
   state?: { messages?: number; bytes?: number; first_ts?: string; last_seq?: number };
-  consumer_detail?: Array<{ name?: string; ack_floor?: { last_active?: string } }>;
+  consumer_detail?: Array<{ name?: string; num_pending?: number; ack_floor?: { last_active?: string } }>;
 }
 
 /** The ingestion figures of a /jsz answer at `now`; undefined when it has no TELEMETRY stream. */
@@ -103,6 +111,7 @@ export function parseJsz(body: unknown, now: Date): IngestionReading | undefined
   const limit = stream.config?.max_bytes;
   const consumer = stream.consumer_detail?.find((c) => c.name === PROCESSING_CONSUMER);
   const lastStored = secondsSince(consumer?.ack_floor?.last_active);
+  const followers = (streams.find((s) => s.name === EVENTS_STREAM)?.consumer_detail ?? []).filter((c) => c.name !== CONNECTIONS_CONSUMER);
   return {
     backlogMessages: messages,
     backlogBytes: stream.state?.bytes ?? 0,
@@ -110,6 +119,7 @@ export function parseJsz(body: unknown, now: Date): IngestionReading | undefined
     oldestUnstoredSeconds: messages > 0 ? (secondsSince(stream.state?.first_ts) ?? 0) : 0,
     ...(lastStored !== undefined ? { lastStoredSecondsAgo: lastStored } : {}),
     deadLetters: streams.find((s) => s.name === DEAD_LETTER_STREAM)?.state?.last_seq ?? 0,
+    ...(followers.length > 0 ? { applicationLagMessages: Math.max(...followers.map((c) => c.num_pending ?? 0)) } : {}),
   };
 }
 

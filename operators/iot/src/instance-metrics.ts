@@ -16,7 +16,9 @@
  *   `iotservice_ingestion_stalled` (1 when Stalled, else 0) and
  *   `iotservice_ingestion_dead_letters_total` (messages set aside as dead letters since the
  *   broker's DEAD_LETTERS stream was made){namespace,name}: the latest reading of the instance's
- *   broker (ingestion.ts);
+ *   broker (ingestion.ts), and from the same reading
+ *   `iotservice_application_stream_lag_messages{namespace,name}`: the most events any application
+ *   following the instance's stream has yet to get (no series while none follows);
  * - `iotservice_gateway_certificate_expiry_timestamp_seconds{namespace,name}`: Unix time the
  *   gateway's server certificate expires (status.gateway.tls.notAfter); the operator renews it
  *   30 days before, so alert IoTServiceCertificateExpiring (14 days) means renewal failed.
@@ -172,6 +174,7 @@ export function registerInstanceMetrics(registry: Registry, source: InstanceSour
   ingestionFigure('iotservice_ingestion_oldest_unstored_age_seconds', 'Age of the oldest message not yet stored.', (v) => v.reading.oldestUnstoredSeconds);
   ingestionFigure('iotservice_ingestion_stalled', 'Whether ingestion is stalled: messages wait and none was stored for a minute (1), or not (0).', (v) => (v.state === 'Stalled' ? 1 : 0));
   ingestionFigure('iotservice_ingestion_dead_letters_total', 'Messages processing set aside as dead letters: refused by the database for their data (table dead_letters).', (v) => v.reading.deadLetters);
+  ingestionFigure('iotservice_application_stream_lag_messages', 'The most events any application following an IoTService\'s stream (GET /v1/stream) has yet to get.', (v) => v.reading.applicationLagMessages);
   const histogram = new Histogram({
     name: 'iotservice_time_to_available_seconds',
     help: 'Seconds from the creation of an IoTService, or from a change of its spec, to its status reporting Available.',

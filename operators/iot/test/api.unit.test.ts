@@ -17,6 +17,7 @@ describe('IoTService spec validation', () => {
       version: '2.4.1',
       paused: false,
       retention: '30d',
+      eventRetention: '1d',
       gateway: { replicas: 2, protocols: ['mqtts', 'https'], serviceType: 'ClusterIP' },
       core: { replicas: 2 },
       processing: { replicas: 1 },
@@ -86,6 +87,16 @@ describe('IoTService spec validation', () => {
     }
     assert.deepEqual(errorsOf({ version: '1', retention: 30 }), [message], 'a number');
     assert.deepEqual(errorsOf({ version: '1', retention: 'x'.repeat(65) }), [message], 'too long');
+  });
+
+  it('takes eventRetention the same way, 1d by default', () => {
+    const defaulted = validateIoTServiceSpec({ version: '1' });
+    assert.ok(defaulted.ok && defaulted.spec.eventRetention === '1d');
+    const longer = validateIoTServiceSpec({ version: '1', eventRetention: '72h' });
+    assert.ok(longer.ok && longer.spec.eventRetention === '72h');
+    for (const eventRetention of ['1w', '0d', '']) {
+      assert.deepEqual(errorsOf({ version: '1', eventRetention }), ['spec.eventRetention: eventRetention must be a whole number of s, m, h or d, e.g. 1d'], JSON.stringify(eventRetention));
+    }
   });
 
   it('takes spec.backup with a volume claim target, defaulting a daily full backup and 7 kept, refusing a malformed schedule or retention', () => {
@@ -279,8 +290,8 @@ describe('IoTService spec validation', () => {
 
   it('rejects config keys the operator writes itself', () => {
     assert.match(errorsOf({ version: '1', config: { version: '9' } }).join(), /^spec\.config: config must not set instance, landscape/);
-    for (const key of ['stream', 'Stream', 'STREAM', 'stre_am', 'retention', 'Retention', 'RETENTION', 're-ten.tion']) {
-      assert.match(errorsOf({ version: '1', config: { [key]: '1' } }).join(), /^spec\.config: config must not set .*endpoints, stream, retention in any case/, key);
+    for (const key of ['stream', 'Stream', 'STREAM', 'stre_am', 'retention', 'Retention', 'RETENTION', 're-ten.tion', 'events', 'EVENTS', 'ev-ents']) {
+      assert.match(errorsOf({ version: '1', config: { [key]: '1' } }).join(), /^spec\.config: config must not set .*endpoints, stream, retention, events in any case/, key);
     }
     assert.ok(validateIoTServiceSpec({ version: '1', config: { logLevel: 'debug' } }).ok);
   });

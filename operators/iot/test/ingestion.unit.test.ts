@@ -97,6 +97,17 @@ describe('parseJsz', () => {
     assert.equal(parseJsz(jsz({}, '0001-01-01T00:00:00Z'), NOW)!.lastStoredSecondsAgo, undefined);
   });
 
+  it('gives the applications\' lag as the most events any consumer of EVENTS but processing\'s connections has pending; none while no application follows', () => {
+    const withEvents = (consumers: Array<{ name: string; num_pending: number }>) => {
+      const body = jsz({}) as { account_details: Array<{ stream_detail: unknown[] }> };
+      body.account_details[0]!.stream_detail.push({ name: 'EVENTS', state: { messages: 900 }, consumer_detail: consumers });
+      return parseJsz(body, NOW)!;
+    };
+    assert.equal(withEvents([{ name: 'connections', num_pending: 500 }, { name: 'app_a', num_pending: 12 }, { name: 'app_b', num_pending: 40 }]).applicationLagMessages, 40);
+    assert.equal(withEvents([{ name: 'connections', num_pending: 500 }]).applicationLagMessages, undefined);
+    assert.equal(parseJsz(jsz({}), NOW)!.applicationLagMessages, undefined);
+  });
+
   it('counts dead letters by the DEAD_LETTERS stream\'s last sequence number, which only grows (its messages expire); 0 without that stream', () => {
     assert.equal(parseJsz(jsz({}, undefined, true, { messages: 4, last_seq: 12 }), NOW)!.deadLetters, 12);
     assert.equal(parseJsz(jsz({}, undefined, true, { messages: 0, last_seq: 0 }), NOW)!.deadLetters, 0);

@@ -95,18 +95,19 @@ describe('ingestion series', () => {
       namespace: 'landscape',
       name: 'a',
       state: 'Stalled',
-      reading: { backlogMessages: 1234, backlogBytes: 5_347_738, backlogLimitBytes: 268_435_456, oldestUnstoredSeconds: 95.4, lastStoredSecondsAgo: 95, deadLetters: 12 },
+      reading: { backlogMessages: 1234, backlogBytes: 5_347_738, backlogLimitBytes: 268_435_456, oldestUnstoredSeconds: 95.4, lastStoredSecondsAgo: 95, deadLetters: 12, applicationLagMessages: 40 },
     },
     { namespace: 'landscape', name: 'b', state: 'Flowing', reading: { backlogMessages: 0, backlogBytes: 0, oldestUnstoredSeconds: 0, deadLetters: 0 } },
   ];
   const scrapeIngestion = async (exporting: boolean) => {
     const registry = new Registry();
     registerInstanceMetrics(registry, { list: () => [], ingestion: () => readings, exporting: () => exporting });
-    return (await registry.metrics()).split('\n').filter((line) => line.startsWith('iotservice_ingestion_'));
+    return (await registry.metrics()).split('\n').filter((line) => /^iotservice_(ingestion|application)_/.test(line));
   };
 
-  it('give each reading by namespace and name; a backlog without a limit has no limit series', async () => {
+  it('give each reading by namespace and name; a backlog without a limit has no limit series, an instance no application follows no lag series', async () => {
     assert.deepEqual((await scrapeIngestion(true)).sort(), [
+      'iotservice_application_stream_lag_messages{namespace="landscape",name="a"} 40',
       'iotservice_ingestion_backlog_bytes{namespace="landscape",name="a"} 5347738',
       'iotservice_ingestion_backlog_bytes{namespace="landscape",name="b"} 0',
       'iotservice_ingestion_backlog_limit_bytes{namespace="landscape",name="a"} 268435456',

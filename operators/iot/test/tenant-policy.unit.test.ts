@@ -177,9 +177,9 @@ describe('placement within the tenant policy', () => {
 
 describe('config keys', () => {
   it('no spelling of a reserved key is accepted, and keys keep a plain grammar', () => {
-    for (const key of ['Instance', 'VERSION', 'end_points', 'name-space', 'land.scape', 'Stream', 'stre.am', 'Retention', 'reten_tion']) {
+    for (const key of ['Instance', 'VERSION', 'end_points', 'name-space', 'land.scape', 'Stream', 'stre.am', 'Retention', 'reten_tion', 'Events', 'ev.ents']) {
       const result = validateIoTServiceSpec({ version: '1', config: { [key]: 'x' } });
-      assert.ok(!result.ok && result.errors.some((e) => /must not set instance, landscape, namespace, version, endpoints, stream, retention in any case or spelling/.test(e)), key);
+      assert.ok(!result.ok && result.errors.some((e) => /must not set instance, landscape, namespace, version, endpoints, stream, retention, events in any case or spelling/.test(e)), key);
     }
     for (const key of ['<<', ' instance', 'a b', '-x', 'ｉnstance']) {
       const result = validateIoTServiceSpec({ version: '1', config: { [key]: 'x' } });

@@ -5,17 +5,21 @@
 #   gateway     IOT_BROKER_GATEWAY_PASSWORD: publish telemetry (`telemetry.>`), read the telemetry
 #               stream's info (its readiness), and receive core's device-change notices
 #               (`devices.changed`) and the replies to its own requests (`_INBOX_gateway.>`: the
-#               stream's acknowledgements). It cannot read telemetry, touch a stream or consumer,
+#               stream's acknowledgements), and publish devices' connection events
+#               (`events.connection.>`). It cannot read telemetry, touch a stream or consumer,
 #               or announce device changes.
 #   processing  IOT_BROKER_PROCESSING_PASSWORD: pull from and acknowledge on the durable consumer
-#               `processing` of stream TELEMETRY (its info, its next messages, its acks), publish
-#               dead-letter notices (`deadletters.>`), and receive its own replies
+#               `processing` of stream TELEMETRY and the durable consumer `connections` of stream
+#               EVENTS (their info, their next messages, their acks), publish
+#               dead-letter notices (`deadletters.>`) and stored telemetry's events
+#               (`events.telemetry.>`), and receive its own replies
 #               (`_INBOX_processing.>`: the messages it pulls). It cannot publish telemetry or
 #               make, change or delete a stream or consumer.
-#   core        IOT_BROKER_CORE_PASSWORD: make and update the streams TELEMETRY and DEAD_LETTERS
-#               and make the consumer `processing` (info, create, update — never delete), publish
-#               device-change notices, and receive its own replies (`_INBOX_core.>`). It cannot
-#               publish or read telemetry.
+#   core        IOT_BROKER_CORE_PASSWORD: make and update the streams TELEMETRY, DEAD_LETTERS and
+#               EVENTS and make the consumer `processing` (info, create, update — never delete),
+#               make, read from and delete consumers of EVENTS alone (the applications' event
+#               streams), publish device-change notices, and receive its own replies
+#               (`_INBOX_core.>`). It cannot publish telemetry or events, or read TELEMETRY.
 # Each user's replies come to its own inbox prefix, so none can listen to another's (the
 # messages processing pulls are replies). The monitoring endpoint on 8222 answers /healthz (the
 # readiness probe) and /jsz (the operator's ingestion reading). The JetStream file store lives in
@@ -48,7 +52,7 @@ http: "0.0.0.0:8222"
 max_payload: 1MB
 authorization {
   GATEWAY = {
-    publish: { allow: ["telemetry.>", "\$JS.API.STREAM.INFO.TELEMETRY"] }
+    publish: { allow: ["telemetry.>", "\$JS.API.STREAM.INFO.TELEMETRY", "events.connection.>"] }
     subscribe: { allow: ["devices.changed", "_INBOX_gateway.>"] }
   }
   PROCESSING = {
@@ -56,7 +60,11 @@ authorization {
       "\$JS.API.CONSUMER.INFO.TELEMETRY.processing",
       "\$JS.API.CONSUMER.MSG.NEXT.TELEMETRY.processing",
       "\$JS.ACK.TELEMETRY.processing.>",
-      "deadletters.>"
+      "\$JS.API.CONSUMER.INFO.EVENTS.connections",
+      "\$JS.API.CONSUMER.MSG.NEXT.EVENTS.connections",
+      "\$JS.ACK.EVENTS.connections.>",
+      "deadletters.>",
+      "events.telemetry.>"
     ] }
     subscribe: { allow: ["_INBOX_processing.>"] }
   }
@@ -65,6 +73,8 @@ authorization {
       "\$JS.API.STREAM.INFO.TELEMETRY", "\$JS.API.STREAM.CREATE.TELEMETRY", "\$JS.API.STREAM.UPDATE.TELEMETRY",
       "\$JS.API.STREAM.INFO.DEAD_LETTERS", "\$JS.API.STREAM.CREATE.DEAD_LETTERS", "\$JS.API.STREAM.UPDATE.DEAD_LETTERS",
       "\$JS.API.CONSUMER.INFO.TELEMETRY.processing", "\$JS.API.CONSUMER.CREATE.TELEMETRY.processing",
+      "\$JS.API.STREAM.INFO.EVENTS", "\$JS.API.STREAM.CREATE.EVENTS", "\$JS.API.STREAM.UPDATE.EVENTS",
+      "\$JS.API.CONSUMER.CREATE.EVENTS", "\$JS.API.CONSUMER.CREATE.EVENTS.>", "\$JS.API.CONSUMER.INFO.EVENTS.>", "\$JS.API.CONSUMER.DELETE.EVENTS.>", "\$JS.API.CONSUMER.MSG.NEXT.EVENTS.>",
       "devices.changed"
     ] }
     subscribe: { allow: ["_INBOX_core.>"] }

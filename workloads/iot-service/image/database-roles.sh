@@ -10,9 +10,10 @@
 # - the roles, made or brought to their rights and passwords (from iot-credentials):
 #     iot             superuser: IOT_DATABASE_PASSWORD (usable over the local socket alone)
 #     iot_core        IOT_DATABASE_CORE_PASSWORD: the device registry (devices: read, add, change,
-#                     delete) and reading telemetry
+#                     delete), reading telemetry and connection states, and applications' credentials
+#                     (read, add, delete)
 #     iot_processing  IOT_DATABASE_PROCESSING_PASSWORD: adding telemetry and dead letters, and
-#                     reading and deleting them for retention
+#                     reading and deleting them for retention; keeping devices' connection states
 #     iot_replication IOT_DATABASE_REPLICATION_PASSWORD, only when it is set (three replicas under
 #                     Patroni): the standbys' streaming replication and pg_rewind, nothing else
 #   none of which but `iot` may create anything (no DDL: no CREATE on the database or schema
@@ -66,6 +67,9 @@ GRANT USAGE ON SCHEMA public TO iot_core, iot_processing;
 REVOKE ALL ON ALL TABLES IN SCHEMA public FROM PUBLIC, iot_core, iot_processing;
 GRANT SELECT, INSERT, UPDATE, DELETE ON devices TO iot_core;
 GRANT SELECT ON telemetry TO iot_core;
+GRANT SELECT, INSERT, DELETE ON applications TO iot_core;
+GRANT SELECT ON device_connections TO iot_core;
+GRANT SELECT, INSERT, UPDATE ON device_connections TO iot_processing;
 GRANT SELECT, INSERT, DELETE ON telemetry, dead_letters TO iot_processing;
 SQL
 echo '{"level":"info","component":"database","msg":"schema and roles in place"}'

@@ -17,6 +17,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { DEAD_LETTER_STREAM, PROCESSING_CONSUMER, TELEMETRY_STREAM, telemetrySubject } from '../src/shared/broker.ts';
 import { DEVICE_CHANGES_SUBJECT } from '../src/shared/device-changes.ts';
+import { connectionEventSubject, EVENTS_STREAM, telemetryEventSubject } from '../src/shared/events.ts';
 import { connectAs, connectToBroker, startService, type Service } from './harness.ts';
 import { brokerConfig, natsServerBinary } from './nats-server.ts';
 
@@ -123,7 +124,7 @@ async function cannotRequest(call: Promise<unknown>, subject: string): Promise<v
   await assert.rejects(call, (error: unknown) => String(error).includes(`Permissions Violation for Publish to "${subject}"`));
 }
 
-test('the gateway publishes telemetry, acknowledged by the stream, but cannot read it, delete or change the streams, or announce device changes', async () => {
+test('the gateway publishes telemetry and connection events, acknowledged by the streams, but cannot read them, publish telemetry events, delete or change the streams, or announce device changes', async () => {
   const gateway = await as('gateway');
   const ack = await jetstream(gateway).publish(telemetrySubject('dev-probe'), '{}');
   assert.equal(ack.stream, TELEMETRY_STREAM);
@@ -138,11 +139,14 @@ test('the gateway publishes telemetry, acknowledged by the stream, but cannot re
   await cannotRequest(jsm.consumers.delete(TELEMETRY_STREAM, PROCESSING_CONSUMER), `$JS.API.CONSUMER.DELETE.${TELEMETRY_STREAM}.${PROCESSING_CONSUMER}`);
   await cannotPublish(gateway, DEVICE_CHANGES_SUBJECT);
   await cannotPublish(gateway, 'deadletters.refused.dev-probe');
+  assert.equal((await jetstream(gateway).publish(connectionEventSubject('dev-probe'), '{}')).stream, EVENTS_STREAM, 'it publishes connection events');
+  await cannotRequest(jetstream(gateway).publish(telemetryEventSubject('dev-forged'), '{}'), telemetryEventSubject('dev-forged'));
+  await cannotRequest(jsm.consumers.add(EVENTS_STREAM, { name: 'reader' }), `$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.reader`);
   assert.equal((await jsm.streams.info(TELEMETRY_STREAM)).config.name, TELEMETRY_STREAM, 'it may see that the stream is there');
   assert.ok((await (await jetstreamManager(admin)).streams.info(TELEMETRY_STREAM)).state.messages >= 1, 'the stream and what it holds are untouched');
 });
 
-test('processing pulls and acknowledges on its consumer but cannot publish telemetry, delete the streams or its consumer, or announce device changes', async () => {
+test('processing pulls and acknowledges on its consumer and publishes telemetry events, but cannot publish telemetry or connection events, delete the streams or its consumer, or announce device changes', async () => {
   const processing = await as('processing');
   const jsmAdmin = await jetstreamManager(admin);
   const before = (await jsmAdmin.streams.info(TELEMETRY_STREAM)).state.messages;
@@ -165,9 +169,12 @@ test('processing pulls and acknowledges on its consumer but cannot publish telem
   await cannotPublish(processing, DEVICE_CHANGES_SUBJECT);
   const notice = await jetstream(processing).publish('deadletters.refused.dev-probe', '{}');
   assert.equal(notice.stream, DEAD_LETTER_STREAM, 'it announces dead letters');
+  assert.equal((await jetstream(processing).publish(telemetryEventSubject('dev-probe'), '{}')).stream, EVENTS_STREAM, 'it publishes stored telemetry as events');
+  await cannotRequest(jetstream(processing).publish(connectionEventSubject('dev-forged'), '{}'), connectionEventSubject('dev-forged'));
+  await cannotRequest(jsm.consumers.add(EVENTS_STREAM, { name: 'reader' }), `$JS.API.CONSUMER.CREATE.${EVENTS_STREAM}.reader`);
 });
 
-test('core makes the streams and the consumer and announces device changes, but cannot publish or read telemetry or delete a stream', async () => {
+test('core makes the streams and the consumer, announces device changes and reads the events stream, but cannot publish telemetry or events, read telemetry, or delete a stream', async () => {
   const core = await as('core');
   const jsm = await jetstreamManager(core, { checkAPI: false });
   assert.equal((await jsm.consumers.info(TELEMETRY_STREAM, PROCESSING_CONSUMER)).name, PROCESSING_CONSUMER);
@@ -177,6 +184,11 @@ test('core makes the streams and the consumer and announces device changes, but 
   await cannotRequest(jsm.streams.delete(TELEMETRY_STREAM), `$JS.API.STREAM.DELETE.${TELEMETRY_STREAM}`);
   await cannotRequest(jsm.consumers.delete(TELEMETRY_STREAM, PROCESSING_CONSUMER), `$JS.API.CONSUMER.DELETE.${TELEMETRY_STREAM}.${PROCESSING_CONSUMER}`);
   await cannotRequest(jsm.streams.getMessage(TELEMETRY_STREAM, { seq: 1 }), `$JS.API.STREAM.MSG.GET.${TELEMETRY_STREAM}`);
+  await cannotRequest(jetstream(core).publish(telemetryEventSubject('dev-forged'), '{}'), telemetryEventSubject('dev-forged'));
+  await cannotRequest(jetstream(core).publish(connectionEventSubject('dev-forged'), '{}'), connectionEventSubject('dev-forged'));
+  await cannotRequest(jsm.streams.delete(EVENTS_STREAM), `$JS.API.STREAM.DELETE.${EVENTS_STREAM}`);
+  const reader = await jetstream(core).consumers.get(EVENTS_STREAM);
+  assert.ok(await reader.next({ expires: 2_000 }), 'it reads the events stream (for the applications)');
   const heard: string[] = [];
   const watcher = admin.subscribe(DEVICE_CHANGES_SUBJECT, { callback: (_error, message) => void heard.push(message.string()) });
   await admin.flush();

@@ -33,8 +33,11 @@ test('parseConfig reads the config.yml the operator renders, spec.config entries
     },
     stream: { replicas: 1, maxBytes: 768 * 1024 * 1024 },
     retention: { seconds: 30 * 24 * 3600 },
+    events: { seconds: 24 * 3600, maxBytes: 256 * 1024 * 1024 },
   });
 });
+
+const withStream = (stream: string) => `instance: a\nlandscape: l\nnamespace: n\nversion: "1"\nendpoints:\n  broker: "b:4222"\n  database: "d:5432"\n  core: "c:8080"\nretention:\n  seconds: 60\n${stream}`;
 
 test('parseConfig reads the stream and retention the operator renders', () => {
   const config = (spec: Record<string, unknown>) => {
@@ -44,7 +47,6 @@ test('parseConfig reads the stream and retention the operator renders', () => {
   };
   assert.deepEqual(config({ broker: { replicas: 3, storage: '4Gi' } }), { replicas: 3, maxBytes: 3 * 1024 ** 3 });
   assert.deepEqual(config({ broker: { maxBacklog: '512Mi' } }), { replicas: 1, maxBytes: 512 * 1024 ** 2 });
-  const withStream = (stream: string) => `instance: a\nlandscape: l\nnamespace: n\nversion: "1"\nendpoints:\n  broker: "b:4222"\n  database: "d:5432"\n  core: "c:8080"\nretention:\n  seconds: 60\n${stream}`;
   assert.deepEqual(parseConfig(withStream('stream:\n  replicas: "3"\n  maxBytes: "1024"\n')).stream, { replicas: 3, maxBytes: 1024 });
   assert.throws(() => parseConfig(withStream('')), /stream must be a mapping/);
   assert.throws(() => parseConfig(withStream('stream:\n  replicas: 2\n  maxBytes: 1\n')), /stream\.replicas must be 1 or 3/);
@@ -53,6 +55,23 @@ test('parseConfig reads the stream and retention the operator renders', () => {
   assert.ok(resolved.ok);
   assert.deepEqual(parseConfig(renderConfigYaml(resolved.instance)).retention, { seconds: 12 * 3600 });
   assert.throws(() => parseConfig(withStream('stream:\n  replicas: 1\n  maxBytes: 1\n').replace('seconds: 60', 'seconds: -1')), /retention\.seconds must be a positive whole number/);
+});
+
+test('parseConfig reads the events stream\'s limits, a day and a third of the telemetry stream\'s bytes by default', () => {
+  const events = (text: string) => parseConfig(withStream(`stream:\n  replicas: 1\n  maxBytes: 300\n${text}`)).events;
+  assert.deepEqual(events(''), { seconds: 86_400, maxBytes: 100 });
+  assert.deepEqual(events('events:\n  seconds: "172800"\n  maxBytes: 5000\n'), { seconds: 172_800, maxBytes: 5000 });
+  assert.throws(() => events('events:\n  seconds: 0\n'), /events\.seconds must be a positive whole number/);
+  assert.throws(() => events('events:\n  maxBytes: lots\n'), /events\.maxBytes must be a positive whole number of bytes/);
+  assert.throws(() => events('events: [1]\n'), /events must be a mapping/);
+  const rendered = (eventRetention?: string) => {
+    const resolved = resolveInstance({ metadata: { name: 'plant-10', uid: 'u-4' }, spec: { version: '2.4.1', ...(eventRetention ? { eventRetention } : {}) } }, { operatorName: 'landscape', defaultRegistry: 'registry.local/iot' });
+    assert.ok(resolved.ok);
+    return renderConfigYaml(resolved.instance);
+  };
+  assert.equal(parseConfig(rendered('48h')).events.seconds, 48 * 3600, 'spec.eventRetention as the operator renders it');
+  assert.doesNotMatch(rendered(), /events/, 'the default (a day) is the data plane\'s own: config.yml unchanged');
+  assert.equal(parseConfig(rendered()).events.seconds, 86_400);
 });
 
 test('parseConfig names the missing or malformed key', () => {

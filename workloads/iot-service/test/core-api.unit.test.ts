@@ -12,6 +12,7 @@ import { after, before, test } from 'node:test';
 import { createCoreApi } from '../src/core/api.ts';
 import { closeServer, listenOn } from '../src/shared/net.ts';
 import { API_TOKEN, captureLog, DEVICE_CHECK_TOKEN, HOST, waitFor } from './harness.ts';
+import { EventStreams } from '../src/core/event-stream.ts';
 import { MemoryStore } from './memory-store.ts';
 
 const store = new MemoryStore();
@@ -26,7 +27,7 @@ let server: Server;
 let base: string;
 
 before(async () => {
-  server = createServer(createCoreApi({ store, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, notices, log: captureLog('core').log }));
+  server = createServer(createCoreApi({ store, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, notices, events: new EventStreams({ broker: () => undefined, log: captureLog('core').log }), log: captureLog('core').log }));
   await listenOn(server, { host: HOST, port: 0 });
   base = `http://${HOST}:${(server.address() as AddressInfo).port}`;
 });
@@ -122,7 +123,8 @@ test('DELETE /v1/devices/<id>: 204, refused from then on, its telemetry still re
 
   assert.equal((await call('/v1/devices/dev-gone', { method: 'DELETE' })).status, 404, 'gone already');
   assert.deepEqual(notices.announced, ['dev-gone', 'dev-gone'], 'a repeated DELETE is announced again');
-  assert.equal((await call('/v1/devices/dev-gone')).status, 405);
+  assert.equal((await call('/v1/devices/dev-gone')).status, 404, 'a deleted device has no resource');
+  assert.equal((await call('/v1/devices/dev-gone', { method: 'PUT' })).status, 405);
   const registeredAgain = await call('/v1/devices', { body: { id: 'dev-gone' } });
   assert.equal(registeredAgain.status, 201, 'the id may be registered again');
 });
@@ -231,7 +233,7 @@ test('device checks: a bounded number computes at once, the excess is shed with 
       return super.passwordHash(id);
     }
   })();
-  const bounded = createServer(createCoreApi({ store: gated, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, notices, log: captureLog('core').log, checks: { concurrency: 1, maxQueued: 2 } }));
+  const bounded = createServer(createCoreApi({ store: gated, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, notices, events: new EventStreams({ broker: () => undefined, log: captureLog('core').log }), log: captureLog('core').log, checks: { concurrency: 1, maxQueued: 2 } }));
   await listenOn(bounded, { host: HOST, port: 0 });
   const url = `http://${HOST}:${(bounded.address() as AddressInfo).port}/v1/internal/device-auth`;
   const check = (id: string, signal?: AbortSignal) =>

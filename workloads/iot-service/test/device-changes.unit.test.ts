@@ -230,7 +230,7 @@ test('a second core beside the first: its changes reach the gateway as well', as
   const connection = await connectAs(service.broker, 'core', 'core-b');
   const notices = new DeviceNotices({ log: captureLog('core-b').log });
   notices.attach(connection);
-  const coreB = createHttpServer(createCoreApi({ store: service.store, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, notices, log: captureLog('core-b').log }));
+  const coreB = createHttpServer(createCoreApi({ store: service.store, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, notices, events: service.coreEvents, log: captureLog('core-b').log }));
   await new Promise<void>((resolve) => coreB.listen(0, HOST, resolve));
   try {
     const device = await registerDevice(admin(service), 'dev-two-cores');

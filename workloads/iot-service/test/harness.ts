@@ -2,9 +2,10 @@
  * The reference service in one process on 127.0.0.1, for unit tests: a real NATS Server with
  * JetStream as the broker, configured by the broker image's own entry point (nats-server.ts), each
  * component connected as its own broker user; core's API on the in-memory store, making the
- * broker's streams and consumer and announcing device changes there; the gateway's MQTT and HTTP
- * adapters forwarding to the broker and following core's device changes; and processing
- * consuming the telemetry stream into the same store — with the components' own code, wired as
+ * broker's streams and consumers, announcing device changes there and serving the event stream;
+ * the gateway's MQTT and HTTP adapters forwarding to the broker, publishing connection events and
+ * following core's device changes; and processing consuming the telemetry stream into the same
+ * store (announcing what it stored as events) and keeping connection states there — with the components' own code, wired as
  * their entry points wire them. With `tlsDir` the gateway also serves MQTT over TLS and HTTPS
  * with the certificate there.
  *
@@ -23,13 +24,16 @@ import type { AddressInfo, Server } from 'node:net';
 import { createCoreApi } from '../src/core/api.ts';
 import { keepBrokerResources } from '../src/core/broker-resources.ts';
 import { DeviceNotices } from '../src/core/device-notices.ts';
+import { EventStreams } from '../src/core/event-stream.ts';
 import { coreDeviceCheck } from '../src/gateway/devices.ts';
 import { connectBrokerLink, type BrokerLink } from '../src/gateway/forwarder.ts';
 import { startGateway, trackDeviceChanges, type Gateway, type GatewayOptions } from '../src/gateway/gateway.ts';
 import type { ServedProtocol } from '../src/gateway/protocols.ts';
+import { ConnectionEvents } from '../src/gateway/connection-events.ts';
+import { keepConnectionState } from '../src/processing/connection-state.ts';
 import { consumeTelemetry } from '../src/processing/consume.ts';
 import { connectBroker, TELEMETRY_STREAM, telemetrySubject } from '../src/shared/broker.ts';
-import { BROKER_USERS, type StreamConfig } from '../src/shared/config.ts';
+import { BROKER_USERS, DEFAULT_EVENTS_SECONDS, type StreamConfig } from '../src/shared/config.ts';
 import { createLogger, type Logger } from '../src/shared/log.ts';
 import { closeServer, listenOn } from '../src/shared/net.ts';
 import { decodeEnvelope, type TelemetryEnvelope } from '../src/shared/telemetry.ts';
@@ -74,12 +78,16 @@ export interface Service {
   coreUrl: string;
   /** core's device-change notices. */
   coreNotices: DeviceNotices;
+  /** core's open event streams. */
+  coreEvents: EventStreams;
   gatewayHttpUrl: string;
   gatewayMqttUrl: string;
   /** With `tlsDir`: */
   gatewayMqttsUrl: string;
   gatewayHttpsUrl: string;
   gateway: Gateway;
+  /** The gateway's connection events (connection-events.ts). */
+  connectionEvents: ConnectionEvents;
   /** How many device checks the gateway sent to core. */
   deviceChecks(): number;
   logs: { core: LogCapture; gateway: LogCapture; processing: LogCapture };
@@ -100,6 +108,8 @@ export interface ServiceOptions {
   coreChecks?: { concurrency: number; maxQueued: number };
   /** How often core checks the broker's streams and consumer (default: its own, 5 s). */
   brokerCheckMs?: number;
+  /** How often an idle event stream gets a comment line (default: its own, 15 s). */
+  heartbeatMs?: number;
 }
 
 export async function startService(options: ServiceOptions = {}): Promise<Service> {
@@ -109,17 +119,19 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
   const stream: StreamConfig = { replicas: 1, maxBytes: 64 * 1024 * 1024, ...options.stream };
 
   const notices = new DeviceNotices({ log: logs.core.log });
-  const core: HttpServer = createHttpServer(createCoreApi({ store, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, notices, log: logs.core.log, checks: options.coreChecks }));
-  await listenOn(core, { host: HOST, port: 0 });
   const coreBroker = await connectAs(broker, 'core', 'core-test');
+  const events = new EventStreams({ broker: () => coreBroker, log: logs.core.log, heartbeatMs: options.heartbeatMs, recheckMs: 200 });
+  const core: HttpServer = createHttpServer(createCoreApi({ store, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, notices, events, log: logs.core.log, checks: options.coreChecks }));
+  await listenOn(core, { host: HOST, port: 0 });
   notices.attach(coreBroker);
   const coreStopping = new AbortController();
-  keepBrokerResources(coreBroker, { stream, log: logs.core.log, signal: coreStopping.signal, checkMs: options.brokerCheckMs });
+  keepBrokerResources(coreBroker, { stream, events: { seconds: DEFAULT_EVENTS_SECONDS, maxBytes: stream.maxBytes }, log: logs.core.log, signal: coreStopping.signal, checkMs: options.brokerCheckMs });
 
   let gateway: Gateway | undefined;
   const deviceChanges = trackDeviceChanges(logs.gateway.log, () => gateway);
   const link = connectBrokerLink({ broker: brokerEndpoint(broker), password: BROKER_PASSWORDS.gateway, name: 'gateway-test', timeoutMs: 2_000, deviceChanges });
   await waitFor(() => link.connected(), 'gateway connected to the broker');
+  const connections = new ConnectionEvents({ js: link.jetstream, log: logs.gateway.log });
   let deviceChecks = 0;
   const check = coreDeviceCheck({ host: HOST, port: port(core) }, DEVICE_CHECK_TOKEN);
   const protocols = new Set<ServedProtocol>(options.gateway?.tlsDir ? ['mqtt', 'mqtts', 'http', 'https'] : ['mqtt', 'http']);
@@ -134,6 +146,7 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
     forward: link.forward,
     log: logs.gateway.log,
     tlsDir: '/nonexistent',
+    connections,
     ...options.gateway,
   });
   const inspector = await connectToBroker(broker, 'test-inspector');
@@ -143,7 +156,10 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
     const stop = new AbortController();
     const connection = await connectAs(broker, 'processing', 'processing-test');
     let consuming = false;
-    const running = consumeTelemetry(connection, { store, log: logs.processing.log, signal: stop.signal, delayMs: () => 5, onConsuming: () => (consuming = true) });
+    const running = Promise.all([
+      consumeTelemetry(connection, { store, log: logs.processing.log, signal: stop.signal, delayMs: () => 5, onConsuming: () => (consuming = true) }),
+      keepConnectionState(connection, { store, log: logs.processing.log, signal: stop.signal }),
+    ]).then(() => undefined);
     running.catch(() => undefined);
     await waitFor(() => consuming, 'processing consuming');
     processing = { connection, stop, running };
@@ -164,11 +180,13 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
     brokerLink: link,
     coreUrl: `http://${HOST}:${port(core)}`,
     coreNotices: notices,
+    coreEvents: events,
     gatewayHttpUrl: `http://${HOST}:${gateway.ports.http}`,
     gatewayMqttUrl: `mqtt://${HOST}:${gateway.ports.mqtt}`,
     gatewayMqttsUrl: `mqtts://${HOST}:${gateway.ports.mqtts}`,
     gatewayHttpsUrl: `https://${HOST}:${gateway.ports.https}`,
     gateway,
+    connectionEvents: connections,
     deviceChecks: () => deviceChecks,
     logs,
     lastInStream: async (deviceId) => {
@@ -182,8 +200,11 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
       broker.resume();
       await stopProcessing();
       await gateway.close();
+      await connections.flush(5_000);
+      connections.close();
       await link.close();
       coreStopping.abort();
+      events.close();
       await notices.close();
       await coreBroker.close();
       await inspector.close();

@@ -7,14 +7,18 @@
  * stored whole or not at all; a payload with a NUL character is refused with SQLSTATE 22P05, as
  * PostgreSQL's jsonb refuses it; `failNextInserts(n)` makes the next n inserts reject, as a
  * database that is away would; dead letters are kept by (device id, message id); `deleteExpired`
- * deletes at most `limit` rows received before the cutoff.
+ * deletes at most `limit` rows received before the cutoff; applications' token hashes keyed by id; connection states as
+ * PostgresStore's `recordConnection` keeps them (times compared as ISO 8601 text, all UTC).
  */
 
-import type { DeadLetter, DeviceStore, TelemetryCursor, TelemetryRecord, TelemetryStore } from '../src/shared/store.ts';
+import type { ConnectionEvent } from '../src/shared/events.ts';
+import type { ApplicationStore, ConnectionStateStore, DeadLetter, DeviceState, DeviceStore, TelemetryCursor, TelemetryRecord, TelemetryStore } from '../src/shared/store.ts';
 import type { TelemetryEnvelope } from '../src/shared/telemetry.ts';
 
-export class MemoryStore implements DeviceStore, TelemetryStore {
+export class MemoryStore implements DeviceStore, TelemetryStore, ApplicationStore, ConnectionStateStore {
+  readonly connections = new Map<string, { connectionId: string; connected: boolean; changedAt: string; lastSeen: string }>();
   readonly devices = new Map<string, string>();
+  readonly applications = new Map<string, string>();
   readonly rows = new Map<string, TelemetryEnvelope>();
   readonly deadLetters = new Map<string, DeadLetter>();
   private readonly storedAt = new Map<string, string>();
@@ -43,6 +47,38 @@ export class MemoryStore implements DeviceStore, TelemetryStore {
 
   async deleteDevice(id: string): Promise<boolean> {
     return this.devices.delete(id);
+  }
+
+  async recordConnection(event: ConnectionEvent): Promise<void> {
+    if (event.state === 'refused') return;
+    const now = this.connections.get(event.deviceId);
+    const connects = event.state === 'connected' && (!now || event.at >= now.changedAt);
+    this.connections.set(event.deviceId, {
+      connectionId: connects || !now ? event.connectionId : now.connectionId,
+      connected: connects || (now !== undefined && now.connected && now.connectionId !== event.connectionId),
+      changedAt: !now || event.at > now.changedAt ? event.at : now.changedAt,
+      lastSeen: !now || event.at > now.lastSeen ? event.at : now.lastSeen,
+    });
+  }
+
+  async deviceState(id: string): Promise<DeviceState | undefined> {
+    if (!this.devices.has(id)) return undefined;
+    const seen = [this.connections.get(id)?.lastSeen, ...[...this.rows.values()].filter((row) => row.deviceId === id).map((row) => row.receivedAt)].filter((t) => t !== undefined).sort();
+    return { id, connected: this.connections.get(id)?.connected ?? false, lastSeen: seen.at(-1) ?? null };
+  }
+
+  async createApplication(id: string, tokenHash: string): Promise<boolean> {
+    if (this.applications.has(id)) return false;
+    this.applications.set(id, tokenHash);
+    return true;
+  }
+
+  async applicationTokenHash(id: string): Promise<string | undefined> {
+    return this.applications.get(id);
+  }
+
+  async deleteApplication(id: string): Promise<boolean> {
+    return this.applications.delete(id);
   }
 
   async telemetry(deviceId: string, limit: number, before?: TelemetryCursor): Promise<TelemetryRecord[] | undefined> {

@@ -45,13 +45,16 @@ function deliveries(...envelopes: Array<TelemetryEnvelope | Buffer>): Array<Deli
   });
 }
 
+/** The outcome's counts, and the message ids of what it kept (now in the table, in the batch's order). */
+const counted = ({ kept, ...counts }: Awaited<ReturnType<typeof writeBatch>>) => ({ ...counts, kept: kept.map((e) => e.messageId) });
+
 const options = (store: MemoryStore, signal = new AbortController().signal) => ({ store, log: captureLog('processing').log, signal, delayMs: () => 1 });
 
 test('a batch is stored in one write; a redelivered message is stored once', async () => {
   const store = new MemoryStore();
-  assert.deepEqual(await writeBatch(deliveries(envelope('m-1'), envelope('m-2'), envelope('m-3')), options(store)), { stored: 3, duplicates: 0, deadLetters: 0 });
+  assert.deepEqual(counted(await writeBatch(deliveries(envelope('m-1'), envelope('m-2'), envelope('m-3')), options(store))), { stored: 3, duplicates: 0, deadLetters: 0, kept: ['m-1', 'm-2', 'm-3'] });
   assert.equal(store.insertAttempts, 1, 'one statement for the batch');
-  assert.deepEqual(await writeBatch(deliveries(envelope('m-2'), envelope('m-4')), options(store)), { stored: 1, duplicates: 1, deadLetters: 0 });
+  assert.deepEqual(counted(await writeBatch(deliveries(envelope('m-2'), envelope('m-4')), options(store))), { stored: 1, duplicates: 1, deadLetters: 0, kept: ['m-2', 'm-4'] }, 'a redelivered message is kept too: its event is published again');
   assert.equal(store.rows.size, 4);
 });
 
@@ -70,7 +73,7 @@ test('a message the database refuses for its data goes to the dead letters; the 
   const { log, lines } = captureLog('processing');
   const batch = deliveries(envelope('a-1', { n: 1 }, 'dev-a'), envelope('bad', { x: '\u0000' }, 'dev-poison'), envelope('a-2', { n: 2 }, 'dev-a'));
   const outcome = await writeBatch(batch, { store, log, signal: new AbortController().signal, delayMs: () => 1 });
-  assert.deepEqual(outcome, { stored: 2, duplicates: 0, deadLetters: 1 });
+  assert.deepEqual(counted(outcome), { stored: 2, duplicates: 0, deadLetters: 1, kept: ['a-1', 'a-2'] });
   assert.deepEqual([...store.rows.values()].map((r) => r.messageId).sort(), ['a-1', 'a-2']);
   const letter = store.deadLetters.get(JSON.stringify(['dev-poison', 'bad']));
   assert.match(letter?.error ?? '', /unsupported Unicode escape sequence/);
@@ -81,7 +84,7 @@ test('a message the database refuses for its data goes to the dead letters; the 
 test('a message that is no envelope goes to the dead letters, keyed by its hash, and never to the telemetry', async () => {
   const store = new MemoryStore();
   const outcome = await writeBatch(deliveries(Buffer.from('{"x":1}'), envelope('m-1')), options(store));
-  assert.deepEqual(outcome, { stored: 1, duplicates: 0, deadLetters: 1 });
+  assert.deepEqual(counted(outcome), { stored: 1, duplicates: 0, deadLetters: 1, kept: ['m-1'] });
   const [letter] = store.deadLetters.values();
   assert.equal(letter?.deviceId, '');
   assert.match(letter?.messageId ?? '', /^[0-9a-f]{64}$/);
@@ -95,7 +98,7 @@ test('each dead letter is handed on once, after it is in the table, however ofte
   const onDeadLetter = (letter: DeadLetter) => announced.push([letter.deviceId, letter.messageId, store.deadLetters.has(JSON.stringify([letter.deviceId, letter.messageId]))]);
   const batch = deliveries(envelope('a-1'), envelope('bad', { x: '\u0000' }, 'dev-poison'), Buffer.from('not json'));
   const outcome = await writeBatch(batch, { ...options(store), onDeadLetter });
-  assert.deepEqual(outcome, { stored: 1, duplicates: 0, deadLetters: 2 });
+  assert.deepEqual(counted(outcome), { stored: 1, duplicates: 0, deadLetters: 2, kept: ['a-1'] });
   assert.equal(store.insertAttempts, 5, 'two failed attempts, then the batch and its two halves one by one');
   assert.equal(announced.length, 2);
   assert.match(announced[0]![1], /^[0-9a-f]{64}$/, 'the message that is no envelope, by its hash');

@@ -37,8 +37,8 @@ test('database-roles.sh grants each component role rights on the schema\'s table
     assert.match(grant.rights, /^(SELECT|INSERT|UPDATE|DELETE)(, (SELECT|INSERT|UPDATE|DELETE))*$/, 'row rights only');
   }
   const granted = (role: string) => grants.filter((g) => g.roles.includes(role)).flatMap((g) => g.tables.flatMap((table) => g.rights.split(', ').map((right) => `${right} ${table}`))).sort();
-  assert.deepEqual(granted(DATABASE_ROLES.core), ['DELETE devices', 'INSERT devices', 'SELECT devices', 'SELECT telemetry', 'UPDATE devices']);
-  assert.deepEqual(granted(DATABASE_ROLES.processing), ['DELETE dead_letters', 'DELETE telemetry', 'INSERT dead_letters', 'INSERT telemetry', 'SELECT dead_letters', 'SELECT telemetry']);
+  assert.deepEqual(granted(DATABASE_ROLES.core), ['DELETE applications', 'DELETE devices', 'INSERT applications', 'INSERT devices', 'SELECT applications', 'SELECT device_connections', 'SELECT devices', 'SELECT telemetry', 'UPDATE devices']);
+  assert.deepEqual(granted(DATABASE_ROLES.processing), ['DELETE dead_letters', 'DELETE telemetry', 'INSERT dead_letters', 'INSERT device_connections', 'INSERT telemetry', 'SELECT dead_letters', 'SELECT device_connections', 'SELECT telemetry', 'UPDATE device_connections']);
   for (const role of Object.values(DATABASE_ROLES)) {
     assert.match(script, new RegExp(`^ALTER ROLE ${role} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT PASSWORD :'\\w+';$`, 'm'), role);
   }

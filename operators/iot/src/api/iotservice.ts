@@ -66,7 +66,7 @@ export const DEFAULT_STORAGE = '1Gi';
 export const STORAGE_PATTERN = `^$|^${EPHEMERAL_STORAGE}$|${QUANTITY_PATTERN}`;
 
 /** Keys of config.yml that the operator writes itself; `spec.config` may not set them in any spelling. */
-export const RESERVED_CONFIG_KEYS: readonly string[] = ['instance', 'landscape', 'namespace', 'version', 'endpoints', 'stream', 'retention'];
+export const RESERVED_CONFIG_KEYS: readonly string[] = ['instance', 'landscape', 'namespace', 'version', 'endpoints', 'stream', 'retention', 'events'];
 
 /** A `spec.config` key: letters, digits, '.', '_' and '-', starting and ending with a letter or digit. */
 export const CONFIG_KEY_PATTERN = '^[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$';
@@ -214,6 +214,14 @@ const RETENTION_UNIT_SECONDS: Readonly<Record<string, number>> = { s: 1, m: 60, 
 export const retentionWellFormed: CelRule = {
   rule: `self.matches('${RETENTION_PATTERN}')`,
   message: 'retention must be a whole number of s, m, h or d, e.g. 30d',
+};
+
+/** How far back applications can resume the event stream by default: a day. */
+export const DEFAULT_EVENT_RETENTION = '1d';
+
+export const eventRetentionWellFormed: CelRule = {
+  rule: retentionWellFormed.rule,
+  message: 'eventRetention must be a whole number of s, m, h or d, e.g. 1d',
 };
 
 /** The seconds a valid retention (`30d`, `12h`) stands for; throws for any other text. */
@@ -364,7 +372,7 @@ const componentDescription: Readonly<Record<ComponentName, string>> = {
   processing: 'Message processing pipeline: a Deployment without a Service.',
   broker: 'Message broker (NATS JetStream): a StatefulSet, a headless Service (client 4222, cluster 6222, monitor 8222) and the ClusterIP Service broker-client (4222).',
   database:
-    "Time-series store (PostgreSQL): a StatefulSet, a headless Service (5432) and the ClusterIP Service database-client (5432, the primary's); with 3 replicas Patroni elects the primary, with the pods' ServiceAccount database.",
+    "Time-series store (PostgreSQL): StatefulSet database and Service database-client (5432, the primary); with 3 replicas Patroni elects the primary.",
 };
 
 /** The most `spec.gateway.connections` may be: the largest int32. */
@@ -665,6 +673,14 @@ export const IoTServiceSpecSchema = Type.Object(
         'x-kubernetes-validations': [retentionWellFormed],
       }),
     ),
+    eventRetention: Type.Optional(
+      Type.String({
+        pattern: RETENTION_PATTERN,
+        default: DEFAULT_EVENT_RETENTION,
+        description: 'How far back GET /v1/stream resumes: s, m, h or d.',
+        errorMessage: eventRetentionWellFormed.message,
+      }),
+    ),
     backup: Type.Optional(BackupSpecSchema),
     restore: Type.Optional(RestoreSpecSchema),
     egress: Type.Optional(
@@ -759,7 +775,7 @@ const GatewayStatusSchema = Type.Object(
       Type.Object(
         {
           caCertificate: Type.String({
-            description: "The CA certificate (PEM) devices trust the gateway by — the instance CA's, or with spec.gateway.tls.issuerRef the issuer's (ca.crt of what cert-manager issued); also in ConfigMap gateway-ca (ca.crt) of the instance namespace.",
+            description: "The CA certificate (PEM) devices trust the gateway by: the instance CA's or the issuer's; also in ConfigMap gateway-ca.",
           }),
           notAfter: Type.String({ description: "RFC 3339 time the gateway's server certificate expires; it is renewed 30 days before (by cert-manager with spec.gateway.tls.issuerRef)." }),
         },
@@ -849,6 +865,7 @@ export type Quantity = Static<typeof QuantitySchema>;
 export type DefaultedIoTServiceSpec = IoTServiceSpec & {
   paused: boolean;
   retention: string;
+  eventRetention: string;
   gateway: Static<typeof GatewaySpecSchema> & {
     replicas: number;
     protocols: GatewayProtocol[];

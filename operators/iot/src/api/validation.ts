@@ -25,6 +25,7 @@ import {
   deviceSourcesAreCidrs,
   egressCidr,
   retentionWellFormed,
+  eventRetentionWellFormed,
   storageClassNeedsVolume,
   TLS_HOSTNAME_PATTERN,
   tlsHostnamesWellFormed,
@@ -70,6 +71,11 @@ const crossFieldChecks: ReadonlyArray<{ path: string; message: string; holds: (s
     path: 'spec.retention',
     message: retentionWellFormed.message,
     holds: (spec) => new RegExp(RETENTION_PATTERN).test(spec.retention),
+  },
+  {
+    path: 'spec.eventRetention',
+    message: eventRetentionWellFormed.message,
+    holds: (spec) => new RegExp(RETENTION_PATTERN).test(spec.eventRetention),
   },
   {
     path: 'spec.gateway.deviceSources',

@@ -4,11 +4,12 @@
  * Guarantees: config.yml holds the instance id, landscape, namespace, version, the in-namespace
  * endpoints of broker (NATS client port), database and core, `stream`: the replicas and the
  * size limit (`maxBytes`) of the broker's telemetry stream, and `retention`: how long telemetry is
- * kept (`seconds`, from `spec.retention`), followed by `spec.config` (keys sorted; the schema
+ * kept (`seconds`, from `spec.retention`), and `events` (`seconds`, from `spec.eventRetention`,
+ * only when it is not the data plane's default of a day), followed by `spec.config` (keys sorted; the schema
  * forbids overriding the operator's keys in any spelling). Every key and every string value is
  * written as a double-quoted YAML scalar, so no `spec.config` entry can become YAML syntax (`<<` a
- * merge key, `yes` a boolean, `~` null) for any reader; the numbers of `stream` and `retention`
- * are plain YAML integers. Rendering is deterministic: the same instance gives
+ * merge key, `yes` a boolean, `~` null) for any reader; the numbers of `stream`, `retention`
+ * and `events` are plain YAML integers. Rendering is deterministic: the same instance gives
  * byte-identical text. `configChecksum` depends only on the ConfigMap data, so it changes exactly
  * when the configuration changes; it is put on the pod templates of the components that read
  * config.yml (gateway, core, processing) to roll them on a change (subPath mounts do not see
@@ -89,6 +90,19 @@ export function retentionSettings(instance: Instance): RetentionSettings {
   return { seconds: retentionSeconds(instance.spec.retention) };
 }
 
+/** The data plane's own default for how long the event stream is kept (workloads/iot-service/src/shared/config.ts). */
+const DATA_PLANE_EVENT_SECONDS = 86_400;
+
+/**
+ * How long the broker keeps the event stream applications follow: `spec.eventRetention` in
+ * seconds; undefined when that is the data plane's own default (a day), so config.yml — and the
+ * pods, which roll when it changes — stay as they were for every instance that keeps the default.
+ */
+export function eventSettings(instance: Instance): RetentionSettings | undefined {
+  const seconds = retentionSeconds(instance.spec.eventRetention);
+  return seconds === DATA_PLANE_EVENT_SECONDS ? undefined : { seconds };
+}
+
 /** The text of config.yml. */
 export function renderConfigYaml(instance: Instance, kept: KeptEmptyDirs = new Set()): string {
   const user = instance.spec.config ?? {};
@@ -101,6 +115,8 @@ export function renderConfigYaml(instance: Instance, kept: KeptEmptyDirs = new S
     stream: streamSettings(instance, dataVolume(instance, 'broker', kept)),
     retention: retentionSettings(instance),
   };
+  const events = eventSettings(instance);
+  if (events) document.events = events;
   for (const key of Object.keys(user).sort()) document[key] = user[key];
   return (
     `# Managed by iot-operator for IoTService ${instance.id}; set spec.config instead of editing.\n` +

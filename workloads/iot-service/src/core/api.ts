@@ -3,7 +3,8 @@
  * credential check.
  *
  * Guarantees: every route requires `Authorization: Bearer <token>` (compared in constant time) and
- * answers 401 without it or with another token, before reading the body. Two tokens are known:
+ * answers 401 without it or with another token, before reading the body. Besides applications'
+ * tokens (below), two tokens are known:
  * the api token (iot-credentials `api-token`), good for every route, and the device-check token
  * (`device-check-token`, the gateway's), good for `POST /v1/internal/device-auth` alone — with it
  * any other route, method or path answers 401, so a gateway can verify devices and do nothing
@@ -12,6 +13,9 @@
  *   the same id again → 409; a malformed id → 400.
  * - `POST /v1/devices/<id>/password` → 200 `{"id","password"}`: a fresh password replaces the
  *   device's (the old one is refused from then on); unknown device → 404.
+ * - `GET /v1/devices/<id>` → 200 `{"id","connected","lastSeen"}`: whether a gateway holds an
+ *   MQTT connection of the device open, and the latest of its connection transitions and stored
+ *   telemetry (null if none); unknown device → 404.
  * - `DELETE /v1/devices/<id>` → 204: the device leaves the registry and is refused from then on;
  *   its stored telemetry stays, readable below until retention deletes it; unknown device → 404.
  *   Both changes are announced to every gateway (device-notices.ts) once stored and answered
@@ -35,6 +39,10 @@
  *   once, so none waits much more than eight checks) wait; beyond that → 503 with
  *   `Retry-After: 1` at once.
  *   A check whose request was closed by the gateway (its timeout) while waiting is not computed.
+ * - Applications (applications.ts): `POST /v1/applications`, `DELETE /v1/applications/<id>`
+ *   with the api token; an application's own token is good for the read-only routes alone
+ *   (others → 403) and refused (401) once revoked. `GET /v1/stream`: the events as Server-Sent
+ *   Events (event-stream.ts), for an application token or the api token.
  * Anything else → 404 (405 for a known path with another method). Errors of the store → 500
  * without detail in the response (logged).
  */
@@ -43,23 +51,27 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import { availableParallelism } from 'node:os';
 import { HttpError, parseBearer, readJson, sameSecret, sendError, sendJson } from '../shared/http.ts';
 import type { Logger } from '../shared/log.ts';
-import type { DeviceStore, TelemetryCursor } from '../shared/store.ts';
+import type { ApplicationStore, DeviceStore, TelemetryCursor } from '../shared/store.ts';
 import { isDeviceId, isMessageId } from '../shared/telemetry.ts';
+import { applicationMayUse, authenticateApplication, issueApplication, revokeApplication } from './applications.ts';
 import { Bounded, BusyError } from './bounded.ts';
 import type { DeviceChangeAnnouncer } from './device-notices.ts';
+import type { EventStreams } from './event-stream.ts';
 import { generatePassword, hashPassword, verifyPassword } from './passwords.ts';
 
 export const DEFAULT_TELEMETRY_LIMIT = 100;
 export const MAX_TELEMETRY_LIMIT = 1000;
 
 export interface CoreApiOptions {
-  store: DeviceStore;
+  store: DeviceStore & ApplicationStore;
   /** Good for every route. */
   apiToken: string;
   /** Good for `POST /v1/internal/device-auth` only. */
   deviceCheckToken: string;
   /** Tells the gateways of a device's reset or deletion. */
   notices: DeviceChangeAnnouncer;
+  /** `GET /v1/stream` (event-stream.ts). */
+  events: EventStreams;
   log: Logger;
   checks?: { concurrency: number; maxQueued: number };
 }
@@ -101,7 +113,7 @@ async function bodyObject(req: IncomingMessage): Promise<Record<string, unknown>
 }
 
 export function createCoreApi(options: CoreApiOptions): RequestListener {
-  const { store, apiToken, deviceCheckToken, notices, log } = options;
+  const { store, apiToken, deviceCheckToken, notices, events, log } = options;
   const concurrency = options.checks?.concurrency ?? Math.min(4, availableParallelism());
   const checks = new Bounded(concurrency, options.checks?.maxQueued ?? 8 * concurrency);
 
@@ -137,6 +149,12 @@ export function createCoreApi(options: CoreApiOptions): RequestListener {
     if (!deleted) throw new HttpError(404, `no device ${deviceId}`);
     log.info('device deleted', { device: deviceId });
     res.writeHead(204).end();
+  }
+
+  async function showDevice(deviceId: string, res: ServerResponse): Promise<void> {
+    const state = isDeviceId(deviceId) ? await store.deviceState(deviceId) : undefined;
+    if (!state) throw new HttpError(404, `no device ${deviceId}`);
+    sendJson(res, 200, state);
   }
 
   async function deviceTelemetry(deviceId: string, url: URL, res: ServerResponse): Promise<void> {
@@ -175,13 +193,34 @@ export function createCoreApi(options: CoreApiOptions): RequestListener {
     const token = parseBearer(req.headers.authorization);
     const admin = token !== undefined && sameSecret(token, apiToken);
     const deviceCheck = !admin && token !== undefined && sameSecret(token, deviceCheckToken) && method === 'POST' && url.pathname === '/v1/internal/device-auth';
-    if (!admin && !deviceCheck) throw new HttpError(401, 'a valid Authorization: Bearer <api token> is required');
+    const application = admin || deviceCheck || token === undefined ? undefined : await authenticateApplication(token, store);
+    if (!admin && !deviceCheck && application === undefined) throw new HttpError(401, 'a valid Authorization: Bearer <api token> is required');
+    if (application !== undefined && !applicationMayUse(method, url.pathname)) {
+      throw new HttpError(403, 'an application token is good for reading only: GET /v1/stream, /v1/devices/<id>, /v1/devices/<id>/telemetry');
+    }
     const only = (allowed: string) => {
       if (method !== allowed) throw new HttpError(405, `use ${allowed}`);
     };
     if (url.pathname === '/v1/devices') {
       only('POST');
       return registerDevice(req, res);
+    }
+    if (url.pathname === '/v1/stream') {
+      only('GET');
+      const follower = application ?? 'api-token';
+      return events.serve(req, res, url, {
+        application: follower,
+        stillAllowed: async () => application === undefined || (token !== undefined && (await authenticateApplication(token, store)) !== undefined),
+      });
+    }
+    if (url.pathname === '/v1/applications') {
+      only('POST');
+      return issueApplication(req, res, store, log);
+    }
+    const applicationPath = /^\/v1\/applications\/([^/]+)$/.exec(url.pathname);
+    if (applicationPath?.[1]) {
+      only('DELETE');
+      return revokeApplication(decodePathSegment(applicationPath[1]), res, store, log);
     }
     if (url.pathname === '/v1/internal/device-auth') {
       only('POST');
@@ -199,7 +238,8 @@ export function createCoreApi(options: CoreApiOptions): RequestListener {
     }
     const device = /^\/v1\/devices\/([^/]+)$/.exec(url.pathname);
     if (device?.[1]) {
-      only('DELETE');
+      if (method === 'GET') return showDevice(decodePathSegment(device[1]), res);
+      if (method !== 'DELETE') throw new HttpError(405, 'use GET or DELETE');
       return deleteDevice(decodePathSegment(device[1]), res);
     }
     throw new HttpError(404, 'not found');

@@ -10,7 +10,8 @@
  * there (broker-resources.ts) and announces device changes there (device-notices.ts); the broker
  * is no part of readiness (registration, the telemetry query and the gateway's device check need
  * none), only a password reset or device deletion waits for it (503 without). On SIGTERM it turns
- * unready, stops accepting, finishes open requests, says farewell on the broker and disconnects,
+ * unready, ends the open event streams (event-stream.ts: their applications reconnect to another
+ * replica and resume), stops accepting, finishes open requests, says farewell on the broker and disconnects,
  * and closes the database pool.
  */
 
@@ -29,6 +30,7 @@ import { serviceVersion } from '../shared/version.ts';
 import { createCoreApi } from './api.ts';
 import { keepBrokerResources } from './broker-resources.ts';
 import { DeviceNotices } from './device-notices.ts';
+import { EventStreams } from './event-stream.ts';
 import { CORE_API_PORT, HEALTH_PORT, LISTEN_HOST } from '../shared/ports.ts';
 
 const log = createLogger('core');
@@ -58,9 +60,10 @@ await startComponent(log, version, async () => {
     { host: LISTEN_HOST, port: HEALTH_PORT },
   );
   const notices = new DeviceNotices({ log });
-  const api = createServer(createCoreApi({ store, apiToken, deviceCheckToken, notices, log }));
-
   let broker: NatsConnection | undefined;
+  const events = new EventStreams({ broker: () => broker, log });
+  const api = createServer(createCoreApi({ store, apiToken, deviceCheckToken, notices, events, log }));
+
   const brokerConnected = retry(() => connectBroker({ broker: config.endpoints.broker, user: BROKER_USERS.core, password: brokerPassword, name: `core-${hostname()}` }), {
     signal: stopping.signal,
     onFailure: (error, failures) => log.warn('broker not reachable; device changes wait for it', { error, failures }),
@@ -68,14 +71,14 @@ await startComponent(log, version, async () => {
     if (stopping.signal.aborted) return connection.close();
     broker = connection;
     notices.attach(connection);
-    keepBrokerResources(connection, { stream: config.stream, log, signal: stopping.signal });
+    keepBrokerResources(connection, { stream: config.stream, events: config.events, log, signal: stopping.signal });
     log.info('connected to the broker');
   });
   brokerConnected.catch((error: unknown) => {
     if (!stopping.signal.aborted) log.error('cannot connect to the broker', { error });
   });
 
-  const serving = retry(() => store.reachesTables(['devices', 'telemetry']), {
+  const serving = retry(() => store.reachesTables(['devices', 'telemetry', 'applications', 'device_connections']), {
     signal: stopping.signal,
     onFailure: (error, failures) => log.warn('database not ready; retrying', { error, failures }),
   }).then(async () => {
@@ -93,6 +96,7 @@ await startComponent(log, version, async () => {
     stop: async () => {
       health.stopping();
       stopping.abort(new Error('stopping'));
+      events.close();
       if (api.listening) await closeServer(api);
       await notices.close();
       await broker?.close();

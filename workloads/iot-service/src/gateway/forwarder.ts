@@ -33,6 +33,8 @@ export class BacklogFullError extends Error {}
 
 export interface BrokerLink {
   forward: Forward;
+  /** The JetStream client once connected (connection-events.ts publishes with it). */
+  jetstream(): JetStreamClient | undefined;
   connected(): boolean;
   close(): Promise<void>;
 }
@@ -99,6 +101,7 @@ export function connectBrokerLink(options: BrokerLinkOptions): BrokerLink {
         throw error;
       }
     },
+    jetstream: () => js,
     connected: () => streamReady && link.up,
     close: async () => {
       closing.abort(new Error('closing'));

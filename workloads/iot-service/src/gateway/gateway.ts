@@ -15,7 +15,7 @@
  * again; `forgetLogins` (a change may have been missed) forgets every cached login, leaving
  * connections open; `trackDeviceChanges` makes the tracker (device-changes.ts) that hands core's
  * notices to both, logging each. `close` stops accepting, closes device connections, and stops
- * following the certificate.
+ * following the certificate; closing again waits for the same.
  */
 
 import { createServer as createHttpServer } from 'node:http';
@@ -24,6 +24,7 @@ import { createServer as createNetServer, type AddressInfo, type Server } from '
 import { createServer as createTlsServer } from 'node:tls';
 import type { Logger } from '../shared/log.ts';
 import { closeServer, listenOn } from '../shared/net.ts';
+import type { ConnectionSink } from './connection-events.ts';
 import { countConnections } from './connections.ts';
 import { DeviceChangeTracker } from './device-changes.ts';
 import { DeviceAuthenticator, type DeviceAuthenticatorOptions, type DeviceCheck } from './devices.ts';
@@ -53,6 +54,8 @@ export interface GatewayOptions {
   login?: DeviceLoginOptions;
   messageRate?: TokenBuckets;
   connectRate?: TokenBuckets;
+  /** Told of MQTT connections opened, ended and refused (connection-events.ts). */
+  connections?: ConnectionSink;
 }
 
 export interface Gateway {
@@ -89,7 +92,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     protocols.has('mqtts') || protocols.has('https')
       ? new GatewayCertificate({ dir: options.tlsDir, log, pollMs: options.tlsPollMs, onRefused: () => metrics.refused('certificate') })
       : undefined;
-  const mqtt = protocols.has('mqtt') || protocols.has('mqtts') ? await createMqttAdapter({ ...shared, connectRate: options.connectRate ?? connectRate(), backlogWaitMs: options.backlogWaitMs }) : undefined;
+  const mqtt = protocols.has('mqtt') || protocols.has('mqtts') ? await createMqttAdapter({ ...shared, connectRate: options.connectRate ?? connectRate(), backlogWaitMs: options.backlogWaitMs, connections: options.connections }) : undefined;
   const http = protocols.has('http') || protocols.has('https') ? createHttpAdapter(shared) : undefined;
 
   const servers = new Map<ServedProtocol, Server>();
@@ -106,6 +109,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     await listenOn(server, { host: options.host, port: options.ports[protocol] });
     ports[protocol] = (server.address() as AddressInfo).port;
   }
+  let closing: Promise<void> | undefined;
   return {
     ports,
     metrics,
@@ -115,11 +119,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       mqtt?.disconnect(deviceId);
     },
     forgetLogins: () => devices.forgetAll(),
-    close: async () => {
-      certificate?.close();
-      const closed = Promise.all([...servers.values()].map((server) => closeServer(server)));
-      await mqtt?.close(); // ends MQTT connections, which closing their servers waits for; HTTP finishes open requests
-      await closed;
-    },
+    close: () =>
+      (closing ??= (async () => {
+        certificate?.close();
+        const closed = Promise.all([...servers.values()].map((server) => closeServer(server)));
+        await mqtt?.close(); // ends MQTT connections, which closing their servers waits for; HTTP finishes open requests
+        await closed;
+      })()),
   };
 }

@@ -14,8 +14,10 @@
  * stored, so serving before the broker is connected loses nothing. It follows core's
  * device-change notices on the broker (device-changes.ts): a device whose password was reset or
  * which was deleted has its cached logins forgotten and its MQTT connection closed, and every
- * cached login is forgotten when a notice may have been missed. On SIGTERM it turns unready,
- * stops accepting devices, finishes open requests and disconnects from the broker.
+ * cached login is forgotten when a notice may have been missed. It publishes each device's MQTT
+ * connection events (connection-events.ts). On SIGTERM it turns unready, stops accepting devices,
+ * finishes open requests, publishes its devices' disconnects (for at most 5 s) and disconnects
+ * from the broker.
  */
 
 import { hostname } from 'node:os';
@@ -26,6 +28,7 @@ import { createLogger } from '../shared/log.ts';
 import { tcpReachable } from '../shared/net.ts';
 import { GATEWAY_HTTP_PORT, GATEWAY_HTTPS_PORT, GATEWAY_MQTT_PORT, GATEWAY_MQTTS_PORT, HEALTH_PORT, LISTEN_HOST } from '../shared/ports.ts';
 import { serviceVersion } from '../shared/version.ts';
+import { ConnectionEvents } from './connection-events.ts';
 import { coreDeviceCheck } from './devices.ts';
 import { connectBrokerLink } from './forwarder.ts';
 import { startGateway, trackDeviceChanges, type Gateway } from './gateway.ts';
@@ -48,6 +51,7 @@ await startComponent(log, version, async () => {
     onError: (error) => log.warn('broker not ready', { error }),
     deviceChanges,
   });
+  const connections = new ConnectionEvents({ js: broker.jetstream, log });
   gateway = await startGateway({
     protocols,
     host: LISTEN_HOST,
@@ -57,6 +61,7 @@ await startComponent(log, version, async () => {
     log,
     tlsDir: process.env.IOT_GATEWAY_TLS_DIR || DEFAULT_TLS_DIR,
     maxConnections: maxConnections(),
+    connections,
   });
   const health = await startHealthServer(
     {
@@ -79,6 +84,8 @@ await startComponent(log, version, async () => {
     stop: async () => {
       health.stopping();
       await gateway.close();
+      await connections.flush(5_000);
+      connections.close();
       await broker.close();
       await health.close();
     },

@@ -26,7 +26,9 @@
  * to `backlogWaitMs` (default 30 s); when forwarding still fails the connection is closed without
  * PUBACK, so the device sends it again. A packet announcing more than MAX_MQTT_PACKET_BYTES closes
  * the connection before its body is read (mqtt-packet-limit.ts), authenticated or not.
- * Subscriptions are refused (SUBACK 128): devices only send telemetry here. `disconnect(id)`
+ * Subscriptions are refused (SUBACK 128): devices only send telemetry here. Each connection's
+ * opening and end (clean only after the device's DISCONNECT) and each refused login are told to
+ * `connections` (connection-events.ts). `disconnect(id)`
  * closes the device's open connection, if any (its password was reset or it was deleted).
  */
 
@@ -35,6 +37,7 @@ import type { Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../shared/log.ts';
 import { isPayload, newMessageId, parseDeviceTopic, unstorable, type TelemetryEnvelope } from '../shared/telemetry.ts';
+import type { ConnectionSink } from './connection-events.ts';
 import { BacklogFullError, type Forward } from './forwarder.ts';
 import type { DeviceLogin } from './login.ts';
 import type { GatewayMetrics, RefusalReason } from './metrics.ts';
@@ -52,6 +55,8 @@ export interface MqttAdapterOptions {
   /** Bans device ids that connect too often. */
   connectRate: TokenBuckets;
   backlogWaitMs?: number;
+  /** Told each connection's opening and end and each refused login (connection-events.ts). */
+  connections?: ConnectionSink;
 }
 
 /** Forwards `envelope`, offering it again while the stream is full, for at most `waitMs`. */
@@ -100,7 +105,7 @@ function parsePayload(bytes: Buffer): unknown {
 }
 
 export async function createMqttAdapter(options: MqttAdapterOptions): Promise<MqttAdapter> {
-  const { login, forward, log, metrics, messageRate, connectRate } = options;
+  const { login, forward, log, metrics, messageRate, connectRate, connections } = options;
   const backlogWaitMs = options.backlogWaitMs ?? 30_000;
   const deviceOf = new WeakMap<Client, string>();
   /** Devices whose connection the gateway closed for the broker's sake: their next login is no flap. */
@@ -136,6 +141,7 @@ export async function createMqttAdapter(options: MqttAdapterOptions): Promise<Mq
           if ('refused' in outcome) {
             metrics.refused(outcome.refused);
             log.warn('mqtt device refused', { device: username ?? client.id, clientId: client.id, reason: outcome.reason });
+            connections?.refused(username ?? client.id);
             return done(Object.assign(new Error(outcome.reason), { returnCode: RETURN_CODES[outcome.refused] }) as AuthenticateError, false);
           }
           deviceOf.set(client, outcome.id);
@@ -181,13 +187,20 @@ export async function createMqttAdapter(options: MqttAdapterOptions): Promise<Mq
 
   /** The open connection of each device (its client id is its id, so it has at most one). */
   const connected = new Map<string, Client>();
+  const connectionOf = new WeakMap<Client, string>();
   broker.on('client', (client) => {
     const deviceId = deviceOf.get(client);
-    if (deviceId !== undefined) connected.set(deviceId, client);
+    if (deviceId === undefined) return;
+    connected.set(deviceId, client);
+    if (connections) connectionOf.set(client, connections.connected(deviceId));
   });
   broker.on('clientDisconnect', (client) => {
     const deviceId = deviceOf.get(client);
-    if (deviceId !== undefined && connected.get(deviceId) === client) connected.delete(deviceId);
+    if (deviceId === undefined) return;
+    if (connected.get(deviceId) === client) connected.delete(deviceId);
+    const connectionId = connectionOf.get(client);
+    // aedes sets _disconnected only when the client sent DISCONNECT.
+    if (connectionId !== undefined) connections?.disconnected(deviceId, connectionId, (client as unknown as { _disconnected?: boolean })._disconnected === true);
   });
 
   return {

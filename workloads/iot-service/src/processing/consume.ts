@@ -6,7 +6,8 @@
  * it, core/broker-resources.ts: processing's broker user may only use it, image/broker.sh),
  * looking again every second; every processing replica shares that consumer, each message going
  * to one of them. It then writes what it is handed with writer.ts's `consumeInBatches` and
- * `writeBatch`, acknowledging each message after its batch committed, and calls `onConsuming`
+ * `writeBatch`, publishing the batch's stored telemetry to the stream EVENTS
+ * (telemetry-events.ts) and acknowledging each message only after both, and calls `onConsuming`
  * once it consumes. A dead letter, once in the table, is announced in the stream `DEAD_LETTERS`
  * (dead-letter-notices.ts; a notice the broker refuses — the stream missing — is logged while
  * consuming goes on). A consumer the broker lost meanwhile is pulled from again once core made it
@@ -22,7 +23,8 @@ import type { Logger } from '../shared/log.ts';
 import { retry } from '../shared/retry.ts';
 import type { TelemetryStore } from '../shared/store.ts';
 import { deadLetterNotices } from './dead-letter-notices.ts';
-import { consumeInBatches, writeBatch, type WriteProgress } from './writer.ts';
+import { publishTelemetryEvents } from './telemetry-events.ts';
+import { consumeInBatches, writeBatch, type Delivery, type WriteProgress } from './writer.ts';
 
 /** Most messages written in one statement. */
 export const MAX_BATCH = 500;
@@ -53,7 +55,11 @@ export async function consumeTelemetry(connection: NatsConnection, options: Cons
   signal.addEventListener('abort', stop, { once: true });
   options.onConsuming?.();
   log.info('consuming', { stream: TELEMETRY_STREAM, consumer: PROCESSING_CONSUMER });
-  await consumeInBatches(messages, (batch) => writeBatch(batch, { store, log, signal, delayMs: options.delayMs, onDeadLetter }), { maxBatch: MAX_BATCH, signal, progress: options.progress });
+  const write = async (batch: Delivery[]) => {
+    const { kept } = await writeBatch(batch, { store, log, signal, delayMs: options.delayMs, onDeadLetter });
+    await publishTelemetryEvents(connection, kept, { log, signal, onRetry: () => batch.forEach((delivery) => delivery.working()) });
+  };
+  await consumeInBatches(messages, write, { maxBatch: MAX_BATCH, signal, progress: options.progress });
   signal.removeEventListener('abort', stop);
   if (!signal.aborted) throw new Error('the broker ended the consumer');
 }

@@ -9,11 +9,12 @@
  * with no batch written: a database that answers but stores nothing, a full disk say, makes
  * processing unready, so the instance is not reported Available); waits until it reaches its
  * tables (telemetry, dead_letters: the database image makes them), retrying, before it connects
- * to the broker, then consumes the telemetry stream as consume.ts says, and deletes telemetry
+ * to the broker, then consumes the telemetry stream as consume.ts says, keeps devices' connection states as
+ * connection-state.ts says, and deletes telemetry
  * older than config.yml's retention as retention.ts says. Messages published while processing is away wait
  * in the stream. On SIGTERM it turns unready, acknowledges nothing more, disconnects
  * and closes the database pool; what it had not acknowledged is handed out again. If the broker
- * ends its consumer otherwise, it exits 1 (and is restarted).
+ * ends either consumer otherwise, it exits 1 (and is restarted).
  */
 
 import { hostname } from 'node:os';
@@ -28,6 +29,7 @@ import { retry } from '../shared/retry.ts';
 import { createPool, PostgresStore } from '../shared/store.ts';
 import { serviceVersion } from '../shared/version.ts';
 import { consumeTelemetry } from './consume.ts';
+import { keepConnectionState } from './connection-state.ts';
 import { WriteProgress } from './writer.ts';
 import { keepRetention } from './retention.ts';
 
@@ -66,14 +68,17 @@ await startComponent(log, version, async () => {
   );
 
   const running = (async () => {
-    await retry(() => store.reachesTables(['telemetry', 'dead_letters']), {
+    await retry(() => store.reachesTables(['telemetry', 'dead_letters', 'device_connections']), {
       signal: stopping.signal,
       onFailure: (error, failures) => log.warn('database not ready; retrying', { error, failures }),
     });
     keepRetention({ store, seconds: config.retention.seconds, log, signal: stopping.signal });
     connection = await connectBroker({ broker: config.endpoints.broker, user: BROKER_USERS.processing, password: credential('IOT_BROKER_PROCESSING_PASSWORD'), name: `processing-${hostname()}` });
     link = watchLink(connection);
-    await consumeTelemetry(connection, { store, log, signal: stopping.signal, progress, onConsuming: () => (consuming = true) });
+    await Promise.all([
+      consumeTelemetry(connection, { store, log, signal: stopping.signal, progress, onConsuming: () => (consuming = true) }),
+      keepConnectionState(connection, { store, log, signal: stopping.signal }),
+    ]);
   })();
   running.catch((error: unknown) => {
     if (stopping.signal.aborted) return;

@@ -63,6 +63,8 @@ export interface BatchOutcome {
   duplicates: number;
   /** Messages kept in the dead-letter table. */
   deadLetters: number;
+  /** The envelopes in the telemetry table now (stored by this batch or before), in the batch's order. */
+  kept: TelemetryEnvelope[];
 }
 
 function errorText(error: unknown): string {
@@ -106,7 +108,9 @@ export async function writeBatch(deliveries: readonly Delivery[], options: Write
       const { stored, refused } = items.length > 0 ? await insertOrSetAside(options.store, items) : { stored: 0, refused: [] };
       const deadLetters = [...malformed, ...refused];
       for (const letter of deadLetters) await options.store.deadLetter(letter);
-      return { stored, duplicates: items.length - stored - refused.length, deadLetters };
+      const refusedKeys = new Set(refused.map((letter) => `${letter.deviceId}/${letter.messageId}`));
+      const kept = items.map((i) => i.envelope).filter((e) => !refusedKeys.has(`${e.deviceId}/${e.messageId}`));
+      return { stored, duplicates: items.length - stored - refused.length, deadLetters, kept };
     },
     {
       signal: options.signal,
@@ -121,7 +125,7 @@ export async function writeBatch(deliveries: readonly Delivery[], options: Write
     options.log.error('message set aside: the database cannot store it', { device: letter.deviceId, messageId: letter.messageId, error: letter.error });
     options.onDeadLetter?.(letter);
   }
-  return { stored: outcome.stored, duplicates: outcome.duplicates, deadLetters: outcome.deadLetters.length };
+  return { stored: outcome.stored, duplicates: outcome.duplicates, deadLetters: outcome.deadLetters.length, kept: outcome.kept };
 }
 
 /** Whether writing keeps up: how long messages have waited with no batch written meanwhile. */

@@ -51,15 +51,20 @@ export const MAX_ACK_PENDING = 20_000;
 export const MAX_MESSAGE_BYTES = 128 * 1024;
 /** How long a stream remembers a message id to drop a second publish of it. */
 export const DUPLICATE_WINDOW_MS = 2 * 60_000;
-const nanos = (ms: number) => ms * 1_000_000;
+export const nanos = (ms: number) => ms * 1_000_000;
+
+/** A device id as one subject token: every `.` written `%2E`. */
+export function subjectToken(deviceId: string): string {
+  return deviceId.replaceAll('.', '%2E');
+}
 
 export function telemetrySubject(deviceId: string): string {
-  return `telemetry.${deviceId.replaceAll('.', '%2E')}`;
+  return `telemetry.${subjectToken(deviceId)}`;
 }
 
 /** Where the notice of a dead letter goes: by device, or for a message that was no envelope (no device id) on its own subject. */
 export function deadLetterSubject(deviceId: string): string {
-  return deviceId === '' ? 'deadletters.malformed' : `deadletters.refused.${deviceId.replaceAll('.', '%2E')}`;
+  return deviceId === '' ? 'deadletters.malformed' : `deadletters.refused.${subjectToken(deviceId)}`;
 }
 
 export function brokerMessageId(deviceId: string, messageId: string): string {
@@ -132,7 +137,7 @@ function deadLetterStreamSettings(stream: StreamConfig): StreamSettings {
   };
 }
 
-type StreamSettings = Partial<JetStreamStreamConfig> & { name: string; subjects: string[] };
+export type StreamSettings = Partial<JetStreamStreamConfig> & { name: string; subjects: string[] };
 /** The settings an existing stream is updated to when they differ. */
 const COMPARED = ['num_replicas', 'max_bytes', 'max_msg_size', 'max_age', 'max_msgs'] as const;
 
@@ -140,7 +145,8 @@ function isApiError(error: unknown, code: number): boolean {
   return error instanceof JetStreamApiError && error.code === code;
 }
 
-async function ensureStream(jsm: JetStreamManager, wanted: StreamSettings): Promise<void> {
+/** Makes the stream exist with these settings, updating one made with other limits; safe from any number of processes at once. */
+export async function ensureStream(jsm: JetStreamManager, wanted: StreamSettings): Promise<void> {
   let current;
   try {
     current = (await jsm.streams.info(wanted.name)).config;

@@ -6,7 +6,9 @@
  * landscape, namespace, version, endpoints, stream, retention; further `spec.config` keys are
  * ignored) and throws a message naming the missing or malformed key otherwise; every endpoint is
  * split into host and port; `stream.replicas` is 1 or 3, and `stream.maxBytes` and
- * `retention.seconds` are positive whole numbers (a YAML number or a decimal string). `credential` returns a non-empty environment variable or throws naming it. Nothing here
+ * `retention.seconds` are positive whole numbers (a YAML number or a decimal string); the optional
+ * `events` (`seconds`, `maxBytes`, each positive whole numbers) defaults to a day and a third of
+ * `stream.maxBytes`. `credential` returns a non-empty environment variable or throws naming it. Nothing here
  * logs or returns a credential in any other form.
  */
 
@@ -39,7 +41,19 @@ export interface ServiceConfig {
   stream: StreamConfig;
   /** How long telemetry is kept (`spec.retention`). */
   retention: { seconds: number };
+  /** The events stream applications follow (shared/events.ts). */
+  events: EventsConfig;
 }
+
+export interface EventsConfig {
+  /** How long the stream keeps an event: how far back an application can resume. */
+  seconds: number;
+  /** Most bytes it holds; beyond, the oldest events go first. */
+  maxBytes: number;
+}
+
+/** How far back applications can resume when config.yml names no `events.seconds`: a day. */
+export const DEFAULT_EVENTS_SECONDS = 86_400;
 
 export interface StreamConfig {
   /** Copies of every message: 1 or 3 brokers. */
@@ -71,7 +85,7 @@ export function parseConfig(text: string): ServiceConfig {
     throw new Error('config.yml: endpoints must be a mapping');
   }
   const at = (key: string) => parseEndpoint(stringAt(endpoints as Record<string, unknown>, key, 'endpoints.'), `endpoints.${key}`);
-  return {
+  return withEvents(root, {
     instance: stringAt(root, 'instance'),
     landscape: stringAt(root, 'landscape'),
     namespace: stringAt(root, 'namespace'),
@@ -79,7 +93,23 @@ export function parseConfig(text: string): ServiceConfig {
     endpoints: { broker: at('broker'), database: at('database'), core: at('core') },
     stream: parseStream(root.stream),
     retention: parseRetention(root.retention),
-  };
+  });
+}
+
+function withEvents(root: Record<string, unknown>, config: Omit<ServiceConfig, 'events'>): ServiceConfig {
+  return { ...config, events: parseEvents(root.events, config.stream) };
+}
+
+/** Optional `events: {seconds, maxBytes}`; defaults: a day, and a third of the telemetry stream's bytes. */
+function parseEvents(value: unknown, stream: StreamConfig): EventsConfig {
+  if (value === undefined || value === null) return { seconds: DEFAULT_EVENTS_SECONDS, maxBytes: Math.floor(stream.maxBytes / 3) };
+  if (typeof value !== 'object' || Array.isArray(value)) throw new Error('config.yml: events must be a mapping');
+  const { seconds, maxBytes } = value as Record<string, unknown>;
+  const count = seconds === undefined ? DEFAULT_EVENTS_SECONDS : wholeNumber(seconds);
+  if (!(count > 0)) throw new Error(`config.yml: events.seconds must be a positive whole number, got ${JSON.stringify(seconds)}`);
+  const bytes = maxBytes === undefined ? Math.floor(stream.maxBytes / 3) : wholeNumber(maxBytes);
+  if (!(bytes > 0)) throw new Error(`config.yml: events.maxBytes must be a positive whole number of bytes, got ${JSON.stringify(maxBytes)}`);
+  return { seconds: count, maxBytes: bytes };
 }
 
 function parseRetention(value: unknown): { seconds: number } {

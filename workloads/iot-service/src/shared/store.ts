@@ -19,7 +19,10 @@
  * more than `seconds` ago, in one short statement through an index on the time, and returns how
  * many it deleted, so retention never holds long locks. `createDevice` of an existing id
  * returns false and leaves the device unchanged; `setPasswordHash` replaces a device's hash and
- * `deleteDevice` removes the device from the registry, each false for an unknown id. Deleting a
+ * `deleteDevice` removes the device from the registry, each false for an unknown id; so do
+ * `createApplication` and `deleteApplication` for applications' token hashes. `recordConnection`
+ * keeps a device's connection state from the gateways' connection events (a refused login
+ * changes nothing) and `deviceState` reads it, with the newest telemetry, for a registered device. Deleting a
  * device leaves its telemetry and dead letters where they are (retention deletes them in time).
  * A connection whose statement failed for anything but its data (store.ts `query`: a server
  * gone, a former primary turned read-only standby, a statement past STATEMENT_TIMEOUT_MS) is
@@ -35,6 +38,7 @@
 import pg from 'pg';
 import { DATABASE_NAME, type Endpoint } from './config.ts';
 import type { Logger } from './log.ts';
+import type { ConnectionEvent } from './events.ts';
 import type { Payload, TelemetryEnvelope } from './telemetry.ts';
 
 export interface TelemetryRecord {
@@ -61,6 +65,36 @@ export interface DeviceStore {
   /** False for an unknown device; its telemetry stays. */
   deleteDevice(id: string): Promise<boolean>;
   telemetry(deviceId: string, limit: number, before?: TelemetryCursor): Promise<TelemetryRecord[] | undefined>;
+  /** A registered device's connection state; undefined for an unknown device. */
+  deviceState(id: string): Promise<DeviceState | undefined>;
+}
+
+/** What core's device resource shows. */
+export interface DeviceState {
+  id: string;
+  /** A gateway holds a connection of the device open (as the gateways last told). */
+  connected: boolean;
+  /** The latest of its connection transitions and its stored telemetry's receivedAt; null if never heard of. */
+  lastSeen: string | null;
+}
+
+/** What processing keeps of connection events (connection-state.ts). */
+export interface ConnectionStateStore {
+  /**
+   * A `connected` makes its connection the device's open one unless a later transition is
+   * recorded; a `disconnected` closes it only if it is that connection; either moves lastSeen
+   * forward. Recording an event twice changes nothing more.
+   */
+  recordConnection(event: ConnectionEvent): Promise<void>;
+}
+
+/** The applications' credentials (core/applications.ts): only a hash of each token. */
+export interface ApplicationStore {
+  /** False when the id exists (nothing changed). */
+  createApplication(id: string, tokenHash: string): Promise<boolean>;
+  applicationTokenHash(id: string): Promise<string | undefined>;
+  /** False for an unknown application. */
+  deleteApplication(id: string): Promise<boolean>;
 }
 
 /** A message processing could not store: kept aside with the reason. */
@@ -87,7 +121,7 @@ export function isDataError(error: unknown): boolean {
 }
 
 /** The tables of schema.sql. */
-export const TABLES = ['devices', 'telemetry', 'dead_letters'] as const;
+export const TABLES = ['devices', 'telemetry', 'dead_letters', 'applications', 'device_connections'] as const;
 export type Table = (typeof TABLES)[number];
 
 /** A pool of connections as `user` (one of DATABASE_ROLES) to database `iot`. */
@@ -116,7 +150,7 @@ export function createPool(endpoint: Endpoint, user: string, password: string, l
 /** The longest a statement is waited for before its connection is given up (and the statement retried by its caller). */
 export const STATEMENT_TIMEOUT_MS = 15_000;
 
-export class PostgresStore implements DeviceStore, TelemetryStore {
+export class PostgresStore implements DeviceStore, TelemetryStore, ApplicationStore, ConnectionStateStore {
   constructor(private readonly pool: pg.Pool) {}
 
   /**
@@ -169,6 +203,46 @@ export class PostgresStore implements DeviceStore, TelemetryStore {
 
   async deleteDevice(id: string): Promise<boolean> {
     const result = await this.query('DELETE FROM devices WHERE id = $1', [id]);
+    return result.rowCount === 1;
+  }
+
+  async deviceState(id: string): Promise<DeviceState | undefined> {
+    const result = await this.query<{ connected: boolean | null; last_seen: Date | null }>(
+      `SELECT c.connected, GREATEST(c.last_seen, (SELECT max(received_at) FROM telemetry WHERE device_id = d.id)) AS last_seen
+       FROM devices d LEFT JOIN device_connections c ON c.device_id = d.id WHERE d.id = $1`,
+      [id],
+    );
+    const row = result.rows[0];
+    return row && { id, connected: row.connected === true, lastSeen: row.last_seen?.toISOString() ?? null };
+  }
+
+  async recordConnection(event: ConnectionEvent): Promise<void> {
+    if (event.state === 'refused') return;
+    await this.query(
+      `INSERT INTO device_connections AS d (device_id, connection_id, connected, changed_at, last_seen) VALUES ($1, $2, $3, $4, $4)
+       ON CONFLICT (device_id) DO UPDATE SET
+         connection_id = CASE WHEN excluded.connected AND excluded.changed_at >= d.changed_at THEN excluded.connection_id ELSE d.connection_id END,
+         connected = CASE WHEN excluded.connected AND excluded.changed_at >= d.changed_at THEN true
+                          WHEN NOT excluded.connected AND d.connection_id = excluded.connection_id THEN false
+                          ELSE d.connected END,
+         changed_at = GREATEST(d.changed_at, excluded.changed_at),
+         last_seen = GREATEST(d.last_seen, excluded.last_seen)`,
+      [event.deviceId, event.connectionId, event.state === 'connected', event.at],
+    );
+  }
+
+  async createApplication(id: string, tokenHash: string): Promise<boolean> {
+    const result = await this.query('INSERT INTO applications (id, token_hash) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING', [id, tokenHash]);
+    return result.rowCount === 1;
+  }
+
+  async applicationTokenHash(id: string): Promise<string | undefined> {
+    const result = await this.query<{ token_hash: string }>('SELECT token_hash FROM applications WHERE id = $1', [id]);
+    return result.rows[0]?.token_hash;
+  }
+
+  async deleteApplication(id: string): Promise<boolean> {
+    const result = await this.query('DELETE FROM applications WHERE id = $1', [id]);
     return result.rowCount === 1;
   }
 
