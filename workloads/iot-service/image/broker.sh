@@ -5,8 +5,10 @@
 #   gateway     IOT_BROKER_GATEWAY_PASSWORD: publish telemetry (`telemetry.>`), read the telemetry
 #               stream's info (its readiness), and receive core's device-change notices
 #               (`devices.changed`) and the replies to its own requests (`_INBOX_gateway.>`: the
-#               stream's acknowledgements). It cannot read telemetry, touch a stream or consumer,
-#               or announce device changes.
+#               stream's acknowledgements). For commands: make, read and acknowledge on the
+#               consumers of stream COMMANDS (a device's own, made by the gateway serving it), and
+#               read and write command states (stream COMMAND_STATES). It cannot read telemetry,
+#               touch a stream, put a command, or announce device changes.
 #   processing  IOT_BROKER_PROCESSING_PASSWORD: pull from and acknowledge on the durable consumer
 #               `processing` of stream TELEMETRY (its info, its next messages, its acks), publish
 #               dead-letter notices (`deadletters.>`), and receive its own replies
@@ -14,8 +16,9 @@
 #               make, change or delete a stream or consumer.
 #   core        IOT_BROKER_CORE_PASSWORD: make and update the streams TELEMETRY and DEAD_LETTERS
 #               and make the consumer `processing` (info, create, update — never delete), publish
-#               device-change notices, and receive its own replies (`_INBOX_core.>`). It cannot
-#               publish or read telemetry.
+#               device-change notices, and receive its own replies (`_INBOX_core.>`); make and
+#               update the streams COMMANDS and COMMAND_STATES, put commands, read, write and
+#               follow command states. It cannot publish or read telemetry or take commands.
 # Each user's replies come to its own inbox prefix, so none can listen to another's (the
 # messages processing pulls are replies). The monitoring endpoint on 8222 answers /healthz (the
 # readiness probe) and /jsz (the operator's ingestion reading). The JetStream file store lives in
@@ -48,7 +51,11 @@ http: "0.0.0.0:8222"
 max_payload: 1MB
 authorization {
   GATEWAY = {
-    publish: { allow: ["telemetry.>", "\$JS.API.STREAM.INFO.TELEMETRY"] }
+    publish: { allow: [
+      "telemetry.>", "\$JS.API.STREAM.INFO.TELEMETRY",
+      "\$JS.API.CONSUMER.CREATE.COMMANDS.>", "\$JS.API.CONSUMER.INFO.COMMANDS.*", "\$JS.API.CONSUMER.MSG.NEXT.COMMANDS.*", "\$JS.ACK.COMMANDS.>",
+      "commandstates.>", "\$JS.API.STREAM.MSG.GET.COMMAND_STATES"
+    ] }
     subscribe: { allow: ["devices.changed", "_INBOX_gateway.>"] }
   }
   PROCESSING = {
@@ -65,9 +72,12 @@ authorization {
       "\$JS.API.STREAM.INFO.TELEMETRY", "\$JS.API.STREAM.CREATE.TELEMETRY", "\$JS.API.STREAM.UPDATE.TELEMETRY",
       "\$JS.API.STREAM.INFO.DEAD_LETTERS", "\$JS.API.STREAM.CREATE.DEAD_LETTERS", "\$JS.API.STREAM.UPDATE.DEAD_LETTERS",
       "\$JS.API.CONSUMER.INFO.TELEMETRY.processing", "\$JS.API.CONSUMER.CREATE.TELEMETRY.processing",
-      "devices.changed"
+      "devices.changed",
+      "\$JS.API.STREAM.INFO.COMMANDS", "\$JS.API.STREAM.CREATE.COMMANDS", "\$JS.API.STREAM.UPDATE.COMMANDS",
+      "\$JS.API.STREAM.INFO.COMMAND_STATES", "\$JS.API.STREAM.CREATE.COMMAND_STATES", "\$JS.API.STREAM.UPDATE.COMMAND_STATES",
+      "commands.>", "commandstates.>", "\$JS.API.STREAM.MSG.GET.COMMAND_STATES"
     ] }
-    subscribe: { allow: ["_INBOX_core.>"] }
+    subscribe: { allow: ["_INBOX_core.>", "commandstates.>"] }
   }
   users: [
     { user: "gateway", password: "$IOT_BROKER_GATEWAY_PASSWORD", permissions: \$GATEWAY }

@@ -22,7 +22,9 @@ import { createServer as createHttpServer, type Server as HttpServer } from 'nod
 import type { AddressInfo, Server } from 'node:net';
 import { createCoreApi } from '../src/core/api.ts';
 import { keepBrokerResources } from '../src/core/broker-resources.ts';
+import { Commands } from '../src/core/commands.ts';
 import { DeviceNotices } from '../src/core/device-notices.ts';
+import { CommandDelivery } from '../src/gateway/command-delivery.ts';
 import { coreDeviceCheck } from '../src/gateway/devices.ts';
 import { connectBrokerLink, type BrokerLink } from '../src/gateway/forwarder.ts';
 import { startGateway, trackDeviceChanges, type Gateway, type GatewayOptions } from '../src/gateway/gateway.ts';
@@ -98,6 +100,8 @@ export interface ServiceOptions {
   stream?: Partial<StreamConfig>;
   gateway?: GatewayTestOptions;
   coreChecks?: { concurrency: number; maxQueued: number };
+  /** core's command rate (default: its own). */
+  commandsPerSecond?: number;
   /** How often core checks the broker's streams and consumer (default: its own, 5 s). */
   brokerCheckMs?: number;
 }
@@ -109,10 +113,12 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
   const stream: StreamConfig = { replicas: 1, maxBytes: 64 * 1024 * 1024, ...options.stream };
 
   const notices = new DeviceNotices({ log: logs.core.log });
-  const core: HttpServer = createHttpServer(createCoreApi({ store, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, notices, log: logs.core.log, checks: options.coreChecks }));
+  const commands = new Commands({ store, log: logs.core.log, perSecond: options.commandsPerSecond });
+  const core: HttpServer = createHttpServer(createCoreApi({ store, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, notices, log: logs.core.log, checks: options.coreChecks, commands }));
   await listenOn(core, { host: HOST, port: 0 });
   const coreBroker = await connectAs(broker, 'core', 'core-test');
   notices.attach(coreBroker);
+  commands.attach(coreBroker);
   const coreStopping = new AbortController();
   keepBrokerResources(coreBroker, { stream, log: logs.core.log, signal: coreStopping.signal, checkMs: options.brokerCheckMs });
 
@@ -120,6 +126,7 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
   const deviceChanges = trackDeviceChanges(logs.gateway.log, () => gateway);
   const link = connectBrokerLink({ broker: brokerEndpoint(broker), password: BROKER_PASSWORDS.gateway, name: 'gateway-test', timeoutMs: 2_000, deviceChanges });
   await waitFor(() => link.connected(), 'gateway connected to the broker');
+  const commandLink = connectAs(broker, 'gateway', 'gateway-test-commands');
   let deviceChecks = 0;
   const check = coreDeviceCheck({ host: HOST, port: port(core) }, DEVICE_CHECK_TOKEN);
   const protocols = new Set<ServedProtocol>(options.gateway?.tlsDir ? ['mqtt', 'mqtts', 'http', 'https'] : ['mqtt', 'http']);
@@ -134,6 +141,7 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
     forward: link.forward,
     log: logs.gateway.log,
     tlsDir: '/nonexistent',
+    commands: new CommandDelivery(commandLink, logs.gateway.log),
     ...options.gateway,
   });
   const inspector = await connectToBroker(broker, 'test-inspector');
@@ -183,6 +191,7 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
       await stopProcessing();
       await gateway.close();
       await link.close();
+      await (await commandLink).close();
       coreStopping.abort();
       await notices.close();
       await coreBroker.close();

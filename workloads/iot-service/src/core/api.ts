@@ -28,6 +28,8 @@
  *   `&before=<receivedAt>&beforeMessageId=<messageId>` of the page's last record (strictly older
  *   records; `before` alone: everything received before that time); a `before` that is not an
  *   ISO 8601 time, or `beforeMessageId` without `before` or not a message id → 400.
+ * - `POST /v1/devices/<id>/commands`, `GET /v1/devices/<id>/commands/<command id>`: commands to
+ *   devices (commands.ts), with the api token.
  * - `POST /v1/internal/device-auth` `{"id","password"}` → 200 `{"authenticated": true|false}`:
  *   the check the gateway makes for each device it has not cached; it tells nothing more than
  *   whether this pair is valid. At most `checks.concurrency` (default: the CPUs, at most 4 —
@@ -46,6 +48,7 @@ import type { Logger } from '../shared/log.ts';
 import type { DeviceStore, TelemetryCursor } from '../shared/store.ts';
 import { isDeviceId, isMessageId } from '../shared/telemetry.ts';
 import { Bounded, BusyError } from './bounded.ts';
+import type { Commands } from './commands.ts';
 import type { DeviceChangeAnnouncer } from './device-notices.ts';
 import { generatePassword, hashPassword, verifyPassword } from './passwords.ts';
 
@@ -62,7 +65,11 @@ export interface CoreApiOptions {
   notices: DeviceChangeAnnouncer;
   log: Logger;
   checks?: { concurrency: number; maxQueued: number };
+  /** Commands to devices (commands.ts); without it their routes are not served. */
+  commands?: Commands;
 }
+
+const COMMAND_PATH = /^\/v1\/devices\/([^/]+)\/commands(?:\/([^/]+))?$/;
 
 function parseLimit(value: string | null): number {
   if (value === null) return DEFAULT_TELEMETRY_LIMIT;
@@ -175,7 +182,10 @@ export function createCoreApi(options: CoreApiOptions): RequestListener {
     const token = parseBearer(req.headers.authorization);
     const admin = token !== undefined && sameSecret(token, apiToken);
     const deviceCheck = !admin && token !== undefined && sameSecret(token, deviceCheckToken) && method === 'POST' && url.pathname === '/v1/internal/device-auth';
-    if (!admin && !deviceCheck) throw new HttpError(401, 'a valid Authorization: Bearer <api token> is required');
+    const command = options.commands ? COMMAND_PATH.exec(url.pathname) : null;
+    /** Who may send commands and read their state: the api token (an application's token joins it on this line). */
+    const commander = admin;
+    if (!admin && !deviceCheck && !(commander && command)) throw new HttpError(401, 'a valid Authorization: Bearer <api token> is required');
     const only = (allowed: string) => {
       if (method !== allowed) throw new HttpError(405, `use ${allowed}`);
     };
@@ -196,6 +206,15 @@ export function createCoreApi(options: CoreApiOptions): RequestListener {
     if (password?.[1]) {
       only('POST');
       return resetPassword(decodePathSegment(password[1]), res);
+    }
+    if (command?.[1] && options.commands) {
+      const deviceId = decodePathSegment(command[1]);
+      if (command[2] === undefined) {
+        only('POST');
+        return options.commands.send(req, res, deviceId);
+      }
+      only('GET');
+      return options.commands.read(res, deviceId, decodePathSegment(command[2]));
     }
     const device = /^\/v1\/devices\/([^/]+)$/.exec(url.pathname);
     if (device?.[1]) {

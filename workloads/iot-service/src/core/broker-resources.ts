@@ -4,17 +4,20 @@
  * trusted to change the broker's setup, makes them.
  *
  * Guarantees: `keepBrokerResources` makes the stream TELEMETRY (config.yml's `stream`), the
- * durable consumer `processing` and the stream DEAD_LETTERS exist with their settings
+ * durable consumer `processing`, the stream DEAD_LETTERS and the command streams COMMANDS and
+ * COMMAND_STATES (shared/commands.ts, shared/command-states.ts) exist with their settings
  * (shared/broker.ts: safe from any number of core replicas at once; an existing one with other
  * limits is brought to these), at once and then every `checkMs` (default 5 s), so a broker that
  * lost them (its volume) has them back within that. A round that fails is logged and the next
  * one tries again; a round still running when the next is due is not run twice. It stops when
- * `signal` aborts. `inPlace()` says whether the last round made or found all three.
+ * `signal` aborts. `inPlace()` says whether the last round made or found all of them.
  */
 
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ensureDeadLetterStream, ensureProcessingConsumer, ensureTelemetryStream } from '../shared/broker.ts';
+import { ensureCommandStateStream } from '../shared/command-states.ts';
+import { ensureCommandStream } from '../shared/commands.ts';
 import type { StreamConfig } from '../shared/config.ts';
 import type { Logger } from '../shared/log.ts';
 
@@ -34,6 +37,8 @@ export function keepBrokerResources(connection: NatsConnection, options: BrokerR
       await ensureTelemetryStream(jsm, options.stream);
       await ensureProcessingConsumer(jsm);
       await ensureDeadLetterStream(jsm, options.stream);
+      await ensureCommandStream(jsm, options.stream);
+      await ensureCommandStateStream(jsm, options.stream);
     })()
       .then(
         () => {

@@ -24,6 +24,7 @@ import { createServer as createNetServer, type AddressInfo, type Server } from '
 import { createServer as createTlsServer } from 'node:tls';
 import type { Logger } from '../shared/log.ts';
 import { closeServer, listenOn } from '../shared/net.ts';
+import type { CommandDelivery } from './command-delivery.ts';
 import { countConnections } from './connections.ts';
 import { DeviceChangeTracker } from './device-changes.ts';
 import { DeviceAuthenticator, type DeviceAuthenticatorOptions, type DeviceCheck } from './devices.ts';
@@ -53,6 +54,8 @@ export interface GatewayOptions {
   login?: DeviceLoginOptions;
   messageRate?: TokenBuckets;
   connectRate?: TokenBuckets;
+  /** Commands to devices over MQTT and HTTP (command-delivery.ts). */
+  commands?: CommandDelivery;
 }
 
 export interface Gateway {
@@ -89,7 +92,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     protocols.has('mqtts') || protocols.has('https')
       ? new GatewayCertificate({ dir: options.tlsDir, log, pollMs: options.tlsPollMs, onRefused: () => metrics.refused('certificate') })
       : undefined;
-  const mqtt = protocols.has('mqtt') || protocols.has('mqtts') ? await createMqttAdapter({ ...shared, connectRate: options.connectRate ?? connectRate(), backlogWaitMs: options.backlogWaitMs }) : undefined;
+  const mqtt = protocols.has('mqtt') || protocols.has('mqtts') ? await createMqttAdapter({ ...shared, connectRate: options.connectRate ?? connectRate(), backlogWaitMs: options.backlogWaitMs, commands: options.commands }) : undefined;
   const http = protocols.has('http') || protocols.has('https') ? createHttpAdapter(shared) : undefined;
 
   const servers = new Map<ServedProtocol, Server>();

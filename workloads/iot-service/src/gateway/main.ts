@@ -14,7 +14,8 @@
  * stored, so serving before the broker is connected loses nothing. It follows core's
  * device-change notices on the broker (device-changes.ts): a device whose password was reset or
  * which was deleted has its cached logins forgotten and its MQTT connection closed, and every
- * cached login is forgotten when a notice may have been missed. On SIGTERM it turns unready,
+ * cached login is forgotten when a notice may have been missed. Commands reach devices over a
+ * second broker connection of its own (command-delivery.ts). On SIGTERM it turns unready,
  * stops accepting devices, finishes open requests and disconnects from the broker.
  */
 
@@ -26,6 +27,9 @@ import { createLogger } from '../shared/log.ts';
 import { tcpReachable } from '../shared/net.ts';
 import { GATEWAY_HTTP_PORT, GATEWAY_HTTPS_PORT, GATEWAY_MQTT_PORT, GATEWAY_MQTTS_PORT, HEALTH_PORT, LISTEN_HOST } from '../shared/ports.ts';
 import { serviceVersion } from '../shared/version.ts';
+import { connectBroker } from '../shared/broker.ts';
+import { BROKER_USERS } from '../shared/config.ts';
+import { CommandDelivery } from './command-delivery.ts';
 import { coreDeviceCheck } from './devices.ts';
 import { connectBrokerLink } from './forwarder.ts';
 import { startGateway, trackDeviceChanges, type Gateway } from './gateway.ts';
@@ -48,6 +52,8 @@ await startComponent(log, version, async () => {
     onError: (error) => log.warn('broker not ready', { error }),
     deviceChanges,
   });
+  const commandLink = connectBroker({ broker: config.endpoints.broker, user: BROKER_USERS.gateway, password: credential('IOT_BROKER_GATEWAY_PASSWORD'), name: `gateway-${hostname()}-commands` });
+  commandLink.catch((error: unknown) => log.error('cannot connect to the broker for commands', { error }));
   gateway = await startGateway({
     protocols,
     host: LISTEN_HOST,
@@ -57,6 +63,7 @@ await startComponent(log, version, async () => {
     log,
     tlsDir: process.env.IOT_GATEWAY_TLS_DIR || DEFAULT_TLS_DIR,
     maxConnections: maxConnections(),
+    commands: new CommandDelivery(commandLink, log),
   });
   const health = await startHealthServer(
     {
@@ -80,6 +87,7 @@ await startComponent(log, version, async () => {
       health.stopping();
       await gateway.close();
       await broker.close();
+      await (await commandLink).drain();
       await health.close();
     },
   };

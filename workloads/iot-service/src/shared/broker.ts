@@ -51,7 +51,7 @@ export const MAX_ACK_PENDING = 20_000;
 export const MAX_MESSAGE_BYTES = 128 * 1024;
 /** How long a stream remembers a message id to drop a second publish of it. */
 export const DUPLICATE_WINDOW_MS = 2 * 60_000;
-const nanos = (ms: number) => ms * 1_000_000;
+export const nanos = (ms: number) => ms * 1_000_000;
 
 export function telemetrySubject(deviceId: string): string {
   return `telemetry.${deviceId.replaceAll('.', '%2E')}`;
@@ -132,15 +132,15 @@ function deadLetterStreamSettings(stream: StreamConfig): StreamSettings {
   };
 }
 
-type StreamSettings = Partial<JetStreamStreamConfig> & { name: string; subjects: string[] };
+export type StreamSettings = Partial<JetStreamStreamConfig> & { name: string; subjects: string[] };
 /** The settings an existing stream is updated to when they differ. */
-const COMPARED = ['num_replicas', 'max_bytes', 'max_msg_size', 'max_age', 'max_msgs'] as const;
+const COMPARED = ['num_replicas', 'max_bytes', 'max_msg_size', 'max_age', 'max_msgs', 'max_msgs_per_subject'] as const;
 
-function isApiError(error: unknown, code: number): boolean {
+export function isApiError(error: unknown, code: number): boolean {
   return error instanceof JetStreamApiError && error.code === code;
 }
 
-async function ensureStream(jsm: JetStreamManager, wanted: StreamSettings): Promise<void> {
+export async function ensureStream(jsm: JetStreamManager, wanted: StreamSettings): Promise<void> {
   let current;
   try {
     current = (await jsm.streams.info(wanted.name)).config;
