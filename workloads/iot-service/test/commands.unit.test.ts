@@ -19,7 +19,7 @@ const devices: Record<string, DeviceCredentials> = {};
 before(async () => {
   service = await startService({ processing: false, commandsPerSecond: 50 });
   core = { coreUrl: service.coreUrl, apiToken: API_TOKEN };
-  for (const id of ['cmd-1', 'cmd-2', 'cmd-3', 'cmd-4']) devices[id] = await registerDevice(core, id);
+  for (const id of ['cmd-1', 'cmd-2', 'cmd-3', 'cmd-4', 'poller']) devices[id] = await registerDevice(core, id);
 });
 after(() => service.close());
 
@@ -101,6 +101,43 @@ test('a device cannot subscribe to another device\'s commands, nor answer them',
   assert.deepEqual(heard, []);
   await intruder.endAsync();
   await victim.endAsync();
+});
+
+/** A telemetry POST of the polling device, held up to `ttd` seconds for a command. */
+function poll(ttd: string, device = 'poller') {
+  return fetch(`${service.gatewayHttpUrl}/v1/telemetry?ttd=${ttd}`, {
+    method: 'POST',
+    headers: { Authorization: `Basic ${Buffer.from(`${device}:${devices[device]!.password}`).toString('base64')}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ t: 1 }),
+  });
+}
+
+test('a polling HTTP device gets a one-way command in the answer to its telemetry, and answers a request/response command', async () => {
+  const oneWay = await sendCommand(core, 'poller', { name: 'light', payload: { on: true } });
+  const first = await poll('5');
+  assert.equal(first.status, 200);
+  assert.equal(first.headers.get('command-id'), oneWay.body.commandId);
+  assert.equal(first.headers.get('command-name'), 'light');
+  assert.deepEqual(await first.json(), { on: true });
+  await until(() => readCommand(core, 'poller', String(oneWay.body.commandId)), (r) => r.state === 'delivered', 'delivered');
+
+  const answered = sendCommand(core, 'poller', { name: 'read', responseTimeoutSeconds: 10 });
+  const second = await poll('5');
+  const commandId = second.headers.get('command-id');
+  assert.equal(second.headers.get('command-name'), 'read');
+  const answer = await fetch(`${service.gatewayHttpUrl}/v1/command/res/${commandId}?status=200`, {
+    method: 'POST',
+    headers: { Authorization: `Basic ${Buffer.from(`poller:${devices.poller!.password}`).toString('base64')}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ value: 7 }),
+  });
+  assert.equal(answer.status, 204);
+  const result = await answered;
+  assert.equal(result.status, 200);
+  assert.deepEqual([result.body.commandId, result.body.state, result.body.response], [commandId, 'succeeded', { value: 7 }]);
+
+  const nothing = await poll('1');
+  assert.equal(nothing.status, 202, 'no command waiting: the usual answer');
+  assert.equal((await poll('61')).status, 400);
 });
 
 test('commands: bad input is 400 with the reason, an unknown device or command 404, beyond the rate 429', async () => {

@@ -93,7 +93,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       ? new GatewayCertificate({ dir: options.tlsDir, log, pollMs: options.tlsPollMs, onRefused: () => metrics.refused('certificate') })
       : undefined;
   const mqtt = protocols.has('mqtt') || protocols.has('mqtts') ? await createMqttAdapter({ ...shared, connectRate: options.connectRate ?? connectRate(), backlogWaitMs: options.backlogWaitMs, commands: options.commands }) : undefined;
-  const http = protocols.has('http') || protocols.has('https') ? createHttpAdapter(shared) : undefined;
+  const http = protocols.has('http') || protocols.has('https') ? createHttpAdapter({ ...shared, commands: options.commands }) : undefined;
 
   const servers = new Map<ServedProtocol, Server>();
   // Nagle's algorithm would hold a CONNACK until the device's kernel acknowledged the session
