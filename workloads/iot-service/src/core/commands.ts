@@ -39,7 +39,7 @@ import { HttpError, readJson, sendJson } from '../shared/http.ts';
 import type { Logger } from '../shared/log.ts';
 import type { DeviceStore } from '../shared/store.ts';
 import { isDeviceId } from '../shared/telemetry.ts';
-import { TokenBuckets } from '../gateway/token-buckets.ts';
+import { TokenBuckets } from '../shared/token-buckets.ts';
 
 /** Commands a second an instance's core accepts by default (and as many at once). */
 export const DEFAULT_COMMAND_RATE = 500;

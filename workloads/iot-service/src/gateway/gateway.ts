@@ -36,7 +36,7 @@ import { GatewayMetrics } from './metrics.ts';
 import { createMqttAdapter } from './mqtt-adapter.ts';
 import type { ServedProtocol } from './protocols.ts';
 import { GatewayCertificate } from './tls.ts';
-import type { TokenBuckets } from './token-buckets.ts';
+import type { TokenBuckets } from '../shared/token-buckets.ts';
 
 export interface GatewayOptions {
   protocols: ReadonlySet<ServedProtocol>;

@@ -31,7 +31,7 @@ import { answerWithCommand, respond, RESPONSE_PATH, ttdOf } from './http-command
 import type { DeviceLogin } from './login.ts';
 import type { GatewayMetrics, RefusalReason } from './metrics.ts';
 import { certificateDevice } from './tls.ts';
-import type { TokenBuckets } from './token-buckets.ts';
+import type { TokenBuckets } from '../shared/token-buckets.ts';
 
 /** What a device is told to wait before sending again while the broker's stream is full. */
 export const BACKLOG_RETRY_AFTER_SECONDS = 5;

@@ -43,7 +43,7 @@ import type { GatewayMetrics, RefusalReason } from './metrics.ts';
 import { serveMqttCommands, type MqttCommands } from './mqtt-commands.ts';
 import { limitPacketSize, MAX_MQTT_PACKET_BYTES } from './mqtt-packet-limit.ts';
 import { certificateDevice } from './tls.ts';
-import type { TokenBuckets } from './token-buckets.ts';
+import type { TokenBuckets } from '../shared/token-buckets.ts';
 
 export interface MqttAdapterOptions {
   login: DeviceLogin;
