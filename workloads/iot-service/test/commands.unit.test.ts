@@ -12,14 +12,16 @@ import { answerCommands, readCommand, sendCommand } from '../src/simulator/comma
 import { registerDevice, type DeviceCredentials } from '../src/simulator/index.ts';
 import { API_TOKEN, startService, type Service } from './harness.ts';
 
+/** How long the gateway waits for a device's PUBACK of a command before closing its connection. */
+const ACK_TIMEOUT_MS = 2_000;
 let service: Service;
 let core: { coreUrl: string; apiToken: string };
 const devices: Record<string, DeviceCredentials> = {};
 
 before(async () => {
-  service = await startService({ processing: false, commandsPerSecond: 50 });
+  service = await startService({ processing: false, commandsPerSecond: 50, gateway: { commandAckTimeoutMs: ACK_TIMEOUT_MS } });
   core = { coreUrl: service.coreUrl, apiToken: API_TOKEN };
-  for (const id of ['cmd-1', 'cmd-2', 'cmd-3', 'cmd-4', 'poller']) devices[id] = await registerDevice(core, id);
+  for (const id of ['cmd-1', 'cmd-2', 'cmd-3', 'cmd-4', 'cmd-5', 'poller']) devices[id] = await registerDevice(core, id);
 });
 after(() => service.close());
 
@@ -81,6 +83,27 @@ test('a command to an offline device is delivered when it connects within the TT
   await until(() => readCommand(core, 'cmd-3', String(waiting.body.commandId)), (r) => r.state === 'delivered', 'delivered');
   assert.deepEqual(device.received.map((c) => c.name), ['new']);
   assert.equal((await readCommand(core, 'cmd-3', String(expiring.body.commandId))).state, 'expired');
+  await client.endAsync();
+});
+
+test('a command whose deliveries the device never acknowledges is failed after its retries and not offered again', async () => {
+  const sent = await sendCommand(core, 'cmd-5', { name: 'stuck', retries: 1 });
+  const offered: string[] = [];
+  for (let delivery = 1; delivery <= 2; delivery++) {
+    const silent = await connect('cmd-5');
+    silent.on('message', (topic) => offered.push(topic));
+    silent.handleMessage = () => undefined; // the device takes the command but never sends its PUBACK
+    const closed = new Promise((resolve) => silent.once('close', resolve));
+    await silent.subscribeAsync('command/cmd-5/req/#', { qos: 1 });
+    await closed; // by the gateway, for the missing PUBACK
+  }
+  assert.deepEqual(offered, Array(2).fill(`command/cmd-5/req/${String(sent.body.commandId)}/stuck`), 'offered once and once again');
+  const client = await connect('cmd-5');
+  const device = await answerCommands(client, 'cmd-5');
+  const record = await until(() => readCommand(core, 'cmd-5', String(sent.body.commandId)), (r) => r.state === 'failed', 'failed');
+  assert.equal(record.attempts, 2);
+  assert.equal(record.reason, 'the device acknowledged none of 2 deliveries');
+  assert.deepEqual(device.received, [], 'not offered a third time');
   await client.endAsync();
 });
 

@@ -93,7 +93,7 @@ export interface Service {
   close(): Promise<void>;
 }
 
-export type GatewayTestOptions = Partial<Pick<GatewayOptions, 'backlogWaitMs' | 'tlsDir' | 'tlsPollMs' | 'maxConnections' | 'devices' | 'login' | 'messageRate' | 'connectRate'>>;
+export type GatewayTestOptions = Partial<Pick<GatewayOptions, 'backlogWaitMs' | 'tlsDir' | 'tlsPollMs' | 'maxConnections' | 'devices' | 'login' | 'messageRate' | 'connectRate' | 'commandAckTimeoutMs'>>;
 
 export interface ServiceOptions {
   processing?: boolean;

@@ -56,6 +56,8 @@ export interface GatewayOptions {
   connectRate?: TokenBuckets;
   /** Commands to devices over MQTT and HTTP (command-delivery.ts). */
   commands?: CommandDelivery;
+  /** How long an MQTT device has to acknowledge a command (default: mqtt-commands.ts's). */
+  commandAckTimeoutMs?: number;
 }
 
 export interface Gateway {
@@ -92,7 +94,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     protocols.has('mqtts') || protocols.has('https')
       ? new GatewayCertificate({ dir: options.tlsDir, log, pollMs: options.tlsPollMs, onRefused: () => metrics.refused('certificate') })
       : undefined;
-  const mqtt = protocols.has('mqtt') || protocols.has('mqtts') ? await createMqttAdapter({ ...shared, connectRate: options.connectRate ?? connectRate(), backlogWaitMs: options.backlogWaitMs, commands: options.commands }) : undefined;
+  const mqtt = protocols.has('mqtt') || protocols.has('mqtts') ? await createMqttAdapter({ ...shared, connectRate: options.connectRate ?? connectRate(), backlogWaitMs: options.backlogWaitMs, commands: options.commands, commandAckTimeoutMs: options.commandAckTimeoutMs }) : undefined;
   const http = protocols.has('http') || protocols.has('https') ? createHttpAdapter({ ...shared, commands: options.commands }) : undefined;
 
   const servers = new Map<ServedProtocol, Server>();

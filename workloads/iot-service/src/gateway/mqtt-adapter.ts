@@ -57,6 +57,7 @@ export interface MqttAdapterOptions {
   backlogWaitMs?: number;
   /** Commands to devices (mqtt-commands.ts); without it every subscription is refused. */
   commands?: CommandDelivery;
+  commandAckTimeoutMs?: number;
 }
 
 /** Forwards `envelope`, offering it again while the stream is full, for at most `waitMs`. */
@@ -197,7 +198,7 @@ export async function createMqttAdapter(options: MqttAdapterOptions): Promise<Mq
       done(null, granted);
     },
   });
-  if (options.commands) commands = serveMqttCommands(broker, { delivery: options.commands, log, deviceOf: (client) => deviceOf.get(client) });
+  if (options.commands) commands = serveMqttCommands(broker, { delivery: options.commands, log, deviceOf: (client) => deviceOf.get(client), ackTimeoutMs: options.commandAckTimeoutMs });
 
   /** The open connection of each device (its client id is its id, so it has at most one). */
   const connected = new Map<string, Client>();
