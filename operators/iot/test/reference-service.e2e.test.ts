@@ -6,7 +6,11 @@
  * device simulated on this machine registers through core, publishes M messages over MQTT and M
  * over HTTP to the gateway and reads all 2M back from core; a wrong device password is refused on
  * both protocols, a publish to another device's topic is refused, and a wrong API token gets
- * 401. The simulator dials only the instance's pod IPs.
+ * 401. Commands to devices through core: a one-way command reaches a connected MQTT device and a
+ * polling HTTP device, a request/response command returns the device's answer (over either), a
+ * command to an offline device is delivered when it connects within the TTL and one past its TTL
+ * expires, and a device cannot subscribe to another device's commands.
+ * The simulator dials only the instance's pod IPs.
  * The gateway admits this machine as a user admits devices: the node's address on the pod bridge
  * in `spec.gateway.deviceSources`; core, which admits only its instance, is reached from that same
  * address, which kube-router lets reach every pod of its node (as it does the kubelet's probes).
@@ -14,10 +18,24 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import mqtt from 'mqtt';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import type { TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv, REAL_NODE_NAME, realNode } from '@iot-operator/local-cluster';
-import { HttpStatusError, postHttp, publishMqtt, readTelemetry, registerDevice, simulateDevice } from '@iot-operator/iot-service/simulator';
+import {
+  answerCommands,
+  answerPolledCommand,
+  HttpStatusError,
+  pollCommand,
+  postHttp,
+  publishMqtt,
+  readCommand,
+  readTelemetry,
+  registerDevice,
+  sendCommand,
+  simulateDevice,
+  type DeviceCredentials,
+} from '@iot-operator/iot-service/simulator';
 import { COMPONENTS } from '../src/api/iotservice.ts';
 import { deviceAddresses, iotService, realNodeSpec, startReferenceLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
@@ -64,5 +82,48 @@ describe('the reference IoT service on the real node', { skip }, () => {
 
     await assert.rejects(publishMqtt(addresses.gatewayMqttUrl, device, [{ n: 1 }], `telemetry/${report.deviceId}`), /closed the connection/, "a publish to another device's topic is refused");
     assert.equal((await readTelemetry(addresses, report.deviceId, 1000)).length, 2 * MESSAGES, "nothing added to the other device's telemetry");
+  });
+
+  it('commands reach an MQTT device and a polling HTTP device, answers come back, an offline device gets what waits within its TTL, and no device subscribes to another\'s', async () => {
+    const addresses = await deviceAddresses(env, `${landscape}-plant`);
+    const stamp = Date.now();
+    const [onMqtt, onHttp, offline, intruder] = (await Promise.all(['on-mqtt', 'on-http', 'offline', 'intruder'].map((name) => registerDevice(addresses, `cmd-${name}-${stamp}`)))) as [DeviceCredentials, DeviceCredentials, DeviceCredentials, DeviceCredentials];
+    const connect = (device: DeviceCredentials) => mqtt.connectAsync(addresses.gatewayMqttUrl, { username: device.id, password: device.password, clientId: device.id, reconnectPeriod: 0, connectTimeout: 10_000 });
+    const state = async (device: DeviceCredentials, sent: { body: Record<string, unknown> }) => (await readCommand(addresses, device.id, String(sent.body.commandId))).state;
+
+    const expiring = await sendCommand(addresses, offline.id, { name: 'old', ttlSeconds: 1 });
+    const waiting = await sendCommand(addresses, offline.id, { name: 'new', payload: 'on', ttlSeconds: 300 });
+    assert.deepEqual([expiring.status, waiting.status, waiting.body.state], [202, 202, 'queued']);
+
+    const client = await connect(onMqtt);
+    const device = await answerCommands(client, onMqtt.id, (command) => (command.name === 'read' ? { status: 200, payload: { celsius: 21.5 } } : undefined));
+    const oneWay = await sendCommand(addresses, onMqtt.id, { name: 'set-interval', payload: { seconds: 5 } });
+    assert.equal(oneWay.status, 202);
+    const answered = await sendCommand(addresses, onMqtt.id, { name: 'read', responseTimeoutSeconds: 30 });
+    assert.deepEqual([answered.status, answered.body.state, answered.body.response], [200, 'succeeded', { celsius: 21.5 }], 'the MQTT device\'s answer');
+    assert.deepEqual(device.received, [{ commandId: oneWay.body.commandId, name: 'set-interval', payload: { seconds: 5 } }, { commandId: answered.body.commandId, name: 'read', payload: null }]);
+    assert.equal(await state(onMqtt, oneWay), 'delivered', 'the one-way command was acknowledged before the next went out');
+
+    const toPoller = await sendCommand(addresses, onHttp.id, { name: 'light', payload: { on: true } });
+    assert.deepEqual(await pollCommand(addresses.gatewayHttpUrl, onHttp, 30), { commandId: toPoller.body.commandId, name: 'light', payload: { on: true } });
+    const asked = sendCommand(addresses, onHttp.id, { name: 'read', responseTimeoutSeconds: 30 });
+    const polled = await pollCommand(addresses.gatewayHttpUrl, onHttp, 30);
+    assert.equal(polled?.name, 'read', 'the request/response command, polled');
+    await answerPolledCommand(addresses.gatewayHttpUrl, onHttp, polled.commandId, { status: 200, payload: { celsius: 19 } });
+    const result = await asked;
+    assert.deepEqual([result.status, result.body.state, result.body.response], [200, 'succeeded', { celsius: 19 }], 'the HTTP device\'s answer');
+    assert.equal(await state(onHttp, toPoller), 'delivered');
+
+    await waitFor('the command with a 1 s TTL to expire', async () => ({ done: (await state(offline, expiring)) === 'expired', value: undefined }), { timeoutMs: 30_000 });
+    const late = await connect(offline);
+    const arrived = await answerCommands(late, offline.id);
+    await waitFor('the waiting command to reach the device that connected', async () => ({ done: (await state(offline, waiting)) === 'delivered', value: undefined, seen: arrived.received }), { timeoutMs: 30_000 });
+    assert.deepEqual(arrived.received.map((command) => command.name), ['new'], 'the expired command never reaches it');
+    assert.equal(await state(offline, expiring), 'expired');
+
+    const other = await connect(intruder);
+    for (const filter of [`command/${onMqtt.id}/req/#`, 'command/+/req/#', '#']) await assert.rejects(other.subscribeAsync(filter, { qos: 1 }), /Subscribe error/, filter);
+    await assert.rejects(answerCommands(other, onMqtt.id), /Subscribe error/, "another device's commands, through the simulator");
+    for (const connection of [client, late, other]) await connection.endAsync();
   });
 });

@@ -8,8 +8,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import mqtt from 'mqtt';
-import { answerCommands, readCommand, sendCommand } from '../src/simulator/commands.ts';
-import { registerDevice, type DeviceCredentials } from '../src/simulator/index.ts';
+import { answerCommands, answerPolledCommand, pollCommand, readCommand, sendCommand } from '../src/simulator/commands.ts';
+import { HttpStatusError, registerDevice, type DeviceCredentials } from '../src/simulator/index.ts';
 import { API_TOKEN, startService, type Service } from './harness.ts';
 
 /** How long the gateway waits for a device's PUBACK of a command before closing its connection. */
@@ -93,7 +93,7 @@ test('a command whose deliveries the device never acknowledges is failed after i
     const silent = await connect('cmd-5');
     silent.on('message', (topic) => offered.push(topic));
     silent.handleMessage = () => undefined; // the device takes the command but never sends its PUBACK
-    const closed = new Promise((resolve) => silent.once('close', resolve));
+    const closed = new Promise<void>((resolve) => silent.once('close', () => resolve()));
     await silent.subscribeAsync('command/cmd-5/req/#', { qos: 1 });
     await closed; // by the gateway, for the missing PUBACK
   }
@@ -126,41 +126,23 @@ test('a device cannot subscribe to another device\'s commands, nor answer them',
   await victim.endAsync();
 });
 
-/** A telemetry POST of the polling device, held up to `ttd` seconds for a command. */
-function poll(ttd: string, device = 'poller') {
-  return fetch(`${service.gatewayHttpUrl}/v1/telemetry?ttd=${ttd}`, {
-    method: 'POST',
-    headers: { Authorization: `Basic ${Buffer.from(`${device}:${devices[device]!.password}`).toString('base64')}`, 'Content-Type': 'application/json' },
-    body: JSON.stringify({ t: 1 }),
-  });
-}
-
 test('a polling HTTP device gets a one-way command in the answer to its telemetry, and answers a request/response command', async () => {
+  const poller = devices.poller!;
   const oneWay = await sendCommand(core, 'poller', { name: 'light', payload: { on: true } });
-  const first = await poll('5');
-  assert.equal(first.status, 200);
-  assert.equal(first.headers.get('command-id'), oneWay.body.commandId);
-  assert.equal(first.headers.get('command-name'), 'light');
-  assert.deepEqual(await first.json(), { on: true });
+  assert.deepEqual(await pollCommand(service.gatewayHttpUrl, poller, 5), { commandId: oneWay.body.commandId, name: 'light', payload: { on: true } });
   await until(() => readCommand(core, 'poller', String(oneWay.body.commandId)), (r) => r.state === 'delivered', 'delivered');
 
   const answered = sendCommand(core, 'poller', { name: 'read', responseTimeoutSeconds: 10 });
-  const second = await poll('5');
-  const commandId = second.headers.get('command-id');
-  assert.equal(second.headers.get('command-name'), 'read');
-  const answer = await fetch(`${service.gatewayHttpUrl}/v1/command/res/${commandId}?status=200`, {
-    method: 'POST',
-    headers: { Authorization: `Basic ${Buffer.from(`poller:${devices.poller!.password}`).toString('base64')}`, 'Content-Type': 'application/json' },
-    body: JSON.stringify({ value: 7 }),
-  });
-  assert.equal(answer.status, 204);
+  const polled = await pollCommand(service.gatewayHttpUrl, poller, 5);
+  assert.equal(polled?.name, 'read');
+  await answerPolledCommand(service.gatewayHttpUrl, poller, polled.commandId, { status: 200, payload: { value: 7 } });
   const result = await answered;
   assert.equal(result.status, 200);
-  assert.deepEqual([result.body.commandId, result.body.state, result.body.response], [commandId, 'succeeded', { value: 7 }]);
+  assert.deepEqual([result.body.commandId, result.body.state, result.body.response], [polled.commandId, 'succeeded', { value: 7 }]);
 
-  const nothing = await poll('1');
-  assert.equal(nothing.status, 202, 'no command waiting: the usual answer');
-  assert.equal((await poll('61')).status, 400);
+  assert.equal(await pollCommand(service.gatewayHttpUrl, poller, 1), undefined, 'no command waiting: the usual answer');
+  await assert.rejects(pollCommand(service.gatewayHttpUrl, poller, 61), (error: unknown) => error instanceof HttpStatusError && error.status === 400);
+  await assert.rejects(answerPolledCommand(service.gatewayHttpUrl, devices['cmd-4']!, polled.commandId, { status: 200, payload: null }), (error: unknown) => error instanceof HttpStatusError && error.status === 404, "another device's command");
 });
 
 test('commands: bad input is 400 with the reason, an unknown device or command 404, beyond the rate 429', async () => {

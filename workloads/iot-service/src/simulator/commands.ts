@@ -1,17 +1,22 @@
 /**
- * Commands in the simulator: an application sending them through core, and a device over MQTT
- * receiving and answering them.
+ * Commands in the simulator: an application sending them through core, a device over MQTT
+ * receiving and answering them, and a device over HTTP polling for them.
  *
  * Guarantees: `sendCommand` posts a command and returns core's status and answer as they are;
  * `readCommand` returns a command's record (throws unless 200). `answerCommands` subscribes the
  * connected device to its own commands (rejects when the gateway refuses the subscription) and
  * records each command it receives in `received`, answering it on
  * `command/<id>/res/<command id>/<status>` with what `answer` returns (no answer when it returns
- * undefined).
+ * undefined). `pollCommand` posts the device's telemetry `payload` with `?ttd=`: the command the
+ * gateway answered with (200), or undefined for its usual 202 (rejects with `HttpStatusError` on
+ * any other status); `answerPolledCommand` posts the device's answer and resolves at the gateway's
+ * 204 (else rejects with `HttpStatusError`).
  */
 
 import type { MqttClient } from 'mqtt';
-import type { ServiceAddresses } from './index.ts';
+import { HttpStatusError } from './index.ts';
+import { sendRequest } from './transport.ts';
+import type { DeviceCredentials, GatewayTls, ServiceAddresses } from './types.ts';
 
 export interface CommandRequest {
   name: string;
@@ -62,4 +67,22 @@ export async function answerCommands(
   });
   await client.subscribeAsync(`${prefix}#`, { qos: 1 }); // a refused subscription rejects
   return { received };
+}
+
+const basic = (device: DeviceCredentials) => `Basic ${Buffer.from(`${device.id}:${device.password}`).toString('base64')}`;
+
+export async function pollCommand(gatewayHttpUrl: string, device: DeviceCredentials, ttdSeconds: number, payload: unknown = {}, tls?: GatewayTls): Promise<ReceivedCommand | undefined> {
+  const url = new URL('/v1/telemetry', gatewayHttpUrl);
+  url.searchParams.set('ttd', String(ttdSeconds));
+  const response = await sendRequest(url, { method: 'POST', tls, headers: { Authorization: basic(device), 'Content-Type': 'application/json' }, body: JSON.stringify(payload) });
+  if (response.status === 202) return undefined;
+  if (response.status !== 200) throw new HttpStatusError(response.status, response.text, `poll commands of ${device.id}`);
+  return { commandId: response.headers['command-id'] ?? '', name: response.headers['command-name'] ?? '', payload: JSON.parse(response.text) as unknown };
+}
+
+export async function answerPolledCommand(gatewayHttpUrl: string, device: DeviceCredentials, commandId: string, answer: { status: number; payload: unknown }, tls?: GatewayTls): Promise<void> {
+  const url = new URL(`/v1/command/res/${commandId}`, gatewayHttpUrl);
+  url.searchParams.set('status', String(answer.status));
+  const response = await sendRequest(url, { method: 'POST', tls, headers: { Authorization: basic(device), 'Content-Type': 'application/json' }, body: JSON.stringify(answer.payload) });
+  if (response.status !== 204) throw new HttpStatusError(response.status, response.text, `answer command ${commandId} of ${device.id}`);
 }
