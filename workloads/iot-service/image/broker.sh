@@ -75,9 +75,10 @@ authorization {
       "devices.changed",
       "\$JS.API.STREAM.INFO.COMMANDS", "\$JS.API.STREAM.CREATE.COMMANDS", "\$JS.API.STREAM.UPDATE.COMMANDS",
       "\$JS.API.STREAM.INFO.COMMAND_STATES", "\$JS.API.STREAM.CREATE.COMMAND_STATES", "\$JS.API.STREAM.UPDATE.COMMAND_STATES",
-      "commands.>", "commandstates.>", "\$JS.API.STREAM.MSG.GET.COMMAND_STATES"
+      "commands.>", "commandstates.>", "\$JS.API.STREAM.MSG.GET.COMMAND_STATES",
+      "\$JS.API.CONSUMER.CREATE.COMMAND_STATES", "\$JS.API.CONSUMER.CREATE.COMMAND_STATES.>", "\$JS.API.CONSUMER.MSG.NEXT.COMMAND_STATES.*", "\$JS.API.CONSUMER.DELETE.COMMAND_STATES.*"
     ] }
-    subscribe: { allow: ["_INBOX_core.>", "commandstates.>"] }
+    subscribe: { allow: ["_INBOX_core.>"] }
   }
   users: [
     { user: "gateway", password: "$IOT_BROKER_GATEWAY_PASSWORD", permissions: \$GATEWAY }

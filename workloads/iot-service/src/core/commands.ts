@@ -19,9 +19,9 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
+import { DeliverPolicy, jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { CommandStates, decodeRecord, isFinal, standing, stateSubject, type CommandRecord } from '../shared/command-states.ts';
+import { COMMAND_STATE_STREAM, CommandStates, decodeRecord, isFinal, standing, stateSubject, type CommandRecord } from '../shared/command-states.ts';
 import {
   commandSubject,
   DEFAULT_RETRIES,
@@ -114,18 +114,12 @@ export class Commands {
       retries,
       responseRequired: responseTimeoutSeconds !== undefined,
     };
-    // Subscribed before anything is stored: no state the device's answer brings is missed.
-    const answered = responseTimeoutSeconds !== undefined ? this.finalState(connection, command.id, responseTimeoutSeconds * 1000) : undefined;
-    try {
-      await states.create(command);
-      await js.publish(commandSubject(deviceId), encodeCommand(command), { msgID: command.id });
-    } catch (error) {
-      answered?.cancel();
-      throw error;
-    }
+    const deadline = now + (responseTimeoutSeconds ?? 0) * 1000;
+    await states.create(command);
+    await js.publish(commandSubject(deviceId), encodeCommand(command), { msgID: command.id });
     this.options.log.info('command queued', { device: deviceId, command: command.id, name: command.name });
-    if (!answered) return sendJson(res, 202, { commandId: command.id, state: 'queued' });
-    const final = await answered.record;
+    if (responseTimeoutSeconds === undefined) return sendJson(res, 202, { commandId: command.id, state: 'queued' });
+    const final = await this.finalState(js, command.id, deadline - Date.now());
     if (final) return sendJson(res, 200, shown(final));
     const current = await states.get(command.id);
     sendJson(res, 504, { error: `no answer from the device within ${responseTimeoutSeconds} s`, ...(current ? shown(current) : { commandId: command.id }) });
@@ -138,22 +132,24 @@ export class Commands {
     sendJson(res, 200, shown(record));
   }
 
-  /** The command's first final record within `timeoutMs`, else undefined. */
-  private finalState(connection: NatsConnection, commandId: string, timeoutMs: number): { record: Promise<CommandRecord | undefined>; cancel(): void } {
-    const subscription = connection.subscribe(stateSubject(commandId));
-    const timer = setTimeout(() => subscription.unsubscribe(), timeoutMs);
-    const record = (async () => {
-      try {
-        for await (const message of subscription) {
-          const current = standing(decodeRecord(message.data));
-          if (isFinal(current.state)) return current;
-        }
-        return undefined;
-      } finally {
-        clearTimeout(timer);
-        subscription.unsubscribe();
+  /**
+   * The command's first final record stored within `timeoutMs`, else undefined: read from the
+   * stream (its newest record, then each one stored after it), so a write the stream refused (a
+   * writer that lost the race of compare-and-set) is never taken for the command's state.
+   */
+  private async finalState(js: JetStreamClient, commandId: string, timeoutMs: number): Promise<CommandRecord | undefined> {
+    const consumer = await js.consumers.get(COMMAND_STATE_STREAM, { filter_subjects: [stateSubject(commandId)], deliver_policy: DeliverPolicy.LastPerSubject });
+    const messages = await consumer.consume();
+    const timer = setTimeout(() => void messages.stop(), Math.max(timeoutMs, 0));
+    try {
+      for await (const message of messages) {
+        const current = standing(decodeRecord(message.data));
+        if (isFinal(current.state)) return current;
       }
-    })();
-    return { record, cancel: () => subscription.unsubscribe() };
+      return undefined;
+    } finally {
+      clearTimeout(timer);
+      await messages.close();
+    }
   }
 }
