@@ -6,7 +6,7 @@
  * Guarantees: a POST `{"name", "payload"?, "ttlSeconds"?, "retries"?, "responseTimeoutSeconds"?}`
  * (name: 1–64 of A-Z a-z 0-9 . _ : -; payload any JSON value, default null; ttlSeconds 1..86400,
  * default 300; retries 0..10, default 3; responseTimeoutSeconds 1..60) is checked first (400 with
- * the reason), then the device (404 unknown), the instance's command rate (429 with
+ * the reason), then the device (404 unknown), this core replica's command rate (429 with
  * `Retry-After` beyond it: `perSecond` a second after a burst of as many; the api counts every
  * command of this core process) and the broker (503 with `Retry-After: 1` while core is not
  * connected to it); then its record `queued` is stored and the command put on the stream, and only
@@ -41,7 +41,7 @@ import type { DeviceStore } from '../shared/store.ts';
 import { isDeviceId } from '../shared/telemetry.ts';
 import { TokenBuckets } from '../shared/token-buckets.ts';
 
-/** Commands a second an instance's core accepts by default (and as many at once). */
+/** Commands a second each core replica accepts by default (and as many at once). */
 export const DEFAULT_COMMAND_RATE = 500;
 
 /** The command rate of IOT_COMMANDS_PER_SECOND (a whole number ≥ 1), or undefined when unset. */
@@ -98,8 +98,8 @@ export class Commands {
     const retries = wholeIn(fields, 'retries', 0, MAX_RETRIES) ?? DEFAULT_RETRIES;
     const responseTimeoutSeconds = wholeIn(fields, 'responseTimeoutSeconds', 1, MAX_RESPONSE_TIMEOUT_SECONDS);
     if (!isDeviceId(deviceId) || (await this.options.store.passwordHash(deviceId)) === undefined) throw new HttpError(404, `no device ${deviceId}`);
-    const waitMs = this.rate.take('instance');
-    if (waitMs > 0) throw new HttpError(429, 'too many commands for this instance; send it again later', { 'Retry-After': String(Math.ceil(waitMs / 1000)) });
+    const waitMs = this.rate.take('replica');
+    if (waitMs > 0) throw new HttpError(429, 'too many commands; send it again later', { 'Retry-After': String(Math.ceil(waitMs / 1000)) });
     const { connection, js, states } = this;
     if (!connection || !js || !states || connection.isClosed()) throw new HttpError(503, 'core is not connected to the broker; send it again later', { 'Retry-After': '1' });
 
