@@ -36,6 +36,15 @@ async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, wha
   }
 }
 
+/** `promise`, or a failure naming `what` when it has not settled within `ms`. */
+function bounded<T>(promise: Promise<T>, ms: number, what: () => string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out waiting for ${what()}`)), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
 test('a one-way command reaches the connected MQTT device, which acknowledged it: delivered', async () => {
   const client = await connect('cmd-1');
   const device = await answerCommands(client, 'cmd-1');
@@ -95,7 +104,7 @@ test('a command whose deliveries the device never acknowledges is failed after i
     silent.handleMessage = () => undefined; // the device takes the command but never sends its PUBACK
     const closed = new Promise<void>((resolve) => silent.once('close', () => resolve()));
     await silent.subscribeAsync('command/cmd-5/req/#', { qos: 1 });
-    await closed; // by the gateway, for the missing PUBACK
+    await bounded(closed, 10 * ACK_TIMEOUT_MS, () => `the gateway to close delivery ${delivery}'s connection for its missing PUBACK (offered: ${JSON.stringify(offered)})`);
   }
   assert.deepEqual(offered, Array(2).fill(`command/cmd-5/req/${String(sent.body.commandId)}/stuck`), 'offered once and once again');
   const client = await connect('cmd-5');

@@ -65,8 +65,9 @@ export function serveMqttCommands(broker: Aedes, options: MqttCommandsOptions): 
       if (!entry) return reject(new Error('the device stopped following its commands'));
       const timer = setTimeout(() => {
         log.warn('mqtt connection closed', { device: command.deviceId, command: command.id, reason: `no PUBACK for a command within ${ackTimeoutMs / 1000} s` });
+        // stopped first: the command offered again goes to the device's next connection, not to this closing one
+        stop(client);
         client.close();
-        entry.lost?.(new Error('no PUBACK in time'));
       }, ackTimeoutMs);
       const settle = () => {
         clearTimeout(timer);
