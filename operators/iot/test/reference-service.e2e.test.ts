@@ -9,8 +9,12 @@
  * 401. Then an application with its own credential follows the stream of a fleet's telemetry and
  * connection events through a gateway restart (its pod deleted) and its own disconnect, and
  * misses nothing: every message of every device in the order sent, a connect and a disconnect of
- * every MQTT device; its credential cannot register devices and is refused once revoked. The
- * simulator and the application dial only the instance's pod IPs.
+ * every MQTT device; its credential cannot register devices and is refused once revoked.
+ * Commands to devices through core: a one-way command reaches a connected MQTT device and a
+ * polling HTTP device, a request/response command returns the device's answer (over either), a
+ * command to an offline device is delivered when it connects within the TTL and one past its TTL
+ * expires, and a device cannot subscribe to another device's commands.
+ * The simulator and the application dial only the instance's pod IPs.
  * The gateway admits this machine as a user admits devices: the node's address on the pod bridge
  * in `spec.gateway.deviceSources`; core, which admits only its instance, is reached from that same
  * address, which kube-router lets reach every pod of its node (as it does the kubelet's probes).
@@ -18,20 +22,25 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import mqtt from 'mqtt';
 import { Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
-import type { TestEnv } from '@iot-operator/runtime/testing';
+import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv, REAL_NODE_NAME, realNode } from '@iot-operator/local-cluster';
-import { waitFor } from '@iot-operator/runtime/testing';
 import {
+  answerCommands,
+  answerPolledCommand,
   connectFleet,
   followEvents,
   HttpStatusError,
   issueApplication,
+  pollCommand,
   postHttp,
   publishMqtt,
+  readCommand,
   readTelemetry,
   registerDevice,
   revokeApplication,
+  sendCommand,
   simulateDevice,
   type DeviceCredentials,
   type ServiceAddresses,
@@ -170,5 +179,48 @@ describe('the reference IoT service on the real node', { skip }, () => {
 
     await revokeApplication(addresses, app.id);
     await assert.rejects(followEvents(addresses.coreUrl, { token: app.token }, () => undefined), (e: unknown) => e instanceof HttpStatusError && e.status === 401);
+  });
+
+  it('commands reach an MQTT device and a polling HTTP device, answers come back, an offline device gets what waits within its TTL, and no device subscribes to another\'s', async () => {
+    const addresses = await deviceAddresses(env, `${landscape}-plant`);
+    const stamp = Date.now();
+    const [onMqtt, onHttp, offline, intruder] = (await Promise.all(['on-mqtt', 'on-http', 'offline', 'intruder'].map((name) => registerDevice(addresses, `cmd-${name}-${stamp}`)))) as [DeviceCredentials, DeviceCredentials, DeviceCredentials, DeviceCredentials];
+    const connect = (device: DeviceCredentials) => mqtt.connectAsync(addresses.gatewayMqttUrl, { username: device.id, password: device.password, clientId: device.id, reconnectPeriod: 0, connectTimeout: 10_000 });
+    const state = async (device: DeviceCredentials, sent: { body: Record<string, unknown> }) => (await readCommand(addresses, device.id, String(sent.body.commandId))).state;
+
+    const expiring = await sendCommand(addresses, offline.id, { name: 'old', ttlSeconds: 1 });
+    const waiting = await sendCommand(addresses, offline.id, { name: 'new', payload: 'on', ttlSeconds: 300 });
+    assert.deepEqual([expiring.status, waiting.status, waiting.body.state], [202, 202, 'queued']);
+
+    const client = await connect(onMqtt);
+    const device = await answerCommands(client, onMqtt.id, (command) => (command.name === 'read' ? { status: 200, payload: { celsius: 21.5 } } : undefined));
+    const oneWay = await sendCommand(addresses, onMqtt.id, { name: 'set-interval', payload: { seconds: 5 } });
+    assert.equal(oneWay.status, 202);
+    const answered = await sendCommand(addresses, onMqtt.id, { name: 'read', responseTimeoutSeconds: 30 });
+    assert.deepEqual([answered.status, answered.body.state, answered.body.response], [200, 'succeeded', { celsius: 21.5 }], 'the MQTT device\'s answer');
+    assert.deepEqual(device.received, [{ commandId: oneWay.body.commandId, name: 'set-interval', payload: { seconds: 5 } }, { commandId: answered.body.commandId, name: 'read', payload: null }]);
+    assert.equal(await state(onMqtt, oneWay), 'delivered', 'the one-way command was acknowledged before the next went out');
+
+    const toPoller = await sendCommand(addresses, onHttp.id, { name: 'light', payload: { on: true } });
+    assert.deepEqual(await pollCommand(addresses.gatewayHttpUrl, onHttp, 30), { commandId: toPoller.body.commandId, name: 'light', payload: { on: true } });
+    const asked = sendCommand(addresses, onHttp.id, { name: 'read', responseTimeoutSeconds: 30 });
+    const polled = await pollCommand(addresses.gatewayHttpUrl, onHttp, 30);
+    assert.equal(polled?.name, 'read', 'the request/response command, polled');
+    await answerPolledCommand(addresses.gatewayHttpUrl, onHttp, polled.commandId, { status: 200, payload: { celsius: 19 } });
+    const result = await asked;
+    assert.deepEqual([result.status, result.body.state, result.body.response], [200, 'succeeded', { celsius: 19 }], 'the HTTP device\'s answer');
+    assert.equal(await state(onHttp, toPoller), 'delivered');
+
+    await waitFor('the command with a 1 s TTL to expire', async () => ({ done: (await state(offline, expiring)) === 'expired', value: undefined }), { timeoutMs: 30_000 });
+    const late = await connect(offline);
+    const arrived = await answerCommands(late, offline.id);
+    await waitFor('the waiting command to reach the device that connected', async () => ({ done: (await state(offline, waiting)) === 'delivered', value: undefined, seen: arrived.received }), { timeoutMs: 30_000 });
+    assert.deepEqual(arrived.received.map((command) => command.name), ['new'], 'the expired command never reaches it');
+    assert.equal(await state(offline, expiring), 'expired');
+
+    const other = await connect(intruder);
+    for (const filter of [`command/${onMqtt.id}/req/#`, 'command/+/req/#', '#']) await assert.rejects(other.subscribeAsync(filter, { qos: 1 }), /Subscribe error/, filter);
+    await assert.rejects(answerCommands(other, onMqtt.id), /Subscribe error/, "another device's commands, through the simulator");
+    for (const connection of [client, late, other]) await connection.endAsync();
   });
 });

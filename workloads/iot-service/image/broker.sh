@@ -6,8 +6,10 @@
 #               stream's info (its readiness), and receive core's device-change notices
 #               (`devices.changed`) and the replies to its own requests (`_INBOX_gateway.>`: the
 #               stream's acknowledgements), and publish devices' connection events
-#               (`events.connection.>`). It cannot read telemetry, touch a stream or consumer,
-#               or announce device changes.
+#               (`events.connection.>`). For commands: make, read and acknowledge on the
+#               consumers of stream COMMANDS (a device's own, made by the gateway serving it), and
+#               read and write command states (stream COMMAND_STATES). It cannot read telemetry
+#               or events, touch a stream, put a command, or announce device changes.
 #   processing  IOT_BROKER_PROCESSING_PASSWORD: pull from and acknowledge on the durable consumer
 #               `processing` of stream TELEMETRY and the durable consumer `connections` of stream
 #               EVENTS (their info, their next messages, their acks), publish
@@ -19,7 +21,9 @@
 #               EVENTS and make the consumer `processing` (info, create, update — never delete),
 #               make, read from and delete consumers of EVENTS alone (the applications' event
 #               streams), publish device-change notices, and receive its own replies
-#               (`_INBOX_core.>`). It cannot publish telemetry or events, or read TELEMETRY.
+#               (`_INBOX_core.>`); make and update the streams COMMANDS and COMMAND_STATES, put
+#               commands, read, write and follow command states. It cannot publish telemetry or
+#               events, read TELEMETRY, or take commands.
 # Each user's replies come to its own inbox prefix, so none can listen to another's (the
 # messages processing pulls are replies). The monitoring endpoint on 8222 answers /healthz (the
 # readiness probe) and /jsz (the operator's ingestion reading). The JetStream file store lives in
@@ -52,7 +56,11 @@ http: "0.0.0.0:8222"
 max_payload: 1MB
 authorization {
   GATEWAY = {
-    publish: { allow: ["telemetry.>", "\$JS.API.STREAM.INFO.TELEMETRY", "events.connection.>"] }
+    publish: { allow: [
+      "telemetry.>", "\$JS.API.STREAM.INFO.TELEMETRY", "events.connection.>",
+      "\$JS.API.CONSUMER.CREATE.COMMANDS.>", "\$JS.API.CONSUMER.INFO.COMMANDS.*", "\$JS.API.CONSUMER.MSG.NEXT.COMMANDS.*", "\$JS.ACK.COMMANDS.>",
+      "commandstates.>", "\$JS.API.STREAM.MSG.GET.COMMAND_STATES"
+    ] }
     subscribe: { allow: ["devices.changed", "_INBOX_gateway.>"] }
   }
   PROCESSING = {
@@ -75,7 +83,11 @@ authorization {
       "\$JS.API.CONSUMER.INFO.TELEMETRY.processing", "\$JS.API.CONSUMER.CREATE.TELEMETRY.processing",
       "\$JS.API.STREAM.INFO.EVENTS", "\$JS.API.STREAM.CREATE.EVENTS", "\$JS.API.STREAM.UPDATE.EVENTS",
       "\$JS.API.CONSUMER.CREATE.EVENTS", "\$JS.API.CONSUMER.CREATE.EVENTS.>", "\$JS.API.CONSUMER.INFO.EVENTS.>", "\$JS.API.CONSUMER.DELETE.EVENTS.>", "\$JS.API.CONSUMER.MSG.NEXT.EVENTS.>",
-      "devices.changed"
+      "devices.changed",
+      "\$JS.API.STREAM.INFO.COMMANDS", "\$JS.API.STREAM.CREATE.COMMANDS", "\$JS.API.STREAM.UPDATE.COMMANDS",
+      "\$JS.API.STREAM.INFO.COMMAND_STATES", "\$JS.API.STREAM.CREATE.COMMAND_STATES", "\$JS.API.STREAM.UPDATE.COMMAND_STATES",
+      "commands.>", "commandstates.>", "\$JS.API.STREAM.MSG.GET.COMMAND_STATES",
+      "\$JS.API.CONSUMER.CREATE.COMMAND_STATES", "\$JS.API.CONSUMER.CREATE.COMMAND_STATES.>", "\$JS.API.CONSUMER.MSG.NEXT.COMMAND_STATES.*", "\$JS.API.CONSUMER.DELETE.COMMAND_STATES.*"
     ] }
     subscribe: { allow: ["_INBOX_core.>"] }
   }

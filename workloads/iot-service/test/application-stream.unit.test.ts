@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { EVENTS_STREAM } from '../src/shared/events.ts';
-import { followEvents, HttpStatusError, issueApplication, postHttp, registerDevice, revokeApplication, type DeviceCredentials, type StreamedEvent } from '../src/simulator/index.ts';
+import { followEvents, HttpStatusError, issueApplication, postHttp, readCommand, registerDevice, revokeApplication, sendCommand, type DeviceCredentials, type StreamedEvent } from '../src/simulator/index.ts';
 import { API_TOKEN, connectToBroker, startService, waitFor, type Service } from './harness.ts';
 
 let service: Service;
@@ -54,19 +54,22 @@ async function followUntil(token: string, options: { lastEventId?: string; from?
 
 const numbers = (events: StreamedEvent[], deviceId: string) => events.filter((e) => e.type === 'telemetry' && e.data.deviceId === deviceId).map((e) => (e.data.payload as { n: number }).n);
 
-test('an application token reads (stream, telemetry) but cannot register devices or issue credentials, and is refused once revoked, its open stream ended', async () => {
+test('an application token reads (stream, telemetry) and sends commands but cannot register devices or issue credentials, and is refused once revoked, its open stream ended', async () => {
   const app = await issueApplication(admin(), 'dashboard');
   await assert.rejects(issueApplication(admin(), 'dashboard'), (e: unknown) => e instanceof HttpStatusError && e.status === 409);
   await assert.rejects(issueApplication(admin(), 'bad id'), (e: unknown) => e instanceof HttpStatusError && e.status === 400);
   const device = await registerDevice(admin(), 'dev-app-rights');
   await send(device, 0, 1);
   const asApp = { coreUrl: service.coreUrl, apiToken: app.token };
-  await assert.rejects(registerDevice(asApp, 'dev-by-app'), (e: unknown) => e instanceof HttpStatusError && e.status === 403 && /reading only/.test(e.body));
+  await assert.rejects(registerDevice(asApp, 'dev-by-app'), (e: unknown) => e instanceof HttpStatusError && e.status === 403 && /reading and commands only/.test(e.body));
   await assert.rejects(issueApplication(asApp, 'another'), (e: unknown) => e instanceof HttpStatusError && e.status === 403);
   await assert.rejects(registerDevice({ coreUrl: service.coreUrl, apiToken: `${app.token}x` }, 'dev-by-forger'), (e: unknown) => e instanceof HttpStatusError && e.status === 401);
   await waitFor(() => service.store.rows.size > 0, 'stored');
   const read = await fetch(`${service.coreUrl}/v1/devices/dev-app-rights/telemetry`, { headers: { Authorization: `Bearer ${app.token}` } });
   assert.equal(read.status, 200, 'it reads telemetry');
+  const command = await sendCommand(asApp, device.id, { name: 'reboot' });
+  assert.equal(command.status, 202, 'it sends a command');
+  assert.equal((await readCommand(asApp, device.id, String(command.body.commandId))).state, 'queued', 'and reads its state');
 
   let ended = false;
   const following = followEvents(service.coreUrl, { token: app.token }, () => undefined).then(() => (ended = true));

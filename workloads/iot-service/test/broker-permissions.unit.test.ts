@@ -4,7 +4,8 @@
  * tried against a real NATS Server running that configuration: the gateway publishes telemetry
  * but cannot read it, touch the streams or announce device changes; processing consumes but
  * cannot publish telemetry; core makes the streams and announces, and cannot read or publish
- * telemetry.
+ * telemetry. For commands: core puts them and the gateway takes them off a device's consumer, but
+ * the gateway cannot put one or change their streams, and core cannot consume them.
  */
 
 import assert from 'node:assert/strict';
@@ -13,9 +14,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { DEAD_LETTER_STREAM, PROCESSING_CONSUMER, TELEMETRY_STREAM, telemetrySubject } from '../src/shared/broker.ts';
+import { COMMAND_STATE_STREAM } from '../src/shared/command-states.ts';
+import { COMMAND_STREAM, commandSubject, deviceConsumer } from '../src/shared/commands.ts';
 import { DEVICE_CHANGES_SUBJECT } from '../src/shared/device-changes.ts';
 import { connectionEventSubject, EVENTS_STREAM, telemetryEventSubject } from '../src/shared/events.ts';
 import { connectAs, connectToBroker, startService, type Service } from './harness.ts';
@@ -197,4 +200,32 @@ test('core makes the streams and the consumer, announces device changes and read
   await admin.flush();
   watcher.unsubscribe();
   assert.deepEqual(heard, ['probe']);
+});
+
+test('commands: core puts them and the gateway takes them, but the gateway cannot put one or change their streams, and core cannot consume them', async () => {
+  const [gateway, core] = [await as('gateway'), await as('core')];
+  const put = await jetstream(core).publish(commandSubject('dev-cmd'), '{}');
+  assert.equal(put.stream, COMMAND_STREAM, 'core puts a command');
+  await cannotRequest(jetstream(gateway).publish(commandSubject('dev-cmd'), '{}'), commandSubject('dev-cmd'));
+  const gatewayJsm = await jetstreamManager(gateway, { checkAPI: false });
+  for (const stream of [COMMAND_STREAM, COMMAND_STATE_STREAM]) {
+    const update = `$JS.API.STREAM.UPDATE.${stream}`;
+    await cannotRequest(gateway.request(update, JSON.stringify({ name: stream, subjects: ['>'], max_bytes: 1 })), update);
+    await cannotRequest(gatewayJsm.streams.delete(stream), `$JS.API.STREAM.DELETE.${stream}`);
+    await cannotRequest(gatewayJsm.streams.purge(stream), `$JS.API.STREAM.PURGE.${stream}`);
+  }
+  const name = deviceConsumer('dev-cmd');
+  await gatewayJsm.consumers.add(COMMAND_STREAM, { durable_name: name, filter_subject: commandSubject('dev-cmd'), ack_policy: AckPolicy.Explicit });
+  const taken = await (await jetstream(gateway).consumers.get(COMMAND_STREAM, name)).next({ expires: 2_000 });
+  assert.equal(taken?.subject, commandSubject('dev-cmd'), "the gateway takes the device's command");
+
+  await jetstream(core).publish(commandSubject('dev-cmd'), '{}');
+  const coreJsm = await jetstreamManager(core, { checkAPI: false });
+  await cannotRequest(coreJsm.consumers.add(COMMAND_STREAM, { durable_name: 'core-reader', ack_policy: AckPolicy.Explicit }), `$JS.API.CONSUMER.CREATE.${COMMAND_STREAM}.core-reader`);
+  await cannotRequest(coreJsm.consumers.info(COMMAND_STREAM, name), `$JS.API.CONSUMER.INFO.${COMMAND_STREAM}.${name}`);
+  await cannotRequest(core.request(`$JS.API.CONSUMER.MSG.NEXT.${COMMAND_STREAM}.${name}`, JSON.stringify({ batch: 1, expires: 1_000_000_000 })), `$JS.API.CONSUMER.MSG.NEXT.${COMMAND_STREAM}.${name}`);
+  await cannotRequest(coreJsm.streams.getMessage(COMMAND_STREAM, { seq: 1 }), `$JS.API.STREAM.MSG.GET.${COMMAND_STREAM}`);
+  await cannotSubscribe(core, 'commands.>');
+  await cannotSubscribe(core, '_INBOX_gateway.>'); // the commands the gateway pulls are replies there
+  assert.equal((await (await jetstreamManager(admin)).streams.info(COMMAND_STREAM)).state.messages, 2, 'the commands are still there: none taken off by core');
 });

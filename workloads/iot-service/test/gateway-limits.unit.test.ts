@@ -10,7 +10,7 @@ import { after, before, test } from 'node:test';
 import { connect as tcpConnect } from 'node:net';
 import mqtt from 'mqtt';
 import { hashPassword } from '../src/core/passwords.ts';
-import { TokenBuckets } from '../src/gateway/token-buckets.ts';
+import { TokenBuckets } from '../src/shared/token-buckets.ts';
 import { startHealthServer } from '../src/shared/health.ts';
 import { registerDevice, type DeviceCredentials } from '../src/simulator/index.ts';
 import { API_TOKEN, HOST, startService, waitFor, type GatewayTestOptions, type Service } from './harness.ts';

@@ -23,8 +23,10 @@ import { createServer as createHttpServer, type Server as HttpServer } from 'nod
 import type { AddressInfo, Server } from 'node:net';
 import { createCoreApi } from '../src/core/api.ts';
 import { keepBrokerResources } from '../src/core/broker-resources.ts';
+import { Commands } from '../src/core/commands.ts';
 import { DeviceNotices } from '../src/core/device-notices.ts';
 import { EventStreams } from '../src/core/event-stream.ts';
+import { CommandDelivery } from '../src/gateway/command-delivery.ts';
 import { coreDeviceCheck } from '../src/gateway/devices.ts';
 import { connectBrokerLink, type BrokerLink } from '../src/gateway/forwarder.ts';
 import { startGateway, trackDeviceChanges, type Gateway, type GatewayOptions } from '../src/gateway/gateway.ts';
@@ -99,13 +101,15 @@ export interface Service {
   close(): Promise<void>;
 }
 
-export type GatewayTestOptions = Partial<Pick<GatewayOptions, 'backlogWaitMs' | 'tlsDir' | 'tlsPollMs' | 'maxConnections' | 'devices' | 'login' | 'messageRate' | 'connectRate'>>;
+export type GatewayTestOptions = Partial<Pick<GatewayOptions, 'backlogWaitMs' | 'tlsDir' | 'tlsPollMs' | 'maxConnections' | 'devices' | 'login' | 'messageRate' | 'connectRate' | 'commandAckTimeoutMs'>>;
 
 export interface ServiceOptions {
   processing?: boolean;
   stream?: Partial<StreamConfig>;
   gateway?: GatewayTestOptions;
   coreChecks?: { concurrency: number; maxQueued: number };
+  /** core's command rate (default: its own). */
+  commandsPerSecond?: number;
   /** How often core checks the broker's streams and consumer (default: its own, 5 s). */
   brokerCheckMs?: number;
   /** How often an idle event stream gets a comment line (default: its own, 15 s). */
@@ -119,11 +123,13 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
   const stream: StreamConfig = { replicas: 1, maxBytes: 64 * 1024 * 1024, ...options.stream };
 
   const notices = new DeviceNotices({ log: logs.core.log });
+  const commands = new Commands({ store, log: logs.core.log, perSecond: options.commandsPerSecond });
   const coreBroker = await connectAs(broker, 'core', 'core-test');
   const events = new EventStreams({ broker: () => coreBroker, log: logs.core.log, heartbeatMs: options.heartbeatMs, recheckMs: 200 });
-  const core: HttpServer = createHttpServer(createCoreApi({ store, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, notices, events, log: logs.core.log, checks: options.coreChecks }));
+  const core: HttpServer = createHttpServer(createCoreApi({ store, apiToken: API_TOKEN, deviceCheckToken: DEVICE_CHECK_TOKEN, notices, events, log: logs.core.log, checks: options.coreChecks, commands }));
   await listenOn(core, { host: HOST, port: 0 });
   notices.attach(coreBroker);
+  commands.attach(coreBroker);
   const coreStopping = new AbortController();
   keepBrokerResources(coreBroker, { stream, events: { seconds: DEFAULT_EVENTS_SECONDS, maxBytes: stream.maxBytes }, log: logs.core.log, signal: coreStopping.signal, checkMs: options.brokerCheckMs });
 
@@ -132,6 +138,7 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
   const link = connectBrokerLink({ broker: brokerEndpoint(broker), password: BROKER_PASSWORDS.gateway, name: 'gateway-test', timeoutMs: 2_000, deviceChanges });
   await waitFor(() => link.connected(), 'gateway connected to the broker');
   const connections = new ConnectionEvents({ js: link.jetstream, log: logs.gateway.log });
+  const commandLink = connectAs(broker, 'gateway', 'gateway-test-commands');
   let deviceChecks = 0;
   const check = coreDeviceCheck({ host: HOST, port: port(core) }, DEVICE_CHECK_TOKEN);
   const protocols = new Set<ServedProtocol>(options.gateway?.tlsDir ? ['mqtt', 'mqtts', 'http', 'https'] : ['mqtt', 'http']);
@@ -147,6 +154,7 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
     log: logs.gateway.log,
     tlsDir: '/nonexistent',
     connections,
+    commands: new CommandDelivery(commandLink, logs.gateway.log),
     ...options.gateway,
   });
   const inspector = await connectToBroker(broker, 'test-inspector');
@@ -203,6 +211,7 @@ export async function startService(options: ServiceOptions = {}): Promise<Servic
       await connections.flush(5_000);
       connections.close();
       await link.close();
+      await (await commandLink).close();
       coreStopping.abort();
       events.close();
       await notices.close();

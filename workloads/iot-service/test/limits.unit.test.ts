@@ -11,7 +11,7 @@ import { DeviceAuthenticator, RegistryBusyError } from '../src/gateway/devices.t
 import { maxConnections } from '../src/gateway/limits.ts';
 import { DeviceLogin } from '../src/gateway/login.ts';
 import { GatewayMetrics } from '../src/gateway/metrics.ts';
-import { TokenBuckets } from '../src/gateway/token-buckets.ts';
+import { TokenBuckets } from '../src/shared/token-buckets.ts';
 import { captureLog } from './harness.ts';
 
 test('token buckets: a burst of capacity, then perSecond; keys apart; a ban lasts banMs from the first refusal', () => {

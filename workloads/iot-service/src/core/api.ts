@@ -32,6 +32,8 @@
  *   `&before=<receivedAt>&beforeMessageId=<messageId>` of the page's last record (strictly older
  *   records; `before` alone: everything received before that time); a `before` that is not an
  *   ISO 8601 time, or `beforeMessageId` without `before` or not a message id → 400.
+ * - `POST /v1/devices/<id>/commands`, `GET /v1/devices/<id>/commands/<command id>`: commands to
+ *   devices (commands.ts), with the api token.
  * - `POST /v1/internal/device-auth` `{"id","password"}` → 200 `{"authenticated": true|false}`:
  *   the check the gateway makes for each device it has not cached; it tells nothing more than
  *   whether this pair is valid. At most `checks.concurrency` (default: the CPUs, at most 4 —
@@ -55,6 +57,7 @@ import type { ApplicationStore, DeviceStore, TelemetryCursor } from '../shared/s
 import { isDeviceId, isMessageId } from '../shared/telemetry.ts';
 import { applicationMayUse, authenticateApplication, issueApplication, revokeApplication } from './applications.ts';
 import { Bounded, BusyError } from './bounded.ts';
+import type { Commands } from './commands.ts';
 import type { DeviceChangeAnnouncer } from './device-notices.ts';
 import type { EventStreams } from './event-stream.ts';
 import { generatePassword, hashPassword, verifyPassword } from './passwords.ts';
@@ -74,7 +77,11 @@ export interface CoreApiOptions {
   events: EventStreams;
   log: Logger;
   checks?: { concurrency: number; maxQueued: number };
+  /** Commands to devices (commands.ts); without it their routes are not served. */
+  commands?: Commands;
 }
+
+const COMMAND_PATH = /^\/v1\/devices\/([^/]+)\/commands(?:\/([^/]+))?$/;
 
 function parseLimit(value: string | null): number {
   if (value === null) return DEFAULT_TELEMETRY_LIMIT;
@@ -193,10 +200,11 @@ export function createCoreApi(options: CoreApiOptions): RequestListener {
     const token = parseBearer(req.headers.authorization);
     const admin = token !== undefined && sameSecret(token, apiToken);
     const deviceCheck = !admin && token !== undefined && sameSecret(token, deviceCheckToken) && method === 'POST' && url.pathname === '/v1/internal/device-auth';
+    const command = options.commands ? COMMAND_PATH.exec(url.pathname) : null;
     const application = admin || deviceCheck || token === undefined ? undefined : await authenticateApplication(token, store);
     if (!admin && !deviceCheck && application === undefined) throw new HttpError(401, 'a valid Authorization: Bearer <api token> is required');
     if (application !== undefined && !applicationMayUse(method, url.pathname)) {
-      throw new HttpError(403, 'an application token is good for reading only: GET /v1/stream, /v1/devices/<id>, /v1/devices/<id>/telemetry');
+      throw new HttpError(403, 'an application token is good for reading and commands only: GET /v1/stream, /v1/devices/<id>, /v1/devices/<id>/telemetry, POST /v1/devices/<id>/commands, GET /v1/devices/<id>/commands/<command id>');
     }
     const only = (allowed: string) => {
       if (method !== allowed) throw new HttpError(405, `use ${allowed}`);
@@ -235,6 +243,15 @@ export function createCoreApi(options: CoreApiOptions): RequestListener {
     if (password?.[1]) {
       only('POST');
       return resetPassword(decodePathSegment(password[1]), res);
+    }
+    if (command?.[1] && options.commands) {
+      const deviceId = decodePathSegment(command[1]);
+      if (command[2] === undefined) {
+        only('POST');
+        return options.commands.send(req, res, deviceId);
+      }
+      only('GET');
+      return options.commands.read(res, deviceId, decodePathSegment(command[2]));
     }
     const device = /^\/v1\/devices\/([^/]+)$/.exec(url.pathname);
     if (device?.[1]) {

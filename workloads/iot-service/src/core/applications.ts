@@ -1,6 +1,7 @@
 /**
- * Application credentials: the tokens with which a tenant's applications read through core's API
- * (follow the events stream, read devices and their telemetry) and do nothing else.
+ * Application credentials: the tokens with which a tenant's applications use core's API (follow
+ * the events stream, read devices and their telemetry, send commands to devices) and do nothing
+ * else.
  *
  * Guarantees: `POST /v1/applications` `{"id"}` (api token) → 201 `{"id","token"}`: a fresh
  * token `app.<id>.<secret>` (192 random bits, stored only hashed, as device passwords are:
@@ -9,8 +10,9 @@
  * asks the store every time, so every core replica refuses it at once); unknown → 404.
  * `authenticateApplication` returns the application's id for a valid token and undefined for any
  * other (never throws for a malformed one; asks the store only for a token of the application
- * form). `applicationMayUse` is true for the read-only routes alone: `GET /v1/stream`,
- * `GET /v1/devices/<id>` and `GET /v1/devices/<id>/telemetry`.
+ * form). `applicationMayUse` is true for the reading routes and commands alone: `GET /v1/stream`,
+ * `GET /v1/devices/<id>`, `GET /v1/devices/<id>/telemetry`, `POST /v1/devices/<id>/commands` and
+ * `GET /v1/devices/<id>/commands/<command id>`.
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -41,7 +43,8 @@ export async function authenticateApplication(token: string, store: ApplicationS
 }
 
 export function applicationMayUse(method: string, pathname: string): boolean {
-  return method === 'GET' && (pathname === '/v1/stream' || /^\/v1\/devices\/[^/]+(\/telemetry)?$/.test(pathname));
+  if (method === 'POST') return /^\/v1\/devices\/[^/]+\/commands$/.test(pathname);
+  return method === 'GET' && (pathname === '/v1/stream' || /^\/v1\/devices\/[^/]+(\/telemetry|\/commands\/[^/]+)?$/.test(pathname));
 }
 
 export async function issueApplication(req: IncomingMessage, res: ServerResponse, store: ApplicationStore, log: Logger): Promise<void> {

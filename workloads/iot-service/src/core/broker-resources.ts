@@ -5,17 +5,20 @@
  *
  * Guarantees: `keepBrokerResources` makes the stream TELEMETRY (config.yml's `stream`), the
  * durable consumer `processing`, the stream DEAD_LETTERS, the stream EVENTS (shared/events.ts, config.yml's `events`) and its
- * durable consumer `connections` exist with their settings
+ * durable consumer `connections`, and the command streams COMMANDS and COMMAND_STATES
+ * (shared/commands.ts, shared/command-states.ts) exist with their settings
  * (shared/broker.ts: safe from any number of core replicas at once; an existing one with other
  * limits is brought to these), at once and then every `checkMs` (default 5 s), so a broker that
  * lost them (its volume) has them back within that. A round that fails is logged and the next
  * one tries again; a round still running when the next is due is not run twice. It stops when
- * `signal` aborts. `inPlace()` says whether the last round made or found all five.
+ * `signal` aborts. `inPlace()` says whether the last round made or found all of them.
  */
 
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ensureDeadLetterStream, ensureProcessingConsumer, ensureTelemetryStream } from '../shared/broker.ts';
+import { ensureCommandStateStream } from '../shared/command-states.ts';
+import { ensureCommandStream } from '../shared/commands.ts';
 import type { EventsConfig, StreamConfig } from '../shared/config.ts';
 import { ensureConnectionsConsumer, ensureEventsStream } from '../shared/events.ts';
 import type { Logger } from '../shared/log.ts';
@@ -39,6 +42,8 @@ export function keepBrokerResources(connection: NatsConnection, options: BrokerR
       await ensureDeadLetterStream(jsm, options.stream);
       await ensureEventsStream(jsm, options.stream, options.events);
       await ensureConnectionsConsumer(jsm);
+      await ensureCommandStream(jsm, options.stream);
+      await ensureCommandStateStream(jsm, options.stream);
     })()
       .then(
         () => {

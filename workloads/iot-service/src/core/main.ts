@@ -9,10 +9,11 @@
  * background, retrying until it is in, keeps the streams and processing's consumer in place
  * there (broker-resources.ts) and announces device changes there (device-notices.ts); the broker
  * is no part of readiness (registration, the telemetry query and the gateway's device check need
- * none), only a password reset or device deletion waits for it (503 without). On SIGTERM it turns
+ * none), only a password reset, device deletion or command waits for it (503 without). On SIGTERM it turns
  * unready, ends the open event streams (event-stream.ts: their applications reconnect to another
  * replica and resume), stops accepting, finishes open requests, says farewell on the broker and disconnects,
- * and closes the database pool.
+ * and closes the database pool. Commands to devices (commands.ts) go out over the same broker
+ * connection, at most IOT_COMMANDS_PER_SECOND a second (optional, default 500).
  */
 
 import { createServer } from 'node:http';
@@ -29,6 +30,7 @@ import { createPool, PostgresStore } from '../shared/store.ts';
 import { serviceVersion } from '../shared/version.ts';
 import { createCoreApi } from './api.ts';
 import { keepBrokerResources } from './broker-resources.ts';
+import { Commands, commandRate } from './commands.ts';
 import { DeviceNotices } from './device-notices.ts';
 import { EventStreams } from './event-stream.ts';
 import { CORE_API_PORT, HEALTH_PORT, LISTEN_HOST } from '../shared/ports.ts';
@@ -60,9 +62,10 @@ await startComponent(log, version, async () => {
     { host: LISTEN_HOST, port: HEALTH_PORT },
   );
   const notices = new DeviceNotices({ log });
+  const commands = new Commands({ store, log, perSecond: commandRate() });
   let broker: NatsConnection | undefined;
   const events = new EventStreams({ broker: () => broker, log });
-  const api = createServer(createCoreApi({ store, apiToken, deviceCheckToken, notices, events, log }));
+  const api = createServer(createCoreApi({ store, apiToken, deviceCheckToken, notices, events, log, commands }));
 
   const brokerConnected = retry(() => connectBroker({ broker: config.endpoints.broker, user: BROKER_USERS.core, password: brokerPassword, name: `core-${hostname()}` }), {
     signal: stopping.signal,
@@ -71,6 +74,7 @@ await startComponent(log, version, async () => {
     if (stopping.signal.aborted) return connection.close();
     broker = connection;
     notices.attach(connection);
+    commands.attach(connection);
     keepBrokerResources(connection, { stream: config.stream, events: config.events, log, signal: stopping.signal });
     log.info('connected to the broker');
   });

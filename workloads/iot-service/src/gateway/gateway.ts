@@ -25,6 +25,7 @@ import { createServer as createTlsServer } from 'node:tls';
 import type { Logger } from '../shared/log.ts';
 import { closeServer, listenOn } from '../shared/net.ts';
 import type { ConnectionSink } from './connection-events.ts';
+import type { CommandDelivery } from './command-delivery.ts';
 import { countConnections } from './connections.ts';
 import { DeviceChangeTracker } from './device-changes.ts';
 import { DeviceAuthenticator, type DeviceAuthenticatorOptions, type DeviceCheck } from './devices.ts';
@@ -36,7 +37,7 @@ import { GatewayMetrics } from './metrics.ts';
 import { createMqttAdapter } from './mqtt-adapter.ts';
 import type { ServedProtocol } from './protocols.ts';
 import { GatewayCertificate } from './tls.ts';
-import type { TokenBuckets } from './token-buckets.ts';
+import type { TokenBuckets } from '../shared/token-buckets.ts';
 
 export interface GatewayOptions {
   protocols: ReadonlySet<ServedProtocol>;
@@ -56,6 +57,10 @@ export interface GatewayOptions {
   connectRate?: TokenBuckets;
   /** Told of MQTT connections opened, ended and refused (connection-events.ts). */
   connections?: ConnectionSink;
+  /** Commands to devices over MQTT and HTTP (command-delivery.ts). */
+  commands?: CommandDelivery;
+  /** How long an MQTT device has to acknowledge a command (default: mqtt-commands.ts's). */
+  commandAckTimeoutMs?: number;
 }
 
 export interface Gateway {
@@ -92,8 +97,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     protocols.has('mqtts') || protocols.has('https')
       ? new GatewayCertificate({ dir: options.tlsDir, log, pollMs: options.tlsPollMs, onRefused: () => metrics.refused('certificate') })
       : undefined;
-  const mqtt = protocols.has('mqtt') || protocols.has('mqtts') ? await createMqttAdapter({ ...shared, connectRate: options.connectRate ?? connectRate(), backlogWaitMs: options.backlogWaitMs, connections: options.connections }) : undefined;
-  const http = protocols.has('http') || protocols.has('https') ? createHttpAdapter(shared) : undefined;
+  const mqtt = protocols.has('mqtt') || protocols.has('mqtts') ? await createMqttAdapter({ ...shared, connectRate: options.connectRate ?? connectRate(), backlogWaitMs: options.backlogWaitMs, connections: options.connections, commands: options.commands, commandAckTimeoutMs: options.commandAckTimeoutMs }) : undefined;
+  const http = protocols.has('http') || protocols.has('https') ? createHttpAdapter({ ...shared, commands: options.commands }) : undefined;
 
   const servers = new Map<ServedProtocol, Server>();
   // Nagle's algorithm would hold a CONNACK until the device's kernel acknowledged the session

@@ -14,7 +14,9 @@
  * (1–128 printable ASCII characters, else 400) becomes the message id, so a device that sends a
  * message again with the same id has it stored once; without it the gateway assigns one. The
  * answer 202 `{"messageId"}` is sent only after the broker acknowledged the message; 503 when it
- * did not, with `Retry-After` (seconds) when the broker's stream is full. Any other path → 404,
+ * did not, with `Retry-After` (seconds) when the broker's stream is full. With `?ttd=<seconds>` the
+ * answer may instead carry the device's next command, and `POST /v1/command/res/<command id>`
+ * takes its answer (http-commands.ts). Any other path → 404,
  * another method → 405.
  */
 
@@ -23,11 +25,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { HttpError, parseBasic, readJson, sendError, sendJson } from '../shared/http.ts';
 import type { Logger } from '../shared/log.ts';
 import { isMessageId, isPayload, newMessageId, unstorable } from '../shared/telemetry.ts';
+import type { CommandDelivery } from './command-delivery.ts';
 import { BacklogFullError, type Forward } from './forwarder.ts';
+import { answerWithCommand, respond, RESPONSE_PATH, ttdOf } from './http-commands.ts';
 import type { DeviceLogin } from './login.ts';
 import type { GatewayMetrics, RefusalReason } from './metrics.ts';
 import { certificateDevice } from './tls.ts';
-import type { TokenBuckets } from './token-buckets.ts';
+import type { TokenBuckets } from '../shared/token-buckets.ts';
 
 /** What a device is told to wait before sending again while the broker's stream is full. */
 export const BACKLOG_RETRY_AFTER_SECONDS = 5;
@@ -39,13 +43,15 @@ export interface HttpAdapterOptions {
   metrics: GatewayMetrics;
   /** Paces each device's messages (shared with the MQTT adapter). */
   messageRate: TokenBuckets;
+  /** Commands to devices that poll (http-commands.ts). */
+  commands?: CommandDelivery;
 }
 
 /** The longest a request waits for its device's turn before it is answered 429. */
 const MAX_PACING_WAIT_MS = 1_000;
 
 export function createHttpAdapter(options: HttpAdapterOptions): RequestListener {
-  const { login, forward, log, metrics, messageRate } = options;
+  const { login, forward, log, metrics, messageRate, commands } = options;
 
   function refuse(reason: RefusalReason, device: string | undefined, error: HttpError): never {
     metrics.refused(reason);
@@ -81,6 +87,7 @@ export function createHttpAdapter(options: HttpAdapterOptions): RequestListener 
   async function telemetry(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const deviceId = await authenticatedDevice(req);
     await paced(deviceId);
+    const ttd = commands ? ttdOf(req) : undefined;
     const given = req.headers['message-id'];
     if (given !== undefined && !isMessageId(given)) throw new HttpError(400, 'Message-Id must be 1-128 printable ASCII characters without spaces');
     const payload = await readJson(req);
@@ -98,13 +105,24 @@ export function createHttpAdapter(options: HttpAdapterOptions): RequestListener 
       if (error instanceof BacklogFullError) throw new HttpError(503, 'the service is storing what it already has; send it again later', { 'Retry-After': String(BACKLOG_RETRY_AFTER_SECONDS) });
       throw new HttpError(503, 'the broker did not accept the message; send it again');
     }
-    sendJson(res, 202, { messageId: envelope.messageId });
+    const accepted = () => sendJson(res, 202, { messageId: envelope.messageId });
+    if (commands && ttd !== undefined) return answerWithCommand(commands, deviceId, ttd, res, accepted);
+    accepted();
+  }
+
+  async function commandResponse(commandId: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const deviceId = await authenticatedDevice(req);
+    if (commands) await respond(commands, deviceId, commandId, req, res);
   }
 
   return (req, res) => {
-    const path = (req.url ?? '').split('?')[0];
-    const handled =
-      path !== '/v1/telemetry'
+    const path = (req.url ?? '').split('?')[0] ?? '';
+    const response = commands ? RESPONSE_PATH.exec(path) : null;
+    const handled = response?.[1]
+      ? req.method !== 'POST'
+        ? Promise.reject(new HttpError(405, 'use POST'))
+        : commandResponse(response[1], req, res)
+      : path !== '/v1/telemetry'
         ? Promise.reject(new HttpError(404, 'not found'))
         : req.method !== 'POST'
           ? Promise.reject(new HttpError(405, 'use POST'))

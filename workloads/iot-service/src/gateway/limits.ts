@@ -9,7 +9,7 @@
  * (no cap) when unset or empty; anything else throws naming it.
  */
 
-import { TokenBuckets } from './token-buckets.ts';
+import { TokenBuckets } from '../shared/token-buckets.ts';
 
 export const messageRate = () => new TokenBuckets({ capacity: 400, perSecond: 200 });
 

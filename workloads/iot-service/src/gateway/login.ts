@@ -20,7 +20,7 @@ import type { Logger } from '../shared/log.ts';
 import { RegistryBusyError, type DeviceAuthenticator } from './devices.ts';
 import { failedLogins } from './limits.ts';
 import type { RefusalReason } from './metrics.ts';
-import { TokenBuckets } from './token-buckets.ts';
+import { TokenBuckets } from '../shared/token-buckets.ts';
 
 export type LoginResult = { admitted: true } | { admitted: false; reason: RefusalReason; retryAfterSeconds?: number };
 

@@ -15,9 +15,10 @@
  * device-change notices on the broker (device-changes.ts): a device whose password was reset or
  * which was deleted has its cached logins forgotten and its MQTT connection closed, and every
  * cached login is forgotten when a notice may have been missed. It publishes each device's MQTT
- * connection events (connection-events.ts). On SIGTERM it turns unready, stops accepting devices,
- * finishes open requests, publishes its devices' disconnects (for at most 5 s) and disconnects
- * from the broker.
+ * connection events (connection-events.ts). Commands reach devices over a second broker
+ * connection of its own (command-delivery.ts). On SIGTERM it turns unready, stops accepting
+ * devices, finishes open requests, publishes its devices' disconnects (for at most 5 s) and
+ * disconnects from the broker.
  */
 
 import { hostname } from 'node:os';
@@ -29,6 +30,9 @@ import { tcpReachable } from '../shared/net.ts';
 import { GATEWAY_HTTP_PORT, GATEWAY_HTTPS_PORT, GATEWAY_MQTT_PORT, GATEWAY_MQTTS_PORT, HEALTH_PORT, LISTEN_HOST } from '../shared/ports.ts';
 import { serviceVersion } from '../shared/version.ts';
 import { ConnectionEvents } from './connection-events.ts';
+import { connectBroker } from '../shared/broker.ts';
+import { BROKER_USERS } from '../shared/config.ts';
+import { CommandDelivery } from './command-delivery.ts';
 import { coreDeviceCheck } from './devices.ts';
 import { connectBrokerLink } from './forwarder.ts';
 import { startGateway, trackDeviceChanges, type Gateway } from './gateway.ts';
@@ -52,6 +56,8 @@ await startComponent(log, version, async () => {
     deviceChanges,
   });
   const connections = new ConnectionEvents({ js: broker.jetstream, log });
+  const commandLink = connectBroker({ broker: config.endpoints.broker, user: BROKER_USERS.gateway, password: credential('IOT_BROKER_GATEWAY_PASSWORD'), name: `gateway-${hostname()}-commands` });
+  commandLink.catch((error: unknown) => log.error('cannot connect to the broker for commands', { error }));
   gateway = await startGateway({
     protocols,
     host: LISTEN_HOST,
@@ -62,6 +68,7 @@ await startComponent(log, version, async () => {
     tlsDir: process.env.IOT_GATEWAY_TLS_DIR || DEFAULT_TLS_DIR,
     maxConnections: maxConnections(),
     connections,
+    commands: new CommandDelivery(commandLink, log),
   });
   const health = await startHealthServer(
     {
@@ -87,6 +94,7 @@ await startComponent(log, version, async () => {
       await connections.flush(5_000);
       connections.close();
       await broker.close();
+      await (await commandLink).drain();
       await health.close();
     },
   };

@@ -26,9 +26,10 @@
  * to `backlogWaitMs` (default 30 s); when forwarding still fails the connection is closed without
  * PUBACK, so the device sends it again. A packet announcing more than MAX_MQTT_PACKET_BYTES closes
  * the connection before its body is read (mqtt-packet-limit.ts), authenticated or not.
- * Subscriptions are refused (SUBACK 128): devices only send telemetry here. Each connection's
- * opening and end (clean only after the device's DISCONNECT) and each refused login are told to
- * `connections` (connection-events.ts). `disconnect(id)`
+ * A device may subscribe to its own commands and publish its answers to them (mqtt-commands.ts);
+ * every other subscription is refused (SUBACK 128). Each connection's opening and end (clean only
+ * after the device's DISCONNECT) and each refused login are told to `connections`
+ * (connection-events.ts). `disconnect(id)`
  * closes the device's open connection, if any (its password was reset or it was deleted).
  */
 
@@ -38,12 +39,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../shared/log.ts';
 import { isPayload, newMessageId, parseDeviceTopic, unstorable, type TelemetryEnvelope } from '../shared/telemetry.ts';
 import type { ConnectionSink } from './connection-events.ts';
+import type { CommandDelivery } from './command-delivery.ts';
 import { BacklogFullError, type Forward } from './forwarder.ts';
 import type { DeviceLogin } from './login.ts';
 import type { GatewayMetrics, RefusalReason } from './metrics.ts';
+import { serveMqttCommands, type MqttCommands } from './mqtt-commands.ts';
 import { limitPacketSize, MAX_MQTT_PACKET_BYTES } from './mqtt-packet-limit.ts';
 import { certificateDevice } from './tls.ts';
-import type { TokenBuckets } from './token-buckets.ts';
+import type { TokenBuckets } from '../shared/token-buckets.ts';
 
 export interface MqttAdapterOptions {
   login: DeviceLogin;
@@ -57,6 +60,9 @@ export interface MqttAdapterOptions {
   backlogWaitMs?: number;
   /** Told each connection's opening and end and each refused login (connection-events.ts). */
   connections?: ConnectionSink;
+  /** Commands to devices (mqtt-commands.ts); without it every subscription is refused. */
+  commands?: CommandDelivery;
+  commandAckTimeoutMs?: number;
 }
 
 /** Forwards `envelope`, offering it again while the stream is full, for at most `waitMs`. */
@@ -110,6 +116,7 @@ export async function createMqttAdapter(options: MqttAdapterOptions): Promise<Mq
   const deviceOf = new WeakMap<Client, string>();
   /** Devices whose connection the gateway closed for the broker's sake: their next login is no flap. */
   const closedByGateway = new Set<string>();
+  let commands: MqttCommands | undefined;
 
   /** Who the client is, or why it is refused before any password is checked. */
   function claimedDevice(client: Client, username: string | undefined): { id: string; certified: boolean } | { refused: RefusalReason; reason: string } {
@@ -155,6 +162,14 @@ export async function createMqttAdapter(options: MqttAdapterOptions): Promise<Mq
     },
     authorizePublish: (client, packet, done) => {
       const deviceId = client ? deviceOf.get(client) : undefined;
+      if (deviceId && commands?.isAnswer(packet.topic)) {
+        packet.retain = false;
+        commands.answer(deviceId, packet.topic, Buffer.from(packet.payload)).then(
+          () => done(null),
+          (error: unknown) => done(error instanceof Error ? error : new Error(String(error))),
+        );
+        return;
+      }
       const topic = parseDeviceTopic(packet.topic);
       if (!deviceId || topic?.deviceId !== deviceId) {
         log.warn('mqtt publish refused', { device: deviceId, topic: packet.topic, reason: 'not the device\'s telemetry topic' });
@@ -182,8 +197,14 @@ export async function createMqttAdapter(options: MqttAdapterOptions): Promise<Mq
           },
         );
     },
-    authorizeSubscribe: (_client, _subscription, done) => done(null, null),
+    authorizeSubscribe: (client, subscription, done) => {
+      const deviceId = client ? deviceOf.get(client) : undefined;
+      const granted = deviceId && commands ? commands.maySubscribe(deviceId, subscription) : null;
+      if (!granted) log.warn('mqtt subscription refused', { device: deviceId, topic: subscription.topic, reason: 'a device subscribes only to its own command/<id>/req/ topics' });
+      done(null, granted);
+    },
   });
+  if (options.commands) commands = serveMqttCommands(broker, { delivery: options.commands, log, deviceOf: (client) => deviceOf.get(client), ackTimeoutMs: options.commandAckTimeoutMs });
 
   /** The open connection of each device (its client id is its id, so it has at most one). */
   const connected = new Map<string, Client>();

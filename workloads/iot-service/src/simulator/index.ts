@@ -164,6 +164,7 @@ export async function simulateDevice(
 
 /** The device that publishes without pause (day-two tests): continuous.ts. */
 export * from './application.ts';
+export * from './commands.ts';
 export * from './continuous.ts';
 export * from './fleet.ts';
 export * from './hostile.ts';

@@ -4,7 +4,7 @@
  * Guarantees: `isMqttTlsUrl` says whether mqtt.js dials a URL over TLS; `mqttTlsOptions` is what
  * mqtt.js needs for an mqtts:// URL (the CA to trust, the server name to check, a client
  * certificate), nothing for mqtt://. `sendRequest` sends one
- * request and resolves with its status and body: http:// through fetch, https:// through
+ * request and resolves with its status, body and headers: http:// through fetch, https:// through
  * node:https with `tls` (only the given CA trusted when one is given); it rejects on a network or
  * TLS error (a certificate the device does not trust: the handshake's error, e.g.
  * UNABLE_TO_VERIFY_LEAF_SIGNATURE) or when `signal` aborts.
@@ -37,11 +37,18 @@ export interface SentRequest {
   signal?: AbortSignal;
 }
 
-/** One request to `url`; its status and body text. */
-export async function sendRequest(url: URL, init: SentRequest): Promise<{ status: number; text: string }> {
+export interface ReceivedResponse {
+  status: number;
+  text: string;
+  /** The answer's headers, names in lower case. */
+  headers: Record<string, string>;
+}
+
+/** One request to `url`; its status, body text and headers. */
+export async function sendRequest(url: URL, init: SentRequest): Promise<ReceivedResponse> {
   if (url.protocol !== 'https:') {
     const response = await fetch(url, { method: init.method, headers: init.headers, body: init.body, signal: init.signal });
-    return { status: response.status, text: await response.text() };
+    return { status: response.status, text: await response.text(), headers: Object.fromEntries(response.headers) };
   }
   const tls = init.tls ?? {};
   return new Promise((resolve, reject) => {
@@ -59,7 +66,9 @@ export async function sendRequest(url: URL, init: SentRequest): Promise<{ status
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8'), headers: Object.fromEntries(Object.entries(res.headers).map(([name, value]) => [name, String(value)])) }),
+        );
         res.on('error', reject);
       },
     );

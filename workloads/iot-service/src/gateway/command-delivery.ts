@@ -1,0 +1,151 @@
+/**
+ * How the gateway takes a device's commands off the broker (shared/commands.ts) and records what
+ * became of them (shared/command-states.ts), whatever protocol hands them to the device.
+ *
+ * Guarantees: the device's commands come from its one durable consumer on COMMANDS (made here
+ * when missing; every gateway uses the same one, so a device that moves to another gateway gets
+ * what is left), one at a time and in order. `follow(device, send)` hands each pending command to
+ * `send` until the returned function is called; `next(device, waitMs)` takes one for an HTTP
+ * device polling, waiting up to `waitMs`, and leaves it to the caller to say `delivered()` or
+ * `undelivered()`. A command is acknowledged on the broker only once the device acknowledged it
+ * (then recorded `delivered` with its attempt count); one `send` rejected or `undelivered` is
+ * offered again (the next delivery); one whose TTL passed is recorded `expired` and one delivered
+ * 1 + `retries` times without the device's acknowledgement is recorded `failed`, both taken off
+ * the stream without reaching the device. `respond` records the device's answer (2xx
+ * `succeeded`, else `failed`) for a command of that device only: false for a command that is
+ * unknown or another device's. A consumer that cannot be made or read is tried again every
+ * second while followed.
+ */
+
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type Consumer, type JsMsg } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { CommandStates } from '../shared/command-states.ts';
+import { COMMAND_STREAM, commandSubject, decodeCommand, deviceConsumer, type Command } from '../shared/commands.ts';
+import type { Logger } from '../shared/log.ts';
+import { nanos } from '../shared/broker.ts';
+
+/** How long a command handed out waits for the gateway's acknowledgement before the broker offers it again (a gateway that stopped). */
+const ACK_WAIT_MS = 30_000;
+/** A device's consumer left unused this long is removed by the broker (its commands stay in the stream). */
+const INACTIVE_MS = 60 * 60_000;
+
+export interface PolledCommand {
+  command: Command;
+  delivered(): Promise<void>;
+  undelivered(): void;
+}
+
+export class CommandDelivery {
+  private readonly states: Promise<CommandStates>;
+
+  constructor(
+    private readonly connection: Promise<NatsConnection>,
+    private readonly log: Logger,
+  ) {
+    this.states = connection.then((made) => new CommandStates(made));
+  }
+
+  follow(deviceId: string, send: (command: Command) => Promise<void>): () => void {
+    const stopped = new AbortController();
+    let messages: { stop(): void } | undefined;
+    void (async () => {
+      while (!stopped.signal.aborted) {
+        try {
+          const consuming = await (await this.consumer(deviceId)).consume({ max_messages: 1 });
+          messages = consuming;
+          if (stopped.signal.aborted) return consuming.stop();
+          for await (const message of consuming) {
+            const command = await this.admitted(message);
+            if (!command) continue;
+            try {
+              await send(command);
+            } catch (error) {
+              message.nak();
+              this.log.info('command not acknowledged by the device; offered again', { device: deviceId, command: command.id, error });
+              continue;
+            }
+            await this.acknowledged(message, command);
+          }
+        } catch (error) {
+          if (stopped.signal.aborted) return;
+          this.log.warn('device commands not readable; trying again', { device: deviceId, error });
+          await sleep(1_000);
+        }
+      }
+    })();
+    return () => {
+      stopped.abort();
+      messages?.stop();
+    };
+  }
+
+  async next(deviceId: string, waitMs: number): Promise<PolledCommand | undefined> {
+    const consumer = await this.consumer(deviceId);
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      const left = deadline - Date.now();
+      if (left < 1_000) return undefined; // the broker takes no shorter wait
+      const message = await consumer.next({ expires: left });
+      if (!message) return undefined;
+      const command = await this.admitted(message);
+      if (command) return { command, delivered: () => this.acknowledged(message, command), undelivered: () => message.nak() };
+    }
+  }
+
+  async respond(deviceId: string, commandId: string, status: number, response: unknown): Promise<boolean> {
+    const states = await this.states;
+    const current = await states.get(commandId);
+    if (!current || current.deviceId !== deviceId) return false;
+    const recorded = await states.advance(commandId, { state: status >= 200 && status < 300 ? 'succeeded' : 'failed', status, response, ...(status >= 300 ? { reason: `the device answered ${status}` } : {}) });
+    this.log.info('command answered', { device: deviceId, command: commandId, status, state: recorded?.state });
+    return true;
+  }
+
+  /** The command to deliver, or undefined when it expired or ran out of deliveries (then recorded and taken off the stream). */
+  private async admitted(message: JsMsg): Promise<Command | undefined> {
+    let command: Command;
+    try {
+      command = decodeCommand(message.data);
+    } catch (error) {
+      this.log.warn('not a command; dropped', { subject: message.subject, error });
+      message.term();
+      return undefined;
+    }
+    const attempts = message.info.deliveryCount;
+    const outcome =
+      Date.now() >= Date.parse(command.expiresAt)
+        ? ({ state: 'expired', reason: 'not delivered within its TTL' } as const)
+        : attempts > command.retries + 1
+          ? ({ state: 'failed', reason: `the device acknowledged none of ${attempts - 1} deliveries` } as const)
+          : undefined;
+    if (!outcome) return command;
+    message.term();
+    await (await this.states).advance(command.id, { ...outcome, attempts: attempts - 1 });
+    this.log.info(`command ${outcome.state}`, { device: command.deviceId, command: command.id, reason: outcome.reason });
+    return undefined;
+  }
+
+  private async acknowledged(message: JsMsg, command: Command): Promise<void> {
+    message.ack();
+    await (await this.states).advance(command.id, { state: 'delivered', attempts: message.info.deliveryCount });
+    this.log.info('command delivered', { device: command.deviceId, command: command.id, attempts: message.info.deliveryCount });
+  }
+
+  private async consumer(deviceId: string): Promise<Consumer> {
+    const connection = await this.connection;
+    const name = deviceConsumer(deviceId);
+    const jsm = await jetstreamManager(connection, { checkAPI: false });
+    await jsm.consumers.add(COMMAND_STREAM, {
+      durable_name: name,
+      filter_subject: commandSubject(deviceId),
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.All,
+      ack_wait: nanos(ACK_WAIT_MS),
+      max_ack_pending: 1,
+      max_deliver: -1,
+      inactive_threshold: nanos(INACTIVE_MS),
+    });
+    return jetstream(connection).consumers.get(COMMAND_STREAM, name);
+  }
+}
