@@ -11,7 +11,7 @@
  * aborted; a refusal rejects with HttpStatusError, an unreachable core with fetch's error. Calling it again with that id misses nothing: the caller's resume.
  */
 
-import { HttpStatusError } from './index.ts';
+import { HttpStatusError } from './transport.ts';
 import type { ServiceAddresses } from './types.ts';
 
 export interface StreamedEvent {

@@ -14,8 +14,7 @@
  */
 
 import type { MqttClient } from 'mqtt';
-import { HttpStatusError } from './index.ts';
-import { sendRequest } from './transport.ts';
+import { HttpStatusError, sendRequest } from './transport.ts';
 import type { DeviceCredentials, GatewayTls, ServiceAddresses } from './types.ts';
 
 export interface CommandRequest {

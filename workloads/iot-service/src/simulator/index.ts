@@ -19,10 +19,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import mqtt from 'mqtt';
 import { retry } from '../shared/retry.ts';
 
-import { mqttTlsOptions, sendRequest } from './transport.ts';
+import { HttpStatusError, mqttTlsOptions, sendRequest } from './transport.ts';
 import type { DeviceCredentials, GatewayTls, ServiceAddresses, TelemetryRecord } from './types.ts';
 
 export type { DeviceCredentials, GatewayTls, ServiceAddresses, TelemetryRecord } from './types.ts';
+export { HttpStatusError } from './transport.ts';
 
 export interface SimulationReport {
   deviceId: string;
@@ -30,16 +31,6 @@ export interface SimulationReport {
   stored: number;
   /** Milliseconds from the first message sent to all of them read back (or to the timeout). */
   elapsedMs: number;
-}
-
-export class HttpStatusError extends Error {
-  constructor(
-    readonly status: number,
-    readonly body: string,
-    what: string,
-  ) {
-    super(`${what}: HTTP ${status} ${body}`);
-  }
 }
 
 async function expectStatus(response: Response | { status: number; text: string }, expected: number, what: string): Promise<unknown> {

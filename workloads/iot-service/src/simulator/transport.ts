@@ -7,11 +7,23 @@
  * request and resolves with its status, body and headers: http:// through fetch, https:// through
  * node:https with `tls` (only the given CA trusted when one is given); it rejects on a network or
  * TLS error (a certificate the device does not trust: the handshake's error, e.g.
- * UNABLE_TO_VERIFY_LEAF_SIGNATURE) or when `signal` aborts.
+ * UNABLE_TO_VERIFY_LEAF_SIGNATURE) or when `signal` aborts. `HttpStatusError` is how the simulator
+ * reports an answer of another status than it expected.
  */
 
 import { request as httpsRequest } from 'node:https';
 import type { GatewayTls } from './types.ts';
+
+/** A request answered with another status than the one expected: `status` and `body` as answered. */
+export class HttpStatusError extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: string,
+    what: string,
+  ) {
+    super(`${what}: HTTP ${status} ${body}`);
+  }
+}
 
 /** Whether mqtt.js dials `url` over TLS: mqtts:// (or ssl://, tls://, wss://). */
 export function isMqttTlsUrl(url: string): boolean {
