@@ -94,7 +94,7 @@ describe('the reference IoT service on the real node', { skip }, () => {
     assert.equal((await readTelemetry(addresses, report.deviceId, 1000)).length, 2 * MESSAGES, "nothing added to the other device's telemetry");
   });
 
-  it('an application follows a fleet through a gateway restart and its own disconnect and misses nothing; every connection transition is an event; its credential only reads and is refused once revoked', { timeout: 10 * 60_000 }, async () => {
+  it('an application follows a fleet through a gateway restart and its own disconnect and misses nothing; every connection transition is an event; its credential cannot register devices and is refused once revoked', { timeout: 10 * 60_000 }, async () => {
     const namespace = `${landscape}-plant`;
     let addresses: ServiceAddresses = await deviceAddresses(env, namespace);
     const app = await issueApplication(addresses, 'e2e-follower');
