@@ -146,9 +146,11 @@ describe('IoTService CRD', () => {
     assert.deepEqual(unchecked['v1alpha1'], components.map((c) => `.spec.${c}.affinity`), 'v1alpha1: the affinities');
   });
 
-  it('stays small: at most 70,000 bytes as compact JSON (client-side kubectl apply keeps it in a 262,144-byte annotation)', () => {
+  // 70,000 until status.backup.lastArchivedWalTime took the CRD past it (69,986 before): still under
+  // a third of the annotation.
+  it('stays small: at most 71,000 bytes as compact JSON (client-side kubectl apply keeps it in a 262,144-byte annotation)', () => {
     const bytes = Buffer.byteLength(JSON.stringify(iotServiceCrd()));
-    assert.ok(bytes <= 70_000, `the CRD is ${bytes} bytes as compact JSON`);
+    assert.ok(bytes <= 71_000, `the CRD is ${bytes} bytes as compact JSON`);
   });
 
   it('prunes no field of either version: an object setting every field of the API reads back unchanged', () => {

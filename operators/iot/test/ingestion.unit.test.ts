@@ -84,6 +84,7 @@ describe('parseJsz', () => {
     assert.equal(reading.backlogLimitBytes, 1_000_000);
     assert.equal(reading.oldestUnstoredSeconds, 95);
     assert.ok(Math.abs(reading.lastStoredSecondsAgo! - 94.996) < 1e-9);
+    assert.equal(reading.lastStoredTimestampSeconds, Date.parse('2026-11-28T12:05:33.867Z') / 1000);
   });
 
   it('gives an empty stream age 0, whatever its zero time says', () => {
@@ -95,6 +96,7 @@ describe('parseJsz', () => {
   it('has no time of the last acknowledgement without a consumer or without any acknowledgement', () => {
     assert.equal(parseJsz(jsz({}, undefined, false), NOW)!.lastStoredSecondsAgo, undefined);
     assert.equal(parseJsz(jsz({}, '0001-01-01T00:00:00Z'), NOW)!.lastStoredSecondsAgo, undefined);
+    assert.equal(parseJsz(jsz({}, '0001-01-01T00:00:00Z'), NOW)!.lastStoredTimestampSeconds, undefined);
   });
 
   it('counts dead letters by the DEAD_LETTERS stream\'s last sequence number, which only grows (its messages expire); 0 without that stream', () => {

@@ -733,6 +733,7 @@ const BackupStatusSchema = Type.Object(
       ),
     ),
     lastArchivedWal: Type.Optional(Type.String({ description: 'The newest archived WAL segment.' })),
+    lastArchivedWalTime: Type.Optional(Type.String({ description: 'When it reached the repository (RFC 3339).' })),
     backups: Type.Optional(Type.Integer({ format: 'int32', minimum: 0, description: 'Backups kept.' })),
   },
   { additionalProperties: false, description: 'The repository as last read (pgbackrest info).' },
