@@ -9,7 +9,8 @@
  * - Every operator on the runtime gets the runtime's alerts (operator down, no leader, reconcile
  *   errors, work queue backlog, client-side throttling, restart loop); the IoT operator also gets
  *   ShardMissing (only where it runs sharded), the IoTService phase alerts, the ingestion
- *   alerts (stalled, backlog high) and the gateway certificate's expiry.
+ *   alerts (stalled, backlog high), the gateway certificate's expiry and the backups' age (last
+ *   full backup, WAL archive).
  * - Each alert has a `severity` label and `summary`, `description` (naming the object and what to
  *   do) and `runbook_url` = `<runbook base>#<alert name in lower case>`, a section of
  *   docs/observability.md.
@@ -196,6 +197,38 @@ export const ALERTS: readonly Alert[] = [
     description:
       'The server certificate devices check the gateway of IoTService {{ $labels.name }} in namespace {{ $labels.namespace }} by expires in less than 14 days, although the operator renews it 30 days before: renewal failed. ' +
       'Look for Warning Events and the operator\'s logs about it (kubectl -n {{ $labels.namespace }} get events --field-selector involvedObject.name={{ $labels.name }}) and at Secret gateway-tls (kubectl -n {{ $labels.namespace }}-{{ $labels.name }} get secret gateway-tls).',
+  },
+  {
+    name: 'IoTServiceBackupTooOld',
+    scope: 'iot',
+    severity: 'warning',
+    // A full backup is due one schedule after the last one ended: a quarter of the schedule and
+    // the hour of `for` are what a backup may take, retries included. No backup at all (the
+    // repository never made one, or cannot be read) counts as too old once the hour has passed.
+    expr: (sel) =>
+      `time() - max by (job, namespace, name) (iotservice_backup_last_success_timestamp_seconds{${sel}})\n> on (job, namespace, name)\n1.25 * max by (job, namespace, name) (iotservice_backup_schedule_seconds{${sel}})\n` +
+      `or\nmax by (job, namespace, name) (iotservice_backup_schedule_seconds{${sel}})\nunless on (job, namespace, name)\niotservice_backup_last_success_timestamp_seconds{${sel}}`,
+    for: { default: '1h' },
+    summary: 'The last backup of IoTService {{ $labels.namespace }}/{{ $labels.name }} is older than its schedule allows',
+    description:
+      'IoTService {{ $labels.name }} in namespace {{ $labels.namespace }} has had no completed full backup for more than 1.25 times spec.backup.schedule, for an hour (or none at all for an hour): a restore would start from an old backup and replay the WAL since. ' +
+      'Read the repository host\'s log (kubectl -n {{ $labels.namespace }}-{{ $labels.name }} logs backup-0: "full backup failed", "stanza-create failed") and status.backup (kubectl -n {{ $labels.namespace }} get iots {{ $labels.name }} -o jsonpath=\'{.status.backup}\').',
+  },
+  {
+    name: 'IoTServiceWalArchiveStale',
+    scope: 'iot',
+    severity: 'critical',
+    // Telemetry stored at least 4 minutes ago (the last-stored time as it was then) that is more
+    // than a minute newer than the newest archived WAL segment: writes older than 4 minutes are
+    // not archived, the archive is over 5 minutes behind them. An idle database archives nothing
+    // and stores nothing, so its last store is older than its last archived segment: silent. The
+    // minute forgives an acknowledgement that wrote nothing (a message stored before, sent again).
+    expr: (sel) =>
+      `max by (job, namespace, name) (iotservice_ingestion_last_stored_timestamp_seconds{${sel}} offset 4m)\n- on (job, namespace, name)\nmax by (job, namespace, name) (iotservice_backup_last_archived_wal_timestamp_seconds{${sel}})\n> 60`,
+    summary: 'The WAL archive of IoTService {{ $labels.namespace }}/{{ $labels.name }} is more than 5 minutes behind its writes',
+    description:
+      'Telemetry IoTService {{ $labels.name }} in namespace {{ $labels.namespace }} stored more than 4 minutes ago is not in any WAL segment of its backup repository, whose newest segment is over 5 minutes older: a restore would lose what the database wrote since. ' +
+      'Read the database\'s log for archive_command failures (kubectl -n {{ $labels.namespace }}-{{ $labels.name }} logs database-0 -c database, or with three replicas the pod labelled role=master: "archive command failed") and the repository host\'s (logs backup-0), and check that backup-0 runs and its volume has room.',
   },
 ];
 

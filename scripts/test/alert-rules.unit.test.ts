@@ -273,6 +273,7 @@ function instanceCases(job: string, ns: string, failedFor: number, processingFor
   const phase = (name: string, p: string) => `iotservice_status_phase{job="${job}", namespace="${ns}", instance="10.0.0.1:8080", name="${name}", phase="${p}"}`;
   const instance = (name: string) => ({ job, namespace: ns, name });
   const ingestion = (figure: string, name: string, label = name) => `iotservice_ingestion_${figure}{job="${job}", namespace="${ns}", instance="10.0.0.1:8080", name="${label}"}`;
+  const backup = (figure: string, name: string) => `iotservice_backup_${figure}{job="${job}", namespace="${ns}", instance="10.0.0.1:8080", name="${name}"}`;
   return [
     {
       title: 'IoTServiceFailed: Failed for the window fires, not just under it; Failed for less, then Available, does not',
@@ -334,6 +335,49 @@ function instanceCases(job: string, ns: string, failedFor: number, processingFor
       expect: [
         { at: '9m', alert: 'IoTServiceApplicationLagging', firing: [] },
         { at: '10m', alert: 'IoTServiceApplicationLagging', firing: [instance('behind')] },
+      ],
+    },
+    {
+      // A 10-minute schedule: too old past 12.5 minutes, firing an hour later.
+      title: 'IoTServiceBackupTooOld: no backup for 1.25 schedules, for an hour, fires; none at all for an hour fires; backups on schedule do not',
+      series: {
+        [backup('schedule_seconds', 'late')]: '600x90',
+        [backup('last_success_timestamp_seconds', 'late')]: '0x90',
+        [backup('schedule_seconds', 'regular')]: '600x90',
+        // A backup ending every 10 minutes (the sample at t shows the one that ended at t).
+        [backup('last_success_timestamp_seconds', 'regular')]: Array.from({ length: 91 }, (_, i) => Math.floor(i / 10) * 600).join(' '),
+        [backup('schedule_seconds', 'never')]: '600x90',
+      },
+      expect: [
+        { at: '59m', alert: 'IoTServiceBackupTooOld', firing: [] },
+        { at: '60m', alert: 'IoTServiceBackupTooOld', firing: [instance('never')] },
+        { at: '72m', alert: 'IoTServiceBackupTooOld', firing: [instance('never')] },
+        { at: '73m', alert: 'IoTServiceBackupTooOld', firing: [instance('never'), instance('late')] },
+      ],
+    },
+    {
+      // Values are Unix seconds; the series start at time 0 and have a sample each minute.
+      title: 'IoTServiceWalArchiveStale: writes going on, the archive stuck, fires once writes 4 minutes old are over a minute newer than it; idle, healthy, just woken or a late duplicate acknowledgement do not',
+      series: {
+        [ingestion('last_stored_timestamp_seconds', 'broken')]: '0+60x22',
+        [backup('last_archived_wal_timestamp_seconds', 'broken')]: '0x22',
+        // Nothing stored since 0, its segment archived at 30.
+        [ingestion('last_stored_timestamp_seconds', 'idle')]: '0x22',
+        [backup('last_archived_wal_timestamp_seconds', 'idle')]: '30x22',
+        // Writes all the time, each archived and reported within 150 s.
+        [ingestion('last_stored_timestamp_seconds', 'healthy')]: '0+60x22',
+        [backup('last_archived_wal_timestamp_seconds', 'healthy')]: '-150+60x22',
+        // Idle until 10 minutes, then writing; the first segment of it (archived at 660) reported at 13 minutes.
+        [ingestion('last_stored_timestamp_seconds', 'woken')]: '0x9 600+60x12',
+        [backup('last_archived_wal_timestamp_seconds', 'woken')]: '30x12 660+60x9',
+        // Stored at 0 and archived at 40; the same message stored again at 90 writes nothing (a duplicate), then idle.
+        [ingestion('last_stored_timestamp_seconds', 'duplicate')]: '0 0 90x20',
+        [backup('last_archived_wal_timestamp_seconds', 'duplicate')]: '40x22',
+      },
+      expect: [
+        { at: '5m', alert: 'IoTServiceWalArchiveStale', firing: [] },
+        { at: '6m', alert: 'IoTServiceWalArchiveStale', firing: [instance('broken')] },
+        { at: '21m', alert: 'IoTServiceWalArchiveStale', firing: [instance('broken')] },
       ],
     },
   ];

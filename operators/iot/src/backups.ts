@@ -11,7 +11,10 @@
  *   network, port 8433, which the NetworkPolicy `backup-status` opens to the operator alone) only
  *   while pod backup-0 is Ready, waiting at most FETCH_TIMEOUT_MS; `backupStatus` is a pure
  *   function of the answer: the stanza's latest backup by its end (time, type, label), the newest
- *   WAL segment of its archive for the current database, and how many backups it holds. A pod not
+ *   WAL segment of its archive for the current database and when it was archived (`iotMaxTime`,
+ *   which the repository host adds to pgBackRest's answer: the segment file's modification time
+ *   in the repository, image/pgbackrest.mjs; absent from an image without it, and then not
+ *   reported), and how many backups it holds. A pod not
  *   ready, a failed fetch or an answer without the stanza is unknown (undefined), never a guess:
  *   status.backup then keeps what it had (status.ts).
  */
@@ -37,7 +40,8 @@ export const FETCH_TIMEOUT_MS = 1_000;
 interface StanzaInfo {
   name?: string;
   backup?: Array<{ label?: string; type?: string; timestamp?: { stop?: number } }>;
-  archive?: Array<{ max?: string | null }>;
+  /** `iotMaxTime`: Unix seconds `max` was written to the repository, added by the repository host. */
+  archive?: Array<{ max?: string | null; iotMaxTime?: number }>;
 }
 
 /** status.backup from pgBackRest's info (its JSON) for `stanza`; undefined when it has no such stanza. */
@@ -47,10 +51,13 @@ export function backupStatus(info: unknown, stanza: string): BackupStatus | unde
   if (!found) return undefined;
   const backups = (found.backup ?? []).filter((b) => typeof b.timestamp?.stop === 'number' && b.label && b.type);
   const last = backups.reduce<(typeof backups)[number] | undefined>((latest, b) => (!latest || b.timestamp!.stop! >= latest.timestamp!.stop! ? b : latest), undefined);
-  const wal = found.archive?.at(-1)?.max;
+  const archive = found.archive?.at(-1);
+  const wal = archive?.max;
+  const walTime = wal && typeof archive.iotMaxTime === 'number' && Number.isFinite(archive.iotMaxTime) && archive.iotMaxTime > 0 ? archive.iotMaxTime : undefined;
   return {
     ...(last ? { lastBackup: { time: new Date(last.timestamp!.stop! * 1000).toISOString(), type: last.type!, label: last.label! } } : {}),
     ...(wal ? { lastArchivedWal: wal } : {}),
+    ...(walTime !== undefined ? { lastArchivedWalTime: new Date(Math.round(walTime * 1000)).toISOString() } : {}),
     backups: backups.length,
   };
 }

@@ -78,6 +78,8 @@ export interface IngestionReading {
   oldestUnstoredSeconds: number;
   /** Since processing's consumer last acknowledged; undefined without consumer or acknowledgement. */
   lastStoredSecondsAgo?: number;
+  /** When it did (Unix seconds, the broker's clock); undefined likewise. */
+  lastStoredTimestampSeconds?: number;
   /** Messages set aside as dead letters since the DEAD_LETTERS stream was made (its last sequence number); 0 without it. */
   deadLetters: number;
   /** The most events any application following the EVENTS stream has yet to get; undefined while none follows. */
@@ -103,14 +105,19 @@ export function parseJsz(body: unknown, now: Date): IngestionReading | undefined
   const streams = accounts.flatMap((a) => a.stream_detail ?? []);
   const stream = streams.find((s) => s.name === TELEMETRY_STREAM);
   if (!stream) return undefined;
-  const secondsSince = (time: string | undefined): number | undefined => {
+  const msOf = (time: string | undefined): number | undefined => {
     const ms = Date.parse(time ?? '');
-    return Number.isNaN(ms) || ms <= NEVER_MS ? undefined : Math.max(0, (now.getTime() - ms) / 1000);
+    return Number.isNaN(ms) || ms <= NEVER_MS ? undefined : ms;
+  };
+  const secondsSince = (time: string | undefined): number | undefined => {
+    const ms = msOf(time);
+    return ms === undefined ? undefined : Math.max(0, (now.getTime() - ms) / 1000);
   };
   const messages = stream.state?.messages ?? 0;
   const limit = stream.config?.max_bytes;
   const consumer = stream.consumer_detail?.find((c) => c.name === PROCESSING_CONSUMER);
   const lastStored = secondsSince(consumer?.ack_floor?.last_active);
+  const lastStoredMs = msOf(consumer?.ack_floor?.last_active);
   const followers = (streams.find((s) => s.name === EVENTS_STREAM)?.consumer_detail ?? []).filter((c) => c.name !== CONNECTIONS_CONSUMER);
   return {
     backlogMessages: messages,
@@ -118,6 +125,7 @@ export function parseJsz(body: unknown, now: Date): IngestionReading | undefined
     ...(limit !== undefined && limit > 0 ? { backlogLimitBytes: limit } : {}),
     oldestUnstoredSeconds: messages > 0 ? (secondsSince(stream.state?.first_ts) ?? 0) : 0,
     ...(lastStored !== undefined ? { lastStoredSecondsAgo: lastStored } : {}),
+    ...(lastStoredMs !== undefined ? { lastStoredTimestampSeconds: lastStoredMs / 1000 } : {}),
     deadLetters: streams.find((s) => s.name === DEAD_LETTER_STREAM)?.state?.last_seq ?? 0,
     ...(followers.length > 0 ? { applicationLagMessages: Math.max(...followers.map((c) => c.num_pending ?? 0)) } : {}),
   };

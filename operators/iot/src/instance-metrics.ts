@@ -12,7 +12,9 @@
  *   IoTService's creation, or from the spec change that made its generation, to its status
  *   reporting Available for that generation;
  * - `iotservice_ingestion_backlog_messages`, `iotservice_ingestion_backlog_bytes`,
- *   `iotservice_ingestion_backlog_limit_bytes`, `iotservice_ingestion_oldest_unstored_age_seconds`
+ *   `iotservice_ingestion_backlog_limit_bytes`, `iotservice_ingestion_oldest_unstored_age_seconds`,
+ *   `iotservice_ingestion_last_stored_timestamp_seconds` (when processing's consumer last
+ *   acknowledged a message, by the broker's clock; absent before the first),
  *   `iotservice_ingestion_stalled` (1 when Stalled, else 0) and
  *   `iotservice_ingestion_dead_letters_total` (messages set aside as dead letters since the
  *   broker's DEAD_LETTERS stream was made){namespace,name}: the latest reading of the instance's
@@ -22,6 +24,13 @@
  * - `iotservice_gateway_certificate_expiry_timestamp_seconds{namespace,name}`: Unix time the
  *   gateway's server certificate expires (status.gateway.tls.notAfter); the operator renews it
  *   30 days before, so alert IoTServiceCertificateExpiring (14 days) means renewal failed.
+ * - With spec.backup: `iotservice_backup_schedule_seconds{namespace,name}` (spec.backup.schedule
+ *   in seconds), `iotservice_backup_last_success_timestamp_seconds` (status.backup.lastBackup.time:
+ *   the end of the latest completed backup) and
+ *   `iotservice_backup_last_archived_wal_timestamp_seconds` (status.backup.lastArchivedWalTime:
+ *   when the newest WAL segment reached the repository); with the ingestion gauges'
+ *   `iotservice_ingestion_last_stored_timestamp_seconds` (when processing last stored telemetry)
+ *   they are what alerts IoTServiceBackupTooOld and IoTServiceWalArchiveStale compare.
  *
  * Guarantees:
  * - Labels are the IoTService's namespace and name (and phase) only: nothing of its spec, config
@@ -40,7 +49,7 @@
  *   rollout that was in progress when this replica started.
  */
 import { Gauge, Histogram, type KubeObject, type Manager, type Registry } from '@iot-operator/runtime';
-import { PHASES, type IoTService, type IoTServicePhase } from './api/iotservice.ts';
+import { DEFAULT_BACKUP_SCHEDULE, PHASES, backupScheduleSeconds, type IoTService, type IoTServicePhase } from './api/iotservice.ts';
 import { IoTServiceType } from './iotservice-types.ts';
 import type { IngestionMonitor, IngestionVerdict, InstanceName } from './ingestion.ts';
 import { CONDITION_DEGRADED, CONDITION_READY } from './status/status.ts';
@@ -63,6 +72,26 @@ export interface InstanceSeries {
   podsDesired?: number;
   phaseTransitionSeconds?: number;
   certificateExpirySeconds?: number;
+  backupScheduleSeconds?: number;
+  backupLastSuccessSeconds?: number;
+  walArchivedSeconds?: number;
+}
+
+/** Unix seconds of an RFC 3339 time; undefined when there is none or it does not parse. */
+const secondsOf = (time: string | undefined): number | undefined => {
+  const ms = Date.parse(time ?? '');
+  return Number.isNaN(ms) ? undefined : ms / 1000;
+};
+
+/** The seconds of spec.backup.schedule (the API server defaults it; a spec without one is the default); undefined without spec.backup or for a schedule that is not one. */
+function scheduleSeconds(iot: IoTServiceObject): number | undefined {
+  const backup = iot.spec?.backup;
+  if (!backup) return undefined;
+  try {
+    return backupScheduleSeconds(backup.schedule ?? DEFAULT_BACKUP_SCHEDULE);
+  } catch {
+    return undefined;
+  }
 }
 
 /** Time to Available, in seconds: a few seconds for an instance with cached images up to an hour. */
@@ -72,7 +101,11 @@ export const TIME_TO_AVAILABLE_BUCKETS = [1, 2.5, 5, 10, 15, 30, 60, 120, 300, 6
 export function instanceSeries(iot: IoTServiceObject): InstanceSeries {
   const status = iot.status;
   const ready = /^(\d+)\/(\d+)$/.exec(status?.ready ?? '');
-  const expiry = Date.parse(status?.gateway?.tls?.notAfter ?? '');
+  const expiry = secondsOf(status?.gateway?.tls?.notAfter);
+  const schedule = scheduleSeconds(iot);
+  // status.backup is dropped with spec.backup (status.ts); a backup figure without it has no series.
+  const lastBackup = schedule === undefined ? undefined : secondsOf(status?.backup?.lastBackup?.time);
+  const walArchived = schedule === undefined ? undefined : secondsOf(status?.backup?.lastArchivedWalTime);
   const transitions = (status?.conditions ?? [])
     .filter((c) => c.type === CONDITION_READY || c.type === CONDITION_DEGRADED)
     .map((c) => Date.parse(c.lastTransitionTime))
@@ -83,7 +116,10 @@ export function instanceSeries(iot: IoTServiceObject): InstanceSeries {
     phase: status?.phase,
     ...(ready ? { podsReady: Number(ready[1]), podsDesired: Number(ready[2]) } : {}),
     ...(transitions.length > 0 ? { phaseTransitionSeconds: Math.max(...transitions) / 1000 } : {}),
-    ...(Number.isNaN(expiry) ? {} : { certificateExpirySeconds: expiry / 1000 }),
+    ...(expiry === undefined ? {} : { certificateExpirySeconds: expiry }),
+    ...(schedule === undefined ? {} : { backupScheduleSeconds: schedule }),
+    ...(lastBackup === undefined ? {} : { backupLastSuccessSeconds: lastBackup }),
+    ...(walArchived === undefined ? {} : { walArchivedSeconds: walArchived }),
   };
 }
 
@@ -167,11 +203,15 @@ export function registerInstanceMetrics(registry: Registry, source: InstanceSour
   figure('iotservice_status_pods_desired', 'Pods an IoTService asks for (status.ready, after the slash).', (s) => s.podsDesired);
   figure('iotservice_status_phase_transition_timestamp_seconds', 'Unix time of the last phase change of an IoTService.', (s) => s.phaseTransitionSeconds);
   figure('iotservice_gateway_certificate_expiry_timestamp_seconds', "Unix time the gateway's server certificate of an IoTService expires (status.gateway.tls.notAfter).", (s) => s.certificateExpirySeconds);
+  figure('iotservice_backup_schedule_seconds', 'Seconds between full backups of an IoTService (spec.backup.schedule).', (s) => s.backupScheduleSeconds);
+  figure('iotservice_backup_last_success_timestamp_seconds', 'Unix time the latest completed backup of an IoTService ended (status.backup.lastBackup.time).', (s) => s.backupLastSuccessSeconds);
+  figure('iotservice_backup_last_archived_wal_timestamp_seconds', "Unix time the newest WAL segment of an IoTService's database reached its backup repository (status.backup.lastArchivedWalTime).", (s) => s.walArchivedSeconds);
   const ingestionFigure = figureOf(() => (source.exporting() ? source.ingestion() : []));
   ingestionFigure('iotservice_ingestion_backlog_messages', "Messages in an IoTService's broker not yet stored by processing.", (v) => v.reading.backlogMessages);
   ingestionFigure('iotservice_ingestion_backlog_bytes', 'Bytes of those messages.', (v) => v.reading.backlogBytes);
   ingestionFigure('iotservice_ingestion_backlog_limit_bytes', "The broker's limit of that backlog in bytes (spec.broker.maxBacklog).", (v) => v.reading.backlogLimitBytes);
   ingestionFigure('iotservice_ingestion_oldest_unstored_age_seconds', 'Age of the oldest message not yet stored.', (v) => v.reading.oldestUnstoredSeconds);
+  ingestionFigure('iotservice_ingestion_last_stored_timestamp_seconds', 'Unix time processing last stored a message (its consumer last acknowledged one, by the broker).', (v) => v.reading.lastStoredTimestampSeconds);
   ingestionFigure('iotservice_ingestion_stalled', 'Whether ingestion is stalled: messages wait and none was stored for a minute (1), or not (0).', (v) => (v.state === 'Stalled' ? 1 : 0));
   ingestionFigure('iotservice_ingestion_dead_letters_total', 'Messages processing set aside as dead letters: refused by the database for their data (table dead_letters).', (v) => v.reading.deadLetters);
   ingestionFigure('iotservice_application_stream_lag_messages', 'The most events any application following an IoTService\'s stream (GET /v1/stream) has yet to get.', (v) => v.reading.applicationLagMessages);

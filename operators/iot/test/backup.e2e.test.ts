@@ -16,6 +16,9 @@
  *     backups of its own, whose core shows the device and the emptied table, whose own repository
  *     takes its first full backup under its own stanza while the source's repository still holds
  *     the source's stanza alone. status.restore names the backup restored and the point reached.
+ *   - the operator's /metrics carries the schedule in seconds, the backup's end and the time the
+ *     newest segment was archived — status.backup's times, that segment's after the rows were
+ *     written (this machine is the real node: one clock) and not in the future.
  * Reported as not run where the cluster has no real node. The file's duration is printed.
  */
 import assert from 'node:assert/strict';
@@ -44,7 +47,15 @@ let mgr: Manager | undefined;
 interface BackupStatus {
   lastBackup?: { time: string; type: string; label: string };
   lastArchivedWal?: string;
+  lastArchivedWalTime?: string;
   backups?: number;
+}
+
+/** The operator's /metrics sample of `metric` for this instance; undefined when it has none. */
+async function metric(name: string): Promise<number | undefined> {
+  const text = await (await fetch(`http://127.0.0.1:${mgr!.httpPort}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{namespace="${landscape}",name="${NAME}"} `));
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
 }
 
 async function backupStatus(name = NAME): Promise<BackupStatus | undefined> {
@@ -94,10 +105,17 @@ describe('backups: a full backup and continuous WAL archiving', { skip }, () => 
     const info = await repositoryInfo();
     assert.deepEqual(info.backup.map((b) => [b.label, b.type]), [[status.lastBackup!.label, 'full']], "status.backup names the repository's backup");
     assert.equal(status.backups, 1);
+    assert.equal(await metric('iotservice_backup_schedule_seconds'), 86_400, '1d');
+    const end = await waitFor("the backup's end on /metrics", async () => {
+      const reported = await metric('iotservice_backup_last_success_timestamp_seconds');
+      return { done: reported === Date.parse(status.lastBackup!.time) / 1000, value: reported!, seen: reported };
+    }, { timeoutMs: 30_000, intervalMs: 1000 });
+    assert.ok(end > started / 1000 - 600 && end <= Date.now() / 1000, `the backup's end ${end} is of this run`);
   });
 
   it('archives rows written after the backup within archive_timeout and a status round, by itself', async () => {
     await sql('CREATE TABLE IF NOT EXISTS backup_probe (id serial PRIMARY KEY, at timestamptz NOT NULL DEFAULT now())');
+    const writing = Date.now();
     await sql('INSERT INTO backup_probe DEFAULT VALUES');
     const written = Date.now();
     const segment = await sql('SELECT pg_walfile_name(pg_current_wal_insert_lsn())');
@@ -110,6 +128,13 @@ describe('backups: a full backup and continuous WAL archiving', { skip }, () => 
     console.log(`backup: the segment of rows written after the backup (${segment}) archived and reported within ${((Date.now() - written) / 1000).toFixed(0)} s; last archived ${status.lastArchivedWal}`);
     const info = await repositoryInfo();
     assert.ok((info.archive.at(-1)?.max ?? '') >= segment, `the repository's archive holds ${segment}: its max is ${info.archive.at(-1)?.max}`);
+    // The newest segment as the status read it: archived after the rows were written, not in the future.
+    const archived = await waitFor('the archive time on /metrics', async () => {
+      const [now, reported] = [await backupStatus(), await metric('iotservice_backup_last_archived_wal_timestamp_seconds')];
+      return { done: reported !== undefined && reported === Date.parse(now?.lastArchivedWalTime ?? '') / 1000, value: reported!, seen: { status: now, reported } };
+    }, { timeoutMs: 30_000, intervalMs: 1000 });
+    console.log(`backup: newest segment archived ${(archived - writing / 1000).toFixed(1)} s after the rows were written`);
+    assert.ok(archived >= writing / 1000 && archived <= Date.now() / 1000, `archived at ${archived}, rows written from ${writing / 1000}, now ${Date.now() / 1000}`);
   });
 
   it('restores into new IoTServices: to a time before a table was emptied by hand, with every row, and to the end of the archive, without them', async () => {

@@ -128,12 +128,16 @@ describe('backups as rendered', () => {
   });
 });
 
-/** pgbackrest info --output=json (2.45) of a stanza with two full backups and archived WAL, trimmed to what status reads and a little more. */
+/**
+ * pgbackrest info --output=json (2.45) of a stanza with two full backups and archived WAL, trimmed
+ * to what status reads and a little more, as the repository host answers it: with `iotMaxTime`,
+ * when the newest segment's file was written to the repository.
+ */
 const INFO = [
   {
     name: NS,
     status: { code: 0, message: 'ok' },
-    archive: [{ database: { id: 1, 'repo-key': 1 }, id: '15-1', min: '000000010000000000000001', max: '000000010000000000000009' }],
+    archive: [{ database: { id: 1, 'repo-key': 1 }, id: '15-1', min: '000000010000000000000001', max: '000000010000000000000009', iotMaxTime: 1767351912.25 }],
     backup: [
       { label: '20260101-100000F', type: 'full', timestamp: { start: 1767261600, stop: 1767261612 }, error: false },
       { label: '20260102-100000F', type: 'full', timestamp: { start: 1767348000, stop: 1767348015 }, error: false },
@@ -142,12 +146,17 @@ const INFO = [
 ];
 
 describe('status.backup', () => {
-  it("reads the latest backup, the archive's newest WAL segment and the count from pgbackrest info", () => {
+  it("reads the latest backup, the archive's newest WAL segment, when it was archived, and the count from pgbackrest info", () => {
     assert.deepEqual(backupStatus(INFO, NS), {
       lastBackup: { time: '2026-01-02T10:00:15.000Z', type: 'full', label: '20260102-100000F' },
       lastArchivedWal: '000000010000000000000009',
+      lastArchivedWalTime: '2026-01-02T11:05:12.250Z',
       backups: 2,
     });
+    const plain = structuredClone(INFO);
+    delete (plain[0]!.archive[0] as { iotMaxTime?: number }).iotMaxTime;
+    assert.equal(backupStatus(plain, NS)?.lastArchivedWalTime, undefined, "pgBackRest's own answer (a repository host without the time): no time, never a guess");
+    assert.equal(backupStatus(plain, NS)?.lastArchivedWal, '000000010000000000000009');
     assert.deepEqual(backupStatus([{ name: NS, backup: [], archive: [] }], NS), { backups: 0 }, 'a stanza made, nothing in it yet');
     assert.equal(backupStatus(INFO, 'devawsk8s-tenant-b'), undefined, "another stanza's info says nothing of this one");
     assert.equal(backupStatus({ error: 'x' }, NS), undefined);

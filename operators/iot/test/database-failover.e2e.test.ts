@@ -1,7 +1,8 @@
 /**
  * A database of three replicas fails over by itself, on the real node with the reference images:
- * one instance with `database.replicas: 3` (Patroni, Kubernetes as its store), a device publishing
- * over MQTT and HTTP as fast as it is acknowledged. In this order:
+ * one instance with `database.replicas: 3` (Patroni, Kubernetes as its store) and
+ * `broker.replicas: 3`, a device publishing over MQTT and HTTP as fast as it is acknowledged,
+ * through the gateway's and core's Services. In this order:
  *   - Patroni makes one primary and two standbys, one of them synchronous; database-client leads
  *     to the primary alone; the count cannot be changed afterwards;
  *   - a planned switchover (patronictl, to the synchronous standby), from a cluster whose standbys
@@ -11,9 +12,11 @@
  *     lapses, or the restarted pod itself while it still holds the lock (which one is printed) —,
  *     writes resume (the longest pause between stored rows is printed), and every
  *     acknowledged message is stored exactly once;
- *   - a change of the database's pod template (its resources) rolls the pods as the operator does
- *     it (database-roll.ts): both standbys are replaced before the primary, which is replaced only
- *     once Patroni switched over and labels it a standby; writes resume, nothing lost;
+ *   - a version upgrade (`spec.version` 2.4.1 → 2.5.0: the working tree's images built and pushed
+ *     under both tags, each reporting its own) rolls every pod onto the new images: the database's as the operator does it
+ *     (database-roll.ts) — both standbys replaced before the primary, which is replaced only once
+ *     Patroni switched over and labels it a standby —, the three brokers one at a time (never two
+ *     of them away or not ready at once); writes resume, nothing lost;
  *   - a drain's evictions: the database's PodDisruptionBudget refuses a second eviction while the
  *     first pod is away; writes resume, nothing lost.
  * Reported as not run where the cluster has no real node.
@@ -26,12 +29,14 @@ import { localTestEnv, realNode } from '@iot-operator/local-cluster';
 import { registerDevice, startContinuousDevice, type ServiceAddresses } from '@iot-operator/iot-service/simulator';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { PRIMARY_ROLE, ROLE_LABEL } from '../src/resources/index.ts';
+import { COMPONENTS } from '../src/api/iotservice.ts';
 import {
   assertStoredExactlyOnce,
-  deviceAddresses,
+  deviceServiceAddresses,
   execInPod,
   iotService,
   realNodeSpec,
+  referenceImages,
   sigkillContainer,
   startReferenceLandscape,
   stopServedLandscape,
@@ -41,7 +46,8 @@ import {
 const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
 const skip = node.available ? false : node.reason;
-const VERSION = '2.4.1';
+const FROM = '2.4.1';
+const TO = '2.5.0';
 /**
  * The longest pause of writes each event may cause here. The targets are 10 s for a planned
  * switchover, a roll or an eviction and 30 s for the primary's SIGKILL. Until processing's store
@@ -57,7 +63,7 @@ let namespace = '';
 let mgr: Manager | undefined;
 let addresses: ServiceAddresses;
 
-type Pod = KubeObject & { status?: { containerStatuses?: Array<{ containerID?: string; ready?: boolean; restartCount?: number }> } };
+type Pod = KubeObject & { spec?: { containers?: Array<{ image?: string }> }; status?: { containerStatuses?: Array<{ containerID?: string; ready?: boolean; restartCount?: number }> } };
 
 /** The database's pods, those being deleted too. */
 async function allDatabasePods(): Promise<Pod[]> {
@@ -129,7 +135,11 @@ async function writesThrough(label: string, disrupt: () => Promise<void>): Promi
   console.log(
     `database failover: ${label}: writes paused for at most ${(pause / 1000).toFixed(1)} s${from === undefined ? '' : ` (from ${new Date(from).toISOString()})`}; ${messages.length} messages acknowledged, all stored once (${running.failures.length} attempts sent again)`,
   );
-  if (pause > 10_000) await printInstanceLogs(new Date(started)); // past the 10 s target: what the instance did meanwhile
+  if (pause > 10_000) {
+    // Past the 10 s target: what the device met and what the instance did meanwhile.
+    for (const f of running.failures) console.log(`database failover: ${new Date(f.at).toISOString()} ${f.via} attempt failed: ${f.error}`);
+    await printInstanceLogs(new Date(started));
+  }
   return pause;
 }
 
@@ -156,11 +166,12 @@ async function printInstanceLogs(since: Date): Promise<void> {
 
 describe('a database of three replicas fails over by itself', { skip }, () => {
   before(async () => {
-    ({ landscape, mgr } = await startReferenceLandscape(env, VERSION));
+    ({ landscape, mgr } = await startReferenceLandscape(env, FROM));
+    await referenceImages(TO); // the upgrade's images: the same build (cached layers), stamped and tagged 2.5.0
     namespace = `${landscape}-${NAME}`;
-    await env.client.create(IoTServiceV1alpha1Type, iotService(NAME, landscape, realNodeSpec({ gateway: { protocols: ['mqtt', 'http'] }, database: { replicas: 3 } })));
+    await env.client.create(IoTServiceV1alpha1Type, iotService(NAME, landscape, { ...realNodeSpec({ gateway: { protocols: ['mqtt', 'http'] }, broker: { replicas: 3 }, database: { replicas: 3 } }), version: FROM }));
     await waitForPhase(env, landscape, NAME, 'Available', 420_000);
-    addresses = await deviceAddresses(env, namespace);
+    addresses = await deviceServiceAddresses(env, namespace);
   });
 
   after(() => stopServedLandscape({ env, landscape, mgr }));
@@ -208,29 +219,38 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
     assert.ok(pause <= WRITES_RESUME_MS, `writes paused ${pause} ms`);
   });
 
-  it('a change of the database pods replaces the standbys first, then the primary after a switchover; writes resume, nothing lost', async () => {
-    /** Each original pod (by UID) once seen deleted: the order they went in, and which pod was labelled primary then. */
+  it('a version upgrade replaces the database standbys first, then the primary after a switchover, and the brokers one at a time; writes resume, nothing lost', async () => {
+    /** Each original database pod (by UID) once seen deleted: the order they went in, and which pod was labelled primary then. */
     const replaced: Array<{ name: string; wasPrimary: boolean; primaryThen: string | undefined }> = [];
-    const pause = await writesThrough('database roll', async () => {
+    /** The most brokers seen away or not ready at once. */
+    let brokersDown = 0;
+    const pause = await writesThrough(`upgrade ${FROM} → ${TO}`, async () => {
       const leader = await primary();
       const original = new Map((await databasePods()).map((p) => [p.metadata.uid!, p]));
-      await env.client.patch(IoTServiceV1alpha1Type, NAME, landscape, { spec: { database: { resources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '1', memory: '512Mi' } } } } }, 'merge');
-      await waitFor('every database pod replaced, the new ones ready', async () => {
-        const pods = await allDatabasePods();
+      const started = Date.now();
+      await env.client.patch(IoTServiceV1alpha1Type, NAME, landscape, { spec: { version: TO } }, 'merge');
+      await waitFor(`every pod on ${TO} and ready`, async () => {
+        const all = (await env.client.list<Pod>(Kinds.Pod, { namespace })).items;
+        const pods = all.filter((p) => p.metadata.labels?.['app.kubernetes.io/component'] === 'database');
         const primaryThen = pods.find((p) => !p.metadata.deletionTimestamp && p.metadata.labels?.[ROLE_LABEL] === PRIMARY_ROLE)?.metadata.name;
         for (const [uid, pod] of original) {
           if (pods.some((p) => p.metadata.uid === uid && !p.metadata.deletionTimestamp)) continue;
           replaced.push({ name: pod.metadata.name!, wasPrimary: uid === leader.metadata.uid, primaryThen });
           original.delete(uid);
         }
-        const fresh = pods.filter((p) => !p.metadata.deletionTimestamp && !original.has(p.metadata.uid!) && p.status?.containerStatuses?.[0]?.ready);
-        return { done: original.size === 0 && fresh.length === 3, value: undefined, seen: pods.map((p) => `${p.metadata.name} ${p.metadata.labels?.[ROLE_LABEL]} ready=${p.status?.containerStatuses?.[0]?.ready}${p.metadata.deletionTimestamp ? ' deleting' : ''}`) };
-      }, { timeoutMs: 300_000, intervalMs: 250 });
-      console.log(`database failover: rolled in this order: ${replaced.map((r) => `${r.name} (${r.wasPrimary ? 'the primary' : 'a standby'}; ${r.primaryThen} primary when it was deleted)`).join(', ')}`);
+        const live = all.filter((p) => !p.metadata.deletionTimestamp && p.status?.containerStatuses?.every((c) => c.ready));
+        brokersDown = Math.max(brokersDown, 3 - live.filter((p) => p.metadata.labels?.['app.kubernetes.io/component'] === 'broker').length);
+        const upgraded = COMPONENTS.map((c) => live.filter((p) => p.metadata.labels?.['app.kubernetes.io/component'] === c && p.spec?.containers?.[0]?.image?.endsWith(`/iot-${c}:${TO}`)).length);
+        const expected: number[] = COMPONENTS.map((c) => (c === 'broker' || c === 'database' ? 3 : 1));
+        const count = expected.reduce((a, b) => a + b);
+        return { done: original.size === 0 && upgraded.join() === expected.join() && live.length === count && all.length === count, value: undefined, seen: all.map((p) => `${p.metadata.name} ${p.spec?.containers?.[0]?.image?.split(':').at(-1)} ${p.metadata.labels?.[ROLE_LABEL] ?? ''} ready=${p.status?.containerStatuses?.every((c) => c.ready)}${p.metadata.deletionTimestamp ? ' deleting' : ''}`) };
+      }, { timeoutMs: 600_000, intervalMs: 250 });
+      console.log(`database failover: upgraded to ${TO} in ${((Date.now() - started) / 1000).toFixed(0)} s; the database rolled in this order: ${replaced.map((r) => `${r.name} (${r.wasPrimary ? 'the primary' : 'a standby'}; ${r.primaryThen} primary when it was deleted)`).join(', ')}; at most ${brokersDown} broker(s) away at once`);
     });
     assert.deepEqual(replaced.map((r) => r.wasPrimary), [false, false, true], 'both standbys replaced before the primary');
     const former = replaced[2]!;
     assert.ok(former.primaryThen && former.primaryThen !== former.name, `another pod was primary when ${former.name} was deleted (${former.primaryThen}): Patroni had switched over`);
+    assert.equal(brokersDown, 1, 'the brokers replaced one at a time');
     assert.ok(pause <= WRITES_RESUME_MS, `writes paused ${pause} ms`);
   });
 

@@ -275,6 +275,17 @@ export async function deviceAddresses(env: TestEnv, namespace: string): Promise<
   };
 }
 
+/**
+ * The same through the gateway's and core's Services (their cluster IPs, which this machine, the
+ * real node, reaches through kube-proxy): addresses that outlive the pods, for a device publishing
+ * while gateway and core roll.
+ */
+export async function deviceServiceAddresses(env: TestEnv, namespace: string): Promise<ServiceAddresses> {
+  const clusterIp = async (service: string) => ((await env.client.get(Kinds.Service, service, namespace)) as KubeObject & { spec: { clusterIP: string } }).spec.clusterIP;
+  const [gateway, core] = [await clusterIp('gateway'), await clusterIp('core')];
+  return { coreUrl: `http://${core}:8080`, gatewayHttpUrl: `http://${gateway}:8080`, gatewayMqttUrl: `mqtt://${gateway}:1883`, apiToken: await apiToken(env, namespace) };
+}
+
 let kubectlBinary: Promise<string> | undefined;
 
 /** Runs `command` in a pod's (first) container with the project's kubectl (cluster/engines/build.sh control-plane); its stdout. Rejects when kubectl fails or takes over `timeoutMs`. */

@@ -84,6 +84,7 @@ describe('parseJsz', () => {
     assert.equal(reading.backlogLimitBytes, 1_000_000);
     assert.equal(reading.oldestUnstoredSeconds, 95);
     assert.ok(Math.abs(reading.lastStoredSecondsAgo! - 94.996) < 1e-9);
+    assert.equal(reading.lastStoredTimestampSeconds, Date.parse('2026-11-28T12:05:33.867Z') / 1000);
   });
 
   it('gives an empty stream age 0, whatever its zero time says', () => {
@@ -95,6 +96,7 @@ describe('parseJsz', () => {
   it('has no time of the last acknowledgement without a consumer or without any acknowledgement', () => {
     assert.equal(parseJsz(jsz({}, undefined, false), NOW)!.lastStoredSecondsAgo, undefined);
     assert.equal(parseJsz(jsz({}, '0001-01-01T00:00:00Z'), NOW)!.lastStoredSecondsAgo, undefined);
+    assert.equal(parseJsz(jsz({}, '0001-01-01T00:00:00Z'), NOW)!.lastStoredTimestampSeconds, undefined);
   });
 
   it('gives the applications\' lag as the most events any consumer of EVENTS but processing\'s connections has pending; none while no application follows', () => {

@@ -95,7 +95,7 @@ describe('ingestion series', () => {
       namespace: 'landscape',
       name: 'a',
       state: 'Stalled',
-      reading: { backlogMessages: 1234, backlogBytes: 5_347_738, backlogLimitBytes: 268_435_456, oldestUnstoredSeconds: 95.4, lastStoredSecondsAgo: 95, deadLetters: 12, applicationLagMessages: 40 },
+      reading: { backlogMessages: 1234, backlogBytes: 5_347_738, backlogLimitBytes: 268_435_456, oldestUnstoredSeconds: 95.4, lastStoredSecondsAgo: 95, lastStoredTimestampSeconds: 1_795_867_133.866, deadLetters: 12, applicationLagMessages: 40 },
     },
     { namespace: 'landscape', name: 'b', state: 'Flowing', reading: { backlogMessages: 0, backlogBytes: 0, oldestUnstoredSeconds: 0, deadLetters: 0 } },
   ];
@@ -105,7 +105,7 @@ describe('ingestion series', () => {
     return (await registry.metrics()).split('\n').filter((line) => /^iotservice_(ingestion|application)_/.test(line));
   };
 
-  it('give each reading by namespace and name; a backlog without a limit has no limit series, an instance no application follows no lag series', async () => {
+  it('give each reading by namespace and name; a backlog without a limit has no limit series, an instance no application follows no lag series, a consumer that never acknowledged no last-stored time', async () => {
     assert.deepEqual((await scrapeIngestion(true)).sort(), [
       'iotservice_application_stream_lag_messages{namespace="landscape",name="a"} 40',
       'iotservice_ingestion_backlog_bytes{namespace="landscape",name="a"} 5347738',
@@ -115,6 +115,7 @@ describe('ingestion series', () => {
       'iotservice_ingestion_backlog_messages{namespace="landscape",name="b"} 0',
       'iotservice_ingestion_dead_letters_total{namespace="landscape",name="a"} 12',
       'iotservice_ingestion_dead_letters_total{namespace="landscape",name="b"} 0',
+      'iotservice_ingestion_last_stored_timestamp_seconds{namespace="landscape",name="a"} 1795867133.866',
       'iotservice_ingestion_oldest_unstored_age_seconds{namespace="landscape",name="a"} 95.4',
       'iotservice_ingestion_oldest_unstored_age_seconds{namespace="landscape",name="b"} 0',
       'iotservice_ingestion_stalled{namespace="landscape",name="a"} 1',
@@ -124,6 +125,40 @@ describe('ingestion series', () => {
 
   it('are not exported by a replica whose controllers do not run', async () => {
     assert.deepEqual(await scrapeIngestion(false), []);
+  });
+});
+
+describe('backup series', () => {
+  const withBackup = (name: string, schedule: string | undefined, backup?: IoTServiceStatus['backup']): IoTServiceObject => {
+    const object = iot(name, { ...available(), ...(backup ? { backup } : {}) });
+    (object.spec as Record<string, unknown>).backup = { ...(schedule ? { schedule } : {}), retention: 7, target: { volumeClaim: { size: '1Gi' } } };
+    return object;
+  };
+  const scrapeBackup = async (objects: IoTServiceObject[]) => {
+    const registry = new Registry();
+    registerInstanceMetrics(registry, { list: () => objects, ingestion: () => [], exporting: () => true });
+    return (await registry.metrics()).split('\n').filter((line) => line.startsWith('iotservice_backup_'));
+  };
+
+  it('give the schedule in seconds, the end of the last backup and when the newest WAL segment was archived, from spec.backup and status.backup', async () => {
+    const status = {
+      lastBackup: { time: '2026-11-27T03:00:15.000Z', type: 'full', label: '20261127-030000F' },
+      lastArchivedWal: '000000010000000000000009',
+      lastArchivedWalTime: '2026-11-27T10:04:59.500Z',
+      backups: 2,
+    };
+    assert.deepEqual((await scrapeBackup([withBackup('a', '6h', status), withBackup('b', undefined), iot('c', available())])).sort(), [
+      `iotservice_backup_last_archived_wal_timestamp_seconds{namespace="landscape",name="a"} ${Date.parse('2026-11-27T10:04:59.500Z') / 1000}`,
+      `iotservice_backup_last_success_timestamp_seconds{namespace="landscape",name="a"} ${Date.parse('2026-11-27T03:00:15Z') / 1000}`,
+      'iotservice_backup_schedule_seconds{namespace="landscape",name="a"} 21600',
+      // No backup reported yet: only the schedule (the default, 1d, where the spec names none), which alert IoTServiceBackupTooOld reads as none at all.
+      'iotservice_backup_schedule_seconds{namespace="landscape",name="b"} 86400',
+    ]);
+  });
+
+  it('are absent without spec.backup, whatever the status still holds', async () => {
+    const stale = iot('a', { ...available(), backup: { lastBackup: { time: '2026-11-27T03:00:15.000Z', type: 'full', label: 'x' }, lastArchivedWalTime: '2026-11-27T10:04:59.500Z' } });
+    assert.deepEqual(await scrapeBackup([stale]), []);
   });
 });
 

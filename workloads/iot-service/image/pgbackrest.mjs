@@ -25,11 +25,17 @@
 //   repeats nor skips one); pgBackRest then expires what the retention no longer keeps. A failed
 //   backup is logged and tried again after RETRY_MS.
 // - GET /info on IOT_BACKUP_STATUS_PORT answers `pgbackrest info --output=json` for the stanza
-//   (200), or 503 with pgBackRest's error: what the operator reads status.backup from.
+//   (200), or 503 with pgBackRest's error: what the operator reads status.backup from. pgBackRest
+//   names the archive's newest WAL segment (`max`) but not when it came: each archive entry with a
+//   `max` whose file is in the repository gains `iotMaxTime`, the Unix time (seconds) that file was
+//   written — when the segment was archived, by the repository's own record (it survives restarts
+//   of this pod and of the operator; a segment pushed again with the same content is not
+//   rewritten). Without the file (expired meanwhile, unreadable) the entry is left as it is.
 // Logs are JSON lines on stdout (pgBackRest's own lines as it writes them).
 import { execFile, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:http';
+import path from 'node:path';
 
 const RETRY_MS = 60_000;
 const CHECK_MS = 60_000;
@@ -87,13 +93,47 @@ if (mode === 'repository') {
     process.exit(1);
   }
 
+  /**
+   * Unix seconds the file of WAL `segment` of archive `archiveId` was written to the repository
+   * (`<repo>/archive/<stanza>/<archive id>/<first 16 hex digits>/<segment>-<checksum>[.<compression>]`);
+   * undefined when it is not there.
+   */
+  const archivedAt = (stanza, archiveId, segment) => {
+    const dir = path.join(process.env.PGBACKREST_REPO1_PATH ?? '', 'archive', stanza, archiveId, segment.slice(0, 16));
+    try {
+      const file = readdirSync(dir).find((name) => name.startsWith(`${segment}-`));
+      return file === undefined ? undefined : statSync(path.join(dir, file)).mtimeMs / 1000;
+    } catch {
+      return undefined;
+    }
+  };
+
+  /** pgBackRest's info JSON with `iotMaxTime` on each archive entry whose newest segment is found. */
+  const withArchiveTimes = (json) => {
+    let stanzas;
+    try {
+      stanzas = JSON.parse(json);
+    } catch {
+      return json;
+    }
+    if (!Array.isArray(stanzas)) return json;
+    for (const stanza of stanzas) {
+      for (const archive of stanza?.archive ?? []) {
+        if (typeof stanza.name !== 'string' || typeof archive?.id !== 'string' || !/^[0-9A-F]{24}$/.test(archive.max ?? '')) continue;
+        const time = archivedAt(stanza.name, archive.id, archive.max);
+        if (time !== undefined) archive.iotMaxTime = time;
+      }
+    }
+    return JSON.stringify(stanzas);
+  };
+
   createServer(async (request, response) => {
     if (request.method !== 'GET' || request.url !== '/info') {
       response.writeHead(404).end();
       return;
     }
     const info = await pgbackrest(['info', '--output=json']);
-    response.writeHead(info.ok ? 200 : 503, { 'content-type': info.ok ? 'application/json' : 'text/plain' }).end(info.ok ? info.stdout : info.error);
+    response.writeHead(info.ok ? 200 : 503, { 'content-type': info.ok ? 'application/json' : 'text/plain' }).end(info.ok ? withArchiveTimes(info.stdout) : info.error);
   }).listen(statusPort);
 
   /** When (ms since the epoch) the stanza's last backup ended; undefined when it has none. */

@@ -360,7 +360,7 @@ const brokerFields = {
       maxLength: 64,
       pattern: BYTES_PATTERN,
       description:
-        'Most telemetry the broker holds for processing (bytes); when reached, the gateway slows devices down instead of acknowledging what it could not keep. Default: 75 % of the broker\'s volume, or 256Mi with storage: ephemeral.',
+        'Most telemetry the broker holds for processing (bytes); when reached, the gateway slows devices down. Default: 75 % of the broker\'s volume, or 256Mi with storage: ephemeral.',
       errorMessage: 'must be a size in bytes such as 512Mi, 1.5Gi or 2G (starting with a digit from 1 to 9)',
     }),
   ),
@@ -799,6 +799,7 @@ const BackupStatusSchema = Type.Object(
       ),
     ),
     lastArchivedWal: Type.Optional(Type.String({ description: 'The newest archived WAL segment.' })),
+    lastArchivedWalTime: Type.Optional(Type.String({ description: 'When it reached the repository (RFC 3339).' })),
     backups: Type.Optional(Type.Integer({ format: 'int32', minimum: 0, description: 'Backups kept.' })),
   },
   { additionalProperties: false, description: 'The repository as last read (pgbackrest info).' },

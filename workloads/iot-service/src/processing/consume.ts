@@ -10,10 +10,15 @@
  * (telemetry-events.ts) and acknowledging each message only after both, and calls `onConsuming`
  * once it consumes. A dead letter, once in the table, is announced in the stream `DEAD_LETTERS`
  * (dead-letter-notices.ts; a notice the broker refuses — the stream missing — is logged while
- * consuming goes on). A consumer the broker lost meanwhile is pulled from again once core made it
- * again and the client's heartbeat check notices (tens of seconds: nats.js's consume). It
- * resolves once `signal` aborted (what it had not acknowledged is handed out again) and rejects
- * when the broker ended the consumer otherwise.
+ * consuming goes on). Its pull requests live PULL_EXPIRES_MS: a request lost with the broker that
+ * held the consumer's leader (a broker restarted, a roll of three brokers) is noticed after two
+ * missed heartbeats (half of that each), and nats.js's consume then asks whether the consumer
+ * exists and pulls again, asking again after about PULL_EXPIRES_MS (jittered, 0.5–1.5 times) while
+ * the broker cannot answer (its leaders being elected): pulling resumes seconds after the brokers
+ * do. A consumer the broker lost meanwhile is pulled from again the same way once core made it
+ * again. What the client reports of it (heartbeats missed, the consumer or stream not found, no
+ * responders) is logged. It resolves once `signal` aborted (what it had not acknowledged is
+ * handed out again) and rejects when the broker ended the consumer otherwise.
  */
 
 import { jetstream } from '@nats-io/jetstream';
@@ -30,6 +35,15 @@ import { consumeInBatches, writeBatch, type Delivery, type WriteProgress } from 
 export const MAX_BATCH = 500;
 /** How long to wait before looking for the consumer again. */
 const CONSUMER_WAIT_MS = 1_000;
+/**
+ * How long a pull request lives (nats.js's `expires`, its heartbeat half of it). nats.js's default,
+ * 30 s, also set its wait between checks of the consumer after a reconnect or missed heartbeats:
+ * 15–45 s each, and processing stored nothing for 57 s while three brokers rolled
+ * (database-failover.e2e's upgrade).
+ */
+export const PULL_EXPIRES_MS = 5_000;
+/** The consumer's reports worth a log line: what stops or delays pulling. */
+const REPORTED: ReadonlySet<string> = new Set(['heartbeats_missed', 'consumer_not_found', 'stream_not_found', 'consumer_deleted', 'no_responders']);
 
 export interface ConsumeOptions {
   store: TelemetryStore;
@@ -50,7 +64,10 @@ export async function consumeTelemetry(connection: NatsConnection, options: Cons
     onFailure: (error, failures) => log.warn('the telemetry stream\'s consumer is not there (core makes it); looking again', { error, failures }),
   });
   const onDeadLetter = deadLetterNotices(connection, log);
-  const messages = await consumer.consume({ max_messages: 2 * MAX_BATCH });
+  const messages = await consumer.consume({ max_messages: 2 * MAX_BATCH, expires: PULL_EXPIRES_MS });
+  void (async () => {
+    for await (const status of messages.status()) if (REPORTED.has(status.type)) log.warn('telemetry consumer', { ...status });
+  })().catch(() => undefined);
   const stop = () => void messages.close().catch(() => undefined);
   signal.addEventListener('abort', stop, { once: true });
   options.onConsuming?.();
