@@ -49,13 +49,14 @@ const skip = node.available ? false : node.reason;
 const FROM = '2.4.1';
 const TO = '2.5.0';
 /**
- * The longest pause of writes each event may cause here. The targets are 10 s for a planned
- * switchover, a roll or an eviction and 30 s for the primary's SIGKILL. Until processing's store
- * handled a pooled connection's 'error' event (store.ts createPool), about one event in four
- * crashed processing and paused writes 15–28 s; the first run after paused them 1.4–3.5 s. The
- * bound stays loose until more runs agree; each pause is printed.
+ * The longest pause of writes each event may cause (each pause is printed): the issue's targets,
+ * 10 s for a planned switchover and a drain's evictions, 30 s for the primary's SIGKILL. A version
+ * upgrade rolls every pod of the instance, brokers included, and is bounded more loosely until it
+ * meets its 10 s target too.
  */
-const WRITES_RESUME_MS = 45_000;
+const PLANNED_PAUSE_MS = 10_000;
+const SIGKILL_PAUSE_MS = 30_000;
+const UPGRADE_PAUSE_MS = 45_000;
 const NAME = 'failover';
 
 let landscape = '';
@@ -205,7 +206,7 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
       console.log(await patronictl(leader.metadata.name!, ['switchover', '--leader', leader.metadata.name!, '--force']));
       assert.notEqual((await primary(leader)).metadata.name, leader.metadata.name, 'a standby promoted');
     });
-    assert.ok(pause <= WRITES_RESUME_MS, `writes paused ${pause} ms`);
+    assert.ok(pause <= PLANNED_PAUSE_MS, `writes paused ${pause} ms`);
   });
 
   it('the primary SIGKILLed: Patroni restores a primary, writes resume, every acknowledged message stored once', async () => {
@@ -216,7 +217,7 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
       const how = next.metadata.name === leader.metadata.name ? 'restarted and still holding the leader lock, it is primary again' : `${next.metadata.name} promoted`;
       console.log(`database failover: ${leader.metadata.name} SIGKILLed; ${how}`);
     });
-    assert.ok(pause <= WRITES_RESUME_MS, `writes paused ${pause} ms`);
+    assert.ok(pause <= SIGKILL_PAUSE_MS, `writes paused ${pause} ms`);
   });
 
   it('a version upgrade replaces the database standbys first, then the primary after a switchover, and the brokers one at a time; writes resume, nothing lost', async () => {
@@ -251,7 +252,7 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
     const former = replaced[2]!;
     assert.ok(former.primaryThen && former.primaryThen !== former.name, `another pod was primary when ${former.name} was deleted (${former.primaryThen}): Patroni had switched over`);
     assert.equal(brokersDown, 1, 'the brokers replaced one at a time');
-    assert.ok(pause <= WRITES_RESUME_MS, `writes paused ${pause} ms`);
+    assert.ok(pause <= UPGRADE_PAUSE_MS, `writes paused ${pause} ms`);
   });
 
   it("a drain's evictions take one database pod at a time (its PodDisruptionBudget refuses a second meanwhile); writes resume, nothing lost", async () => {
@@ -291,6 +292,6 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
       }, { timeoutMs: 60_000, intervalMs: 1000 });
       await primary();
     });
-    assert.ok(pause <= WRITES_RESUME_MS, `writes paused ${pause} ms`);
+    assert.ok(pause <= PLANNED_PAUSE_MS, `writes paused ${pause} ms`);
   });
 });
