@@ -4,15 +4,20 @@
 // End-to-end files run one per process on the one shared cluster:
 // - first, alone, the files that stop a part every other file uses (the API server restarted, the
 //   registry stopped: EXCLUSIVE);
-// - then two lanes side by side, each one file at a time: the files of ALONGSIDE (the Armada,
-//   Memcached and Ptemplate operators, the runtime, the SDK and the cluster parts no other file
-//   stops: their own CRDs, namespaces and fault proxies; all files of one operator in one lane, as
-//   some delete their operator's CRD), and every other file (the IoT operator's, which share the
-//   IoTService CRD and its conversion, the sharder, CoreDNS).
+// - then, side by side: one lane of the files of ALONGSIDE (the Armada, Memcached and Ptemplate
+//   operators, the runtime, the SDK and the cluster parts no other file stops: their own CRDs,
+//   namespaces and fault proxies; all files of one operator in one lane, as some delete their
+//   operator's CRD), and IOT_SLOTS lanes taking every other file from one queue (the IoT
+//   operator's: each serves a landscape of its own; they share the IoTService CRD, whose
+//   conversion one server started here serves for the whole run, the sharder and CoreDNS);
+// - last, one at a time with no other IoT file beside them, the IoT files marked ALONE_AMONG_IOT:
+//   those that point the CRD's conversion elsewhere while they run, or bound pauses that another
+//   instance's load on the node would stretch.
+// Within a queue, files run longest first as the last run on this machine measured them.
 // Each file's output is printed whole when it ends. At the end: the failed files, the ten slowest
 // and the wall time. `E2E_LANES=1` runs every file one after the other.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -27,7 +32,11 @@ const suffix = `.${kind}.test.ts`;
 
 /** What a file's text shows when it stops a part of the cluster every other file uses. */
 const EXCLUSIVE = ['restart-apiserver', 'restartApiServer', 'registry_stop'];
-/** The folders (and files) of the second lane. */
+/** What an IoT file's text says when it runs with no other IoT file beside it (a comment saying why follows). */
+const ALONE_AMONG_IOT = '// run-tests: alone among the IoT files';
+/** How many IoT files run at once. */
+const IOT_SLOTS = 2;
+/** The folders (and files) of the lane beside the IoT files. */
 const ALONGSIDE = [
   'operators/armada/test/',
   'operators/memcached/test/',
@@ -69,18 +78,33 @@ if (kind === 'unit') {
   process.exit(result.status ?? 1);
 }
 
-const exclusive = files.filter((file) => EXCLUSIVE.some((marker) => readFileSync(file, 'utf8').includes(marker)));
-const shared = files.filter((file) => !exclusive.includes(file));
-const alongside = (file) => process.env.E2E_LANES !== '1' && ALONGSIDE.some((prefix) => file.startsWith(prefix));
-const lanes = [shared.filter((f) => !alongside(f)), shared.filter(alongside)].filter((lane) => lane.length > 0);
+const textOf = (file) => readFileSync(file, 'utf8');
+const serial = process.env.E2E_LANES === '1';
+const exclusive = files.filter((file) => serial || EXCLUSIVE.some((marker) => textOf(file).includes(marker)));
+const rest = files.filter((file) => !exclusive.includes(file));
+const alongside = rest.filter((file) => ALONGSIDE.some((prefix) => file.startsWith(prefix)));
+const iotAlone = rest.filter((file) => !alongside.includes(file) && textOf(file).includes(ALONE_AMONG_IOT));
+const iotShared = rest.filter((file) => !alongside.includes(file) && !iotAlone.includes(file));
+
+/** Seconds each file took in the last run on this machine (longest first within a queue). */
+const durationsFile = path.join(process.env.IOT_OPERATOR_CACHE_DIR || path.join(os.homedir(), '.cache', 'iot-operator'), 'e2e-seconds.json');
+const lastSeconds = (() => {
+  try {
+    return JSON.parse(readFileSync(durationsFile, 'utf8'));
+  } catch {
+    return {};
+  }
+})();
+const longestFirst = (list) => [...list].sort((a, b) => (lastSeconds[b] ?? 0) - (lastSeconds[a] ?? 0));
 
 const started = Date.now();
 const results = [];
+const conversion = iotShared.length + iotAlone.length > 0 ? await startConversionServer() : undefined;
 /** Runs one file; its output is printed once it ends. */
 function runFile(file) {
   return new Promise((resolve) => {
     const begun = Date.now();
-    const child = spawn(process.execPath, testArgs([file]), { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, testArgs([file]), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...conversion?.env } });
     const output = [];
     child.stdout.on('data', (chunk) => output.push(chunk));
     child.stderr.on('data', (chunk) => output.push(chunk));
@@ -93,14 +117,22 @@ function runFile(file) {
     });
   });
 }
+/** Runs the files of `queue` in `lanes` lanes, each lane taking the next file when its last one ends. */
+async function runQueue(queue, lanes) {
+  const next = longestFirst(queue);
+  await Promise.all(Array.from({ length: lanes }, async () => {
+    for (let file = next.shift(); file; file = next.shift()) await runFile(file);
+  }));
+}
 for (const file of exclusive) await runFile(file);
-await Promise.all(lanes.map(async (lane) => {
-  for (const file of lane) await runFile(file);
-}));
+await Promise.all([runQueue(alongside, 1), runQueue(iotShared, IOT_SLOTS).then(() => runQueue(iotAlone, 1))]);
+conversion?.stop();
+mkdirSync(path.dirname(durationsFile), { recursive: true });
+writeFileSync(durationsFile, JSON.stringify({ ...lastSeconds, ...Object.fromEntries(results.map((r) => [r.file, Math.round(r.seconds)])) }, null, 1));
 
 const failed = results.filter((r) => !r.passed);
 const slowest = [...results].sort((a, b) => b.seconds - a.seconds).slice(0, 10);
-console.log(`\n# e2e: ${results.length} files (${exclusive.length} alone, then ${lanes.map((l) => l.length).join(' beside ')}) in ${((Date.now() - started) / 60000).toFixed(1)} min`);
+console.log(`\n# e2e: ${results.length} files (${exclusive.length} alone; ${alongside.length} in one lane beside ${iotShared.length} in ${IOT_SLOTS}; then ${iotAlone.length} one by one) in ${((Date.now() - started) / 60000).toFixed(1)} min`);
 console.log('# slowest ten files:');
 for (const r of slowest) console.log(`#   ${r.seconds.toFixed(0).padStart(5)} s  ${r.file}`);
 if (failed.length > 0) console.log(`# FAILED: ${failed.length} files: ${failed.map((r) => r.file).join(', ')}`);
@@ -119,4 +151,20 @@ function reportRealNode(files) {
   const needing = files.filter((f) => readFileSync(f, 'utf8').includes('realNode('));
   if (needing.length === 0) return;
   console.log(`\nNOT RUN: the tests of operators in real pods in ${needing.length} files (${needing.join(', ')}): ${reason}`);
+}
+
+// The IoTService conversion webhook for the whole run (operators/iot/testing/conversion-server.ts
+// as a program): its address and CA, as the environment the test files read them from.
+async function startConversionServer() {
+  const server = spawn(process.execPath, ['--import', 'tsx', 'operators/iot/testing/conversion-server.ts'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const firstLine = await new Promise((resolve, reject) => {
+    let text = '';
+    server.stdout.on('data', (chunk) => {
+      text += chunk;
+      if (text.includes('\n')) resolve(text.slice(0, text.indexOf('\n')));
+    });
+    server.on('exit', (code) => reject(new Error(`the IoTService conversion server exited (${code}) before it served`)));
+  });
+  const { url, ca } = JSON.parse(firstLine);
+  return { env: { IOT_CONVERSION_URL: url, IOT_CONVERSION_CA: ca }, stop: () => server.kill() };
 }

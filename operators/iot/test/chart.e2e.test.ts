@@ -1,3 +1,4 @@
+// run-tests: alone among the IoT files: it applies the CRD as shipped (conversion naming a Service) for a server-side dry run.
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';

@@ -15,6 +15,7 @@
  * Afterwards the CRD is pointed back at this test process's conversion server for later test files.
  * Reported as not run, with the reason, where the cluster has no real node.
  */
+// run-tests: alone among the IoT files: it hands the CRD's conversion to the chart's and deploy/'s in-cluster Services.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';

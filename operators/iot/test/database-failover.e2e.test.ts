@@ -21,6 +21,7 @@
  *     first pod is away; writes resume, nothing lost.
  * Reported as not run where the cluster has no real node.
  */
+// run-tests: alone among the IoT files: it bounds the service's pauses, which another instance's load on the real node would stretch.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ApiError, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';

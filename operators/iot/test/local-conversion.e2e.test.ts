@@ -6,6 +6,7 @@
  * through it, and the operator takes it to Available; on SIGTERM the process exits 0 and the CRD
  * names the Service it named before again; a second run reuses the certificate (same caBundle).
  */
+// run-tests: alone among the IoT files: its operator process points the CRD's conversion at itself.
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { readFileSync, rmSync } from 'node:fs';

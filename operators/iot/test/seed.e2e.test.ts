@@ -6,6 +6,7 @@
  * containers, so the operator Deployment's pod is simulated and the operator runs as a process with
  * only that Deployment's ServiceAccount token (deploy/ RBAC and admission policy in force).
  */
+// run-tests: alone among the IoT files: it applies the CRD as shipped (conversion naming a Service) with the seed's kubectl commands.
 import assert from 'node:assert/strict';
 import { exec as execCallback } from 'node:child_process';
 import { randomBytes } from 'node:crypto';

@@ -8,6 +8,7 @@
  * and tolerations reach the pods through the conversion npm start serves (placement in v1beta1). Reported as not run where the cluster has no
  * real node.
  */
+// run-tests: alone among the IoT files: `npm start`'s operator points the CRD's conversion at itself.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';

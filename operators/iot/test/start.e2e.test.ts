@@ -1,3 +1,4 @@
+// run-tests: alone among the IoT files: `npm start`'s operator points the CRD's conversion at itself.
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';

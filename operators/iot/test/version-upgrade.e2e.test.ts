@@ -15,6 +15,7 @@
  * The CRD is left as installIoTCrd leaves it. Changing the CRD affects the whole shared cluster:
  * while v1beta1 is withdrawn (the "previous release", seconds) other clients of v1beta1 get 404s.
  */
+// run-tests: alone among the IoT files: it installs the previous release's CRD (v1alpha1 only) and takes the conversion webhook down.
 import assert from 'node:assert/strict';
 import { createServer, type AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';

@@ -1,14 +1,19 @@
 /**
- * The IoTService CRD for tests and benchmarks, its conversion webhook served by the process that
- * installs it (a test file, a benchmark run): a webhook server on 127.0.0.1 with a certificate of
- * its own, started once and living as long as the process (the IoT operator's test files run one at a time, each
- * pointing the CRD at its own server). The operators under test or measured run on kwok nodes, in
- * this process or as plain processes, so none of them can serve it. `npm start` and
+ * The IoTService CRD for tests and benchmarks, its conversion webhook served on 127.0.0.1 with a
+ * certificate of its own. The operators under test or measured run on kwok nodes, in the test
+ * process or as plain processes, so none of them can serve it. `npm start` and
  * `--local-conversion` have the operator serve it instead (local-conversion.ts).
+ *
+ * Who serves it: under `npm test` one server for the whole run (`npm test` starts this file as a
+ * program and hands its address and CA to every test file in IOT_CONVERSION_URL and
+ * IOT_CONVERSION_CA), so that IoT files running side by side point the cluster-wide CRD at the same
+ * server and none of them leaves it pointing at a process that has exited; a file run by itself,
+ * or a benchmark, starts a server in its own process, living as long as that process.
  */
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Kinds, Registry, isNotFound, WebhookServer, ensureWebhookCertificate, type KubeObject } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { DEFAULT_CONVERSION_SERVICE, IOTSERVICE_CONVERSION_PATH, IOTSERVICE_CRD_NAME, conversionClientConfig, iotServiceCrd } from '../src/api/crd.ts';
@@ -17,18 +22,24 @@ import { iotServiceConversionWebhook } from '../src/webhooks/conversion-webhook.
 
 let conversionServer: Promise<{ url: string; ca: string }> | undefined;
 
-/** The IoTService conversion webhook of this test process, started once. */
+/** The IoTService conversion webhook this test process uses: the run's (IOT_CONVERSION_URL), else its own, started once. */
 function testConversionServer(): Promise<{ url: string; ca: string }> {
-  conversionServer ??= (async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'iot-conversion-'));
-    const certificate = ensureWebhookCertificate(dir, ['IP:127.0.0.1']);
-    const server = new WebhookServer({ address: '127.0.0.1:0', certFile: path.join(dir, 'tls.crt'), keyFile: path.join(dir, 'tls.key') }, { registry: new Registry() });
-    server.register(IOTSERVICE_CONVERSION_PATH, iotServiceConversionWebhook());
-    await server.start();
+  const { IOT_CONVERSION_URL: url, IOT_CONVERSION_CA: ca } = process.env;
+  conversionServer ??= url && ca ? Promise.resolve({ url, ca }) : startConversionServer().then(({ server, ...address }) => {
     server.unref();
-    return { url: `https://127.0.0.1:${server.port}`, ca: certificate.ca };
-  })();
+    return address;
+  });
   return conversionServer;
+}
+
+/** A conversion webhook server on 127.0.0.1, on a free port with a new certificate. */
+async function startConversionServer(): Promise<{ url: string; ca: string; server: WebhookServer }> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'iot-conversion-'));
+  const certificate = ensureWebhookCertificate(dir, ['IP:127.0.0.1']);
+  const server = new WebhookServer({ address: '127.0.0.1:0', certFile: path.join(dir, 'tls.crt'), keyFile: path.join(dir, 'tls.key') }, { registry: new Registry() });
+  server.register(IOTSERVICE_CONVERSION_PATH, iotServiceConversionWebhook());
+  await server.start();
+  return { url: `https://127.0.0.1:${server.port}`, ca: certificate.ca, server };
 }
 
 /** The CRD's `spec.conversion` pointing at this test process's conversion webhook. */
@@ -72,4 +83,11 @@ export async function createThroughConversion(env: TestEnv, iot: KubeObject, thr
     const err = await env.client.create(IoTServiceV1alpha1Type, iot).then(() => undefined, (e: unknown) => (e instanceof Error ? e.message : String(e)));
     return { done: err === undefined, value: undefined, seen: err };
   }, options);
+}
+
+// As a program (`npm test` runs it for the whole run): serves until stopped, its address and CA on
+// the first line of stdout as JSON.
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const { url, ca } = await startConversionServer();
+  process.stdout.write(`${JSON.stringify({ url, ca })}\n`);
 }
