@@ -4,15 +4,17 @@
 // End-to-end files run one per process on the one shared cluster:
 // - first, alone, the files that stop a part every other file uses (the API server restarted, the
 //   registry stopped: EXCLUSIVE);
-// - then, side by side: one lane of the files of ALONGSIDE (the Armada, Memcached and Ptemplate
+// - then, side by side, two lanes: the files of ALONGSIDE (the Armada, Memcached and Ptemplate
 //   operators, the runtime, the SDK and the cluster parts no other file stops: their own CRDs,
 //   namespaces and fault proxies; all files of one operator in one lane, as some delete their
-//   operator's CRD), and IOT_SLOTS lanes taking every other file from one queue (the IoT
-//   operator's: each serves a landscape of its own; they share the IoTService CRD, whose
-//   conversion one server started here serves for the whole run, the sharder and CoreDNS);
-// - last, one at a time with no other IoT file beside them, the IoT files marked ALONE_AMONG_IOT:
-//   those that point the CRD's conversion elsewhere while they run, or bound pauses that another
-//   instance's load on the node would stretch.
+//   operator's CRD), and the IoT files marked ALONE_AMONG_IOT, one by one: those that point the
+//   IoTService CRD's conversion elsewhere while they run, that load the control plane with bursts
+//   of instances other IoT files would wait behind, or that bound pauses and lags another
+//   instance's load on the node would stretch;
+// - last, every other file (the IoT operator's, each serving a landscape of its own, and the
+//   cluster parts they share) IOT_SLOTS at a time. The IoT files share the IoTService CRD, whose
+//   conversion one server started here serves for the whole run.
+// So no more than two files run at once, as many as the 2-core machines CI runs on sustain.
 // Within a queue, files run longest first as the last run on this machine measured them.
 // Each file's output is printed whole when it ends. At the end: the failed files, the ten slowest
 // and the wall time. `E2E_LANES=1` runs every file one after the other.
@@ -43,10 +45,12 @@ const ALONGSIDE = [
   'operators/ptemplate/test/',
   'packages/runtime/test/',
   'packages/sdk/test/',
+  'cluster/test/cluster-dns.',
   'cluster/test/helm.',
   'cluster/test/olm.',
   'cluster/test/network-policy.',
   'cluster/test/real-node.',
+  'cluster/test/sharder.',
   'cluster/test/volumes.',
 ];
 
@@ -125,14 +129,15 @@ async function runQueue(queue, lanes) {
   }));
 }
 for (const file of exclusive) await runFile(file);
-await Promise.all([runQueue(alongside, 1), runQueue(iotShared, IOT_SLOTS).then(() => runQueue(iotAlone, 1))]);
+await Promise.all([runQueue(alongside, 1), runQueue(iotAlone, 1)]);
+await runQueue(iotShared, IOT_SLOTS);
 conversion?.stop();
 mkdirSync(path.dirname(durationsFile), { recursive: true });
 writeFileSync(durationsFile, JSON.stringify({ ...lastSeconds, ...Object.fromEntries(results.map((r) => [r.file, Math.round(r.seconds)])) }, null, 1));
 
 const failed = results.filter((r) => !r.passed);
 const slowest = [...results].sort((a, b) => b.seconds - a.seconds).slice(0, 10);
-console.log(`\n# e2e: ${results.length} files (${exclusive.length} alone; ${alongside.length} in one lane beside ${iotShared.length} in ${IOT_SLOTS}; then ${iotAlone.length} one by one) in ${((Date.now() - started) / 60000).toFixed(1)} min`);
+console.log(`\n# e2e: ${results.length} files (${exclusive.length} alone; ${alongside.length} beside ${iotAlone.length}; then ${iotShared.length}, ${IOT_SLOTS} at a time) in ${((Date.now() - started) / 60000).toFixed(1)} min`);
 console.log('# slowest ten files:');
 for (const r of slowest) console.log(`#   ${r.seconds.toFixed(0).padStart(5)} s  ${r.file}`);
 if (failed.length > 0) console.log(`# FAILED: ${failed.length} files: ${failed.map((r) => r.file).join(', ')}`);

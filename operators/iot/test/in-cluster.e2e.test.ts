@@ -15,6 +15,7 @@
  * imageID is the registry's digest.
  * Reported as not run, with the reason, where the cluster has no real node.
  */
+// run-tests: alone among the IoT files: its burst of 100 instances keeps the kwok nodes busy for minutes; other IoT files' instances would wait behind it.
 import assert from 'node:assert/strict';
 import https from 'node:https';
 import { after, before, describe, test } from 'node:test';

@@ -27,6 +27,7 @@
  *     `broker.replicas`, are refused with the reason.
  * Reported as not run where the cluster has no real node.
  */
+// run-tests: alone among the IoT files: it bounds the brokers' lag while they roll, which another instance's load on the real node would stretch.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';

@@ -7,6 +7,7 @@
  * and no instance worked on by two replicas at once (from the replicas' own logs: the replica
  * giving an instance up logs the drain before the next one touches its children).
  */
+// run-tests: alone among the IoT files: its 90 instances keep the kwok nodes busy for minutes; other IoT files' instances would wait behind them.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, customResource, shardLabel, type KubeObject } from '@iot-operator/runtime';
