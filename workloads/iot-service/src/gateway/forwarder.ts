@@ -5,10 +5,13 @@
  * Guarantees: `forward` resolves only once JetStream acknowledged the message — stored in the
  * stream's file store on as many brokers as the stream has replicas — and rejects otherwise: at
  * once when the link is not connected, with `BacklogFullError` when the stream is full (processing
- * lags by `stream.maxBytes`), or after `timeoutMs` (default 10 s) without an acknowledgement. A
+ * lags by `stream.maxBytes`), or after `timeoutMs` (default 10 s) without an acknowledgement.
+ * Within that time a publish not acknowledged after PUBLISH_RETRY_MS is published again (then
+ * after twice as long, and so on): JetStream drops a message that reaches a stream replica no
+ * longer or not yet its leader, without an answer, as when a broker leaves in a roll. A
  * rejected message is never acknowledged to the device, which sends it again; a message published
- * twice (the device's retry, or a lost acknowledgement) is stored once in the stream, by its
- * JetStream message id. The link connects as the broker user `gateway`, which may publish
+ * twice (these publishes, the device's retry, or a lost acknowledgement) is stored once in the
+ * stream, by its JetStream message id. The link connects as the broker user `gateway`, which may publish
  * telemetry and read the stream's info, nothing more (image/broker.sh): core makes the stream
  * (core/broker-resources.ts). `connected` (the readiness check) says true once the stream was
  * found and while the link is up; after a publish found no stream (a broker that lost its volume,
@@ -19,7 +22,7 @@
  */
 
 import { jetstream, jetstreamManager, JetStreamApiError, type JetStreamClient } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/transport-node';
+import { errors, type NatsConnection } from '@nats-io/transport-node';
 import { brokerMessageId, connectBroker, TELEMETRY_STREAM, telemetrySubject, watchLink } from '../shared/broker.ts';
 import { BROKER_USERS, type Endpoint } from '../shared/config.ts';
 import { retry } from '../shared/retry.ts';
@@ -54,6 +57,13 @@ export interface BrokerLinkOptions {
 /** How the client reports a publish nothing answered: no stream takes the subject (the client takes it for JetStream being off). */
 const NO_STREAM = /jetstream is not enabled|no responders/i;
 
+/**
+ * How long a publish waits for the stream's acknowledgement before the same message is published
+ * again, doubling each time. A broker leaving in a roll lost the publishes it was handed; the
+ * gateway waited its whole timeout for them and the device its own (5 s in database-failover.e2e).
+ */
+export const PUBLISH_RETRY_MS = 1_000;
+
 /** JetStream's answers when a `discard: new` stream is at a limit (stream store and account/server resources). */
 const FULL = /maximum (bytes|messages) exceeded|insufficient resources|resource limits exceeded/i;
 
@@ -72,7 +82,7 @@ export function connectBrokerLink(options: BrokerLinkOptions): BrokerLink {
     if (closing.signal.aborted) return made.close();
     link = watchLink(made);
     if (options.deviceChanges) unfollow = followDeviceChanges(made, options.deviceChanges);
-    js = jetstream(made, { timeout: options.timeoutMs ?? 10_000 });
+    js = jetstream(made);
     const jsm = await jetstreamManager(made, { checkAPI: false });
     findStream = async (delayMs) => {
       await retry(() => jsm.streams.info(TELEMETRY_STREAM), { signal: closing.signal, delayMs, onFailure: (error) => options.onError?.(error) });
@@ -87,9 +97,7 @@ export function connectBrokerLink(options: BrokerLinkOptions): BrokerLink {
     forward: async (envelope) => {
       if (!js || !streamReady || !link.up) throw new Error('not connected to the broker');
       try {
-        await js.publish(telemetrySubject(envelope.deviceId), encodeEnvelope(envelope), {
-          msgID: brokerMessageId(envelope.deviceId, envelope.messageId),
-        });
+        await publishUntilAcknowledged(js, telemetrySubject(envelope.deviceId), encodeEnvelope(envelope), brokerMessageId(envelope.deviceId, envelope.messageId), options.timeoutMs ?? 10_000);
       } catch (error) {
         if (error instanceof JetStreamApiError && FULL.test(error.message)) throw new BacklogFullError(error.message, { cause: error });
         if (NO_STREAM.test(String(error)) && findStream && streamReady) {
@@ -111,4 +119,18 @@ export function connectBrokerLink(options: BrokerLinkOptions): BrokerLink {
       if (!connection.isClosed()) await connection.drain().catch(() => connection?.close());
     },
   };
+}
+
+/** Publishes under `msgID` until acknowledged, again after PUBLISH_RETRY_MS, twice that, …; rejects with the last timeout after `timeoutMs`, at once on any other error. */
+async function publishUntilAcknowledged(js: JetStreamClient, subject: string, data: Uint8Array, msgID: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (let wait = PUBLISH_RETRY_MS; ; wait *= 2) {
+    const left = deadline - Date.now();
+    try {
+      await js.publish(subject, data, { msgID, timeout: Math.max(1, Math.min(wait, left)) });
+      return;
+    } catch (error) {
+      if (!(error instanceof errors.TimeoutError) || wait >= left) throw error;
+    }
+  }
 }
