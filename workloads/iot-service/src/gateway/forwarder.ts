@@ -6,9 +6,8 @@
  * stream's file store on as many brokers as the stream has replicas — and rejects otherwise: at
  * once when the link is not connected, with `BacklogFullError` when the stream is full (processing
  * lags by `stream.maxBytes`), or after `timeoutMs` (default 10 s) without an acknowledgement.
- * Within that time a publish not acknowledged after PUBLISH_RETRY_MS is published again (then
- * after twice as long, and so on): JetStream drops a message that reaches a stream replica no
- * longer or not yet its leader, without an answer, as when a broker leaves in a roll. A
+ * Within that time a publish not acknowledged after a second is published again, and so on
+ * (broker.ts `publishAcknowledged`): a broker leaving in a roll drops what it was handed. A
  * rejected message is never acknowledged to the device, which sends it again; a message published
  * twice (these publishes, the device's retry, or a lost acknowledgement) is stored once in the
  * stream, by its JetStream message id. The link connects as the broker user `gateway`, which may publish
@@ -22,8 +21,8 @@
  */
 
 import { jetstream, jetstreamManager, JetStreamApiError, type JetStreamClient } from '@nats-io/jetstream';
-import { errors, type NatsConnection } from '@nats-io/transport-node';
-import { brokerMessageId, connectBroker, TELEMETRY_STREAM, telemetrySubject, watchLink } from '../shared/broker.ts';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { brokerMessageId, connectBroker, publishAcknowledged, TELEMETRY_STREAM, telemetrySubject, watchLink } from '../shared/broker.ts';
 import { BROKER_USERS, type Endpoint } from '../shared/config.ts';
 import { retry } from '../shared/retry.ts';
 import { encodeEnvelope, type TelemetryEnvelope } from '../shared/telemetry.ts';
@@ -56,13 +55,6 @@ export interface BrokerLinkOptions {
 
 /** How the client reports a publish nothing answered: no stream takes the subject (the client takes it for JetStream being off). */
 const NO_STREAM = /jetstream is not enabled|no responders/i;
-
-/**
- * How long a publish waits for the stream's acknowledgement before the same message is published
- * again, doubling each time. A broker leaving in a roll lost the publishes it was handed; the
- * gateway waited its whole timeout for them and the device its own (5 s in database-failover.e2e).
- */
-export const PUBLISH_RETRY_MS = 1_000;
 
 /** JetStream's answers when a `discard: new` stream is at a limit (stream store and account/server resources). */
 const FULL = /maximum (bytes|messages) exceeded|insufficient resources|resource limits exceeded/i;
@@ -97,7 +89,10 @@ export function connectBrokerLink(options: BrokerLinkOptions): BrokerLink {
     forward: async (envelope) => {
       if (!js || !streamReady || !link.up) throw new Error('not connected to the broker');
       try {
-        await publishUntilAcknowledged(js, telemetrySubject(envelope.deviceId), encodeEnvelope(envelope), brokerMessageId(envelope.deviceId, envelope.messageId), options.timeoutMs ?? 10_000);
+        await publishAcknowledged(js, telemetrySubject(envelope.deviceId), encodeEnvelope(envelope), {
+          msgID: brokerMessageId(envelope.deviceId, envelope.messageId),
+          timeoutMs: options.timeoutMs ?? 10_000,
+        });
       } catch (error) {
         if (error instanceof JetStreamApiError && FULL.test(error.message)) throw new BacklogFullError(error.message, { cause: error });
         if (NO_STREAM.test(String(error)) && findStream && streamReady) {
@@ -121,16 +116,3 @@ export function connectBrokerLink(options: BrokerLinkOptions): BrokerLink {
   };
 }
 
-/** Publishes under `msgID` until acknowledged, again after PUBLISH_RETRY_MS, twice that, …; rejects with the last timeout after `timeoutMs`, at once on any other error. */
-async function publishUntilAcknowledged(js: JetStreamClient, subject: string, data: Uint8Array, msgID: string, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (let wait = PUBLISH_RETRY_MS; ; wait *= 2) {
-    const left = deadline - Date.now();
-    try {
-      await js.publish(subject, data, { msgID, timeout: Math.max(1, Math.min(wait, left)) });
-      return;
-    } catch (error) {
-      if (!(error instanceof errors.TimeoutError) || wait >= left) throw error;
-    }
-  }
-}
