@@ -27,7 +27,7 @@ import { after, before, describe, it } from 'node:test';
 import { ApiError, Kinds, type KubeObject, type Manager } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { localTestEnv, realNode } from '@iot-operator/local-cluster';
-import { registerDevice, startContinuousDevice, type ServiceAddresses } from '@iot-operator/iot-service/simulator';
+import { longestAckGapMs, registerDevice, startContinuousDevice, type DeviceMessage, type DeviceProtocol, type ServiceAddresses, type StoredTelemetryRecord } from '@iot-operator/iot-service/simulator';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { PRIMARY_ROLE, ROLE_LABEL } from '../src/resources/index.ts';
 import { COMPONENTS } from '../src/api/iotservice.ts';
@@ -137,12 +137,33 @@ async function writesThrough(label: string, disrupt: () => Promise<void>): Promi
   console.log(
     `database failover: ${label}: writes paused for at most ${(pause / 1000).toFixed(1)} s${from === undefined ? '' : ` (from ${new Date(from).toISOString()})`}; ${messages.length} messages acknowledged, all stored once (${running.failures.length} attempts sent again)`,
   );
-  if (pause > 10_000) {
-    // Past the 10 s target: what the device met and what the instance did meanwhile.
-    for (const f of running.failures) console.log(`database failover: ${new Date(f.at).toISOString()} ${f.via} attempt failed: ${f.error}`);
-    await printInstanceLogs(new Date(started));
-  }
+  if (from !== undefined) console.log(`database failover: ${label}: ${pauseSegments(messages, stored, from, pause)}`);
+  for (const f of running.failures) console.log(`database failover: ${new Date(f.at).toISOString()} ${f.via} attempt failed: ${f.error}`);
+  // Past the 10 s target: what the instance did meanwhile.
+  if (pause > 10_000) await printInstanceLogs(new Date(started));
   return pause;
+}
+
+/**
+ * Where a pause of `pauseMs` from `from` went, in seconds after `from`: how long the device went
+ * without an acknowledgement within it (per protocol), and for each protocol the first message
+ * stored after `from` — when the device first sent it, after how many attempts the gateway
+ * acknowledged it, when the gateway received the copy stored and when processing stored it. A
+ * message acknowledged early and stored late waited in the broker or processing; one acknowledged
+ * late waited on the way from the device to the broker's stream.
+ */
+function pauseSegments(messages: readonly DeviceMessage[], stored: readonly StoredTelemetryRecord[], from: number, pauseMs: number): string {
+  const at = (t: number | undefined) => (t === undefined ? '-' : `${((t - from) / 1000).toFixed(1)}`);
+  const byId = new Map(messages.map((m) => [m.messageId, m]));
+  const after = stored.filter((r) => Date.parse(r.storedAt) > from).sort((a, b) => Date.parse(a.storedAt) - Date.parse(b.storedAt));
+  const firsts = (['mqtt', 'http'] as const).map((via) => {
+    const row = after.find((r) => byId.get(r.messageId)?.via === via);
+    const m = row && byId.get(row.messageId);
+    return !row || !m ? `${via}: none` : `${via} ${m.seq}: sent ${at(m.firstSentAt)}, ${m.attempts} attempt(s), acknowledged ${at(m.ackedAt)}, received ${at(Date.parse(row.receivedAt))}, stored ${at(Date.parse(row.storedAt))}`;
+  });
+  const to = from + pauseMs;
+  const gap = (via?: DeviceProtocol) => (longestAckGapMs(messages, from, to, via) / 1000).toFixed(1);
+  return `in the pause the device went at most ${gap()} s without an acknowledgement (MQTT ${gap('mqtt')}, HTTP ${gap('http')}); first stored after its start (s after it): ${firsts.join('; ')}`;
 }
 
 /**
@@ -226,6 +247,9 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
     const replaced: Array<{ name: string; wasPrimary: boolean; primaryThen: string | undefined }> = [];
     /** The most brokers seen away or not ready at once. */
     let brokersDown = 0;
+    /** Each pod's image tag, readiness and deletion as they changed. */
+    const states = new Map<string, string>();
+    const timeline: string[] = [];
     const pause = await writesThrough(`upgrade ${FROM} → ${TO}`, async () => {
       const leader = await primary();
       const original = new Map((await databasePods()).map((p) => [p.metadata.uid!, p]));
@@ -240,6 +264,16 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
           replaced.push({ name: pod.metadata.name!, wasPrimary: uid === leader.metadata.uid, primaryThen });
           original.delete(uid);
         }
+        for (const p of all) {
+          const state = `${p.spec?.containers?.[0]?.image?.split(':').at(-1)}${p.status?.containerStatuses?.every((c) => c.ready) ? ' ready' : ''}${p.metadata.deletionTimestamp ? ' deleting' : ''}`;
+          if (states.get(p.metadata.name!) !== state) timeline.push(`${new Date().toISOString().slice(11, 23)} ${p.metadata.name} ${state}`);
+          states.set(p.metadata.name!, state);
+        }
+        for (const name of states.keys()) {
+          if (all.some((p) => p.metadata.name === name)) continue;
+          timeline.push(`${new Date().toISOString().slice(11, 23)} ${name} gone`);
+          states.delete(name);
+        }
         const live = all.filter((p) => !p.metadata.deletionTimestamp && p.status?.containerStatuses?.every((c) => c.ready));
         brokersDown = Math.max(brokersDown, 3 - live.filter((p) => p.metadata.labels?.['app.kubernetes.io/component'] === 'broker').length);
         const upgraded = COMPONENTS.map((c) => live.filter((p) => p.metadata.labels?.['app.kubernetes.io/component'] === c && p.spec?.containers?.[0]?.image?.endsWith(`/iot-${c}:${TO}`)).length);
@@ -247,6 +281,7 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
         const count = expected.reduce((a, b) => a + b);
         return { done: original.size === 0 && upgraded.join() === expected.join() && live.length === count && all.length === count, value: undefined, seen: all.map((p) => `${p.metadata.name} ${p.spec?.containers?.[0]?.image?.split(':').at(-1)} ${p.metadata.labels?.[ROLE_LABEL] ?? ''} ready=${p.status?.containerStatuses?.every((c) => c.ready)}${p.metadata.deletionTimestamp ? ' deleting' : ''}`) };
       }, { timeoutMs: 600_000, intervalMs: 250 });
+      console.log(`database failover: the upgrade's pods as seen every 250 ms: ${timeline.join(', ')}`);
       console.log(`database failover: upgraded to ${TO} in ${((Date.now() - started) / 1000).toFixed(0)} s; the database rolled in this order: ${replaced.map((r) => `${r.name} (${r.wasPrimary ? 'the primary' : 'a standby'}; ${r.primaryThen} primary when it was deleted)`).join(', ')}; at most ${brokersDown} broker(s) away at once`);
     });
     assert.deepEqual(replaced.map((r) => r.wasPrimary), [false, false, true], 'both standbys replaced before the primary');

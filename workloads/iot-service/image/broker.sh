@@ -33,9 +33,13 @@
 # POD_NAMESPACE, authenticated as user `route` with IOT_BROKER_ROUTE_PASSWORD, which no client
 # can use) and JetStream replicates by Raft. The configuration is written at every start to
 # IOT_BROKER_CONFIG_DIR (default /tmp/nats; the root file system is read-only), readable by this
-# user alone, so changed passwords take effect on the next start. SIGTERM reaches nats-server
-# itself (exec), which stops accepting, flushes the store and exits; the server is named after
-# its pod (POD_NAME), which its JetStream peers know it by.
+# user alone, so changed passwords take effect on the next start. One broker: SIGTERM reaches
+# nats-server itself (exec), which stops accepting, flushes the store and exits. Three: SIGTERM
+# (the pod's deletion, as in a roll) puts nats-server in lame duck mode (SIGUSR2): it hands the
+# leadership of its streams and consumers to the other two while its routes are still up and
+# stops accepting clients; 2 s later SIGINT stops it, closing its clients (they reconnect to the
+# other brokers). Plain SIGTERM closes every client first and hands over its leaderships only as
+# it stops. The server is named after its pod (POD_NAME), which its JetStream peers know it by.
 set -eu
 replicas=${IOT_BROKER_REPLICAS:-1}
 name=${POD_NAME:-broker-0}
@@ -118,7 +122,18 @@ cluster {
   routes: [$routes
   ]
 }
+lame_duck_grace_period: "1s"
+lame_duck_duration: "30s"
 CONF
 fi
 echo "{\"level\":\"info\",\"component\":\"broker\",\"msg\":\"starting\",\"version\":\"${IOT_SERVICE_VERSION:-}\",\"replicas\":$replicas}"
-exec nats-server --config "$dir/nats.conf"
+if [ "$replicas" -eq 1 ]; then exec nats-server --config "$dir/nats.conf"; fi
+nats-server --config "$dir/nats.conf" &
+server=$!
+trap 'kill -USR2 "$server" 2>/dev/null && sleep 2 && kill -INT "$server" 2>/dev/null || true' TERM
+trap 'kill -INT "$server" 2>/dev/null || true' INT
+while :; do
+  if wait "$server"; then status=0; else status=$?; fi
+  kill -0 "$server" 2>/dev/null || break
+done
+exit "$status"

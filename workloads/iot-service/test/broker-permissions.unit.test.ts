@@ -5,7 +5,11 @@
  * but cannot read it, touch the streams or announce device changes; processing consumes but
  * cannot publish telemetry; core makes the streams and announces, and cannot read or publish
  * telemetry. For commands: core puts them and the gateway takes them off a device's consumer, but
- * the gateway cannot put one or change their streams, and core cannot consume them.
+ * the gateway cannot put one or change their streams, and core cannot consume them. And
+ * broker.ts `publishAcknowledged`: a publish the stream's leader dropped (as a broker leaving in a
+ * roll does, without an answer) is published again under the same message id until acknowledged,
+ * and given up after its timeout — the leader stood in for by a subscriber that drops requests
+ * and answers as JetStream does.
  */
 
 import assert from 'node:assert/strict';
@@ -15,8 +19,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { DEAD_LETTER_STREAM, PROCESSING_CONSUMER, TELEMETRY_STREAM, telemetrySubject } from '../src/shared/broker.ts';
+import { errors, type Msg, type NatsConnection } from '@nats-io/transport-node';
+import { DEAD_LETTER_STREAM, PROCESSING_CONSUMER, publishAcknowledged, TELEMETRY_STREAM, telemetrySubject } from '../src/shared/broker.ts';
 import { COMMAND_STATE_STREAM } from '../src/shared/command-states.ts';
 import { COMMAND_STREAM, commandSubject, deviceConsumer } from '../src/shared/commands.ts';
 import { DEVICE_CHANGES_SUBJECT } from '../src/shared/device-changes.ts';
@@ -228,4 +232,34 @@ test('commands: core puts them and the gateway takes them, but the gateway canno
   await cannotSubscribe(core, 'commands.>');
   await cannotSubscribe(core, '_INBOX_gateway.>'); // the commands the gateway pulls are replies there
   assert.equal((await (await jetstreamManager(admin)).streams.info(COMMAND_STREAM)).state.messages, 2, 'the commands are still there: none taken off by core');
+});
+
+/** Every request on `subject`, answered (as a stream acknowledges) from the `answerFrom`-th on (1-based), never when 0. */
+function leader(subject: string, answerFrom: number): Msg[] {
+  const seen: Msg[] = [];
+  admin.subscribe(subject, {
+    callback: (_, msg) => {
+      seen.push(msg);
+      if (answerFrom > 0 && seen.length >= answerFrom) msg.respond(JSON.stringify({ stream: TELEMETRY_STREAM, seq: 1 }));
+    },
+  });
+  return seen;
+}
+
+test('publishAcknowledged: a publish nobody acknowledged is published again under the same message id, and resolves once acknowledged', async () => {
+  const seen = leader('probe.dropped', 2);
+  await admin.flush();
+  await publishAcknowledged(jetstream(admin), 'probe.dropped', new TextEncoder().encode('{"n":1}'), { msgID: 'device-1/message-1', timeoutMs: 10_000 });
+  assert.deepEqual(seen.map((m) => m.headers?.get('Nats-Msg-Id')), ['device-1/message-1', 'device-1/message-1'], 'published twice, under the same id');
+  assert.deepEqual(seen.map((m) => m.string()), ['{"n":1}', '{"n":1}']);
+});
+
+test('publishAcknowledged: with no acknowledgement at all it rejects with the timeout once timeoutMs passed', async () => {
+  const seen = leader('probe.silent', 0);
+  await admin.flush();
+  await assert.rejects(
+    publishAcknowledged(jetstream(admin), 'probe.silent', new TextEncoder().encode('{}'), { msgID: 'device-1/message-2', timeoutMs: 2_500 }),
+    (error: unknown) => error instanceof errors.TimeoutError,
+  );
+  assert.equal(seen.length, 2, 'published at the start and again after a second');
 });

@@ -5,10 +5,12 @@
  * Guarantees: `forward` resolves only once JetStream acknowledged the message — stored in the
  * stream's file store on as many brokers as the stream has replicas — and rejects otherwise: at
  * once when the link is not connected, with `BacklogFullError` when the stream is full (processing
- * lags by `stream.maxBytes`), or after `timeoutMs` (default 10 s) without an acknowledgement. A
+ * lags by `stream.maxBytes`), or after `timeoutMs` (default 10 s) without an acknowledgement.
+ * Within that time a publish not acknowledged after a second is published again, and so on
+ * (broker.ts `publishAcknowledged`): a broker leaving in a roll drops what it was handed. A
  * rejected message is never acknowledged to the device, which sends it again; a message published
- * twice (the device's retry, or a lost acknowledgement) is stored once in the stream, by its
- * JetStream message id. The link connects as the broker user `gateway`, which may publish
+ * twice (these publishes, the device's retry, or a lost acknowledgement) is stored once in the
+ * stream, by its JetStream message id. The link connects as the broker user `gateway`, which may publish
  * telemetry and read the stream's info, nothing more (image/broker.sh): core makes the stream
  * (core/broker-resources.ts). `connected` (the readiness check) says true once the stream was
  * found and while the link is up; after a publish found no stream (a broker that lost its volume,
@@ -20,7 +22,7 @@
 
 import { jetstream, jetstreamManager, JetStreamApiError, type JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { brokerMessageId, connectBroker, TELEMETRY_STREAM, telemetrySubject, watchLink } from '../shared/broker.ts';
+import { brokerMessageId, connectBroker, publishAcknowledged, TELEMETRY_STREAM, telemetrySubject, watchLink } from '../shared/broker.ts';
 import { BROKER_USERS, type Endpoint } from '../shared/config.ts';
 import { retry } from '../shared/retry.ts';
 import { encodeEnvelope, type TelemetryEnvelope } from '../shared/telemetry.ts';
@@ -72,7 +74,7 @@ export function connectBrokerLink(options: BrokerLinkOptions): BrokerLink {
     if (closing.signal.aborted) return made.close();
     link = watchLink(made);
     if (options.deviceChanges) unfollow = followDeviceChanges(made, options.deviceChanges);
-    js = jetstream(made, { timeout: options.timeoutMs ?? 10_000 });
+    js = jetstream(made);
     const jsm = await jetstreamManager(made, { checkAPI: false });
     findStream = async (delayMs) => {
       await retry(() => jsm.streams.info(TELEMETRY_STREAM), { signal: closing.signal, delayMs, onFailure: (error) => options.onError?.(error) });
@@ -87,8 +89,9 @@ export function connectBrokerLink(options: BrokerLinkOptions): BrokerLink {
     forward: async (envelope) => {
       if (!js || !streamReady || !link.up) throw new Error('not connected to the broker');
       try {
-        await js.publish(telemetrySubject(envelope.deviceId), encodeEnvelope(envelope), {
+        await publishAcknowledged(js, telemetrySubject(envelope.deviceId), encodeEnvelope(envelope), {
           msgID: brokerMessageId(envelope.deviceId, envelope.messageId),
+          timeoutMs: options.timeoutMs ?? 10_000,
         });
       } catch (error) {
         if (error instanceof JetStreamApiError && FULL.test(error.message)) throw new BacklogFullError(error.message, { cause: error });
@@ -112,3 +115,4 @@ export function connectBrokerLink(options: BrokerLinkOptions): BrokerLink {
     },
   };
 }
+

@@ -39,9 +39,12 @@ const CONSUMER_WAIT_MS = 1_000;
  * How long a pull request lives (nats.js's `expires`, its heartbeat half of it). nats.js's default,
  * 30 s, also set its wait between checks of the consumer after a reconnect or missed heartbeats:
  * 15–45 s each, and processing stored nothing for 57 s while three brokers rolled
- * (database-failover.e2e's upgrade).
+ * (database-failover.e2e's upgrade). With 5 s, a pull lost when a broker left was noticed 6.5 s
+ * later (nats.js answers the broker's `409 Leadership Change` by waiting for two missed
+ * heartbeats) and a failed check waited 2.5–7.5 s. 2 s: noticed after about 2 s, checked again
+ * after 1–3 s.
  */
-export const PULL_EXPIRES_MS = 5_000;
+export const PULL_EXPIRES_MS = 2_000;
 /** The consumer's reports worth a log line: what stops or delays pulling. */
 const REPORTED: ReadonlySet<string> = new Set(['heartbeats_missed', 'consumer_not_found', 'stream_not_found', 'consumer_deleted', 'no_responders']);
 

@@ -30,9 +30,9 @@
  * twice within `DUPLICATE_WINDOW_MS` once.
  */
 
-import type { JetStreamManager, StreamConfig as JetStreamStreamConfig } from '@nats-io/jetstream';
+import type { JetStreamClient, JetStreamManager, StreamConfig as JetStreamStreamConfig } from '@nats-io/jetstream';
 import { AckPolicy, DiscardPolicy, JetStreamApiCodes, JetStreamApiError, RetentionPolicy, StorageType } from '@nats-io/jetstream';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { connect, errors, type NatsConnection } from '@nats-io/transport-node';
 import type { Endpoint, StreamConfig } from './config.ts';
 
 export const TELEMETRY_STREAM = 'TELEMETRY';
@@ -92,6 +92,33 @@ export async function connectBroker(options: BrokerConnectOptions): Promise<Nats
     waitOnFirstConnect: true,
     timeout: 5_000,
   });
+}
+
+/**
+ * How long a JetStream publish waits for the stream's acknowledgement before the same message is
+ * published again (`publishAcknowledged`), doubling each time.
+ */
+export const PUBLISH_RETRY_MS = 1_000;
+
+/**
+ * Publishes `data` under `msgID` until the stream acknowledged it: again (same id, so the stream
+ * keeps it once) after PUBLISH_RETRY_MS without an acknowledgement, then after 2, 4, … s, until
+ * `timeoutMs` passed; rejects with the last timeout then, and at once with any other error.
+ * JetStream drops, without an answer, a message that reaches a replica no longer or not yet the
+ * stream's leader — as when a broker leaves in a roll of three — and a single publish then waited
+ * its whole timeout (database-failover.e2e: the device's 5 s, processing's events 5 s).
+ */
+export async function publishAcknowledged(js: JetStreamClient, subject: string, data: Uint8Array, options: { msgID: string; timeoutMs: number }): Promise<void> {
+  const deadline = Date.now() + options.timeoutMs;
+  for (let wait = PUBLISH_RETRY_MS; ; wait *= 2) {
+    const left = deadline - Date.now();
+    try {
+      await js.publish(subject, data, { msgID: options.msgID, timeout: Math.max(1, Math.min(wait, left)) });
+      return;
+    } catch (error) {
+      if (!(error instanceof errors.TimeoutError) || wait >= left) throw error;
+    }
+  }
 }
 
 /** Whether the connection is up now: down from a disconnect until the next reconnect, and for good once closed. */

@@ -20,7 +20,7 @@
 
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { AckPolicy, DeliverPolicy, DiscardPolicy, JetStreamApiCodes, JetStreamApiError, RetentionPolicy, StorageType } from '@nats-io/jetstream';
-import { ACK_WAIT_MS, DUPLICATE_WINDOW_MS, ensureStream, nanos, subjectToken } from './broker.ts';
+import { ACK_WAIT_MS, DUPLICATE_WINDOW_MS, ensureStream, nanos, publishAcknowledged, subjectToken } from './broker.ts';
 import type { EventsConfig, StreamConfig } from './config.ts';
 import { retry } from './retry.ts';
 import type { Payload } from './telemetry.ts';
@@ -32,6 +32,8 @@ export const CONNECTION_EVENT_SUBJECTS = 'events.connection.>';
 export const CONNECTIONS_CONSUMER = 'connections';
 /** The longest wait between two attempts to publish events. */
 const PUBLISH_RETRY_MAX_MS = 1_000;
+/** How long one event's publish waits for the stream (re-published within it: broker.ts `publishAcknowledged`). */
+const PUBLISH_TIMEOUT_MS = 5_000;
 
 /** A stored telemetry message. */
 export interface TelemetryEvent {
@@ -84,7 +86,8 @@ function subjectOf(event: DeviceEvent): string {
 
 /**
  * Publishes the events in their order, all at once, and resolves once the stream acknowledged
- * every one; while any is not (no client yet, the broker away, the stream missing) it calls
+ * every one (each published again after 1 and 3 s without an acknowledgement, broker.ts
+ * `publishAcknowledged`, for at most 5 s); while any is not (no client yet, the broker away, the stream missing) it calls
  * `onFailure` and publishes the whole list again, at most a second apart, until every one is, or
  * rejects once `signal` aborted. What was published twice is kept once (the duplicate window).
  */
@@ -98,7 +101,7 @@ export async function publishEvents(
     async () => {
       const client = js();
       if (!client) throw new Error('not connected to the broker');
-      const published = events.map((event) => client.publish(subjectOf(event), encodeEvent(event), { msgID: eventMessageId(event) }));
+      const published = events.map((event) => publishAcknowledged(client, subjectOf(event), encodeEvent(event), { msgID: eventMessageId(event), timeoutMs: PUBLISH_TIMEOUT_MS }));
       const failed = (await Promise.allSettled(published)).find((result) => result.status === 'rejected');
       if (failed) throw failed.reason;
     },
