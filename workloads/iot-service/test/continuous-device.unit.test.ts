@@ -3,7 +3,7 @@
  * 127.0.0.1: it sends over MQTT and HTTP without pause, every message it was acknowledged is
  * stored exactly once under the id the device gave it — also when acknowledgements come too late
  * and it sends messages again, which then reach the broker twice — and it stops on a refusal
- * retrying cannot fix. The figures' helpers are checked on a made-up timeline.
+ * retrying cannot fix; `periodMs` paces it. The figures' helpers are checked on a made-up timeline.
  */
 
 import assert from 'node:assert/strict';
@@ -56,6 +56,16 @@ test('sends over both protocols without pause; every acknowledged message is sto
     assert.equal((record.payload as { messageId: string }).messageId, record.messageId, 'the payload is the message sent under that id');
     assert.ok(!Number.isNaN(Date.parse(record.storedAt)));
   }
+});
+
+test('periodMs paces each loop: messages begin at most one every periodMs, however fast they are acknowledged', async () => {
+  const device = await registerDevice(addresses(), 'cont-paced');
+  const running = startContinuousDevice(addresses(), device, { protocols: ['mqtt'], periodMs: 100 });
+  await sleep(1_050);
+  const messages = await running.stop();
+  assert.ok(messages.length >= 9 && messages.length <= 12, `about ten messages in a second, not as many as acknowledgements allow: ${messages.length}`);
+  const gaps = messages.slice(1).map((m, i) => m.firstSentAt - messages[i]!.firstSentAt);
+  assert.ok(gaps.every((gap) => gap >= 99), `each begins at least 100 ms after the one before: ${gaps.join(', ')}`);
 });
 
 test('acknowledgements later than the attempt timeout: the same messages are sent again, on both protocols, and stored once', async () => {

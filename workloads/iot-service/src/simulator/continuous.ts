@@ -5,7 +5,8 @@
  * Guarantees:
  * - `startContinuousDevice` runs one send loop per protocol (MQTT QoS 1 on one connection whose
  *   client id is the device id, as the gateway requires; HTTP
- *   POSTs; over TLS for mqtts:// and https:// URLs, trusting `addresses.gatewayTls`), each sending its messages one after the other. Every message has its own id, chosen
+ *   POSTs; over TLS for mqtts:// and https:// URLs, trusting `addresses.gatewayTls`), each sending its messages one after the other
+ *   (after each acknowledgement pausing `intervalMs`, and beginning at most one every `periodMs`). Every message has its own id, chosen
  *   by the device (`<device>-<protocol>-<seq>`) and carried with every attempt — over MQTT in the
  *   topic's property bag (`telemetry/<id>/?message-id=<message id>`), over HTTP in `Message-Id` —
  *   so a message sent twice is the same message to the service. An attempt fails on any error, on
@@ -58,6 +59,8 @@ export interface ContinuousDeviceOptions {
   protocols?: readonly DeviceProtocol[];
   /** Pause after each acknowledged message of a loop (default 0: the next one at once). */
   intervalMs?: number;
+  /** Begin a loop's messages at most one every periodMs (default 0: no such bound); with intervalMs, the longer pause. */
+  periodMs?: number;
   /** Wait after a failed attempt before the next (default 250 ms). */
   retryDelayMs?: number;
   /** An attempt with no acknowledgement within this fails (default 10 s). */
@@ -88,6 +91,7 @@ export function startContinuousDevice(
   const retryDelayMs = options.retryDelayMs ?? 250;
   const attemptTimeoutMs = options.attemptTimeoutMs ?? 10_000;
   const intervalMs = options.intervalMs ?? 0;
+  const periodMs = options.periodMs ?? 0;
   const messages: DeviceMessage[] = [];
   const failures: FailedAttempt[] = [];
   const stopping = new AbortController();
@@ -98,6 +102,11 @@ export function startContinuousDevice(
     const message: DeviceMessage = { messageId: `${device.id}-${via}-${seq}`, via, seq, firstSentAt: Date.now(), attempts: 0 };
     messages.push(message);
     return message;
+  };
+  /** After `message` was acknowledged: `intervalMs`, or what remains of `periodMs` since it began, whichever is longer. */
+  const pauseAfter = async (message: DeviceMessage) => {
+    const pause = Math.max(intervalMs, periodMs - (Date.now() - message.firstSentAt));
+    if (pause > 0 && !stopping.signal.aborted) await sleep(pause);
   };
   const payloadOf = (message: DeviceMessage) => JSON.stringify({ via: message.via, seq: message.seq, messageId: message.messageId, at: new Date().toISOString() });
 
@@ -136,7 +145,7 @@ export function startContinuousDevice(
           },
           drop,
         );
-        if (intervalMs > 0 && !stopping.signal.aborted) await sleep(intervalMs);
+        await pauseAfter(message);
       }
     } finally {
       if (client) await client.endAsync().catch(() => undefined);
@@ -147,7 +156,7 @@ export function startContinuousDevice(
     for (let seq = 0; !stopping.signal.aborted; seq++) {
       const message = begin('http', seq);
       await untilAcknowledged(message, () => postOnce(addresses.gatewayHttpUrl, device, message.messageId, payloadOf(message), attemptTimeoutMs, addresses.gatewayTls), () => undefined);
-      if (intervalMs > 0 && !stopping.signal.aborted) await sleep(intervalMs);
+      await pauseAfter(message);
     }
   }
 
