@@ -19,7 +19,8 @@
  *    two core pods in turn), each a request/response (`responseTimeoutSeconds: 10`), not waiting
  *    for one before the next. Per command sent in the window: delivery (the POST sent → the device
  *    received it) and round trip (the POST sent → core's answer carrying the device's response)
- *    p50, p95, p99, max; how many were answered otherwise than 200.
+ *    p50, p95, p99, max; how many were answered otherwise than 200, with what they said, and the
+ *    errors core's pods logged meanwhile.
  * Each phase also reports the rate it achieved, the pods' CPU (cores, their cgroups on the real
  * node) and the host's CPU utilisation over its window, and the targets: device → application
  * p99 ≤ 250 ms, command delivery p95 ≤ 200 ms, round trip p95 ≤ 500 ms.
@@ -27,7 +28,9 @@
  * Guarantees: as `reference`'s, the landscape is torn down whether the run succeeds or fails;
  * nothing outside it and its instance namespace is created or deleted on the shared cluster.
  */
+import { execFile } from 'node:child_process';
 import os from 'node:os';
+import { promisify } from 'node:util';
 import type { MqttClient } from 'mqtt';
 import {
   answerCommands,
@@ -52,6 +55,7 @@ import { readPodCpu, withReferenceInstance, type InstancePod } from './reference
  * together; devices receiving commands and the commands per second the application sends them;
  * the warm-up before each window, which the figures leave out.
  */
+const run = promisify(execFile);
 const { STREAM_DEVICES, STREAM_RATE, COMMAND_DEVICES, COMMAND_RATE, WARMUP_MS } = { STREAM_DEVICES: 50, STREAM_RATE: 1000, COMMAND_DEVICES: 60, COMMAND_RATE: 300, WARMUP_MS: 5_000 };
 /** What the figures are held against. */
 const TARGETS = { streamP99Ms: 250, commandDeliveryP95Ms: 200, commandRoundTripP95Ms: 500 };
@@ -70,6 +74,8 @@ function cpuFrom(pods: readonly InstancePod[]): { end(): { podCores: Record<stri
 }
 
 interface Endpoints {
+  kubeconfig: string;
+  namespace: string;
   cores: string[];
   gateways: string[];
   pods: InstancePod[];
@@ -142,6 +148,29 @@ async function streamPhase(e: Endpoints, windowS: number): Promise<Record<string
   return figures;
 }
 
+const tally = (counts: Record<string, number>, key: string) => {
+  const k = key.slice(0, 200);
+  counts[k] = (counts[k] ?? 0) + 1;
+};
+
+/** The errors core's pods logged for failed requests (`request failed`) in the last 3 minutes, counted by their text. */
+async function coreErrors(e: Endpoints): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const pod of e.pods.filter((p) => p.component === 'core')) {
+    const { stdout } = await run('kubectl', ['--kubeconfig', e.kubeconfig, 'logs', '-n', e.namespace, pod.name, '--since=3m'], { maxBuffer: 256 * 1024 * 1024 });
+    for (const line of stdout.split('\n')) {
+      if (!line.includes('request failed')) continue;
+      try {
+        const entry = JSON.parse(line) as { error?: unknown };
+        tally(counts, JSON.stringify(entry.error));
+      } catch {
+        tally(counts, line);
+      }
+    }
+  }
+  return counts;
+}
+
 /** Commands: delivery and request/response round trip at COMMAND_RATE commands/s. */
 async function commandPhase(e: Endpoints, windowS: number): Promise<Record<string, unknown>> {
   const devices = await register(e, 'cmd-', COMMAND_DEVICES);
@@ -159,6 +188,8 @@ async function commandPhase(e: Endpoints, windowS: number): Promise<Record<strin
     const sent: { id: string; sentAt: number }[] = [];
     const answeredAt = new Map<string, number>();
     const statuses: Record<string, number> = {};
+    /** What each answer other than 200, and each failed request, said. */
+    const refusals: Record<string, number> = {};
     const inFlight: Promise<void>[] = [];
     const fire = async (i: number) => {
       const sentAt = Date.now();
@@ -169,10 +200,12 @@ async function commandPhase(e: Endpoints, windowS: number): Promise<Record<strin
         const id = typeof body['commandId'] === 'string' ? body['commandId'] : `unanswered-${i}`;
         sent.push({ id, sentAt });
         if (status === 200) answeredAt.set(id, Date.now());
+        else tally(refusals, `${status} ${String(body['error'] ?? '')}`);
       } catch (err) {
         statuses['error'] = (statuses['error'] ?? 0) + 1;
         sent.push({ id: `failed-${i}`, sentAt });
-        log(`applications: command ${i}: ${err instanceof Error ? err.message : String(err)}`);
+        const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+        tally(refusals, `${err instanceof Error ? err.message : String(err)}: ${cause?.code ?? cause?.message ?? ''}`);
       }
     };
     const start = Date.now();
@@ -200,6 +233,8 @@ async function commandPhase(e: Endpoints, windowS: number): Promise<Record<strin
       delivered: delivery.arrived,
       answered: roundTrip.arrived,
       statuses,
+      refusals,
+      coreErrors: await coreErrors(e),
       deliveryMs: latencySummary(delivery.latenciesMs),
       roundTripMs: latencySummary(roundTrip.latenciesMs),
       meetsDeliveryTarget: latencySummary(delivery.latenciesMs).p95Ms <= TARGETS.commandDeliveryP95Ms,
@@ -208,7 +243,7 @@ async function commandPhase(e: Endpoints, windowS: number): Promise<Record<strin
     };
     log(
       `applications: ${figures.sentPerS} commands/s: delivery p50 ${figures.deliveryMs.p50Ms} ms, p95 ${figures.deliveryMs.p95Ms} ms; ` +
-        `round trip p50 ${figures.roundTripMs.p50Ms} ms, p95 ${figures.roundTripMs.p95Ms} ms; answers ${JSON.stringify(statuses)}; host ${Math.round(usage.hostUtilisation * 100)} % busy`,
+        `round trip p50 ${figures.roundTripMs.p50Ms} ms, p95 ${figures.roundTripMs.p95Ms} ms; answers ${JSON.stringify(statuses)}, ${JSON.stringify(refusals)}; core logged ${JSON.stringify(figures.coreErrors)}; host ${Math.round(usage.hostUtilisation * 100)} % busy`,
     );
     return figures;
   } finally {
@@ -225,7 +260,7 @@ export async function runApplications(ctx: BenchContext): Promise<ScenarioOutput
     const cores = pods.filter((p) => p.component === 'core').map((p) => `http://${p.ip}:8080`);
     const gateways = pods.filter((p) => p.component === 'gateway').map((p) => p.ip);
     const application = await issueApplication({ coreUrl: cores[0]!, apiToken }, 'bench-application');
-    const endpoints: Endpoints = { cores, gateways, pods, apiToken, appToken: application.token };
+    const endpoints: Endpoints = { kubeconfig: ctx.kubeconfig, namespace: instance.namespace, cores, gateways, pods, apiToken, appToken: application.token };
     const stream = await streamPhase(endpoints, windowS);
     const commands = await commandPhase(endpoints, windowS);
     return { applyToAvailableS, stream, commands };
