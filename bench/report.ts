@@ -28,7 +28,7 @@ import { rssSlope } from './lib/throughput.ts';
 import { cdfSvg, type Series } from './lib/svg.ts';
 import { repoRoot } from './lib/kube.ts';
 
-export const SCENARIO_ORDER = ['burst', 'floor', 'steady', 'latency', 'churn', 'restart', 'scale', 'memcached', 'throughput', 'armada', 'start', 'reference', 'fleet'];
+export const SCENARIO_ORDER = ['burst', 'floor', 'steady', 'latency', 'churn', 'restart', 'scale', 'memcached', 'throughput', 'armada', 'start', 'reference', 'applications', 'fleet'];
 
 /** The reference scenario's latency step of one protocol (figures absent from results made before it existed, so no rows). */
 const referenceLatencyFigures = (label: string, protocol: string): [string, string][] => [
@@ -267,6 +267,29 @@ export const FIGURES: Record<string, [string, string][]> = {
     ...referenceLatencyFigures('MQTT', 'mqtt'),
     ...referenceLatencyFigures('HTTP', 'http'),
     ['delete → instance namespace gone (s)', 'deleteToNamespaceGoneS'],
+  ],
+  applications: [
+    ['create → Available (s)', 'applyToAvailableS'],
+    ['device → application: messages/s sent (MQTT QoS 1)', 'stream.sentPerS'],
+    ['device → application p50 (ms)', 'stream.latencyMs.p50Ms'],
+    ['device → application p95 (ms)', 'stream.latencyMs.p95Ms'],
+    ['device → application p99 (ms; target ≤ 250)', 'stream.latencyMs.p99Ms'],
+    ['device → application max (ms)', 'stream.latencyMs.maxMs'],
+    ['device → application: messages that never reached the application', 'stream.missing'],
+    ['device → application: host CPU utilisation', 'stream.hostUtilisation'],
+    ['commands/s sent (request/response)', 'commands.sentPerS'],
+    ['command delivery p50 (ms)', 'commands.deliveryMs.p50Ms'],
+    ['command delivery p95 (ms; target ≤ 200)', 'commands.deliveryMs.p95Ms'],
+    ['command delivery p99 (ms)', 'commands.deliveryMs.p99Ms'],
+    ['command round trip p50 (ms)', 'commands.roundTripMs.p50Ms'],
+    ['command round trip p95 (ms; target ≤ 500)', 'commands.roundTripMs.p95Ms'],
+    ['command round trip p99 (ms)', 'commands.roundTripMs.p99Ms'],
+    ['commands sent in the window', 'commands.sent'],
+    ['of those, delivered to their device', 'commands.delivered'],
+    ['commands answered 200 (the whole run)', 'commands.statuses.200'],
+    ['commands answered 500 (the whole run)', 'commands.statuses.500'],
+    ['commands: host CPU utilisation', 'commands.hostUtilisation'],
+    ['CPU (cores) during the commands: ', 'commands.podCores.*'],
   ],
   fleet: [
     ['devices registered', 'setup.devicesRegistered'],

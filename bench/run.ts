@@ -26,6 +26,7 @@ import { componentFlag } from './lib/proc.ts';
 import { flatten, formatTable, gitInfo, machineInfo, NO_CLUSTER, writeResult, type BenchResult } from './lib/results.ts';
 import { bundleOperator } from '../images/bundle.ts';
 import { DEFAULT_REPORT, writeReport } from './report.ts';
+import { runApplications } from './scenarios/applications.ts';
 import { ARMADA_DEFAULT_COMMAND, runArmada } from './scenarios/armada.ts';
 import { runBurst } from './scenarios/burst.ts';
 import { runChurn } from './scenarios/churn.ts';
@@ -82,6 +83,10 @@ const scenarios: Record<string, ScenarioSpec> = {
     run: runReference, defaults: {}, pods: () => 0, uses: ['devices', 'windowS', 'protocols', 'latencyShare', 'settleS', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot',
     needsKubeconfig: 'reference runs on the cluster with the real node: --kubeconfig <its kubeconfig> (e.g. /root/.kwok/clusters/iot-operator/kubeconfig.yaml)',
   },
+  applications: {
+    run: runApplications, defaults: {}, pods: () => 0, uses: ['windowS', 'workers'], operator: IOT_DEFAULT_COMMAND, bundle: 'iot',
+    needsKubeconfig: 'applications runs on the cluster with the real node: --kubeconfig <its kubeconfig> (e.g. /root/.kwok/clusters/iot-operator/kubeconfig.yaml)',
+  },
 };
 
 const usage = `usage: npm run bench -- <scenario> [options]
@@ -119,7 +124,8 @@ options:
                          memory limit does in a cluster (deploy/operator.yml: 256); needs root
   --devices <k>[,<k>]    reference: devices per throughput step (default 1,4,16,64; then ×4 up to 256
                          while the acknowledged rate still grows by 10 % a step)
-  --window <seconds>     reference: measuring window of each throughput step (default 30)
+  --window <seconds>     reference: measuring window of each throughput step (default 30); applications:
+                         of the stream's and the commands' windows (default 60)
   --protocols <p>[,<p>]  reference: mqtt, http or both, in that order (default mqtt,http)
   --latency-share <0..1> reference: after a protocol's throughput steps, a latency step paced to this
                          share of their highest stored rate (median second), with the device count

@@ -120,7 +120,7 @@ type Pod = KubeObject & {
   status?: { podIP?: string; phase?: string };
 };
 
-interface InstancePod {
+export interface InstancePod {
   name: string;
   key: string;
   component: string;
@@ -233,13 +233,13 @@ function podCgroupFile(controller: string, uid: string, file: string): string {
   throw new Error(`no ${controller} cgroup for pod ${uid} under ${root}`);
 }
 
-interface CpuReading {
+export interface CpuReading {
   at: number;
   usageNs: Map<string, number>;
   throttledNs: Map<string, number>;
 }
 
-function readPodCpu(pods: readonly InstancePod[]): CpuReading {
+export function readPodCpu(pods: readonly InstancePod[]): CpuReading {
   const usageNs = new Map<string, number>();
   const throttledNs = new Map<string, number>();
   for (const p of pods) {
@@ -573,15 +573,39 @@ function protocolFigures(steps: readonly Step[], latency: LatencyStep | undefine
 // The scenario
 // ---------------------------------------------------------------------------------------------
 
-export async function runReference(ctx: BenchContext): Promise<ScenarioOutput> {
-  if (ctx.benchCluster) throw new Error(`reference needs the cluster with the real node: --kubeconfig <its kubeconfig> (the bench cluster '${ctx.benchCluster}' has none)`);
-  const version = DEFAULT_VERSION;
-  const plan = ctx.options.devices ?? REFERENCE_DEFAULT_DEVICES;
-  const windowS = ctx.options.windowS ?? 30;
-  const protocols = (ctx.options.protocols ?? ['mqtt', 'http']) as Protocol[];
-  const latencyShare = ctx.options.latencyShare ?? DEFAULT_LATENCY_SHARE;
-  const machineCores = os.cpus().length;
+/** ONE reference IoTService on the real node, just created (`withReferenceInstance`). */
+export interface ReferenceInstance {
+  landscape: string;
+  namespace: string;
+  /** The real node's address, from which the scenario's devices and applications come. */
+  hostAddress: string;
+  /** The images' registry prefix, and how long their build and push took. */
+  built: Awaited<ReturnType<typeof buildImages>>;
+  env: TestEnv;
+  /** When the create was sent; when the run gives up; aborted when the run ends. */
+  t0: number;
+  deadline: number;
+  signal: AbortSignal;
+  /** Resolves, once the IoTService is Available, with the seconds from the create. */
+  available(): Promise<number>;
+  /** Its seven running pods (once Available). */
+  pods(): Promise<InstancePod[]>;
+  apiToken(): Promise<string>;
+}
 
+/**
+ * Builds and pushes the reference images, runs the operator for a landscape of its own (`prefix`
+ * and a random suffix), creates ONE IoTService of seven pods on the real node (see the module
+ * comment) and hands it to `body` at once; then deletes it and waits until its namespace is gone.
+ * The landscape is torn down whether `body` succeeds or fails.
+ */
+export async function withReferenceInstance<T>(
+  ctx: BenchContext,
+  prefix: string,
+  body: (instance: ReferenceInstance) => Promise<T>,
+): Promise<{ result: T; deleteToNamespaceGoneS: number; operatorCommand: string }> {
+  if (ctx.benchCluster) throw new Error(`${prefix} needs the cluster with the real node: --kubeconfig <its kubeconfig> (the bench cluster '${ctx.benchCluster}' has none)`);
+  const version = DEFAULT_VERSION;
   const node = (await ctx.client.get(Kinds.Node, REAL_NODE).catch((e: unknown) => (isNotFound(e) ? undefined : Promise.reject(e)))) as
     | (KubeObject & { status?: { conditions?: { type: string; status: string }[]; addresses?: { type: string; address: string }[] } })
     | undefined;
@@ -589,13 +613,11 @@ export async function runReference(ctx: BenchContext): Promise<ScenarioOutput> {
   const hostAddress = node.status.addresses?.find((a) => a.type === 'InternalIP')?.address;
   if (!hostAddress) throw new Error(`${REAL_NODE} reports no InternalIP`);
 
-  log(`reference: building and pushing the reference images ${version} (scripts/iot-service-images.ts)`);
+  log(`${prefix}: building and pushing the reference images ${version} (scripts/iot-service-images.ts)`);
   const built = await buildImages(version);
   const env = new TestEnv(ctx.kubeconfig, ctx.client, new RuntimeMetrics());
-  const images = await imageSizes(localRegistry(env), built.registry, version);
-  log(`reference: images built and pushed in ${built.wallS} s: ${Object.entries(images).map(([c, s]) => `${c} ${s.compressedMiB} MiB`).join(', ')}`);
 
-  const landscape = uniqueName('bench-ref');
+  const landscape = uniqueName(`bench-${prefix}`);
   const namespace = `${landscape}-${NAME}`;
   // The instance's pods tolerate the real node's taint and select it by its label: the operator must allow both.
   const command = `${ctx.options.operatorCmd ?? IOT_DEFAULT_COMMAND} --default-registry ${built.registry} --allowed-toleration-keys ${REAL_NODE_LABEL} --allowed-node-label-keys ${REAL_NODE_LABEL}`;
@@ -619,91 +641,37 @@ export async function runReference(ctx: BenchContext): Promise<ScenarioOutput> {
         database: { ...onRealNode, replicas: 1, storage: '1Gi' },
       };
       const deadline = now() + ctx.options.timeoutS * 1000;
-      log(`reference: creating IoTService ${landscape}/${NAME} (seven pods on ${REAL_NODE})`);
+      log(`${prefix}: creating IoTService ${landscape}/${NAME} (seven pods on ${REAL_NODE})`);
       const t0 = now();
       await ctx.client.create(IoTServiceV1alpha1Type, iotService(NAME, landscape, version, spec));
-      const first = firstStoredMessage(ctx, namespace, t0, deadline, giveUp.signal);
-      first.catch(() => undefined);
-      while (!tracker.availableAt.has(NAME)) {
-        if (now() > deadline) throw new Error(`reference: not Available after ${ctx.options.timeoutS} s`);
-        await sleep(50);
-      }
-      const applyToAvailableS = round((tracker.availableAt.get(NAME)! - t0) / 1000);
-      log(`reference: Available ${applyToAvailableS} s after the create`);
-      const firstStored = await first;
-      log(`reference: first message stored ${firstStored.storedS} s after the create (registered at ${firstStored.registeredS} s, acknowledged at ${firstStored.ackedS} s)`);
-
-      const pods = await instancePods(ctx, namespace);
-      if (pods.length !== 7) throw new Error(`expected 7 running pods in ${namespace}, found ${pods.map((p) => p.key).join(', ')}`);
-      const service: Service = { namespace, pods, token: await apiToken(ctx, namespace) };
-
-      // Idle: `--settle` seconds, then the first /stats/summary in which every pod's working set
-      // was sampled after them (the kubelet refreshes its figures every 10–20 s).
-      log(`reference: ${ctx.options.settleS} s idle, then the pods' working sets`);
-      const idleFrom = Date.now() + ctx.options.settleS * 1000;
-      await sleep(ctx.options.settleS * 1000);
-      let idle = latestWorkingSet([await summary(ctx, namespace)]);
-      while (pods.some((p) => (idle.get(p.name)?.at ?? 0) < idleFrom) && Date.now() - idleFrom < 60_000) {
-        await sleep(2000);
-        idle = latestWorkingSet([await summary(ctx, namespace)]);
-      }
-      const idleCgroupMiB = readPodWorkingSets(pods);
-      const idleMiB = Object.fromEntries(pods.filter((p) => idle.has(p.name)).map((p) => [p.key, mib(idle.get(p.name)!.bytes)]));
-
-      const results: Record<string, unknown> = {};
-      const all: Step[] = [];
-      let saturationMemory: { summaryMiB: Record<string, number>; cgroupMiB: Record<string, number>; devices: number } | undefined;
-      for (const protocol of protocols) {
-        const steps: Step[] = [];
-        const rates = () => steps.map((st) => ({ devices: st.devices, perS: st.ackedPerSecond.p50 }));
-        for (let devices = nextDevices(plan, rates()); devices !== undefined; devices = nextDevices(plan, rates())) {
-          steps.push(await runStep(ctx, service, protocol, devices, windowS));
+      const available = async () => {
+        while (!tracker.availableAt.has(NAME)) {
+          if (now() > deadline) throw new Error(`${prefix}: not Available after ${ctx.options.timeoutS} s`);
+          await sleep(50);
         }
-        all.push(...steps);
-        results[protocol] = protocolFigures(steps, await runLatencyStep(ctx, service, protocol, steps, windowS, latencyShare), machineCores, pods);
-        const at = steps[saturation(rates())?.index ?? steps.length - 1];
-        if (protocol === 'mqtt' && at) saturationMemory = { summaryMiB: at.workingSetMiB, cgroupMiB: at.cgroupWorkingSetMiB, devices: at.devices };
-      }
+        const applyToAvailableS = round((tracker.availableAt.get(NAME)! - t0) / 1000);
+        log(`${prefix}: Available ${applyToAvailableS} s after the create`);
+        return applyToAvailableS;
+      };
+      const pods = async () => {
+        const running = await instancePods(ctx, namespace);
+        if (running.length !== 7) throw new Error(`expected 7 running pods in ${namespace}, found ${running.map((p) => p.key).join(', ')}`);
+        return running;
+      };
+      const result = await body({ landscape, namespace, hostAddress, built, env, t0, deadline, signal: giveUp.signal, available, pods, apiToken: () => apiToken(ctx, namespace) });
 
-      log(`reference: deleting IoTService ${landscape}/${NAME}`);
+      log(`${prefix}: deleting IoTService ${landscape}/${NAME}`);
       const td = now();
       await ctx.client.delete(IoTServiceV1alpha1Type, NAME, landscape);
       for (;;) {
         const ns = await ctx.client.get(Kinds.Namespace, namespace).catch((e: unknown) => (isNotFound(e) ? undefined : Promise.reject(e)));
         if (!ns) break;
-        if (now() - td > ctx.options.timeoutS * 1000) throw new Error(`reference: namespace ${namespace} not gone ${ctx.options.timeoutS} s after the delete`);
+        if (now() - td > ctx.options.timeoutS * 1000) throw new Error(`${prefix}: namespace ${namespace} not gone ${ctx.options.timeoutS} s after the delete`);
         await sleep(250);
       }
       const deleteToNamespaceGoneS = round((now() - td) / 1000);
-      log(`reference: namespace ${namespace} gone ${deleteToNamespaceGoneS} s after the delete`);
-
-      return {
-        figures: {
-          version,
-          registry: built.registry,
-          machineCores,
-          imageSizesMiB: images,
-          imageCompressedMiB: Object.fromEntries(Object.entries(images).map(([c, s]) => [c, s.compressedMiB])),
-          imagesBuildPushS: { wall: built.wallS, ...built.buildPushS },
-          applyToAvailableS,
-          applyToFirstStoredS: firstStored.storedS,
-          firstStored,
-          pods: Object.fromEntries(pods.map((p) => [p.key, { cpuLimitCores: p.limitCores ?? null }])),
-          memory: {
-            idleMiB,
-            idleCgroupMiB,
-            idleSettleS: ctx.options.settleS,
-            ...(saturationMemory ? { mqttSaturationMiB: saturationMemory.summaryMiB, mqttSaturationCgroupMiB: saturationMemory.cgroupMiB, mqttSaturationDevices: saturationMemory.devices } : {}),
-          },
-          ...results,
-          deleteToNamespaceGoneS,
-        },
-        samples: {
-          mqttAckedPerS: all.filter((s) => s.protocol === 'mqtt').map((s) => s.ackedPerS),
-          httpAckedPerS: all.filter((s) => s.protocol === 'http').map((s) => s.ackedPerS),
-        },
-        operatorCommand: command,
-      };
+      log(`${prefix}: namespace ${namespace} gone ${deleteToNamespaceGoneS} s after the delete`);
+      return { result, deleteToNamespaceGoneS, operatorCommand: command };
     },
     async () => {
       giveUp.abort();
@@ -712,4 +680,80 @@ export async function runReference(ctx: BenchContext): Promise<ScenarioOutput> {
     },
     log,
   );
+}
+
+export async function runReference(ctx: BenchContext): Promise<ScenarioOutput> {
+  const plan = ctx.options.devices ?? REFERENCE_DEFAULT_DEVICES;
+  const windowS = ctx.options.windowS ?? 30;
+  const protocols = (ctx.options.protocols ?? ['mqtt', 'http']) as Protocol[];
+  const latencyShare = ctx.options.latencyShare ?? DEFAULT_LATENCY_SHARE;
+  const machineCores = os.cpus().length;
+
+  const { result, deleteToNamespaceGoneS, operatorCommand } = await withReferenceInstance(ctx, 'reference', async (instance) => {
+    const { built, namespace } = instance;
+    const images = await imageSizes(localRegistry(instance.env), built.registry, DEFAULT_VERSION);
+    log(`reference: images built and pushed in ${built.wallS} s: ${Object.entries(images).map(([c, s]) => `${c} ${s.compressedMiB} MiB`).join(', ')}`);
+    const first = firstStoredMessage(ctx, namespace, instance.t0, instance.deadline, instance.signal);
+    first.catch(() => undefined);
+    const applyToAvailableS = await instance.available();
+    const firstStored = await first;
+    log(`reference: first message stored ${firstStored.storedS} s after the create (registered at ${firstStored.registeredS} s, acknowledged at ${firstStored.ackedS} s)`);
+
+    const pods = await instance.pods();
+    const service: Service = { namespace, pods, token: await instance.apiToken() };
+
+    // Idle: `--settle` seconds, then the first /stats/summary in which every pod's working set
+    // was sampled after them (the kubelet refreshes its figures every 10–20 s).
+    log(`reference: ${ctx.options.settleS} s idle, then the pods' working sets`);
+    const idleFrom = Date.now() + ctx.options.settleS * 1000;
+    await sleep(ctx.options.settleS * 1000);
+    let idle = latestWorkingSet([await summary(ctx, namespace)]);
+    while (pods.some((p) => (idle.get(p.name)?.at ?? 0) < idleFrom) && Date.now() - idleFrom < 60_000) {
+      await sleep(2000);
+      idle = latestWorkingSet([await summary(ctx, namespace)]);
+    }
+    const idleCgroupMiB = readPodWorkingSets(pods);
+    const idleMiB = Object.fromEntries(pods.filter((p) => idle.has(p.name)).map((p) => [p.key, mib(idle.get(p.name)!.bytes)]));
+
+    const results: Record<string, unknown> = {};
+    const all: Step[] = [];
+    let saturationMemory: { summaryMiB: Record<string, number>; cgroupMiB: Record<string, number>; devices: number } | undefined;
+    for (const protocol of protocols) {
+      const steps: Step[] = [];
+      const rates = () => steps.map((st) => ({ devices: st.devices, perS: st.ackedPerSecond.p50 }));
+      for (let devices = nextDevices(plan, rates()); devices !== undefined; devices = nextDevices(plan, rates())) {
+        steps.push(await runStep(ctx, service, protocol, devices, windowS));
+      }
+      all.push(...steps);
+      results[protocol] = protocolFigures(steps, await runLatencyStep(ctx, service, protocol, steps, windowS, latencyShare), machineCores, pods);
+      const at = steps[saturation(rates())?.index ?? steps.length - 1];
+      if (protocol === 'mqtt' && at) saturationMemory = { summaryMiB: at.workingSetMiB, cgroupMiB: at.cgroupWorkingSetMiB, devices: at.devices };
+    }
+    return {
+      figures: {
+        version: DEFAULT_VERSION,
+        registry: built.registry,
+        machineCores,
+        imageSizesMiB: images,
+        imageCompressedMiB: Object.fromEntries(Object.entries(images).map(([c, s]) => [c, s.compressedMiB])),
+        imagesBuildPushS: { wall: built.wallS, ...built.buildPushS },
+        applyToAvailableS,
+        applyToFirstStoredS: firstStored.storedS,
+        firstStored,
+        pods: Object.fromEntries(pods.map((p) => [p.key, { cpuLimitCores: p.limitCores ?? null }])),
+        memory: {
+          idleMiB,
+          idleCgroupMiB,
+          idleSettleS: ctx.options.settleS,
+          ...(saturationMemory ? { mqttSaturationMiB: saturationMemory.summaryMiB, mqttSaturationCgroupMiB: saturationMemory.cgroupMiB, mqttSaturationDevices: saturationMemory.devices } : {}),
+        },
+        ...results,
+      },
+      samples: {
+        mqttAckedPerS: all.filter((s) => s.protocol === 'mqtt').map((s) => s.ackedPerS),
+        httpAckedPerS: all.filter((s) => s.protocol === 'http').map((s) => s.ackedPerS),
+      },
+    };
+  });
+  return { figures: { ...result.figures, deleteToNamespaceGoneS }, samples: result.samples, operatorCommand };
 }

@@ -81,7 +81,7 @@ describe('IoTService reconcile: writing the children', () => {
     assert.deepEqual(log.slice(0, 2), [`start Namespace/${INSTANCE_NAMESPACE}`, `end Namespace/${INSTANCE_NAMESPACE}`], 'the namespace is written first, alone');
     const configStarts = span(log, writesOf('start', CONFIG_KINDS));
     const configEnds = span(log, writesOf('end', CONFIG_KINDS));
-    assert.equal(configStarts.count, 28, 'nine policies, the quota and limit range, four secrets (pull, credentials, gateway CA and TLS), two config maps (config, gateway CA), six services and five disruption budgets');
+    assert.equal(configStarts.count, 29, 'ten policies, the quota and limit range, four secrets (pull, credentials, gateway CA and TLS), two config maps (config, gateway CA), six services and five disruption budgets');
     assert.ok(configStarts.last < configEnds.first, `the second stage's writes are all under way before the first of them ends:\n${log.join('\n')}`);
     const workloads = workloadWrites(log);
     assert.equal(workloads.count, 10, 'five workloads, each started and ended');
@@ -99,7 +99,7 @@ describe('IoTService reconcile: writing the children', () => {
     cluster.refuse = { key: 'ConfigMap/iot-config', error: new ApiError(422, 'Invalid', 'ConfigMap "iot-config" is invalid: data: Too long') };
     await reconcile();
     assert.equal(workloadWrites(cluster.log).count, 0, cluster.log.join('\n'));
-    assert.equal(span(cluster.log, writesOf('start|end', CONFIG_KINDS)).count, 56, 'the rest of the stage is still written');
+    assert.equal(span(cluster.log, writesOf('start|end', CONFIG_KINDS)).count, 58, 'the rest of the stage is still written');
     assert.equal(status()?.phase, 'Failed');
     assert.match(status()?.reason ?? '', /ConfigMap/);
     assert.match(status()?.reason ?? '', /iot-config/);

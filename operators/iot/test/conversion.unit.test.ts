@@ -114,6 +114,7 @@ function otherComponentFields(r: Random, component: (typeof COMPONENTS)[number])
     if (r.chance()) out.connections = r.int(1, 100_000);
     if (r.chance(0.4)) out.tls = { ...(r.chance() ? { hostnames: [`${r.word()}.example.com`] } : {}), ...(r.chance() ? { issuerRef: { kind: r.pick(ISSUER_KINDS), name: r.word() } } : {}) };
   }
+  if (component === 'core' && r.chance()) out.applicationSources = Array.from({ length: r.int(0, 2) }, () => `198.51.100.${r.int(0, 255)}/32`);
   if ((component === 'broker' || component === 'database') && r.chance()) {
     out.storage = `${r.int(1, 20)}Gi`;
     if (r.chance()) out.storageClassName = r.word();

@@ -65,7 +65,7 @@ describe('the operator SIGKILLed during a rollout', () => {
       assert.equal(await count(Kinds.Secret), 4, `${ns}: Secrets (image-pull-secret, iot-credentials, gateway-ca, gateway-tls)`);
       assert.equal(await count(Kinds.ConfigMap), 3, `${ns}: ConfigMaps (iot-config, gateway-ca and kube-root-ca.crt)`);
       assert.equal(await count(CHILD_TYPES.PodDisruptionBudget!), 5, `${ns}: PodDisruptionBudgets, one per component`);
-      assert.equal(await count(Kinds.NetworkPolicy), 9, `${ns}: NetworkPolicies (isolation, gateway devices, egress, operator monitoring, one per component)`);
+      assert.equal(await count(Kinds.NetworkPolicy), 10, `${ns}: NetworkPolicies (isolation, gateway devices, core applications, egress, operator monitoring, one per component)`);
       assert.equal(await count(Kinds.Pod), 7, `${ns}: Pods`);
     }
   });

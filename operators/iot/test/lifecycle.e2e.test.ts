@@ -52,6 +52,7 @@ describe('IoTService lifecycle on the real cluster', () => {
       [Kinds.Service, 'database-client'],
       [Kinds.NetworkPolicy, 'instance-isolation'],
       [Kinds.NetworkPolicy, 'gateway-devices'],
+      [Kinds.NetworkPolicy, 'core-applications'],
       [Kinds.NetworkPolicy, 'instance-egress'],
       [Kinds.NetworkPolicy, 'operator-monitoring'],
       ...COMPONENTS.map((c): [typeof Kinds.Secret, string] => [Kinds.NetworkPolicy, `${c}-peers`]),

@@ -8,7 +8,8 @@
  * 5432) and no other — the gateway not the database, no component another's health port (8081)
  * or the broker's route (6222) and monitoring (8222) ports; another instance's pods and an outside
  * pod of the project reach nothing; device traffic reaches the gateway's device ports only from
- * `spec.gateway.deviceSources` and stops when the source is removed; the landscape namespace,
+ * `spec.gateway.deviceSources` and stops when the source is removed, applications reach core's
+ * API port only from `spec.core.applicationSources`, likewise; the landscape namespace,
  * where an operator in the cluster runs, reaches the broker's monitoring port and nothing else; connections out of the
  * instance to an undeclared destination fail, a declared one (`spec.egress`) is reached from
  * every component, and the instance's own names resolve through cluster DNS in kube-system. (The
@@ -197,6 +198,18 @@ describe('network isolation with real packets', { skip }, () => {
     await expectReach(outsideNs, 'outside', alpha.gateway.ip, PORTS.mqtts, false);
   });
 
+  it('applications reach core’s API port only from spec.core.applicationSources, and are refused again when the source is removed', async () => {
+    assert.equal(await reaches(outsideNs, 'outside', alpha.core.ip, PORTS.http), false, 'no application source yet');
+    await env.client.patch(IoTServiceV1alpha1Type, 'alpha', landscape, { spec: { core: { applicationSources: [`${outside}/32`] } } }, 'merge');
+    await expectReach(outsideNs, 'outside', alpha.core.ip, PORTS.http, true);
+    assert.equal(await reaches(outsideNs, 'outside', alpha.core.ip, PORTS.health), false, 'core’s health port is not its API');
+    assert.equal(await reaches(outsideNs, 'outside', alpha.gateway.ip, PORTS.mqtts), false, 'an application source is no device source');
+    assert.equal(await reaches(outsideNs, 'outside', beta.core.ip, PORTS.http), false, 'the other instance’s core names no sources');
+    assert.equal(await reaches(landscape, 'operator-side', alpha.core.ip, PORTS.http), false, 'a pod at another address');
+    await env.client.patch(IoTServiceV1alpha1Type, 'alpha', landscape, { spec: { core: { applicationSources: null } } }, 'merge');
+    await expectReach(outsideNs, 'outside', alpha.core.ip, PORTS.http, false);
+  });
+
   it('connections out of the instance fail unless spec.egress declares the destination, for every component; cluster DNS still answers', async () => {
     assert.equal(await reaches(alphaNs(), alpha.core.name, outside, 8080), false, 'an undeclared destination');
     assert.equal(await reaches(alphaNs(), alpha.core.name, beta.core.ip, PORTS.http), false, 'the other instance');
@@ -229,8 +242,8 @@ describe('network isolation with real packets', { skip }, () => {
 });
 
 describe('network isolation in the API', () => {
-  it('a device source or egress destination that is not a CIDR is rejected by the API server', async () => {
-    for (const spec of [{ gateway: { deviceSources: ['0.0.0.0'] } }, { egress: [{ cidr: 'example.com/24' }] }]) {
+  it('a device source, application source or egress destination that is not a CIDR is rejected by the API server', async () => {
+    for (const spec of [{ gateway: { deviceSources: ['0.0.0.0'] } }, { core: { applicationSources: ['10.0.0.0/33'] } }, { egress: [{ cidr: 'example.com/24' }] }]) {
       await assert.rejects(env.client.create(IoTServiceV1alpha1Type, iotService('bad-cidr', landscape, spec)), (err: unknown) => {
         assert.ok(err instanceof ApiError && err.reason === 'Invalid', JSON.stringify(spec));
         assert.match(err.message, /must be a CIDR/);

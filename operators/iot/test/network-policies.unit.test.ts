@@ -6,17 +6,20 @@
  * between the instance's own components exactly the connections the reference components use
  * pass, on their ports (written out here, not taken from the operator's list) — the gateway never
  * reaches the database, nothing reaches a health port; another instance's pods reach nothing; the
- * landscape (the operator) reaches the broker's monitoring port only; every component reaches DNS.
- * Then each policy's own shape: device sources, declared egress, the operator's port, CIDRs.
+ * landscape (the operator) reaches the broker's monitoring port only; every component reaches DNS;
+ * applications reach core's API port from spec.core.applicationSources alone. Then each policy's
+ * own shape: device and application sources, declared egress, the operator's port, CIDRs.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { BlockList, isIP } from 'node:net';
 import type { V1PodSpec } from '@kubernetes/client-node';
 import { COMPONENTS, type ComponentName } from '../src/api/iotservice.ts';
 import {
   componentLabels,
   desiredChildren,
   desiredComponentPeersPolicy,
+  desiredCoreApplicationsPolicy,
   desiredEgressPolicy,
   desiredGatewayDevicesPolicy,
   desiredInstanceIsolationPolicy,
@@ -33,10 +36,20 @@ type Selector = { matchLabels?: Record<string, string>; matchExpressions?: unkno
 type Peer = { podSelector?: Selector; namespaceSelector?: Selector; ipBlock?: { cidr: string } };
 type Rule = { from?: Peer[]; to?: Peer[]; ports?: Array<{ protocol?: string; port?: number | string }> };
 
-/** A pod as a policy sees it: its namespace and labels. */
+/** A pod as a policy sees it: its namespace and labels (and its address, for an ipBlock). */
 interface Pod {
   namespace: string;
   labels: Record<string, string>;
+  ip?: string;
+}
+
+/** Whether `ip` lies in `cidr`. */
+function inCidr(ip: string, cidr: string): boolean {
+  const [address = '', prefix = ''] = cidr.split('/');
+  const family = isIP(address) === 6 ? 'ipv6' : 'ipv4';
+  const block = new BlockList();
+  block.addSubnet(address, Number(prefix), family);
+  return isIP(ip) === isIP(address) && block.check(ip, family);
 }
 
 function selects(selector: Selector | undefined, labels: Record<string, string>): boolean {
@@ -44,9 +57,9 @@ function selects(selector: Selector | undefined, labels: Record<string, string>)
   return Object.entries(selector?.matchLabels ?? {}).every(([k, v]) => labels[k] === v);
 }
 
-/** Whether `peer` of a policy in `namespace` names the pod `other` (a CIDR names no pod here). */
+/** Whether `peer` of a policy in `namespace` names the pod `other` (a CIDR names it by its address, if it has one). */
 function names(peer: Peer, namespace: string, other: Pod): boolean {
-  if (peer.ipBlock) return false;
+  if (peer.ipBlock) return other.ip !== undefined && inCidr(other.ip, peer.ipBlock.cidr);
   const inNamespace = peer.namespaceSelector ? selects(peer.namespaceSelector, { 'kubernetes.io/metadata.name': other.namespace }) : other.namespace === namespace;
   return inNamespace && (!peer.podSelector || selects(peer.podSelector, other.labels));
 }
@@ -138,6 +151,19 @@ describe('the instance’s NetworkPolicies as an implementation reads them', () 
     }
   });
 
+  it('an application reaches core’s API port from an address of spec.core.applicationSources only, and no other port of the instance', () => {
+    const application: Pod = { namespace: 'apps', labels: { app: 'dashboard' }, ip: '198.51.100.7' };
+    const elsewhere: Pod = { ...application, ip: '198.51.101.7' };
+    const open = rendered(testInstance({ broker: { replicas: 3 }, core: { applicationSources: ['198.51.100.0/24', '2001:db8::/32'] } })).policies;
+    const reached = (of: readonly NetworkPolicy[], from: Pod) => COMPONENTS.flatMap((target) => ports[target].filter((port) => admits(of, 'Ingress', pod(target), from, port)).map((port) => `${target}:${port}`));
+    assert.deepEqual(reached(open, application), ['core:8080']);
+    assert.deepEqual(reached(open, { ...application, ip: '2001:db8::7' }), ['core:8080'], 'an IPv6 source');
+    assert.deepEqual(reached(open, elsewhere), [], 'an address outside the sources');
+    assert.deepEqual(reached(policies, application), [], 'without applicationSources no application reaches core');
+    assert.ok(connects(open, pod('gateway'), pod('core'), 8080), 'the gateway still reaches core');
+    assert.equal(connects(open, pod('processing'), pod('core'), 8080), false, 'the instance’s other components are no applications');
+  });
+
   it('every component reaches DNS in kube-system, and the instance’s pods nothing else of the cluster', () => {
     const dns: Pod = { namespace: 'kube-system', labels: { 'k8s-app': 'kube-dns' } };
     const elsewhere: Pod = { namespace: 'apps', labels: { app: 'server' } };
@@ -161,7 +187,7 @@ describe('network policies', () => {
   it('<component>-peers: one per component, in and out exactly its peers, one rule per port, in wire form', () => {
     assert.deepEqual(
       policies.map((p) => p.metadata?.name),
-      ['instance-isolation', 'gateway-devices', 'instance-egress', 'operator-monitoring', 'gateway-peers', 'core-peers', 'processing-peers', 'broker-peers', 'database-peers'],
+      ['instance-isolation', 'gateway-devices', 'core-applications', 'instance-egress', 'operator-monitoring', 'gateway-peers', 'core-peers', 'processing-peers', 'broker-peers', 'database-peers'],
     );
     const peer = (component: ComponentName) => ({ podSelector: { matchLabels: { 'cp.iotservices.io/instance': 'tenant-a', 'app.kubernetes.io/component': component } } });
     const tcp = (port: number) => [{ protocol: 'TCP', port }];
@@ -200,6 +226,16 @@ describe('network policies', () => {
     ]);
   });
 
+  it('core-applications admits applications only from the sources the spec names, on core’s API port only', () => {
+    const closed = desiredCoreApplicationsPolicy(testInstance());
+    assert.equal(closed.metadata?.name, 'core-applications');
+    assert.deepEqual(closed.spec.podSelector?.matchLabels, { 'cp.iotservices.io/instance': 'tenant-a', 'app.kubernetes.io/component': 'core' });
+    assert.deepEqual(closed.spec.policyTypes, ['Ingress']);
+    assert.equal(closed.spec.ingress, undefined, 'no sources: no application traffic');
+    const open = desiredCoreApplicationsPolicy(testInstance({ core: { applicationSources: ['198.51.100.0/24', '2001:db8::/32'] } }));
+    assert.deepEqual(open.spec.ingress, [{ from: [{ ipBlock: { cidr: '198.51.100.0/24' } }, { ipBlock: { cidr: '2001:db8::/32' } }], ports: [{ protocol: 'TCP', port: 8080 }] }]);
+  });
+
   it('instance-egress allows every pod DNS in kube-system and the declared destinations only', () => {
     const policy = desiredEgressPolicy(testInstance({ egress: [{ cidr: '198.51.100.0/24', ports: [443] }, { cidr: '192.0.2.7/32' }] }));
     assert.deepEqual(policy.spec.policyTypes, ['Egress']);
@@ -223,8 +259,8 @@ describe('network policies', () => {
     ]);
   });
 
-  it('device sources and egress destinations must be CIDRs', () => {
-    for (const spec of [{ gateway: { deviceSources: ['0.0.0.0'] } }, { egress: [{ cidr: 'example.com/24' }] }]) {
+  it('device sources, application sources and egress destinations must be CIDRs', () => {
+    for (const spec of [{ gateway: { deviceSources: ['0.0.0.0'] } }, { core: { applicationSources: ['198.51.100.0/33'] } }, { egress: [{ cidr: 'example.com/24' }] }]) {
       const resolved = resolveInstance(iotService('tenant-a', { version: '2.4.1', ...spec }), TEST_CONFIG);
       assert.ok(!resolved.ok && /must be a CIDR/.test(resolved.failure.message), JSON.stringify(spec));
     }

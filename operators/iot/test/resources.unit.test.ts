@@ -143,6 +143,7 @@ describe('desired children', () => {
       'Namespace//devawsk8s-tenant-a',
       'NetworkPolicy/devawsk8s-tenant-a/instance-isolation',
       'NetworkPolicy/devawsk8s-tenant-a/gateway-devices',
+      'NetworkPolicy/devawsk8s-tenant-a/core-applications',
       'NetworkPolicy/devawsk8s-tenant-a/instance-egress',
       'NetworkPolicy/devawsk8s-tenant-a/operator-monitoring',
       'NetworkPolicy/devawsk8s-tenant-a/gateway-peers',
@@ -190,6 +191,7 @@ describe('desired children', () => {
       [
         'NetworkPolicy/instance-isolation',
         'NetworkPolicy/gateway-devices',
+        'NetworkPolicy/core-applications',
         'NetworkPolicy/instance-egress',
         'NetworkPolicy/operator-monitoring',
         'NetworkPolicy/gateway-peers',

@@ -1,16 +1,19 @@
 /**
  * Commands from applications to devices through core, a real NATS Server with JetStream and the
  * gateway: a connected MQTT device receives its commands and answers them, an offline device gets
- * what waits for it when it connects, a command past its TTL expires without reaching it, and no
- * device can subscribe to another's commands.
+ * what waits for it when it connects, a command past its TTL expires without reaching it, no
+ * device can subscribe to another's commands, and a request/response command leaves no consumer
+ * on the broker.
  */
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { jetstreamManager } from '@nats-io/jetstream';
 import mqtt from 'mqtt';
+import { COMMAND_STATE_STREAM } from '../src/shared/command-states.ts';
 import { answerCommands, answerPolledCommand, pollCommand, readCommand, sendCommand } from '../src/simulator/commands.ts';
 import { HttpStatusError, registerDevice, type DeviceCredentials } from '../src/simulator/index.ts';
-import { API_TOKEN, startService, type Service } from './harness.ts';
+import { API_TOKEN, connectToBroker, startService, type Service } from './harness.ts';
 
 /** How long the gateway waits for a device's PUBACK of a command before closing its connection. */
 const ACK_TIMEOUT_MS = 2_000;
@@ -21,7 +24,7 @@ const devices: Record<string, DeviceCredentials> = {};
 before(async () => {
   service = await startService({ processing: false, commandsPerSecond: 50, gateway: { commandAckTimeoutMs: ACK_TIMEOUT_MS } });
   core = { coreUrl: service.coreUrl, apiToken: API_TOKEN };
-  for (const id of ['cmd-1', 'cmd-2', 'cmd-3', 'cmd-4', 'cmd-5', 'poller']) devices[id] = await registerDevice(core, id);
+  for (const id of ['cmd-1', 'cmd-2', 'cmd-3', 'cmd-4', 'cmd-5', 'cmd-6', 'poller']) devices[id] = await registerDevice(core, id);
 });
 after(() => service.close());
 
@@ -70,6 +73,21 @@ test('a request/response command returns the device\'s answer; an error status r
   assert.equal(refused.body.status, 409);
   assert.deepEqual((await readCommand(core, 'cmd-2', String(refused.body.commandId))).response, { error: 'busy' });
   await client.endAsync();
+});
+
+test('a request/response command leaves no consumer behind on the broker (a stream holds at most 1,000), answered or not', async () => {
+  const client = await connect('cmd-6');
+  await answerCommands(client, 'cmd-6', () => ({ status: 200, payload: null }));
+  for (let i = 0; i < 5; i++) assert.equal((await sendCommand(core, 'cmd-6', { name: 'read', responseTimeoutSeconds: 10 })).status, 200);
+  await client.endAsync();
+  assert.equal((await sendCommand(core, 'cmd-6', { name: 'read', responseTimeoutSeconds: 1 })).status, 504, 'offline: no answer');
+  const admin = await connectToBroker(service.broker, 'consumers');
+  try {
+    const consumers = await (await (await jetstreamManager(admin)).consumers.list(COMMAND_STATE_STREAM)).next();
+    assert.deepEqual(consumers.map((c) => c.name), [], 'every wait deleted its consumer');
+  } finally {
+    await admin.close();
+  }
 });
 
 test('a request/response command to a device that does not answer: 504 with its state, which keeps going', async () => {

@@ -3,14 +3,26 @@
  * (processing/connection-state.ts, core's `GET /v1/devices/<id>`), on the reference service in
  * one process with a real NATS Server: an MQTT device's connect, its clean disconnect, a lost
  * connection and a refused login each reach an application following the stream, and core's
- * device resource shows `connected` and `lastSeen` as they change; a gateway closing with 1,000
+ * device resource shows `connected` and `lastSeen` as they change; an HTTP device is connected
+ * while its poll for commands is held, and its refused login is an event; a gateway closing with 1,000
  * devices connected yields 1,000 disconnect events, every device then shown disconnected.
  */
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import mqtt from 'mqtt';
-import { connectFleet, connectOnce, followEvents, issueApplication, registerDevice, type DeviceCredentials, type StreamedEvent } from '../src/simulator/index.ts';
+import {
+  connectFleet,
+  connectOnce,
+  followEvents,
+  HttpStatusError,
+  issueApplication,
+  pollCommand,
+  postHttp,
+  registerDevice,
+  type DeviceCredentials,
+  type StreamedEvent,
+} from '../src/simulator/index.ts';
 import { API_TOKEN, startService, waitFor, type Service } from './harness.ts';
 
 let service: Service;
@@ -71,6 +83,29 @@ test('connect, clean disconnect, lost connection and refused login are events; t
   assert.equal(closed.body.connected, false);
   assert.ok(String(closed.body.lastSeen) >= String(open.body.lastSeen), 'lastSeen moves forward');
   assert.equal((await deviceResource('dev-never-registered')).status, 404);
+});
+
+test('an HTTP device polling for commands (ttd) is connected while its poll is held; a refused HTTP login is an event; telemetry alone is none', { timeout: 60_000 }, async () => {
+  const app = await issueApplication(admin(), 'http-connection-watcher');
+  const device = await registerDevice(admin(), 'dev-http-conn');
+  const from = new Date().toISOString();
+  await postHttp(service.gatewayHttpUrl, device, { plain: true }); // no ttd: no connection
+  const poll = pollCommand(service.gatewayHttpUrl, device, 2); // held 2 s: no command waits
+  await waitFor(() => service.store.connections.get(device.id)?.connected === true, 'the poll recorded as a connection');
+  assert.equal((await deviceResource(device.id)).body.connected, true, 'connected while the poll is held');
+  assert.equal(await poll, undefined, 'no command: 202 after the ttd');
+  await assert.rejects(postHttp(service.gatewayHttpUrl, { id: device.id, password: `${device.password}x` }, { wrong: true }), (error: unknown) => error instanceof HttpStatusError && error.status === 401);
+
+  const events = await eventsUntil(app.token, from, [device.id], (seen) => transitions(seen).length >= 3);
+  assert.deepEqual(transitions(events), [
+    ['connected', null],
+    ['disconnected', 'clean'],
+    ['refused', null],
+  ]);
+  const [connected, disconnected] = events.filter((e) => e.type === 'connection');
+  assert.equal(disconnected!.data.connectionId, connected!.data.connectionId, 'the disconnect names the poll it ends');
+  await waitFor(() => service.store.connections.get(device.id)?.connected === false, 'the poll\'s end recorded');
+  assert.equal((await deviceResource(device.id)).body.connected, false);
 });
 
 test('a gateway closing with 1,000 devices connected yields 1,000 disconnect events; every device is then shown disconnected', { timeout: 120_000 }, async () => {

@@ -3,7 +3,7 @@
  * 127.0.0.1: it sends over MQTT and HTTP without pause, every message it was acknowledged is
  * stored exactly once under the id the device gave it — also when acknowledgements come too late
  * and it sends messages again, which then reach the broker twice — and it stops on a refusal
- * retrying cannot fix. The figures' helpers are checked on a made-up timeline.
+ * retrying cannot fix; `periodMs` paces it. The figures' helpers are checked on a made-up timeline.
  */
 
 import assert from 'node:assert/strict';
@@ -56,6 +56,17 @@ test('sends over both protocols without pause; every acknowledged message is sto
     assert.equal((record.payload as { messageId: string }).messageId, record.messageId, 'the payload is the message sent under that id');
     assert.ok(!Number.isNaN(Date.parse(record.storedAt)));
   }
+});
+
+test('periodMs paces each loop: message n begins no sooner than n × periodMs after the first, however fast they are acknowledged', async () => {
+  const device = await registerDevice(addresses(), 'cont-paced');
+  const running = startContinuousDevice(addresses(), device, { protocols: ['mqtt'], periodMs: 100 });
+  await sleep(1_050);
+  const messages = await running.stop();
+  assert.ok(messages.length >= 9 && messages.length <= 12, `about ten messages in a second, not as many as acknowledgements allow: ${messages.length}`);
+  const first = messages[0]!.firstSentAt;
+  const early = messages.filter((m) => m.firstSentAt - first < m.seq * 100 - 1);
+  assert.deepEqual(early.map((m) => m.seq), [], `offsets: ${messages.map((m) => m.firstSentAt - first).join(', ')}`);
 });
 
 test('acknowledgements later than the attempt timeout: the same messages are sent again, on both protocols, and stored once', async () => {

@@ -183,10 +183,19 @@ const brokerReplicasFixed = replicasFixed('broker', 'the stream of one broker do
  */
 const databaseReplicasFixed = replicasFixed('database', "one database's data does not become a primary with two standbys under Patroni, or back");
 
-export const deviceSourcesAreCidrs: CelRule = {
-  rule: 'self.all(c, isCIDR(c))',
-  message: 'every device source must be a CIDR such as 203.0.113.0/24',
-};
+/** A list of sources (`what`: device, application) whose every entry is a CIDR. */
+const sourcesAreCidrs = (what: string): CelRule => ({ rule: 'self.all(c, isCIDR(c))', message: `every ${what} source must be a CIDR such as 203.0.113.0/24` });
+export const deviceSourcesAreCidrs = sourcesAreCidrs('device');
+export const applicationSourcesAreCidrs = sourcesAreCidrs('application');
+
+/** CIDRs admitted to one component's ports (spec.gateway.deviceSources, spec.core.applicationSources). */
+const sourceCidrs = (description: string, rule: CelRule) =>
+  Type.Array(Type.String({ maxLength: 43 }), {
+    maxItems: 32,
+    description,
+    errorMessage: 'must list CIDRs such as 203.0.113.0/24, at most 32',
+    'x-kubernetes-validations': [rule],
+  });
 
 /**
  * A name devices reach the gateway by from outside: a lowercase DNS name (RFC 1123) or an IPv4 or
@@ -251,7 +260,7 @@ const StringMap = (description: string) => Type.Record(Type.String(), Type.Strin
 
 /** core/v1 resource.Quantity: an integer or a quantity string (`x-kubernetes-int-or-string`). */
 export const QuantitySchema = Type.Union([Type.Integer({ minimum: 0 }), Type.String({ pattern: QUANTITY_PATTERN })], {
-  description: 'A Kubernetes quantity, e.g. 500m, 2, 512Mi, 10Gi.',
+  description: 'A quantity, e.g. 500m, 2, 512Mi, 10Gi.',
   errorMessage: 'must be a non-negative Kubernetes quantity such as 500m, 2, 512Mi or 10Gi',
 });
 
@@ -263,10 +272,10 @@ const ResourceList = (description: string) => Type.Record(Type.String(), Quantit
 /** core/v1 ResourceRequirements (limits and requests). */
 export const ResourceRequirementsSchema = Type.Object(
   {
-    limits: Type.Optional(ResourceList('Maximum amount of compute resources allowed, e.g. {cpu: 500m, memory: 512Mi}.')),
-    requests: Type.Optional(ResourceList('Minimum amount of compute resources required, e.g. {cpu: 100m, memory: 128Mi}.')),
+    limits: Type.Optional(ResourceList('Most compute resources allowed, e.g. {cpu: 500m, memory: 512Mi}.')),
+    requests: Type.Optional(ResourceList('Compute resources reserved, e.g. {cpu: 100m, memory: 128Mi}.')),
   },
-  { additionalProperties: false, description: 'Compute resources of the component containers (core/v1 ResourceRequirements).' },
+  { additionalProperties: false, description: "The containers' compute resources (core/v1 ResourceRequirements)." },
 );
 
 /** The CEL rule of a component whose replicas may take only some counts of their bounds. */
@@ -321,7 +330,7 @@ function commonComponentFields(component: ComponentName) {
       Type.Object(placementFields(component), {
         additionalProperties: false,
         minProperties: 1,
-        description: `Where the ${component} pods run: nodeSelector, tolerations and affinity as in a pod spec, within the operator's tenant policy, else the IoTService is Failed.`,
+        description: `Where the ${component} pods run: nodeSelector, tolerations and affinity as in a pod spec, within the operator's tenant policy (else Failed).`,
         errorMessage: 'must set at least one of nodeSelector, tolerations and affinity',
       }),
     ),
@@ -392,19 +401,13 @@ export const GatewaySpecSchema = Type.Object(
           uniqueItems: true,
           default: ['mqtts', 'https'],
           description:
-            'Device protocols: mqtts (8883/TCP, TLS), https (8443/TCP, TLS), mqtt (1883/TCP), http (8080/TCP), coap (5683/UDP). Default [mqtts, https]; mqtt, http and coap carry passwords in clear and are served only when listed (condition PlaintextProtocols).',
+            'Device protocols: mqtts (8883/TCP, TLS), https (8443/TCP, TLS), mqtt (1883/TCP), http (8080/TCP), coap (5683/UDP). Default [mqtts, https]; mqtt, http and coap carry passwords in clear (condition PlaintextProtocols).',
           errorMessage: 'must list at least one protocol, each at most once',
         },
       ),
     ),
     deviceSources: Type.Optional(
-      Type.Array(Type.String({ maxLength: 43 }), {
-        maxItems: 32,
-        description:
-          "CIDRs (e.g. 203.0.113.0/24) whose devices may reach the gateway's protocol ports. Empty or absent: no traffic from outside the instance reaches the gateway.",
-        errorMessage: 'must list CIDRs such as 203.0.113.0/24, at most 32',
-        'x-kubernetes-validations': [deviceSourcesAreCidrs],
-      }),
+      sourceCidrs("CIDRs (e.g. 203.0.113.0/24) whose devices may reach the gateway's protocol ports. Empty or absent: no traffic from outside the instance reaches the gateway.", deviceSourcesAreCidrs),
     ),
     serviceType: Type.Optional(
       Type.Union(
@@ -433,7 +436,7 @@ export const GatewaySpecSchema = Type.Object(
             Type.Array(Type.String({ minLength: 1, maxLength: 253 }), {
               maxItems: 32,
               description:
-                "DNS names and IP addresses devices reach the gateway by from outside the cluster (e.g. iot.example.com, 203.0.113.7); the gateway's server certificate covers them besides the gateway Service's own names.",
+                "DNS names and IP addresses devices reach the gateway by from outside the cluster (e.g. iot.example.com, 203.0.113.7); the server certificate covers them and the gateway Service's own names.",
               errorMessage: 'must list at most 32 DNS names or IP addresses',
               'x-kubernetes-validations': [tlsHostnamesWellFormed],
             }),
@@ -444,7 +447,7 @@ export const GatewaySpecSchema = Type.Object(
               maxLength: 253,
               pattern: '^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$',
               description:
-                "A ConfigMap in the IoTService's namespace whose ca.crt holds the CAs of device client certificates; the gateway then asks devices for a certificate. Absent: no client certificates.",
+                "A ConfigMap in the IoTService's namespace whose ca.crt holds the CAs of device client certificates; the gateway then asks devices for one. Absent: none.",
               errorMessage: 'must be the name of a ConfigMap',
             }),
           ),
@@ -474,7 +477,7 @@ export const GatewaySpecSchema = Type.Object(
         {
           additionalProperties: false,
           description:
-            "The gateway's TLS (protocols mqtts and https): its server certificate is signed by the instance's CA, or issued by cert-manager when issuerRef names an issuer; the CA devices trust is published in ConfigMap gateway-ca and status.gateway.tls.",
+            "The gateway's TLS (mqtts, https): its server certificate is signed by the instance's CA, or by cert-manager when issuerRef names an issuer; the CA devices trust is in ConfigMap gateway-ca and status.gateway.tls.",
         },
       ),
     ),
@@ -482,8 +485,8 @@ export const GatewaySpecSchema = Type.Object(
   { additionalProperties: false, default: {}, description: componentDescription.gateway },
 );
 
-const plainComponent = (component: 'core' | 'processing') =>
-  Type.Object(commonComponentFields(component), {
+const plainComponent = <Extra extends TProperties>(component: 'core' | 'processing', extra: Extra) =>
+  Type.Object({ ...commonComponentFields(component), ...extra }, {
     additionalProperties: false,
     default: {},
     description: componentDescription[component],
@@ -500,8 +503,12 @@ const statefulComponent = <Extra extends TProperties>(component: 'broker' | 'dat
     },
   );
 
-export const CoreSpecSchema = plainComponent('core');
-export const ProcessingSpecSchema = plainComponent('processing');
+export const CoreSpecSchema = plainComponent('core', {
+  applicationSources: Type.Optional(
+    sourceCidrs("CIDRs whose applications may reach core's API (8080). Absent: only the instance's gateway.", applicationSourcesAreCidrs),
+  ),
+});
+export const ProcessingSpecSchema = plainComponent('processing', {});
 export const BrokerSpecSchema = statefulComponent('broker', brokerFields, [brokerReplicasFixed]);
 export const DatabaseSpecSchema = statefulComponent('database', {}, [databaseReplicasFixed]);
 
@@ -718,7 +725,7 @@ export const IoTServiceSpecSchema = Type.Object(
     config: Type.Optional(
       Type.Record(Type.String(), Type.String({ maxLength: 4096 }), {
         maxProperties: 256,
-        description: `Entries merged into config.yml (mounted at /etc/sap/config.yml unless the operator says otherwise); may not set ${RESERVED_CONFIG_KEYS.join(', ')} in any spelling. Every key and value is written as a quoted string.`,
+        description: `Entries merged into config.yml (by default at /etc/sap/config.yml); may not set ${RESERVED_CONFIG_KEYS.join(', ')} in any spelling. Every key and value is written as a quoted string.`,
       }),
     ),
   },
@@ -765,7 +772,7 @@ const IngestionStatusSchema = Type.Object(
   },
   {
     additionalProperties: false,
-    description: "The ingestion as read from the instance's broker when its state last changed (the metrics iotservice_ingestion_* give it as it is now).",
+    description: "The ingestion as read from the broker when its state last changed (metrics iotservice_ingestion_*: as it is now).",
   },
 );
 

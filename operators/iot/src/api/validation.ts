@@ -22,6 +22,7 @@ import {
   RETENTION_PATTERN,
   configKeysNotReserved,
   configKeysWellFormed,
+  applicationSourcesAreCidrs,
   deviceSourcesAreCidrs,
   egressCidr,
   retentionWellFormed,
@@ -81,6 +82,11 @@ const crossFieldChecks: ReadonlyArray<{ path: string; message: string; holds: (s
     path: 'spec.gateway.deviceSources',
     message: deviceSourcesAreCidrs.message,
     holds: (spec) => (spec.gateway.deviceSources ?? []).every(isCidr),
+  },
+  {
+    path: 'spec.core.applicationSources',
+    message: applicationSourcesAreCidrs.message,
+    holds: (spec) => (spec.core.applicationSources ?? []).every(isCidr),
   },
   {
     path: 'spec.gateway.tls.hostnames',

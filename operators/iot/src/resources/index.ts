@@ -43,6 +43,7 @@ import { desiredLimitRange, desiredResourceQuota, type LimitRange } from './name
 import {
   desiredBackupStatusPolicy,
   desiredComponentPeersPolicies,
+  desiredCoreApplicationsPolicy,
   desiredDatabaseApiServerPolicy,
   desiredEgressPolicy,
   desiredGatewayDevicesPolicy,
@@ -152,6 +153,7 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       apply(desiredNamespace(instance, instance.namespace)),
       apply(desiredInstanceIsolationPolicy(instance)),
       apply(desiredGatewayDevicesPolicy(instance)),
+      apply(desiredCoreApplicationsPolicy(instance)),
       apply(desiredEgressPolicy(instance)),
       apply(desiredOperatorMonitoringPolicy(instance)),
       ...optional(desiredDatabaseApiServerPolicy(instance)),

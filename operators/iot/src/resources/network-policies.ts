@@ -24,6 +24,8 @@
  * the broker's monitoring (8222). `gateway-devices` admits device traffic to the gateway pods
  * only from the CIDRs named in `spec.gateway.deviceSources`, on the ports of the enabled
  * protocols only (with the right TCP/UDP protocol per port) — with no sources it admits nothing;
+ * `core-applications` likewise admits applications to core's API port (8080) only from the CIDRs
+ * of `spec.core.applicationSources`, and nothing without them;
  * `operator-monitoring` admits the operator — pods of the landscape namespace, where it runs — to
  * the broker pods' monitoring port (8222) alone, which it reads the ingestion from (ingestion.ts);
  * `instance-egress` lets every pod of the instance reach DNS in kube-system (port 53, UDP and
@@ -66,6 +68,7 @@ export type NetworkPolicy = Omit<V1NetworkPolicy, 'spec'> & {
 
 export const INSTANCE_ISOLATION_POLICY = 'instance-isolation';
 export const GATEWAY_DEVICES_POLICY = 'gateway-devices';
+export const CORE_APPLICATIONS_POLICY = 'core-applications';
 export const INSTANCE_EGRESS_POLICY = 'instance-egress';
 export const OPERATOR_MONITORING_POLICY = 'operator-monitoring';
 export const DATABASE_API_SERVER_POLICY = 'database-api-server';
@@ -177,22 +180,23 @@ export function desiredComponentPeersPolicies(instance: Instance, restore: Resto
   return workloads.map((workload) => desiredComponentPeersPolicy(instance, workload, restore));
 }
 
-export function desiredGatewayDevicesPolicy(instance: Instance): NetworkPolicy {
-  const sources = instance.spec.gateway.deviceSources ?? [];
-  return policy(instance, GATEWAY_DEVICES_POLICY, {
-    podSelector: { matchLabels: componentSelector(instance, 'gateway') },
+/** `component`'s pods admit the CIDRs of `sources` on `ports`; with no sources the policy admits nothing. */
+function sourcesPolicy(instance: Instance, name: string, component: WorkloadName, sources: readonly string[], ports: NetworkPolicyIngressRule['ports']): NetworkPolicy {
+  return policy(instance, name, {
+    podSelector: { matchLabels: componentSelector(instance, component) },
     policyTypes: ['Ingress'],
-    ...(sources.length > 0
-      ? {
-          ingress: [
-            {
-              from: sources.map((cidr) => ({ ipBlock: { cidr } })),
-              ports: gatewayPorts(instance.spec.gateway.protocols).map((p) => ({ protocol: p.protocol, port: p.port })),
-            },
-          ],
-        }
-      : {}),
+    ...(sources.length > 0 ? { ingress: [{ from: sources.map((cidr) => ({ ipBlock: { cidr } })), ports }] } : {}),
   });
+}
+
+export function desiredGatewayDevicesPolicy(instance: Instance): NetworkPolicy {
+  const ports = gatewayPorts(instance.spec.gateway.protocols).map((p) => ({ protocol: p.protocol, port: p.port }));
+  return sourcesPolicy(instance, GATEWAY_DEVICES_POLICY, 'gateway', instance.spec.gateway.deviceSources ?? [], ports);
+}
+
+/** Applications from the CIDRs of `spec.core.applicationSources` reach core's API port (8080), nothing else of core. */
+export function desiredCoreApplicationsPolicy(instance: Instance): NetworkPolicy {
+  return sourcesPolicy(instance, CORE_APPLICATIONS_POLICY, 'core', instance.spec.core.applicationSources ?? [], [{ protocol: 'TCP', port: PORTS.http }]);
 }
 
 export function desiredEgressPolicy(instance: Instance): NetworkPolicy {

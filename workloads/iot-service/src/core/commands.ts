@@ -135,7 +135,8 @@ export class Commands {
   /**
    * The command's first final record stored within `timeoutMs`, else undefined: read from the
    * stream (its newest record, then each one stored after it), so a write the stream refused (a
-   * writer that lost the race of compare-and-set) is never taken for the command's state.
+   * writer that lost the race of compare-and-set) is never taken for the command's state. The
+   * consumer it reads with is deleted once it is done.
    */
   private async finalState(js: JetStreamClient, commandId: string, timeoutMs: number): Promise<CommandRecord | undefined> {
     const consumer = await js.consumers.get(COMMAND_STATE_STREAM, { filter_subjects: [stateSubject(commandId)], deliver_policy: DeliverPolicy.LastPerSubject });
@@ -150,6 +151,10 @@ export class Commands {
     } finally {
       clearTimeout(timer);
       await messages.close();
+      // Closed, an ordered consumer stays on the broker for 5 minutes, and a stream holds at most
+      // 1,000 consumers (the broker's default): left there, they would refuse every wait beyond
+      // 1,000 request/response commands within 5 minutes.
+      await consumer.delete().catch(() => undefined);
     }
   }
 }

@@ -1,8 +1,10 @@
 /**
  * The gateway's account of device connections: each MQTT connection's opening, its end (clean:
  * the device sent DISCONNECT; lost: anything else — its network, its keep-alive, the gateway
- * closing it on a password reset or on the gateway's own shutdown) and each refused login of a
- * well-formed device id, as connection events in the stream EVENTS (shared/events.ts).
+ * closing it on a password reset or on the gateway's own shutdown), each HTTP poll for commands
+ * (`ttd`) likewise (clean: its answer written; lost: the device went away first) and each refused
+ * login of a well-formed device id over either protocol, as connection events in the stream
+ * EVENTS (shared/events.ts).
  *
  * Guarantees: `connected` returns a fresh connection id, which the matching `disconnected`
  * names; each transition is queued at once (never waiting on the broker) and published in the

@@ -55,7 +55,7 @@ export interface GatewayOptions {
   login?: DeviceLoginOptions;
   messageRate?: TokenBuckets;
   connectRate?: TokenBuckets;
-  /** Told of MQTT connections opened, ended and refused (connection-events.ts). */
+  /** Told of MQTT connections and HTTP polls opened and ended, and of refused logins (connection-events.ts). */
   connections?: ConnectionSink;
   /** Commands to devices over MQTT and HTTP (command-delivery.ts). */
   commands?: CommandDelivery;
@@ -98,7 +98,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       ? new GatewayCertificate({ dir: options.tlsDir, log, pollMs: options.tlsPollMs, onRefused: () => metrics.refused('certificate') })
       : undefined;
   const mqtt = protocols.has('mqtt') || protocols.has('mqtts') ? await createMqttAdapter({ ...shared, connectRate: options.connectRate ?? connectRate(), backlogWaitMs: options.backlogWaitMs, connections: options.connections, commands: options.commands, commandAckTimeoutMs: options.commandAckTimeoutMs }) : undefined;
-  const http = protocols.has('http') || protocols.has('https') ? createHttpAdapter({ ...shared, commands: options.commands }) : undefined;
+  const http = protocols.has('http') || protocols.has('https') ? createHttpAdapter({ ...shared, commands: options.commands, connections: options.connections }) : undefined;
 
   const servers = new Map<ServedProtocol, Server>();
   // Nagle's algorithm would hold a CONNACK until the device's kernel acknowledged the session

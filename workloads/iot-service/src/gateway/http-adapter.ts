@@ -16,8 +16,10 @@
  * answer 202 `{"messageId"}` is sent only after the broker acknowledged the message; 503 when it
  * did not, with `Retry-After` (seconds) when the broker's stream is full. With `?ttd=<seconds>` the
  * answer may instead carry the device's next command, and `POST /v1/command/res/<command id>`
- * takes its answer (http-commands.ts). Any other path → 404,
- * another method → 405.
+ * takes its answer (http-commands.ts); such a poll is a connection of the device while it is held
+ * (connection-events.ts: `connected` as it begins, `disconnected` as its answer ends — `lost` when
+ * the device went away first), and each refused login of a named device is a `refused` event, as
+ * over MQTT. Any other path → 404, another method → 405.
  */
 
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
@@ -26,6 +28,7 @@ import { HttpError, parseBasic, readJson, sendError, sendJson } from '../shared/
 import type { Logger } from '../shared/log.ts';
 import { isMessageId, isPayload, newMessageId, unstorable } from '../shared/telemetry.ts';
 import type { CommandDelivery } from './command-delivery.ts';
+import type { ConnectionSink } from './connection-events.ts';
 import { BacklogFullError, type Forward } from './forwarder.ts';
 import { answerWithCommand, respond, RESPONSE_PATH, ttdOf } from './http-commands.ts';
 import type { DeviceLogin } from './login.ts';
@@ -45,13 +48,15 @@ export interface HttpAdapterOptions {
   messageRate: TokenBuckets;
   /** Commands to devices that poll (http-commands.ts). */
   commands?: CommandDelivery;
+  /** Told of polls opened and ended and of refused logins (connection-events.ts). */
+  connections?: ConnectionSink;
 }
 
 /** The longest a request waits for its device's turn before it is answered 429. */
 const MAX_PACING_WAIT_MS = 1_000;
 
 export function createHttpAdapter(options: HttpAdapterOptions): RequestListener {
-  const { login, forward, log, metrics, messageRate, commands } = options;
+  const { login, forward, log, metrics, messageRate, commands, connections } = options;
 
   function refuse(reason: RefusalReason, device: string | undefined, error: HttpError): never {
     metrics.refused(reason);
@@ -59,20 +64,26 @@ export function createHttpAdapter(options: HttpAdapterOptions): RequestListener 
     throw error;
   }
 
+  /** A login of `device` refused: a connection event, as for MQTT, then `refuse`. */
+  function refuseLogin(reason: RefusalReason, device: string, error: HttpError): never {
+    connections?.refused(device);
+    return refuse(reason, device, error);
+  }
+
   async function authenticatedDevice(req: IncomingMessage): Promise<string> {
     const credentials = parseBasic(req.headers.authorization);
     const certified = certificateDevice(req.socket);
     if (certified) {
-      if (credentials && credentials.user !== certified) refuse('certificate', credentials.user, new HttpError(403, `the client certificate names device ${certified}`));
+      if (credentials && credentials.user !== certified) refuseLogin('certificate', credentials.user, new HttpError(403, `the client certificate names device ${certified}`));
       return certified;
     }
     if (!credentials) return refuse('bad_credentials', undefined, new HttpError(401, 'basic auth with a registered device id and its password is required'));
     const result = await login.login(credentials.user, credentials.password, req.socket.remoteAddress ?? 'unknown');
     if (result.admitted) return credentials.user;
     const retryAfter = { 'Retry-After': String(result.retryAfterSeconds ?? 1) };
-    if (result.reason === 'rate_limited') refuse(result.reason, credentials.user, new HttpError(429, 'too many failed logins; try again later', retryAfter));
-    if (result.reason === 'registry_busy') refuse(result.reason, credentials.user, new HttpError(503, 'device registry busy or unavailable', retryAfter));
-    return refuse(result.reason, credentials.user, new HttpError(401, 'basic auth with a registered device id and its password is required'));
+    if (result.reason === 'rate_limited') refuseLogin(result.reason, credentials.user, new HttpError(429, 'too many failed logins; try again later', retryAfter));
+    if (result.reason === 'registry_busy') refuseLogin(result.reason, credentials.user, new HttpError(503, 'device registry busy or unavailable', retryAfter));
+    return refuseLogin(result.reason, credentials.user, new HttpError(401, 'basic auth with a registered device id and its password is required'));
   }
 
   async function paced(deviceId: string): Promise<void> {
@@ -106,7 +117,7 @@ export function createHttpAdapter(options: HttpAdapterOptions): RequestListener 
       throw new HttpError(503, 'the broker did not accept the message; send it again');
     }
     const accepted = () => sendJson(res, 202, { messageId: envelope.messageId });
-    if (commands && ttd !== undefined) return answerWithCommand(commands, deviceId, ttd, res, accepted);
+    if (commands && ttd !== undefined) return answerWithCommand(commands, deviceId, ttd, res, accepted, connections);
     accepted();
   }
 

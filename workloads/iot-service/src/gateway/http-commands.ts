@@ -6,7 +6,9 @@
  * gave one until the device's next pending command or `ttd` seconds: with a command the answer is
  * 200, headers `Command-Id` and `Command-Name`, body the payload's JSON text, and the command
  * counts as delivered once that answer was written completely (a connection lost before puts it
- * back for the next delivery); without one it is `fallback`. `respond` takes the device's answer
+ * back for the next delivery); without one it is `fallback`. Told `connections`, the poll is a
+ * connection of the device: `connected` as it begins, `disconnected` when its answer ends (clean
+ * once written completely, else lost: the device went away first). `respond` takes the device's answer
  * `POST /v1/command/res/<command id>?status=<100..599, default 200>` (body: JSON, or empty for
  * none): 204 once recorded, 404 for a command that is not the device's, 400 for a bad status.
  */
@@ -15,6 +17,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isCommandId } from '../shared/commands.ts';
 import { HttpError, readJson } from '../shared/http.ts';
 import type { CommandDelivery } from './command-delivery.ts';
+import type { ConnectionSink } from './connection-events.ts';
 
 export const MAX_TTD_SECONDS = 60;
 export const RESPONSE_PATH = /^\/v1\/command\/res\/([^/]+)$/;
@@ -27,7 +30,18 @@ export function ttdOf(req: IncomingMessage): number | undefined {
   return seconds;
 }
 
-export async function answerWithCommand(delivery: CommandDelivery, deviceId: string, ttdSeconds: number, res: ServerResponse, fallback: () => void): Promise<void> {
+export async function answerWithCommand(
+  delivery: CommandDelivery,
+  deviceId: string,
+  ttdSeconds: number,
+  res: ServerResponse,
+  fallback: () => void,
+  connections?: ConnectionSink,
+): Promise<void> {
+  if (connections) {
+    const connectionId = connections.connected(deviceId);
+    res.once('close', () => connections.disconnected(deviceId, connectionId, res.writableFinished));
+  }
   const polled = await delivery.next(deviceId, ttdSeconds * 1000);
   if (!polled) return fallback();
   const body = JSON.stringify(polled.command.payload);

@@ -7,7 +7,7 @@
  * connected device to its own commands (rejects when the gateway refuses the subscription) and
  * records each command it receives in `received`, answering it on
  * `command/<id>/res/<command id>/<status>` with what `answer` returns (no answer when it returns
- * undefined). `pollCommand` posts the device's telemetry `payload` with `?ttd=`: the command the
+ * undefined; an answer still unacknowledged when the connection ends is dropped, not thrown). `pollCommand` posts the device's telemetry `payload` with `?ttd=`: the command the
  * gateway answered with (200), or undefined for its usual 202 (rejects with `HttpStatusError` on
  * any other status); `answerPolledCommand` posts the device's answer and resolves at the gateway's
  * 204 (else rejects with `HttpStatusError`).
@@ -62,7 +62,8 @@ export async function answerCommands(
     const command = { commandId, name, payload: JSON.parse(bytes.toString('utf8')) as unknown };
     received.push(command);
     const reply = answer(command);
-    if (reply) void client.publishAsync(`command/${deviceId}/res/${commandId}/${reply.status}`, JSON.stringify(reply.payload), { qos: 1 });
+    // An answer the connection closes under is lost, as a device's would be: the command fails or expires at core.
+    if (reply) client.publishAsync(`command/${deviceId}/res/${commandId}/${reply.status}`, JSON.stringify(reply.payload), { qos: 1 }).catch(() => undefined);
   });
   await client.subscribeAsync(`${prefix}#`, { qos: 1 }); // a refused subscription rejects
   return { received };

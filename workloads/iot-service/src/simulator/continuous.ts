@@ -5,7 +5,8 @@
  * Guarantees:
  * - `startContinuousDevice` runs one send loop per protocol (MQTT QoS 1 on one connection whose
  *   client id is the device id, as the gateway requires; HTTP
- *   POSTs; over TLS for mqtts:// and https:// URLs, trusting `addresses.gatewayTls`), each sending its messages one after the other. Every message has its own id, chosen
+ *   POSTs; over TLS for mqtts:// and https:// URLs, trusting `addresses.gatewayTls`), each sending its messages one after the other
+ *   (after each acknowledgement pausing `intervalMs`, and beginning message n no sooner than n × `periodMs` after the first). Every message has its own id, chosen
  *   by the device (`<device>-<protocol>-<seq>`) and carried with every attempt — over MQTT in the
  *   topic's property bag (`telemetry/<id>/?message-id=<message id>`), over HTTP in `Message-Id` —
  *   so a message sent twice is the same message to the service. An attempt fails on any error, on
@@ -58,6 +59,8 @@ export interface ContinuousDeviceOptions {
   protocols?: readonly DeviceProtocol[];
   /** Pause after each acknowledged message of a loop (default 0: the next one at once). */
   intervalMs?: number;
+  /** Begin a loop's message n (from 0) no sooner than n × periodMs after its first, so the loop keeps that average rate while acknowledgements allow (default 0: no such bound); with intervalMs, the longer pause. */
+  periodMs?: number;
   /** Wait after a failed attempt before the next (default 250 ms). */
   retryDelayMs?: number;
   /** An attempt with no acknowledgement within this fails (default 10 s). */
@@ -88,6 +91,7 @@ export function startContinuousDevice(
   const retryDelayMs = options.retryDelayMs ?? 250;
   const attemptTimeoutMs = options.attemptTimeoutMs ?? 10_000;
   const intervalMs = options.intervalMs ?? 0;
+  const periodMs = options.periodMs ?? 0;
   const messages: DeviceMessage[] = [];
   const failures: FailedAttempt[] = [];
   const stopping = new AbortController();
@@ -98,6 +102,11 @@ export function startContinuousDevice(
     const message: DeviceMessage = { messageId: `${device.id}-${via}-${seq}`, via, seq, firstSentAt: Date.now(), attempts: 0 };
     messages.push(message);
     return message;
+  };
+  /** After `message` of a loop that began at `began` was acknowledged: `intervalMs`, or until the next message is due by `periodMs`, whichever is longer. */
+  const pauseAfter = async (message: DeviceMessage, began: number) => {
+    const pause = Math.max(intervalMs, began + (message.seq + 1) * periodMs - Date.now());
+    if (pause > 0 && !stopping.signal.aborted) await sleep(pause);
   };
   const payloadOf = (message: DeviceMessage) => JSON.stringify({ via: message.via, seq: message.seq, messageId: message.messageId, at: new Date().toISOString() });
 
@@ -125,6 +134,7 @@ export function startContinuousDevice(
       client?.end(true);
       client = undefined;
     };
+    const began = Date.now();
     try {
       for (let seq = 0; !stopping.signal.aborted; seq++) {
         const message = begin('mqtt', seq);
@@ -136,7 +146,7 @@ export function startContinuousDevice(
           },
           drop,
         );
-        if (intervalMs > 0 && !stopping.signal.aborted) await sleep(intervalMs);
+        await pauseAfter(message, began);
       }
     } finally {
       if (client) await client.endAsync().catch(() => undefined);
@@ -144,10 +154,11 @@ export function startContinuousDevice(
   }
 
   async function httpLoop(): Promise<void> {
+    const began = Date.now();
     for (let seq = 0; !stopping.signal.aborted; seq++) {
       const message = begin('http', seq);
       await untilAcknowledged(message, () => postOnce(addresses.gatewayHttpUrl, device, message.messageId, payloadOf(message), attemptTimeoutMs, addresses.gatewayTls), () => undefined);
-      if (intervalMs > 0 && !stopping.signal.aborted) await sleep(intervalMs);
+      await pauseAfter(message, began);
     }
   }
 
