@@ -91,7 +91,7 @@ test('MQTT: the device\'s PUBACK waits for the broker\'s', async () => {
     acked = true;
   });
   await new Promise((resolve) => setTimeout(resolve, 300));
-  assert.equal(acked, false, 'no PUBACK while the broker holds its acknowledgement');
+  assert.equal(acked, false, `no PUBACK while the broker holds its acknowledgement; gateway log: ${JSON.stringify(service.logs.gateway.lines.slice(-15))}`);
   service.broker.resume();
   await publish;
   assert.equal(acked, true);
