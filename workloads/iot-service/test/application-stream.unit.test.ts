@@ -40,16 +40,26 @@ async function send(device: DeviceCredentials, first: number, count: number): Pr
   }
 }
 
-/** Follows until `done` holds for what arrived, then disconnects; the events and the id to resume after. */
+/**
+ * Follows until `done` holds for what arrived, then disconnects; the events and the id to resume
+ * after. A 503 (core not yet back on the broker after its restart) is followed again after its
+ * Retry-After, as an application does.
+ */
 async function followUntil(token: string, options: { lastEventId?: string; from?: string; devices?: string[] }, done: (events: StreamedEvent[]) => boolean) {
   const events: StreamedEvent[] = [];
   const stop = new AbortController();
-  const following = followEvents(service.coreUrl, { token, ...options, signal: stop.signal }, (event) => {
-    events.push(event);
-    if (done(events)) stop.abort();
-  });
-  const lastEventId = await following;
-  return { events, lastEventId };
+  for (;;) {
+    try {
+      const lastEventId = await followEvents(service.coreUrl, { token, ...options, signal: stop.signal }, (event) => {
+        events.push(event);
+        if (done(events)) stop.abort();
+      });
+      return { events, lastEventId };
+    } catch (error) {
+      if (!(error instanceof HttpStatusError && error.status === 503)) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+    }
+  }
 }
 
 const numbers = (events: StreamedEvent[], deviceId: string) => events.filter((e) => e.type === 'telemetry' && e.data.deviceId === deviceId).map((e) => (e.data.payload as { n: number }).n);
