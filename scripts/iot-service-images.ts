@@ -15,14 +15,21 @@
  * cluster's real node (its containerd), which would otherwise keep running the tag's old content
  * (the operator's pods pull only what the node lacks), so the next pod pulls what was pushed; the registry defaults to `<local registry>/iot`
  * (`IMAGE_REGISTRY` overrides it). Without a local registry, or on any failed build or push, it
- * exits 1 naming the step and pushes nothing further.
+ * exits 1 naming the step and pushes nothing further. A component whose inputs (the Dockerfile,
+ * every file its COPY lines take, the base images, the version) are those of its last build here,
+ * whose local image is still that build and whose tag the registry still serves with the digest
+ * pushed then, is neither built nor pushed again (`IOT_SERVICE_IMAGES_REBUILD=1` forces both): the
+ * tests call this once per file, and a rebuild would also give the tag a new digest for the real
+ * node to pull.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { request } from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { localBaseArgs, localRegistry, pushCommand } from './image.ts';
+import { localBaseArgs, localRegistry, pushCommand, type LocalRegistry } from './image.ts';
 import { localImage } from '../images/local-images.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -80,10 +87,94 @@ function natsServerImage(): string {
   return image;
 }
 
+/** The build arguments: the base images and NATS Server's image, and the version. */
+function buildArgs(dockerfile: string, version: string): string[] {
+  return [...localBaseArgs(dockerfile), '--build-arg', `NATS_SERVER_IMAGE=${natsServerImage()}`, '--build-arg', `VERSION=${version}`];
+}
+
+/** The local image id of `image`, or undefined when there is none. */
+function imageId(image: string): string | undefined {
+  const inspected = spawnSync('buildah', ['inspect', '--type', 'image', '--format', '{{.FromImageID}}', image], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  return inspected.status === 0 ? inspected.stdout.trim() || undefined : undefined;
+}
+
+/** Every file under `relative` (a file or a folder of the repository), sorted. */
+function filesUnder(relative: string): string[] {
+  const full = path.join(root, relative);
+  if (!statSync(full).isDirectory()) return [relative];
+  return readdirSync(full).sort().flatMap((entry) => filesUnder(path.join(relative, entry)));
+}
+
+/**
+ * What the images are made of: the Dockerfile, the files its COPY lines take from the repository,
+ * the build arguments and the ids of the images they name. Equal keys make equal images.
+ */
+function inputsKey(dockerfile: string, args: string[]): string {
+  const hash = createHash('sha256').update(dockerfile);
+  const sources = [...dockerfile.matchAll(/^COPY (?!--from)(.+) \S+$/gm)].flatMap((line) => line[1]!.trim().split(/\s+/));
+  for (const file of [...new Set(sources)].flatMap(filesUnder)) hash.update(`\0${file}\0`).update(readFileSync(path.join(root, file)));
+  for (const arg of args) hash.update(`\0${arg}\0${arg.includes('=') ? imageId(arg.slice(arg.indexOf('=') + 1)) ?? '' : ''}`);
+  return hash.digest('hex');
+}
+
+/** What was built and pushed last for one image: kept in the cache, read to skip doing it again. */
+interface LastBuild {
+  key: string;
+  imageId: string;
+  /** The digest each reference it was pushed as was given. */
+  pushed: Record<string, string>;
+}
+
+function lastBuildFile(image: string): string {
+  const cacheRoot = process.env.IOT_OPERATOR_CACHE_DIR || path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'iot-operator');
+  return path.join(cacheRoot, 'iot-service-images', `${image.replace(/[^A-Za-z0-9_.-]/g, '_')}.json`);
+}
+
+function readLastBuild(image: string): LastBuild | undefined {
+  if (process.env.IOT_SERVICE_IMAGES_REBUILD === '1') return undefined;
+  try {
+    return JSON.parse(readFileSync(lastBuildFile(image), 'utf8')) as LastBuild;
+  } catch {
+    return undefined;
+  }
+}
+
+function writeLastBuild(image: string, build: LastBuild): void {
+  mkdirSync(path.dirname(lastBuildFile(image)), { recursive: true });
+  writeFileSync(lastBuildFile(image), JSON.stringify(build));
+}
+
+/** The digest under which the local registry serves `reference` (`<registry address>/<repository>:<tag>`), or undefined. */
+function servedDigest(registry: LocalRegistry, reference: string): Promise<string | undefined> {
+  const match = reference.startsWith(`${registry.address}/`) ? /^([^:]+):([^:/]+)$/.exec(reference.slice(registry.address.length + 1)) : null;
+  if (!match) return Promise.resolve(undefined);
+  const auths = (JSON.parse(readFileSync(registry.authFile, 'utf8')) as { auths?: Record<string, { auth?: string }> }).auths ?? {};
+  const [host, port] = registry.address.split(':');
+  return new Promise((resolve) => {
+    const asked = request({
+      host,
+      port: Number(port ?? 443),
+      method: 'HEAD',
+      path: `/v2/${match[1]}/manifests/${match[2]}`,
+      ca: readFileSync(path.join(registry.certDir, 'ca.crt')),
+      headers: {
+        Accept: 'application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json',
+        ...(auths[registry.address]?.auth ? { Authorization: `Basic ${auths[registry.address]!.auth}` } : {}),
+      },
+      timeout: 5_000,
+    }, (response) => {
+      response.resume();
+      const digest = response.headers['docker-content-digest'];
+      resolve(response.statusCode === 200 && typeof digest === 'string' ? digest : undefined);
+    });
+    asked.on('error', () => resolve(undefined));
+    asked.on('timeout', () => asked.destroy());
+    asked.end();
+  });
+}
+
 /** Builds each of `components`' image as `localhost/iot/iot-<component>:<version>`; false after the first that fails. */
-function build(version: string, components: readonly string[]): boolean {
-  const dockerfile = readFileSync(path.join(root, IOT_SERVICE_DOCKERFILE), 'utf8');
-  const args = [...localBaseArgs(dockerfile), '--build-arg', `NATS_SERVER_IMAGE=${natsServerImage()}`, '--build-arg', `VERSION=${version}`];
+function build(version: string, components: readonly string[], args: string[]): boolean {
   for (const component of components) {
     const image = localImage(component, version);
     const started = Date.now();
@@ -97,8 +188,7 @@ function build(version: string, components: readonly string[]): boolean {
   return true;
 }
 
-
-function main(args: string[]): number {
+async function main(args: string[]): Promise<number> {
   const versionAt = args.indexOf('--version');
   const packageVersion = (JSON.parse(readFileSync(path.join(root, 'workloads/iot-service/package.json'), 'utf8')) as { version: string }).version;
   const version = versionAt >= 0 ? args[versionAt + 1] : packageVersion;
@@ -114,8 +204,23 @@ function main(args: string[]): number {
     console.error('the local cluster has no registry to push to (npm run cluster:up -- --real-node)');
     return 1;
   }
+  const last = new Map(components.map((component) => [component, readLastBuild(localImage(component, version))]));
   try {
-    if (!build(version, components)) return 1;
+    const dockerfile = readFileSync(path.join(root, IOT_SERVICE_DOCKERFILE), 'utf8');
+    const argsOfBuild = buildArgs(dockerfile, version);
+    const key = inputsKey(dockerfile, argsOfBuild);
+    const stale = components.filter((component) => {
+      const previous = last.get(component);
+      return !previous || previous.key !== key || previous.imageId !== imageId(localImage(component, version));
+    });
+    if (!build(version, stale, argsOfBuild)) return 1;
+    for (const component of stale) {
+      const image = localImage(component, version);
+      const built = { key, imageId: imageId(image) ?? '', pushed: {} };
+      last.set(component, built);
+      writeLastBuild(image, built);
+    }
+    for (const component of components.filter((c) => !stale.includes(c))) console.error(`${localImage(component, version)} is as last built`);
   } catch (err) {
     console.error((err as Error).message);
     return 1;
@@ -126,6 +231,11 @@ function main(args: string[]): number {
   try {
     for (const component of components) {
       const image = `${prefix}/iot-${component}:${version}`;
+      const built = last.get(component)!;
+      if (built.pushed[image] && (await servedDigest(registry, image)) === built.pushed[image]) {
+        console.error(`${image} is served as last pushed (${built.pushed[image]})`);
+        continue;
+      }
       const [bin, ...push] = pushCommand('buildah', localImage(component, version), registry, path.join(digests, component), image);
       if (!run(bin!, push)) {
         console.error(`could not push ${image} to the local cluster's registry`);
@@ -133,6 +243,7 @@ function main(args: string[]): number {
       }
       const digest = readFileSync(path.join(digests, component), 'utf8').trim();
       console.error(`pushed ${image} (${digest})`);
+      writeLastBuild(localImage(component, version), { ...built, pushed: { ...built.pushed, [image]: digest } });
       forgetStaleCopy(image, digest);
     }
   } finally {
@@ -143,5 +254,5 @@ function main(args: string[]): number {
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  process.exitCode = main(process.argv.slice(2));
+  process.exitCode = await main(process.argv.slice(2));
 }
