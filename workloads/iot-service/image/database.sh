@@ -26,7 +26,8 @@
 # (JSON) whose app.kubernetes.io/component is `database` (the scope), each labelled
 # `role: master` (the primary, whatever the Patroni version) or `replica`.
 # The first member to take the lock runs initdb and, once bootstrapped, database-roles.sh; the
-# others copy it (pg_basebackup) and stream from it as user `iot_replication`
+# others copy it (pg_basebackup, asking the primary for an immediate checkpoint: a spread one
+# kept a new standby waiting a minute or more) and stream from it as user `iot_replication`
 # (IOT_DATABASE_REPLICATION_PASSWORD). Replication is synchronous (synchronous_mode): a commit is
 # acknowledged once a standby has it too, and only that standby may be promoted, so a failover
 # loses no acknowledged write. A primary that stops renewing the lock for 20 s (ttl, the least
@@ -106,6 +107,7 @@ postgresql:
   bin_dir: "$bin"
   pgpass: /tmp/patroni/pgpass
   use_unix_socket: true
+  basebackup: [{checkpoint: fast}]
   authentication:
     superuser: {username: iot, password: "$IOT_DATABASE_PASSWORD"}
     replication: {username: iot_replication, password: "$IOT_DATABASE_REPLICATION_PASSWORD"}
