@@ -1,5 +1,5 @@
-// Runs the project's tests with node's test runner: `unit` (no cluster) or `e2e` (real local
-// cluster). Node 20's runner does not expand globs, so the files are collected here.
+// Runs the project's tests with node's test runner: `unit` (no cluster; two files at a time) or
+// `e2e` (real local cluster). Node 20's runner does not expand globs, so the files are collected here.
 //
 // End-to-end files run one per process on the one shared cluster:
 // - first, alone, the files that stop a part every other file uses (the API server restarted, the
@@ -76,9 +76,11 @@ if (files.length === 0) {
   process.exit(1);
 }
 // Not --test-force-exit: with it, node 20 once reported a file's tests only up to its middle, as passed.
-const testArgs = (list) => ['--import', 'tsx', '--test', '--test-concurrency=1', ...list];
+const testArgs = (list, concurrency = 1) => ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, ...list];
 if (kind === 'unit') {
-  const result = spawnSync(process.execPath, testArgs(files), { stdio: 'inherit' });
+  // Two unit files at a time: one at a time kept one of the two cores busy (CPU time about equal to
+  // the wall time).
+  const result = spawnSync(process.execPath, testArgs(files, 2), { stdio: 'inherit' });
   process.exit(result.status ?? 1);
 }
 
