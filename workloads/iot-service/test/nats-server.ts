@@ -11,7 +11,7 @@
  * free port from broker.sh's configuration for one broker with the users gateway, processing and
  * core (passwords BROKER_PASSWORDS) and, for the tests alone, user `admin` (ADMIN_PASSWORD) allowed
  * everything; its JetStream store in a fresh temporary directory; monitoring off. It resolves
- * once the server accepts connections. `pause`/`resume` stop and continue the process
+ * once the server says it is ready, on a port no other process holds. `pause`/`resume` stop and continue the process
  * (SIGSTOP/SIGCONT: it holds every acknowledgement meanwhile); `kill` SIGKILLs it, and `start`
  * starts it again on the same port and store, as a restarted pod would. `close` kills it and
  * removes the store. Nothing dials or listens on any other address.
@@ -23,7 +23,6 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { tcpReachable } from '../src/shared/net.ts';
 
 const repositoryRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const BROKER_SCRIPT = path.join(repositoryRoot, 'workloads/iot-service/image/broker.sh');
@@ -82,14 +81,27 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-async function accepting(port: number, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const ok = await tcpReachable({ host: '127.0.0.1', port }, 1_000).then(() => true, () => false);
-    if (ok) return;
-    if (Date.now() > deadline) throw new Error(`nats-server did not accept connections on ${port} within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+/**
+ * Resolves once `child` says it is ready — its own word, not a connection to its port, which
+ * another test process's server may hold after both were given the same free port — and rejects
+ * when it exits first or stays silent `timeoutMs`. It keeps reading the child's log meanwhile.
+ */
+function ready(child: ChildProcess, timeoutMs: number): Promise<void> {
+  let log = '';
+  return new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`nats-server was not ready within ${timeoutMs} ms: ${log.slice(-2000)}`)), timeoutMs);
+    child.stderr!.on('data', (chunk: Buffer) => {
+      log = (log + chunk.toString()).slice(-8192);
+      if (log.includes('Server is ready')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`nats-server exited (${signal ?? `code ${code}`}) before it was ready: ${log.slice(-2000)}`));
+    });
+  });
 }
 
 export interface NatsServer {
@@ -103,7 +115,6 @@ export interface NatsServer {
 
 export async function startNatsServer(options: { maxStoreBytes?: number } = {}): Promise<NatsServer> {
   const executable = natsServerBinary();
-  const port = await freePort();
   const dir = mkdtempSync(path.join(tmpdir(), 'nats-test-'));
   const written = brokerConfig({
     IOT_BROKER_GATEWAY_PASSWORD: BROKER_PASSWORDS.gateway,
@@ -111,18 +122,16 @@ export async function startNatsServer(options: { maxStoreBytes?: number } = {}):
     IOT_BROKER_CORE_PASSWORD: BROKER_PASSWORDS.core,
   });
   if (written.status !== 0) throw new Error(`broker.sh failed: ${written.stderr}`);
-  let text = replaceOnce(written.config, /^listen: .*$/m, `listen: "127.0.0.1:${port}"`);
-  text = replaceOnce(text, /^http: .*\n/m, '');
+  let text = replaceOnce(written.config, /^http: .*\n/m, '');
   text = replaceOnce(text, /^ {2}store_dir: .*$/m, `  store_dir: "${path.join(dir, 'store')}"${options.maxStoreBytes ? `\n  max_file_store: ${options.maxStoreBytes}` : ''}`);
   text = replaceOnce(text, /^ {2}users: \[$/m, `  users: [\n    { user: "${ADMIN_USER}", password: "${ADMIN_PASSWORD}" }`);
   const config = path.join(dir, 'nats.conf');
-  writeFileSync(config, text);
   let child: ChildProcess | undefined;
   const server: NatsServer = {
-    port,
+    port: 0,
     start: async () => {
-      child = spawn(executable, ['--config', config], { stdio: 'ignore' });
-      await accepting(port, 10_000);
+      child = spawn(executable, ['--config', config], { stdio: ['ignore', 'ignore', 'pipe'] });
+      await ready(child, 10_000);
     },
     pause: () => void child?.kill('SIGSTOP'),
     resume: () => void child?.kill('SIGCONT'),
@@ -138,6 +147,18 @@ export async function startNatsServer(options: { maxStoreBytes?: number } = {}):
       rmSync(dir, { recursive: true, force: true });
     },
   };
-  await server.start();
-  return server;
+  // A free port may be taken by another process before the server binds it: then another port.
+  for (let attempt = 1; ; attempt++) {
+    server.port = await freePort();
+    writeFileSync(config, replaceOnce(text, /^listen: .*$/m, `listen: "127.0.0.1:${server.port}"`));
+    try {
+      await server.start();
+      return server;
+    } catch (error) {
+      if (attempt >= 3 || !/address already in use/.test(String(error))) {
+        rmSync(dir, { recursive: true, force: true });
+        throw error;
+      }
+    }
+  }
 }
