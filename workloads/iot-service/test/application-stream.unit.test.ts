@@ -124,13 +124,15 @@ test('an application follows every stored message, in order per device, and resu
 test('a device filter keeps only those devices\' events; an application that starts without a position resumes from the one core opened with', { timeout: 60_000 }, async () => {
   const app = await issueApplication(admin(), 'filtered');
   const [a, b] = [await registerDevice(admin(), 'dev-filter-a'), await registerDevice(admin(), 'dev-filter-b')];
-  // It connects with no position and leaves before any event: core opened with the stream's position.
+  // It connects with no position and leaves before any event, once core told it the stream's position.
   const stop = new AbortController();
-  const opening = followEvents(service.coreUrl, { token: app.token, devices: [a.id], signal: stop.signal }, () => undefined);
-  await waitFor(() => service.coreEvents.followers().includes('filtered'), 'the application following');
+  let told: string | undefined;
+  const opening = followEvents(service.coreUrl, { token: app.token, devices: [a.id], signal: stop.signal, onPosition: (id) => (told = id) }, () => undefined);
+  await waitFor(() => told !== undefined, 'the opening position');
   stop.abort();
   const position = await opening;
   assert.match(position ?? '', /^\d+$/, 'the opening position');
+  assert.equal(position, told);
   await Promise.all([send(a, 0, 5), send(b, 0, 5)]);
   const resumed = await followUntil(app.token, { lastEventId: position, devices: [a.id] }, (events) => events.length >= 5);
   assert.deepEqual(numbers(resumed.events, a.id), [0, 1, 2, 3, 4], 'everything of device a since it left');

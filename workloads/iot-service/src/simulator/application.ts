@@ -7,8 +7,8 @@
  * status than 201 / 204. `followEvents` opens the stream with the application's token — after
  * `lastEventId` (sent as `Last-Event-ID`) or else from `from` —, calls `onEvent` with each event in
  * the order core sends them, and resolves with the id of the last event (or of the opening
- * position core sent) once the stream ends — core ended it, the connection broke, or `signal`
- * aborted; a refusal rejects with HttpStatusError, an unreachable core with fetch's error. Calling it again with that id misses nothing: the caller's resume.
+ * position core sent; `onPosition` is told each as it comes) once the stream ends — core ended it,
+ * the connection broke, or `signal` aborted; a refusal rejects with HttpStatusError, an unreachable core with fetch's error. Calling it again with that id misses nothing: the caller's resume.
  */
 
 import { HttpStatusError } from './transport.ts';
@@ -29,6 +29,8 @@ export interface FollowOptions {
   /** RFC 3339: where to start when there is no `lastEventId`. */
   from?: string;
   signal?: AbortSignal;
+  /** Told each position core sends, the opening one and each event's: where a resume would start. */
+  onPosition?: (id: string) => void;
 }
 
 export async function issueApplication(addresses: Pick<ServiceAddresses, 'coreUrl' | 'apiToken'>, id: string): Promise<{ id: string; token: string }> {
@@ -77,7 +79,10 @@ export async function followEvents(coreUrl: string, options: FollowOptions, onEv
           if (colon > 0) fields.set(line.slice(0, colon), line.slice(colon + 1).trimStart());
         }
         const id = fields.get('id');
-        if (id !== undefined) lastEventId = id;
+        if (id !== undefined) {
+          lastEventId = id;
+          options.onPosition?.(id);
+        }
         const data = fields.get('data');
         if (id !== undefined && data !== undefined) onEvent({ id, type: fields.get('event') ?? 'message', data: JSON.parse(data) as Record<string, unknown> });
       }
