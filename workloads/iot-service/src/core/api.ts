@@ -152,6 +152,7 @@ export function createCoreApi(options: CoreApiOptions): RequestListener {
     if (!isDeviceId(deviceId)) throw new HttpError(404, `no device ${deviceId}`);
     mustAnnounce();
     const deleted = await store.deleteDevice(deviceId);
+    options.commands?.forget(deviceId);
     await notices.announce(deviceId);
     if (!deleted) throw new HttpError(404, `no device ${deviceId}`);
     log.info('device deleted', { device: deviceId });

@@ -94,11 +94,10 @@ export class CommandDelivery {
   }
 
   async respond(deviceId: string, commandId: string, status: number, response: unknown): Promise<boolean> {
-    const states = await this.states;
-    const current = await states.get(commandId);
-    if (!current || current.deviceId !== deviceId) return false;
-    const recorded = await states.advance(commandId, { state: status >= 200 && status < 300 ? 'succeeded' : 'failed', status, response, ...(status >= 300 ? { reason: `the device answered ${status}` } : {}) });
-    this.log.info('command answered', { device: deviceId, command: commandId, status, state: recorded?.state });
+    const change = { state: status >= 200 && status < 300 ? 'succeeded' : 'failed', status, response, ...(status >= 300 ? { reason: `the device answered ${status}` } : {}) } as const;
+    const recorded = await (await this.states).advance(commandId, change, deviceId);
+    if (!recorded) return false;
+    this.log.info('command answered', { device: deviceId, command: commandId, status, state: recorded.state });
     return true;
   }
 
