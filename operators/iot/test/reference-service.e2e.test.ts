@@ -178,7 +178,11 @@ describe('the reference IoT service on the real node', { skip }, () => {
     assert.ok(typeof shown.lastSeen === 'string' && shown.lastSeen >= from, 'lastSeen: the device was heard of since');
 
     await revokeApplication(addresses, app.id);
+    // Refused at once by the core replica that revoked it, by the other within 2 s: past that, by every one.
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
     await assert.rejects(followEvents(addresses.coreUrl, { token: app.token }, () => undefined), (e: unknown) => e instanceof HttpStatusError && e.status === 401);
+    const statuses = await Promise.all(Array.from({ length: 6 }, async () => (await fetch(`${addresses.coreUrl}/v1/devices/${devices[0]!.id}`, { headers: { Authorization: `Bearer ${app.token}` } })).status));
+    assert.deepEqual(statuses, Array(6).fill(401), 'every core replica refuses it');
   });
 
   it('commands reach an MQTT device and a polling HTTP device, answers come back, an offline device gets what waits within its TTL, and no device subscribes to another\'s', async () => {
