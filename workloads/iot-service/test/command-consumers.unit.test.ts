@@ -2,16 +2,17 @@
  * The stream COMMANDS against NATS Server's default of 1,000 consumers a stream, on a real NATS
  * Server with the broker image's users: 1,001 devices, each following its commands through its
  * own durable consumer (made by the gateway's command delivery), all get their commands, on a
- * stream that an older core made without the limit and core brought to it.
+ * stream that an older core made without the limit and core brought to it; a device's consumer
+ * an older gateway made is brought to this one's settings.
  */
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
+import { AckPolicy, DeliverPolicy, jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { CommandDelivery } from '../src/gateway/command-delivery.ts';
+import { CommandDelivery, IN_FLIGHT } from '../src/gateway/command-delivery.ts';
 import { CommandStates, ensureCommandStateStream } from '../src/shared/command-states.ts';
-import { COMMAND_STREAM, COMMAND_SUBJECTS, commandSubject, encodeCommand, ensureCommandStream, MAX_COMMAND_CONSUMERS, newCommandId } from '../src/shared/commands.ts';
+import { COMMAND_STREAM, COMMAND_SUBJECTS, commandSubject, deviceConsumer, encodeCommand, ensureCommandStream, MAX_COMMAND_CONSUMERS, newCommandId } from '../src/shared/commands.ts';
 import { captureLog, connectAs } from './harness.ts';
 import { startNatsServer, type NatsServer } from './nats-server.ts';
 
@@ -56,4 +57,13 @@ test('1,001 devices following their commands each have a consumer and get their 
     await polled.delivered();
     assert.equal((await states.get(command.id))?.state, 'delivered');
   }
+});
+
+test("a device's consumer made by a gateway of before (one command at a time) is brought to IN_FLIGHT when followed", async () => {
+  const jsm = await jetstreamManager(gateway, { checkAPI: false });
+  const id = 'older-follower';
+  await jsm.consumers.add(COMMAND_STREAM, { durable_name: deviceConsumer(id), filter_subject: commandSubject(id), ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.All, max_ack_pending: 1, max_deliver: -1 });
+  const delivery = new CommandDelivery(Promise.resolve(gateway), captureLog('gateway').log);
+  assert.equal(await delivery.next(id, 0), undefined);
+  assert.equal((await jsm.consumers.info(COMMAND_STREAM, deviceConsumer(id))).config.max_ack_pending, IN_FLIGHT);
 });

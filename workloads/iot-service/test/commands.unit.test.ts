@@ -1,6 +1,6 @@
 /**
  * Commands from applications to devices through core, a real NATS Server with JetStream and the
- * gateway: a connected MQTT device receives its commands and answers them, an offline device gets
+ * gateway: a connected MQTT device receives its commands in order and answers them, an offline device gets
  * what waits for it when it connects, a command past its TTL expires without reaching it, no
  * device can subscribe to another's commands, many request/response commands waiting at once
  * each get their own answer through one consumer of core, and a device deleted gets no command.
@@ -24,7 +24,7 @@ const devices: Record<string, DeviceCredentials> = {};
 before(async () => {
   service = await startService({ processing: false, commandsPerSecond: 50, gateway: { commandAckTimeoutMs: ACK_TIMEOUT_MS } });
   core = { coreUrl: service.coreUrl, apiToken: API_TOKEN };
-  for (const id of ['cmd-1', 'cmd-2', 'cmd-3', 'cmd-4', 'cmd-5', 'cmd-6', 'poller']) devices[id] = await registerDevice(core, id);
+  for (const id of ['cmd-1', 'cmd-2', 'cmd-3', 'cmd-4', 'cmd-5', 'cmd-6', 'cmd-7', 'poller']) devices[id] = await registerDevice(core, id);
 });
 after(() => service.close());
 
@@ -57,6 +57,16 @@ test('a one-way command reaches the connected MQTT device, which acknowledged it
   const record = await until(() => readCommand(core, 'cmd-1', String(sent.body.commandId)), (r) => r.state === 'delivered', 'delivered');
   assert.equal(record.attempts, 1);
   assert.deepEqual(device.received, [{ commandId: sent.body.commandId, name: 'set-interval', payload: { seconds: 5 } }]);
+  await client.endAsync();
+});
+
+test('a device\'s commands reach it in the order sent, several awaiting their PUBACK at once, each recorded delivered once', async () => {
+  const client = await connect('cmd-7');
+  const device = await answerCommands(client, 'cmd-7');
+  const sent: string[] = [];
+  for (let i = 0; i < 20; i++) sent.push(String((await sendCommand(core, 'cmd-7', { name: `step-${i}` })).body.commandId));
+  for (const id of sent) assert.equal((await until(() => readCommand(core, 'cmd-7', id), (r) => r.state === 'delivered', 'delivered')).attempts, 1);
+  assert.deepEqual(device.received.map((c) => c.commandId), sent);
   await client.endAsync();
 });
 
