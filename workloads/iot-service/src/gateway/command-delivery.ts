@@ -67,8 +67,12 @@ export class CommandDelivery {
             send(command).then(
               () => this.acknowledged(message, command).catch((error: unknown) => this.log.warn('command delivery not recorded', { device: deviceId, command: command.id, error })),
               (error: unknown) => {
-                message.nak();
                 this.log.info('command not acknowledged by the device; offered again', { device: deviceId, command: command.id, error });
+                try {
+                  message.nak();
+                } catch {
+                  // the broker connection closed: the broker offers it again after ACK_WAIT_MS
+                }
               },
             );
           }
