@@ -1,9 +1,9 @@
 /**
  * Commands from applications to devices through core, a real NATS Server with JetStream and the
- * gateway: a connected MQTT device receives its commands and answers them, an offline device gets
+ * gateway: a connected MQTT device receives its commands in order and answers them, an offline device gets
  * what waits for it when it connects, a command past its TTL expires without reaching it, no
- * device can subscribe to another's commands, and a request/response command leaves no consumer
- * on the broker.
+ * device can subscribe to another's commands, many request/response commands waiting at once
+ * each get their own answer through one consumer of core, and a device deleted gets no command.
  */
 
 import assert from 'node:assert/strict';
@@ -24,7 +24,7 @@ const devices: Record<string, DeviceCredentials> = {};
 before(async () => {
   service = await startService({ processing: false, commandsPerSecond: 50, gateway: { commandAckTimeoutMs: ACK_TIMEOUT_MS } });
   core = { coreUrl: service.coreUrl, apiToken: API_TOKEN };
-  for (const id of ['cmd-1', 'cmd-2', 'cmd-3', 'cmd-4', 'cmd-5', 'cmd-6', 'poller']) devices[id] = await registerDevice(core, id);
+  for (const id of ['cmd-1', 'cmd-2', 'cmd-3', 'cmd-4', 'cmd-5', 'cmd-6', 'cmd-7', 'poller']) devices[id] = await registerDevice(core, id);
 });
 after(() => service.close());
 
@@ -60,6 +60,16 @@ test('a one-way command reaches the connected MQTT device, which acknowledged it
   await client.endAsync();
 });
 
+test('a device\'s commands reach it in the order sent, several awaiting their PUBACK at once, each recorded delivered once', async () => {
+  const client = await connect('cmd-7');
+  const device = await answerCommands(client, 'cmd-7');
+  const sent: string[] = [];
+  for (let i = 0; i < 20; i++) sent.push(String((await sendCommand(core, 'cmd-7', { name: `step-${i}` })).body.commandId));
+  for (const id of sent) assert.equal((await until(() => readCommand(core, 'cmd-7', id), (r) => r.state === 'delivered', 'delivered')).attempts, 1);
+  assert.deepEqual(device.received.map((c) => c.commandId), sent);
+  await client.endAsync();
+});
+
 test('a request/response command returns the device\'s answer; an error status records failed', async () => {
   const client = await connect('cmd-2');
   await answerCommands(client, 'cmd-2', (command) => (command.name === 'read' ? { status: 200, payload: { value: 42 } } : { status: 409, payload: { error: 'busy' } }));
@@ -75,19 +85,29 @@ test('a request/response command returns the device\'s answer; an error status r
   await client.endAsync();
 });
 
-test('a request/response command leaves no consumer behind on the broker (a stream holds at most 1,000), answered or not', async () => {
+test('request/response commands, many waiting at once, each get their own answer, and all of them use one consumer of core on the broker', async () => {
   const client = await connect('cmd-6');
-  await answerCommands(client, 'cmd-6', () => ({ status: 200, payload: null }));
-  for (let i = 0; i < 5; i++) assert.equal((await sendCommand(core, 'cmd-6', { name: 'read', responseTimeoutSeconds: 10 })).status, 200);
+  await answerCommands(client, 'cmd-6', (command) => ({ status: 200, payload: { to: command.commandId } }));
+  const answers = await Promise.all(Array.from({ length: 40 }, () => sendCommand(core, 'cmd-6', { name: 'read', responseTimeoutSeconds: 10 })));
+  assert.deepEqual(answers.map((a) => a.status), Array(40).fill(200));
+  for (const answer of answers) assert.deepEqual([answer.body.state, answer.body.response], ['succeeded', { to: answer.body.commandId }], 'its own answer');
   await client.endAsync();
   assert.equal((await sendCommand(core, 'cmd-6', { name: 'read', responseTimeoutSeconds: 1 })).status, 504, 'offline: no answer');
   const admin = await connectToBroker(service.broker, 'consumers');
   try {
     const consumers = await (await (await jetstreamManager(admin)).consumers.list(COMMAND_STATE_STREAM)).next();
-    assert.deepEqual(consumers.map((c) => c.name), [], 'every wait deleted its consumer');
+    assert.equal(consumers.length, 1, `core's one consumer, whatever the number of waits: ${JSON.stringify(consumers.map((c) => c.name))}`);
   } finally {
     await admin.close();
   }
+});
+
+test('a command to a device deleted a moment ago is 404 (core forgets what it knew of the device)', async () => {
+  const doomed = await registerDevice(core, 'cmd-doomed');
+  assert.equal((await sendCommand(core, doomed.id, { name: 'x' })).status, 202);
+  const deleted = await fetch(`${core.coreUrl}/v1/devices/${doomed.id}`, { method: 'DELETE', headers: { Authorization: `Bearer ${API_TOKEN}` } });
+  assert.equal(deleted.status, 204);
+  assert.equal((await sendCommand(core, doomed.id, { name: 'x' })).status, 404);
 });
 
 test('a request/response command to a device that does not answer: 504 with its state, which keeps going', async () => {

@@ -43,7 +43,7 @@
  *   A check whose request was closed by the gateway (its timeout) while waiting is not computed.
  * - Applications (applications.ts): `POST /v1/applications`, `DELETE /v1/applications/<id>`
  *   with the api token; an application's own token is good for the read-only routes alone
- *   (others → 403) and refused (401) once revoked. `GET /v1/stream`: the events as Server-Sent
+ *   (others → 403) and refused (401) once revoked (by other core replicas within 2 s). `GET /v1/stream`: the events as Server-Sent
  *   Events (event-stream.ts), for an application token or the api token.
  * Anything else → 404 (405 for a known path with another method). Errors of the store → 500
  * without detail in the response (logged).
@@ -55,7 +55,7 @@ import { HttpError, parseBearer, readJson, sameSecret, sendError, sendJson } fro
 import type { Logger } from '../shared/log.ts';
 import type { ApplicationStore, DeviceStore, TelemetryCursor } from '../shared/store.ts';
 import { isDeviceId, isMessageId } from '../shared/telemetry.ts';
-import { applicationMayUse, authenticateApplication, issueApplication, revokeApplication } from './applications.ts';
+import { applicationMayUse, ApplicationTokens, issueApplication, revokeApplication } from './applications.ts';
 import { Bounded, BusyError } from './bounded.ts';
 import type { Commands } from './commands.ts';
 import type { DeviceChangeAnnouncer } from './device-notices.ts';
@@ -123,6 +123,7 @@ export function createCoreApi(options: CoreApiOptions): RequestListener {
   const { store, apiToken, deviceCheckToken, notices, events, log } = options;
   const concurrency = options.checks?.concurrency ?? Math.min(4, availableParallelism());
   const checks = new Bounded(concurrency, options.checks?.maxQueued ?? 8 * concurrency);
+  const applications = new ApplicationTokens(store);
 
   async function registerDevice(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { id } = await bodyObject(req);
@@ -152,6 +153,7 @@ export function createCoreApi(options: CoreApiOptions): RequestListener {
     if (!isDeviceId(deviceId)) throw new HttpError(404, `no device ${deviceId}`);
     mustAnnounce();
     const deleted = await store.deleteDevice(deviceId);
+    options.commands?.forget(deviceId);
     await notices.announce(deviceId);
     if (!deleted) throw new HttpError(404, `no device ${deviceId}`);
     log.info('device deleted', { device: deviceId });
@@ -201,7 +203,7 @@ export function createCoreApi(options: CoreApiOptions): RequestListener {
     const admin = token !== undefined && sameSecret(token, apiToken);
     const deviceCheck = !admin && token !== undefined && sameSecret(token, deviceCheckToken) && method === 'POST' && url.pathname === '/v1/internal/device-auth';
     const command = options.commands ? COMMAND_PATH.exec(url.pathname) : null;
-    const application = admin || deviceCheck || token === undefined ? undefined : await authenticateApplication(token, store);
+    const application = admin || deviceCheck || token === undefined ? undefined : await applications.authenticate(token);
     if (!admin && !deviceCheck && application === undefined) throw new HttpError(401, 'a valid Authorization: Bearer <api token> is required');
     if (application !== undefined && !applicationMayUse(method, url.pathname)) {
       throw new HttpError(403, 'an application token is good for reading and commands only: GET /v1/stream, /v1/devices/<id>, /v1/devices/<id>/telemetry, POST /v1/devices/<id>/commands, GET /v1/devices/<id>/commands/<command id>');
@@ -218,7 +220,7 @@ export function createCoreApi(options: CoreApiOptions): RequestListener {
       const follower = application ?? 'api-token';
       return events.serve(req, res, url, {
         application: follower,
-        stillAllowed: async () => application === undefined || (token !== undefined && (await authenticateApplication(token, store)) !== undefined),
+        stillAllowed: async () => application === undefined || (token !== undefined && (await applications.authenticate(token)) !== undefined),
       });
     }
     if (url.pathname === '/v1/applications') {
@@ -228,7 +230,7 @@ export function createCoreApi(options: CoreApiOptions): RequestListener {
     const applicationPath = /^\/v1\/applications\/([^/]+)$/.exec(url.pathname);
     if (applicationPath?.[1]) {
       only('DELETE');
-      return revokeApplication(decodePathSegment(applicationPath[1]), res, store, log);
+      return revokeApplication(decodePathSegment(applicationPath[1]), res, store, applications, log);
     }
     if (url.pathname === '/v1/internal/device-auth') {
       only('POST');

@@ -19,9 +19,9 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { DeliverPolicy, jetstream, type JetStreamClient } from '@nats-io/jetstream';
+import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { COMMAND_STATE_STREAM, CommandStates, decodeRecord, isFinal, standing, stateSubject, type CommandRecord } from '../shared/command-states.ts';
+import { CommandStates, isFinal, type CommandRecord } from '../shared/command-states.ts';
 import {
   commandSubject,
   DEFAULT_RETRIES,
@@ -40,6 +40,8 @@ import type { Logger } from '../shared/log.ts';
 import type { DeviceStore } from '../shared/store.ts';
 import { isDeviceId } from '../shared/telemetry.ts';
 import { TokenBuckets } from '../shared/token-buckets.ts';
+import { CommandWaits } from './command-waits.ts';
+import { RecentAnswers } from './recent-answers.ts';
 
 /** Commands a second each core replica accepts by default (and as many at once). */
 export const DEFAULT_COMMAND_RATE = 500;
@@ -51,6 +53,12 @@ export function commandRate(env: NodeJS.ProcessEnv = process.env): number | unde
   if (!/^\d{1,9}$/.test(value) || Number(value) < 1) throw new Error(`IOT_COMMANDS_PER_SECOND must be a whole number of commands a second, got ${JSON.stringify(value)}`);
   return Number(value);
 }
+
+/**
+ * How long a device found in the store counts as registered without asking again: another core
+ * replica's deletion of it is seen within this (this replica's own at once).
+ */
+export const DEVICE_KNOWN_MS = 2_000;
 
 export interface CommandsOptions {
   store: DeviceStore;
@@ -75,7 +83,10 @@ export class Commands {
   private connection: NatsConnection | undefined;
   private js: JetStreamClient | undefined;
   private states: CommandStates | undefined;
+  private waits: CommandWaits | undefined;
   private readonly rate: TokenBuckets;
+  /** Devices found registered (only those: a device registered is found at once). */
+  private readonly known = new RecentAnswers<string, boolean>({ maxAgeMs: DEVICE_KNOWN_MS, maxEntries: 100_000 });
 
   constructor(private readonly options: CommandsOptions) {
     const perSecond = options.perSecond ?? DEFAULT_COMMAND_RATE;
@@ -84,9 +95,24 @@ export class Commands {
 
   /** Commands go out over this connection from now on. */
   attach(connection: NatsConnection): void {
+    this.waits?.close();
     this.connection = connection;
     this.js = jetstream(connection);
     this.states = new CommandStates(connection);
+    this.waits = new CommandWaits(connection, this.options.log);
+  }
+
+  /** The device was deleted here: no command is taken for it from now on. */
+  forget(deviceId: string): void {
+    this.known.forget(deviceId);
+  }
+
+  close(): void {
+    this.waits?.close();
+  }
+
+  private registered(deviceId: string): Promise<boolean> {
+    return this.known.get(deviceId, async () => (await this.options.store.passwordHash(deviceId)) !== undefined, (found) => found);
   }
 
   async send(req: IncomingMessage, res: ServerResponse, deviceId: string): Promise<void> {
@@ -97,11 +123,11 @@ export class Commands {
     const ttlSeconds = wholeIn(fields, 'ttlSeconds', 1, MAX_TTL_SECONDS) ?? DEFAULT_TTL_SECONDS;
     const retries = wholeIn(fields, 'retries', 0, MAX_RETRIES) ?? DEFAULT_RETRIES;
     const responseTimeoutSeconds = wholeIn(fields, 'responseTimeoutSeconds', 1, MAX_RESPONSE_TIMEOUT_SECONDS);
-    if (!isDeviceId(deviceId) || (await this.options.store.passwordHash(deviceId)) === undefined) throw new HttpError(404, `no device ${deviceId}`);
+    if (!isDeviceId(deviceId) || !(await this.registered(deviceId))) throw new HttpError(404, `no device ${deviceId}`);
     const waitMs = this.rate.take('replica');
     if (waitMs > 0) throw new HttpError(429, 'too many commands; send it again later', { 'Retry-After': String(Math.ceil(waitMs / 1000)) });
-    const { connection, js, states } = this;
-    if (!connection || !js || !states || connection.isClosed()) throw new HttpError(503, 'core is not connected to the broker; send it again later', { 'Retry-After': '1' });
+    const { connection, js, states, waits } = this;
+    if (!connection || !js || !states || !waits || connection.isClosed()) throw new HttpError(503, 'core is not connected to the broker; send it again later', { 'Retry-After': '1' });
 
     const now = Date.now();
     const command: Command = {
@@ -115,13 +141,21 @@ export class Commands {
       responseRequired: responseTimeoutSeconds !== undefined,
     };
     const deadline = now + (responseTimeoutSeconds ?? 0) * 1000;
+    // The wait starts before the first record is stored, so no record of the command is missed.
+    let final: Promise<CommandRecord | undefined> | undefined;
+    if (responseTimeoutSeconds !== undefined) {
+      await this.waitReady(waits, deadline);
+      final = waits.wait(command.id, deadline - Date.now());
+    }
     await states.create(command);
     await js.publish(commandSubject(deviceId), encodeCommand(command), { msgID: command.id });
     this.options.log.info('command queued', { device: deviceId, command: command.id, name: command.name });
-    if (responseTimeoutSeconds === undefined) return sendJson(res, 202, { commandId: command.id, state: 'queued' });
-    const final = await this.finalState(js, command.id, deadline - Date.now());
-    if (final) return sendJson(res, 200, shown(final));
+    if (final === undefined) return sendJson(res, 202, { commandId: command.id, state: 'queued' });
+    const answered = await final;
+    if (answered) return sendJson(res, 200, shown(answered));
+    // Read once more: the final record may have been stored while the waits were not read (the broker away).
     const current = await states.get(command.id);
+    if (current && isFinal(current.state)) return sendJson(res, 200, shown(current));
     sendJson(res, 504, { error: `no answer from the device within ${responseTimeoutSeconds} s`, ...(current ? shown(current) : { commandId: command.id }) });
   }
 
@@ -132,29 +166,10 @@ export class Commands {
     sendJson(res, 200, shown(record));
   }
 
-  /**
-   * The command's first final record stored within `timeoutMs`, else undefined: read from the
-   * stream (its newest record, then each one stored after it), so a write the stream refused (a
-   * writer that lost the race of compare-and-set) is never taken for the command's state. The
-   * consumer it reads with is deleted once it is done.
-   */
-  private async finalState(js: JetStreamClient, commandId: string, timeoutMs: number): Promise<CommandRecord | undefined> {
-    const consumer = await js.consumers.get(COMMAND_STATE_STREAM, { filter_subjects: [stateSubject(commandId)], deliver_policy: DeliverPolicy.LastPerSubject });
-    const messages = await consumer.consume();
-    const timer = setTimeout(() => void messages.stop(), Math.max(timeoutMs, 0));
-    try {
-      for await (const message of messages) {
-        const current = standing(decodeRecord(message.data));
-        if (isFinal(current.state)) return current;
-      }
-      return undefined;
-    } finally {
-      clearTimeout(timer);
-      await messages.close();
-      // Closed, an ordered consumer stays on the broker for 5 minutes, and a stream holds at most
-      // 1,000 consumers (the broker's default): left there, they would refuse every wait beyond
-      // 1,000 request/response commands within 5 minutes.
-      await consumer.delete().catch(() => undefined);
-    }
+  /** Resolves once the waits read records, or at the deadline (then the final read answers). */
+  private async waitReady(waits: CommandWaits, deadline: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([waits.ready, new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(deadline - Date.now(), 0))))]);
+    clearTimeout(timer);
   }
 }

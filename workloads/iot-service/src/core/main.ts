@@ -103,6 +103,7 @@ await startComponent(log, version, async () => {
       events.close();
       if (api.listening) await closeServer(api);
       await notices.close();
+      commands.close();
       await broker?.close();
       await pool.end();
       await health.close();

@@ -4,8 +4,10 @@
  *
  * Guarantees: the device's commands come from its one durable consumer on COMMANDS (made here
  * when missing; every gateway uses the same one, so a device that moves to another gateway gets
- * what is left), one at a time and in order. `follow(device, send)` hands each pending command to
- * `send` until the returned function is called; `next(device, waitMs)` takes one for an HTTP
+ * what is left), in order, at most IN_FLIGHT of them handed out and not yet acknowledged by the
+ * device (so a device's commands are not held back by each one's round trip). `follow(device,
+ * send)` hands each pending command to `send` in order, without waiting for the previous send to
+ * settle, until the returned function is called; `next(device, waitMs)` takes one for an HTTP
  * device polling, waiting up to `waitMs`, and leaves it to the caller to say `delivered()` or
  * `undelivered()`. A command is acknowledged on the broker only once the device acknowledged it
  * (then recorded `delivered` with its attempt count); one `send` rejected or `undelivered` is
@@ -23,12 +25,16 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CommandStates } from '../shared/command-states.ts';
 import { COMMAND_STREAM, commandSubject, decodeCommand, deviceConsumer, type Command } from '../shared/commands.ts';
 import type { Logger } from '../shared/log.ts';
-import { nanos } from '../shared/broker.ts';
+import { isApiError, nanos } from '../shared/broker.ts';
 
 /** How long a command handed out waits for the gateway's acknowledgement before the broker offers it again (a gateway that stopped). */
 const ACK_WAIT_MS = 30_000;
 /** A device's consumer left unused this long is removed by the broker (its commands stay in the stream). */
 const INACTIVE_MS = 60 * 60_000;
+/** NATS Server's error for a consumer created again with other settings. */
+const CONSUMER_EXISTS = 10148;
+/** A device's commands handed out and not yet acknowledged by it, at most. */
+export const IN_FLIGHT = 8;
 
 export interface PolledCommand {
   command: Command;
@@ -52,20 +58,23 @@ export class CommandDelivery {
     void (async () => {
       while (!stopped.signal.aborted) {
         try {
-          const consuming = await (await this.consumer(deviceId)).consume({ max_messages: 1 });
+          const consuming = await (await this.consumer(deviceId)).consume({ max_messages: IN_FLIGHT });
           messages = consuming;
           if (stopped.signal.aborted) return consuming.stop();
           for await (const message of consuming) {
             const command = await this.admitted(message);
             if (!command) continue;
-            try {
-              await send(command);
-            } catch (error) {
-              message.nak();
-              this.log.info('command not acknowledged by the device; offered again', { device: deviceId, command: command.id, error });
-              continue;
-            }
-            await this.acknowledged(message, command);
+            send(command).then(
+              () => this.acknowledged(message, command).catch((error: unknown) => this.log.warn('command delivery not recorded', { device: deviceId, command: command.id, error })),
+              (error: unknown) => {
+                this.log.info('command not acknowledged by the device; offered again', { device: deviceId, command: command.id, error });
+                try {
+                  message.nak();
+                } catch {
+                  // the broker connection closed: the broker offers it again after ACK_WAIT_MS
+                }
+              },
+            );
           }
         } catch (error) {
           if (stopped.signal.aborted) return;
@@ -94,11 +103,10 @@ export class CommandDelivery {
   }
 
   async respond(deviceId: string, commandId: string, status: number, response: unknown): Promise<boolean> {
-    const states = await this.states;
-    const current = await states.get(commandId);
-    if (!current || current.deviceId !== deviceId) return false;
-    const recorded = await states.advance(commandId, { state: status >= 200 && status < 300 ? 'succeeded' : 'failed', status, response, ...(status >= 300 ? { reason: `the device answered ${status}` } : {}) });
-    this.log.info('command answered', { device: deviceId, command: commandId, status, state: recorded?.state });
+    const change = { state: status >= 200 && status < 300 ? 'succeeded' : 'failed', status, response, ...(status >= 300 ? { reason: `the device answered ${status}` } : {}) } as const;
+    const recorded = await (await this.states).advance(commandId, change, deviceId);
+    if (!recorded) return false;
+    this.log.info('command answered', { device: deviceId, command: commandId, status, state: recorded.state });
     return true;
   }
 
@@ -136,16 +144,14 @@ export class CommandDelivery {
     const connection = await this.connection;
     const name = deviceConsumer(deviceId);
     const jsm = await jetstreamManager(connection, { checkAPI: false });
-    await jsm.consumers.add(COMMAND_STREAM, {
-      durable_name: name,
-      filter_subject: commandSubject(deviceId),
-      ack_policy: AckPolicy.Explicit,
-      deliver_policy: DeliverPolicy.All,
-      ack_wait: nanos(ACK_WAIT_MS),
-      max_ack_pending: 1,
-      max_deliver: -1,
-      inactive_threshold: nanos(INACTIVE_MS),
-    });
+    const settings = { ack_wait: nanos(ACK_WAIT_MS), max_ack_pending: IN_FLIGHT, inactive_threshold: nanos(INACTIVE_MS) };
+    try {
+      await jsm.consumers.add(COMMAND_STREAM, { durable_name: name, filter_subject: commandSubject(deviceId), ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.All, max_deliver: -1, ...settings });
+    } catch (error) {
+      // One made with other settings (a gateway of before): brought to these.
+      if (!isApiError(error, CONSUMER_EXISTS)) throw error;
+      await jsm.consumers.update(COMMAND_STREAM, name, settings);
+    }
     return jetstream(connection).consumers.get(COMMAND_STREAM, name);
   }
 }

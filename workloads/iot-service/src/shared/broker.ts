@@ -166,7 +166,7 @@ function deadLetterStreamSettings(stream: StreamConfig): StreamSettings {
 
 export type StreamSettings = Partial<JetStreamStreamConfig> & { name: string; subjects: string[] };
 /** The settings an existing stream is updated to when they differ. */
-const COMPARED = ['num_replicas', 'max_bytes', 'max_msg_size', 'max_age', 'max_msgs', 'max_msgs_per_subject'] as const;
+const COMPARED = ['num_replicas', 'max_bytes', 'max_msg_size', 'max_age', 'max_msgs', 'max_msgs_per_subject', 'max_consumers'] as const;
 
 export function isApiError(error: unknown, code: number): boolean {
   return error instanceof JetStreamApiError && error.code === code;

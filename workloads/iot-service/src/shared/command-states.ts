@@ -12,7 +12,7 @@
  * `advance` moves a record on only from a state that is not final (and `delivered` only from
  * `queued`), with compare-and-set on the subject's last sequence, so of two writers racing (the
  * device's PUBACK and its answer) neither overwrites a later state; it returns the record now
- * stored, or undefined for an unknown command. `get` returns the record as it stands: a `queued`
+ * stored, or undefined for an unknown command (or, given `deviceId`, one of another device). `get` returns the record as it stands: a `queued`
  * one past its expiry reads `expired`, whether or not a gateway has seen it yet.
  * `ensureCommandStateStream` makes the stream exist (limits retention, the newest message per
  * subject, file storage, the telemetry stream's replicas).
@@ -81,10 +81,10 @@ export class CommandStates {
     return found && standing(found.record);
   }
 
-  async advance(commandId: string, change: CommandChange): Promise<CommandRecord | undefined> {
+  async advance(commandId: string, change: CommandChange, deviceId?: string): Promise<CommandRecord | undefined> {
     for (;;) {
       const found = await this.read(commandId);
-      if (!found) return undefined;
+      if (!found || (deviceId !== undefined && found.record.deviceId !== deviceId)) return undefined;
       const { record, seq } = found;
       if (isFinal(record.state) || (change.state === 'delivered' && record.state !== 'queued')) return record;
       const next: CommandRecord = { ...record, ...change, updatedAt: new Date().toISOString() };
