@@ -111,7 +111,7 @@ function filesUnder(relative: string): string[] {
  */
 function inputsKey(dockerfile: string, args: string[]): string {
   const hash = createHash('sha256').update(dockerfile);
-  const sources = [...dockerfile.matchAll(/^COPY (?!--from)(.+) \S+$/gm)].flatMap((line) => line[1]!.trim().split(/\s+/));
+  const sources = [...dockerfile.matchAll(/^COPY (?!--from)(.+) \S+$/gm)].flatMap((line) => line[1]!.trim().split(/\s+/).filter((word) => !word.startsWith('--')));
   for (const file of [...new Set(sources)].flatMap(filesUnder)) hash.update(`\0${file}\0`).update(readFileSync(path.join(root, file)));
   for (const arg of args) hash.update(`\0${arg}\0${arg.includes('=') ? imageId(arg.slice(arg.indexOf('=') + 1)) ?? '' : ''}`);
   return hash.digest('hex');
