@@ -744,7 +744,7 @@ class IoTReconcile {
   private async missingStorageClasses(instance: Instance | undefined, pods: readonly V1Pod[]): Promise<string[]> {
     const spec = instance?.spec;
     if (!spec || !pods.some((pod) => unboundClaims(pod))) return [];
-    const classes = [...STORAGE_COMPONENTS.map((c) => spec[c].storageClassName), spec.backup?.target.volumeClaim.storageClassName];
+    const classes = [...STORAGE_COMPONENTS.map((c) => spec[c].storageClassName), spec.backup?.target.volumeClaim?.storageClassName];
     const named = new Set(classes.filter((name): name is string => !!name));
     const missing: string[] = [];
     for (const name of named) {
