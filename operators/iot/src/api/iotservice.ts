@@ -900,6 +900,7 @@ export type ComponentStatus = Static<typeof ComponentStatusSchema>;
 export type IngestionStatus = Static<typeof IngestionStatusSchema>;
 export type GatewayStatus = Static<typeof GatewayStatusSchema>;
 export type BackupSpec = Static<typeof BackupSpecSchema>;
+export type S3TargetSpec = NonNullable<BackupSpec['target']['s3']>;
 export type BackupStatus = Static<typeof BackupStatusSchema>;
 export type RestoreSpec = Static<typeof RestoreSpecSchema>;
 export type RestoreStatus = Static<typeof RestoreStatusSchema>;
@@ -920,7 +921,7 @@ export type DefaultedIoTServiceSpec = IoTServiceSpec & {
   processing: Static<typeof ProcessingSpecSchema> & { replicas: number };
   broker: Static<typeof BrokerSpecSchema> & { replicas: number };
   database: Static<typeof DatabaseSpecSchema> & { replicas: number };
-  backup?: Static<typeof BackupSpecSchema> & { schedule: string; retention: number };
+  backup?: Static<typeof BackupSpecSchema> & { schedule: string; retention: number; target: { s3?: S3TargetSpec & { region: string; uriStyle: 'path' | 'host' } } };
 };
 
 /** The IoTService object as the API server returns it. */
