@@ -539,7 +539,7 @@ const backupTargetImmutable: CelRule = {
 };
 
 /** The repository is on a volume claim or in an S3 bucket, one of them. */
-const backupTargetOne: CelRule = {
+export const backupTargetOne: CelRule = {
   rule: 'has(self.volumeClaim) != has(self.s3)',
   message: 'must set exactly one of volumeClaim and s3',
 };
