@@ -15,44 +15,20 @@
  *   endpoint (`s3.<namespace>.svc:<port>`), the credentials and the CA's PEM. The namespace is the
  *   caller's to delete.
  */
-import { execFile } from 'node:child_process';
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { request } from 'node:https';
-import path from 'node:path';
-import { promisify } from 'node:util';
-import { issueCertificate, Kinds, makeCertificateAuthority, type KubeObject } from '@iot-operator/runtime';
+import { issueCertificate, Kinds, makeCertificateAuthority } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { importScratchImage, onRealNode, realNodeHasImage } from './real-node.ts';
-import { clusterDir } from './up.ts';
-
-const run = promisify(execFile);
+import { engineImage, onRealNode, readyPodIP } from './real-node.ts';
 
 export const S3_PORT = 8333;
 const CONFIG_DIR = '/etc/s3';
 /** SeaweedFS's default region, which it signs and checks requests with. */
 export const S3_REGION = 'us-east-1';
 
-let image: Promise<string> | undefined;
-
 /** The SeaweedFS image (the binary built by engines/build.sh), loaded into the real node's containerd; its reference. */
 export function s3Image(env: TestEnv): Promise<string> {
-  image ??= loadS3Image(env).catch((e: unknown) => {
-    image = undefined;
-    throw e;
-  });
-  return image;
-}
-
-async function loadS3Image(env: TestEnv): Promise<string> {
-  const built = await run('bash', [path.join(clusterDir, 'engines', 'build.sh'), 'seaweedfs'], { maxBuffer: 16 * 1024 * 1024, timeout: 40 * 60 * 1000 });
-  const binary = built.stdout.trim().split('\n').at(-1)!;
-  const reference = `localhost/iot-operator/seaweedfs:${path.basename(path.dirname(binary)).replace(/^seaweedfs-/, '')}`;
-  if (await realNodeHasImage(env, reference)) return reference;
-  await importScratchImage(env, reference, async (container) => {
-    await run('buildah', ['copy', container, binary, '/bin/weed']);
-    await run('buildah', ['config', '--user', '65534:65534', '--entrypoint', '["/bin/weed"]', container]);
-  });
-  return reference;
+  return engineImage(env, 'seaweedfs', 'weed');
 }
 
 export interface S3Server {
@@ -123,12 +99,7 @@ export async function deployS3Server(env: TestEnv, namespace: string, bucket: st
       ],
     },
   });
-  type PodStatus = KubeObject & { status?: { podIP?: string; conditions?: Array<{ type: string; status: string }>; containerStatuses?: unknown } };
-  const ip = await waitFor(`the S3 server's pod in ${namespace} to be Ready`, async () => {
-    const pod = (await env.client.get(Kinds.Pod, name, namespace)) as PodStatus;
-    const ready = pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
-    return { done: ready && !!pod.status?.podIP, value: pod.status?.podIP ?? '', seen: pod.status?.containerStatuses ?? pod.status };
-  }, { timeoutMs: 180_000, intervalMs: 500 });
+  const ip = await readyPodIP(env, namespace, name, 'the S3 server', 180_000);
   const s3: S3Server = { endpoint: `${host}:${S3_PORT}`, bucket, region: S3_REGION, accessKeyId, secretAccessKey, caPem: ca.cert };
   // The gateway listens before the filer behind it serves: a bucket made too early is refused with a 5xx.
   await waitFor(`bucket ${bucket} made`, async () => {
