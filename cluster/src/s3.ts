@@ -104,7 +104,8 @@ export async function deployS3Server(env: TestEnv, namespace: string, bucket: st
   // The gateway listens before the filer behind it serves: a bucket made too early is refused with a 5xx.
   await waitFor(`bucket ${bucket} made`, async () => {
     const status = await signedRequest(s3, ip, 'PUT', `/${bucket}`).catch((e: unknown) => String(e));
-    return { done: status === 200, value: undefined, seen: status };
+    // 409: made by an earlier attempt whose answer was lost.
+    return { done: status === 200 || status === 409, value: undefined, seen: status };
   }, { timeoutMs: 60_000, intervalMs: 1000 });
   return s3;
 }
