@@ -10,7 +10,14 @@
  *   backup every `schedule` (IOT_BACKUP_INTERVAL_SECONDS), `retention` full backups kept
  *   (repo1-retention-full), pgBackRest's server on 8432 and its state on 8433 (/info); ready
  *   while pgBackRest's server accepts connections. Its pods run where the database's may run
- *   (spec.database.placement).
+ *   (spec.database.placement). With `target.s3` instead the repository is in that bucket at
+ *   `/<namespace>` (repo1-type=s3, over HTTPS, the endpoint's certificate checked against the
+ *   credentials Secret's ca.crt when it has one, else the image's CAs, unless insecureSkipVerify),
+ *   the pod has no volume, and its keys come from Secret `backup-s3` (a copy of the user's, made
+ *   by the reconcile) as environment variables, a checksum of them on its template. The repository
+ *   host stays with S3 (the database pods still archive through it): it takes the scheduled
+ *   backups, serves /info and is what restores read from, so the S3 target changes nothing else,
+ *   and only it needs the credentials and a way out of the instance.
  * - Every database pod has a second container `pgbackrest` (image/pgbackrest.mjs `server`) serving
  *   its data directory to the repository host on 8432, and PostgreSQL archives every WAL segment
  *   to the repository (archive-push), switching segments at least every ARCHIVE_TIMEOUT_SECONDS
