@@ -22,7 +22,9 @@
  *     given in the credentials Secret's ca.crt; the instance backing up there (restored-end) has
  *     no repository volume, status.backup reports its full backup and when its newest WAL segment
  *     reached the bucket, and a third IoTService restored from it shows a message stored in
- *     restored-end after that backup (it came through the WAL archived to the bucket).
+ *     restored-end after that backup (it came through the WAL archived to the bucket). Both
+ *     targets at once, or a changed target, are refused; a credentials Secret that does not exist
+ *     makes the instance Failed with a reason naming it.
  *   - the operator's /metrics carries the schedule in seconds, the backup's end and the time the
  *     newest segment was archived — status.backup's times, that segment's after the rows were
  *     written (this machine is the real node: one clock) and not in the future.
@@ -245,6 +247,21 @@ describe('backups: a full backup and continuous WAL archiving', { skip }, () => 
   it('backs up to an S3 bucket without a repository volume, and a new IoTService restores from it with rows written after the backup', async () => {
     assert.ok(restoredEnd, 'restored-end backed up to S3 (the test before)');
     const ns = `${landscape}-restored-end`;
+    // The target is one of the two, and stays where it was made (the CRD's rules, v1alpha1 too).
+    const toS3 = { endpoint: s3!.endpoint, bucket: s3!.bucket, credentialsSecret: S3_CREDENTIALS };
+    await assert.rejects(
+      env.client.create(IoTServiceV1alpha1Type, iotService('both-targets', landscape, { ...SPEC, backup: { target: { volumeClaim: { size: '1Gi' }, s3: toS3 } } } as never)),
+      (e: unknown) => /must set exactly one of volumeClaim and s3/.test(String(e)),
+    );
+    await assert.rejects(
+      env.client.patch(IoTServiceV1alpha1Type, 'restored-end', landscape, { spec: { backup: { target: { s3: { ...toS3, bucket: 'elsewhere' } } } } }, 'merge'),
+      (e: unknown) => /target cannot be changed after creation/.test(String(e)),
+    );
+    // A credentials Secret that is not there: Failed, naming it, before anything of the instance runs.
+    await env.client.create(IoTServiceV1alpha1Type, iotService('no-credentials', landscape, { ...SPEC, backup: { target: { s3: { ...toS3, credentialsSecret: 'missing' } } } } as never));
+    const failed = await waitForPhase(env, landscape, 'no-credentials', 'Failed', 60_000);
+    assert.match(failed.status?.reason ?? '', /^Secret missing in namespace \S+ \(spec\.backup\.target\.s3\.credentialsSecret\) is missing; create it with the keys accessKeyId and secretAccessKey/);
+    await env.client.delete(IoTServiceV1alpha1Type, 'no-credentials', landscape);
     const repository = (await env.client.get(Kinds.StatefulSet, 'backup', ns)) as { spec?: { volumeClaimTemplates?: unknown[] } };
     assert.equal(repository.spec?.volumeClaimTemplates, undefined, 'no repository volume: the repository is in the bucket');
     // A message stored after restored-end's full backup: a restore from the bucket has it only through the WAL archived there.
