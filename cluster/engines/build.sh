@@ -7,7 +7,7 @@
 # Engines (the table is `engine_<name>` below): control-plane (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, kwok, kwokctl; prints their bin directory),
 # node (kubelet, kube-proxy, pause; prints their bin directory), coredns, kube-router,
-# local-path-provisioner, registry, nats-server, prometheus, promtool, helm (prints the binary),
+# local-path-provisioner, registry, nats-server, prometheus, promtool, seaweedfs, helm (prints the binary),
 # olm (prints a directory holding `olm` and `crds/`; OLM_DIR, when set, is checked and used as it
 # is), sharder (prints the binary; its CRD file lies beside it), cert-manager (prints the binary;
 # the CRDs of its version lie beside it in crds/).
@@ -37,7 +37,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 ENGINE=${1:-}
-ENGINES="control-plane node coredns kube-router local-path-provisioner registry nats-server prometheus promtool helm olm sharder cert-manager"
+ENGINES="control-plane node coredns kube-router local-path-provisioner registry nats-server prometheus promtool seaweedfs helm olm sharder cert-manager"
 
 # --- the table ---------------------------------------------------------------------------------
 # Each engine_<name> sets WHAT (what it is), KEY (its cache entry under $IOT_CACHE_ROOT), RESULT
@@ -197,6 +197,15 @@ engine_prometheus() {
     remove_all_sd,enable_kubernetes_sd "3.$((10#${BASH_REMATCH[1]})).${BASH_REMATCH[2]}"
 }
 engine_promtool() { engine_prometheus; }
+# SeaweedFS, an S3-compatible object store for the backup tests; it stamps no module version: it is
+# checked to run (`weed version`).
+engine_seaweedfs() {
+  local m=github.com/seaweedfs/seaweedfs
+  wrapped_engine seaweedfs $m $m/weed "" "SeaweedFS (S3 for the backup tests)"
+  STEPS="build|build SeaweedFS $VERSION|wrapped_build
+verify|verify it runs|seaweedfs_verify"
+}
+seaweedfs_verify() { expect_version "$OUT/$ENGINE" "version" version; }
 
 # --- helm: the Helm 3 CLI from the module proxy, stamped as Helm's Makefile stamps it: its
 # version and the Kubernetes minor of its client-go (which `helm template`/`lint` take as the

@@ -22,41 +22,17 @@
  *   (reachable from this machine) and helpers for its HTTP API. `remove()` deletes the
  *   cluster-scoped RBAC (the namespace is the caller's to delete).
  */
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import { stringify as toYaml } from 'yaml';
 import { isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { importScratchImage, onRealNode, realNodeHasImage } from './real-node.ts';
-import { clusterDir } from './up.ts';
-
-const run = promisify(execFile);
+import { engineImage, onRealNode, readyPodIP } from './real-node.ts';
 
 const CONFIG_DIR = '/etc/prometheus';
 const PORT = 9090;
 
-let image: Promise<string> | undefined;
-
 /** The Prometheus image (the binary built by engines/build.sh), loaded into the real node's containerd; its reference. */
 export function prometheusImage(env: TestEnv): Promise<string> {
-  image ??= loadPrometheusImage(env).catch((e: unknown) => {
-    image = undefined;
-    throw e;
-  });
-  return image;
-}
-
-async function loadPrometheusImage(env: TestEnv): Promise<string> {
-  const built = await run('bash', [path.join(clusterDir, 'engines', 'build.sh'), 'prometheus'], { maxBuffer: 16 * 1024 * 1024, timeout: 30 * 60 * 1000 });
-  const binary = built.stdout.trim().split('\n').at(-1)!;
-  const reference = `localhost/iot-operator/prometheus:${path.basename(path.dirname(binary)).replace(/^prometheus-/, '')}`;
-  if (await realNodeHasImage(env, reference)) return reference;
-  await importScratchImage(env, reference, async (container) => {
-    await run('buildah', ['copy', container, binary, '/bin/prometheus']);
-    await run('buildah', ['config', '--user', '65534:65534', '--entrypoint', '["/bin/prometheus"]', container]);
-  });
-  return reference;
+  return engineImage(env, 'prometheus', 'prometheus');
 }
 
 interface ServiceMonitorEndpoint {
@@ -261,12 +237,7 @@ async function startPod(env: TestEnv, options: PrometheusOptions, config: object
       ],
     },
   });
-  type PodStatus = KubeObject & { status?: { podIP?: string; conditions?: Array<{ type: string; status: string }>; containerStatuses?: unknown } };
-  const ip = await waitFor(`Prometheus's pod in ${namespace} to be Ready`, async () => {
-    const pod = (await env.client.get(Kinds.Pod, name, namespace)) as PodStatus;
-    const ready = pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
-    return { done: ready && !!pod.status?.podIP, value: pod.status?.podIP ?? '', seen: pod.status?.containerStatuses ?? pod.status };
-  }, { timeoutMs: 120_000, intervalMs: 500 });
+  const ip = await readyPodIP(env, namespace, name, 'Prometheus');
   const url = `http://${ip}:${PORT}`;
 
   const prometheus: Prometheus = {

@@ -23,6 +23,8 @@
  *   lib/registry.sh keeps in the cluster's workdir); `registryPullSecret` makes a
  *   `kubernetes.io/dockerconfigjson` Secret of them in a namespace; `pushTestImage` pushes a
  *   busybox image holding a file of the caller's content there (a new digest per content).
+ * - `engineImage(env, engine, name)` is an image of one binary engines/build.sh builds (Prometheus,
+ *   SeaweedFS), loaded into the real node's containerd once; `readyPodIP` waits for a test pod.
  * - `busyboxImage(env)` is a small image made here from Debian's busybox-static, every applet
  *   installed (sh, wget, nc, nslookup, httpd, ...), loaded into the real node's containerd once:
  *   what test pods run to listen, dial and resolve.
@@ -35,7 +37,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { repoRoot } from './up.ts';
+import { clusterDir, repoRoot } from './up.ts';
 
 const run = promisify(execFile);
 
@@ -273,6 +275,47 @@ async function buildAndImport(env: TestEnv, reference: string, build: (container
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+const engineImages = new Map<string, Promise<string>>();
+
+/**
+ * The image of the binary `engines/build.sh <engine>` builds, alone at `/bin/<name>` and run as
+ * uid 65534, loaded into the real node's containerd once per test process (and kept there: its
+ * tag names the build); its reference, `localhost/iot-operator/<engine>:<build>`.
+ */
+export function engineImage(env: TestEnv, engine: string, name: string): Promise<string> {
+  let image = engineImages.get(engine);
+  if (!image) {
+    image = loadEngineImage(env, engine, name).catch((e: unknown) => {
+      engineImages.delete(engine);
+      throw e;
+    });
+    engineImages.set(engine, image);
+  }
+  return image;
+}
+
+async function loadEngineImage(env: TestEnv, engine: string, name: string): Promise<string> {
+  const built = await run('bash', [path.join(clusterDir, 'engines', 'build.sh'), engine], { maxBuffer: 16 * 1024 * 1024, timeout: 40 * 60 * 1000 });
+  const binary = built.stdout.trim().split('\n').at(-1)!;
+  const reference = `localhost/iot-operator/${engine}:${path.basename(path.dirname(binary)).replace(`${engine}-`, '')}`;
+  if (await realNodeHasImage(env, reference)) return reference;
+  await importScratchImage(env, reference, async (container) => {
+    await run('buildah', ['copy', container, binary, `/bin/${name}`]);
+    await run('buildah', ['config', '--user', '65534:65534', '--entrypoint', `["/bin/${name}"]`, container]);
+  });
+  return reference;
+}
+
+/** Waits until pod `name` of `namespace` is Ready with an address (what `what` names in the error); its IP. */
+export function readyPodIP(env: TestEnv, namespace: string, name: string, what: string, timeoutMs = 120_000): Promise<string> {
+  type PodStatus = KubeObject & { status?: { podIP?: string; conditions?: Array<{ type: string; status: string }>; containerStatuses?: unknown } };
+  return waitFor(`${what}'s pod in ${namespace} to be Ready`, async () => {
+    const pod = (await env.client.get(Kinds.Pod, name, namespace)) as PodStatus;
+    const ready = pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
+    return { done: ready && !!pod.status?.podIP, value: pod.status?.podIP ?? '', seen: pod.status?.containerStatuses ?? pod.status };
+  }, { timeoutMs, intervalMs: 500 });
 }
 
 /** Gives an image loaded onto the real node a second reference (as a registry would serve it under another tag). */

@@ -17,12 +17,19 @@
  *   reported), and how many backups it holds. A pod not
  *   ready, a failed fetch or an answer without the stanza is unknown (undefined), never a guess:
  *   status.backup then keeps what it had (status.ts).
+ * - `readS3Credentials` reads the Secret spec.backup.target.s3.credentialsSecret names in the
+ *   IoTService's namespace (one GET each reconcile: the reconcile of an instance with backups runs
+ *   at least every minute, so a changed Secret reaches Secret backup-s3 within one); a Secret
+ *   missing, or without a non-empty accessKeyId or secretAccessKey, is a
+ *   BackupCredentialsNotFound failure naming what lacks, never an empty credential.
  */
-import type { V1Pod } from '@kubernetes/client-node';
-import type { BackupStatus } from './api/iotservice.ts';
+import type { V1Pod, V1Secret } from '@kubernetes/client-node';
+import { Kinds, ifFound, type KubeApi, type KubeObject } from '@iot-operator/runtime';
+import { S3_ACCESS_KEY_ID, S3_CA_KEY, S3_SECRET_ACCESS_KEY, type BackupStatus } from './api/iotservice.ts';
+import { backupCredentialsNotFoundFailure, type Failure } from './failure.ts';
 import type { InstanceCaKind } from './instance-ca-keeper.ts';
 import { readyPodIP } from './pod-view.ts';
-import { BACKUP, BACKUP_CA_SECRET, BACKUP_CERTIFICATE_PROFILE, BACKUP_TLS_SECRET, PORTS, backupStanza, type Instance } from './resources/index.ts';
+import { BACKUP, BACKUP_CA_SECRET, BACKUP_CERTIFICATE_PROFILE, BACKUP_TLS_SECRET, PORTS, backupStanza, type Instance, type S3Credentials } from './resources/index.ts';
 
 export const BACKUP_CA: InstanceCaKind = {
   caSecret: BACKUP_CA_SECRET,
@@ -75,4 +82,17 @@ export async function readRepository(instance: Instance, pods: readonly V1Pod[],
   } catch {
     return undefined;
   }
+}
+
+/** The S3 target's credentials and the version of the Secret they were read from; undefined without an S3 target. */
+export async function readS3Credentials(client: Pick<KubeApi, 'get'>, instance: Instance): Promise<{ ok: true; credentials: S3Credentials; version: string } | { ok: false; failure: Failure } | undefined> {
+  const name = instance.spec.backup?.target.s3?.credentialsSecret;
+  if (!name) return undefined;
+  const secret = await ifFound(client.get<V1Secret & KubeObject>(Kinds.Secret, name, instance.landscape));
+  if (!secret) return { ok: false, failure: backupCredentialsNotFoundFailure(name, instance.landscape, undefined) };
+  const data = secret.data ?? {};
+  const missing = [S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY].filter((key) => !data[key]);
+  if (missing.length > 0) return { ok: false, failure: backupCredentialsNotFoundFailure(name, instance.landscape, missing) };
+  const ca = data[S3_CA_KEY];
+  return { ok: true, credentials: { accessKeyId: data[S3_ACCESS_KEY_ID]!, secretAccessKey: data[S3_SECRET_ACCESS_KEY]!, ...(ca ? { ca } : {}) }, version: `${secret.metadata.uid}/${secret.metadata.resourceVersion}` };
 }

@@ -135,7 +135,7 @@ import {
   type Instance,
 } from './resources/index.ts';
 import { ChildBodies } from './child-bodies.ts';
-import { BACKUP_CA, readRepository } from './backups.ts';
+import { BACKUP_CA, readRepository, readS3Credentials } from './backups.ts';
 import { RestoreCertificates, checkSource, restoreProgress, restoreStatus, restorersOf } from './restores.ts';
 import { GatewayCertificateKeeper, type GatewayTls, type TlsContext } from './gateway-certificates.ts';
 import { InstanceCaKeeper, materialFingerprint } from './instance-ca-keeper.ts';
@@ -366,6 +366,8 @@ class IoTReconcile {
       this.memory.backupCa.forget(key);
     }
     const backupCertificates = this.backupCertificates;
+    const s3 = await readS3Credentials(this.ctx.client, instance);
+    if (s3 && !s3.ok) return failed(s3.failure);
     const restore = await this.restoreSources(iot, instance, tlsContext, key);
     if (restore.kind !== 'ok') return restore.outcome;
     const { restoreCertificate, restorePeers } = restore;
@@ -373,10 +375,10 @@ class IoTReconcile {
     const { keptEmptyDirs, keptOrderedReadyBroker } = await this.keptStatefulSetShapes(instance);
     const recorded = this.ctx.cache.get<V1Secret & KubeObject>(Kinds.Secret, CREDENTIALS_SECRET_NAME, instance.namespace)?.metadata.annotations?.[CREDENTIALS_ROTATION_ANNOTATION];
     const rotation = credentialsRotation(iot.metadata.annotations?.[ROTATE_CREDENTIALS_ANNOTATION], recorded);
-    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${keptOrderedReadyBroker}/${this.tls?.fingerprint ?? ''}/${backupCertificates ? materialFingerprint(backupCertificates) : ''}/${restoreCertificate ? materialFingerprint(restoreCertificate) : ''}/${JSON.stringify(restorePeers)}/${rotation ?? ''}`;
+    const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${keptOrderedReadyBroker}/${this.tls?.fingerprint ?? ''}/${backupCertificates ? materialFingerprint(backupCertificates) : ''}/${restoreCertificate ? materialFingerprint(restoreCertificate) : ''}/${JSON.stringify(restorePeers)}/${rotation ?? ''}/${s3?.version ?? ''}`;
     const rendering = this.memory.rendered.get(key, renderingKey, () =>
       // Fresh credentials are used only for what the credentials Secret lacks, or all of them on a rotation.
-      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), credentialsRotation: rotation, keptEmptyDirs, keptOrderedReadyBroker, gatewayTls, backupCertificates, restoreCertificate, restorePeers }).children.map((child) =>
+      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), credentialsRotation: rotation, keptEmptyDirs, keptOrderedReadyBroker, gatewayTls, backupCertificates, backupS3Credentials: s3?.credentials, restoreCertificate, restorePeers }).children.map((child) =>
         prepareChild(child, this.config.shard),
       ),
     );
@@ -744,7 +746,7 @@ class IoTReconcile {
   private async missingStorageClasses(instance: Instance | undefined, pods: readonly V1Pod[]): Promise<string[]> {
     const spec = instance?.spec;
     if (!spec || !pods.some((pod) => unboundClaims(pod))) return [];
-    const classes = [...STORAGE_COMPONENTS.map((c) => spec[c].storageClassName), spec.backup?.target.volumeClaim.storageClassName];
+    const classes = [...STORAGE_COMPONENTS.map((c) => spec[c].storageClassName), spec.backup?.target.volumeClaim?.storageClassName];
     const named = new Set(classes.filter((name): name is string => !!name));
     const missing: string[] = [];
     for (const name of named) {

@@ -65,6 +65,7 @@ export const extraPermissions: ExtraPermission[] = [
   { type: IssuerType, verbs: ['get'], reason: 'the Issuer spec.gateway.tls.issuerRef names, in the landscape: looked up while its Certificate is not ready' },
   { type: ClusterIssuerType, verbs: ['get'], reason: 'the ClusterIssuer spec.gateway.tls.issuerRef names: looked up while its Certificate is not ready' },
   { type: Kinds.Secret, verbs: ['delete'], reason: 'the Secret cert-manager issued into, in the landscape: deleted with its Certificate' },
+  { type: Kinds.Secret, verbs: ['get'], reason: 'the Secret spec.backup.target.s3.credentialsSecret names, in the landscape: read each reconcile, copied into Secret backup-s3' },
   { type: Kinds.EndpointSlice, verbs: ['list'], reason: "that Service's EndpointSlices: has it a ready endpoint (another landscape's operator serving the conversion)" },
 ];
 

@@ -63,6 +63,8 @@ export type FailureReason =
   | 'RestoreSourceInvalid'
   /** spec.restore.from names an IoTService without spec.backup. */
   | 'RestoreSourceNotBackedUp'
+  /** The Secret spec.backup.target.s3.credentialsSecret names is missing or lacks a key. */
+  | 'BackupCredentialsNotFound'
   /** The restore of the database from the source's backups failed (its init container's message). */
   | 'RestoreFailed'
   /** Messages wait in the broker and processing has stored none for a minute (ingestion.ts). */
@@ -99,6 +101,15 @@ export function clientCANotFoundFailure(configMap: string, namespace: string): F
   return {
     reason: 'ClientCANotFound',
     message: `ConfigMap ${configMap} in namespace ${namespace} (spec.gateway.tls.clientCA) is missing or has no ca.crt; create it with the CAs of the devices' client certificates, or remove spec.gateway.tls.clientCA.`,
+  };
+}
+
+/** The S3 credentials Secret `secret` of `namespace` is missing (`missing` undefined) or lacks the keys `missing`. */
+export function backupCredentialsNotFoundFailure(secret: string, namespace: string, missing: readonly string[] | undefined): Failure {
+  const what = missing ? `has no ${missing.join(' and ')}` : 'is missing';
+  return {
+    reason: 'BackupCredentialsNotFound',
+    message: `Secret ${secret} in namespace ${namespace} (spec.backup.target.s3.credentialsSecret) ${what}; create it with the keys accessKeyId and secretAccessKey of the S3 endpoint (and ca.crt for a private CA); looked for again every 30 s.`,
   };
 }
 

@@ -117,6 +117,19 @@ describe('IoTService spec validation', () => {
     ]);
   });
 
+  it('takes spec.backup with an S3 target, path-style in us-east-1 by default, and exactly one of volumeClaim and s3', () => {
+    const s3 = { endpoint: 's3.example.com:9000', bucket: 'iot-backups', credentialsSecret: 'backup-s3' };
+    const result = validateIoTServiceSpec({ version: '1', backup: { target: { s3 } } });
+    assert.ok(result.ok);
+    assert.deepEqual(result.spec.backup?.target, { s3: { ...s3, region: 'us-east-1', uriStyle: 'path' } });
+    const one = 'spec.backup.target: must set exactly one of volumeClaim and s3';
+    assert.deepEqual(errorsOf({ version: '1', backup: { target: {} } }), [one]);
+    assert.deepEqual(errorsOf({ version: '1', backup: { target: { s3, volumeClaim: { size: '1Gi' } } } }), [one]);
+    assert.deepEqual(errorsOf({ version: '1', backup: { target: { s3: { ...s3, endpoint: 'https://s3.example.com' } } } }), ['spec.backup.target.s3.endpoint: must be host[:port], without scheme or path']);
+    assert.deepEqual(errorsOf({ version: '1', backup: { target: { s3: { ...s3, bucket: 'No_Such' } } } }), ['spec.backup.target.s3.bucket: must be an S3 bucket name']);
+    assert.equal(errorsOf({ version: '1', backup: { target: { s3: { endpoint: 's3.example.com', bucket: 'b3k' } } } }).length, 1, 'a credentials Secret is required');
+  });
+
   it('reads a backup schedule as seconds', () => {
     assert.equal(backupScheduleSeconds('1d'), 86400);
     assert.equal(backupScheduleSeconds('6h'), 21600);

@@ -13,9 +13,18 @@
  *     pod) and the WAL holding that archived; then two new IoTServices restore from it at once:
  *     one to the noted time, whose core shows the device and every message again and which takes
  *     the device's new telemetry with its old password, and one to the end of the archive, with
- *     backups of its own, whose core shows the device and the emptied table, whose own repository
- *     takes its first full backup under its own stanza while the source's repository still holds
- *     the source's stanza alone. status.restore names the backup restored and the point reached.
+ *     backups of its own in an S3 bucket, whose core shows the device and the emptied table, whose
+ *     own repository takes its first full backup under its own stanza while the source's
+ *     repository still holds the source's stanza alone. status.restore names the backup restored
+ *     and the point reached.
+ *   - backups to S3 (spec.backup.target.s3): a real S3 server (SeaweedFS, built from Go modules,
+ *     cluster/src/s3.ts) in the landscape namespace on the real node, over HTTPS with a private CA
+ *     given in the credentials Secret's ca.crt; the instance backing up there (restored-end) has
+ *     no repository volume, status.backup reports its full backup and when its newest WAL segment
+ *     reached the bucket, and a third IoTService restored from it shows a message stored in
+ *     restored-end after that backup (it came through the WAL archived to the bucket). Both
+ *     targets at once, or a changed target, are refused; a credentials Secret that does not exist
+ *     makes the instance Failed with a reason naming it.
  *   - the operator's /metrics carries the schedule in seconds, the backup's end and the time the
  *     newest segment was archived — status.backup's times, that segment's after the rows were
  *     written (this machine is the real node: one clock) and not in the future.
@@ -25,7 +34,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Kinds, type Manager } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
-import { localTestEnv, realNode } from '@iot-operator/local-cluster';
+import { deployS3Server, localTestEnv, realNode, type S3Server } from '@iot-operator/local-cluster';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { HttpStatusError, postHttp, readAllTelemetry, registerDevice, type DeviceCredentials, type ServiceAddresses } from '@iot-operator/iot-service/simulator';
 import { deviceAddresses, execInPod, getIoT, installIoTCrd, iotService, realNodeSpec, startReferenceLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
@@ -43,6 +52,8 @@ const fileStarted = Date.now();
 let landscape = '';
 let namespace = '';
 let mgr: Manager | undefined;
+let s3: S3Server | undefined;
+const S3_CREDENTIALS = 's3-credentials';
 
 interface BackupStatus {
   lastBackup?: { time: string; type: string; label: string };
@@ -63,10 +74,13 @@ async function backupStatus(name = NAME): Promise<BackupStatus | undefined> {
   return iot.status?.backup;
 }
 
-/** SQL as the superuser over the database pod's local socket. */
-async function sql(query: string, database = 'postgres'): Promise<string> {
-  return (await execInPod(env, namespace, 'database-0', ['psql', '-h', '/tmp', '-U', 'iot', '-d', database, '-v', 'ON_ERROR_STOP=1', '-tAc', query])).trim();
+/** SQL as the superuser over the database pod's local socket (of the instance namespace `ns`). */
+async function sql(query: string, database = 'postgres', ns = namespace): Promise<string> {
+  return (await execInPod(env, ns, 'database-0', ['psql', '-h', '/tmp', '-U', 'iot', '-d', database, '-v', 'ON_ERROR_STOP=1', '-tAc', query])).trim();
 }
+
+/** What the restore test leaves for the S3 one: the device registered in the source, restored-end's own backup. */
+let restoredEnd: { device: DeviceCredentials; lastBackup: string } | undefined;
 
 type StanzaInfo = { name: string; backup: Array<{ label: string; type: string }>; archive: Array<{ max: string | null }> };
 
@@ -87,6 +101,14 @@ describe('backups: a full backup and continuous WAL archiving', { skip }, () => 
     ({ landscape, mgr } = await startReferenceLandscape(env, VERSION));
     namespace = `${landscape}-${NAME}`;
     await env.client.create(IoTServiceV1alpha1Type, iotService(NAME, landscape, { ...SPEC, backup: BACKUP }));
+    // The S3 server starts while the instance does.
+    const started = Date.now();
+    s3 = await deployS3Server(env, landscape, 'iot-backups');
+    console.log(`backup: the S3 server ready ${((Date.now() - started) / 1000).toFixed(0)} s after the instance was created: ${s3.endpoint}`);
+    await env.client.create(Kinds.Secret, {
+      metadata: { name: S3_CREDENTIALS, namespace: landscape },
+      stringData: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey, 'ca.crt': s3.caPem },
+    });
     await waitForPhase(env, landscape, NAME, 'Available', 420_000);
   });
 
@@ -165,7 +187,8 @@ describe('backups: a full backup and continuous WAL archiving', { skip }, () => 
     await installIoTCrd(env);
     const started = Date.now();
     await env.client.create(IoTServiceV1alpha1Type, iotService('restored-pit', landscape, { ...SPEC, restore: { from: NAME, targetTime } } as never));
-    await env.client.create(IoTServiceV1alpha1Type, iotService('restored-end', landscape, { ...SPEC, backup: BACKUP, restore: { from: NAME } } as never));
+    const toS3 = { schedule: '1d', retention: 2, target: { s3: { endpoint: s3!.endpoint, bucket: s3!.bucket, credentialsSecret: S3_CREDENTIALS } } };
+    await env.client.create(IoTServiceV1alpha1Type, iotService('restored-end', landscape, { ...SPEC, backup: toS3, restore: { from: NAME } } as never));
     for (const name of ['restored-pit', 'restored-end']) {
       assert.equal((await getIoT(env, landscape, name))?.spec.restore?.from, NAME, `${name} was stored with spec.restore (a CRD without it prunes it)`);
     }
@@ -218,6 +241,53 @@ describe('backups: a full backup and continuous WAL archiving', { skip }, () => 
     // Once restored, nothing of the source is left to the new instances: restore-tls holds no key.
     const secret = (await env.client.get(Kinds.Secret, 'restore-tls', `${landscape}-restored-pit`)) as { data?: Record<string, string> };
     assert.deepEqual(Object.keys(secret.data ?? {}), ['restored']);
+    restoredEnd = { device, lastBackup: own.lastBackup!.label };
+  });
+
+  it('backs up to an S3 bucket without a repository volume, and a new IoTService restores from it with rows written after the backup', async () => {
+    assert.ok(restoredEnd, 'restored-end backed up to S3 (the test before)');
+    const ns = `${landscape}-restored-end`;
+    // The target is one of the two, and stays where it was made (the CRD's rules, v1alpha1 too).
+    const toS3 = { endpoint: s3!.endpoint, bucket: s3!.bucket, credentialsSecret: S3_CREDENTIALS };
+    await assert.rejects(
+      env.client.create(IoTServiceV1alpha1Type, iotService('both-targets', landscape, { ...SPEC, backup: { target: { volumeClaim: { size: '1Gi' }, s3: toS3 } } } as never)),
+      (e: unknown) => /must set exactly one of volumeClaim and s3/.test(String(e)),
+    );
+    await assert.rejects(
+      env.client.patch(IoTServiceV1alpha1Type, 'restored-end', landscape, { spec: { backup: { target: { s3: { ...toS3, bucket: 'elsewhere' } } } } }, 'merge'),
+      (e: unknown) => /target cannot be changed after creation/.test(String(e)),
+    );
+    // A credentials Secret that is not there: Failed, naming it, before anything of the instance runs.
+    await env.client.create(IoTServiceV1alpha1Type, iotService('no-credentials', landscape, { ...SPEC, backup: { target: { s3: { ...toS3, credentialsSecret: 'missing' } } } } as never));
+    const failed = await waitForPhase(env, landscape, 'no-credentials', 'Failed', 60_000);
+    assert.match(failed.status?.reason ?? '', /^Secret missing in namespace \S+ \(spec\.backup\.target\.s3\.credentialsSecret\) is missing; create it with the keys accessKeyId and secretAccessKey/);
+    await env.client.delete(IoTServiceV1alpha1Type, 'no-credentials', landscape);
+    const repository = (await env.client.get(Kinds.StatefulSet, 'backup', ns)) as { spec?: { volumeClaimTemplates?: unknown[] } };
+    assert.equal(repository.spec?.volumeClaimTemplates, undefined, 'no repository volume: the repository is in the bucket');
+    // A message stored after restored-end's full backup: a restore from the bucket has it only through the WAL archived there.
+    const at = await deviceAddresses(env, ns);
+    await postUntilAccepted(at, restoredEnd.device, { reading: 'in s3' }, 'm-s3');
+    await waitFor('the message sent to restored-end stored', async () => {
+      const stored = (await readAllTelemetry(at, restoredEnd!.device.id)).map((r) => r.messageId);
+      return { done: stored.includes('m-s3'), value: undefined, seen: stored };
+    }, { timeoutMs: 120_000, intervalMs: 1000 });
+    const segment = await sql('SELECT pg_walfile_name(pg_current_wal_insert_lsn())', 'postgres', ns);
+    await sql('SELECT pg_switch_wal()', 'postgres', ns);
+    const status = await waitFor(`restored-end's segment ${segment} in the bucket and status.backup`, async () => {
+      const backup = await backupStatus('restored-end');
+      return { done: (backup?.lastArchivedWal ?? '') >= segment && backup?.lastArchivedWalTime !== undefined, value: backup!, seen: backup };
+    }, { timeoutMs: 180_000, intervalMs: 2000 });
+    console.log(`backup: restored-end's repository in S3: ${JSON.stringify(status)}`);
+
+    const started = Date.now();
+    await env.client.create(IoTServiceV1alpha1Type, iotService('restored-s3', landscape, { ...SPEC, restore: { from: 'restored-end' } } as never));
+    await waitForPhase(env, landscape, 'restored-s3', 'Available', 480_000);
+    console.log(`backup: restored-s3 restored from the bucket and Available ${((Date.now() - started) / 1000).toFixed(0)} s after its creation`);
+    const restore = ((await getIoT(env, landscape, 'restored-s3'))!.status as { restore?: { state: string; backup?: string } }).restore;
+    assert.equal(restore?.state, 'Restored');
+    assert.equal(restore?.backup, restoredEnd.lastBackup, "the backup restored is restored-end's, from the bucket");
+    const stored = (await readAllTelemetry(await deviceAddresses(env, `${landscape}-restored-s3`), restoredEnd.device.id)).map((r) => r.messageId);
+    assert.deepEqual(stored, ['m-s3'], 'the message written after the backup is back; the table emptied before it stays empty');
   });
 });
 

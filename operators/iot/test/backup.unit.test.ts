@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { describe, it } from 'node:test';
 import type { V1Container, V1Pod, V1Secret, V1StatefulSet } from '@kubernetes/client-node';
-import { backupStatus, readRepository } from '../src/backups.ts';
+import { ApiError } from '@iot-operator/runtime';
+import { backupStatus, readRepository, readS3Credentials } from '../src/backups.ts';
 import { computeStatus } from '../src/status/status.ts';
 import {
   BACKUP_CERTIFICATE_PROFILE,
@@ -18,18 +19,21 @@ import {
   keepOrIssue,
   type DesiredObject,
   type Instance,
+  type NetworkPolicy,
+  type S3Credentials,
 } from '../src/resources/index.ts';
 import { TEST_BACKUP, testBackupCertificates, testGatewayTls, testInstance } from './fixtures.ts';
 
 const PULL_SECRET = { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'image-pull-secret', namespace: 'devawsk8s' }, type: 'kubernetes.io/dockerconfigjson', data: {} };
 
-function children(instance: Instance): DesiredObject[] {
+function children(instance: Instance, backupS3Credentials?: S3Credentials): DesiredObject[] {
   return desiredChildren(instance, {
     imagePullSecret: PULL_SECRET,
     credentials: generateCredentials(),
     keptEmptyDirs: new Set(),
     gatewayTls: testGatewayTls(),
     backupCertificates: testBackupCertificates(),
+    backupS3Credentials,
   }).children.map((c) => c.object);
 }
 
@@ -125,6 +129,102 @@ describe('backups as rendered', () => {
     assert.equal(decision.serverIssued, 'it is not for client authentication');
     assert.equal(decision.certificates.ca, serverOnly.ca, 'by the same CA');
     assert.equal(keepOrIssue(decision.certificates, names, new Date(), BACKUP_CERTIFICATE_PROFILE).serverIssued, undefined, 'and then kept');
+  });
+});
+
+const b64 = (text: string) => Buffer.from(text).toString('base64');
+const S3 = { endpoint: 's3.objects.svc:8333', bucket: 'iot-backups', credentialsSecret: 'tenant-a-s3' };
+const CREDENTIALS: S3Credentials = { accessKeyId: b64('AKID'), secretAccessKey: b64('s3cr3t'), ca: b64('-----BEGIN CERTIFICATE-----') };
+
+describe('backups to an S3 bucket', () => {
+  const instance = testInstance({ backup: { retention: 2, target: { s3: S3 } } });
+
+  it('the repository host keeps the repository in the bucket at /<namespace>, path-style over HTTPS, its keys from Secret backup-s3, the endpoint checked against its ca.crt; no volume', () => {
+    const set = statefulSet(children(instance, CREDENTIALS), 'backup');
+    assert.ok(set, 'StatefulSet backup');
+    assert.equal(set.spec?.volumeClaimTemplates, undefined, 'no volume: the repository is in the bucket');
+    const [repository] = containers(set);
+    const env = envOf(repository);
+    assert.deepEqual(
+      Object.fromEntries(Object.entries(env).filter(([name]) => name.startsWith('PGBACKREST_REPO1_'))),
+      {
+        PGBACKREST_REPO1_TYPE: 's3',
+        PGBACKREST_REPO1_PATH: `/${NS}`,
+        PGBACKREST_REPO1_S3_ENDPOINT: 's3.objects.svc',
+        PGBACKREST_REPO1_STORAGE_PORT: '8333',
+        PGBACKREST_REPO1_S3_BUCKET: 'iot-backups',
+        PGBACKREST_REPO1_S3_REGION: 'us-east-1',
+        PGBACKREST_REPO1_S3_URI_STYLE: 'path',
+        PGBACKREST_REPO1_STORAGE_CA_FILE: '/etc/iot/backup-s3/ca.crt',
+        PGBACKREST_REPO1_RETENTION_FULL: '2',
+      },
+    );
+    const fromSecret = Object.fromEntries((repository?.env ?? []).filter((e) => e.valueFrom?.secretKeyRef).map((e) => [e.name, e.valueFrom!.secretKeyRef]));
+    assert.deepEqual(fromSecret, {
+      PGBACKREST_REPO1_S3_KEY: { name: 'backup-s3', key: 'accessKeyId' },
+      PGBACKREST_REPO1_S3_KEY_SECRET: { name: 'backup-s3', key: 'secretAccessKey' },
+    });
+    assert.deepEqual(repository?.volumeMounts?.map((m) => m.mountPath), ['/etc/sap/config.yml', '/tmp', '/etc/iot/backup-tls', '/etc/iot/backup-s3']);
+    const secret = find(children(instance, CREDENTIALS), 'Secret', 'backup-s3') as V1Secret;
+    assert.deepEqual(secret.data, { accessKeyId: CREDENTIALS.accessKeyId, secretAccessKey: CREDENTIALS.secretAccessKey, 'ca.crt': CREDENTIALS.ca });
+  });
+
+  it('without a ca.crt the image trusts its own CAs; insecureSkipVerify turns the check off; changed credentials restart the repository host', () => {
+    const plain = { accessKeyId: b64('AKID'), secretAccessKey: b64('s3cr3t') };
+    const set = statefulSet(children(instance, plain), 'backup');
+    const [repository] = containers(set);
+    assert.equal(envOf(repository)['PGBACKREST_REPO1_STORAGE_CA_FILE'], undefined);
+    assert.equal(repository?.volumeMounts?.some((m) => m.name === 'backup-s3'), false);
+    assert.equal(envOf(repository)['PGBACKREST_REPO1_STORAGE_VERIFY_TLS'], undefined, 'checked unless asked');
+    const insecure = testInstance({ backup: { target: { s3: { ...S3, endpoint: 's3.example.com', uriStyle: 'host', insecureSkipVerify: true } } } });
+    const insecureEnv = envOf(containers(statefulSet(children(insecure, plain), 'backup'))[0]);
+    assert.equal(insecureEnv['PGBACKREST_REPO1_STORAGE_VERIFY_TLS'], 'n');
+    assert.equal(insecureEnv['PGBACKREST_REPO1_STORAGE_PORT'], '443', 'HTTPS by default');
+    assert.equal(insecureEnv['PGBACKREST_REPO1_S3_URI_STYLE'], 'host');
+    const checksum = (credentials: S3Credentials) => statefulSet(children(instance, credentials), 'backup')?.spec?.template.metadata?.annotations?.['cp.iotservices.io/secret-checksum'];
+    assert.match(checksum(plain) ?? '', /^[0-9a-f]{16}$/);
+    assert.equal(checksum({ ...plain }), checksum(plain), 'the same credentials: the same template');
+    assert.notEqual(checksum({ ...plain, secretAccessKey: b64('rotated') }), checksum(plain), 'rotated: the pod is replaced and reads them anew');
+    assert.throws(() => children(instance), /backups go to S3 but no credentials were given/);
+  });
+
+  it('the database pods archive through the repository host as with a volume; only the repository host may leave for the endpoint, on its port', () => {
+    const objects = children(instance, CREDENTIALS);
+    const database = envOf(containers(statefulSet(objects, 'database'))[0]);
+    assert.equal(database['PGBACKREST_REPO1_HOST'], `backup-0.backup.${NS}.svc`);
+    assert.equal(database['PGBACKREST_REPO1_TYPE'], undefined);
+    const egress = (name: string) => (find(objects, 'NetworkPolicy', name) as NetworkPolicy).spec.egress ?? [];
+    assert.deepEqual(egress('backup-peers').filter((rule) => !rule.to), [{ ports: [{ protocol: 'TCP', port: 8333 }] }]);
+    assert.deepEqual(egress('database-peers').filter((rule) => !rule.to), [], 'the database pods reach no endpoint');
+    const onVolume = children(testInstance({ backup: TEST_BACKUP }));
+    assert.deepEqual((find(onVolume, 'NetworkPolicy', 'backup-peers') as NetworkPolicy).spec.egress?.filter((rule) => !rule.to), [], 'with a volume the repository host leaves for nothing');
+  });
+
+  it('reads the credentials Secret of the IoTService namespace; a missing Secret or key is a failure naming it', async () => {
+    const secrets: Record<string, V1Secret> = {
+      full: { metadata: { name: 'full', uid: 'u1', resourceVersion: '7' }, data: { accessKeyId: CREDENTIALS.accessKeyId, secretAccessKey: CREDENTIALS.secretAccessKey } },
+      partial: { metadata: { name: 'partial' }, data: { accessKeyId: CREDENTIALS.accessKeyId } },
+    };
+    const asked: string[] = [];
+    const client = {
+      get: async (_type: unknown, name: string, namespace?: string) => {
+        asked.push(`${namespace}/${name}`);
+        if (secrets[name]) return secrets[name];
+        throw new ApiError(404, 'NotFound', `secrets "${name}" not found`);
+      },
+    } as unknown as Parameters<typeof readS3Credentials>[0];
+    const withSecret = (credentialsSecret: string) => testInstance({ backup: { target: { s3: { ...S3, credentialsSecret } } } });
+    assert.equal(await readS3Credentials(client, testInstance({ backup: TEST_BACKUP })), undefined, 'a volume target reads nothing');
+    const read = await readS3Credentials(client, withSecret('full'));
+    assert.deepEqual(read, { ok: true, credentials: { accessKeyId: CREDENTIALS.accessKeyId, secretAccessKey: CREDENTIALS.secretAccessKey }, version: 'u1/7' });
+    assert.equal(asked[0], 'devawsk8s/full', "in the IoTService's namespace");
+    const partial = await readS3Credentials(client, withSecret('partial'));
+    assert.ok(partial && !partial.ok);
+    assert.equal(partial.failure.reason, 'BackupCredentialsNotFound');
+    assert.match(partial.failure.message, /^Secret partial in namespace devawsk8s \(spec\.backup\.target\.s3\.credentialsSecret\) has no secretAccessKey; create it/);
+    const missing = await readS3Credentials(client, withSecret('gone'));
+    assert.ok(missing && !missing.ok);
+    assert.match(missing.failure.message, /^Secret gone in namespace devawsk8s \(spec\.backup\.target\.s3\.credentialsSecret\) is missing;/);
   });
 });
 

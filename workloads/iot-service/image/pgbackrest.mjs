@@ -3,7 +3,7 @@
 //   iot-pgbackrest server      the database pod's second container: pgBackRest's TLS server, which
 //                              the repository host reaches the data directory through;
 //   iot-pgbackrest repository  the backup repository host (StatefulSet `backup`, the repository
-//                              on its volume): the same server, for the database pods' archive-push,
+//                              on its volume or in an S3 bucket): the same server, for the database pods' archive-push,
 //                              and the backup schedule and /info below.
 // Every pgBackRest option comes from the environment the operator sets (PGBACKREST_*: stanza,
 // repository path and retention, the database pods as pg hosts, the TLS server and certificates).
@@ -27,8 +27,9 @@
 // - GET /info on IOT_BACKUP_STATUS_PORT answers `pgbackrest info --output=json` for the stanza
 //   (200), or 503 with pgBackRest's error: what the operator reads status.backup from. pgBackRest
 //   names the archive's newest WAL segment (`max`) but not when it came: each archive entry with a
-//   `max` whose file is in the repository gains `iotMaxTime`, the Unix time (seconds) that file was
-//   written — when the segment was archived, by the repository's own record (it survives restarts
+//   `max` whose file is in the repository (on the volume, or in the S3 bucket) gains `iotMaxTime`,
+//   the Unix time (seconds) that file was written — when the segment was archived, by the
+//   repository's own record (it survives restarts
 //   of this pod and of the operator; a segment pushed again with the same content is not
 //   rewritten). Without the file (expired meanwhile, unreadable) the entry is left as it is.
 // Logs are JSON lines on stdout (pgBackRest's own lines as it writes them).
@@ -95,11 +96,23 @@ if (mode === 'repository') {
 
   /**
    * Unix seconds the file of WAL `segment` of archive `archiveId` was written to the repository
-   * (`<repo>/archive/<stanza>/<archive id>/<first 16 hex digits>/<segment>-<checksum>[.<compression>]`);
-   * undefined when it is not there.
+   * (`<repo>/archive/<stanza>/<archive id>/<first 16 hex digits>/<segment>-<checksum>[.<compression>]`):
+   * its modification time on the volume, or in an S3 bucket (PGBACKREST_REPO1_TYPE=s3) the
+   * object's as `pgbackrest repo-ls` lists it (whole seconds); undefined when it is not there.
    */
-  const archivedAt = (stanza, archiveId, segment) => {
-    const dir = path.join(process.env.PGBACKREST_REPO1_PATH ?? '', 'archive', stanza, archiveId, segment.slice(0, 16));
+  const archivedAt = async (stanza, archiveId, segment) => {
+    const relative = path.join('archive', stanza, archiveId, segment.slice(0, 16));
+    if (process.env.PGBACKREST_REPO1_TYPE === 's3') {
+      const listed = await pgbackrest(['repo-ls', '--output=json', relative]);
+      if (!listed.ok) return undefined;
+      try {
+        const entry = Object.entries(JSON.parse(listed.stdout)).find(([name]) => name.startsWith(`${segment}-`));
+        return typeof entry?.[1]?.time === 'number' ? entry[1].time : undefined;
+      } catch {
+        return undefined;
+      }
+    }
+    const dir = path.join(process.env.PGBACKREST_REPO1_PATH ?? '', relative);
     try {
       const file = readdirSync(dir).find((name) => name.startsWith(`${segment}-`));
       return file === undefined ? undefined : statSync(path.join(dir, file)).mtimeMs / 1000;
@@ -109,7 +122,7 @@ if (mode === 'repository') {
   };
 
   /** pgBackRest's info JSON with `iotMaxTime` on each archive entry whose newest segment is found. */
-  const withArchiveTimes = (json) => {
+  const withArchiveTimes = async (json) => {
     let stanzas;
     try {
       stanzas = JSON.parse(json);
@@ -120,7 +133,7 @@ if (mode === 'repository') {
     for (const stanza of stanzas) {
       for (const archive of stanza?.archive ?? []) {
         if (typeof stanza.name !== 'string' || typeof archive?.id !== 'string' || !/^[0-9A-F]{24}$/.test(archive.max ?? '')) continue;
-        const time = archivedAt(stanza.name, archive.id, archive.max);
+        const time = await archivedAt(stanza.name, archive.id, archive.max);
         if (time !== undefined) archive.iotMaxTime = time;
       }
     }
@@ -133,7 +146,7 @@ if (mode === 'repository') {
       return;
     }
     const info = await pgbackrest(['info', '--output=json']);
-    response.writeHead(info.ok ? 200 : 503, { 'content-type': info.ok ? 'application/json' : 'text/plain' }).end(info.ok ? withArchiveTimes(info.stdout) : info.error);
+    response.writeHead(info.ok ? 200 : 503, { 'content-type': info.ok ? 'application/json' : 'text/plain' }).end(info.ok ? await withArchiveTimes(info.stdout) : info.error);
   }).listen(statusPort);
 
   /** When (ms since the epoch) the stanza's last backup ended; undefined when it has none. */

@@ -36,7 +36,7 @@
 
 import { FormatRegistry, Type, type Static, type TProperties } from '@sinclair/typebox';
 import type { V1ObjectMeta } from '@kubernetes/client-node';
-import { AffinitySchema, CORE_V1_SCHEDULING_DOCS, TolerationSchema } from './scheduling.ts';
+import { AffinitySchema, TolerationSchema } from './scheduling.ts';
 
 export const API_GROUP = 'cp.iotservices.io';
 /** The version the operator reads and writes, and the API server stores. */
@@ -260,7 +260,6 @@ const StringMap = (description: string) => Type.Record(Type.String(), Type.Strin
 
 /** core/v1 resource.Quantity: an integer or a quantity string (`x-kubernetes-int-or-string`). */
 export const QuantitySchema = Type.Union([Type.Integer({ minimum: 0 }), Type.String({ pattern: QUANTITY_PATTERN })], {
-  description: 'A quantity, e.g. 500m, 2, 512Mi, 10Gi.',
   errorMessage: 'must be a non-negative Kubernetes quantity such as 500m, 2, 512Mi or 10Gi',
 });
 
@@ -301,11 +300,11 @@ function replicas(component: ComponentName) {
 /** A component's scheduling fields: under `placement` in v1beta1, beside its other fields in v1alpha1. */
 function placementFields(component: ComponentName) {
   return {
-    nodeSelector: Type.Optional(StringMap(`Node labels the ${component} pods must be scheduled on; only keys the operator allows (--allowed-node-label-keys).`)),
+    nodeSelector: Type.Optional(StringMap(`Node labels the ${component} pods must match; keys as --allowed-node-label-keys allows.`)),
     tolerations: Type.Optional(
       Type.Array(TolerationSchema, {
         maxItems: 16,
-        description: `Taints the ${component} pods tolerate (core/v1 Toleration); keys as --allowed-toleration-keys allows.`,
+        description: `Taints the ${component} pods tolerate; keys as --allowed-toleration-keys allows.`,
       }),
     ),
     affinity: Type.Optional(AffinitySchema),
@@ -321,7 +320,7 @@ function commonComponentFields(component: ComponentName) {
         minLength: 1,
         maxLength: 512,
         pattern: '^\\S+$',
-        description: `Full image reference for the ${component}; overrides <registry>/iot-${component}:<version>.`,
+        description: `Image reference; overrides <registry>/iot-${component}:<version>.`,
         errorMessage: 'must be an image reference without spaces',
       }),
     ),
@@ -330,7 +329,7 @@ function commonComponentFields(component: ComponentName) {
       Type.Object(placementFields(component), {
         additionalProperties: false,
         minProperties: 1,
-        description: `Where the ${component} pods run: nodeSelector, tolerations and affinity as in a pod spec, within the operator's tenant policy (else Failed).`,
+        description: `Where the ${component} pods run, within the operator's tenant policy (else Failed).`,
         errorMessage: 'must set at least one of nodeSelector, tolerations and affinity',
       }),
     ),
@@ -530,11 +529,30 @@ export function backupScheduleSeconds(schedule: string): number {
   return Number(schedule.slice(0, -1)) * RETENTION_UNIT_SECONDS[schedule.slice(-1)]!;
 }
 
-/** A transition rule, like `storageImmutable`: the repository's volume claim template stays what it was made with. */
-const backupVolumeClaimImmutable: CelRule = {
+/**
+ * A transition rule, like `storageImmutable`: the repository stays where it was made (a volume
+ * claim template is immutable; a bucket moved would leave the archive behind).
+ */
+const backupTargetImmutable: CelRule = {
   rule: 'self == oldSelf',
-  message: 'volumeClaim cannot be changed after creation (a volume claim template is immutable)',
+  message: 'target cannot be changed after creation',
 };
+
+/** The repository is on a volume claim or in an S3 bucket, one of them. */
+export const backupTargetOne: CelRule = {
+  rule: 'has(self.volumeClaim) != has(self.s3)',
+  message: 'must set exactly one of volumeClaim and s3',
+};
+
+/** `host[:port]` of an S3 endpoint, without scheme or path (HTTPS is always used). */
+export const S3_ENDPOINT_PATTERN = '^[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:[1-9][0-9]{0,4})?$';
+/** An S3 bucket name: 3 to 63 lower-case letters, digits, dots and hyphens. */
+export const S3_BUCKET_PATTERN = '^[a-z0-9][-a-z0-9.]{1,61}[a-z0-9]$';
+export const DEFAULT_S3_REGION = 'us-east-1';
+/** The keys of the Secret spec.backup.target.s3.credentialsSecret names; ca.crt is optional. */
+export const S3_ACCESS_KEY_ID = 'accessKeyId';
+export const S3_SECRET_ACCESS_KEY = 'secretAccessKey';
+export const S3_CA_KEY = 'ca.crt';
 
 /**
  * A transition rule: backups once asked for stay (the repository host and its volume would
@@ -567,24 +585,43 @@ export const BackupSpecSchema = Type.Object(
     ),
     target: Type.Object(
       {
-        volumeClaim: Type.Object(
-          {
-            size: Type.String({
-              maxLength: 64,
-              pattern: BYTES_PATTERN,
-              description: "The repository volume's size, e.g. 20Gi.",
-              errorMessage: 'must be a size in bytes such as 20Gi (starting with a digit from 1 to 9)',
-            }),
-            storageClassName: Type.Optional(Type.String({ maxLength: 253, description: 'Its StorageClass; absent: the default.' })),
-          },
-          {
-            additionalProperties: false,
-            description: 'The repository on a volume of StatefulSet backup (the repository host). Fixed at creation.',
-            'x-kubernetes-validations': [backupVolumeClaimImmutable],
-          },
+        volumeClaim: Type.Optional(
+          Type.Object(
+            {
+              size: Type.String({
+                maxLength: 64,
+                pattern: BYTES_PATTERN,
+                description: "The repository volume's size, e.g. 20Gi.",
+                errorMessage: 'must be a size in bytes such as 20Gi (starting with a digit from 1 to 9)',
+              }),
+              storageClassName: Type.Optional(Type.String({ maxLength: 253, description: 'Its StorageClass; absent: the default.' })),
+            },
+            { additionalProperties: false, description: 'The repository on a volume of StatefulSet backup (the repository host).' },
+          ),
+        ),
+        s3: Type.Optional(
+          Type.Object(
+            {
+              endpoint: Type.String({
+                maxLength: 253,
+                pattern: S3_ENDPOINT_PATTERN,
+                description: 'host[:port] (default 443) of the S3 API, over HTTPS.',
+                errorMessage: 'must be host[:port], without scheme or path',
+              }),
+              bucket: Type.String({ pattern: S3_BUCKET_PATTERN, description: 'Repository at /<namespace> in it.', errorMessage: 'must be an S3 bucket name' }),
+              region: Type.Optional(Type.String({ maxLength: 64, default: DEFAULT_S3_REGION })),
+              credentialsSecret: Type.String({
+                maxLength: 253,
+                description: `Secret of this namespace: ${S3_ACCESS_KEY_ID}, ${S3_SECRET_ACCESS_KEY}, optional ${S3_CA_KEY}.`,
+              }),
+              uriStyle: Type.Optional(Type.Union([Type.Literal('path'), Type.Literal('host')], { default: 'path' })),
+              insecureSkipVerify: Type.Optional(Type.Boolean({ description: "true: the endpoint's certificate is not checked." })),
+            },
+            { additionalProperties: false, description: 'The repository in an S3 bucket, reached by StatefulSet backup.' },
+          ),
         ),
       },
-      { additionalProperties: false },
+      { additionalProperties: false, description: 'Fixed at creation.', 'x-kubernetes-validations': [backupTargetOne, backupTargetImmutable] },
     ),
   },
   {
@@ -863,6 +900,7 @@ export type ComponentStatus = Static<typeof ComponentStatusSchema>;
 export type IngestionStatus = Static<typeof IngestionStatusSchema>;
 export type GatewayStatus = Static<typeof GatewayStatusSchema>;
 export type BackupSpec = Static<typeof BackupSpecSchema>;
+export type S3TargetSpec = NonNullable<BackupSpec['target']['s3']>;
 export type BackupStatus = Static<typeof BackupStatusSchema>;
 export type RestoreSpec = Static<typeof RestoreSpecSchema>;
 export type RestoreStatus = Static<typeof RestoreStatusSchema>;
@@ -883,7 +921,7 @@ export type DefaultedIoTServiceSpec = IoTServiceSpec & {
   processing: Static<typeof ProcessingSpecSchema> & { replicas: number };
   broker: Static<typeof BrokerSpecSchema> & { replicas: number };
   database: Static<typeof DatabaseSpecSchema> & { replicas: number };
-  backup?: Static<typeof BackupSpecSchema> & { schedule: string; retention: number };
+  backup?: Static<typeof BackupSpecSchema> & { schedule: string; retention: number; target: { s3?: S3TargetSpec & { region: string; uriStyle: 'path' | 'host' } } };
 };
 
 /** The IoTService object as the API server returns it. */

@@ -11,8 +11,6 @@
 
 import { Type } from '@sinclair/typebox';
 
-/** Where core/v1 documents a pod's scheduling fields (nodeSelector, affinity, tolerations). */
-export const CORE_V1_SCHEDULING_DOCS = 'https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#scheduling';
 
 /** core/v1 Toleration: which taint a component's pods tolerate. */
 export const TolerationSchema = Type.Object(
@@ -203,5 +201,5 @@ export const AffinitySchema = Type.Object(
     podAffinity: Type.Optional(podAffinityOf('podAffinity')),
     podAntiAffinity: Type.Optional(podAffinityOf('podAntiAffinity')),
   },
-  { additionalProperties: false, description: `Scheduling constraints of the pods (core/v1 Affinity, ${CORE_V1_SCHEDULING_DOCS}).` },
+  { additionalProperties: false, description: 'Scheduling constraints of the pods (core/v1 Affinity).' },
 );

@@ -14,6 +14,7 @@ import { TypeCompiler, ValueErrorType, type ValueError } from '@sinclair/typebox
 import { Value } from '@sinclair/typebox/value';
 import {
   COMPONENTS,
+  backupTargetOne,
   CONFIG_KEY_PATTERN,
   EPHEMERAL_STORAGE,
   IoTServiceSpecSchema,
@@ -102,6 +103,11 @@ const crossFieldChecks: ReadonlyArray<{ path: string; message: string; holds: (s
     path: 'spec.config',
     message: configKeysWellFormed.message,
     holds: (spec) => Object.keys(spec.config ?? {}).every((k) => new RegExp(CONFIG_KEY_PATTERN).test(k)),
+  },
+  {
+    path: 'spec.backup.target',
+    message: backupTargetOne.message,
+    holds: (spec) => !spec.backup || (spec.backup.target.volumeClaim === undefined) !== (spec.backup.target.s3 === undefined),
   },
   {
     path: 'spec.config',

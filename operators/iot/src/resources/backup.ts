@@ -10,7 +10,14 @@
  *   backup every `schedule` (IOT_BACKUP_INTERVAL_SECONDS), `retention` full backups kept
  *   (repo1-retention-full), pgBackRest's server on 8432 and its state on 8433 (/info); ready
  *   while pgBackRest's server accepts connections. Its pods run where the database's may run
- *   (spec.database.placement).
+ *   (spec.database.placement). With `target.s3` instead the repository is in that bucket at
+ *   `/<namespace>` (repo1-type=s3, over HTTPS, the endpoint's certificate checked against the
+ *   credentials Secret's ca.crt when it has one, else the image's CAs, unless insecureSkipVerify),
+ *   the pod has no volume, and its keys come from Secret `backup-s3` (a copy of the user's, made
+ *   by the reconcile) as environment variables, a checksum of them on its template. The repository
+ *   host stays with S3 (the database pods still archive through it): it takes the scheduled
+ *   backups, serves /info and is what restores read from, so the S3 target changes nothing else,
+ *   and only it needs the credentials and a way out of the instance.
  * - Every database pod has a second container `pgbackrest` (image/pgbackrest.mjs `server`) serving
  *   its data directory to the repository host on 8432, and PostgreSQL archives every WAL segment
  *   to the repository (archive-push), switching segments at least every ARCHIVE_TIMEOUT_SECONDS
@@ -28,12 +35,13 @@
  * and the operator the repository host's 8433 (network-policies.ts).
  */
 
+import { createHash } from 'node:crypto';
 import type { V1EnvVar, V1Secret, V1Service, V1StatefulSet } from '@kubernetes/client-node';
-import { backupScheduleSeconds } from '../api/iotservice.ts';
+import { S3_ACCESS_KEY_ID, S3_CA_KEY, S3_SECRET_ACCESS_KEY, backupScheduleSeconds, type DefaultedIoTServiceSpec } from '../api/iotservice.ts';
 import { caSecretData, leafSecretData, type CaCertificates, type CertificateProfile } from './instance-ca.ts';
 import type { Instance } from './instance.ts';
 import { componentLabels, componentSelector, instanceLabels } from './labels.ts';
-import { desiredPodTemplate, tcpProbe, type ContainerRuntime, type Sidecar, DATA_VOLUME } from './pod.ts';
+import { desiredPodTemplate, tcpProbe, type ContainerRuntime, type Sidecar, DATA_VOLUME, type SecretDirectory } from './pod.ts';
 import { BACKUP_STATUS_PORT, PGBACKREST_PORT, PORTS } from './ports.ts';
 import { canonicalQuantity } from './quantity.ts';
 import { service } from './services.ts';
@@ -54,6 +62,10 @@ export const BACKUP_CLIENT = 'iot-pgbackrest';
 export const PGBACKREST_SCRIPT = '/usr/local/bin/iot-pgbackrest';
 /** The database container's variable that turns WAL archiving on (image/database.sh). */
 export const DATABASE_ARCHIVE_TIMEOUT_ENV = 'IOT_DATABASE_ARCHIVE_TIMEOUT';
+
+/** The copy of the S3 credentials Secret in the instance namespace, and where the repository host mounts it (its ca.crt). */
+export const BACKUP_S3_SECRET = 'backup-s3';
+export const BACKUP_S3_DIR = '/etc/iot/backup-s3';
 
 export const BACKUP_CERTIFICATE_PROFILE: CertificateProfile = { caName: 'IoT backup CA', leafName: BACKUP_CLIENT, clientAuth: true };
 
@@ -152,9 +164,52 @@ export function databaseBackupSidecar(instance: Instance): Sidecar | undefined {
   };
 }
 
-/** The repository host's container: the repository, its schedule and retention, every database pod as a pg host, its own server. */
-export function repositoryRuntime(instance: Instance): ContainerRuntime {
+/** The S3 target's credentials as read from its Secret (the values of its keys, base64 as in a Secret's data). */
+export interface S3Credentials {
+  accessKeyId: string;
+  secretAccessKey: string;
+  /** ca.crt: the CA the endpoint's certificate is checked against; absent: the image's trusted CAs. */
+  ca?: string;
+}
+
+type S3Target = NonNullable<NonNullable<DefaultedIoTServiceSpec['backup']>['target']['s3']>;
+
+/** The endpoint's host and port (443 unless it names one). */
+export function s3HostPort(s3: S3Target): { host: string; port: number } {
+  const [host, port] = s3.endpoint.split(':');
+  return { host: host!, port: port ? Number(port) : 443 };
+}
+
+/** The repository in the S3 bucket, at /<namespace>, with path- or host-style URIs over HTTPS; keys from Secret backup-s3. */
+function s3RepositoryOptions(instance: Instance, s3: S3Target, credentials: S3Credentials): V1EnvVar[] {
+  const { host, port } = s3HostPort(s3);
+  const key = (name: string, key: string): V1EnvVar => ({ name, valueFrom: { secretKeyRef: { name: BACKUP_S3_SECRET, key } } });
+  return [
+    env('PGBACKREST_REPO1_TYPE', 's3'),
+    env('PGBACKREST_REPO1_PATH', `/${instance.namespace}`),
+    env('PGBACKREST_REPO1_S3_ENDPOINT', host),
+    env('PGBACKREST_REPO1_STORAGE_PORT', String(port)),
+    env('PGBACKREST_REPO1_S3_BUCKET', s3.bucket),
+    env('PGBACKREST_REPO1_S3_REGION', s3.region),
+    env('PGBACKREST_REPO1_S3_URI_STYLE', s3.uriStyle),
+    key('PGBACKREST_REPO1_S3_KEY', S3_ACCESS_KEY_ID),
+    key('PGBACKREST_REPO1_S3_KEY_SECRET', S3_SECRET_ACCESS_KEY),
+    ...(credentials.ca ? [env('PGBACKREST_REPO1_STORAGE_CA_FILE', `${BACKUP_S3_DIR}/${S3_CA_KEY}`)] : []),
+    ...(s3.insecureSkipVerify ? [env('PGBACKREST_REPO1_STORAGE_VERIFY_TLS', 'n')] : []),
+  ];
+}
+
+/**
+ * The repository host's container: the repository (on its volume, or in the S3 bucket with
+ * `s3`, the target's credentials), its schedule and retention, every database pod as a pg host,
+ * its own server.
+ */
+export function repositoryRuntime(instance: Instance, s3Credentials?: S3Credentials): ContainerRuntime {
   const backup = instance.spec.backup!;
+  const s3 = backup.target.s3;
+  if (s3 && !s3Credentials) throw new Error(`${instance.namespace}: backups go to S3 but no credentials were given`);
+  const secretDirectories: SecretDirectory[] = [{ secret: BACKUP_TLS_SECRET, mountPath: BACKUP_TLS_DIR }];
+  if (s3Credentials?.ca) secretDirectories.push({ secret: BACKUP_S3_SECRET, mountPath: BACKUP_S3_DIR });
   return {
     command: [PGBACKREST_SCRIPT, 'repository'],
     ports: [PGBACKREST_PORT, BACKUP_STATUS_PORT],
@@ -166,20 +221,34 @@ export function repositoryRuntime(instance: Instance): ContainerRuntime {
       env('IOT_BACKUP_STATUS_PORT', String(PORTS.backupStatus)),
       ...commonOptions(instance, 'info'),
       ...serverOptions(instance),
-      env('PGBACKREST_REPO1_PATH', REPOSITORY_PATH),
+      ...(s3 ? s3RepositoryOptions(instance, s3, s3Credentials!) : [env('PGBACKREST_REPO1_PATH', REPOSITORY_PATH)]),
       env('PGBACKREST_REPO1_RETENTION_FULL', String(backup.retention)),
       env('PGBACKREST_START_FAST', 'y'),
       ...databaseHosts(instance).flatMap((host, i) => [...remoteOptions(`PG${i + 1}`, host), ...databaseOptions(i + 1)]),
     ],
-    dataPath: '/var/lib/iot',
-    secretDirectory: { secret: BACKUP_TLS_SECRET, mountPath: BACKUP_TLS_DIR },
+    ...(s3 ? {} : { dataPath: '/var/lib/iot' }),
+    secretDirectories,
   };
 }
 
-/** StatefulSet `backup`: the repository host, its repository on the volume claim of `spec.backup.target`. */
-export function desiredBackupStatefulSet(instance: Instance): V1StatefulSet | undefined {
-  const claim = instance.spec.backup?.target.volumeClaim;
-  if (!claim) return undefined;
+/** Secret backup-s3's data: the S3 credentials (and CA) under the keys of the user's Secret. */
+function s3SecretData(credentials: S3Credentials): Record<string, string> {
+  return {
+    [S3_ACCESS_KEY_ID]: credentials.accessKeyId,
+    [S3_SECRET_ACCESS_KEY]: credentials.secretAccessKey,
+    ...(credentials.ca ? { [S3_CA_KEY]: credentials.ca } : {}),
+  };
+}
+
+/**
+ * StatefulSet `backup`: the repository host, its repository on the volume claim of
+ * `spec.backup.target`, or in its S3 bucket (no volume; the template carries a checksum of the
+ * credentials, read into the environment: changed ones restart the pod).
+ */
+export function desiredBackupStatefulSet(instance: Instance, s3Credentials?: S3Credentials): V1StatefulSet | undefined {
+  if (!backsUp(instance)) return undefined;
+  const claim = instance.spec.backup!.target.volumeClaim;
+  const rolls = s3Credentials ? { secretChecksum: createHash('sha256').update(JSON.stringify(s3SecretData(s3Credentials))).digest('hex').slice(0, 16) } : {};
   return {
     apiVersion: 'apps/v1',
     kind: 'StatefulSet',
@@ -188,17 +257,21 @@ export function desiredBackupStatefulSet(instance: Instance): V1StatefulSet | un
       replicas: 1,
       serviceName: BACKUP,
       selector: { matchLabels: componentSelector(instance, BACKUP) },
-      template: desiredPodTemplate(instance, BACKUP, repositoryRuntime(instance), {}),
-      volumeClaimTemplates: [
-        {
-          metadata: { name: DATA_VOLUME, labels: instanceLabels(instance) },
-          spec: {
-            accessModes: ['ReadWriteOnce'],
-            resources: { requests: { storage: canonicalQuantity(claim.size) } },
-            ...(claim.storageClassName ? { storageClassName: claim.storageClassName } : {}),
-          },
-        },
-      ],
+      template: desiredPodTemplate(instance, BACKUP, repositoryRuntime(instance, s3Credentials), rolls),
+      ...(claim
+        ? {
+            volumeClaimTemplates: [
+              {
+                metadata: { name: DATA_VOLUME, labels: instanceLabels(instance) },
+                spec: {
+                  accessModes: ['ReadWriteOnce'],
+                  resources: { requests: { storage: canonicalQuantity(claim.size) } },
+                  ...(claim.storageClassName ? { storageClassName: claim.storageClassName } : {}),
+                },
+              },
+            ],
+          }
+        : {}),
     },
   };
 }
@@ -209,8 +282,11 @@ export function desiredBackupService(instance: Instance): V1Service | undefined 
   return service(instance, BACKUP, [PGBACKREST_PORT, BACKUP_STATUS_PORT], { headless: true, publishNotReadyAddresses: false });
 }
 
-/** Secrets backup-ca (the CA, mounted nowhere) and backup-tls (the certificate of both ends); none without backups. */
-export function desiredBackupSecrets(instance: Instance, certificates: CaCertificates | undefined): V1Secret[] {
+/**
+ * Secrets backup-ca (the CA, mounted nowhere) and backup-tls (the certificate of both ends), and
+ * with an S3 target backup-s3 (its credentials); none without backups.
+ */
+export function desiredBackupSecrets(instance: Instance, certificates: CaCertificates | undefined, s3Credentials?: S3Credentials): V1Secret[] {
   if (!backsUp(instance)) return [];
   if (!certificates) throw new Error(`${instance.namespace}: backups are on but no certificates were given`);
   const secret = (name: string, data: Record<string, string>, type: string): V1Secret => ({
@@ -220,5 +296,9 @@ export function desiredBackupSecrets(instance: Instance, certificates: CaCertifi
     type,
     data,
   });
-  return [secret(BACKUP_CA_SECRET, caSecretData(certificates.ca), 'Opaque'), secret(BACKUP_TLS_SECRET, leafSecretData(certificates.ca.cert, certificates.server), 'kubernetes.io/tls')];
+  return [
+    secret(BACKUP_CA_SECRET, caSecretData(certificates.ca), 'Opaque'),
+    secret(BACKUP_TLS_SECRET, leafSecretData(certificates.ca.cert, certificates.server), 'kubernetes.io/tls'),
+    ...(s3Credentials ? [secret(BACKUP_S3_SECRET, s3SecretData(s3Credentials), 'Opaque')] : []),
+  ];
 }

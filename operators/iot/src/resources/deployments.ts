@@ -55,7 +55,7 @@ export function gatewayRuntime(instance: Instance): ContainerRuntime {
       ...(servesTls(instance) ? [{ name: GATEWAY_TLS_DIR_ENV, value: GATEWAY_TLS_DIR }] : []),
       ...(connections !== undefined ? [{ name: GATEWAY_MAX_CONNECTIONS_ENV, value: String(connections) }] : []),
     ],
-    ...(servesTls(instance) ? { secretDirectory: { secret: GATEWAY_TLS_SECRET, mountPath: GATEWAY_TLS_DIR } } : {}),
+    ...(servesTls(instance) ? { secretDirectories: [{ secret: GATEWAY_TLS_SECRET, mountPath: GATEWAY_TLS_DIR }] } : {}),
   };
 }
 

@@ -32,7 +32,7 @@ import type {
   V1StatefulSet,
 } from '@kubernetes/client-node';
 import { COMPONENTS } from '../api/iotservice.ts';
-import { desiredBackupSecrets, desiredBackupService, desiredBackupStatefulSet } from './backup.ts';
+import { desiredBackupSecrets, desiredBackupService, desiredBackupStatefulSet, type S3Credentials } from './backup.ts';
 import { configChecksum, desiredConfigMap } from './configmap.ts';
 import type { KeptEmptyDirs } from './data-volume.ts';
 import { desiredCoreDeployment, desiredGatewayDeployment, desiredProcessingDeployment } from './deployments.ts';
@@ -110,6 +110,8 @@ export interface ChildSources {
   gatewayTls?: GatewayTlsMaterial;
   /** The backups' CA and the certificate of both ends (backup.ts), kept or renewed by the reconcile; only for an instance with `spec.backup`. */
   backupCertificates?: CaCertificates;
+  /** With spec.backup.target.s3: its credentials as read from its Secret (backup.ts); required then. */
+  backupS3Credentials?: S3Credentials;
   /** With spec.restore, while the restore is not done: the client certificate of the source's backup CA (restore.ts); undefined: Secret restore-tls without data. */
   restoreCertificate?: RestoreCertificate;
   /** Who this instance's database reaches, and whose database its repository host admits, for restores (restore.ts). */
@@ -165,7 +167,7 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       { object: desiredCredentialsSecret(instance, sources.credentials, sources.credentialsRotation) as DesiredObject, generated: true },
       ...(tls?.instanceCa ? [apply(desiredGatewayCaSecret(instance, tls.instanceCa))] : []),
       ...(tls ? [apply(desiredGatewayTlsSecret(instance, tls))] : []),
-      ...desiredBackupSecrets(instance, sources.backupCertificates).map(apply),
+      ...desiredBackupSecrets(instance, sources.backupCertificates, sources.backupS3Credentials).map(apply),
       ...optional(desiredRestoreTlsSecret(instance, sources.restoreCertificate)),
       apply(configMap),
       ...(tls ? [apply(desiredGatewayCaConfigMap(instance, tls))] : []),
@@ -180,7 +182,7 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       ...desiredPatroniAccess(instance).map(apply),
       apply(desiredBrokerStatefulSet(instance, sources.keptEmptyDirs, sources.credentialsRotation, sources.keptOrderedReadyBroker)),
       apply(desiredDatabaseStatefulSet(instance, sources.keptEmptyDirs, sources.credentialsRotation)),
-      ...optional(desiredBackupStatefulSet(instance)),
+      ...optional(desiredBackupStatefulSet(instance, sources.backupS3Credentials)),
       apply(desiredCoreDeployment(instance, checksum, sources.credentialsRotation)),
       apply(desiredProcessingDeployment(instance, checksum, sources.credentialsRotation)),
       apply(desiredGatewayDeployment(instance, checksum, sources.credentialsRotation)),

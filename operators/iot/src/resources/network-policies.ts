@@ -15,7 +15,8 @@
  * (Patroni's REST API), and `database-api-server` lets the database pods reach the API server,
  * Patroni's store, at the addresses behind Service `kubernetes` (api-server.ts); with backups
  * (BACKUP_FLOWS) database → backup and backup → database on pgBackRest's 8432 (WAL archived,
- * backups taken), in `database-peers` and the repository host's `backup-peers`, and
+ * backups taken), in `database-peers` and the repository host's `backup-peers` (with an S3
+ * target it also lets the repository host alone out to the endpoint's port, any address), and
  * `backup-status` admits the operator to the repository host's 8433 alone (its /info); with
  * `spec.restore` (restore.ts), until the restore is done, `database-peers` lets the database pods
  * reach the source instance's repository host on 8432, and the source's `backup-peers` admits
@@ -48,7 +49,7 @@ import type {
   V1NetworkPolicySpec,
 } from '@kubernetes/client-node';
 import { COMPONENTS } from '../api/iotservice.ts';
-import { BACKUP, backsUp } from './backup.ts';
+import { BACKUP, backsUp, s3HostPort } from './backup.ts';
 import type { Instance } from './instance.ts';
 import { runsPatroni } from './patroni.ts';
 import type { RestorePeers } from './restore.ts';
@@ -148,6 +149,16 @@ function otherInstancePeer(namespace: string, id: string, component: WorkloadNam
 }
 
 /**
+ * With an S3 target, the repository host's out to the endpoint: its TCP port on any address (a
+ * policy cannot name a host; an endpoint's addresses may change), which nothing else of the
+ * instance may reach.
+ */
+function s3Egress(instance: Instance): V1NetworkPolicyEgressRule[] {
+  const s3 = instance.spec.backup?.target.s3;
+  return s3 ? [{ ports: [{ protocol: 'TCP', port: s3HostPort(s3).port }] }] : [];
+}
+
+/**
  * One component's pods: in from and out to exactly the components of its `COMPONENT_FLOWS`, on
  * their ports; with `restore` (restore.ts) the database's out to the source's repository host
  * while its restore is not done, and the repository host's in from the database pods of each
@@ -165,6 +176,7 @@ export function desiredComponentPeersPolicy(instance: Instance, component: Workl
   const egress: V1NetworkPolicyEgressRule[] = [
     ...rulesByPort(instance, flows.filter((f) => f.from === component), (f) => f.to).map(({ peers, ports }) => ({ to: peers, ports })),
     ...(source ? [{ to: [otherInstancePeer(source.namespace, source.id, BACKUP)], ports: pgbackrest }] : []),
+    ...(component === BACKUP ? s3Egress(instance) : []),
   ];
   return policy(instance, componentPeersPolicyName(component), {
     podSelector: { matchLabels: componentSelector(instance, component) },

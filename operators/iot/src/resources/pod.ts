@@ -8,7 +8,8 @@
  * the instance's config mount path (default /etc/sap/config.yml, subPath) and /tmp is a small writable emptyDir; a
  * component's Secret directory (the gateway's TLS files) is mounted read-only without subPath and
  * readable by the pod's group alone, and no hash of its content is on the template, so a changed
- * Secret reaches running pods without restarting them; the template of
+ * Secret reaches running pods without restarting them (a Secret read into environment variables,
+ * the repository host's S3 credentials, is hashed onto the template: a change restarts its pods); the template of
  * a component that reads config.yml (gateway, core, processing) carries the config checksum
  * annotation, so a configuration change rolls its pods (a subPath mount never sees a ConfigMap
  * update); broker and database do not read it, so a configuration change leaves them running.
@@ -51,6 +52,8 @@ export const CONFIG_VOLUME = 'config';
 export const TMP_VOLUME = 'tmp';
 export const DATA_VOLUME = 'data';
 export const TMP_SIZE_LIMIT = '64Mi';
+/** On a pod template: the checksum of Secrets its containers read into their environment (TemplateRolls). */
+export const SECRET_CHECKSUM_ANNOTATION = 'cp.iotservices.io/secret-checksum';
 
 /** The environment variable each credential of iot-credentials reaches a component as. */
 export const CREDENTIAL_ENV: Readonly<Record<CredentialName, string>> = {
@@ -79,10 +82,10 @@ export interface ContainerRuntime {
   /** Writable data directory (StatefulSets), mounted from volume `data`. */
   dataPath?: string;
   /**
-   * A Secret mounted whole and read-only at `mountPath` (a volume named after it, no subPath, so
-   * the kubelet brings its updates into the running pods).
+   * Secrets each mounted whole and read-only at its `mountPath` (a volume named after it, no
+   * subPath, so the kubelet brings its updates into the running pods).
    */
-  secretDirectory?: { secret: string; mountPath: string };
+  secretDirectories?: readonly SecretDirectory[];
   /**
    * The ServiceAccount the pod runs as, its token mounted: only for a component that talks to the
    * API server itself (three database replicas: Patroni). Absent: the namespace's default
@@ -104,11 +107,16 @@ export interface ContainerRuntime {
   init?: InitContainer;
 }
 
+export interface SecretDirectory {
+  secret: string;
+  mountPath: string;
+}
+
 export interface InitContainer {
   name: string;
   command: string[];
   environment: readonly V1EnvVar[];
-  secretDirectory: { secret: string; mountPath: string };
+  secretDirectory: SecretDirectory;
 }
 
 export interface Sidecar {
@@ -212,6 +220,8 @@ export interface TemplateRolls {
   configChecksum?: string;
   /** The rotation the credentials were last made for (secrets.ts `credentialsRotation`), if any. */
   credentialsRotation?: string;
+  /** A checksum of Secrets read into environment variables (the backup repository host's S3 Secret), if any. */
+  secretChecksum?: string;
 }
 
 /**
@@ -219,7 +229,8 @@ export interface TemplateRolls {
  * `data` volume; with storage the volume comes from the claim template and is not listed here.
  * `rolls.configChecksum` (of config.yml) is given for the components that read config.yml and put
  * on their template, so a configuration change rolls their pods; undefined: no annotation, and a
- * configuration change leaves the pods running. `rolls.credentialsRotation` is put on it likewise.
+ * configuration change leaves the pods running. `rolls.credentialsRotation` and
+ * `rolls.secretChecksum` are put on it likewise.
  */
 export function desiredPodTemplate(
   instance: Instance,
@@ -234,15 +245,15 @@ export function desiredPodTemplate(
     { name: TMP_VOLUME, mountPath: '/tmp' },
   ];
   if (runtime.dataPath) volumeMounts.push({ name: DATA_VOLUME, mountPath: runtime.dataPath });
-  const secretDirectory = runtime.secretDirectory;
-  if (secretDirectory) volumeMounts.push({ name: secretDirectory.secret, mountPath: secretDirectory.mountPath, readOnly: true });
+  const secretDirectories = runtime.secretDirectories ?? [];
+  for (const { secret, mountPath } of secretDirectories) volumeMounts.push({ name: secret, mountPath, readOnly: true });
 
   const volumes: V1Volume[] = [
     { name: CONFIG_VOLUME, configMap: { name: CONFIG_MAP_NAME, defaultMode: 0o444 } },
     { name: TMP_VOLUME, emptyDir: { sizeLimit: TMP_SIZE_LIMIT } },
   ];
   if (runtime.dataPath && options.dataEmptyDir) volumes.push({ name: DATA_VOLUME, emptyDir: {} });
-  if (secretDirectory) volumes.push({ name: secretDirectory.secret, secret: { secretName: secretDirectory.secret, defaultMode: 0o440 } });
+  for (const { secret } of secretDirectories) volumes.push({ name: secret, secret: { secretName: secret, defaultMode: 0o440 } });
 
   const resources = canonicalResources(spec.resources);
   const securityContext = {
@@ -277,7 +288,7 @@ export function desiredPodTemplate(
     env: init.environment.map((variable) => ({ ...variable })),
     ...(resources ? { resources: structuredClone(resources) } : {}),
     volumeMounts: [
-      ...volumeMounts.filter((mount) => mount.name !== secretDirectory?.secret).map((mount) => ({ ...mount })),
+      ...volumeMounts.filter((mount) => !secretDirectories.some(({ secret }) => secret === mount.name)).map((mount) => ({ ...mount })),
       { name: init.secretDirectory.secret, mountPath: init.secretDirectory.mountPath, readOnly: true },
     ],
     securityContext: structuredClone(securityContext),
@@ -301,6 +312,7 @@ export function desiredPodTemplate(
   const annotations = {
     ...(rolls.configChecksum === undefined ? {} : { [CONFIG_CHECKSUM_ANNOTATION]: rolls.configChecksum }),
     ...(rolls.credentialsRotation === undefined ? {} : { [CREDENTIALS_ROTATION_ANNOTATION]: rolls.credentialsRotation }),
+    ...(rolls.secretChecksum === undefined ? {} : { [SECRET_CHECKSUM_ANNOTATION]: rolls.secretChecksum }),
   };
   return {
     metadata: {

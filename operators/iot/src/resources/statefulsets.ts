@@ -92,7 +92,7 @@ export function databaseRuntime(instance: Instance): ContainerRuntime {
   return {
     ...runtime,
     environment: [...(runtime.environment ?? []), ...databaseArchiveEnvironment(instance)],
-    secretDirectory: { secret: BACKUP_TLS_SECRET, mountPath: BACKUP_TLS_DIR },
+    secretDirectories: [{ secret: BACKUP_TLS_SECRET, mountPath: BACKUP_TLS_DIR }],
     sidecar,
   };
 }

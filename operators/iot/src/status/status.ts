@@ -372,7 +372,7 @@ type StorageComponent = (typeof STORAGE_COMPONENTS)[number];
  */
 export function claimStorageClass(spec: DefaultedIoTServiceSpec | undefined, podName: string): { className?: string; field: string } | undefined {
   const owner = /^([a-z]+)-\d+$/.exec(podName)?.[1];
-  if (owner === 'backup') return { className: spec?.backup?.target.volumeClaim.storageClassName, field: 'spec.backup.target.volumeClaim.storageClassName' };
+  if (owner === 'backup') return { className: spec?.backup?.target.volumeClaim?.storageClassName, field: 'spec.backup.target.volumeClaim.storageClassName' };
   const component = STORAGE_COMPONENTS.find((c) => c === owner);
   return component && { className: spec?.[component].storageClassName, field: `spec.${component}.storageClassName` };
 }
