@@ -188,6 +188,26 @@ test('consumeInBatches: at a stop, the batch being written and those waiting are
   assert.ok(arrived.every((d) => !d.acked && d.naked), JSON.stringify(arrived.map((d) => [d.acked, d.naked])));
 });
 
+test('consumeInBatches: what the source still yields after a stop is handed back at once, none acknowledged', async () => {
+  const first = deliveries(envelope('m-0'));
+  const late = deliveries(envelope('m-1'), envelope('m-2'));
+  const stop = new AbortController();
+  let stopped: () => void = () => undefined;
+  async function* source() {
+    yield* first;
+    await new Promise<void>((resolve) => (stopped = resolve));
+    yield* late; // what the last pull brought, yielded before the source ends
+  }
+  const write = (_batch: Delivery[]) => new Promise<void>((_resolve, reject) => stop.signal.addEventListener('abort', () => reject(stop.signal.reason as Error)));
+  const consuming = consumeInBatches(source(), write, { maxBatch: 10, signal: stop.signal });
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  stop.abort(new Error('stopping'));
+  await consuming;
+  stopped();
+  await waitFor(() => late.every((d) => d.naked), 'the late deliveries handed back');
+  assert.ok([...first, ...late].every((d) => !d.acked && d.naked), JSON.stringify([...first, ...late].map((d) => [d.acked, d.naked])));
+});
+
 test('through the broker: a message not stored before processing stops is handed out again and stored once', async () => {
   const service = await startService();
   try {
