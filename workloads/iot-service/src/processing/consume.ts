@@ -84,6 +84,7 @@ export async function consumeTelemetry(connection: NatsConnection, options: Cons
   signal.removeEventListener('abort', stop);
   if (signal.aborted) {
     // What the last pull brought, yielded until the iterator closed, is handed back (writer.ts), and the broker has those answers before the connection closes.
+    stop(); // closed already unless the abort came before its listener
     await messages.closed().catch(() => undefined);
     await connection.flush().catch(() => undefined);
   }
