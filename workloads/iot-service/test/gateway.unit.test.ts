@@ -2,13 +2,15 @@
  * The gateway on 127.0.0.1, between a device, core (on the in-memory store) and a real NATS
  * Server with JetStream: who is admitted, what is forwarded, what is refused at the door because
  * it could never be stored, that a device's acknowledgement waits for the broker's, and that a
- * full stream slows devices down instead of losing what they were told is kept.
+ * full stream slows devices down instead of losing what they were told is kept; and that a
+ * draining gateway still serves HTTP while it sends keep-alive devices elsewhere.
  */
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import mqtt from 'mqtt';
-import { connect as tcpConnect } from 'node:net';
+import { Agent, request as httpRequest } from 'node:http';
+import { connect as tcpConnect, type Socket } from 'node:net';
 import { deviceTelemetryTopic } from '../src/shared/telemetry.ts';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { TELEMETRY_STREAM } from '../src/shared/broker.ts';
@@ -265,5 +267,33 @@ test('a broker that lost the stream: the gateway is unready until core made it a
     assert.equal(((await lost.lastInStream(dev.id))?.payload as { after?: number }).after !== undefined, true, 'the accepted message is in the new stream');
   } finally {
     await lost.close();
+  }
+});
+
+// Last: the gateway drains from here on.
+test('draining (its pod stopping): HTTP is still served, and each answer ends its keep-alive connection, so the device reconnects', async () => {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const post = (messageId: string) =>
+    new Promise<{ status: number; connection: string | undefined; socket: Socket }>((resolve, reject) => {
+      const req = httpRequest(`${service.gatewayHttpUrl}/v1/telemetry`, { method: 'POST', agent, headers: { Authorization: basic(device.id, device.password), 'Content-Type': 'application/json', 'Message-Id': messageId } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, socket: req.socket! }));
+      });
+      req.on('error', reject);
+      req.end('{"t":1}');
+    });
+  try {
+    const before = await post('drain-1');
+    assert.deepEqual([before.status, before.connection], [202, 'keep-alive']);
+    service.gateway.drain();
+    const closed = new Promise((resolve) => before.socket.once('close', resolve));
+    const during = await post('drain-2');
+    assert.equal(during.socket, before.socket, 'sent on the kept-alive connection');
+    assert.deepEqual([during.status, during.connection], [202, 'close']);
+    await closed;
+    assert.equal((await service.lastInStream('dev-1'))?.messageId, 'drain-2');
+    assert.equal((await post('drain-3')).status, 202, 'a new connection is served while draining');
+  } finally {
+    agent.destroy();
   }
 });

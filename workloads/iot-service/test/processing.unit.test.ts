@@ -17,11 +17,15 @@ import {
   DEAD_LETTER_MAX_MESSAGES,
   DEAD_LETTER_STREAM,
   ensureDeadLetterStream,
+  ensureProcessingConsumer,
+  PROCESSING_ACK_WAIT_MS,
+  PROCESSING_CONSUMER,
+  TELEMETRY_STREAM,
   telemetrySubject,
 } from '../src/shared/broker.ts';
 import type { DeadLetter } from '../src/shared/store.ts';
 import { encodeEnvelope, type TelemetryEnvelope } from '../src/shared/telemetry.ts';
-import { captureLog, connectToBroker, startService, waitFor, type Service } from './harness.ts';
+import { captureLog, connectAs, connectToBroker, startService, waitFor, type Service } from './harness.ts';
 import { MemoryStore } from './memory-store.ts';
 
 const envelope = (messageId: string, payload: Record<string, unknown> = { messageId }, deviceId = 'dev-1'): TelemetryEnvelope => ({
@@ -188,6 +192,26 @@ test('consumeInBatches: at a stop, the batch being written and those waiting are
   assert.ok(arrived.every((d) => !d.acked && d.naked), JSON.stringify(arrived.map((d) => [d.acked, d.naked])));
 });
 
+test('consumeInBatches: what the source still yields after a stop is handed back at once, none acknowledged', async () => {
+  const first = deliveries(envelope('m-0'));
+  const late = deliveries(envelope('m-1'), envelope('m-2'));
+  const stop = new AbortController();
+  let stopped: () => void = () => undefined;
+  async function* source() {
+    yield* first;
+    await new Promise<void>((resolve) => (stopped = resolve));
+    yield* late; // what the last pull brought, yielded before the source ends
+  }
+  const write = (_batch: Delivery[]) => new Promise<void>((_resolve, reject) => stop.signal.addEventListener('abort', () => reject(stop.signal.reason as Error)));
+  const consuming = consumeInBatches(source(), write, { maxBatch: 10, signal: stop.signal });
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  stop.abort(new Error('stopping'));
+  await consuming;
+  stopped();
+  await waitFor(() => late.every((d) => d.naked), 'the late deliveries handed back');
+  assert.ok([...first, ...late].every((d) => !d.acked && d.naked), JSON.stringify([...first, ...late].map((d) => [d.acked, d.naked])));
+});
+
 test('through the broker: a message not stored before processing stops is handed out again and stored once', async () => {
   const service = await startService();
   try {
@@ -242,6 +266,21 @@ test('the DEAD_LETTERS stream as core makes it: limits retention, 30 days and 10
     await ensureDeadLetterStream(jsm, service.stream);
     const updated = (await jsm.streams.info(DEAD_LETTER_STREAM)).config;
     assert.deepEqual([updated.max_msgs, updated.max_age], [DEAD_LETTER_MAX_MESSAGES, DEAD_LETTER_MAX_AGE_MS * 1_000_000]);
+  }));
+
+test('the consumer processing as core makes it hands out again what is not acknowledged within 5 s; one made before with another ack wait is given 5 s', () =>
+  withService(async (service, client) => {
+    const jsm = await jetstreamManager(client);
+    const ackWait = async () => (await jsm.consumers.info(TELEMETRY_STREAM, PROCESSING_CONSUMER)).config.ack_wait;
+    assert.equal(await ackWait(), PROCESSING_ACK_WAIT_MS * 1_000_000);
+    await jsm.consumers.update(TELEMETRY_STREAM, PROCESSING_CONSUMER, { ack_wait: 30_000_000_000 }); // as instances made before
+    const core = await connectAs(service.broker, 'core', 'core-test');
+    try {
+      await ensureProcessingConsumer(await jetstreamManager(core, { checkAPI: false })); // as core, with its broker user's rights
+    } finally {
+      await core.close();
+    }
+    assert.equal(await ackWait(), 5_000_000_000);
   }));
 
 test('through the broker: a dead letter of a batch handed out again is counted once; the error is cut to 500 characters', () =>

@@ -10,7 +10,8 @@
  * there (broker-resources.ts) and announces device changes there (device-notices.ts); the broker
  * is no part of readiness (registration, the telemetry query and the gateway's device check need
  * none), only a password reset, device deletion or command waits for it (503 without). On SIGTERM it turns
- * unready, ends the open event streams (event-stream.ts: their applications reconnect to another
+ * unready and, in a pod, keeps serving for 5 s while its Service lets go of it (lifecycle.ts
+ * `leaveEndpoints`), each answer then closing its connection; then it ends the open event streams (event-stream.ts: their applications reconnect to another
  * replica and resume), stops accepting, finishes open requests, says farewell on the broker and disconnects,
  * and closes the database pool. Commands to devices (commands.ts) go out over the same broker
  * connection, at most IOT_COMMANDS_PER_SECOND a second (optional, default 500).
@@ -22,9 +23,9 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { connectBroker } from '../shared/broker.ts';
 import { BROKER_USERS, credential, DATABASE_ROLES, loadConfig } from '../shared/config.ts';
 import { startHealthServer } from '../shared/health.ts';
-import { startComponent } from '../shared/lifecycle.ts';
+import { leaveEndpoints, startComponent } from '../shared/lifecycle.ts';
 import { createLogger } from '../shared/log.ts';
-import { closeServer, listenOn } from '../shared/net.ts';
+import { closeAfterEachAnswer, closeServer, listenOn } from '../shared/net.ts';
 import { retry } from '../shared/retry.ts';
 import { createPool, PostgresStore } from '../shared/store.ts';
 import { serviceVersion } from '../shared/version.ts';
@@ -99,6 +100,8 @@ await startComponent(log, version, async () => {
   return {
     stop: async () => {
       health.stopping();
+      closeAfterEachAnswer(api);
+      await leaveEndpoints();
       stopping.abort(new Error('stopping'));
       events.close();
       if (api.listening) await closeServer(api);

@@ -14,8 +14,10 @@
  * cached logins (devices.ts `forget`) and closes its open MQTT connection, so it must log in
  * again; `forgetLogins` (a change may have been missed) forgets every cached login, leaving
  * connections open; `trackDeviceChanges` makes the tracker (device-changes.ts) that hands core's
- * notices to both, logging each. `close` stops accepting, closes device connections, and stops
- * following the certificate; closing again waits for the same.
+ * notices to both, logging each. `drain` (its pod is stopping, still in the Service's endpoints)
+ * keeps serving but ends each HTTP connection with its next answer, so keep-alive devices
+ * reconnect through the Service to a pod that stays. `close` stops accepting, closes device
+ * connections, and stops following the certificate; closing again waits for the same.
  */
 
 import { createServer as createHttpServer } from 'node:http';
@@ -23,7 +25,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import { createServer as createNetServer, type AddressInfo, type Server } from 'node:net';
 import { createServer as createTlsServer } from 'node:tls';
 import type { Logger } from '../shared/log.ts';
-import { closeServer, listenOn } from '../shared/net.ts';
+import { closeAfterEachAnswer, closeServer, listenOn } from '../shared/net.ts';
 import type { ConnectionSink } from './connection-events.ts';
 import type { CommandDelivery } from './command-delivery.ts';
 import { countConnections } from './connections.ts';
@@ -70,6 +72,7 @@ export interface Gateway {
   ready(): void;
   deviceChanged(deviceId: string): void;
   forgetLogins(): void;
+  drain(): void;
   close(): Promise<void>;
 }
 
@@ -106,8 +109,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const noDelay = { noDelay: true };
   if (mqtt && protocols.has('mqtt')) servers.set('mqtt', createNetServer(noDelay, mqtt.handle));
   if (mqtt && certificate && protocols.has('mqtts')) servers.set('mqtts', certificate.secure(createTlsServer(noDelay, mqtt.handle)));
-  if (http && protocols.has('http')) servers.set('http', createHttpServer(http));
-  if (http && certificate && protocols.has('https')) servers.set('https', certificate.secure(createHttpsServer({}, http)));
+  const httpServers = [
+    ...(http && protocols.has('http') ? [['http', createHttpServer(http)] as const] : []),
+    ...(http && certificate && protocols.has('https') ? [['https', certificate.secure(createHttpsServer({}, http))] as const] : []),
+  ];
+  for (const [protocol, server] of httpServers) servers.set(protocol, server);
   const ports: Partial<Record<ServedProtocol, number>> = {};
   for (const [protocol, server] of servers) {
     countConnections(server, metrics, log, { max: options.maxConnections, limitedSource: (address) => login.sourceLimited(address) });
@@ -124,6 +130,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       mqtt?.disconnect(deviceId);
     },
     forgetLogins: () => devices.forgetAll(),
+    drain: () => httpServers.forEach(([, server]) => closeAfterEachAnswer(server)),
     close: () =>
       (closing ??= (async () => {
         certificate?.close();

@@ -16,15 +16,17 @@
  * which was deleted has its cached logins forgotten and its MQTT connection closed, and every
  * cached login is forgotten when a notice may have been missed. It publishes each device's MQTT
  * connection events (connection-events.ts). Commands reach devices over a second broker
- * connection of its own (command-delivery.ts). On SIGTERM it turns unready, stops accepting
- * devices, finishes open requests, publishes its devices' disconnects (for at most 5 s) and
+ * connection of its own (command-delivery.ts). On SIGTERM it turns unready and, in a pod, keeps
+ * serving for 5 s while its Service lets go of it (lifecycle.ts `leaveEndpoints`), each HTTP
+ * answer then closing its connection; then it stops accepting devices, closes their MQTT
+ * connections, finishes open requests, publishes its devices' disconnects (for at most 5 s) and
  * disconnects from the broker.
  */
 
 import { hostname } from 'node:os';
 import { credential, loadConfig } from '../shared/config.ts';
 import { startHealthServer } from '../shared/health.ts';
-import { startComponent } from '../shared/lifecycle.ts';
+import { leaveEndpoints, startComponent } from '../shared/lifecycle.ts';
 import { createLogger } from '../shared/log.ts';
 import { tcpReachable } from '../shared/net.ts';
 import { GATEWAY_HTTP_PORT, GATEWAY_HTTPS_PORT, GATEWAY_MQTT_PORT, GATEWAY_MQTTS_PORT, HEALTH_PORT, LISTEN_HOST } from '../shared/ports.ts';
@@ -90,6 +92,8 @@ await startComponent(log, version, async () => {
   return {
     stop: async () => {
       health.stopping();
+      gateway.drain();
+      await leaveEndpoints();
       await gateway.close();
       await connections.flush(5_000);
       connections.close();

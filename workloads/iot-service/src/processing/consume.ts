@@ -17,8 +17,9 @@
  * the broker cannot answer (its leaders being elected): pulling resumes seconds after the brokers
  * do. A consumer the broker lost meanwhile is pulled from again the same way once core made it
  * again. What the client reports of it (heartbeats missed, the consumer or stream not found, no
- * responders) is logged. It resolves once `signal` aborted (what it had not acknowledged is
- * handed out again) and rejects when the broker ended the consumer otherwise.
+ * responders) is logged. It resolves once `signal` aborted and what it had received but not
+ * acknowledged — written or not, the last pull's messages too — was handed back (handed out again
+ * at once, not after the consumer's ack wait) and rejects when the broker ended the consumer otherwise.
  */
 
 import { jetstream } from '@nats-io/jetstream';
@@ -81,5 +82,11 @@ export async function consumeTelemetry(connection: NatsConnection, options: Cons
   };
   await consumeInBatches(messages, write, { maxBatch: MAX_BATCH, signal, progress: options.progress });
   signal.removeEventListener('abort', stop);
+  if (signal.aborted) {
+    // What the last pull brought, yielded until the iterator closed, is handed back (writer.ts), and the broker has those answers before the connection closes.
+    stop(); // closed already unless the abort came before its listener
+    await messages.closed().catch(() => undefined);
+    await connection.flush().catch(() => undefined);
+  }
   if (!signal.aborted) throw new Error('the broker ended the consumer');
 }

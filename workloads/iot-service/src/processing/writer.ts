@@ -151,8 +151,8 @@ export class WriteProgress {
 /**
  * Writes what `source` delivers, batch after batch, until the source ends (rejecting with the
  * source's error if it failed) or `signal` aborts; each delivery is acknowledged after its batch
- * was written, and what is unwritten at a stop is handed back. The caller stops the source when
- * it aborts.
+ * was written, and what is unwritten at a stop is handed back, as is what the source yields after
+ * the stop. The caller stops the source when it aborts.
  */
 export async function consumeInBatches(
   source: AsyncIterable<Delivery>,
@@ -172,11 +172,16 @@ export async function consumeInBatches(
   void (async () => {
     try {
       for await (const delivery of source) {
+        // Stopped, the source still yields what it had received until the caller's stop ends it
+        // (nats.js: what the last pull brought): handed back at once, not left to the broker's ack wait.
+        if (options.signal.aborted) {
+          delivery.nak();
+          continue;
+        }
         waiting.push(delivery);
         options.progress?.arrived();
         arrived?.();
         while (waiting.length >= 2 * options.maxBatch && !options.signal.aborted) await new Promise<void>((resolve) => (room = resolve));
-        if (options.signal.aborted) break;
       }
     } catch (error) {
       failure = error;

@@ -20,8 +20,9 @@
  * `DEAD_LETTER_MAX_MESSAGES`, dropping the oldest beyond (`discard: old`), so its last sequence
  * number counts every notice it ever took and only grows while the stream exists.
  * `ensureProcessingConsumer` does the same for the durable pull consumer all
- * processing replicas share: explicit acknowledgement, redelivery after `ACK_WAIT_MS` without one,
- * never giving up on a message. A device's message is on subject `telemetry.<device id>` with
+ * processing replicas share: explicit acknowledgement, redelivery after `PROCESSING_ACK_WAIT_MS`
+ * without one, never giving up on a message; an existing one with another ack wait (an instance
+ * made before) gets this one. A device's message is on subject `telemetry.<device id>` with
  * every `.` of the id written `%2E`, so one device is one subject token; its JetStream message id
  * is `<device id>/<message id>`, so the stream stores a message the gateway publishes twice
  * within its duplicate window once. The notice of a dead letter is on
@@ -43,7 +44,15 @@ export const DEAD_LETTER_SUBJECTS = 'deadletters.>';
 export const DEAD_LETTER_MAX_AGE_MS = 30 * 24 * 60 * 60_000;
 export const DEAD_LETTER_MAX_MESSAGES = 100_000;
 export const PROCESSING_CONSUMER = 'processing';
-/** How long processing holds a message without acknowledging it before the broker hands it out again. */
+/**
+ * How long processing's consumer waits for a delivery's acknowledgement before handing it out
+ * again: a delivery lost on its way (a broker leaving or rejoining a roll) is stored only after it,
+ * and with 30 s an upgrade stored one message 30 s after its acknowledgement (bench/analysis.md,
+ * issue 54). processing writes a batch in milliseconds and marks a batch whose write it retries as
+ * in progress; a delivery held longer behind it may be handed out twice, and is stored once.
+ */
+export const PROCESSING_ACK_WAIT_MS = 5_000;
+/** How long a consumer of the events stream (processing's `connections`, events.ts) holds a message without acknowledging it before the broker hands it out again. */
 export const ACK_WAIT_MS = 30_000;
 /** Messages handed to processing and not yet acknowledged, over all replicas together. */
 export const MAX_ACK_PENDING = 20_000;
@@ -201,8 +210,10 @@ export function ensureDeadLetterStream(jsm: JetStreamManager, stream: StreamConf
 }
 
 export async function ensureProcessingConsumer(jsm: JetStreamManager): Promise<void> {
+  const ackWait = nanos(PROCESSING_ACK_WAIT_MS);
   try {
-    await jsm.consumers.info(TELEMETRY_STREAM, PROCESSING_CONSUMER);
+    const info = await jsm.consumers.info(TELEMETRY_STREAM, PROCESSING_CONSUMER);
+    if (info.config.ack_wait !== ackWait) await jsm.consumers.update(TELEMETRY_STREAM, PROCESSING_CONSUMER, { ack_wait: ackWait });
     return;
   } catch (error) {
     if (!isApiError(error, JetStreamApiCodes.ConsumerNotFound)) throw error;
@@ -210,7 +221,7 @@ export async function ensureProcessingConsumer(jsm: JetStreamManager): Promise<v
   await jsm.consumers.add(TELEMETRY_STREAM, {
     durable_name: PROCESSING_CONSUMER,
     ack_policy: AckPolicy.Explicit,
-    ack_wait: nanos(ACK_WAIT_MS),
+    ack_wait: ackWait,
     max_ack_pending: MAX_ACK_PENDING,
     max_deliver: -1,
   });
