@@ -9,8 +9,7 @@
  * the reason), then the device (404 unknown), this core replica's command rate (429 with
  * `Retry-After` beyond it: `perSecond` a second after a burst of as many; the api counts every
  * command of this core process) and the broker (503 with `Retry-After: 1` while core is not
- * connected to it); then its record `queued` is stored and the command put on the stream (with the
- * record's sequence, shared/commands.ts), and only
+ * connected to it); then its record `queued` is stored and the command put on the stream, and only
  * then answered: 202 `{"commandId", "state": "queued"}` — or, with responseTimeoutSeconds, the
  * request is held until the device answered, the command failed or expired, or the timeout: 200
  * with the record (its `status` and `response` the device's), else 504 with the record as it
@@ -21,7 +20,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
-import { headers, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { CommandStates, isFinal, type CommandRecord } from '../shared/command-states.ts';
 import {
   commandSubject,
@@ -34,7 +33,6 @@ import {
   MAX_RETRIES,
   MAX_TTL_SECONDS,
   newCommandId,
-  STATE_SEQ_HEADER,
   type Command,
 } from '../shared/commands.ts';
 import { HttpError, readJson, sendJson } from '../shared/http.ts';
@@ -149,10 +147,8 @@ export class Commands {
       await this.waitReady(waits, deadline);
       final = waits.wait(command.id, deadline - Date.now());
     }
-    const queued = await states.create(command);
-    const stateSeq = headers();
-    stateSeq.set(STATE_SEQ_HEADER, String(queued.seq));
-    await js.publish(commandSubject(deviceId), encodeCommand(command), { msgID: command.id, headers: stateSeq });
+    await states.create(command);
+    await js.publish(commandSubject(deviceId), encodeCommand(command), { msgID: command.id });
     this.options.log.info('command queued', { device: deviceId, command: command.id, name: command.name });
     if (final === undefined) return sendJson(res, 202, { commandId: command.id, state: 'queued' });
     const answered = await final;

@@ -13,20 +13,17 @@
  * (then recorded `delivered` with its attempt count); one `send` rejected or `undelivered` is
  * offered again (the next delivery); one whose TTL passed is recorded `expired` and one delivered
  * 1 + `retries` times without the device's acknowledgement is recorded `failed`, both taken off
- * the stream without reaching the device. Each is recorded in one write conditioned on the
- * command's `queued` record (its sequence travels with the command), without reading the record
- * first. `respond` records the device's answer (2xx `succeeded`, else `failed`) for a command of
- * that device only: false for a command that is unknown or another device's; the answer to a
- * request/response command this gateway recorded `delivered` (the last MAX_ANSWERABLE of them) is
- * one write conditioned on that record, else a read and a write. A consumer that cannot be made or
- * read is tried again every second while followed.
+ * the stream without reaching the device. `respond` records the device's answer (2xx
+ * `succeeded`, else `failed`) for a command of that device only: false for a command that is
+ * unknown or another device's. A consumer that cannot be made or read is tried again every
+ * second while followed.
  */
 
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type Consumer, type JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CommandStates, queuedRecord, type CommandChange, type StoredRecord } from '../shared/command-states.ts';
-import { COMMAND_STREAM, commandSubject, decodeCommand, deviceConsumer, STATE_SEQ_HEADER, type Command } from '../shared/commands.ts';
+import { CommandStates } from '../shared/command-states.ts';
+import { COMMAND_STREAM, commandSubject, decodeCommand, deviceConsumer, type Command } from '../shared/commands.ts';
 import type { Logger } from '../shared/log.ts';
 import { isApiError, nanos } from '../shared/broker.ts';
 
@@ -38,8 +35,6 @@ const INACTIVE_MS = 60 * 60_000;
 const CONSUMER_EXISTS = 10148;
 /** A device's commands handed out and not yet acknowledged by it, at most. */
 export const IN_FLIGHT = 8;
-/** Request/response commands recorded `delivered` here whose answer may come, remembered at most. */
-export const MAX_ANSWERABLE = 10_000;
 
 export interface PolledCommand {
   command: Command;
@@ -49,8 +44,6 @@ export interface PolledCommand {
 
 export class CommandDelivery {
   private readonly states: Promise<CommandStates>;
-  /** Request/response commands recorded `delivered` here, oldest first: their `delivered` record (being written). */
-  private readonly answerable = new Map<string, { deviceId: string; delivered: Promise<StoredRecord | undefined> }>();
 
   constructor(
     private readonly connection: Promise<NatsConnection>,
@@ -111,11 +104,7 @@ export class CommandDelivery {
 
   async respond(deviceId: string, commandId: string, status: number, response: unknown): Promise<boolean> {
     const change = { state: status >= 200 && status < 300 ? 'succeeded' : 'failed', status, response, ...(status >= 300 ? { reason: `the device answered ${status}` } : {}) } as const;
-    const states = await this.states;
-    const known = this.answerable.get(commandId);
-    if (known?.deviceId === deviceId) this.answerable.delete(commandId);
-    const delivered = known?.deviceId === deviceId ? await known.delivered.catch(() => undefined) : undefined;
-    const recorded = delivered ? (await states.advanceFrom(delivered, change))?.record : await states.advance(commandId, change, deviceId);
+    const recorded = await (await this.states).advance(commandId, change, deviceId);
     if (!recorded) return false;
     this.log.info('command answered', { device: deviceId, command: commandId, status, state: recorded.state });
     return true;
@@ -140,34 +129,15 @@ export class CommandDelivery {
           : undefined;
     if (!outcome) return command;
     message.term();
-    await this.record(message, command, { ...outcome, attempts: attempts - 1 });
+    await (await this.states).advance(command.id, { ...outcome, attempts: attempts - 1 });
     this.log.info(`command ${outcome.state}`, { device: command.deviceId, command: command.id, reason: outcome.reason });
     return undefined;
   }
 
   private async acknowledged(message: JsMsg, command: Command): Promise<void> {
     message.ack();
-    const delivered = this.record(message, command, { state: 'delivered', attempts: message.info.deliveryCount });
-    if (command.responseRequired) this.remember(command, delivered);
-    await delivered;
+    await (await this.states).advance(command.id, { state: 'delivered', attempts: message.info.deliveryCount });
     this.log.info('command delivered', { device: command.deviceId, command: command.id, attempts: message.info.deliveryCount });
-  }
-
-  /**
-   * Records `change` in one write conditioned on the command's `queued` record, when the command
-   * names its sequence (else a read and a write); the record written, when known.
-   */
-  private async record(message: JsMsg, command: Command, change: CommandChange): Promise<StoredRecord | undefined> {
-    const states = await this.states;
-    const seq = Number(message.headers?.get(STATE_SEQ_HEADER));
-    if (Number.isSafeInteger(seq) && seq > 0) return states.advanceFrom({ record: queuedRecord(command), seq }, change);
-    await states.advance(command.id, change);
-    return undefined;
-  }
-
-  private remember(command: Command, delivered: Promise<StoredRecord | undefined>): void {
-    if (this.answerable.size >= MAX_ANSWERABLE) this.answerable.delete(this.answerable.keys().next().value!);
-    this.answerable.set(command.id, { deviceId: command.deviceId, delivered });
   }
 
   private async consumer(deviceId: string): Promise<Consumer> {

@@ -8,17 +8,12 @@
  * deliveries), `expired` (not delivered before its TTL). `succeeded`, `failed` and `expired` are
  * final.
  *
- * Guarantees: `create` stores a command's first record and fails if the command has one; it
- * returns the record with its sequence. `advance` moves a record on only from a state that is not
- * final (and `delivered` only from `queued`), with compare-and-set on the subject's last sequence,
- * so of two writers racing (the device's PUBACK and its answer) neither overwrites a later state;
- * it returns the record now stored, or undefined for an unknown command (or, given `deviceId`, one
- * of another device). `advanceFrom(stored, change)` does the same from a record its caller knows
- * with its sequence (the `queued` one `create` returned, or one it wrote itself) in a single write
- * conditioned on that sequence: when the command's record moved on since, it reads the record as
- * `advance` does, so a late `delivered` never overwrites `succeeded`. `get` returns the record as
- * it stands: a `queued` one past its expiry reads `expired`, whether or not a gateway has seen it
- * yet.
+ * Guarantees: `create` stores a command's first record and fails if the command has one;
+ * `advance` moves a record on only from a state that is not final (and `delivered` only from
+ * `queued`), with compare-and-set on the subject's last sequence, so of two writers racing (the
+ * device's PUBACK and its answer) neither overwrites a later state; it returns the record now
+ * stored, or undefined for an unknown command (or, given `deviceId`, one of another device). `get` returns the record as it stands: a `queued`
+ * one past its expiry reads `expired`, whether or not a gateway has seen it yet.
  * `ensureCommandStateStream` makes the stream exist (limits retention, the newest message per
  * subject, file storage, the telemetry stream's replicas).
  */
@@ -50,22 +45,6 @@ export interface CommandRecord extends Command {
 
 export type CommandChange = Pick<CommandRecord, 'state'> & Partial<Pick<CommandRecord, 'attempts' | 'status' | 'response' | 'reason'>>;
 
-/** A record with its sequence on the stream. */
-export interface StoredRecord {
-  record: CommandRecord;
-  seq: number;
-}
-
-/** A command's first record. */
-export function queuedRecord(command: Command): CommandRecord {
-  return { ...command, state: 'queued', attempts: 0, updatedAt: new Date().toISOString() };
-}
-
-/** Whether `change` may follow `record`: not after a final state, and `delivered` only after `queued`. */
-function movesOn(record: CommandRecord, change: CommandChange): boolean {
-  return !isFinal(record.state) && (change.state !== 'delivered' || record.state === 'queued');
-}
-
 export function stateSubject(commandId: string): string {
   return `commandstates.${commandId}`;
 }
@@ -91,10 +70,10 @@ export class CommandStates {
     this.js = jetstream(connection);
   }
 
-  async create(command: Command): Promise<StoredRecord> {
-    const record = queuedRecord(command);
-    const ack = await this.js.publish(stateSubject(command.id), JSON.stringify(record), { expect: { lastSubjectSequence: 0 } });
-    return { record, seq: ack.seq };
+  async create(command: Command): Promise<CommandRecord> {
+    const record: CommandRecord = { ...command, state: 'queued', attempts: 0, updatedAt: new Date().toISOString() };
+    await this.js.publish(stateSubject(command.id), JSON.stringify(record), { expect: { lastSubjectSequence: 0 } });
+    return record;
   }
 
   async get(commandId: string): Promise<CommandRecord | undefined> {
@@ -103,38 +82,22 @@ export class CommandStates {
   }
 
   async advance(commandId: string, change: CommandChange, deviceId?: string): Promise<CommandRecord | undefined> {
-    return (await this.advanceRead(commandId, change, deviceId))?.record;
-  }
-
-  async advanceFrom(stored: StoredRecord, change: CommandChange): Promise<StoredRecord | undefined> {
-    if (isFinal(stored.record.state)) return stored; // nothing follows a final record
-    const written = movesOn(stored.record, change) ? await this.write(stored, change) : undefined;
-    return written ?? this.advanceRead(stored.record.id, change, stored.record.deviceId);
-  }
-
-  private async advanceRead(commandId: string, change: CommandChange, deviceId?: string): Promise<StoredRecord | undefined> {
     for (;;) {
       const found = await this.read(commandId);
       if (!found || (deviceId !== undefined && found.record.deviceId !== deviceId)) return undefined;
-      if (!movesOn(found.record, change)) return found;
-      const written = await this.write(found, change);
-      if (written) return written;
+      const { record, seq } = found;
+      if (isFinal(record.state) || (change.state === 'delivered' && record.state !== 'queued')) return record;
+      const next: CommandRecord = { ...record, ...change, updatedAt: new Date().toISOString() };
+      try {
+        await this.js.publish(stateSubject(commandId), JSON.stringify(next), { expect: { lastSubjectSequence: seq } });
+        return next;
+      } catch (error) {
+        if (!isApiError(error, JetStreamApiCodes.StreamWrongLastSequence)) throw error;
+      }
     }
   }
 
-  /** The record moved on by `change`, written only if `stored` is still the command's last; else undefined. */
-  private async write({ record, seq }: StoredRecord, change: CommandChange): Promise<StoredRecord | undefined> {
-    const next: CommandRecord = { ...record, ...change, updatedAt: new Date().toISOString() };
-    try {
-      const ack = await this.js.publish(stateSubject(record.id), JSON.stringify(next), { expect: { lastSubjectSequence: seq } });
-      return { record: next, seq: ack.seq };
-    } catch (error) {
-      if (!isApiError(error, JetStreamApiCodes.StreamWrongLastSequence)) throw error;
-      return undefined;
-    }
-  }
-
-  private async read(commandId: string): Promise<StoredRecord | undefined> {
+  private async read(commandId: string): Promise<{ record: CommandRecord; seq: number } | undefined> {
     this.jsm ??= jetstreamManager(this.connection, { checkAPI: false });
     const message = await (await this.jsm).streams.getMessage(COMMAND_STATE_STREAM, { last_by_subj: stateSubject(commandId) });
     return message ? { record: decodeRecord(message.data), seq: message.seq } : undefined;

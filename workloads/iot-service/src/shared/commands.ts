@@ -13,9 +13,6 @@
  * MAX_COMMAND_CONSUMERS consumers, set on the stream because NATS Server otherwise allows a stream
  * 1,000, and a device's consumer stays an hour after its device last followed it, so the
  * 1,001st device following its commands within that hour was refused).
- * A command on COMMANDS carries the sequence of its `queued` record on COMMAND_STATES in the
- * header STATE_SEQ_HEADER (a command stored before it came had none), so the gateway records what
- * became of it in one conditioned write (command-states.ts `advanceFrom`).
  * `deviceConsumer` names the one durable consumer of a device (filtered on its subject, so
  * consumers of different devices never overlap, as a work-queue stream requires). `encodeCommand`
  * and `decodeCommand` round-trip; `decodeCommand` throws for anything else. `isCommandName`
@@ -42,9 +39,6 @@ export const MAX_RESPONSE_TIMEOUT_SECONDS = 60;
 export const COMMAND_STREAM_MAX_BYTES = 256 * 1024 * 1024;
 /** Devices that may follow their commands within an hour (one consumer each). */
 export const MAX_COMMAND_CONSUMERS = 100_000;
-
-/** The header of a command on COMMANDS holding the sequence of its `queued` record. */
-export const STATE_SEQ_HEADER = 'Iot-Command-State-Seq';
 
 /** What an application asked a device to do. */
 export interface Command {
