@@ -56,6 +56,12 @@ function startShard(name: string): ReturnType<typeof spawnOperator> {
   return shard;
 }
 
+/** The shard processes that have ended, each with how and its last log lines (for failure messages: a shard that died explains a share it never took). */
+function endedShards(): string {
+  const ended = [...shards].filter(([, shard]) => shard.exitCode !== null || shard.signalCode !== null);
+  return ended.map(([name, shard]) => `${name} ended (${shard.exitCode ?? shard.signalCode}): ${shard.output().trim().split('\n').slice(-6).join(' | ')}`).join('; ') || 'no shard process ended';
+}
+
 /** The lines a shard logged (pino JSON) that concern one IoTService. */
 interface LogLine {
   time: number;
@@ -170,7 +176,7 @@ describe('the IoT operator sharded across replicas', () => {
     }, { timeoutMs: 420_000, intervalMs: 2_000 });
 
     const assigned = byShard(await instances());
-    assert.deepEqual([...assigned.keys()].sort(), ['shard-a', 'shard-b', 'shard-c'], 'every instance is assigned to one of the three shards');
+    assert.deepEqual([...assigned.keys()].sort(), ['shard-a', 'shard-b', 'shard-c'], `every instance is assigned to one of the three shards (${endedShards()})`);
     for (const [name, owned] of assigned) {
       assert.ok(owned.length >= N / 6 && owned.length <= N / 2, `${name} holds ${owned.length} of ${N}: about a third`);
       const cached = await cachedObjects(name);
@@ -202,7 +208,7 @@ describe('the IoT operator sharded across replicas', () => {
     assert.ok(movedAfterS <= 2 * LEASE_DURATION_S + 30, `moved ${movedAfterS.toFixed(1)} s after the kill: within two lease durations and 30 s`);
     assert.deepEqual(lapses, [], 'no instance stopped being Available');
     const survivors = ['shard-b', 'shard-c'];
-    for (const name of survivors) assert.ok(logLines(name).some((l) => l.msg === 'children moved to this shard' && victims.includes(l.object?.split('/')[1] ?? '')), `${name} took some of ${victim}'s instances`);
+    for (const name of survivors) assert.ok(logLines(name).some((l) => l.msg === 'children moved to this shard' && victims.includes(l.object?.split('/')[1] ?? '')), `${name} took some of ${victim}'s instances (${endedShards()})`);
   });
 
   it('a fourth shard takes its share through drains, never while another shard still works on it; all Available throughout', async () => {
@@ -223,7 +229,7 @@ describe('the IoT operator sharded across replicas', () => {
   it('a rolling restart of every shard keeps every instance Available', async () => {
     const lapses = await availableThroughout(async () => {
       for (const name of ['shard-b', 'shard-c', 'shard-d']) {
-        assert.equal(await shards.get(name)!.stop(), 0, `${name} stopped cleanly on SIGTERM`);
+        assert.equal(await shards.get(name)!.stop(), 0, `${name} stopped cleanly on SIGTERM (${endedShards()})`);
         startShard(name);
         await waitFor(`${name} back in the ring with its share`, async () => {
           const held = byShard(await instances()).get(name)?.length ?? 0;

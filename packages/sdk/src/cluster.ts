@@ -11,7 +11,8 @@
  * - `up` starts or reuses the cluster and returns its kubeconfig path; `down` and `status` pass
  *   the scripts' output and exit codes through.
  * - `exec` runs a command with KUBECONFIG naming the local cluster and IOT_TEST_USE_KUBECONFIG=1,
- *   so the runtime's testEnv() uses it as is; `run` also installs the project's CRDs first and,
+ *   so the runtime's testEnv() uses it as is; `run` also installs the project's CRDs first (and
+ *   waits up to 60 s for them to be Established) and,
  *   when the project has webhooks, points their configurations at the operator on 127.0.0.1:9443
  *   (webhook/local.ts) until it exits — Ctrl-C or `kill %1` of a shell reach the operator with
  *   its whole process group (or, npm alone stopped, operator-ts stops it), and operator-ts waits
@@ -83,6 +84,25 @@ async function binDir(): Promise<string> {
   return stdout.trim().split('\n').at(-1) ?? '';
 }
 
+/**
+ * `kubectl wait --for=condition=Established` of the CRDs in `files` (`-f <file>` pairs), asked
+ * again until `timeoutMs` has passed: on a CRD just applied, whose status has no conditions yet,
+ * kubectl gives up at once (".status.conditions accessor error: <nil> is of the type <nil>")
+ * instead of waiting. The last answer is the error at the deadline.
+ */
+export async function waitEstablished(kubectl: string, kubeconfig: string, files: readonly string[], timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await execFileAsync(kubectl, ['--kubeconfig', kubeconfig, 'wait', '--for', 'condition=Established', '--timeout', '5s', ...files]);
+      return;
+    } catch (err) {
+      if (Date.now() >= deadline) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  }
+}
+
 /** `npm start` of a project: the local cluster, the project's CRDs, then the operator in the foreground. */
 export async function runOperator(projectDir: string, operatorArgs: readonly string[]): Promise<number> {
   const kubeconfig = await clusterUp();
@@ -92,7 +112,7 @@ export async function runOperator(projectDir: string, operatorArgs: readonly str
     const kubectl = path.join(await binDir(), 'kubectl');
     const files = crds.flatMap((f) => ['-f', f]);
     await execFileAsync(kubectl, ['--kubeconfig', kubeconfig, 'apply', '--server-side', '--force-conflicts', ...files]);
-    await execFileAsync(kubectl, ['--kubeconfig', kubeconfig, 'wait', '--for', 'condition=Established', '--timeout', '60s', ...files]);
+    await waitEstablished(kubectl, kubeconfig, files, 60_000);
     process.stderr.write(`installed ${crds.map((f) => path.relative(projectDir, f)).join(', ')}\n`);
   }
   const env = { ...process.env, KUBECONFIG: kubeconfig };
