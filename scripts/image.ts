@@ -37,6 +37,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { registryAccess, type RegistryAccess } from '../cluster/src/registry.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const DEFAULT_REGISTRY = 'registry.example.com/iot';
@@ -125,25 +126,16 @@ export function localBaseArgs(dockerfileText: string): string[] {
   return argsDeclaredBy(dockerfileText, parseBaseArgs(result.stdout));
 }
 
-/** The local cluster's registry: the address image references name, the client's credentials and CA directory. */
-export interface LocalRegistry {
-  address: string;
-  authFile: string;
-  certDir: string;
-}
-
 /** The registry of the local cluster named by CLUSTER_NAME under KWOK_WORKDIR, when it has one. */
-export function localRegistry(env: NodeJS.ProcessEnv = process.env): LocalRegistry | undefined {
+export function localRegistry(env: NodeJS.ProcessEnv = process.env): RegistryAccess | undefined {
   const workdir = env.KWOK_WORKDIR || path.join(os.homedir(), '.kwok');
-  const dir = path.join(workdir, 'clusters', env.CLUSTER_NAME || 'iot-operator', 'registry');
-  let address: string;
+  let registry: RegistryAccess;
   try {
-    address = readFileSync(path.join(dir, 'address'), 'utf8').trim();
+    registry = registryAccess(path.join(workdir, 'clusters', env.CLUSTER_NAME || 'iot-operator'));
   } catch {
     return undefined;
   }
-  const registry = { address, authFile: path.join(dir, 'auth/auth.json'), certDir: path.join(dir, 'certs') };
-  return address && existsSync(registry.authFile) && existsSync(path.join(registry.certDir, 'ca.crt')) ? registry : undefined;
+  return registry.address && existsSync(registry.authFile) && existsSync(path.join(registry.certDir, 'ca.crt')) ? registry : undefined;
 }
 
 /**
@@ -157,12 +149,12 @@ export function registryHost(image: string): string {
 }
 
 /** The push of `image` to the local registry as `destination` (default: its own name) with the registry's credentials and CA, writing the pushed digest to `digestFile`. */
-export function pushCommand(builder: 'buildah' | 'podman', image: string, registry: LocalRegistry, digestFile: string, destination = image): string[] {
+export function pushCommand(builder: 'buildah' | 'podman', image: string, registry: RegistryAccess, digestFile: string, destination = image): string[] {
   return [builder, 'push', '--authfile', registry.authFile, '--cert-dir', registry.certDir, '--digestfile', digestFile, image, `docker://${destination}`];
 }
 
 /** Pushes `image` to the local registry; its digest, or why it could not. */
-function pushToRegistry(builder: string, image: string, registry: LocalRegistry): { digest: string } | { failure: string } {
+function pushToRegistry(builder: string, image: string, registry: RegistryAccess): { digest: string } | { failure: string } {
   if (builder !== 'buildah' && builder !== 'podman') {
     return { failure: `${builder} cannot push to ${registry.address}: its engine trusts a registry's CA only through /etc/docker/certs.d; build with IMAGE_BUILDER=buildah` };
   }

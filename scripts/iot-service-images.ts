@@ -25,11 +25,11 @@
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { request } from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { localBaseArgs, localRegistry, pushCommand, type LocalRegistry } from './image.ts';
+import { servedDigest } from '../cluster/src/registry.ts';
+import { localBaseArgs, localRegistry, pushCommand } from './image.ts';
 import { localImage } from '../images/local-images.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -144,35 +144,6 @@ function writeLastBuild(image: string, build: LastBuild): void {
   writeFileSync(lastBuildFile(image), JSON.stringify(build));
 }
 
-/** The digest under which the local registry serves `reference` (`<registry address>/<repository>:<tag>`), or undefined. */
-function servedDigest(registry: LocalRegistry, reference: string): Promise<string | undefined> {
-  const match = reference.startsWith(`${registry.address}/`) ? /^([^:]+):([^:/]+)$/.exec(reference.slice(registry.address.length + 1)) : null;
-  if (!match) return Promise.resolve(undefined);
-  const auths = (JSON.parse(readFileSync(registry.authFile, 'utf8')) as { auths?: Record<string, { auth?: string }> }).auths ?? {};
-  const [host, port] = registry.address.split(':');
-  return new Promise((resolve) => {
-    const asked = request({
-      host,
-      port: Number(port ?? 443),
-      method: 'HEAD',
-      path: `/v2/${match[1]}/manifests/${match[2]}`,
-      ca: readFileSync(path.join(registry.certDir, 'ca.crt')),
-      headers: {
-        Accept: 'application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json',
-        ...(auths[registry.address]?.auth ? { Authorization: `Basic ${auths[registry.address]!.auth}` } : {}),
-      },
-      timeout: 5_000,
-    }, (response) => {
-      response.resume();
-      const digest = response.headers['docker-content-digest'];
-      resolve(response.statusCode === 200 && typeof digest === 'string' ? digest : undefined);
-    });
-    asked.on('error', () => resolve(undefined));
-    asked.on('timeout', () => asked.destroy());
-    asked.end();
-  });
-}
-
 /** Builds each of `components`' image as `localhost/iot/iot-<component>:<version>`; false after the first that fails. */
 function build(version: string, components: readonly string[], args: string[]): boolean {
   for (const component of components) {
@@ -232,7 +203,7 @@ async function main(args: string[]): Promise<number> {
     for (const component of components) {
       const image = `${prefix}/iot-${component}:${version}`;
       const built = last.get(component)!;
-      if (built.pushed[image] && (await servedDigest(registry, image)) === built.pushed[image]) {
+      if (built.pushed[image] && (await servedDigest(registry, image).catch(() => undefined)) === built.pushed[image]) {
         console.error(`${image} is served as last pushed (${built.pushed[image]})`);
         continue;
       }

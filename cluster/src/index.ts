@@ -11,3 +11,4 @@ export * from './up.ts';
 export * from './real-node.ts';
 export * from './prometheus.ts';
 export * from './s3.ts';
+export * from './registry.ts';

@@ -19,8 +19,8 @@
  *   `pushUnderTag` pushes such an image under another reference (the tags a CSV names);
  *   `registryImageId(env, image)` is the imageID a container reports when the kubelet pulled that
  *   reference from the registry (`<repository>@<digest the registry serves>`).
- * - `localRegistry(env)` reads where the cluster's registry is and its credentials (the files
- *   lib/registry.sh keeps in the cluster's workdir); `registryPullSecret` makes a
+ * - `localRegistry(env)` reads where the cluster's registry is and its credentials (registry.ts
+ *   `registryAccess` of the cluster's workdir, with its user and password); `registryPullSecret` makes a
  *   `kubernetes.io/dockerconfigjson` Secret of them in a namespace; `pushTestImage` pushes a
  *   busybox image holding a file of the caller's content there (a new digest per content).
  * - `engineImage(env, engine, name)` is an image of one binary engines/build.sh builds (Prometheus,
@@ -31,12 +31,12 @@
  */
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { isNotFound, Kinds, type KubeObject } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
+import { registryAccess, servedDigest, type RegistryAccess } from './registry.ts';
 import { clusterDir, repoRoot } from './up.ts';
 
 const run = promisify(execFile);
@@ -93,26 +93,16 @@ export function operatorImage(operator: string): Promise<string> {
   return image;
 }
 
-/** The cluster's registry: the address image references name, its user and password, the CA directory and the authfile clients use. */
-export interface LocalRegistry {
-  address: string;
+/** The cluster's registry as registry.ts reaches it, with its user and password. */
+export interface LocalRegistry extends RegistryAccess {
   user: string;
   password: string;
-  certDir: string;
-  authFile: string;
 }
 
 const REGISTRY_USER = 'iot-operator';
 
-function registryFiles(clusterDir: string): LocalRegistry {
-  const dir = path.join(clusterDir, 'registry');
-  return {
-    address: readFileSync(path.join(dir, 'address'), 'utf8').trim(),
-    user: REGISTRY_USER,
-    password: readFileSync(path.join(dir, 'auth/password'), 'utf8').trim(),
-    certDir: path.join(dir, 'certs'),
-    authFile: path.join(dir, 'auth/auth.json'),
-  };
+function registryFiles(workdir: string): LocalRegistry {
+  return { ...registryAccess(workdir), user: REGISTRY_USER, password: readFileSync(path.join(workdir, 'registry/auth/password'), 'utf8').trim() };
 }
 
 /** The local cluster's registry and its current credentials (read anew at each call: the password can be rotated). */
@@ -174,43 +164,15 @@ export async function pushUnderTag(env: TestEnv, image: string, target: string):
   await run('buildah', ['push', '-q', '--authfile', registry.authFile, '--cert-dir', registry.certDir, image, `docker://${target}`], { maxBuffer: 16 * 1024 * 1024 });
 }
 
-const MANIFEST_TYPES = [
-  'application/vnd.oci.image.index.v1+json',
-  'application/vnd.oci.image.manifest.v1+json',
-  'application/vnd.docker.distribution.manifest.list.v2+json',
-  'application/vnd.docker.distribution.manifest.v2+json',
-];
-
 /**
  * What a container's `status.imageID` says when the kubelet pulled `image` (a tag in the cluster's
  * registry) from the registry: `<registry>/<repository>@<digest>`, the digest the registry serves
- * for the tag now (asked with the registry's credentials). An image imported into containerd
- * instead reports its config's `sha256:` ID.
+ * for the tag now (registry.ts `servedDigest`). An image imported into containerd instead reports
+ * its config's `sha256:` ID.
  */
 export async function registryImageId(env: TestEnv, image: string): Promise<string> {
-  const registry = localRegistry(env);
-  if (!image.startsWith(`${registry.address}/`)) throw new Error(`${image} is not in the cluster's registry ${registry.address}`);
-  const name = image.slice(registry.address.length + 1);
-  const repository = name.slice(0, name.lastIndexOf(':'));
-  const tag = name.slice(name.lastIndexOf(':') + 1);
-  const [host, port] = registry.address.split(':');
-  const digest = await new Promise<string>((resolve, reject) => {
-    const req = https.request(
-      {
-        method: 'HEAD', host, port: Number(port), path: `/v2/${repository}/manifests/${tag}`,
-        ca: readFileSync(path.join(registry.certDir, 'ca.crt')), auth: `${registry.user}:${registry.password}`,
-        headers: { Accept: MANIFEST_TYPES.join(', ') }, timeout: 10_000,
-      },
-      (res) => {
-        res.resume();
-        const found = res.headers['docker-content-digest'];
-        if (res.statusCode === 200 && typeof found === 'string') resolve(found);
-        else reject(new Error(`the registry answered ${res.statusCode} for ${image}'s manifest`));
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error(`the registry did not answer for ${image} within 10 s`))).on('error', reject).end();
-  });
-  return `${registry.address}/${repository}@${digest}`;
+  const digest = await servedDigest(localRegistry(env), image);
+  return `${image.slice(0, image.lastIndexOf(':'))}@${digest}`;
 }
 
 /** The socket of the real node's containerd (namespace k8s.io holds the kubelet's images). */

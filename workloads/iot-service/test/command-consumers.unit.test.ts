@@ -11,8 +11,9 @@ import { after, before, test } from 'node:test';
 import { AckPolicy, DeliverPolicy, jetstreamManager, RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { CommandDelivery, IN_FLIGHT } from '../src/gateway/command-delivery.ts';
+import { MAX_STREAM_CONSUMERS } from '../src/shared/broker.ts';
 import { CommandStates, ensureCommandStateStream } from '../src/shared/command-states.ts';
-import { COMMAND_STREAM, COMMAND_SUBJECTS, commandSubject, deviceConsumer, encodeCommand, ensureCommandStream, MAX_COMMAND_CONSUMERS, newCommandId } from '../src/shared/commands.ts';
+import { COMMAND_STREAM, COMMAND_SUBJECTS, commandSubject, deviceConsumer, encodeCommand, ensureCommandStream, newCommandId } from '../src/shared/commands.ts';
 import { captureLog, connectAs } from './harness.ts';
 import { startNatsServer, type NatsServer } from './nats-server.ts';
 
@@ -37,7 +38,7 @@ test('1,001 devices following their commands each have a consumer and get their 
   await jsm.streams.add({ name: COMMAND_STREAM, subjects: [COMMAND_SUBJECTS], storage: StorageType.File, retention: RetentionPolicy.Workqueue });
   await ensureCommandStream(jsm, { replicas: 1, maxBytes: 64 * 1024 * 1024 });
   await ensureCommandStateStream(jsm, { replicas: 1, maxBytes: 64 * 1024 * 1024 });
-  assert.equal((await jsm.streams.info(COMMAND_STREAM)).config.max_consumers, MAX_COMMAND_CONSUMERS);
+  assert.equal((await jsm.streams.info(COMMAND_STREAM)).config.max_consumers, MAX_STREAM_CONSUMERS);
 
   const delivery = new CommandDelivery(Promise.resolve(gateway), captureLog('gateway').log);
   const ids = Array.from({ length: DEVICES }, (_, i) => `follower-${i}`);

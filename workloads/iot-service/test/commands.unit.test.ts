@@ -1,9 +1,12 @@
 /**
  * Commands from applications to devices through core, a real NATS Server with JetStream and the
- * gateway: a connected MQTT device receives its commands in order and answers them, an offline device gets
- * what waits for it when it connects, a command past its TTL expires without reaching it, no
- * device can subscribe to another's commands, many request/response commands waiting at once
- * each get their own answer through one consumer of core, and a device deleted gets no command.
+ * gateway: a connected MQTT device receives its commands in order and answers them, an offline
+ * device gets what waits for it when it connects, a device that disconnects with commands awaiting
+ * their PUBACK gets them again at once and in order when back (none it acknowledged), a command
+ * taken for a poll the device gave up on is in its next poll at once, a command past its TTL
+ * expires without reaching it, no device can subscribe to another's commands, many
+ * request/response commands waiting at once each get their own answer through one consumer of
+ * core, and a device deleted gets no command.
  */
 
 import assert from 'node:assert/strict';
@@ -11,6 +14,7 @@ import { after, before, test } from 'node:test';
 import { jetstreamManager } from '@nats-io/jetstream';
 import mqtt from 'mqtt';
 import { COMMAND_STATE_STREAM } from '../src/shared/command-states.ts';
+import { deviceConsumer } from '../src/shared/commands.ts';
 import { answerCommands, answerPolledCommand, pollCommand, readCommand, sendCommand } from '../src/simulator/commands.ts';
 import { HttpStatusError, registerDevice, type DeviceCredentials } from '../src/simulator/index.ts';
 import { API_TOKEN, connectToBroker, startService, type Service } from './harness.ts';
@@ -24,7 +28,7 @@ const devices: Record<string, DeviceCredentials> = {};
 before(async () => {
   service = await startService({ processing: false, commandsPerSecond: 50, gateway: { commandAckTimeoutMs: ACK_TIMEOUT_MS } });
   core = { coreUrl: service.coreUrl, apiToken: API_TOKEN };
-  for (const id of ['cmd-1', 'cmd-2', 'cmd-3', 'cmd-4', 'cmd-5', 'cmd-6', 'cmd-7', 'poller']) devices[id] = await registerDevice(core, id);
+  for (const id of ['cmd-1', 'cmd-2', 'cmd-3', 'cmd-4', 'cmd-5', 'cmd-6', 'cmd-7', 'cmd-8', 'poller', 'poller-2']) devices[id] = await registerDevice(core, id);
 });
 after(() => service.close());
 
@@ -154,6 +158,35 @@ test('a command whose deliveries the device never acknowledges is failed after i
   await client.endAsync();
 });
 
+test('a device that disconnects with commands pending gets every one it did not acknowledge when back, in order, without waiting out the broker\'s ack wait; none it acknowledged again', async () => {
+  const sent: string[] = [];
+  for (let i = 0; i < 12; i++) sent.push(String((await sendCommand(core, 'cmd-8', { name: `step-${i}` })).body.commandId));
+  const leaving = await connect('cmd-8');
+  const offered: string[] = [];
+  // The device sends its PUBACK for the first 3 commands only, then leaves with 8 awaiting theirs.
+  leaving.on('error', () => undefined); // each PUBACK held back is reported as an error
+  leaving.options.customHandleAcks = (topic, _message, _packet, done) => {
+    offered.push(topic.split('/')[3]!);
+    done(offered.length <= 3 ? 0 : new Error('PUBACK held back'));
+  };
+  await leaving.subscribeAsync('command/cmd-8/req/#', { qos: 1 });
+  await until(async () => offered.length, (count) => count === 11, '11 commands offered');
+  for (const id of sent.slice(0, 3)) await until(() => readCommand(core, 'cmd-8', id), (r) => r.state === 'delivered', 'delivered');
+  leaving.stream.destroy(); // its network gone: no DISCONNECT
+
+  const back = await connect('cmd-8');
+  const device = await answerCommands(back, 'cmd-8');
+  await bounded(
+    until(async () => device.received.length, (count) => count >= 9, 'the commands offered again'),
+    3_000,
+    () => `the 9 commands not acknowledged (received ${device.received.length}), well before the broker's 30-s ack wait`,
+  );
+  assert.deepEqual(offered, sent.slice(0, 11));
+  assert.deepEqual(device.received.map((c) => c.commandId), sent.slice(3), 'every command not acknowledged, in order, none acknowledged before');
+  for (const id of sent.slice(3)) await until(() => readCommand(core, 'cmd-8', id), (r) => r.state === 'delivered', 'delivered');
+  await back.endAsync();
+});
+
 test('a device cannot subscribe to another device\'s commands, nor answer them', async () => {
   const intruder = await connect('cmd-4');
   for (const filter of ['command/cmd-1/req/#', 'command/+/req/#', 'command/#', '#']) {
@@ -190,6 +223,25 @@ test('a polling HTTP device gets a one-way command in the answer to its telemetr
   assert.equal(await pollCommand(service.gatewayHttpUrl, poller, 1), undefined, 'no command waiting: the usual answer');
   await assert.rejects(pollCommand(service.gatewayHttpUrl, poller, 61), (error: unknown) => error instanceof HttpStatusError && error.status === 400);
   await assert.rejects(answerPolledCommand(service.gatewayHttpUrl, devices['cmd-4']!, polled.commandId, { status: 200, payload: null }), (error: unknown) => error instanceof HttpStatusError && error.status === 404, "another device's command");
+});
+
+test('a command taken for a poll the device gave up on is in its next poll at once, not after the broker\'s ack wait', async () => {
+  const poller = devices['poller-2']!;
+  const gaveUp = new AbortController();
+  const abandoned = fetch(`${service.gatewayHttpUrl}/v1/telemetry?ttd=30`, { method: 'POST', signal: gaveUp.signal, headers: { Authorization: `Basic ${Buffer.from(`${poller.id}:${poller.password}`).toString('base64')}`, 'Content-Type': 'application/json' }, body: '{}' });
+  const admin = await connectToBroker(service.broker, 'poll-watch');
+  try {
+    const jsm = await jetstreamManager(admin, { checkAPI: false });
+    const consumer = () => jsm.consumers.info('COMMANDS', deviceConsumer(poller.id)).catch(() => undefined);
+    await until(consumer, (info) => (info?.num_waiting ?? 0) > 0, 'the poll waiting at the broker');
+    gaveUp.abort();
+    await abandoned.catch(() => undefined);
+    const sent = await sendCommand(core, 'poller-2', { name: 'late' });
+    await until(consumer, (info) => info?.delivered.consumer_seq === 1, 'the command taken for the abandoned poll');
+    assert.equal((await pollCommand(service.gatewayHttpUrl, poller, 5))?.commandId, sent.body.commandId, 'in the next poll, within its 5 s');
+  } finally {
+    await admin.close();
+  }
 });
 
 test('commands: bad input is 400 with the reason, an unknown device or command 404, beyond the rate 429', async () => {

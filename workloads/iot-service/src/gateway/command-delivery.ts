@@ -11,12 +11,15 @@
  * device polling, waiting up to `waitMs`, and leaves it to the caller to say `delivered()` or
  * `undelivered()`. A command is acknowledged on the broker only once the device acknowledged it
  * (then recorded `delivered` with its attempt count); one `send` rejected or `undelivered` is
- * offered again (the next delivery); one whose TTL passed is recorded `expired` and one delivered
- * 1 + `retries` times without the device's acknowledgement is recorded `failed`, both taken off
- * the stream without reaching the device. `respond` records the device's answer (2xx
- * `succeeded`, else `failed`) for a command of that device only: false for a command that is
- * unknown or another device's. A consumer that cannot be made or read is tried again every
- * second while followed.
+ * offered again (the next delivery). Once a follow is stopped (the device gone), every command it
+ * took and the device did not acknowledge, sent or not, is offered again at once, in the order
+ * taken, so the device's next connection gets them first and in order instead of after
+ * ACK_WAIT_MS; one the device acknowledged never is. One whose TTL passed is recorded `expired`
+ * and one delivered 1 + `retries` times without the device's acknowledgement is recorded
+ * `failed`, both taken off the stream without reaching the device. `respond` records the
+ * device's answer (2xx `succeeded`, else `failed`) for a command of that device only: false for a
+ * command that is unknown or another device's. A consumer that cannot be made or read is tried
+ * again every second while followed.
  */
 
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type Consumer, type JsMsg } from '@nats-io/jetstream';
@@ -26,6 +29,15 @@ import { CommandStates } from '../shared/command-states.ts';
 import { COMMAND_STREAM, commandSubject, decodeCommand, deviceConsumer, type Command } from '../shared/commands.ts';
 import type { Logger } from '../shared/log.ts';
 import { isApiError, nanos } from '../shared/broker.ts';
+
+/** Offers the command again at once (the next delivery). */
+function handBack(message: JsMsg): void {
+  try {
+    message.nak();
+  } catch {
+    // the broker connection closed: the broker offers it again after ACK_WAIT_MS
+  }
+}
 
 /** How long a command handed out waits for the gateway's acknowledgement before the broker offers it again (a gateway that stopped). */
 const ACK_WAIT_MS = 30_000;
@@ -55,33 +67,46 @@ export class CommandDelivery {
   follow(deviceId: string, send: (command: Command) => Promise<void>): () => void {
     const stopped = new AbortController();
     let messages: { stop(): void } | undefined;
+    /** The commands taken off the consumer and not yet acknowledged by the device, in the order taken. */
+    const held = new Set<JsMsg>();
     void (async () => {
+      let consumer: Consumer | undefined;
       while (!stopped.signal.aborted) {
         try {
-          const consuming = await (await this.consumer(deviceId)).consume({ max_messages: IN_FLIGHT });
+          consumer = await this.consumer(deviceId);
+          const consuming = await consumer.consume({ max_messages: IN_FLIGHT });
           messages = consuming;
-          if (stopped.signal.aborted) return consuming.stop();
+          if (stopped.signal.aborted) consuming.stop();
           for await (const message of consuming) {
             const command = await this.admitted(message);
             if (!command) continue;
+            held.add(message);
+            if (stopped.signal.aborted) continue;
             send(command).then(
-              () => this.acknowledged(message, command).catch((error: unknown) => this.log.warn('command delivery not recorded', { device: deviceId, command: command.id, error })),
+              () => {
+                held.delete(message);
+                return this.acknowledged(message, command).catch((error: unknown) => this.log.warn('command delivery not recorded', { device: deviceId, command: command.id, error }));
+              },
               (error: unknown) => {
+                if (stopped.signal.aborted) return; // handed back with the others, in order
+                held.delete(message);
                 this.log.info('command not acknowledged by the device; offered again', { device: deviceId, command: command.id, error });
-                try {
-                  message.nak();
-                } catch {
-                  // the broker connection closed: the broker offers it again after ACK_WAIT_MS
-                }
+                handBack(message);
               },
             );
           }
         } catch (error) {
-          if (stopped.signal.aborted) return;
+          if (stopped.signal.aborted) break;
           this.log.warn('device commands not readable; trying again', { device: deviceId, error });
           await sleep(1_000);
         }
       }
+      if (held.size === 0) return;
+      // Asking for the consumer's info makes the broker drop the pulls of the stopped subscription
+      // first: with one left, the first command handed back would be offered after the others.
+      await consumer?.info().catch(() => undefined);
+      this.log.info('commands not acknowledged by the device handed back', { device: deviceId, commands: held.size });
+      for (const message of held) handBack(message);
     })();
     return () => {
       stopped.abort();

@@ -5,10 +5,11 @@
  * 400 with the reason; neither: undefined). `answerWithCommand` holds a telemetry request that
  * gave one until the device's next pending command or `ttd` seconds: with a command the answer is
  * 200, headers `Command-Id` and `Command-Name`, body the payload's JSON text, and the command
- * counts as delivered once that answer was written completely (a connection lost before puts it
- * back for the next delivery); without one it is `fallback`. Told `connections`, the poll is a
- * connection of the device: `connected` as it begins, `disconnected` when its answer ends (clean
- * once written completely, else lost: the device went away first). `respond` takes the device's answer
+ * counts as delivered once that answer was written completely (a connection lost before, also
+ * while the poll waited, puts it back at once for the next delivery); without one it is
+ * `fallback`. Told `connections`, the poll is a connection of the device: `connected` as it
+ * begins, `disconnected` when its answer ends (clean once written completely, else lost: the device
+ * went away first). `respond` takes the device's answer
  * `POST /v1/command/res/<command id>?status=<100..599, default 200>` (body: JSON, or empty for
  * none): 204 once recorded, 404 for a command that is not the device's, 400 for a bad status.
  */
@@ -44,6 +45,8 @@ export async function answerWithCommand(
   }
   const polled = await delivery.next(deviceId, ttdSeconds * 1000);
   if (!polled) return fallback();
+  // The device went away while its poll waited: the command goes back at once for its next poll.
+  if (res.closed) return polled.undelivered();
   const body = JSON.stringify(polled.command.payload);
   res.once('close', () => {
     if (res.writableFinished) void polled.delivered();

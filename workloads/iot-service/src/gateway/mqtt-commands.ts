@@ -8,9 +8,9 @@
  * alone (`command/<id>/req/<command id>/<name>`, QoS 1, the payload's JSON text), in order, up to
  * command-delivery.ts IN_FLIGHT at once: a command counts as delivered at the device's PUBACK of
  * its publish (PUBACKs come in the order of the publishes); none within `ackTimeoutMs`
- * (default 10 s) closes the connection (the commands not acknowledged are offered again when the
- * device is back). The commands stop when the device unsubscribes or its
- * connection closes. `answer` records a publish on `command/<its id>/res/<command id>[/<status>]`
+ * (default 10 s) closes the connection. The commands stop when the device unsubscribes or its
+ * connection closes; those not acknowledged then are offered again at once, in order, to its next
+ * subscription. `answer` records a publish on `command/<its id>/res/<command id>[/<status>]`
  * (payload: JSON, or empty for none) as the device's answer; an answer to a command that is not
  * the device's is logged and dropped.
  */

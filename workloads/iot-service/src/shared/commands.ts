@@ -10,9 +10,8 @@
  * telemetry stream's replicas, a command leaves it once the gateway acknowledged it — after the
  * device did — or after MAX_TTL_SECONDS, the longest a command may wait; `discard: new` beyond
  * COMMAND_STREAM_MAX_BYTES, so a full stream refuses a command instead of dropping one; at most
- * MAX_COMMAND_CONSUMERS consumers, set on the stream because NATS Server otherwise allows a stream
- * 1,000, and a device's consumer stays an hour after its device last followed it, so the
- * 1,001st device following its commands within that hour was refused).
+ * MAX_STREAM_CONSUMERS consumers, broker.ts: a device's consumer stays an hour after its device
+ * last followed it).
  * `deviceConsumer` names the one durable consumer of a device (filtered on its subject, so
  * consumers of different devices never overlap, as a work-queue stream requires). `encodeCommand`
  * and `decodeCommand` round-trip; `decodeCommand` throws for anything else. `isCommandName`
@@ -23,7 +22,7 @@
 
 import { createHash, randomUUID } from 'node:crypto';
 import { DiscardPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
-import { ensureStream, MAX_MESSAGE_BYTES, nanos, subjectToken } from './broker.ts';
+import { ensureStream, MAX_MESSAGE_BYTES, MAX_STREAM_CONSUMERS, nanos, subjectToken } from './broker.ts';
 import type { StreamConfig } from './config.ts';
 import { isDeviceId } from './telemetry.ts';
 
@@ -37,8 +36,6 @@ export const DEFAULT_RETRIES = 3;
 /** The longest core holds a request/response command's HTTP request open. */
 export const MAX_RESPONSE_TIMEOUT_SECONDS = 60;
 export const COMMAND_STREAM_MAX_BYTES = 256 * 1024 * 1024;
-/** Devices that may follow their commands within an hour (one consumer each). */
-export const MAX_COMMAND_CONSUMERS = 100_000;
 
 /** What an application asked a device to do. */
 export interface Command {
@@ -118,6 +115,6 @@ export function ensureCommandStream(jsm: JetStreamManager, stream: StreamConfig)
     max_age: nanos(MAX_TTL_SECONDS * 1000),
     max_bytes: COMMAND_STREAM_MAX_BYTES,
     max_msg_size: MAX_MESSAGE_BYTES,
-    max_consumers: MAX_COMMAND_CONSUMERS,
+    max_consumers: MAX_STREAM_CONSUMERS,
   });
 }

@@ -5,9 +5,11 @@
  *
  * Guarantees: `ensureEventsStream` makes the stream exist (core, as it makes the others) with
  * file storage, the telemetry stream's `replicas`, limits retention keeping an event
- * `events.seconds` and at most `events.maxBytes` (config.yml; beyond, the oldest go first), and a
+ * `events.seconds` and at most `events.maxBytes` (config.yml; beyond, the oldest go first), a
  * duplicate window of DUPLICATE_WINDOW_MS keyed by the event's id, so an event published twice
- * within it is kept once. A device's telemetry events are on `events.telemetry.<device>`, its
+ * within it is kept once, and at most MAX_STREAM_CONSUMERS consumers (broker.ts: every open
+ * application stream is one, core/event-stream.ts); a stream made before with other limits is
+ * updated to these. A device's telemetry events are on `events.telemetry.<device>`, its
  * connection events on `events.connection.<device>` (the device id one subject token, broker.ts
  * `subjectToken`); `deviceEventSubjects` names the subjects of some devices' events (all events
  * without devices). Every event is one JSON object with `type` (`telemetry` or `connection`) and
@@ -20,7 +22,7 @@
 
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { AckPolicy, DeliverPolicy, DiscardPolicy, JetStreamApiCodes, JetStreamApiError, RetentionPolicy, StorageType } from '@nats-io/jetstream';
-import { ACK_WAIT_MS, DUPLICATE_WINDOW_MS, ensureStream, nanos, publishAcknowledged, subjectToken } from './broker.ts';
+import { ACK_WAIT_MS, DUPLICATE_WINDOW_MS, ensureStream, MAX_STREAM_CONSUMERS, nanos, publishAcknowledged, subjectToken } from './broker.ts';
 import type { EventsConfig, StreamConfig } from './config.ts';
 import { retry } from './retry.ts';
 import type { Payload } from './telemetry.ts';
@@ -138,5 +140,6 @@ export function ensureEventsStream(jsm: JetStreamManager, stream: StreamConfig, 
     max_age: nanos(events.seconds * 1000),
     max_bytes: events.maxBytes,
     duplicate_window: nanos(DUPLICATE_WINDOW_MS),
+    max_consumers: MAX_STREAM_CONSUMERS,
   });
 }
