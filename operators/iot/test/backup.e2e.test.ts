@@ -24,7 +24,8 @@
  *     reached the bucket. Both targets at once, or a changed target, are refused; a credentials
  *     Secret that does not exist makes the instance Failed with a reason naming it, and so does
  *     spec.restore.fromBucket without an S3 target (InvalidSpec).
- *   - disaster recovery from the bucket (spec.restore.fromBucket): restored-end deleted (its
+ *   - disaster recovery from the bucket (spec.restore.fromBucket): a stanza the bucket does not
+ *     hold is Failed (RestoreFailed) with pgBackRest's error; restored-end deleted (its
  *     namespace gone, the bucket keeps its stanza), then made again under the same name with the
  *     same target and `restore: {from: restored-end, fromBucket: true}`: it restores its old stanza
  *     straight from the bucket, with exactly the rows it had — a message stored after its backup
@@ -298,13 +299,20 @@ describe('backups: a full backup and continuous WAL archiving', { skip }, () => 
     // The disaster: the IoTService and its namespace gone; the bucket keeps its stanza.
     const deleting = Date.now();
     await env.client.delete(IoTServiceV1alpha1Type, 'restored-end', landscape);
+    // Meanwhile, a stanza the bucket does not hold: the restore fails with pgBackRest's words.
+    await installIoTCrd(env);
+    await env.client.create(IoTServiceV1alpha1Type, iotService('no-stanza', landscape, { ...SPEC, backup: toS3, restore: { from: 'no-stanza', fromBucket: true } } as never));
     await waitFor(`IoTService restored-end and namespace ${ns} gone`, async () => {
       const [iot, namespaceLeft] = [await getIoT(env, landscape, 'restored-end'), await getOrUndefined(env, Kinds.Namespace, ns)];
       return { done: !iot && !namespaceLeft, value: undefined, seen: { iot: iot?.metadata.name, namespace: namespaceLeft?.metadata.name } };
     }, { timeoutMs: 240_000, intervalMs: 2000 });
     console.log(`backup: restored-end and its namespace gone ${((Date.now() - deleting) / 1000).toFixed(0)} s after its deletion`);
+    const noStanza = await waitForPhase(env, landscape, 'no-stanza', 'Failed', 300_000);
+    console.log(`backup: no-stanza ${noStanza.status?.reason}`);
+    assert.match(noStanza.status?.reason ?? '', /^The restore of the database from stanza \S+-no-stanza of the bucket failed \(init container restore of pod database-0, tried again by the kubelet\): pgbackrest restore from the bucket \S+ \(stanza \S+-no-stanza at \/\S+-no-stanza\) failed: .*ERROR: \[\d+\]/);
+    assert.equal((noStanza.status as { restore?: { state: string } }).restore?.state, 'Restoring');
+    await env.client.delete(IoTServiceV1alpha1Type, 'no-stanza', landscape);
 
-    await installIoTCrd(env);
     const started = Date.now();
     await env.client.create(IoTServiceV1alpha1Type, iotService('restored-end', landscape, { ...SPEC, backup: toS3, restore: { from: 'restored-end', fromBucket: true } } as never));
     assert.equal((await getIoT(env, landscape, 'restored-end'))?.spec.restore?.fromBucket, true, 'stored with fromBucket (a CRD without it prunes it)');
