@@ -44,8 +44,7 @@
 
 import type { V1EnvVar, V1Secret } from '@kubernetes/client-node';
 import type { Instance } from './instance.ts';
-import type { S3Credentials } from './backup.ts';
-import { BACKUP, BACKUP_CLIENT, PGDATA_PATH, s3RepositoryOptions } from './backup.ts';
+import { BACKUP, BACKUP_CLIENT, PGDATA_PATH, s3RepositoryOptions, type S3Credentials } from './backup.ts';
 import { S3_CA_KEY } from '../api/iotservice.ts';
 import type { CertificateAuthority } from '@iot-operator/runtime';
 import { leafSecretData, type ServerCertificate } from './instance-ca.ts';
