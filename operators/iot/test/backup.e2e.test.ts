@@ -289,7 +289,6 @@ describe('backups: a full backup and continuous WAL archiving', { skip }, () => 
       return { done: (backup?.lastArchivedWal ?? '') >= segment && backup?.lastArchivedWalTime !== undefined, value: backup!, seen: backup };
     }, { timeoutMs: 180_000, intervalMs: 2000 });
     console.log(`backup: restored-end's repository in S3: ${JSON.stringify(status)}`);
-
   });
 
   it('recreates a deleted instance from its bucket under its own name (fromBucket), which then backs up into the same stanza', async () => {
