@@ -19,8 +19,7 @@
 //   one starts afresh).
 // Repository mode besides:
 // - The stanza is created (`stanza-create`, which changes nothing when it exists and matches) once
-//   the database answers, tried again every STANZA_RETRY_MS until then (a new instance's database
-//   starts after its repository host, a restored one after its restore).
+//   the database answers, tried again every RETRY_MS until then.
 // - A full backup is taken when the stanza has none, or once IOT_BACKUP_INTERVAL_SECONDS have
 //   passed since the last one ended (read back from the repository, so a restarted pod neither
 //   repeats nor skips one); pgBackRest then expires what the retention no longer keeps. A failed
@@ -43,7 +42,6 @@ import { createServer } from 'node:http';
 import path from 'node:path';
 
 const RETRY_MS = 60_000;
-const STANZA_RETRY_MS = 10_000;
 const CHECK_MS = 60_000;
 const mode = process.argv[2];
 if (mode !== 'server' && mode !== 'repository') {
@@ -167,7 +165,7 @@ if (mode === 'repository') {
     const created = await pgbackrest(['stanza-create']);
     if (created.ok) break;
     log('warn', 'stanza-create failed; trying again', { code: created.code, error: created.error });
-    await sleep(STANZA_RETRY_MS);
+    await sleep(RETRY_MS);
   }
   log('info', 'stanza ready');
   for (;;) {
