@@ -61,9 +61,10 @@
  * - With spec.restore (restores.ts), until status.restore says Restored: the source is checked
  *   before any child is written (a failure or a wait ends the reconcile there, so no empty
  *   database is made in place of the restore), the restore's client certificate is issued with
- *   the source's backup CA, and status.restore and a failed restore are read from pod
+ *   the source's backup CA (from the bucket, `fromBucket`: no source IoTService, certificate or
+ *   peer; the bucket's credentials instead), and status.restore and a failed restore are read from pod
  *   database-0; once Restored, the children are rendered without the certificate and without
- *   the way to the source.
+ *   the way to the source or the bucket.
  * - The gateway's CA and server certificate (gateway-certificates.ts), for an instance serving TLS,
  *   are kept from the instance's Secrets or made before the children are rendered, and become
  *   children like the others; the instance is looked at again when its server certificate is due
@@ -127,8 +128,11 @@ import {
   backsUp,
   backupCertificateNames,
   restores,
-  type RestoreCertificate,
+  restoresFromBucket,
+  restoreSourceNamespace,
+  type PendingRestore,
   type RestorePeers,
+  type S3Credentials,
   renewalTime,
   type CaCertificates,
   type DesiredChild,
@@ -205,10 +209,10 @@ export function registerIoTController(mgr: Manager, config: IoTControllerConfig,
   builder = builder.watchesSelected(Kinds.Secret, sourceSecretSelection(config), everyInstance);
   // The gateway's Certificates (spec.gateway.tls.issuerRef): cert-manager's progress reaches their instance.
   builder = builder.watches(CertificateType, toInstance);
-  // An instance restoring from another: its changes (made, restored, deleted) reach the source, whose repository host admits it until restored.
+  // An instance restoring through another's repository host: its changes (made, restored, deleted) reach the source, whose repository host admits it until restored.
   builder = builder.watches(IoTServiceType, (obj) => {
-    const from = (obj as IoTService & KubeObject).spec?.restore?.from;
-    return from && obj.metadata.namespace === config.operatorName ? [{ namespace: config.operatorName, name: from }] : [];
+    const restore = (obj as IoTService & KubeObject).spec?.restore;
+    return restore && !restore.fromBucket && obj.metadata.namespace === config.operatorName ? [{ namespace: config.operatorName, name: restore.from }] : [];
   });
   return builder.reconcile(iotReconciler(config, ingestion));
 }
@@ -368,9 +372,10 @@ class IoTReconcile {
     const backupCertificates = this.backupCertificates;
     const s3 = await readS3Credentials(this.ctx.client, instance);
     if (s3 && !s3.ok) return failed(s3.failure);
-    const restore = await this.restoreSources(iot, instance, tlsContext, key);
+    const restore = await this.restoreSources(iot, instance, tlsContext, key, s3?.credentials);
     if (restore.kind !== 'ok') return restore.outcome;
-    const { restoreCertificate, restorePeers } = restore;
+    const { pendingRestore, restorePeers } = restore;
+    const restoreCertificate = pendingRestore && 'certificate' in pendingRestore ? pendingRestore.certificate : undefined;
 
     const { keptEmptyDirs, keptOrderedReadyBroker } = await this.keptStatefulSetShapes(instance);
     const recorded = this.ctx.cache.get<V1Secret & KubeObject>(Kinds.Secret, CREDENTIALS_SECRET_NAME, instance.namespace)?.metadata.annotations?.[CREDENTIALS_ROTATION_ANNOTATION];
@@ -378,7 +383,7 @@ class IoTReconcile {
     const renderingKey = `${iot.metadata.uid}/${instance.generation}/${source.metadata.uid}/${source.metadata.resourceVersion}/${[...keptEmptyDirs].join(',')}/${keptOrderedReadyBroker}/${this.tls?.fingerprint ?? ''}/${backupCertificates ? materialFingerprint(backupCertificates) : ''}/${restoreCertificate ? materialFingerprint(restoreCertificate) : ''}/${JSON.stringify(restorePeers)}/${rotation ?? ''}/${s3?.version ?? ''}`;
     const rendering = this.memory.rendered.get(key, renderingKey, () =>
       // Fresh credentials are used only for what the credentials Secret lacks, or all of them on a rotation.
-      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), credentialsRotation: rotation, keptEmptyDirs, keptOrderedReadyBroker, gatewayTls, backupCertificates, backupS3Credentials: s3?.credentials, restoreCertificate, restorePeers }).children.map((child) =>
+      desiredChildren(instance, { imagePullSecret: source, credentials: generateCredentials(), credentialsRotation: rotation, keptEmptyDirs, keptOrderedReadyBroker, gatewayTls, backupCertificates, backupS3Credentials: s3?.credentials, pendingRestore, restorePeers }).children.map((child) =>
         prepareChild(child, this.config.shard),
       ),
     );
@@ -425,27 +430,34 @@ class IoTReconcile {
   /**
    * What the rendering takes for restores (restores.ts): with spec.restore not yet done, the source
    * checked (a failure or a wait ends the reconcile before any child is written) and the client
-   * certificate of its backup CA; with spec.backup, the instances restoring from this one.
+   * certificate of its backup CA, or from the bucket its credentials (`s3Credentials`); with
+   * spec.backup, the instances restoring from this one.
    */
-  private async restoreSources(iot: IoTService & KubeObject, instance: Instance, tlsContext: TlsContext, key: string): Promise<{ kind: 'ok'; restoreCertificate?: RestoreCertificate; restorePeers: RestorePeers } | { kind: 'stop'; outcome: ReconcileOutcome }> {
+  private async restoreSources(iot: IoTService & KubeObject, instance: Instance, tlsContext: TlsContext, key: string, s3Credentials: S3Credentials | undefined): Promise<{ kind: 'ok'; pendingRestore?: PendingRestore; restorePeers: RestorePeers } | { kind: 'stop'; outcome: ReconcileOutcome }> {
     const restorePeers: RestorePeers = {};
-    let restoreCertificate: RestoreCertificate | undefined;
+    let pendingRestore: PendingRestore | undefined;
     if (restores(instance)) {
       // The cache keeps too little of a pod (pod-view.ts) for the restore's termination message: asked while not Restored.
       const progress = iot.status?.restore?.state === 'Restored' ? undefined : restoreProgress(await this.restoringPod(instance.namespace));
       this.restore = restoreStatus(instance, iot.status?.restore, progress);
       this.restoreFailure =
         progress?.kind === 'failed'
-          ? { reason: 'RestoreFailed', message: `The restore of the database from IoTService ${instance.spec.restore!.from} failed (init container restore of pod database-0, tried again by the kubelet): ${progress.message.replace(/\s+$/, '')}` }
+          ? { reason: 'RestoreFailed', message: `The restore of the database from ${restoresFromBucket(instance) ? `stanza ${restoreSourceNamespace(instance)} of the bucket` : `IoTService ${instance.spec.restore!.from}`} failed (init container restore of pod database-0, tried again by the kubelet): ${progress.message.replace(/\s+$/, '')}` }
           : undefined;
       if (this.restore?.state !== 'Restored') {
-        const check = checkSource(instance, await this.sourceIoTService(instance.spec.restore!.from), this.config);
+        const check = await checkSource(instance, (name) => this.sourceIoTService(name), this.config);
         if (check.kind === 'failed') return { kind: 'stop', outcome: failed(check.failure) };
         if (check.kind === 'waiting') return { kind: 'stop', outcome: { kind: 'waiting', waiting: check.waiting } };
-        const issued = await this.memory.restoreCertificates.certificate(tlsContext, key, instance, new Date());
-        if (issued.kind === 'waiting') return { kind: 'stop', outcome: { kind: 'waiting', waiting: issued.waiting } };
-        restoreCertificate = issued.certificate;
-        restorePeers.source = { namespace: check.source.namespace, id: check.source.id };
+        if (check.kind === 'bucket') {
+          // Validation requires the S3 target, and readS3Credentials has read its credentials or failed.
+          pendingRestore = { bucket: s3Credentials! };
+          restorePeers.bucket = true;
+        } else {
+          const issued = await this.memory.restoreCertificates.certificate(tlsContext, key, instance, new Date());
+          if (issued.kind === 'waiting') return { kind: 'stop', outcome: { kind: 'waiting', waiting: issued.waiting } };
+          pendingRestore = { certificate: issued.certificate };
+          restorePeers.source = { namespace: check.source.namespace, id: check.source.id };
+        }
       } else {
         this.memory.restoreCertificates.forget(key);
       }
@@ -454,7 +466,7 @@ class IoTReconcile {
       const restorers = restorersOf(instance.id, this.config.operatorName, await this.landscapeIoTServices());
       if (restorers.length > 0) restorePeers.restorers = restorers;
     }
-    return { kind: 'ok', restoreCertificate, restorePeers };
+    return { kind: 'ok', ...(pendingRestore ? { pendingRestore } : {}), restorePeers };
   }
 
   /** The source a restore names: cached, or (a shard caches only its own) asked of the API server. */

@@ -5,7 +5,10 @@
  * restore from it.
  *
  * Guarantees:
- * - `checkSource` is a pure judgement of the source IoTService as found: none, this instance
+ * - `checkSource`: a restore from the bucket (`fromBucket`) needs no IoTService: none is looked
+ *   up, `from` may name any instance, this one included (its stanza is read from the bucket of
+ *   spec.backup.target.s3, which validation requires). Otherwise it judges the source IoTService
+ *   as `find` finds it: none, this instance
  *   itself, one whose spec is invalid or has no spec.backup → a Failure naming what to do;
  *   one with backups but none completed yet (status.backup.lastBackup absent) → Waiting; else
  *   its resolved instance. The reconcile writes no child of a restoring instance while its source
@@ -22,8 +25,9 @@
  *   common name is the one the source's repository host admits; it keeps one it issued (read
  *   back from Secret restore-tls after a restart) while the same CA signed it and it is not due
  *   for renewal. A source CA that cannot sign (missing, unusable) is Waiting, never a new CA.
- * - `restorersOf` names the instances of the landscape restoring from `source` whose restore is
- *   not done (status.restore.state not Restored) and that are not being deleted.
+ * - `restorersOf` names the instances of the landscape restoring through `source`'s repository
+ *   host whose restore is not done (status.restore.state not Restored) and that are not being
+ *   deleted; one restoring from the bucket is never among them (nothing of the source opens to it).
  */
 import type { V1Pod, V1Secret } from '@kubernetes/client-node';
 import { Kinds, ifFound, type CertificateAuthority, type KubeObject } from '@iot-operator/runtime';
@@ -45,6 +49,7 @@ import {
   resolveInstance,
   restoreCertificateNames,
   restoreSourceNamespace,
+  restoresFromBucket,
   serverOfSecret,
   type Instance,
   type OperatorConfig,
@@ -52,20 +57,25 @@ import {
 } from './resources/index.ts';
 import type { Waiting } from './status/status.ts';
 
-/** The source as `checkSource` judged it. */
-export type SourceCheck = { kind: 'ok'; source: Instance } | { kind: 'failed'; failure: Failure } | { kind: 'waiting'; waiting: Waiting };
+/** The source as `checkSource` judged it: the IoTService restored through, or the bucket (no IoTService). */
+export type SourceCheck = { kind: 'ok'; source: Instance } | { kind: 'bucket' } | { kind: 'failed'; failure: Failure } | { kind: 'waiting'; waiting: Waiting };
 
-/** Whether the source named by `instance.spec.restore.from` (found as `found`) can be restored from now. */
-export function checkSource(instance: Instance, found: Pick<IoTService, 'metadata' | 'spec' | 'status'> | undefined, config: OperatorConfig): SourceCheck {
+/** An IoTService as the restore's source is looked up: by its name in the landscape. */
+export type FindSource = (name: string) => Promise<Pick<IoTService, 'metadata' | 'spec' | 'status'> | undefined>;
+
+/** Whether the restore named by `instance.spec.restore` can be made now (the source IoTService looked up with `find` only when one is needed). */
+export async function checkSource(instance: Instance, find: FindSource, config: OperatorConfig): Promise<SourceCheck> {
+  if (restoresFromBucket(instance)) return { kind: 'bucket' };
   const from = instance.spec.restore!.from;
   const field = `spec.restore.from (${from})`;
   if (from === instance.id) {
-    return { kind: 'failed', failure: { reason: 'RestoreSourceInvalid', message: `${field} names this IoTService itself; a restore starts a new instance from another instance's backups: create an IoTService naming that instance.` } };
+    return { kind: 'failed', failure: { reason: 'RestoreSourceInvalid', message: `${field} names this IoTService itself; a restore through a repository host starts a new instance from another instance's backups: create an IoTService naming that instance, or restore this instance's own stanza from its bucket (spec.restore.fromBucket: true).` } };
   }
+  const found = await find(from);
   if (!found) {
     return {
       kind: 'failed',
-      failure: { reason: 'RestoreSourceNotFound', message: `${field} names no IoTService of namespace ${instance.landscape}: name an instance with spec.backup there (a deleted instance's repository went with it), or create it; looked for again every 30 s.` },
+      failure: { reason: 'RestoreSourceNotFound', message: `${field} names no IoTService of namespace ${instance.landscape}: name an instance with spec.backup there, or create it (a deleted instance's volume repository went with it; an S3 bucket keeps its stanza: restore from it with spec.restore.fromBucket: true); looked for again every 30 s.` },
     };
   }
   const resolved = resolveInstance(found, config);
@@ -142,7 +152,7 @@ export function restoreStatus(instance: Instance, previous: RestoreStatus | unde
 /** The IoTServices of `items` restoring from `sourceId` whose restore is not done, as their namespaces and ids. */
 export function restorersOf(sourceId: string, landscape: string, items: ReadonlyArray<Pick<IoTService, 'metadata' | 'spec' | 'status'>>): Array<{ namespace: string; id: string }> {
   return items
-    .filter((iot) => iot.spec?.restore?.from === sourceId && iot.status?.restore?.state !== 'Restored' && !iot.metadata.deletionTimestamp && iot.metadata.name !== sourceId)
+    .filter((iot) => iot.spec?.restore?.from === sourceId && iot.spec.restore.fromBucket !== true && iot.status?.restore?.state !== 'Restored' && !iot.metadata.deletionTimestamp && iot.metadata.name !== sourceId)
     .flatMap((iot) => {
       const namespace = instanceNamespaceName(landscape, iot.metadata.name ?? '');
       return namespace.ok ? [{ namespace: namespace.name, id: iot.metadata.name! }] : [];

@@ -21,10 +21,17 @@
  *     cluster/src/s3.ts) in the landscape namespace on the real node, over HTTPS with a private CA
  *     given in the credentials Secret's ca.crt; the instance backing up there (restored-end) has
  *     no repository volume, status.backup reports its full backup and when its newest WAL segment
- *     reached the bucket, and a third IoTService restored from it shows a message stored in
- *     restored-end after that backup (it came through the WAL archived to the bucket). Both
- *     targets at once, or a changed target, are refused; a credentials Secret that does not exist
- *     makes the instance Failed with a reason naming it.
+ *     reached the bucket. Both targets at once, or a changed target, are refused; a credentials
+ *     Secret that does not exist makes the instance Failed with a reason naming it, and so does
+ *     spec.restore.fromBucket without an S3 target (InvalidSpec).
+ *   - disaster recovery from the bucket (spec.restore.fromBucket): a stanza the bucket does not
+ *     hold is Failed (RestoreFailed) with pgBackRest's error; restored-end deleted (its
+ *     namespace gone, the bucket keeps its stanza), then made again under the same name with the
+ *     same target and `restore: {from: restored-end, fromBucket: true}`: it restores its old stanza
+ *     straight from the bucket, with exactly the rows it had — a message stored after its backup
+ *     included (it came through the WAL archived to the bucket) —, archives its new timeline's
+ *     history file there, and takes a full backup of its own into that same stanza at once, which
+ *     then holds the earlier instance's backup and the new one.
  *   - the operator's /metrics carries the schedule in seconds, the backup's end and the time the
  *     newest segment was archived — status.backup's times, that segment's after the rows were
  *     written (this machine is the real node: one clock) and not in the future.
@@ -37,7 +44,7 @@ import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { deployS3Server, localTestEnv, realNode, type S3Server } from '@iot-operator/local-cluster';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import { HttpStatusError, postHttp, readAllTelemetry, registerDevice, type DeviceCredentials, type ServiceAddresses } from '@iot-operator/iot-service/simulator';
-import { deviceAddresses, execInPod, getIoT, installIoTCrd, iotService, realNodeSpec, startReferenceLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
+import { deviceAddresses, execInPod, getIoT, getOrUndefined, installIoTCrd, iotService, realNodeSpec, startReferenceLandscape, stopServedLandscape, waitForPhase } from './e2e-support.ts';
 
 const env: TestEnv = await localTestEnv();
 const node = await realNode(env);
@@ -82,7 +89,7 @@ async function sql(query: string, database = 'postgres', ns = namespace): Promis
 /** What the restore test leaves for the S3 one: the device registered in the source, restored-end's own backup. */
 let restoredEnd: { device: DeviceCredentials; lastBackup: string } | undefined;
 
-type StanzaInfo = { name: string; backup: Array<{ label: string; type: string }>; archive: Array<{ max: string | null }> };
+type StanzaInfo = { name: string; backup: Array<{ label: string; type: string }>; archive: Array<{ id: string; max: string | null }> };
 
 /** pgBackRest's own view of the repository of `ns`: every stanza it holds. */
 async function repositoryStanzas(ns = namespace): Promise<StanzaInfo[]> {
@@ -244,7 +251,7 @@ describe('backups: a full backup and continuous WAL archiving', { skip }, () => 
     restoredEnd = { device, lastBackup: own.lastBackup!.label };
   });
 
-  it('backs up to an S3 bucket without a repository volume, and a new IoTService restores from it with rows written after the backup', async () => {
+  it('backs up to an S3 bucket without a repository volume, rows written after the backup reaching it as WAL; refuses what it cannot run', async () => {
     assert.ok(restoredEnd, 'restored-end backed up to S3 (the test before)');
     const ns = `${landscape}-restored-end`;
     // The target is one of the two, and stays where it was made (the CRD's rules, v1alpha1 too).
@@ -257,14 +264,18 @@ describe('backups: a full backup and continuous WAL archiving', { skip }, () => 
       env.client.patch(IoTServiceV1alpha1Type, 'restored-end', landscape, { spec: { backup: { target: { s3: { ...toS3, bucket: 'elsewhere' } } } } }, 'merge'),
       (e: unknown) => /target cannot be changed after creation/.test(String(e)),
     );
-    // A credentials Secret that is not there: Failed, naming it, before anything of the instance runs.
+    // A credentials Secret that is not there, or a restore from a bucket without an S3 target: Failed, saying why, before anything of the instance runs.
+    await installIoTCrd(env);
     await env.client.create(IoTServiceV1alpha1Type, iotService('no-credentials', landscape, { ...SPEC, backup: { target: { s3: { ...toS3, credentialsSecret: 'missing' } } } } as never));
-    const failed = await waitForPhase(env, landscape, 'no-credentials', 'Failed', 60_000);
-    assert.match(failed.status?.reason ?? '', /^Secret missing in namespace \S+ \(spec\.backup\.target\.s3\.credentialsSecret\) is missing; create it with the keys accessKeyId and secretAccessKey/);
-    await env.client.delete(IoTServiceV1alpha1Type, 'no-credentials', landscape);
+    await env.client.create(IoTServiceV1alpha1Type, iotService('no-bucket', landscape, { ...SPEC, backup: BACKUP, restore: { from: 'restored-end', fromBucket: true } } as never));
+    const [failed, noBucket] = await Promise.all(['no-credentials', 'no-bucket'].map((name) => waitForPhase(env, landscape, name, 'Failed', 60_000)));
+    assert.match(failed!.status?.reason ?? '', /^Secret missing in namespace \S+ \(spec\.backup\.target\.s3\.credentialsSecret\) is missing; create it with the keys accessKeyId and secretAccessKey/);
+    assert.match(noBucket!.status?.reason ?? '', /spec\.restore\.fromBucket: needs spec\.backup\.target\.s3/);
+    assert.equal(await getOrUndefined(env, Kinds.Namespace, `${landscape}-no-bucket`), undefined, 'nothing of it made');
+    await Promise.all(['no-credentials', 'no-bucket'].map((name) => env.client.delete(IoTServiceV1alpha1Type, name, landscape)));
     const repository = (await env.client.get(Kinds.StatefulSet, 'backup', ns)) as { spec?: { volumeClaimTemplates?: unknown[] } };
     assert.equal(repository.spec?.volumeClaimTemplates, undefined, 'no repository volume: the repository is in the bucket');
-    // A message stored after restored-end's full backup: a restore from the bucket has it only through the WAL archived there.
+    // A message stored after restored-end's full backup: a restore from the bucket (the next test) has it only through the WAL archived there.
     const at = await deviceAddresses(env, ns);
     await postUntilAccepted(at, restoredEnd.device, { reading: 'in s3' }, 'm-s3');
     await waitFor('the message sent to restored-end stored', async () => {
@@ -278,16 +289,64 @@ describe('backups: a full backup and continuous WAL archiving', { skip }, () => 
       return { done: (backup?.lastArchivedWal ?? '') >= segment && backup?.lastArchivedWalTime !== undefined, value: backup!, seen: backup };
     }, { timeoutMs: 180_000, intervalMs: 2000 });
     console.log(`backup: restored-end's repository in S3: ${JSON.stringify(status)}`);
+  });
+
+  it('recreates a deleted instance from its bucket under its own name (fromBucket), which then backs up into the same stanza', async () => {
+    assert.ok(restoredEnd, 'restored-end backed up to S3 with a message stored after its backup (the tests before)');
+    const ns = `${landscape}-restored-end`;
+    const toS3 = { schedule: '1d', retention: 2, target: { s3: { endpoint: s3!.endpoint, bucket: s3!.bucket, credentialsSecret: S3_CREDENTIALS } } };
+    // The disaster: the IoTService and its namespace gone; the bucket keeps its stanza.
+    const deleting = Date.now();
+    await env.client.delete(IoTServiceV1alpha1Type, 'restored-end', landscape);
+    // Meanwhile, a stanza the bucket does not hold: the restore fails with pgBackRest's words.
+    await installIoTCrd(env);
+    await env.client.create(IoTServiceV1alpha1Type, iotService('no-stanza', landscape, { ...SPEC, backup: toS3, restore: { from: 'no-stanza', fromBucket: true } } as never));
+    await waitFor(`IoTService restored-end and namespace ${ns} gone`, async () => {
+      const [iot, namespaceLeft] = [await getIoT(env, landscape, 'restored-end'), await getOrUndefined(env, Kinds.Namespace, ns)];
+      return { done: !iot && !namespaceLeft, value: undefined, seen: { iot: iot?.metadata.name, namespace: namespaceLeft?.metadata.name } };
+    }, { timeoutMs: 240_000, intervalMs: 2000 });
+    console.log(`backup: restored-end and its namespace gone ${((Date.now() - deleting) / 1000).toFixed(0)} s after its deletion`);
+    const noStanza = await waitForPhase(env, landscape, 'no-stanza', 'Failed', 300_000);
+    console.log(`backup: no-stanza ${noStanza.status?.reason}`);
+    assert.match(noStanza.status?.reason ?? '', /^The restore of the database from stanza \S+-no-stanza of the bucket failed \(init container restore of pod database-0, tried again by the kubelet\): pgbackrest restore from the bucket \S+ \(stanza \S+-no-stanza at \/\S+-no-stanza\) failed: .*ERROR: \[\d+\]/);
+    assert.equal((noStanza.status as { restore?: { state: string } }).restore?.state, 'Restoring');
+    await env.client.delete(IoTServiceV1alpha1Type, 'no-stanza', landscape);
 
     const started = Date.now();
-    await env.client.create(IoTServiceV1alpha1Type, iotService('restored-s3', landscape, { ...SPEC, restore: { from: 'restored-end' } } as never));
-    await waitForPhase(env, landscape, 'restored-s3', 'Available', 480_000);
-    console.log(`backup: restored-s3 restored from the bucket and Available ${((Date.now() - started) / 1000).toFixed(0)} s after its creation`);
-    const restore = ((await getIoT(env, landscape, 'restored-s3'))!.status as { restore?: { state: string; backup?: string } }).restore;
+    await env.client.create(IoTServiceV1alpha1Type, iotService('restored-end', landscape, { ...SPEC, backup: toS3, restore: { from: 'restored-end', fromBucket: true } } as never));
+    assert.equal((await getIoT(env, landscape, 'restored-end'))?.spec.restore?.fromBucket, true, 'stored with fromBucket (a CRD without it prunes it)');
+    await waitForPhase(env, landscape, 'restored-end', 'Available', 480_000);
+    console.log(`backup: restored-end recreated from the bucket and Available ${((Date.now() - started) / 1000).toFixed(0)} s after its creation`);
+    const restore = ((await getIoT(env, landscape, 'restored-end'))!.status as { restore?: { state: string; from: string; backup?: string } }).restore;
     assert.equal(restore?.state, 'Restored');
-    assert.equal(restore?.backup, restoredEnd.lastBackup, "the backup restored is restored-end's, from the bucket");
-    const stored = (await readAllTelemetry(await deviceAddresses(env, `${landscape}-restored-s3`), restoredEnd.device.id)).map((r) => r.messageId);
-    assert.deepEqual(stored, ['m-s3'], 'the message written after the backup is back; the table emptied before it stays empty');
+    assert.equal(restore?.from, 'restored-end');
+    assert.equal(restore?.backup, restoredEnd.lastBackup, "the backup restored is the deleted instance's, from the bucket");
+    const at = await deviceAddresses(env, ns);
+    const stored = (await readAllTelemetry(at, restoredEnd.device.id)).map((r) => r.messageId);
+    assert.deepEqual(stored, ['m-s3'], 'exactly the rows it had: the message written after the backup is back, the table emptied before it stays empty');
+    await assert.rejects(registerDevice(at, restoredEnd.device.id), (e: unknown) => e instanceof HttpStatusError && e.status === 409, 'the device is in the restored registry');
+    const secret = (await env.client.get(Kinds.Secret, 'restore-tls', ns)) as { data?: Record<string, string> };
+    assert.deepEqual(Object.keys(secret.data ?? {}), ['restored'], 'restored: nothing left to restore with');
+
+    // Its new timeline's history file reaches the stanza; its own first full backup follows at once, into the same stanza.
+    const timeline = Number(await sql('SELECT timeline_id FROM pg_control_checkpoint()', 'postgres', ns));
+    const history = `${timeline.toString(16).toUpperCase().padStart(8, '0')}.history`;
+    await waitFor(`${history} archived to the bucket`, async () => {
+      const archiveId = (await repositoryStanzas(ns))[0]?.archive.at(-1)?.id ?? '';
+      const listed = await execInPod(env, ns, 'backup-0', ['pgbackrest', 'repo-ls', `archive/${ns}/${archiveId}`], 60_000);
+      return { done: listed.split('\n').some((name) => name.startsWith(history)), value: undefined, seen: listed };
+    }, { timeoutMs: 180_000, intervalMs: 3000 });
+    const own = await waitFor('restored-end to report a full backup of its own', async () => {
+      const backup = await backupStatus('restored-end');
+      const label = backup?.lastBackup?.label;
+      return { done: backup?.lastBackup?.type === 'full' && label !== undefined && label !== restoredEnd!.lastBackup, value: backup!, seen: backup };
+    }, { timeoutMs: 300_000, intervalMs: 2000 });
+    console.log(`backup: restored-end's own first full backup reported ${((Date.now() - started) / 1000).toFixed(0)} s after its creation: ${JSON.stringify(own)}`);
+    assert.ok(Date.parse(own.lastBackup!.time) > started, `its backup ended at ${own.lastBackup!.time}, after the instance was made again`);
+    const [stanza, ...others] = await repositoryStanzas(ns);
+    assert.deepEqual(others, [], 'one stanza');
+    assert.equal(stanza?.name, ns, "the same stanza as the deleted instance's");
+    assert.deepEqual(stanza!.backup.map((b) => b.label), [restoredEnd.lastBackup, own.lastBackup!.label], "the deleted instance's backup and the new one");
   });
 });
 

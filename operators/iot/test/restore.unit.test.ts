@@ -15,8 +15,9 @@ import { iotServiceCrd } from '../src/api/crd.ts';
 import { convertIoTService } from '../src/api/conversion.ts';
 import { validateIoTServiceSpec } from '../src/api/validation.ts';
 import { ChildBodies } from '../src/child-bodies.ts';
-import { RestoreCertificates, checkSource, restoreProgress, restoreStatus, restorersOf } from '../src/restores.ts';
+import { RestoreCertificates, checkSource, restoreProgress, restoreStatus, restorersOf, type FindSource } from '../src/restores.ts';
 import { computeStatus } from '../src/status/status.ts';
+import { resolveInstance } from '../src/resources/instance.ts';
 import {
   caSecretData,
   desiredChildren,
@@ -107,7 +108,7 @@ describe('a restoring instance as rendered', () => {
 
   it("the database pods restore in an init container from the source's repository host over TLS, to the target, into a staging directory", () => {
     const instance = testInstance({ restore: RESTORE, backup: TEST_BACKUP });
-    const set = database(children(instance, { restoreCertificate: restoreCertificate() }));
+    const set = database(children(instance, { pendingRestore: { certificate: restoreCertificate() } }));
     const [init, ...more] = set.spec?.template.spec?.initContainers ?? [];
     assert.equal(more.length, 0);
     assert.equal(init?.name, 'restore');
@@ -131,13 +132,13 @@ describe('a restoring instance as rendered', () => {
   });
 
   it('without a target: to the end of the archive', () => {
-    const env = envOf(database(children(testInstance({ restore: { from: 'old' } }), { restoreCertificate: restoreCertificate() })).spec?.template.spec?.initContainers?.[0]);
+    const env = envOf(database(children(testInstance({ restore: { from: 'old' } }), { pendingRestore: { certificate: restoreCertificate() } })).spec?.template.spec?.initContainers?.[0]);
     assert.equal(env['IOT_RESTORE_TARGET'], undefined);
   });
 
   it("Secret restore-tls: a client certificate of the source's backup CA while restoring; only the mark of a completed restore afterwards", () => {
     const instance = testInstance({ restore: RESTORE });
-    const secret = find(children(instance, { restoreCertificate: restoreCertificate() }), 'Secret', 'restore-tls') as V1Secret;
+    const secret = find(children(instance, { pendingRestore: { certificate: restoreCertificate() } }), 'Secret', 'restore-tls') as V1Secret;
     assert.equal(secret.type, 'Opaque');
     const text = (key: string) => Buffer.from(secret.data![key]!, 'base64').toString('utf8');
     const ca = new X509Certificate(text('ca.crt'));
@@ -156,7 +157,7 @@ describe('the NetworkPolicies of a restore', () => {
 
   it("while restoring, the database pods may reach the source's repository host on 8432, nothing more", () => {
     const instance = testInstance({ restore: RESTORE });
-    const restoring = policy(children(instance, { restoreCertificate: restoreCertificate(), restorePeers: { source: { namespace: SOURCE_NS, id: 'old' } } }), 'database-peers');
+    const restoring = policy(children(instance, { pendingRestore: { certificate: restoreCertificate() }, restorePeers: { source: { namespace: SOURCE_NS, id: 'old' } } }), 'database-peers');
     const peers = policy(children(instance), 'database-peers');
     assert.deepEqual(restoring.spec.egress?.slice(peers.spec.egress?.length ?? 0), [
       {
@@ -181,7 +182,13 @@ describe('the NetworkPolicies of a restore', () => {
 
 /** The source IoTService as the cache has it. */
 function sourceIoT(spec: Record<string, unknown>, status?: Record<string, unknown>) {
-  return { ...iotService('old', { version: '2.4.1', ...spec }), ...(status ? { status } : {}) } as Parameters<typeof checkSource>[1] & object;
+  return { ...iotService('old', { version: '2.4.1', ...spec }), ...(status ? { status } : {}) } as Awaited<ReturnType<FindSource>>;
+}
+
+/** A look-up that finds `found` (or nothing), recording what it was asked for. */
+function finder(found?: Awaited<ReturnType<FindSource>>): FindSource & { asked: string[] } {
+  const asked: string[] = [];
+  return Object.assign(async (name: string) => (asked.push(name), found), { asked });
 }
 
 describe('the source, checked before anything of the new instance is made', () => {
@@ -189,20 +196,20 @@ describe('the source, checked before anything of the new instance is made', () =
   const backedUp = { backup: TEST_BACKUP };
   const backups = { backup: { lastBackup: { time: '2026-11-29T08:00:00Z', type: 'full', label: '20261129-080000F' } } };
 
-  it('none, itself, without backups: Failed, saying what to do', () => {
-    const none = checkSource(instance, undefined, TEST_CONFIG);
+  it('none, itself, without backups: Failed, saying what to do', async () => {
+    const none = await checkSource(instance, finder(), TEST_CONFIG);
     assert.equal(none.kind === 'failed' && none.failure.reason, 'RestoreSourceNotFound');
-    assert.match(none.kind === 'failed' ? none.failure.message : '', /spec\.restore\.from \(old\) names no IoTService of namespace devawsk8s/);
-    const itself = checkSource(testInstance({ restore: { from: 'tenant-a' } }), sourceIoT(backedUp, backups), TEST_CONFIG);
+    assert.match(none.kind === 'failed' ? none.failure.message : '', /spec\.restore\.from \(old\) names no IoTService of namespace devawsk8s.*spec\.restore\.fromBucket: true/);
+    const itself = await checkSource(testInstance({ restore: { from: 'tenant-a' } }), finder(sourceIoT(backedUp, backups)), TEST_CONFIG);
     assert.equal(itself.kind === 'failed' && itself.failure.reason, 'RestoreSourceInvalid');
-    const unbacked = checkSource(instance, sourceIoT({}), TEST_CONFIG);
+    const unbacked = await checkSource(instance, finder(sourceIoT({})), TEST_CONFIG);
     assert.equal(unbacked.kind === 'failed' && unbacked.failure.reason, 'RestoreSourceNotBackedUp');
   });
 
-  it('backed up, no backup completed yet: waiting; with one: the source', () => {
-    const waiting = checkSource(instance, sourceIoT(backedUp), TEST_CONFIG);
+  it('backed up, no backup completed yet: waiting; with one: the source', async () => {
+    const waiting = await checkSource(instance, finder(sourceIoT(backedUp)), TEST_CONFIG);
     assert.equal(waiting.kind === 'waiting' && waiting.waiting.reason, 'RestoreSourceHasNoBackup');
-    const ok = checkSource(instance, sourceIoT(backedUp, backups), TEST_CONFIG);
+    const ok = await checkSource(instance, finder(sourceIoT(backedUp, backups)), TEST_CONFIG);
     assert.equal(ok.kind === 'ok' && ok.source.namespace, SOURCE_NS);
   });
 
@@ -214,6 +221,96 @@ describe('the source, checked before anything of the new instance is made', () =
     }) as Parameters<typeof restorersOf>[2][number];
     const items = [restoring('b', 'old', 'Restoring'), restoring('a', 'old'), restoring('c', 'old', 'Restored'), restoring('d', 'other'), restoring('e', 'old', undefined, true), iotService('old', { version: '2.4.1' })];
     assert.deepEqual(restorersOf('old', 'devawsk8s', items), [{ namespace: 'devawsk8s-a', id: 'a' }, { namespace: 'devawsk8s-b', id: 'b' }]);
+  });
+});
+
+const b64 = (text: string) => Buffer.from(text).toString('base64');
+const S3 = { endpoint: 's3.objects.svc:8333', bucket: 'iot-backups', credentialsSecret: 'tenant-a-s3' };
+const S3_CREDENTIALS = { accessKeyId: b64('AKID'), secretAccessKey: b64('s3cr3t'), ca: b64('-----BEGIN CERTIFICATE-----') };
+const TO_S3 = { target: { s3: S3 } };
+
+describe('restoring from the bucket (spec.restore.fromBucket)', () => {
+  /** tenant-a backing up to S3, restoring stanza devawsk8s-<from> from that bucket. */
+  const fromBucket = (from = 'old', s3: Record<string, unknown> = S3) => testInstance({ backup: { target: { s3 } }, restore: { from, fromBucket: true } });
+  const restoring = (instance: Instance, credentials: typeof S3_CREDENTIALS | Omit<typeof S3_CREDENTIALS, 'ca'> = S3_CREDENTIALS) =>
+    children(instance, { backupS3Credentials: credentials, pendingRestore: { bucket: credentials }, restorePeers: { bucket: true } });
+  const done = (instance: Instance) => children(instance, { backupS3Credentials: S3_CREDENTIALS });
+  const repo1 = (env: Record<string, string | undefined>) => Object.fromEntries(Object.entries(env).filter(([name]) => name.startsWith('PGBACKREST_REPO1_')));
+
+  it('is a boolean of both API versions; without spec.backup.target.s3 the operator refuses it (Failed, InvalidSpec)', () => {
+    assert.ok(validateIoTServiceSpec({ version: '2.4.1', backup: TO_S3, restore: { from: 'tenant-a', fromBucket: true } }).ok, 'its own name');
+    assert.ok(validateIoTServiceSpec({ version: '2.4.1', backup: TEST_BACKUP, restore: { from: 'old', fromBucket: false } }).ok);
+    for (const spec of [{ backup: TEST_BACKUP }, {}]) {
+      const refused = validateIoTServiceSpec({ version: '2.4.1', ...spec, restore: { from: 'old', fromBucket: true } });
+      assert.deepEqual(refused.ok ? [] : refused.errors, ['spec.restore.fromBucket: needs spec.backup.target.s3: the bucket restored from is the one the instance backs up to']);
+    }
+    const resolved = resolveInstance(iotService('tenant-a', { version: '2.4.1', backup: TEST_BACKUP, restore: { from: 'tenant-a', fromBucket: true } }), TEST_CONFIG);
+    assert.equal(resolved.ok ? '' : resolved.failure.reason, 'InvalidSpec');
+    const crd = iotServiceCrd() as { spec: { versions: Array<{ name: string; schema: { openAPIV3Schema: { properties: { spec: { properties: { restore: { properties: Record<string, { type: string }> } } } } } } }> } };
+    for (const version of crd.spec.versions) assert.equal(version.schema.openAPIV3Schema.properties.spec.properties.restore.properties['fromBucket']?.type, 'boolean', version.name);
+    const alpha = { apiVersion: 'cp.iotservices.io/v1alpha1', kind: 'IoTService', metadata: { name: 'tenant-a', namespace: 'devawsk8s' }, spec: { version: '2.4.1', backup: TO_S3, restore: { from: 'tenant-a', fromBucket: true } } } as KubeObject;
+    assert.deepEqual((convertIoTService(alpha, 'cp.iotservices.io/v1beta1') as KubeObject & { spec: { restore: unknown } }).spec.restore, { from: 'tenant-a', fromBucket: true });
+  });
+
+  it("the init container reads stanza <landscape>-<from> from the bucket with the repository host's S3 options and keys, through no repository host", () => {
+    const instance = fromBucket();
+    const objects = restoring(instance);
+    const init = database(objects).spec?.template.spec?.initContainers?.[0];
+    const env = envOf(init);
+    assert.equal(env['PGBACKREST_STANZA'], SOURCE_NS);
+    assert.equal(env['IOT_RESTORE_FROM'], 'old');
+    assert.equal(env['PGBACKREST_PG1_PATH'], '/var/lib/iot/pgdata.restoring');
+    const repository = envOf((find(objects, 'StatefulSet', 'backup') as V1StatefulSet).spec?.template.spec?.containers[0]);
+    const { PGBACKREST_REPO1_PATH: ownPath, PGBACKREST_REPO1_STORAGE_CA_FILE: ownCa, PGBACKREST_REPO1_RETENTION_FULL: _, ...shared } = repo1(repository);
+    assert.equal(ownPath, `/${NS}`);
+    assert.equal(ownCa, '/etc/iot/backup-s3/ca.crt');
+    assert.deepEqual(repo1(env), { ...shared, PGBACKREST_REPO1_PATH: `/${SOURCE_NS}` }, "the repository host's endpoint, bucket, region and URI style; the source's path; no repository host, the CA file the script's (restore-tls)");
+    assert.equal(shared['PGBACKREST_REPO1_S3_BUCKET'], 'iot-backups');
+    const keys = Object.fromEntries((init?.env ?? []).filter((e) => e.valueFrom?.secretKeyRef).map((e) => [e.name, e.valueFrom!.secretKeyRef]));
+    assert.deepEqual(keys, { PGBACKREST_REPO1_S3_KEY: { name: 'backup-s3', key: 'accessKeyId' }, PGBACKREST_REPO1_S3_KEY_SECRET: { name: 'backup-s3', key: 'secretAccessKey' } });
+    const insecure = envOf(database(restoring(fromBucket('old', { ...S3, insecureSkipVerify: true }))).spec?.template.spec?.initContainers?.[0]);
+    assert.equal(insecure['PGBACKREST_REPO1_STORAGE_VERIFY_TLS'], 'n', 'insecureSkipVerify as for the repository host');
+    assert.equal(envOf(database(objects).spec?.template.spec?.containers[0])['PGBACKREST_REPO1_HOST'], `backup-0.backup.${NS}.svc`, 'the database archives through its own repository host');
+  });
+
+  it('Secret restore-tls: the mark of a restore from the bucket and the endpoint\'s CA while restoring; only the mark of a completed restore afterwards', () => {
+    const instance = fromBucket();
+    assert.deepEqual((find(restoring(instance), 'Secret', 'restore-tls') as V1Secret).data, { bucket: b64('true'), 'ca.crt': S3_CREDENTIALS.ca });
+    const withoutCa = { accessKeyId: S3_CREDENTIALS.accessKeyId, secretAccessKey: S3_CREDENTIALS.secretAccessKey };
+    assert.deepEqual((find(restoring(instance, withoutCa), 'Secret', 'restore-tls') as V1Secret).data, { bucket: b64('true') });
+    assert.deepEqual((find(done(instance), 'Secret', 'restore-tls') as V1Secret).data, { restored: b64('true') });
+  });
+
+  it("while restoring, the database pods may go out to the endpoint's port, and to nothing of another instance; once restored, no more", () => {
+    const instance = fromBucket();
+    const policy = (objects: DesiredObject[]) => find(objects, 'NetworkPolicy', 'database-peers') as unknown as NetworkPolicy;
+    const after = policy(done(instance));
+    const during = policy(restoring(instance));
+    assert.deepEqual(during.spec.egress?.slice(after.spec.egress?.length ?? 0), [{ ports: [{ protocol: 'TCP', port: 8333 }] }]);
+    assert.deepEqual(during.spec.ingress, after.spec.ingress);
+    assert.ok(!JSON.stringify(after.spec.egress).includes('8333'), 'restored: the database pods reach no endpoint');
+    assert.ok(!JSON.stringify(during).includes(SOURCE_NS), 'no namespace of another instance');
+  });
+
+  it('needs no source IoTService: none is looked up, from may name this instance; it never makes another instance admit it', async () => {
+    for (const from of ['old', 'tenant-a']) {
+      const find = finder();
+      assert.deepEqual(await checkSource(fromBucket(from), find, TEST_CONFIG), { kind: 'bucket' }, from);
+      assert.deepEqual(find.asked, [], 'nothing looked up');
+    }
+    const live = [{ ...iotService('new', { version: '2.4.1', backup: TO_S3, restore: { from: 'old', fromBucket: true } }) }, iotService('old', { version: '2.4.1', backup: TO_S3 })];
+    assert.deepEqual(restorersOf('old', 'devawsk8s', live), [], "the live instance's repository host admits nobody");
+  });
+
+  it('restoring its own stanza, its repository host is told when the IoTService was made (backups that ended before are not its own)', () => {
+    const created = (restore: Record<string, unknown>) => {
+      const iot = iotService('tenant-a', { version: '2.4.1', backup: TO_S3, restore });
+      const resolved = resolveInstance({ ...iot, metadata: { ...iot.metadata, creationTimestamp: new Date('2026-11-29T10:00:00Z') } }, TEST_CONFIG);
+      if (!resolved.ok) throw new Error(resolved.failure.message);
+      return envOf((find(restoring(resolved.instance), 'StatefulSet', 'backup') as V1StatefulSet).spec?.template.spec?.containers[0]);
+    };
+    assert.equal(created({ from: 'tenant-a', fromBucket: true })['IOT_BACKUP_OWN_SINCE'], '2026-11-29T10:00:00.000Z');
+    assert.equal(created({ from: 'old', fromBucket: true })['IOT_BACKUP_OWN_SINCE'], undefined, 'a stanza of its own: nothing before it');
   });
 });
 
@@ -303,7 +400,7 @@ describe("the restore's client certificate", () => {
   it('is read back from Secret restore-tls after a restart', async () => {
     const { ctx } = context([caSecret]);
     const issued = await new RestoreCertificates(new ChildBodies({ labelSelector: '' }, () => true)).certificate(ctx, 'k', instance, new Date());
-    const secret = children(instance, { restoreCertificate: issued.kind === 'ok' ? issued.certificate : undefined }).find((o) => o.metadata.name === 'restore-tls') as unknown as KubeObject;
+    const secret = children(instance, issued.kind === 'ok' ? { pendingRestore: { certificate: issued.certificate } } : {}).find((o) => o.metadata.name === 'restore-tls') as unknown as KubeObject;
     const restarted = context([caSecret, { ...secret, metadata: { ...secret.metadata, resourceVersion: '3' } }]);
     const again = await new RestoreCertificates(new ChildBodies({ labelSelector: '' }, () => true)).certificate(restarted.ctx, 'k', instance, new Date());
     assert.equal(again.kind === 'ok' && again.certificate.client.cert, issued.kind === 'ok' ? issued.certificate.client.cert : '');

@@ -23,7 +23,10 @@
 // - A full backup is taken when the stanza has none, or once IOT_BACKUP_INTERVAL_SECONDS have
 //   passed since the last one ended (read back from the repository, so a restarted pod neither
 //   repeats nor skips one); pgBackRest then expires what the retention no longer keeps. A failed
-//   backup is logged and tried again after RETRY_MS.
+//   backup is logged and tried again after RETRY_MS. With IOT_BACKUP_OWN_SINCE (an RFC 3339 time:
+//   when an instance that restored its own stanza from the bucket was made) backups that ended
+//   before it are the earlier instance's and count as none: the first full backup of the restored
+//   database is taken as soon as the stanza is ready.
 // - GET /info on IOT_BACKUP_STATUS_PORT answers `pgbackrest info --output=json` for the stanza
 //   (200), or 503 with pgBackRest's error: what the operator reads status.backup from. pgBackRest
 //   names the archive's newest WAL segment (`max`) but not when it came: each archive entry with a
@@ -149,11 +152,12 @@ if (mode === 'repository') {
     response.writeHead(info.ok ? 200 : 503, { 'content-type': info.ok ? 'application/json' : 'text/plain' }).end(info.ok ? await withArchiveTimes(info.stdout) : info.error);
   }).listen(statusPort);
 
-  /** When (ms since the epoch) the stanza's last backup ended; undefined when it has none. */
+  const ownSince = Date.parse(process.env.IOT_BACKUP_OWN_SINCE ?? '') || 0;
+  /** When (ms since the epoch) the stanza's last backup of this instance ended; undefined when it has none. */
   const lastBackupEnd = async () => {
     const info = await pgbackrest(['info', '--output=json']);
     if (!info.ok) throw new Error(`pgbackrest info failed: ${info.error}`);
-    const stops = JSON.parse(info.stdout).flatMap((stanza) => stanza.backup ?? []).map((backup) => backup.timestamp.stop * 1000);
+    const stops = JSON.parse(info.stdout).flatMap((stanza) => stanza.backup ?? []).map((backup) => backup.timestamp.stop * 1000).filter((stop) => stop >= ownSince);
     return stops.length > 0 ? Math.max(...stops) : undefined;
   };
 

@@ -659,14 +659,21 @@ export const restoreFixed: CelRule = {
   message: 'restore is set at creation only',
 };
 
+/**
+ * `restore.fromBucket` reads the bucket the instance backs up to: the operator's own check
+ * (validation.ts; the CRD has no room for a CEL rule), Failed/InvalidSpec otherwise.
+ */
+export const RESTORE_FROM_BUCKET_NEEDS_S3 = 'needs spec.backup.target.s3: the bucket restored from is the one the instance backs up to';
+
 export const RestoreSpecSchema = Type.Object(
   {
     from: Type.String({
       maxLength: 63,
       pattern: INSTANCE_NAME_PATTERN,
-      description: 'An IoTService of this namespace with spec.backup.',
+      description: 'An IoTService of this namespace with spec.backup; with fromBucket, the stanza <namespace>-<from>.',
       errorMessage: 'must name an IoTService of this namespace',
     }),
+    fromBucket: Type.Optional(Type.Boolean({ description: 'true: read the bucket of spec.backup.target.s3, no IoTService.' })),
     targetTime: Type.Optional(
       Type.String({
         maxLength: 64,

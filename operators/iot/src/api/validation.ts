@@ -4,8 +4,10 @@
  * Guarantees: `validateIoTServiceSpec` checks every field of the TypeBox schema (iotservice.ts,
  * scheduling.ts) and rejects unknown fields everywhere, applies the schema's defaults (the input
  * is not modified), then checks the cross-field rules, mirrored here as predicates with the
- * messages of their CEL rules (iotservice.ts). Errors are readable: one per path, in the schema's
- * own words where it has them.
+ * messages of their CEL rules (iotservice.ts), and the cross-field rules the CRD has no room for
+ * (`spec.restore.fromBucket` needs `spec.backup.target.s3`), which the operator alone checks: an
+ * IoTService breaking them is Failed (InvalidSpec) before anything of it is made. Errors are
+ * readable: one per path, in the schema's own words where it has them.
  */
 
 import { isIP } from 'node:net';
@@ -28,6 +30,7 @@ import {
   egressCidr,
   retentionWellFormed,
   eventRetentionWellFormed,
+  RESTORE_FROM_BUCKET_NEEDS_S3,
   storageClassNeedsVolume,
   TLS_HOSTNAME_PATTERN,
   tlsHostnamesWellFormed,
@@ -108,6 +111,11 @@ const crossFieldChecks: ReadonlyArray<{ path: string; message: string; holds: (s
     path: 'spec.backup.target',
     message: backupTargetOne.message,
     holds: (spec) => !spec.backup || (spec.backup.target.volumeClaim === undefined) !== (spec.backup.target.s3 === undefined),
+  },
+  {
+    path: 'spec.restore.fromBucket',
+    message: RESTORE_FROM_BUCKET_NEEDS_S3,
+    holds: (spec) => spec.restore?.fromBucket !== true || spec.backup?.target.s3 !== undefined,
   },
   {
     path: 'spec.config',

@@ -11,7 +11,7 @@
  *   (repo1-retention-full), pgBackRest's server on 8432 and its state on 8433 (/info); ready
  *   while pgBackRest's server accepts connections. Its pods run where the database's may run
  *   (spec.database.placement). With `target.s3` instead the repository is in that bucket at
- *   `/<namespace>` (repo1-type=s3, over HTTPS, the endpoint's certificate checked against the
+ *   `/<namespace>` (repo1-type=s3, `s3RepositoryOptions`, over HTTPS, the endpoint's certificate checked against the
  *   credentials Secret's ca.crt when it has one, else the image's CAs, unless insecureSkipVerify),
  *   the pod has no volume, and its keys come from Secret `backup-s3` (a copy of the user's, made
  *   by the reconcile) as environment variables, a checksum of them on its template. The repository
@@ -24,7 +24,10 @@
  *   while there are writes: a restore loses at most that long's writes.
  * - The repository's stanza is the instance namespace (`<landscape>-<id>`, unique in the
  *   cluster), and every option of it is in the environment, not a file: another instance's
- *   repository host can be named as the source of a restore by its stanza and address.
+ *   repository host can be named as the source of a restore by its stanza and address. An
+ *   instance restoring its own stanza from the bucket (`restoresOwnStanza`) tells its repository
+ *   host when it was made (BACKUP_OWN_SINCE_ENV): the backups of the instance of that name before
+ *   it do not put off its own first full backup.
  * - One CA of the instance's (Secret `backup-ca`, mounted nowhere) signs one certificate (Secret
  *   `backup-tls`: ca.crt, tls.crt, tls.key) for both ends, server and client, covering the
  *   repository host's name and each database pod's (`backupCertificateNames`); each pgBackRest
@@ -78,6 +81,20 @@ export function backsUp(instance: Instance): boolean {
 export function backupStanza(instance: Instance): string {
   return instance.namespace;
 }
+
+/**
+ * Whether the instance restores the stanza it backs up into (`spec.restore.fromBucket` naming
+ * itself): the stanza then holds the backups of the instance of that name before it.
+ */
+export function restoresOwnStanza(instance: Instance): boolean {
+  return instance.spec.restore?.fromBucket === true && instance.spec.restore.from === instance.id;
+}
+
+/**
+ * The repository host's variable naming when the instance was made (image/pgbackrest.mjs): a
+ * backup that ended before it is another instance's and does not put off the first full backup.
+ */
+export const BACKUP_OWN_SINCE_ENV = 'IOT_BACKUP_OWN_SINCE';
 
 /** The repository host's name: its pod's through the headless Service `backup`. */
 export function repositoryHost(instance: Instance): string {
@@ -180,13 +197,18 @@ export function s3HostPort(s3: S3Target): { host: string; port: number } {
   return { host: host!, port: port ? Number(port) : 443 };
 }
 
-/** The repository in the S3 bucket, at /<namespace>, with path- or host-style URIs over HTTPS; keys from Secret backup-s3. */
-function s3RepositoryOptions(instance: Instance, s3: S3Target, credentials: S3Credentials): V1EnvVar[] {
+/**
+ * A repository in the S3 bucket at `path` (`/<stanza>`), with path- or host-style URIs over
+ * HTTPS, the endpoint's certificate checked against `caFile` when given (else the image's CAs)
+ * unless insecureSkipVerify; keys from Secret backup-s3. The repository host's, and a restore's
+ * from the bucket (restore.ts).
+ */
+export function s3RepositoryOptions(s3: S3Target, path: string, caFile: string | undefined): V1EnvVar[] {
   const { host, port } = s3HostPort(s3);
   const key = (name: string, key: string): V1EnvVar => ({ name, valueFrom: { secretKeyRef: { name: BACKUP_S3_SECRET, key } } });
   return [
     env('PGBACKREST_REPO1_TYPE', 's3'),
-    env('PGBACKREST_REPO1_PATH', `/${instance.namespace}`),
+    env('PGBACKREST_REPO1_PATH', path),
     env('PGBACKREST_REPO1_S3_ENDPOINT', host),
     env('PGBACKREST_REPO1_STORAGE_PORT', String(port)),
     env('PGBACKREST_REPO1_S3_BUCKET', s3.bucket),
@@ -194,7 +216,7 @@ function s3RepositoryOptions(instance: Instance, s3: S3Target, credentials: S3Cr
     env('PGBACKREST_REPO1_S3_URI_STYLE', s3.uriStyle),
     key('PGBACKREST_REPO1_S3_KEY', S3_ACCESS_KEY_ID),
     key('PGBACKREST_REPO1_S3_KEY_SECRET', S3_SECRET_ACCESS_KEY),
-    ...(credentials.ca ? [env('PGBACKREST_REPO1_STORAGE_CA_FILE', `${BACKUP_S3_DIR}/${S3_CA_KEY}`)] : []),
+    ...(caFile ? [env('PGBACKREST_REPO1_STORAGE_CA_FILE', caFile)] : []),
     ...(s3.insecureSkipVerify ? [env('PGBACKREST_REPO1_STORAGE_VERIFY_TLS', 'n')] : []),
   ];
 }
@@ -221,7 +243,8 @@ export function repositoryRuntime(instance: Instance, s3Credentials?: S3Credenti
       env('IOT_BACKUP_STATUS_PORT', String(PORTS.backupStatus)),
       ...commonOptions(instance, 'info'),
       ...serverOptions(instance),
-      ...(s3 ? s3RepositoryOptions(instance, s3, s3Credentials!) : [env('PGBACKREST_REPO1_PATH', REPOSITORY_PATH)]),
+      ...(restoresOwnStanza(instance) && instance.createdAt ? [env(BACKUP_OWN_SINCE_ENV, instance.createdAt)] : []),
+      ...(s3 ? s3RepositoryOptions(s3, `/${instance.namespace}`, s3Credentials!.ca ? `${BACKUP_S3_DIR}/${S3_CA_KEY}` : undefined) : [env('PGBACKREST_REPO1_PATH', REPOSITORY_PATH)]),
       env('PGBACKREST_REPO1_RETENTION_FULL', String(backup.retention)),
       env('PGBACKREST_START_FAST', 'y'),
       ...databaseHosts(instance).flatMap((host, i) => [...remoteOptions(`PG${i + 1}`, host), ...databaseOptions(i + 1)]),

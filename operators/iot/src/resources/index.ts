@@ -52,7 +52,7 @@ import {
   type NetworkPolicy,
 } from './network-policies.ts';
 import { desiredPatroniAccess } from './patroni.ts';
-import { desiredRestoreTlsSecret, type RestoreCertificate, type RestorePeers } from './restore.ts';
+import { desiredRestoreTlsSecret, type PendingRestore, type RestorePeers } from './restore.ts';
 import { desiredCredentialsSecret, desiredImagePullSecret, type IoTCredentials } from './secrets.ts';
 import { desiredGatewayCaConfigMap, desiredGatewayCaSecret, desiredGatewayTlsSecret, servesTls, type GatewayTlsMaterial } from './gateway-tls.ts';
 import type { CaCertificates } from './instance-ca.ts';
@@ -112,8 +112,8 @@ export interface ChildSources {
   backupCertificates?: CaCertificates;
   /** With spec.backup.target.s3: its credentials as read from its Secret (backup.ts); required then. */
   backupS3Credentials?: S3Credentials;
-  /** With spec.restore, while the restore is not done: the client certificate of the source's backup CA (restore.ts); undefined: Secret restore-tls without data. */
-  restoreCertificate?: RestoreCertificate;
+  /** With spec.restore, while the restore is not done: the client certificate of the source's backup CA, or the bucket's credentials (restore.ts); undefined: the restore is done. */
+  pendingRestore?: PendingRestore;
   /** Who this instance's database reaches, and whose database its repository host admits, for restores (restore.ts). */
   restorePeers?: RestorePeers;
 }
@@ -168,7 +168,7 @@ export function desiredChildren(instance: Instance, sources: ChildSources): Desi
       ...(tls?.instanceCa ? [apply(desiredGatewayCaSecret(instance, tls.instanceCa))] : []),
       ...(tls ? [apply(desiredGatewayTlsSecret(instance, tls))] : []),
       ...desiredBackupSecrets(instance, sources.backupCertificates, sources.backupS3Credentials).map(apply),
-      ...optional(desiredRestoreTlsSecret(instance, sources.restoreCertificate)),
+      ...optional(desiredRestoreTlsSecret(instance, sources.pendingRestore)),
       apply(configMap),
       ...(tls ? [apply(desiredGatewayCaConfigMap(instance, tls))] : []),
       apply(desiredBrokerService(instance)),

@@ -39,6 +39,8 @@ export interface Instance extends NamespaceOwner {
   namespace: string;
   /** metadata.generation of the IoTService (0 when unset). */
   generation: number;
+  /** metadata.creationTimestamp of the IoTService (RFC 3339), when set. */
+  createdAt?: string;
   spec: DefaultedIoTServiceSpec;
   /** Effective image registry without trailing '/', '' for none. */
   registry: string;
@@ -68,6 +70,7 @@ export function resolveInstance(iotService: Pick<IoTService, 'metadata' | 'spec'
     return { ok: false, failure: invalidSpecFailure(validated.errors), namespace: namespace.name };
   }
   const registry = (validated.spec.registry || config.defaultRegistry).replace(/\/+$/, '');
+  const created = Date.parse(String(iotService.metadata.creationTimestamp ?? ''));
   const policy = config.tenancy ?? defaultTenantPolicy(config.defaultRegistry);
   const allowed = checkTenantPolicy(validated.spec, registry, namespace.name, policy);
   if (!allowed.ok) return { ok: false, failure: allowed.failure, namespace: namespace.name };
@@ -79,6 +82,7 @@ export function resolveInstance(iotService: Pick<IoTService, 'metadata' | 'spec'
       ownerUid: iotService.metadata.uid ?? '',
       namespace: namespace.name,
       generation: iotService.metadata.generation ?? 0,
+      ...(Number.isNaN(created) ? {} : { createdAt: new Date(created).toISOString() }),
       spec: validated.spec,
       registry,
       quota: allowed.quota,

@@ -20,7 +20,8 @@
  * `backup-status` admits the operator to the repository host's 8433 alone (its /info); with
  * `spec.restore` (restore.ts), until the restore is done, `database-peers` lets the database pods
  * reach the source instance's repository host on 8432, and the source's `backup-peers` admits
- * them there (`RestorePeers`): one port, between those pods alone. So the
+ * them there (`RestorePeers`): one port, between those pods alone; restoring from the bucket
+ * (`fromBucket`), the database pods may go out to the S3 endpoint's port instead. So the
  * gateway never reaches the database, and no component reaches another's health port (8081) or
  * the broker's monitoring (8222). `gateway-devices` admits device traffic to the gateway pods
  * only from the CIDRs named in `spec.gateway.deviceSources`, on the ports of the enabled
@@ -151,7 +152,7 @@ function otherInstancePeer(namespace: string, id: string, component: WorkloadNam
 /**
  * With an S3 target, the repository host's out to the endpoint: its TCP port on any address (a
  * policy cannot name a host; an endpoint's addresses may change), which nothing else of the
- * instance may reach.
+ * instance may reach but the database pods while they restore from the bucket.
  */
 function s3Egress(instance: Instance): V1NetworkPolicyEgressRule[] {
   const s3 = instance.spec.backup?.target.s3;
@@ -161,8 +162,9 @@ function s3Egress(instance: Instance): V1NetworkPolicyEgressRule[] {
 /**
  * One component's pods: in from and out to exactly the components of its `COMPONENT_FLOWS`, on
  * their ports; with `restore` (restore.ts) the database's out to the source's repository host
- * while its restore is not done, and the repository host's in from the database pods of each
- * instance restoring from this one, on 8432 alone.
+ * on 8432, or to the S3 endpoint's port when it restores from the bucket, while its restore is
+ * not done, and the repository host's in from the database pods of each instance restoring from
+ * this one, on 8432 alone.
  */
 export function desiredComponentPeersPolicy(instance: Instance, component: WorkloadName, restore: RestorePeers = {}): NetworkPolicy {
   const flows = componentFlows(instance);
@@ -176,7 +178,7 @@ export function desiredComponentPeersPolicy(instance: Instance, component: Workl
   const egress: V1NetworkPolicyEgressRule[] = [
     ...rulesByPort(instance, flows.filter((f) => f.from === component), (f) => f.to).map(({ peers, ports }) => ({ to: peers, ports })),
     ...(source ? [{ to: [otherInstancePeer(source.namespace, source.id, BACKUP)], ports: pgbackrest }] : []),
-    ...(component === BACKUP ? s3Egress(instance) : []),
+    ...(component === BACKUP || (component === 'database' && restore.bucket) ? s3Egress(instance) : []),
   ];
   return policy(instance, componentPeersPolicyName(component), {
     podSelector: { matchLabels: componentSelector(instance, component) },
