@@ -59,10 +59,9 @@ export const MAX_ACK_PENDING = 20_000;
 /** The largest message the stream takes: an envelope around the gateway's largest payload. */
 export const MAX_MESSAGE_BYTES = 128 * 1024;
 /**
- * The consumers a stream many follow holds: COMMANDS (a device's each, kept an hour after it last
- * followed) and EVENTS (an open application stream's each). Set on those streams because NATS
- * Server otherwise allows a stream 1,000 (its `default_max_consumers`), so the 1,001st follower
- * was refused.
+ * How many consumers COMMANDS (one per device, kept an hour after it last followed) and EVENTS
+ * (one per open application stream) may hold. Set on those two streams because NATS Server
+ * otherwise allows a stream 1,000 (its `default_max_consumers`): the 1,001st follower was refused.
  */
 export const MAX_STREAM_CONSUMERS = 100_000;
 /** How long a stream remembers a message id to drop a second publish of it. */
