@@ -12,7 +12,8 @@
  * Guarantees:
  * - `parseJsz` reads nats-server's /jsz answer (streams, consumers and config) and nothing else;
  *   `ingestionState` is a pure function of a reading: `Stalled` when messages wait, the oldest
- *   for at least `STALLED_AFTER_SECONDS`, and processing stored none for as long (or never, or
+ *   for at least the stall window (the operator's --ingestion-stalled-after, default
+ *   `STALLED_AFTER_SECONDS`), and processing stored none for as long (or never, or
  *   has no consumer); otherwise `Full` when the backlog holds at least `FULL_FRACTION` of its
  *   limit; otherwise `Flowing`. A reading's `deadLetters` is 0 while there is no `DEAD_LETTERS`
  *   stream.
@@ -56,7 +57,7 @@ export const CONNECTIONS_CONSUMER = 'connections';
 /** The broker pod asked: the StatefulSet's first, which every instance has. */
 export const BROKER_POD = 'broker-0';
 
-/** How long messages may wait, with none stored, before ingestion is Stalled. */
+/** How long messages may wait, with none stored, before ingestion is Stalled, unless the operator is told otherwise (--ingestion-stalled-after). */
 export const STALLED_AFTER_SECONDS = 60;
 /** The share of its limit at which the backlog is Full. */
 export const FULL_FRACTION = 0.95;
@@ -131,9 +132,9 @@ export function parseJsz(body: unknown, now: Date): IngestionReading | undefined
   };
 }
 
-export function ingestionState(reading: IngestionReading): IngestionState {
-  const storedNothingLately = reading.lastStoredSecondsAgo === undefined || reading.lastStoredSecondsAgo >= STALLED_AFTER_SECONDS;
-  if (reading.backlogMessages > 0 && reading.oldestUnstoredSeconds >= STALLED_AFTER_SECONDS && storedNothingLately) return 'Stalled';
+export function ingestionState(reading: IngestionReading, stalledAfterSeconds = STALLED_AFTER_SECONDS): IngestionState {
+  const storedNothingLately = reading.lastStoredSecondsAgo === undefined || reading.lastStoredSecondsAgo >= stalledAfterSeconds;
+  if (reading.backlogMessages > 0 && reading.oldestUnstoredSeconds >= stalledAfterSeconds && storedNothingLately) return 'Stalled';
   if (reading.backlogLimitBytes !== undefined && reading.backlogBytes >= FULL_FRACTION * reading.backlogLimitBytes) return 'Full';
   return 'Flowing';
 }
@@ -165,6 +166,8 @@ export interface IngestionMonitorOptions {
   /** Milliseconds since the epoch. */
   now?: () => number;
   intervalMs?: number;
+  /** The stall window in seconds (default STALLED_AFTER_SECONDS). */
+  stalledAfterSeconds?: number;
 }
 
 /** Where an instance is, for the metrics. */
@@ -217,7 +220,7 @@ export class IngestionMonitor {
       return this.schedule(entry, Math.min(this.intervalMs * 2 ** (entry.failures - 1), MAX_BACKOFF_MS));
     }
     entry.failures = 0;
-    entry.verdict = reading && { state: ingestionState(reading), reading };
+    entry.verdict = reading && { state: ingestionState(reading, this.options.stalledAfterSeconds), reading };
     if (reading) entry.deadLetters = reading.deadLetters;
     if (entry.verdict && entry.verdict.state !== entry.lastState) {
       entry.lastState = entry.verdict.state;
@@ -267,7 +270,7 @@ export class IngestionMonitor {
  * module comment); `onChange` gets the IoTService whose ingestion state changed.
  */
 export function registerIngestionMonitor(mgr: Manager, config: IoTControllerConfig, onChange: (instance: InstanceName) => void): IngestionMonitor {
-  const monitor = new IngestionMonitor({ onChange });
+  const monitor = new IngestionMonitor({ onChange, ...(config.ingestionStalledAfterSeconds !== undefined ? { stalledAfterSeconds: config.ingestionStalledAfterSeconds } : {}) });
   controller(mgr)
     .named('iotservice-ingestion')
     // Its own status writes and other updates do not change the schedule.

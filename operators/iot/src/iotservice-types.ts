@@ -41,6 +41,8 @@ export interface IoTControllerConfig extends OperatorConfig {
   shard?: { ring: string; name: string };
   /** The stuck window of the status (--stuck-pod-timeout); default pod-health.ts DEFAULT_STUCK_POD_TIMEOUT_MS. */
   stuckPodTimeoutMs?: number;
+  /** How long messages may wait unstored before ingestion is Stalled (--ingestion-stalled-after); default ingestion.ts STALLED_AFTER_SECONDS. */
+  ingestionStalledAfterSeconds?: number;
 }
 
 /** The resource type of each kind of child, by kind. */

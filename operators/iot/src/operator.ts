@@ -31,6 +31,7 @@ export async function createIoTOperator(options: OperatorOptions): Promise<Manag
     configMountPath: options.configMountPath,
     shard: options.shard,
     stuckPodTimeoutMs: options.stuckPodTimeoutMs,
+    ingestionStalledAfterSeconds: options.ingestionStalledAfterSeconds,
   };
   const mgr = await Manager.create({
     name: 'iot-operator',

@@ -17,6 +17,8 @@
  * (`--shard-name`, default POD_NAME, else the host name) must be usable as a Lease name.
  * `--stuck-pod-timeout` (default 5m, between 1s and 24h) is the stuck window of the status: how
  * long a pod may fail to pull, crash-loop or wait for its volume before its IoTService is Failed.
+ * `--ingestion-stalled-after` (default 60s, between 10s and 1h) is how long telemetry may wait in
+ * the broker with none stored before its IoTService is Failed, IngestionStalled (ingestion.ts).
  * `--webhook-cert-dir` (tls.crt and tls.key) serves the IoTService admission webhook over HTTPS
  * on `--webhook-port` (default 9443, controller-runtime's); without it no webhook is served, and
  * `--webhook-port` alone is an error. `--conversion-service <namespace>/<name>` (env
@@ -68,6 +70,8 @@ export interface OperatorOptions {
   syncPeriodMs: number;
   /** How long a pod may be stuck (image pull, crash loop, unbound claim) before its instance is Failed; default 5 minutes. */
   stuckPodTimeoutMs?: number;
+  /** How long telemetry may wait unstored before its instance is Failed (IngestionStalled), in seconds; default 60. */
+  ingestionStalledAfterSeconds?: number;
   /** What IoTService authors may ask for; default `defaultTenantPolicy(defaultRegistry)`. */
   tenancy?: TenantPolicy;
   /** Where pods find config.yml; default /etc/sap/config.yml. */
@@ -104,6 +108,13 @@ function parseDuration(command: Command, flag: string, value: string, examples =
   return Number(match[1]) * unit;
 }
 
+/** Whole seconds from 10 s (the broker is read every 15 s) to an hour. */
+function parseIngestionStalledAfter(command: Command, value: string): number {
+  const ms = parseDuration(command, '--ingestion-stalled-after', value, '30s or 2m');
+  if (ms % 1000 !== 0 || ms < 10_000 || ms > 3_600_000) command.error(`error: --ingestion-stalled-after "${value}" must be whole seconds between 10s and 1h`);
+  return ms / 1000;
+}
+
 /** At least a second (the kubelet's pod status carries seconds), at most a day. */
 function parseStuckPodTimeout(command: Command, value: string): number {
   const ms = parseDuration(command, '--stuck-pod-timeout', value, '20s or 5m');
@@ -136,6 +147,7 @@ export function operatorCommand(): Command {
     .option('--kubeconfig <path>', 'kubeconfig file; default KUBECONFIG, ~/.kube/config, then in-cluster credentials')
     .option('--sync-period <duration>', 'how often every IoTService is re-checked without any event', '10h')
     .option('--stuck-pod-timeout <duration>', 'how long a pod may fail to pull its image, crash-loop or wait for its volume before its IoTService is Failed (tests shorten it)', '5m')
+    .option('--ingestion-stalled-after <duration>', 'how long telemetry may wait in the broker with none stored before its IoTService is Failed, IngestionStalled', '60s')
     .option('--config-mount-path <path>', 'where every pod finds config.yml (env IOT_CONFIG_MOUNT_PATH)', process.env.IOT_CONFIG_MOUNT_PATH ?? DEFAULT_CONFIG_MOUNT_PATH)
     .option('--allowed-registries <list>', 'comma-separated registries (host[:port][/path]) component images may come from; default: the default registry')
     .option('--allowed-service-types <list>', `comma-separated gateway Service types an IoTService may ask for (${SERVICE_TYPES.join(', ')})`, 'ClusterIP')
@@ -239,11 +251,12 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
   command.parse(argv, { from: 'user' });
   // As parsed: the name may be missing and the sync period is still text.
   const o = command.opts<
-    Omit<OperatorOptions, 'operatorName' | 'syncPeriodMs' | 'stuckPodTimeoutMs' | 'watchNamespace' | 'tenancy' | 'secureMetrics' | 'webhook' | 'rateLimit'> &
+    Omit<OperatorOptions, 'operatorName' | 'syncPeriodMs' | 'stuckPodTimeoutMs' | 'ingestionStalledAfterSeconds' | 'watchNamespace' | 'tenancy' | 'secureMetrics' | 'webhook' | 'rateLimit'> &
       TenancyFlags & {
         operatorName?: string;
         syncPeriod: string;
         stuckPodTimeout: string;
+        ingestionStalledAfter: string;
         namespace?: string;
         watchNamespace?: string;
         metricsSecure: boolean;
@@ -311,6 +324,7 @@ export function parseOperatorOptions(argv: string[]): OperatorOptions {
     kubeconfig: o.kubeconfig,
     syncPeriodMs: parseDuration(command, '--sync-period', o.syncPeriod),
     stuckPodTimeoutMs: parseStuckPodTimeout(command, o.stuckPodTimeout),
+    ingestionStalledAfterSeconds: parseIngestionStalledAfter(command, o.ingestionStalledAfter),
     tenancy: parseTenancy(command, o, o.defaultRegistry),
     configMountPath,
   };

@@ -14,7 +14,8 @@
  *   - routine changes: a `spec.config` change rolls gateway, core and processing but leaves the
  *     broker's and the database's pods running; the registry and all telemetry are still there;
  *   - back-pressure: with processing scaled to 0 and a 1Mi backlog, the gateway answers 503 with
- *     Retry-After once the backlog is full; the status reports StorageFull, then IngestionStalled,
+ *     Retry-After once the backlog is full; the status reports StorageFull, then IngestionStalled
+ *     (the operator's stall window shortened to 20 s),
  *     and a real Prometheus fires IoTServiceIngestionStalled from the operator's metrics; all of
  *     it clears once processing is back, and every acknowledged message is stored once;
  *   - with `broker.replicas: 3`, a broker's process SIGKILLed and another broker's pod deleted
@@ -150,7 +151,8 @@ describe('ingestion keeps what it acknowledged', { skip }, () => {
     namespace = `${landscape}-${NAME}`;
     await registryPullSecret(env, landscape, 'image-pull-secret');
     // Its /metrics on this machine's address on the pod network, where Prometheus scrapes it.
-    mgr = await startOperator(env, landscape, { defaultRegistry: registry, metricsBindAddress: `${HOST_ADDRESS}:0` });
+    // A 20-s stall window (--ingestion-stalled-after) instead of 60 s: the back-pressure test waits it out.
+    mgr = await startOperator(env, landscape, { defaultRegistry: registry, metricsBindAddress: `${HOST_ADDRESS}:0`, ingestionStalledAfterSeconds: 20 });
     await createInstance(NAME, 1);
     addresses = await deviceAddresses(env, namespace);
   });

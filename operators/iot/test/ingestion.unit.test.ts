@@ -142,6 +142,12 @@ describe('ingestionState', () => {
     assert.equal(ingestionState(reading({ backlogMessages: 0, oldestUnstoredSeconds: 600, lastStoredSecondsAgo: undefined })), 'Flowing', 'nothing waits');
   });
 
+  it('takes the operator\'s stall window (--ingestion-stalled-after) in place of the default', () => {
+    assert.equal(ingestionState(reading({ oldestUnstoredSeconds: 20, lastStoredSecondsAgo: 20 }), 20), 'Stalled');
+    assert.equal(ingestionState(reading({ oldestUnstoredSeconds: 19, lastStoredSecondsAgo: 600 }), 20), 'Flowing', 'the oldest is younger than the window');
+    assert.equal(ingestionState(reading({ oldestUnstoredSeconds: 60, lastStoredSecondsAgo: 60 }), 120), 'Flowing', 'a longer window waits longer');
+  });
+
   it('is Full at 95 % of the limit, unless Stalled', () => {
     assert.equal(ingestionState(reading({ backlogBytes: 950_000 })), 'Full');
     assert.equal(ingestionState(reading({ backlogBytes: 949_999 })), 'Flowing');

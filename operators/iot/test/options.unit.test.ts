@@ -83,6 +83,17 @@ describe('IoT operator options', () => {
     assert.match(line, /--stuck-pod-timeout <duration> how long a pod may fail to pull its image, crash-loop or wait for its volume before its IoTService is Failed \(tests shorten it\) \(default: "5m"\)/);
   });
 
+  it('the stall window is 60 s unless --ingestion-stalled-after says otherwise; one not in whole seconds from 10s to 1h is refused naming the flag', () => {
+    assert.equal(parse().ingestionStalledAfterSeconds, 60);
+    assert.equal(parse('--ingestion-stalled-after', '15s').ingestionStalledAfterSeconds, 15);
+    assert.equal(parse('--ingestion-stalled-after', '5m').ingestionStalledAfterSeconds, 300);
+    for (const [value, message] of [['15', /--ingestion-stalled-after "15" must be a duration such as 30s or 2m/], ['5s', /--ingestion-stalled-after "5s" must be whole seconds between 10s and 1h/], ['10500ms', /whole seconds/], ['2h', /between 10s and 1h/]] as const) {
+      const refused = start('--ingestion-stalled-after', value);
+      assert.equal(refused.status, 1, value);
+      assert.match(refused.stderr, message);
+    }
+  });
+
   it('config.yml is mounted where the seed says unless --config-mount-path says otherwise', () => {
     assert.equal(parse().configMountPath, '/etc/sap/config.yml');
     assert.equal(parse('--config-mount-path', '/srv/iot/config.yml').configMountPath, '/srv/iot/config.yml');
