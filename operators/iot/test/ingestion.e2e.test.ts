@@ -15,7 +15,7 @@
  *     broker's and the database's pods running; the registry and all telemetry are still there;
  *   - back-pressure: with processing scaled to 0 and a 1Mi backlog, the gateway answers 503 with
  *     Retry-After once the backlog is full; the status reports StorageFull, then IngestionStalled
- *     (the operator's stall window shortened to 20 s),
+ *     (the operator's stall window shortened to 40 s),
  *     and a real Prometheus fires IoTServiceIngestionStalled from the operator's metrics; all of
  *     it clears once processing is back, and every acknowledged message is stored once;
  *   - with `broker.replicas: 3`, a broker's process SIGKILLed and another broker's pod deleted
@@ -151,8 +151,10 @@ describe('ingestion keeps what it acknowledged', { skip }, () => {
     namespace = `${landscape}-${NAME}`;
     await registryPullSecret(env, landscape, 'image-pull-secret');
     // Its /metrics on this machine's address on the pod network, where Prometheus scrapes it.
-    // A 20-s stall window (--ingestion-stalled-after) instead of 60 s: the back-pressure test waits it out.
-    mgr = await startOperator(env, landscape, { defaultRegistry: registry, metricsBindAddress: `${HOST_ADDRESS}:0`, ingestionStalledAfterSeconds: 20 });
+    // A 40-s stall window (--ingestion-stalled-after) instead of 60 s: the back-pressure test waits
+    // it out. Its probe fills the backlog within seconds, so a reading (every 15 s) falls between
+    // the backlog full and the stall on a busy machine too.
+    mgr = await startOperator(env, landscape, { defaultRegistry: registry, metricsBindAddress: `${HOST_ADDRESS}:0`, ingestionStalledAfterSeconds: 40 });
     await createInstance(NAME, 1);
     addresses = await deviceAddresses(env, namespace);
   });
@@ -300,25 +302,31 @@ describe('ingestion keeps what it acknowledged', { skip }, () => {
       addresses = await deviceAddresses(env, namespace);
 
       const device = await registerDevice(addresses, `full-${Date.now()}`);
+      const prober = await registerDevice(addresses, `probe-${Date.now()}`);
+      const reasons = new Set<string>();
+      const degradedReason = async () => {
+        const iot = (await getIoT(env, landscape, NAME))!;
+        const reason = iot.status?.conditions?.find((c) => c.type === 'Degraded' && c.status === 'True')?.reason;
+        if (reason) reasons.add(reason);
+        return { iot, reason };
+      };
       const running = startContinuousDevice(addresses, device, { attemptTimeoutMs: 40_000, retryDelayMs: 500 });
       publishing = running;
-      const prober = await registerDevice(addresses, `probe-${Date.now()}`);
+      // Probes of about 60 KB (the HTTP body limit is 64 KiB) fill the 1 MiB backlog in seconds.
       const full = await waitFor('HTTP 503 with Retry-After once the backlog is full', async () => {
+        await degradedReason();
         const response = await fetch(`${addresses.gatewayHttpUrl}/v1/telemetry`, {
           method: 'POST',
           headers: { Authorization: `Basic ${Buffer.from(`${prober.id}:${prober.password}`).toString('base64')}`, 'Content-Type': 'application/json', 'Message-Id': `probe-${Date.now()}` },
-          body: JSON.stringify({ probe: 'x'.repeat(2000) }),
+          body: JSON.stringify({ probe: 'x'.repeat(60_000) }),
         });
         const body = await response.text();
         return { done: response.status === 503 && /send it again later/.test(body), value: { retryAfter: response.headers.get('retry-after'), body }, seen: `${response.status} ${body}` };
       }, { timeoutMs: 120_000, intervalMs: 500 });
       assert.equal(full.retryAfter, '5');
 
-      const reasons = new Set<string>();
       const stalled = await waitFor('Failed with IngestionStalled', async () => {
-        const iot = (await getIoT(env, landscape, NAME))!;
-        const reason = iot.status?.conditions?.find((c) => c.type === 'Degraded' && c.status === 'True')?.reason;
-        if (reason) reasons.add(reason);
+        const { iot, reason } = await degradedReason();
         return { done: iot.status?.phase === 'Failed' && reason === 'IngestionStalled', value: iot.status, seen: { phase: iot.status?.phase, reason, ingestion: iot.status?.ingestion } };
       }, { timeoutMs: 180_000, intervalMs: 1000 });
       assert.ok(reasons.has('StorageFull'), `the full backlog was reported before the stall: ${[...reasons].join(', ')}`);
