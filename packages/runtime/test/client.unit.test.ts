@@ -148,6 +148,33 @@ describe('client', () => {
     assert.equal(JSON.parse(seen[2]!.body).propagationPolicy, 'Foreground');
   });
 
+  it('withOwnRateLimit: a client whose requests never wait behind the first client\'s for tokens, at the same rate', async () => {
+    const kubeconfigPath = path.join(await mkdtemp(path.join(os.tmpdir(), 'client-test-')), 'config');
+    await writeFile(kubeconfigPath, `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:${(server.address() as AddressInfo).port}"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`);
+    const limited = await KubeClient.fromKubeconfig({ kubeconfigPath, rateLimit: { qps: 1, burst: 1 } });
+    try {
+      const own = limited.withOwnRateLimit();
+      const answer = () => ({ code: 200, body: { metadata: { name: 'x' } } });
+      handlers = [answer, answer, answer, answer, answer];
+      await limited.get(Kinds.ConfigMap, 'x', 'ns'); // the one token
+      const queued = limited.get(Kinds.ConfigMap, 'x', 'ns'); // due in 1 s
+      const started = performance.now();
+      await own.get(Kinds.ConfigMap, 'x', 'ns');
+      assert.ok(performance.now() - started < 500, 'answered without waiting behind the queued request');
+      await own.get(Kinds.ConfigMap, 'x', 'ns');
+      assert.ok(performance.now() - started >= 900, 'its own bucket has the same rate: its second request waits a second');
+      await queued;
+    } finally {
+      limited.close();
+    }
+  });
+
   it('counts every request by code and method', async () => {
     const values = (await metrics.restRequests.get()).values;
     const count = (code: string, method: string) => values.find((v) => v.labels.code === code && v.labels.method === method)?.value ?? 0;

@@ -12,6 +12,9 @@
  * - With a `rateLimit`, every request (each retry and each watch included) first takes a token
  *   from the client's token bucket, as client-go's rate limiter does; the wait is recorded in
  *   `rest_client_rate_limiter_duration_seconds{host,verb}`. Without one, requests are not held.
+ *   `withOwnRateLimit()` is a client on the same connections whose requests take tokens from a
+ *   bucket of their own at the same rate: they never wait behind this client's (client-go builds
+ *   leader election's client so, from a copy of the manager's config).
  * - `listAll` pages through large collections (limit 500, continue tokens) and returns the
  *   resourceVersion of the consistent snapshot it read.
  */
@@ -96,6 +99,10 @@ export class KubeClient {
 
   static async fromKubeconfig(options: ClientOptions = {}): Promise<KubeClient> {
     return new KubeClient(await Transport.load(options.kubeconfigPath), options.metrics, options.rateLimit);
+  }
+
+  withOwnRateLimit(): KubeClient {
+    return new KubeClient(this.transport, this.metrics, this.bucket?.limit);
   }
 
   get server(): string {

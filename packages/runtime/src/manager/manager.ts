@@ -11,7 +11,9 @@
  *   during the sync ends it at once: `start` returns without waiting for the sync timeout.
  * - Losing the lease (including a renewal that hangs past the renew deadline) stops every
  *   controller at once and resolves `done` with exit code 1 at once, with no graceful period;
- *   failed Lease requests are logged at warn; /healthz fails while the elector is stuck.
+ *   failed Lease requests are logged at warn; /healthz fails while the elector is stuck. Lease
+ *   requests take their tokens from a rate limit of their own: a manager whose controllers keep
+ *   its client's budget busy still renews on time.
  * - `stop` (and SIGTERM/SIGINT under `runUntilSignal`): stop taking work, let in-flight
  *   reconciles finish within the shutdown deadline (default 30 s), stop the renew loop, then
  *   release the lease and write pending events (at most 5 s), stop the
@@ -301,7 +303,8 @@ export class Manager implements ControllerHost {
   }
 
   private leaseAccess(namespace: string, name: string) {
-    const client = this.client;
+    // Renewals never queue behind the controllers' requests for the client's tokens.
+    const client = this.client.withOwnRateLimit();
     return {
       get: (signal: AbortSignal): Promise<LeaseObject | undefined> => ifFound(client.raw<LeaseObject>({ method: 'GET', path: objectPath(Kinds.Lease, name, namespace), signal })),
       create: (lease: LeaseObject, signal: AbortSignal) => client.raw<LeaseObject>({ method: 'POST', path: collectionPath(Kinds.Lease, namespace), body: lease, signal }),
