@@ -7,7 +7,7 @@
 // The IoTService conversion is kept available: the operator is told to keep the CRD pointed at the
 // release's webhook Service (unless webhook.conversion=false), two replicas serve it by default,
 // spread over nodes when they can be, with a PodDisruptionBudget keeping one through drains, and a
-// terminating pod pauses 10 s (preStop) while the API server's calls move to the other replica; the
+// terminating pod pauses 15 s (preStop) while the API server's calls move to the other replica; the
 // Service routes to pods not yet Ready (their cache sync may need the conversion).
 // The real API server calling them is webhook.e2e.test.ts and conversion-in-cluster.e2e.test.ts.
 import assert from 'node:assert/strict';
@@ -119,7 +119,7 @@ describe('the chart’s IoTService admission webhook', () => {
     const deployment = find(objects, 'Deployment')!;
     assert.equal(deployment.spec.replicas, 2);
     const pod = deployment.spec.template;
-    assert.deepEqual(pod.spec.containers[0].lifecycle, { preStop: { sleep: { seconds: 10 } } }, 'a terminating pod serves on while it leaves the endpoints');
+    assert.deepEqual(pod.spec.containers[0].lifecycle, { preStop: { sleep: { seconds: 15 } } }, 'a terminating pod serves on while it leaves the endpoints');
     const [term] = pod.spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution;
     assert.equal(term.podAffinityTerm.topologyKey, 'kubernetes.io/hostname');
     assert.deepEqual(term.podAffinityTerm.labelSelector.matchLabels, deployment.spec.selector.matchLabels);
