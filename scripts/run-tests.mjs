@@ -15,8 +15,9 @@
 //   serving a landscape of its own, and the cluster parts they share) IOT_SLOTS at a time. The
 //   IoT files share the IoTService CRD, whose conversion one server started here serves for the
 //   whole run.
-// So two files run at once, as many as the 2-core machines CI runs on sustain, and three while
-// the ALONGSIDE lane's last (short) files overlap the shared IoT files.
+// So two files run at once while the control plane is loaded hardest (the 2-core machines CI
+// runs on were saturated then), three shared IoT files later (two kept the cores about two-thirds
+// busy), and one more while the ALONGSIDE lane's last short files overlap them.
 // Within a queue (the unit files are one), files run longest first as the last run on this
 // machine measured them. Each file's output is printed whole when it ends. At the end: the failed
 // files, the ten slowest and the wall time. `E2E_LANES=1` runs every file one after the other.
@@ -41,7 +42,7 @@ const ALONE_AMONG_IOT = '// run-tests: alone among the IoT files';
 /** How many unit files run at once. */
 const UNIT_SLOTS = 2;
 /** How many IoT files run at once. */
-const IOT_SLOTS = 2;
+const IOT_SLOTS = 3;
 /** The folders (and files) of the lane beside the IoT files. */
 const ALONGSIDE = [
   'operators/armada/test/',
