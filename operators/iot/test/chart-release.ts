@@ -19,7 +19,7 @@ export const chart = path.join(repoRoot, 'operators/iot/chart/iot-operator');
 
 /** A pod as these tests read it. */
 export type Pod = KubeObject & {
-  spec: { nodeName?: string };
+  spec: { nodeName?: string; containers?: Array<{ lifecycle?: { preStop?: { sleep?: { seconds: number } } } }> };
   status?: { phase?: string; conditions?: Array<{ type: string; status: string }>; containerStatuses?: Array<{ restartCount: number; imageID: string; lastState?: { terminated?: { reason?: string } } }> };
 };
 

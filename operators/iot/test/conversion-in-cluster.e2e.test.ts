@@ -159,10 +159,11 @@ describe('the IoTService conversion webhook, served in the cluster by the chartâ
     const failures: string[] = [];
     let conversions = 0;
     let elsewhere = 0;
-    // Reads and writes as v1alpha1 while the pod terminates (preStop pause, shutdown) and is gone;
-    // a round during which the CRD named anything but the release's Service does not count.
+    // Reads and writes as v1alpha1 while the pod terminates (preStop pause, shutdown) and for 10 s
+    // after; a round during which the CRD named anything but the release's Service does not count.
     const ours = `${rel.landscape}/${WEBHOOK_SERVICE}`;
-    for (let round = 0, until = Date.now() + 20_000; Date.now() < until; round++) {
+    const pauseSeconds = victim!.spec.containers?.[0]?.lifecycle?.preStop?.sleep?.seconds ?? 0;
+    for (let round = 0, until = Date.now() + (pauseSeconds + 10) * 1000; Date.now() < until; round++) {
       const before = await conversionTarget();
       const errors: string[] = [];
       await env.client.get(IoTServiceV1alpha1Type, 'placed', objects).catch((err: unknown) => errors.push(`read: ${err instanceof Error ? err.message : String(err)}`));
