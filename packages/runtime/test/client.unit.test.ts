@@ -32,19 +32,22 @@ before(async () => {
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'client-test-'));
-  const kubeconfig = path.join(dir, 'config');
+  metrics = new RuntimeMetrics();
+  client = await KubeClient.fromKubeconfig({ kubeconfigPath: await writeKubeconfig(), metrics });
+});
+
+/** A kubeconfig naming the scripted server, with a bearer token. */
+async function writeKubeconfig(): Promise<string> {
+  const kubeconfig = path.join(await mkdtemp(path.join(os.tmpdir(), 'client-test-')), 'config');
   await writeFile(kubeconfig, `apiVersion: v1
 kind: Config
-clusters: [{name: c, cluster: {server: "http://127.0.0.1:${port}", insecure-skip-tls-verify: true}}]
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:${(server.address() as AddressInfo).port}", insecure-skip-tls-verify: true}}]
 users: [{name: u, user: {token: secret-token}}]
 contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x
 `);
-  metrics = new RuntimeMetrics();
-  client = await KubeClient.fromKubeconfig({ kubeconfigPath: kubeconfig, metrics });
-});
+  return kubeconfig;
+}
 
 after(() => {
   client?.close();
@@ -149,19 +152,11 @@ describe('client', () => {
   });
 
   it('withOwnRateLimit: a client whose requests never wait behind the first client\'s for tokens, at the same rate', async () => {
-    const kubeconfigPath = path.join(await mkdtemp(path.join(os.tmpdir(), 'client-test-')), 'config');
-    await writeFile(kubeconfigPath, `apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "http://127.0.0.1:${(server.address() as AddressInfo).port}"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-`);
-    const limited = await KubeClient.fromKubeconfig({ kubeconfigPath, rateLimit: { qps: 1, burst: 1 } });
+    const limited = await KubeClient.fromKubeconfig({ kubeconfigPath: await writeKubeconfig(), rateLimit: { qps: 1, burst: 1 } });
     try {
       const own = limited.withOwnRateLimit();
       const answer = () => ({ code: 200, body: { metadata: { name: 'x' } } });
-      handlers = [answer, answer, answer, answer, answer];
+      handlers = [answer, answer, answer, answer];
       await limited.get(Kinds.ConfigMap, 'x', 'ns'); // the one token
       const queued = limited.get(Kinds.ConfigMap, 'x', 'ns'); // due in 1 s
       const started = performance.now();
