@@ -84,7 +84,7 @@ if (files.length === 0) {
 const testArgs = (file) => ['--import', 'tsx', '--test', '--test-concurrency=1', file];
 
 /** Seconds each file took in the last run on this machine (longest first within a queue). */
-const durationsFile = path.join(process.env.IOT_OPERATOR_CACHE_DIR || path.join(os.homedir(), '.cache', 'iot-operator'), 'test-seconds.json');
+const durationsFile = path.join(process.env.IOT_OPERATOR_CACHE_DIR || path.join(os.homedir(), '.cache', 'iot-operator'), `${kind}-seconds.json`);
 const lastSeconds = (() => {
   try {
     return JSON.parse(readFileSync(durationsFile, 'utf8'));
