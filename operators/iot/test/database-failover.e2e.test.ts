@@ -125,7 +125,12 @@ async function startMemory(ns: string): Promise<string> {
  * long writes stopped.
  */
 async function writesThrough(label: string, disrupt: () => Promise<void>): Promise<number> {
-  const device = await registerDevice(addresses, `${label.replace(/\W+/g, '-')}-${Date.now()}`);
+  // From an instance whole again after the disruption before: every pod ready, not only writes
+  // resumed (after a primary's SIGKILL, core's and the gateway's Services once refused connections
+  // for a moment after writes had resumed); the registration is tried again as a device would.
+  await waitForPhase(env, landscape, NAME, 'Available', 120_000);
+  const deviceId = `${label.replace(/\W+/g, '-')}-${Date.now()}`;
+  const device = await waitFor(`device ${deviceId} registered`, async () => ({ done: true, value: await registerDevice(addresses, deviceId) }), { timeoutMs: 60_000, intervalMs: 1000 });
   const running = startContinuousDevice(addresses, device, { attemptTimeoutMs: 5_000, retryDelayMs: 200 });
   const acked = () => running.messages.filter((m) => m.ackedAt !== undefined).length;
   const progress = async (what: string) => {
