@@ -23,6 +23,9 @@ export type Pod = KubeObject & {
   status?: { phase?: string; conditions?: Array<{ type: string; status: string }>; containerStatuses?: Array<{ restartCount: number; imageID: string; lastState?: { terminated?: { reason?: string } } }> };
 };
 
+/** How long the pod's container pauses (preStop) before it is sent SIGTERM, in seconds. */
+export const preStopPauseSeconds = (p: Pod): number => p.spec.containers?.[0]?.lifecycle?.preStop?.sleep?.seconds ?? 0;
+
 /** Ready, and not on its way out. */
 export const isReady = (p: Pod): boolean =>
   p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true && !p.metadata.deletionTimestamp;

@@ -30,7 +30,7 @@ import { parseAllDocuments, stringify } from 'yaml';
 import { DEFAULT_CONVERSION_SERVICE, IOTSERVICE_CRD_NAME, conversionClientConfig } from '../src/api/crd.ts';
 import { IoTServiceType, IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 import type { CrdConversion } from '../src/webhooks/crd-conversion.ts';
-import { chart, isReady, prepareChartRelease, type ChartRelease, type Pod } from './chart-release.ts';
+import { chart, isReady, prepareChartRelease, preStopPauseSeconds, type ChartRelease, type Pod } from './chart-release.ts';
 import { abandonLandscape, createThroughConversion, installIoTCrd, iotService, serveIoTConversion } from './e2e-support.ts';
 
 const run = promisify(execFile);
@@ -162,7 +162,7 @@ describe('the IoTService conversion webhook, served in the cluster by the chartâ
     // Reads and writes as v1alpha1 while the pod terminates (preStop pause, shutdown) and for 10 s
     // after; a round during which the CRD named anything but the release's Service does not count.
     const ours = `${rel.landscape}/${WEBHOOK_SERVICE}`;
-    const pauseSeconds = victim!.spec.containers?.[0]?.lifecycle?.preStop?.sleep?.seconds ?? 0;
+    const pauseSeconds = preStopPauseSeconds(victim!);
     for (let round = 0, until = Date.now() + (pauseSeconds + 10) * 1000; Date.now() < until; round++) {
       const before = await conversionTarget();
       const errors: string[] = [];

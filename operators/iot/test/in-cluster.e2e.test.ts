@@ -22,7 +22,7 @@ import { after, before, describe, test } from 'node:test';
 import { CONTROLLER_RING_LABEL, Kinds, customResource, isNotFound, shardLabel, type KubeObject } from '@iot-operator/runtime';
 import { waitFor, type TestEnv } from '@iot-operator/runtime/testing';
 import { deletePodAwaitingHandover, localTestEnv, podPeakMemoryBytes, realNode, REAL_NODE_NAME, registryImageId } from '@iot-operator/local-cluster';
-import { chart, isReady, prepareChartRelease, type ChartRelease, type Pod } from './chart-release.ts';
+import { chart, isReady, prepareChartRelease, preStopPauseSeconds, type ChartRelease, type Pod } from './chart-release.ts';
 import { abandonLandscape, iotService, waitForPhase, type IoTObject } from './e2e-support.ts';
 
 process.env.CLUSTER_SHARDER = '1'; // cluster up (run by localTestEnv) starts the sharder unless it runs
@@ -146,7 +146,7 @@ describe('the IoT operator in a real pod, installed with its chart', { skip }, (
     // SIGTERM comes after the preStop pause, during which the leader still renews. Released on
     // SIGTERM, the Lease changes hands within seconds of it, where one left to expire would take its
     // 15 s more; and the pod exits well inside its grace period instead of being killed at its end.
-    const pauseSeconds = leader.spec.containers?.[0]?.lifecycle?.preStop?.sleep?.seconds ?? 0;
+    const pauseSeconds = preStopPauseSeconds(leader);
     assert.ok(handoverSeconds < pauseSeconds + 10, `handover took ${handoverSeconds} s, ${pauseSeconds} s of them the preStop pause`);
     assert.ok(goneSeconds < pauseSeconds + 30, `the old pod took ${goneSeconds} s to exit`);
     await env.client.patch(IoTServices, 'tenant-a', landscape, { spec: { gateway: { replicas: 1 } } });
