@@ -5,7 +5,7 @@
  * machine, and the devices in `--clients` processes of their own (fleet/devices.ts), so that
  * neither the devices nor the runner share the gateway's event loop. The gateway serves mqtt
  * (1883) and mqtts (8883) with a certificate made as the operator makes it (operators/iot
- * gateway-tls.ts: RSA 2048, signed by the instance CA); the devices trust only that CA. Each
+ * gateway-tls.ts: ECDSA P-256, signed by the instance CA); the devices trust only that CA. Each
  * component gets only its own credentials, as from iot-credentials.
  *
  * Devices are registered through the store's `createDevice`, each with its own password and the

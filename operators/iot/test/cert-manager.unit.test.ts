@@ -41,7 +41,7 @@ const decode = (secret: V1Secret | undefined, key: string) => Buffer.from(secret
 const withIssuer = (kind: 'Issuer' | 'ClusterIssuer', name: string, more: Record<string, unknown> = {}) => ({ gateway: { tls: { issuerRef: { kind, name }, ...more } } });
 
 let ca: CertificateAuthority | undefined;
-/** The issuer's CA (made once: RSA keys take a while). */
+/** The issuer's CA (made once). */
 const issuerCa = () => (ca ??= makeCertificateAuthority('issuer CA', 30));
 
 /** A fake cluster that records the GETs made of it, beside the writes. */

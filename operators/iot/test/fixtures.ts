@@ -48,7 +48,7 @@ export function testInstance(spec: Record<string, unknown> = {}, config: Operato
 }
 
 let gatewayCertificates: CaCertificates | undefined;
-/** The gateway's CA and server certificate of `testInstance()`, made once per test process (RSA keys take a while). */
+/** The gateway's CA and server certificate of `testInstance()`, made once per test process. */
 export function testGatewayCertificates(): CaCertificates {
   gatewayCertificates ??= keepOrIssue({}, gatewayCertificateNames(testInstance()), new Date(), GATEWAY_CERTIFICATE_PROFILE).certificates;
   return gatewayCertificates;

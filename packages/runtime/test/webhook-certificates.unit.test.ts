@@ -3,7 +3,7 @@
 // only when they change; the Secret-keeping gives up naming the Secret when other writers keep
 // winning with certificates it cannot use.
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
@@ -11,7 +11,7 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 import { ApiError, type KubeObject } from '../src/index.ts';
 import { ensureWebhookCertificateSecret } from '../src/webhook/certificate-secret.ts';
-import { ensureWebhookCertificate, makeWebhookCertificate, usableCertificate, writeWebhookCertificate } from '../src/webhook/certificates.ts';
+import { ensureWebhookCertificate, issueCertificate, makeWebhookCertificate, usableCertificate, writeWebhookCertificate } from '../src/webhook/certificates.ts';
 
 const SERVER_AUTH = '1.3.6.1.5.5.7.3.1';
 const names = ['DNS:iot-operator-webhook.iot-system.svc', 'DNS:iot-operator-webhook.iot-system.svc.cluster.local', 'IP:127.0.0.1'];
@@ -34,7 +34,7 @@ test('the serving certificate is signed by its CA and covers each name, IP or DN
   assert.equal(cert.checkHost('other.iot-system.svc'), undefined);
   assert.equal(cert.checkIP('10.0.0.1'), undefined);
   assert.ok(cert.checkPrivateKey(createPrivateKey(made.key)), 'tls.key is the key of tls.crt');
-  assert.equal(cert.publicKey.asymmetricKeyDetails?.modulusLength, 2048);
+  for (const key of [ca.publicKey, cert.publicKey]) assert.equal(key.asymmetricKeyDetails?.namedCurve, 'prime256v1', 'ECDSA P-256 keys');
   const year = new Date(cert.validTo).getTime() - Date.now();
   assert.ok(year > 364 * 86_400_000 && year <= 365 * 86_400_000, `valid for a year, until ${cert.validTo}`);
   assert.ok(new Date(cert.validFrom).getTime() <= Date.now(), `valid already, from ${cert.validFrom}`);
@@ -61,11 +61,23 @@ test('a name that is neither IP: nor DNS: is refused', () => {
   assert.throws(() => makeWebhookCertificate(['webhook.svc']), /webhook\.svc.*IP:<address> or DNS:<name>/);
 });
 
-test('openssl verify accepts the certificate against its CA', { skip: spawnSync('openssl', ['version']).error ? 'openssl is not installed' : false }, () => {
+test('openssl verify accepts the certificate against its CA', () => {
   const files = mkdtempSync(path.join(dir, 'openssl-'));
   writeWebhookCertificate(files, made);
   const out = execFileSync('openssl', ['verify', '-CAfile', path.join(files, 'ca.crt'), '-purpose', 'sslserver', path.join(files, 'tls.crt')], { encoding: 'utf8' });
   assert.match(out, /tls\.crt: OK/);
+});
+
+test('a CA with an RSA key (as earlier versions made them) still issues certificates openssl verifies', () => {
+  const files = mkdtempSync(path.join(dir, 'rsa-ca-'));
+  const [caCert, caKey] = [path.join(files, 'ca.crt'), path.join(files, 'ca.key')];
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', caKey, '-out', caCert, '-days', '30', '-subj', '/CN=earlier CA'], { stdio: 'ignore' });
+  const ca = { cert: readFileSync(caCert, 'utf8'), key: readFileSync(caKey, 'utf8') };
+  const leaf = issueCertificate(ca, ['DNS:gateway.tenant-a.svc'], 90, 'gateway', { clientAuth: true });
+  writeWebhookCertificate(files, { ca: ca.cert, ...leaf });
+  const out = execFileSync('openssl', ['verify', '-CAfile', caCert, '-purpose', 'sslserver', path.join(files, 'tls.crt')], { encoding: 'utf8' });
+  assert.match(out, /tls\.crt: OK/);
+  assert.equal(new X509Certificate(leaf.cert).publicKey.asymmetricKeyDetails?.namedCurve, 'prime256v1', 'the new key is ECDSA P-256');
 });
 
 test('the files are written whole, the key 0600, and left alone when they already hold the certificate', () => {

@@ -7,7 +7,7 @@
  * matches, that covers exactly the names asked (`DNS:` and `IP:` entries), that is a client's
  * certificate too when the profile asks for one, and whose renewal time (30 days before it
  * expires) has not come; otherwise it makes what is needed (a CA of 10 years named as the profile
- * says, a leaf of 90 days; RSA 2048, the runtime's certificates.ts) and says why. tls.crt carries
+ * says, a leaf of 90 days; ECDSA P-256 keys, the runtime's certificates.ts) and says why. tls.crt carries
  * the chain: the leaf, then the CA. Every function here is pure but `keepOrIssue`, which draws
  * new keys.
  */
