@@ -156,7 +156,7 @@ function handedOverInOrder(from: string, others: string[], since: number): numbe
   const drains = logLines(from).filter((l) => l.msg === 'drained: handed back to the sharder' && l.time >= since);
   for (const drain of drains) {
     const lastByFrom = logLines(from).filter((l) => l.object === drain.object && l.msg !== 'drained: handed back to the sharder').at(-1);
-    if (lastByFrom) assert.ok(lastByFrom.time <= drain.time, `${from} worked on ${drain.object} after handing it back`);
+    if (lastByFrom) assert.ok(lastByFrom.time <= drain.time, `${from} worked on ${drain.object} after handing it back at ${drain.time}: ${lastByFrom.time} ${lastByFrom.msg}`);
     for (const other of others) {
       const first = logLines(other).find((l) => l.time >= since && l.object === drain.object && /children (moved|written)/.test(l.msg));
       if (first) assert.ok(first.time >= drain.time, `${other} touched ${drain.object}'s children at ${first.time}, before ${from} handed it back at ${drain.time}`);

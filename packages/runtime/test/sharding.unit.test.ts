@@ -73,6 +73,28 @@ describe('a sharded primary', () => {
     assert.deepEqual(after.metadata.labels, { app: 'x' }, 'only the two sharding labels are gone');
   });
 
+  it('a drain the cache still shows after this shard handed the object back: nothing more is written or reconciled', async () => {
+    const { client, reconciled } = setup({ [shardLabel('iot')]: 'operator-0', [drainLabel('iot')]: 'true' });
+    const stale = await client.get(Kinds.ConfigMap, 'a', 'ns');
+    const ctx = { client, cache: client.cacheReader(), log: pino({ level: 'silent' }) } as unknown as ReconcileContext;
+    const reconcileFrom = (cached: KubeObject) => shardReconciler(async (r) => void reconciled.push(r.name), shard, Kinds.ConfigMap, () => cached)({ namespace: 'ns', name: 'a' }, ctx);
+    await reconcileFrom(stale);
+    await reconcileFrom(stale);
+    assert.deepEqual(reconciled, []);
+    assert.equal(client.writes.length, 1, 'handed back once');
+    assert.deepEqual((await client.get(Kinds.ConfigMap, 'a', 'ns')).metadata.labels, {});
+  });
+
+  it('a drain whose object changed since it was cached: handed back at the stored version', async () => {
+    const { client, reconciled } = setup({ [shardLabel('iot')]: 'operator-0', [drainLabel('iot')]: 'true' });
+    const stale = await client.get(Kinds.ConfigMap, 'a', 'ns');
+    await client.patch(Kinds.ConfigMap, 'a', 'ns', { metadata: { labels: { app: 'y' } } });
+    const ctx = { client, cache: client.cacheReader(), log: pino({ level: 'silent' }) } as unknown as ReconcileContext;
+    await shardReconciler(async (r) => void reconciled.push(r.name), shard, Kinds.ConfigMap, () => stale)({ namespace: 'ns', name: 'a' }, ctx);
+    assert.deepEqual(reconciled, []);
+    assert.deepEqual((await client.get(Kinds.ConfigMap, 'a', 'ns')).metadata.labels, { app: 'y' }, 'the sharding labels are gone, the new one kept');
+  });
+
   it('assigned to another shard: left alone', async () => {
     const { client, reconciled, reconcile } = setup({ [shardLabel('iot')]: 'operator-1' });
     await reconcile();

@@ -3,8 +3,8 @@
  * (never as evidence that an operator works against Kubernetes).
  *
  * Guarantees, mirroring the API server where reconcilers depend on it:
- * - every write bumps a global resourceVersion; `replace` with a stale resourceVersion fails
- *   with Conflict; creating an existing object fails with AlreadyExists; reads of absent
+ * - every write bumps a global resourceVersion; `replace`, or a merge patch naming
+ *   metadata.resourceVersion, with a stale one fails with Conflict; creating an existing object fails with AlreadyExists; reads of absent
  *   objects fail with NotFound;
  * - `metadata.generation` starts at 1 and is bumped only when something outside metadata and
  *   status changes; status writes change nothing but status;
@@ -33,6 +33,13 @@ export interface RecordedWrite {
 }
 
 type JsonPatchOp = { op: 'add' | 'remove' | 'replace' | 'test'; path: string; value?: unknown };
+
+/** A write that names a resourceVersion (a replace, a merge patch's metadata) fails with Conflict unless it is the stored one. */
+function mustBeCurrent(existing: KubeObject, resourceVersion: string | undefined): void {
+  if (resourceVersion && resourceVersion !== existing.metadata.resourceVersion) {
+    throw new ApiError(409, 'Conflict', `the object has been modified; please apply your changes to the latest version and try again`);
+  }
+}
 
 export class FakeClient implements KubeApi {
   private readonly objects = new Map<string, Map<string, KubeObject>>();
@@ -83,9 +90,7 @@ export class FakeClient implements KubeApi {
   async replace<T extends KubeObject>(type: ResourceType, obj: T): Promise<T> {
     this.mustBeServed(type);
     const existing = this.mustGet(type, obj.metadata.name ?? '', obj.metadata.namespace);
-    if (obj.metadata.resourceVersion && obj.metadata.resourceVersion !== existing.metadata.resourceVersion) {
-      throw new ApiError(409, 'Conflict', `the object has been modified; please apply your changes to the latest version and try again`);
-    }
+    mustBeCurrent(existing, obj.metadata.resourceVersion);
     this.record('replace', type, obj);
     const next = { ...structuredClone(obj), status: existing.status };
     return structuredClone(this.commit(type, existing, next) as T);
@@ -94,6 +99,7 @@ export class FakeClient implements KubeApi {
   async patch<T extends KubeObject = KubeObject>(type: ResourceType, name: string, namespace: string | undefined, patch: unknown, patchType: PatchType = 'merge'): Promise<T> {
     this.mustBeServed(type);
     const existing = this.mustGet(type, name, namespace);
+    if (patchType === 'merge') mustBeCurrent(existing, (patch as { metadata?: { resourceVersion?: string } }).metadata?.resourceVersion);
     const patched = patchType === 'json' ? applyJsonPatch(existing, patch as JsonPatchOp[]) : mergePatch(existing, patch) as KubeObject;
     this.record('patch', type, existing);
     return structuredClone(this.commit(type, existing, { ...patched, status: existing.status }) as T);
