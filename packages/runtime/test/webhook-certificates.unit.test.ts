@@ -11,7 +11,7 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 import { ApiError, type KubeObject } from '../src/index.ts';
 import { ensureWebhookCertificateSecret } from '../src/webhook/certificate-secret.ts';
-import { ensureWebhookCertificate, issueCertificate, makeWebhookCertificate, usableCertificate, writeWebhookCertificate } from '../src/webhook/certificates.ts';
+import { ensureWebhookCertificate, issueCertificate, makeCertificateAuthority, makeWebhookCertificate, usableCertificate, writeWebhookCertificate } from '../src/webhook/certificates.ts';
 
 const SERVER_AUTH = '1.3.6.1.5.5.7.3.1';
 const names = ['DNS:iot-operator-webhook.iot-system.svc', 'DNS:iot-operator-webhook.iot-system.svc.cluster.local', 'IP:127.0.0.1'];
@@ -55,6 +55,13 @@ test('usable for its names only, and only with its own CA and key present', () =
   assert.equal(usableCertificate({ ...made, ca: makeWebhookCertificate(names).ca }, names), false, 'signed by another CA');
   assert.equal(usableCertificate({ ...made, cert: 'garbage' }, names), false);
   assert.equal(usableCertificate({ ca: made.ca, cert: made.cert }, names), false, 'no key');
+});
+
+test('a CA valid beyond 2049 states its expiry as such (GeneralizedTime)', () => {
+  const ca = new X509Certificate(makeCertificateAuthority('long-lived CA', 40 * 365).cert);
+  const years = (new Date(ca.validTo).getTime() - Date.now()) / (365 * 86_400_000);
+  assert.ok(years > 39.9 && years < 40.1, `valid for 40 years, until ${ca.validTo}`);
+  assert.ok(ca.verify(ca.publicKey), 'self-signed');
 });
 
 test('a name that is neither IP: nor DNS: is refused', () => {

@@ -8,8 +8,9 @@
  *   guarded by its resourceVersion) and not reconciled. On a Conflict the object as stored
  *   decides: still being drained from this shard, it is handed back at that version; no longer
  *   this shard's (the cache had not yet seen this shard's own hand-back, or the object was
- *   deleted), nothing is done or logged; any other failure is an error retried with backoff; a primary assigned to another shard is left alone; a primary no longer cached
- *   (deleted, or moved away) reaches the reconciler as gone, so it forgets what it remembered.
+ *   deleted), nothing is done or logged; any other failure is an error retried with backoff.
+ *   A primary assigned to another shard is left alone; a primary no longer cached (deleted, or
+ *   moved away) reaches the reconciler as gone, so it forgets what it remembered.
  * - `passingDrains` combines predicates, except that any create or update of a primary being
  *   drained passes.
  */

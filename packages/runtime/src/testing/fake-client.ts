@@ -4,8 +4,8 @@
  *
  * Guarantees, mirroring the API server where reconcilers depend on it:
  * - every write bumps a global resourceVersion; `replace`, or a merge patch naming
- *   metadata.resourceVersion, with a stale one fails with Conflict; creating an existing object fails with AlreadyExists; reads of absent
- *   objects fail with NotFound;
+ *   metadata.resourceVersion, with a stale one fails with Conflict; creating an existing object
+ *   fails with AlreadyExists; reads of absent objects fail with NotFound;
  * - `metadata.generation` starts at 1 and is bumped only when something outside metadata and
  *   status changes; status writes change nothing but status;
  * - deleting an object with finalizers only sets deletionTimestamp; removing the last

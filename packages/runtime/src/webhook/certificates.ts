@@ -139,7 +139,9 @@ function signedCertificate(fields: CertificateFields): string {
     asn1.create(Class.UNIVERSAL, Type.OID, false, asn1.oidToDer(SIGNATURE_OIDS[signer.asymmetricKeyType!]!).getBytes()),
     ...(signer.asymmetricKeyType === 'rsa' ? [asn1.create(Class.UNIVERSAL, Type.NULL, false, '')] : []),
   ]);
-  const time = (date: Date) => asn1.create(Class.UNIVERSAL, Type.UTCTIME, false, asn1.dateToUtcTime(date));
+  // RFC 5280 4.1.2.5: UTCTime through 2049, GeneralizedTime from 2050.
+  const time = (date: Date) =>
+    date.getUTCFullYear() < 2050 ? asn1.create(Class.UNIVERSAL, Type.UTCTIME, false, asn1.dateToUtcTime(date)) : asn1.create(Class.UNIVERSAL, Type.GENERALIZEDTIME, false, asn1.dateToGeneralizedTime(date));
   // A forge certificate only to fill in the extensions' and the subject's encodings.
   const shape = pki.createCertificate();
   shape.setSubject([{ name: 'commonName', value: fields.commonName }]);
@@ -183,10 +185,10 @@ export function makeCertificateAuthority(commonName: string, days: number): Cert
 }
 
 /**
- * Makes a new key (ECDSA P-256) and a serving certificate `ca` signed for every name in `names` (`IP:<address>`,
- * `DNS:<name>`, in its subjectAltName, extendedKeyUsage serverAuth, and clientAuth too with
- * `usage.clientAuth`: one certificate for both ends of mutual TLS), valid for `days` days. `ca`'s
- * key may be ECDSA P-256 or RSA (a CA made before keys were ECDSA).
+ * Makes a new key (ECDSA P-256) and a serving certificate `ca` signed for every name in `names`
+ * (`IP:<address>`, `DNS:<name>`, in its subjectAltName, extendedKeyUsage serverAuth, and
+ * clientAuth too with `usage.clientAuth`: one certificate for both ends of mutual TLS), valid for
+ * `days` days. `ca`'s key may be ECDSA P-256 or RSA (a CA made before keys were ECDSA).
  */
 export function issueCertificate(ca: CertificateAuthority, names: readonly string[], days: number, commonName: string, usage: { clientAuth?: boolean } = {}): { cert: string; key: string } {
   const altNames = names.map(altName);
