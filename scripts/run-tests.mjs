@@ -3,8 +3,8 @@
 // files are collected here.
 //
 // End-to-end files run on the one shared cluster:
-// - first, alone, the files that stop a part every other file uses (the API server restarted, the
-//   registry stopped: EXCLUSIVE);
+// - first, alone, the files marked EXCLUSIVE: they stop or change a part every other file uses
+//   (the API server restarted; the registry stopped, its password rotated);
 // - then one lane of the files of ALONGSIDE (the Armada, Memcached and Ptemplate operators, the
 //   runtime, the SDK and the cluster parts no other file stops: their own CRDs, namespaces and
 //   fault proxies; all files of one operator in one lane, as some delete their operator's CRD),
@@ -35,8 +35,8 @@ const filter = process.argv[3];
 const roots = ['cluster/test', 'packages', 'operators', 'workloads', 'bench', 'scripts', 'images'];
 const suffix = `.${kind}.test.ts`;
 
-/** What a file's text shows when it stops a part of the cluster every other file uses. */
-const EXCLUSIVE = ['restart-apiserver', 'restartApiServer', 'registry_stop'];
+/** What a file says when it stops or changes a part of the cluster every other file uses (a comment saying why follows). */
+const EXCLUSIVE = '// run-tests: alone, before every other file';
 /** What an IoT file's text says when it runs with no other IoT file beside it (a comment saying why follows). */
 const ALONE_AMONG_IOT = '// run-tests: alone among the IoT files';
 /** How many unit files run at once. */
@@ -132,7 +132,7 @@ if (kind === 'unit') {
 } else {
   const textOf = (file) => readFileSync(file, 'utf8');
   const serial = process.env.E2E_LANES === '1';
-  const exclusive = files.filter((file) => serial || EXCLUSIVE.some((marker) => textOf(file).includes(marker)));
+  const exclusive = files.filter((file) => serial || textOf(file).includes(EXCLUSIVE));
   const rest = files.filter((file) => !exclusive.includes(file));
   const alongside = rest.filter((file) => ALONGSIDE.some((prefix) => file.startsWith(prefix)));
   const iotAlone = rest.filter((file) => !alongside.includes(file) && textOf(file).includes(ALONE_AMONG_IOT));

@@ -3,6 +3,7 @@
 // and kwok's fake nodes do their jobs.
 //
 //   node --import tsx --test cluster/test/cluster.e2e.test.ts
+// run-tests: alone, before every other file: it restarts the API server.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile, spawn } from "node:child_process";

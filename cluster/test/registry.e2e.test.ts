@@ -7,6 +7,7 @@
 // the reason, where a real node cannot run.
 //
 //   node --import tsx --test cluster/test/registry.e2e.test.ts
+// run-tests: alone, before every other file: it stops the registry every pod pulls from and rotates its password.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';

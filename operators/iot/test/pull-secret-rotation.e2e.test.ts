@@ -5,6 +5,7 @@
 // with the reason, where a real node cannot run.
 //
 //   node --import tsx --test operators/iot/test/pull-secret-rotation.e2e.test.ts
+// run-tests: alone, before every other file: it rotates the registry's password, which the pull secrets other files made hold.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import path from 'node:path';

@@ -1,3 +1,4 @@
+// run-tests: alone, before every other file: it restarts the API server.
 import assert from 'node:assert/strict';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
