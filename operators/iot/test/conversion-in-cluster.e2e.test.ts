@@ -41,6 +41,7 @@ const PodDisruptionBudgets = customResource('policy', 'v1', 'PodDisruptionBudget
 const WEBHOOK_SERVICE = 'iot-operator-webhook';
 
 type Crd = KubeObject & { spec: { conversion?: CrdConversion } };
+type EndpointSlice = KubeObject & { endpoints?: Array<{ targetRef?: { name?: string }; conditions?: { ready?: boolean } }> };
 
 let first: ChartRelease | undefined;
 let second: ChartRelease | undefined;
@@ -156,13 +157,25 @@ describe('the IoTService conversion webhook, served in the cluster by the chartâ
     await pointAtFirstRelease();
     const [victim] = pods;
     await env.client.delete(Kinds.Pod, victim!.metadata.name!, rel.landscape);
+    const deletedAt = Date.now();
+    // The Service routes to ready endpoints: the deleted pod is not one from its deletion on (the
+    // pause covers kube-proxy catching up); with publishNotReadyAddresses it would stay one until it exited.
+    const pauseSeconds = preStopPauseSeconds(victim!);
+    const victimEndpoint = async () => {
+      const slices = await env.client.list<EndpointSlice>(Kinds.EndpointSlice, { namespace: rel.landscape, labelSelector: `kubernetes.io/service-name=${WEBHOOK_SERVICE}` });
+      return slices.items.flatMap((slice) => slice.endpoints ?? []).find((e) => e.targetRef?.name === victim!.metadata.name);
+    };
+    const leftEndpoints = waitFor('the deleted pod to be no ready endpoint of the webhook Service', async () => {
+      const endpoint = await victimEndpoint();
+      return { done: endpoint?.conditions?.ready === false || endpoint === undefined, value: undefined, seen: endpoint };
+    }, { timeoutMs: pauseSeconds * 1000, intervalMs: 200 }).then(() => console.log(`# the deleted pod was no ready endpoint ${((Date.now() - deletedAt) / 1000).toFixed(1)} s after its deletion`));
+    leftEndpoints.catch(() => undefined); // awaited after the conversions
     const failures: string[] = [];
     let conversions = 0;
     let elsewhere = 0;
     // Reads and writes as v1alpha1 while the pod terminates (preStop pause, shutdown) and for 10 s
     // after; a round during which the CRD named anything but the release's Service does not count.
     const ours = `${rel.landscape}/${WEBHOOK_SERVICE}`;
-    const pauseSeconds = preStopPauseSeconds(victim!);
     for (let round = 0, until = Date.now() + (pauseSeconds + 10) * 1000; Date.now() < until; round++) {
       const before = await conversionTarget();
       const errors: string[] = [];
@@ -178,6 +191,7 @@ describe('the IoTService conversion webhook, served in the cluster by the chartâ
       }
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
+    await leftEndpoints;
     if (elsewhere > 0) console.log(`# ${elsewhere} rounds not counted: the CRD named another target (another test process)`);
     assert.ok(conversions >= 20, `${conversions} conversions through the release's Service`);
     assert.deepEqual(failures, [], `${failures.length} of ${conversions} conversions failed`);

@@ -128,7 +128,7 @@ describe('the chart’s IoTService admission webhook', () => {
     assert.deepEqual(pdb.spec.selector, deployment.spec.selector);
     for (const [key, value] of Object.entries(pdb.spec.selector.matchLabels)) assert.equal(pod.metadata.labels[key], value, `the pods carry ${key}`);
 
-    assert.equal(find(objects, 'Service', 'iot-operator-webhook')!.spec.publishNotReadyAddresses, true, 'a starting pod, not yet Ready, answers the conversion its own cache sync needs');
+    assert.equal(find(objects, 'Service', 'iot-operator-webhook')!.spec.publishNotReadyAddresses, undefined, 'a terminating pod leaves the endpoints at once, not when its process has exited');
     assert.equal(find(await render('--set', 'replicas=1'), 'PodDisruptionBudget'), undefined, 'one replica: no budget, which would block every drain');
     const own = find(await render('--set-json', 'affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"pool","operator":"In","values":["ops"]}]}]}}}'), 'Deployment')!;
     assert.deepEqual(Object.keys(own.spec.template.spec.affinity), ['nodeAffinity'], 'an affinity of the user’s replaces the default');

@@ -14,7 +14,7 @@ import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import { localTestEnv, repoRoot } from '@iot-operator/local-cluster';
 import { allow, conversionWebhook, customResource, deny, Manager, mutatingWebhook, validatingWebhook, type KubeObject } from '../src/index.ts';
-import type { TestEnv } from '../src/testing/index.ts';
+import { waitFor, type TestEnv } from '../src/testing/index.ts';
 import { makeCertificates, type TestCertificates } from './certificates.ts';
 
 const run = promisify(execFile);
@@ -175,6 +175,33 @@ describe('webhooks called by the real API server', () => {
     const ready = await scrape(mgr!.httpPort!, '/readyz');
     assert.equal(ready.code, 200, ready.body);
     assert.equal(mgr!.webhookServer!.listening, true);
+  });
+
+  it('a manager serving webhooks is Ready once they answer, its caches still syncing (the pod is a Service’s backend); one without webhooks is not', async () => {
+    const Unserved = customResource(`unserved-${id}.webhooks.iot-operator.test`, 'v1', 'Nothing', 'nothings');
+    for (const served of [true, false]) {
+      const syncing = await Manager.create({
+        name: `webhooks-e2e-syncing-${served}`,
+        kubeconfigPath: env.kubeconfigPath,
+        logger: pino({ level: 'silent' }),
+        httpAddress: '127.0.0.1:0',
+        cache: { defaultNamespace: failNs },
+        ...(served ? { webhook: { address: '127.0.0.1:0', certFile: certs.certFile, keyFile: certs.keyFile } } : {}),
+      });
+      syncing.cache.informer(Unserved); // a type the API server does not serve: its cache never syncs
+      const started = syncing.start();
+      try {
+        const ready = await waitFor('/readyz to answer', async () => {
+          const answer = syncing.httpPort ? await scrape(syncing.httpPort, '/readyz') : undefined;
+          return { done: served ? answer?.code === 200 : answer?.body === 'caches not synced', value: answer!, seen: answer };
+        });
+        assert.equal(ready.code, served ? 200 : 503, ready.body);
+        assert.equal(syncing.cache.isSynced, false);
+      } finally {
+        await syncing.stop();
+        await started;
+      }
+    }
   });
 
   it('a webhook certificate that cannot be read fails the manager`s start, naming the file; a manager without webhook options serves none', async () => {

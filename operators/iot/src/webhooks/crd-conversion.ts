@@ -77,8 +77,8 @@ type Crd = KubeObject & { spec: { conversion?: CrdConversion } };
 type EndpointSlice = KubeObject & { endpoints?: Array<{ conditions?: { ready?: boolean; serving?: boolean } }> };
 
 /**
- * Whether `service` exists and has an endpoint whose pod is ready: `serving` (which a Service
- * publishing not-ready addresses, as the chart's does, keeps apart from `ready`), else `ready`; a
+ * Whether `service` exists and has an endpoint whose pod is ready: `serving` (a Service publishing
+ * not-ready addresses, as earlier charts' did, has every endpoint `ready`), else `ready`; a
  * missing condition counts as true, as the API documents.
  */
 async function serviceState(client: Pick<KubeApi, 'get' | 'list'>, service: ServiceRef): Promise<'missing' | 'serving' | 'not serving'> {

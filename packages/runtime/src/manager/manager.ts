@@ -28,10 +28,13 @@
  * - With `secureMetrics`, the HTTP server speaks HTTPS with the given certificate and /metrics
  *   answers only callers the API server authorizes (metrics-auth.ts); /healthz and /readyz stay
  *   open, as kubelet probes carry no token. A certificate that cannot be read fails `start`.
- * - With `webhook`, the webhook server (webhook/server.ts) starts right after the HTTP server,
- *   before the caches (a cache of a converted CRD needs its conversion webhook); a certificate
- *   that cannot be used fails `start`. /readyz fails until it listens; it stops, letting requests
- *   in flight finish, with the HTTP server.
+ * - /readyz: without `webhook`, fails until every cache is synced; with `webhook`, the webhook
+ *   server (webhook/server.ts) starts right after the HTTP server, before the caches (a cache of a
+ *   converted CRD needs its conversion webhook), and /readyz fails only until it listens: the pod
+ *   is a Service's backend, routed to while its caches sync, and its Service needs no
+ *   publishNotReadyAddresses (which would keep a terminating pod routed until it exits). A
+ *   certificate that cannot be used fails `start`. The webhook server stops, letting requests in
+ *   flight finish, with the HTTP server.
  */
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
@@ -336,6 +339,17 @@ export class Manager implements ControllerHost {
     });
   }
 
+  /**
+   * Why /readyz fails, if it does. A manager serving webhooks is a Service's backend: Ready once its
+   * webhook server answers, as its caches' own sync may need it (a converted CRD's list). Without
+   * webhooks: once the caches are synced.
+   */
+  private readinessProblem(): string | undefined {
+    if (this.abort.signal.aborted) return 'stopping';
+    if (this.webhookServer) return this.webhookServer.listening ? undefined : 'webhook server not listening';
+    return this.cache.isSynced ? undefined : 'caches not synced';
+  }
+
   private async serve(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/healthz') {
@@ -343,7 +357,7 @@ export class Manager implements ControllerHost {
       return reply(res, problem ? 503 : 200, problem ?? 'ok');
     }
     if (path === '/readyz') {
-      const problem = !this.cache.isSynced ? 'caches not synced' : this.webhookServer && !this.webhookServer.listening ? 'webhook server not listening' : this.abort.signal.aborted ? 'stopping' : undefined;
+      const problem = this.readinessProblem();
       return reply(res, problem ? 503 : 200, problem ?? 'ok');
     }
     if (path === '/metrics') {
