@@ -49,6 +49,7 @@ import {
   type ServiceAddresses,
 } from '@iot-operator/iot-service/simulator';
 import { apiToken, componentPod, iotService, realNodeSpec, startReferenceLandscape, stopServedLandscape, waitForPhase, type IoTObject } from './e2e-support.ts';
+import type { Pod } from './chart-release.ts';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
 
 const env: TestEnv = await localTestEnv();
@@ -113,11 +114,17 @@ async function registerMany(addresses: ServiceAddresses, count: number, prefix: 
 }
 
 /** Logs how long the devices of `runs` took to their CONNACK (p50, p99, max) and how many attempts they made. */
+/** How the attempts of `runs` failed, by kind (connack-3, timeout, ...). */
+function failuresOf(runs: readonly ConnectRun[]): Record<string, number> {
+  const failures: Record<string, number> = {};
+  for (const run of runs) for (const [kind, n] of Object.entries(run.failures)) failures[kind] = (failures[kind] ?? 0) + n;
+  return failures;
+}
+
 function logFleet(what: string, runs: readonly ConnectRun[]): void {
   const times = runs.map((run) => run.connectedAt! - run.startedAt).sort((a, b) => a - b);
   const at = (q: number) => times[Math.min(times.length - 1, Math.ceil(q * times.length) - 1)];
-  const failures: Record<string, number> = {};
-  for (const run of runs) for (const [kind, n] of Object.entries(run.failures)) failures[kind] = (failures[kind] ?? 0) + n;
+  const failures = failuresOf(runs);
   console.log(`device TLS: ${runs.length} devices ${what}: time to CONNACK p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, max ${times.at(-1)} ms; attempts ${runs.reduce((sum, run) => sum + run.attempts, 0)}; refused ${JSON.stringify(failures)}`);
 }
 
@@ -400,7 +407,18 @@ describe('devices over TLS on the real node', { skip }, () => {
     const fleet = connectFleet(`mqtts://${service}:8883`, devices, { tls: { ca: caCertificate } });
     const gaveUp = () => fleet.runs().filter((runs) => runs.some((run) => run.failures['connack-4'] || run.failures['connack-5'])).length;
     try {
-      await waitFor(`all ${FLEET} devices connected`, async () => ({ done: fleet.connected() === FLEET, value: undefined, seen: { connected: fleet.connected(), gaveUp: gaveUp() } }), { timeoutMs: 240_000, intervalMs: 1_000 });
+      // What a failure shows: how the devices' attempts failed, and the gateway pods' state.
+      const state = async () => ({
+        connected: fleet.connected(),
+        gaveUp: gaveUp(),
+        failures: failuresOf(fleet.runs().flat()),
+        gateways: (await env.client.list<Pod>(Kinds.Pod, { namespace, labelSelector: 'app.kubernetes.io/component=gateway' })).items.map((pod) => ({
+          name: pod.metadata.name,
+          phase: pod.status?.phase,
+          restarts: pod.status?.containerStatuses?.map((c) => `${c.restartCount}${c.lastState?.terminated ? ` (${c.lastState.terminated.reason})` : ''}`),
+        })),
+      });
+      await waitFor(`all ${FLEET} devices connected`, async () => ({ done: fleet.connected() === FLEET, value: undefined, seen: await state() }), { timeoutMs: 240_000, intervalMs: 1_000 });
       logFleet('connecting at once', fleet.runs().map((runs) => runs[0]!));
 
       const { items: pods } = await env.client.list<KubeObject>(Kinds.Pod, { namespace, labelSelector: 'app.kubernetes.io/component=gateway' });
@@ -410,7 +428,7 @@ describe('devices over TLS on the real node', { skip }, () => {
       const reconnected = () => fleet.runs().map((runs) => runs.at(-1)!).filter((run) => run.startedAt >= deletedAt && run.connectedAt !== undefined);
       await waitFor(
         `all ${FLEET} devices connected again`,
-        async () => ({ done: fleet.connected() === FLEET && reconnected().length === FLEET, value: undefined, seen: { connected: fleet.connected(), reconnected: reconnected().length, gaveUp: gaveUp() } }),
+        async () => ({ done: fleet.connected() === FLEET && reconnected().length === FLEET, value: undefined, seen: { reconnected: reconnected().length, ...(await state()) } }),
         { timeoutMs: 300_000, intervalMs: 1_000 },
       );
       logFleet(`reconnecting after the gateway pods were deleted (all in ${Math.max(...reconnected().map((run) => run.connectedAt!)) - deletedAt} ms)`, reconnected());
