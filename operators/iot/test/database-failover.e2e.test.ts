@@ -10,8 +10,9 @@
  *   - the primary's container SIGKILLed through the node's containerd (PostgreSQL and Patroni with
  *     it, as an OOM kill would): Patroni restores a primary — a standby promoted once the lock
  *     lapses, or the restarted pod itself while it still holds the lock (which one is printed) —,
- *     writes resume (the longest pause between stored rows is printed), and every
- *     acknowledged message is stored exactly once;
+ *     writes resume (the longest pause between stored rows is printed), every
+ *     acknowledged message is stored exactly once, and a gateway pod is Ready throughout (devices
+ *     are not refused a connection while core waits for the database);
  *   - a version upgrade (`spec.version` 2.4.1 → 2.5.0: the working tree's images built and pushed
  *     under both tags, each reporting its own) rolls every pod onto the new images: the database's as the operator does it
  *     (database-roll.ts) — both standbys replaced before the primary, which is replaced only once
@@ -263,15 +264,33 @@ describe('a database of three replicas fails over by itself', { skip }, () => {
     assert.ok(pause <= PLANNED_PAUSE_MS, `writes paused ${pause} ms`);
   });
 
-  it('the primary SIGKILLed: Patroni restores a primary, writes resume, every acknowledged message stored once', async () => {
-    const pause = await writesThrough('primary SIGKILLed', async () => {
-      const leader = await primary();
-      await sigkillContainer(env, leader);
-      const next = await primary(leader);
-      const how = next.metadata.name === leader.metadata.name ? 'restarted and still holding the leader lock, it is primary again' : `${next.metadata.name} promoted`;
-      console.log(`database failover: ${leader.metadata.name} SIGKILLed; ${how}`);
-    });
+  it('the primary SIGKILLed: Patroni restores a primary, writes resume, every acknowledged message stored once; the gateway stays Ready throughout', async () => {
+    // The gateway's readiness does not follow core's (which follows the database's): devices are
+    // never refused a connection because the database fails over.
+    const gatewayUnready: string[] = [];
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        const gateways = (await env.client.list<Pod & { status?: { conditions?: Array<{ type: string; status: string }> } }>(Kinds.Pod, { namespace, labelSelector: 'app.kubernetes.io/component=gateway' })).items;
+        if (!gateways.some((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'))) gatewayUnready.push(new Date().toISOString());
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    })();
+    let pause: number;
+    try {
+      pause = await writesThrough('primary SIGKILLed', async () => {
+        const leader = await primary();
+        await sigkillContainer(env, leader);
+        const next = await primary(leader);
+        const how = next.metadata.name === leader.metadata.name ? 'restarted and still holding the leader lock, it is primary again' : `${next.metadata.name} promoted`;
+        console.log(`database failover: ${leader.metadata.name} SIGKILLed; ${how}`);
+      });
+    } finally {
+      sampling = false;
+      await sampler;
+    }
     assert.ok(pause <= SIGKILL_PAUSE_MS, `writes paused ${pause} ms`);
+    assert.deepEqual(gatewayUnready, [], 'no gateway pod Ready at these moments');
   });
 
   it('a version upgrade replaces the database standbys first, then the primary after a switchover, and the brokers one at a time; writes resume, nothing lost', async () => {

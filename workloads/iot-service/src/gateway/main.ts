@@ -8,8 +8,9 @@
  * /etc/iot/tls: `tls.crt`, `tls.key`, optional `client-ca.crt`; read only when mqtts or https is
  * enabled) and
  * IOT_GATEWAY_MAX_CONNECTIONS (optional); serves /healthz, /readyz and /metrics on 8081 (ready =
- * connected to the broker, its telemetry stream in place, core reachable, and — with mqtts or
- * https — a certificate loaded) and the enabled device protocols (MQTT 1883, MQTT over TLS 8883,
+ * connected to the broker, its telemetry stream in place, and — with mqtts or https — a
+ * certificate loaded; not core, whose outage, a database failover's, refuses only the logins the
+ * gateway cannot answer from its cache, for a retry) and the enabled device protocols (MQTT 1883, MQTT over TLS 8883,
  * HTTP 8080, HTTPS 8443) at once; a device is acknowledged only for what the broker's stream
  * stored, so serving before the broker is connected loses nothing. It follows core's
  * device-change notices on the broker (device-changes.ts): a device whose password was reset or
@@ -28,7 +29,6 @@ import { credential, loadConfig } from '../shared/config.ts';
 import { startHealthServer } from '../shared/health.ts';
 import { leaveEndpoints, startComponent } from '../shared/lifecycle.ts';
 import { createLogger } from '../shared/log.ts';
-import { tcpReachable } from '../shared/net.ts';
 import { GATEWAY_HTTP_PORT, GATEWAY_HTTPS_PORT, GATEWAY_MQTT_PORT, GATEWAY_MQTTS_PORT, HEALTH_PORT, LISTEN_HOST } from '../shared/ports.ts';
 import { serviceVersion } from '../shared/version.ts';
 import { ConnectionEvents } from './connection-events.ts';
@@ -80,7 +80,6 @@ await startComponent(log, version, async () => {
         broker: async () => {
           if (!broker.connected()) throw new Error('not connected to the broker');
         },
-        core: () => tcpReachable(config.endpoints.core, 500),
         tls: async () => gateway.ready(),
       },
       metrics: () => gateway.metrics.render(),
