@@ -285,7 +285,10 @@ status() {
 }
 
 # Stops the kube-apiserver and starts it again with the same command line (same port,
-# certificates and etcd data), then waits for /readyz. DOWN_SECONDS (default 0, or env
+# certificates and etcd data), then waits for /readyz and for its discovery to name every CRD's
+# resource. It first waits (up to 180 s) until no namespace is being deleted: a deletion that
+# spans the restart can leave the namespace's custom resources in etcd with no namespace (the
+# namespace controller's discovery misses them for a moment after /readyz). DOWN_SECONDS (default 0, or env
 # APISERVER_DOWN_SECONDS): how long to keep it stopped. APISERVER_STOP_GRACE_SECONDS (default 2):
 # time between SIGTERM and SIGKILL. RESTART_CONTROLLERS (default 1): afterwards also restart
 # kube-controller-manager, kube-scheduler and kwok-controller, whose informers would otherwise
@@ -303,6 +306,7 @@ restart_apiserver() { # [DOWN_SECONDS]
   binaries_complete || die "binaries are not built; run cluster up first"
   cluster_exists || die "cluster '$CLUSTER_NAME' does not exist; run cluster up first"
 
+  wait_no_terminating_namespaces 180 || log "restarting anyway"
   t0=$(date +%s.%N)
   if old=$(component_pid kube-apiserver:kube-apiserver); then
     # SIGTERM first: the API server stops listening at once, but then drains open connections
@@ -328,6 +332,8 @@ restart_apiserver() { # [DOWN_SECONDS]
   new=$(component_pid kube-apiserver:kube-apiserver) || die "kube-apiserver is not running after the restart"
   elapsed=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
   log "kube-apiserver is back up: pid $old -> $new, /readyz ok, ${elapsed}s after the stop"
+
+  wait_crd_discovery 60 || log "restarting the controllers anyway"
 
   if [[ "$restart_controllers" == 1 ]]; then
     # client-go reflectors back off exponentially while the API server is away (0.8 s doubling
