@@ -11,7 +11,11 @@
  *     IoTService (the operator restarts the pods waiting for their image);
  *   - a version whose core exits on start (the 2.4.1 images under another tag, core's with an
  *     entrypoint that exits 1) → `CrashLooping` naming component core and its crash loop; back to
- *     2.4.1 → Available.
+ *     2.4.1 → Available;
+ *   - then core away (its Deployment scaled to 0 while the instance is paused, as a database
+ *     failover makes it unready): the gateway stays Ready, so a device it knows publishes over
+ *     HTTP and MQTT through its Service and one it cannot check is told to come back (HTTP 503),
+ *     none refused a connection; unpaused, core is back and what was acknowledged is stored.
  * The operators run with `--stuck-pod-timeout` 20 s instead of 5 minutes. The three instances run
  * side by side (two landscapes: the wrong password is the landscape's), one replica per component.
  * Times (apply → Failed, fix → Available) are printed, never asserted. Reported as not run, with
@@ -30,7 +34,8 @@ import { localRegistry, localTestEnv, onRealNode, pushUnderTag, realNode, realNo
 import { localImage } from '../../../images/local-images.ts';
 import { COMPONENTS } from '../src/api/iotservice.ts';
 import { IoTServiceV1alpha1Type } from '../src/iotservice-types.ts';
-import { abandonLandscape, getIoT, installIoTCrd, iotService, startOperator, waitForPhase, type IoTObject } from './e2e-support.ts';
+import { HttpStatusError, postHttp, publishMqtt, readTelemetry, registerDevice } from '@iot-operator/iot-service/simulator';
+import { HOST_ON_POD_NETWORK, abandonLandscape, deviceServiceAddresses, getIoT, installIoTCrd, iotService, startOperator, waitForPhase, type IoTObject } from './e2e-support.ts';
 
 const run = promisify(execFile);
 const env: TestEnv = await localTestEnv();
@@ -54,9 +59,10 @@ const managers: Manager[] = [];
 
 type Event = KubeObject & { type?: string; reason?: string; message?: string };
 
-/** One replica of every component, each on the real node, data on the default volumes. */
+/** One replica of every component, each on the real node, data on the default volumes; the gateway's MQTT and HTTP open to this machine. */
 function spec(version: string) {
-  return { version, ...Object.fromEntries(COMPONENTS.map((c) => [c, { ...onRealNode, replicas: 1 }])) } as never;
+  const gateway = { protocols: ['mqtt', 'http'], deviceSources: [HOST_ON_POD_NETWORK] };
+  return { version, ...Object.fromEntries(COMPONENTS.map((c) => [c, { ...onRealNode, replicas: 1, ...(c === 'gateway' ? gateway : {}) }])) } as never;
 }
 
 async function createInstance(landscape: string, name: string, version: string): Promise<void> {
@@ -199,10 +205,47 @@ describe('what a user meets when it goes wrong, on the real node', { skip }, () 
     const logs = await run('kubectl', ['--kubeconfig', env.kubeconfigPath, 'logs', '-n', `${good}-crash`, pod, '-c', 'core', '--previous']);
     assert.match(logs.stdout + logs.stderr, new RegExp(`iot-core ${CRASH}: built to exit on start`), 'the command the message gives shows why');
 
+
     const fixed = Date.now();
     await setVersion(good, 'crash', VERSION);
     const available = await waitForPhase(env, good, 'crash', 'Available', 300_000);
     console.log(`crash on start: created → Failed ${ms} ms; version fixed → Available ${Date.now() - fixed} ms`);
     assert.equal(available.metadata.uid, iot.metadata.uid, 'the same IoTService');
+  });
+
+  it('core away: the gateway stays Ready; a device it knows keeps publishing, one it cannot check is told to come back; core back, all stored', async () => {
+    const namespace = `${good}-crash`;
+    const addresses = await deviceServiceAddresses(env, namespace);
+    const device = await waitFor('a device registered with core', async () => ({ done: true, value: await registerDevice(addresses, `known-${Date.now()}`) }), { timeoutMs: 60_000, intervalMs: 1000 });
+    const sent = [await postHttp(addresses.gatewayHttpUrl, device, { reading: 0 })]; // the gateway has checked it with core
+    await env.client.patch(IoTServiceV1alpha1Type, 'crash', good, { spec: { paused: true } }, 'merge');
+    await waitFor('the paused generation observed', async () => {
+      const iot = await getIoT(env, good, 'crash');
+      return { done: iot?.status?.observedGeneration === iot?.metadata.generation, value: undefined, seen: iot?.status };
+    });
+    await env.client.patch(Kinds.Deployment, 'core', namespace, { spec: { replicas: 0 } }, 'merge');
+    type ReadyPod = KubeObject & { status?: { conditions?: Array<{ type: string; status: string }> } };
+    const pods = async (component: string) => (await env.client.list<ReadyPod>(Kinds.Pod, { namespace, labelSelector: `app.kubernetes.io/component=${component}` })).items;
+    await waitFor('core’s pods gone', async () => ({ done: (await pods('core')).length === 0, value: undefined }), { timeoutMs: 90_000, intervalMs: 500 });
+    // The gateway's readiness is probed every 2 s and lost after 2 failures: 10 s would show it.
+    for (const end = Date.now() + 10_000; Date.now() < end; await delay(1000)) {
+      const gateways = await pods('gateway');
+      assert.ok(gateways.some((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')), `a gateway Ready while core is away: ${JSON.stringify(gateways.map((p) => p.status?.conditions))}`);
+    }
+    sent.push(await postHttp(addresses.gatewayHttpUrl, device, { reading: 1 }));
+    await publishMqtt(addresses.gatewayMqttUrl, device, [{ reading: 2 }]);
+    const refusal = await postHttp(addresses.gatewayHttpUrl, { id: `unknown-${Date.now()}`, password: 'never-checked' }, { reading: 0 }).then(() => 'accepted', (err: unknown) => err);
+    assert.ok(refusal instanceof HttpStatusError, `a device the gateway cannot check: ${String(refusal)}`);
+    assert.equal(refusal.status, 503);
+    assert.match(refusal.body, /device registry busy or unavailable/);
+
+    await env.client.patch(IoTServiceV1alpha1Type, 'crash', good, { spec: { paused: false } }, 'merge');
+    await waitForPhase(env, good, 'crash', 'Available', 180_000);
+    const stored = await waitFor('the three readings stored', async () => {
+      const records = await readTelemetry(addresses, device.id, 10);
+      return { done: records.length === 3, value: records, seen: records.length };
+    }, { timeoutMs: 60_000, intervalMs: 1000 });
+    assert.deepEqual(stored.map((r) => (r.payload as { reading: number }).reading).sort(), [0, 1, 2]);
+    assert.ok(sent.every((id) => stored.some((r) => r.messageId === id)), 'the HTTP messages under the ids the gateway acknowledged');
   });
 });
