@@ -1,6 +1,6 @@
 // Runs the project's tests with node's test runner, one process per file: `unit` (no cluster; two
-// files at a time) or `e2e` (real local cluster). Node 20's runner does not expand globs, so the
-// files are collected here.
+// files at a time, after those marked EXCLUSIVE, alone) or `e2e` (real local cluster). Node 20's
+// runner does not expand globs, so the files are collected here.
 //
 // End-to-end files run on the one shared cluster:
 // - first, alone, the files marked EXCLUSIVE: they stop or change a part every other file uses
@@ -35,7 +35,7 @@ const filter = process.argv[3];
 const roots = ['cluster/test', 'packages', 'operators', 'workloads', 'bench', 'scripts', 'images'];
 const suffix = `.${kind}.test.ts`;
 
-/** What a file says when it stops or changes a part of the cluster every other file uses (a comment saying why follows). */
+/** What a file says when it stops or changes something every other file uses (a part of the cluster, a package.json; a comment saying why follows). */
 const EXCLUSIVE = '// run-tests: alone, before every other file';
 /** What an IoT file's text says when it runs with no other IoT file beside it (a comment saying why follows). */
 const ALONE_AMONG_IOT = '// run-tests: alone among the IoT files';
@@ -127,7 +127,9 @@ let summary;
 if (kind === 'unit') {
   // Two unit files at a time, longest first: one at a time kept one of the two cores busy (CPU time
   // about equal to the wall time); in file order, the last minute ran a few long files on one core.
-  await runQueue(files, UNIT_SLOTS);
+  const exclusive = files.filter((file) => readFileSync(file, 'utf8').includes(EXCLUSIVE));
+  for (const file of exclusive) await runFile(file);
+  await runQueue(files.filter((file) => !exclusive.includes(file)), UNIT_SLOTS);
   summary = `# unit: ${results.length} files, ${results.reduce((n, r) => n + r.tests, 0)} tests (${results.reduce((n, r) => n + r.failedTests, 0)} failed), ${UNIT_SLOTS} files at a time`;
 } else {
   const textOf = (file) => readFileSync(file, 'utf8');

@@ -7,8 +7,10 @@
 // runs `node scripts/pack-manifest.mjs src`. Guarantees: the `dist` form maps every entry point
 // `./src/<p>.ts` to `{ types: ./dist/<p>.d.ts, default: ./dist/<p>.js }`; the `src` form is the
 // one committed; both are derived from `sourceExports` below, so the two cannot disagree, and
-// running either twice changes nothing.
-import { readFileSync, writeFileSync } from 'node:fs';
+// running either twice changes nothing. The file is replaced in one rename, so a process reading
+// it meanwhile (a test starting beside `npm pack`) gets one form or the other, never half a file.
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 
 export const sourceExports = {
   '.': './src/index.ts',
@@ -29,7 +31,8 @@ if (form !== 'dist' && form !== 'src') {
   console.error('usage: node scripts/pack-manifest.mjs dist|src');
   process.exit(2);
 }
-const file = new URL('../package.json', import.meta.url);
+const file = fileURLToPath(new URL('../package.json', import.meta.url));
 const manifest = JSON.parse(readFileSync(file, 'utf8'));
 manifest.exports = form === 'dist' ? compiledExports() : sourceExports;
-writeFileSync(file, `${JSON.stringify(manifest, null, 2)}\n`);
+writeFileSync(`${file}.${process.pid}`, `${JSON.stringify(manifest, null, 2)}\n`);
+renameSync(`${file}.${process.pid}`, file);

@@ -4,6 +4,7 @@
  * TypeScript sources and no tests, and a package.json whose `exports` point into dist/; the
  * workspace's package.json is back at the sources afterwards.
  */
+// run-tests: alone, before every other file: npm pack points packages/runtime/package.json at dist/ while it packs, and every other file resolves @iot-operator/runtime through it.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
