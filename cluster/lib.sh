@@ -122,40 +122,43 @@ wait_apiserver_ready() { # timeout-seconds
   done
 }
 
-# Waits until no namespace is being deleted: one whose deletion spans an API server restart may be
-# finished by a namespace controller whose discovery (below) lacks the custom resources in it.
-# Returns 1, naming them, after timeout-seconds.
-wait_no_terminating_namespaces() { # timeout-seconds
-  local deadline=$((SECONDS + $1)) terminating
-  while :; do
-    terminating=$(kctl get namespaces -o jsonpath='{range .items[?(@.status.phase=="Terminating")]}{.metadata.name}{" "}{end}' --request-timeout=5s 2>/dev/null) || terminating="?"
-    [[ -z "$terminating" ]] && return 0
+# Calls CHECK every INTERVAL seconds until it succeeds; after TIMEOUT seconds logs MESSAGE with
+# what CHECK printed last and returns 1.
+wait_until() { # timeout-seconds interval-seconds message check
+  local deadline=$((SECONDS + $1)) last
+  until last=$("$4"); do
     if ((SECONDS >= deadline)); then
-      log "namespaces still being deleted after $1s: $terminating"
+      log "$3: $last"
       return 1
     fi
-    sleep 1
+    sleep "$2"
   done
 }
 
-# Waits until the API server's discovery names the resource of every CRD (plural.group), as it
-# does a moment after /readyz: a namespace controller that looks earlier finishes deleting a
-# namespace without the custom resources in it, which then stay in etcd with no namespace.
-# Returns 1, naming those still missing, after timeout-seconds.
-wait_crd_discovery() { # timeout-seconds
-  local deadline=$((SECONDS + $1)) crds served missing
-  while :; do
-    crds=$(kctl get crd -o jsonpath='{range .items[*]}{.spec.names.plural}.{.spec.group}{"\n"}{end}' --request-timeout=5s 2>/dev/null) || crds="?"
-    served=$(kctl api-resources -o name --request-timeout=5s 2>/dev/null || true)
-    missing=$(comm -23 <(sort -u <<<"$crds") <(sort -u <<<"$served") | tr '\n' ' ')
-    [[ -z "${missing// /}" ]] && return 0
-    if ((SECONDS >= deadline)); then
-      log "discovery still lacks after $1s: $missing"
-      return 1
-    fi
-    sleep 0.3
-  done
+# Succeeds when no namespace is being deleted; else prints those that are.
+no_namespace_terminating() {
+  local names
+  names=$(kctl get namespaces -o jsonpath='{range .items[?(@.status.phase=="Terminating")]}{.metadata.name}{" "}{end}' --request-timeout=5s 2>/dev/null) || names="?"
+  echo "$names"
+  [[ -z "$names" ]]
 }
+
+# Succeeds when the API server's discovery names the resource of every CRD (plural.group); else
+# prints those it lacks.
+every_crd_discovered() {
+  local crds served missing
+  crds=$(kctl get crd -o jsonpath='{range .items[*]}{.spec.names.plural}.{.spec.group}{"\n"}{end}' --request-timeout=5s 2>/dev/null) || crds="?"
+  served=$(kctl api-resources -o name --request-timeout=5s 2>/dev/null || true)
+  missing=$(comm -23 <(sort -u <<<"$crds") <(sort -u <<<"$served") | tr '\n' ' ')
+  echo "$missing"
+  [[ -z "${missing// /}" ]]
+}
+
+# An API server restart waits for both: a namespace whose deletion spans the restart may be
+# finished by a namespace controller that looks at discovery a moment after /readyz, before it
+# names the CRDs' resources, which then stay in etcd with no namespace.
+wait_no_terminating_namespaces() { wait_until "$1" 1 "namespaces still being deleted after $1s" no_namespace_terminating; }
+wait_crd_discovery() { wait_until "$1" 0.3 "discovery still lacks after $1s" every_crd_discovered; }
 
 # kubectl wait --for=condition=X, asked again until the deadline: kubectl gives up at once, instead
 # of waiting, on an object whose status has no conditions yet (a CRD or node just created:
