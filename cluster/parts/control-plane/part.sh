@@ -286,7 +286,7 @@ status() {
 
 # Stops the kube-apiserver and starts it again with the same command line (same port,
 # certificates and etcd data), then waits for /readyz and for its discovery to name every CRD's
-# resource. It first waits (up to 180 s) until no namespace is being deleted: a deletion that
+# resource. It first waits (up to 60 s) until no namespace is being deleted: a deletion that
 # spans the restart can leave the namespace's custom resources in etcd with no namespace (the
 # namespace controller's discovery misses them for a moment after /readyz). DOWN_SECONDS (default 0, or env
 # APISERVER_DOWN_SECONDS): how long to keep it stopped. APISERVER_STOP_GRACE_SECONDS (default 2):
@@ -306,7 +306,7 @@ restart_apiserver() { # [DOWN_SECONDS]
   binaries_complete || die "binaries are not built; run cluster up first"
   cluster_exists || die "cluster '$CLUSTER_NAME' does not exist; run cluster up first"
 
-  wait_no_terminating_namespaces 180 || log "restarting anyway"
+  wait_no_terminating_namespaces 60 || log "restarting anyway"
   t0=$(date +%s.%N)
   if old=$(component_pid kube-apiserver:kube-apiserver); then
     # SIGTERM first: the API server stops listening at once, but then drains open connections

@@ -31,7 +31,7 @@ describe('drift without false drift', () => {
 
   after(async () => {
     if (ns) await deleteCharts(env, ns).catch(() => undefined); // while the operator still removes their finalizers
-    await stopServedNamespace({ env, mgr });
+    await stopServedNamespace({ env, ns, mgr });
   });
 
   test('a quantity the API server writes another way is no drift', async () => {

@@ -73,10 +73,21 @@ export async function startServedNamespace(prefix: string): Promise<ServedNamesp
   }
 }
 
-/** The operator stopped, then the env's namespaces deleted; parts never started are passed over. */
-export async function stopServedNamespace({ env, mgr }: Partial<ServedNamespace>): Promise<void> {
+/**
+ * The operator stopped, the finalizers of the ArmadaCharts left in `ns` removed (no operator
+ * uninstalls them now: the namespace's deletion takes their releases' objects), then the env's
+ * namespaces deleted; parts never started are passed over.
+ */
+export async function stopServedNamespace({ env, ns, mgr }: Partial<ServedNamespace>): Promise<void> {
   await mgr?.stop();
+  if (env && ns) await abandonCharts(env, ns);
   await env?.cleanup();
+}
+
+/** Removes the finalizers of every ArmadaChart in `ns`, so that deleting the namespace ends without an operator. */
+export async function abandonCharts(env: TestEnv, ns: string): Promise<void> {
+  const { items } = await env.client.list<ArmadaChartObject>(ArmadaChart, { namespace: ns }).catch(() => ({ items: [] as ArmadaChartObject[] }));
+  await Promise.all(items.map((chart) => env.client.patch(ArmadaChart, chart.metadata.name!, ns, { metadata: { finalizers: null } }).catch(() => undefined)));
 }
 
 let kubectlPath: Promise<string> | undefined;

@@ -21,7 +21,7 @@ const isDeployed = (c: ArmadaChartObject) => c.status?.actual_state === 'deploye
 
 describe('a sequenced group', () => {
   before(async () => ({ env, ns, mgr } = await startServedNamespace('armada-seq')));
-  after(() => stopServedNamespace({ env, mgr }));
+  after(() => stopServedNamespace({ env, ns, mgr }));
 
   test('disabled charts install nothing', async () => {
     for (const name of ['blog-1', 'blog-2']) await env.client.create(ArmadaChart, testChart(name, ns, { target_state: 'uninitialized' }));

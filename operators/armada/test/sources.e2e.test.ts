@@ -19,7 +19,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Manager } from '@iot-operator/runtime';
 import type { TestEnv } from '@iot-operator/runtime/testing';
 import { ArmadaChart, type ArmadaChartObject } from '../src/api/armada.ts';
-import { armadaTestEnv, helm, helmList, listenOnLoopback, packageTestChart, startOperator, TESTCHART, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
+import { armadaTestEnv, helm, helmList, listenOnLoopback, packageTestChart, startOperator, stopServedNamespace, TESTCHART, testChart, waitForChartState, waitForStatus } from './e2e-support.ts';
 
 let env: TestEnv;
 let ns: string;
@@ -65,9 +65,8 @@ describe('chart sources', () => {
   });
 
   after(async () => {
-    await mgr?.stop();
+    await stopServedNamespace({ env, ns, mgr });
     server?.close();
-    await env?.cleanup();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 

@@ -27,7 +27,7 @@ const patchSpec = (name: string, spec: Record<string, unknown>) => env.client.pa
 
 describe('upgrades and remediation', () => {
   before(async () => ({ env, ns, mgr } = await startServedNamespace('armada-upgrade')));
-  after(() => stopServedNamespace({ env, mgr }));
+  after(() => stopServedNamespace({ env, ns, mgr }));
 
   test('install once; a spec change that is not an input makes no helm upgrade', async () => {
     await env.client.create(ArmadaChart, testChart('app', ns, { values: { replicaCount: 1 } }));

@@ -25,7 +25,7 @@ let mgr: Manager;
 
 describe('the seed walkthrough (examples/armada)', () => {
   before(async () => ({ env, ns, mgr } = await startServedNamespace('armada-walk')));
-  after(() => stopServedNamespace({ env, mgr }));
+  after(() => stopServedNamespace({ env, ns, mgr }));
 
   test('creating two charts, a group and a manifest deploys both releases', async () => {
     await env.client.create(ArmadaChart, testChart('blog-1', ns));
