@@ -205,7 +205,6 @@ describe('what a user meets when it goes wrong, on the real node', { skip }, () 
     const logs = await run('kubectl', ['--kubeconfig', env.kubeconfigPath, 'logs', '-n', `${good}-crash`, pod, '-c', 'core', '--previous']);
     assert.match(logs.stdout + logs.stderr, new RegExp(`iot-core ${CRASH}: built to exit on start`), 'the command the message gives shows why');
 
-
     const fixed = Date.now();
     await setVersion(good, 'crash', VERSION);
     const available = await waitForPhase(env, good, 'crash', 'Available', 300_000);
