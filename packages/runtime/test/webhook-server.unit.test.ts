@@ -198,6 +198,25 @@ describe('webhook server', () => {
     assert.equal(server.listening, false);
   });
 
+  it('stop drains first: a kept-alive connection\'s next request is answered and told to close, not reset', async () => {
+    const server = new WebhookServer({ address: '127.0.0.1:0', certFile: certs.certFile, keyFile: certs.keyFile, drainMs: 500 }, { registry: new Registry() });
+    server.register('/validate', validatingWebhook(async () => allow()));
+    await server.start();
+    const port = server.port!;
+    const keptAlive = new https.Agent({ keepAlive: true, maxSockets: 1 });
+    const sockets = new Set<unknown>();
+    keptAlive.on('free', (socket) => sockets.add(socket));
+    assert.equal((await post(port, certs.ca, '/validate', review('before'), undefined, 'POST', keptAlive)).connection, 'keep-alive');
+    const stopped = server.stop();
+    const during = await post(port, certs.ca, '/validate', review('during'), undefined, 'POST', keptAlive);
+    assert.deepEqual(during.json.response, { uid: 'during', allowed: true }, 'answered on the connection kept alive');
+    assert.equal(during.connection, 'close');
+    assert.equal(sockets.size, 1, 'one connection served both');
+    await stopped;
+    await assert.rejects(post(port, certs.ca, '/validate', review()), /ECONNREFUSED/);
+    keptAlive.destroy();
+  });
+
   it('stop lets a request in flight finish, then refuses connections', async () => {
     let release!: () => void;
     const started = new Promise<void>((resolve) => (release = resolve));

@@ -18,10 +18,14 @@
  *   conversion: Failure) with a message saying so, and the handler's signal is aborted. A handler
  *   never crashes the server: its exceptions become refusals (admission.ts, conversion.ts).
  * - Every request at a registered path counts in the webhook metrics (metrics.ts) under that path.
- * - `stop` stops accepting connections, closes idle ones, lets requests in flight finish (each
+ * - `stop` first drains for `drainMs` (default 1 s): it still accepts and answers, each answer
+ *   with `Connection: close`, so a client keeping its connection alive (the API server) sends its
+ *   next request on it, is told to close it and opens a new one (through a Service, to another
+ *   replica), instead of sending it just as the connection is closed (`connection reset by peer`).
+ *   Then it stops accepting connections, closes idle ones, lets requests in flight finish (each
  *   is bounded by its deadline) — also those read from an open connection meanwhile — answering
- *   each with `Connection: close`, so no client sends on a connection as it is closed; then
- *   closes every connection and stops watching the certificate files.
+ *   each with `Connection: close`; then closes every connection and stops watching the
+ *   certificate files.
  */
 import https from 'node:https';
 import type http from 'node:http';
@@ -44,12 +48,15 @@ export interface WebhookServerOptions {
   handlerTimeoutMs?: number;
   /** How often the certificate files are read even without a change notification (default 10 s). */
   certReadIntervalMs?: number;
+  /** How long `stop` keeps answering, each answer closing its connection, before it closes them (default 1 s). */
+  drainMs?: number;
 }
 
 export const webhookServerDefaults = {
   address: '0.0.0.0:9443',
   maxRequestBytes: 7 * 1024 * 1024,
   handlerTimeoutMs: 9_000,
+  drainMs: 1_000,
 } as const;
 
 /** Time kept back from the API server's own timeout, so the refusal reaches it in time. */
@@ -64,6 +71,7 @@ export class WebhookServer {
   private readonly inFlight = new Set<Promise<void>>();
   /** Set by `stop`: every answer from then on closes its connection. */
   private stopping = false;
+  private stopped: Promise<void> | undefined;
   /** The answers not sent yet, to close their connections when `stop` begins. */
   private readonly unanswered = new Set<http.ServerResponse>();
 
@@ -126,13 +134,19 @@ export class WebhookServer {
     this.server?.on('connection', (socket: Socket) => socket.unref());
   }
 
-  /** Stops accepting, lets requests in flight finish (each answer closing its connection), closes every connection. */
-  async stop(): Promise<void> {
+  /** Drains (answers closing their connections), stops accepting, lets requests in flight finish, closes every connection. */
+  stop(): Promise<void> {
+    this.stopped ??= this.drainAndClose();
+    return this.stopped;
+  }
+
+  private async drainAndClose(): Promise<void> {
     this.certWatcher?.stop();
     const server = this.server;
     if (!server) return;
     this.stopping = true;
     for (const res of this.unanswered) if (!res.headersSent) res.setHeader('Connection', 'close');
+    await new Promise((resolve) => setTimeout(resolve, this.options.drainMs ?? webhookServerDefaults.drainMs));
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
     // A request read from a connection after stop began is waited for too: destroying its
